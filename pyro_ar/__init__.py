@@ -1,0 +1,43 @@
+"""pyro_ar: Augment & Reduce for categorical likelihoods with a huge number of classes.
+
+The categorical :math:`y = \\arg\\max_k(\\psi_k + \\varepsilon_k)` is augmented with the
+observed class's noise so that its log-joint becomes a sum over classes, which is then
+subsampled inside stochastic variational inference (Ruiz, Titsias, Dieng, Blei, ICML 2018).
+"""
+
+from .distributions import AugmentedCategorical, UtilityCategorical, sample_categorical
+from .negatives import (
+    ImportanceNegatives,
+    Negatives,
+    NegativeSampler,
+    PerDatapointNegatives,
+    SharedNegatives,
+)
+from .noise import GumbelNoise, LogisticNoise, Noise, NoiseDistribution, NormalNoise, get_noise
+from .quadrature import log_marginal, log_marginal_all
+from .utility import DenseUtility, LinearUtility, Utility, as_utility
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AugmentedCategorical",
+    "UtilityCategorical",
+    "sample_categorical",
+    "Noise",
+    "GumbelNoise",
+    "NormalNoise",
+    "LogisticNoise",
+    "NoiseDistribution",
+    "get_noise",
+    "Utility",
+    "DenseUtility",
+    "LinearUtility",
+    "as_utility",
+    "Negatives",
+    "NegativeSampler",
+    "PerDatapointNegatives",
+    "SharedNegatives",
+    "ImportanceNegatives",
+    "log_marginal",
+    "log_marginal_all",
+]

@@ -1,0 +1,220 @@
+r"""Class subsampling ("reduce"): unbiased estimates of a sum over the other classes.
+
+The augmented log-likelihood of a datapoint with label :math:`y` is a sum over classes,
+
+.. math::  S_y = \sum_{k' \ne y} g(k').
+
+A :class:`NegativeSampler` draws class indices and weights :math:`(k'_j, a_j)` such that
+:math:`\hat S_y = \sum_j a_j\, g(k'_j)` has :math:`\mathbb{E}[\hat S_y] = S_y`:
+
+* :class:`PerDatapointNegatives` -- for each datapoint, :math:`s` classes uniform without
+  replacement from :math:`\{0..K-1\}\setminus\{y\}`; :math:`a_j = (K-1)/s` (the paper's).
+* :class:`SharedNegatives` -- one set of :math:`s` classes uniform without replacement
+  from :math:`\{0..K-1\}` for the whole minibatch (so a linear utility is one matrix
+  product); :math:`a_j = K/s\cdot 1[k'_j \ne y]`.
+* :class:`ImportanceNegatives` -- :math:`s` shared draws with replacement from a proposal
+  :math:`q`; :math:`a_j = 1[k'_j \ne y] / (s\, q(k'_j))` (the draws equal to :math:`y` are
+  dropped, which keeps the estimate unbiased for the sum over :math:`k'\ne y`).
+
+With ``num_negatives=None`` (or :math:`s \ge K-1`) every sampler returns all classes
+with weight :math:`1[k' \ne y]`, i.e. the exact sum. No sampler does O(K) work per call,
+except the importance sampler's O(log K) binary search per draw.
+"""
+
+from typing import NamedTuple, Optional
+
+import torch
+
+__all__ = [
+    "Negatives",
+    "NegativeSampler",
+    "PerDatapointNegatives",
+    "SharedNegatives",
+    "ImportanceNegatives",
+    "get_negative_sampler",
+    "sample_without_replacement",
+    "STRATEGIES",
+]
+
+
+class Negatives(NamedTuple):
+    """Sampled classes and their estimator weights.
+
+    :ivar index: class indices, ``(s,)`` when ``shared`` else ``labels.shape + (s,)``.
+    :ivar weight: weights :math:`a_j`, broadcastable to ``labels.shape + (s,)``; zero
+        for a class equal to the datapoint's label.
+    :ivar bool shared: whether one index set serves the whole batch.
+    """
+
+    index: torch.Tensor
+    weight: torch.Tensor
+    shared: bool
+
+
+def sample_without_replacement(n: int, k: int, shape=(), device=None, generator=None) -> torch.Tensor:
+    """``shape + (k,)`` integers, each row a uniform random k-subset of ``range(n)``.
+
+    Uses a vectorised Floyd's algorithm (O(k^2) per row, no O(n) work) when k is small
+    relative to n, and a random permutation otherwise. The order within a row is not
+    uniformly random; only the set is.
+    """
+    shape = torch.Size(shape)
+    if not 0 <= k <= n:
+        raise ValueError(f"cannot draw k={k} distinct classes out of n={n}")
+    if 4 * k >= n:
+        keys = torch.rand(shape + (n,), device=device, generator=generator)
+        return keys.argsort(dim=-1)[..., :k]
+    out = torch.empty(shape + (k,), dtype=torch.long, device=device)
+    for i, j in enumerate(range(n - k, n)):  # loop over the k draws, vectorised over rows
+        t = torch.randint(0, j + 1, shape, device=device, generator=generator)
+        taken = (out[..., :i] == t.unsqueeze(-1)).any(-1)
+        out[..., i] = torch.where(taken, torch.full_like(t, j), t)
+    return out
+
+
+def _check_num_negatives(num_negatives):
+    if num_negatives is None:
+        return None
+    if isinstance(num_negatives, bool) or not isinstance(num_negatives, int) or num_negatives < 1:
+        raise ValueError(f"num_negatives must be a positive integer or None, got {num_negatives!r}")
+    return num_negatives
+
+
+class NegativeSampler:
+    """Base class: draws :class:`Negatives` for a batch of labels over ``num_classes``."""
+
+    strategy = None
+
+    def __init__(self, num_negatives: Optional[int] = None):
+        self.num_negatives = _check_num_negatives(num_negatives)
+
+    def is_exact(self, num_classes: int) -> bool:
+        return self.num_negatives is None or self.num_negatives >= num_classes - 1
+
+    def __call__(self, labels: torch.Tensor, num_classes: int) -> Negatives:
+        if self.is_exact(num_classes):
+            index = torch.arange(num_classes, device=labels.device)
+            weight = (index != labels.unsqueeze(-1))
+            return Negatives(index, weight, True)
+        return self._sample(labels, num_classes)
+
+    def _sample(self, labels, num_classes):
+        raise NotImplementedError
+
+    def __repr__(self):
+        return f"{type(self).__name__}(num_negatives={self.num_negatives})"
+
+
+class PerDatapointNegatives(NegativeSampler):
+    """s classes per datapoint, uniform without replacement among those != label; weight (K-1)/s."""
+
+    strategy = "per_datapoint"
+
+    def _sample(self, labels, num_classes):
+        s = self.num_negatives
+        index = sample_without_replacement(num_classes - 1, s, labels.shape, device=labels.device)
+        index = index + (index >= labels.unsqueeze(-1)).long()  # skip the label itself
+        weight = torch.full((), (num_classes - 1) / s, device=labels.device)
+        return Negatives(index, weight, False)
+
+
+class SharedNegatives(NegativeSampler):
+    """s classes shared by the batch, uniform without replacement; weight K/s, label dropped."""
+
+    strategy = "shared"
+
+    def _sample(self, labels, num_classes):
+        s = self.num_negatives
+        index = sample_without_replacement(num_classes, s, device=labels.device)
+        weight = (index != labels.unsqueeze(-1)) * (num_classes / s)
+        return Negatives(index, weight, True)
+
+
+class ImportanceNegatives(NegativeSampler):
+    r"""s shared draws with replacement from a proposal q; weight 1[k' != y] / (s q(k')).
+
+    :param proposal: positive weights over the K classes (a 1-D tensor, normalised
+        internally) or a ``Categorical`` with ``batch_shape == ()``; e.g. class
+        frequencies to the power 0.75. Every class needs q(k) > 0 for unbiasedness.
+    """
+
+    strategy = "importance"
+
+    def __init__(self, num_negatives: Optional[int], proposal):
+        super().__init__(num_negatives)
+        probs = _proposal_probs(proposal)
+        self.num_classes = probs.shape[0]
+        # float64 cumulative sum once (O(K) at construction); each draw is a binary search
+        self._cdf = probs.double().cumsum(0)
+        self._cdf = self._cdf / self._cdf[-1]
+        self.probs = probs / probs.sum()
+
+    def _sample(self, labels, num_classes):
+        if num_classes != self.num_classes:
+            raise ValueError(
+                f"proposal is over {self.num_classes} classes but the utility has "
+                f"num_classes={num_classes}"
+            )
+        s = self.num_negatives
+        cdf = self._cdf.to(labels.device)
+        u = torch.rand(s, dtype=cdf.dtype, device=labels.device)
+        index = torch.searchsorted(cdf, u, right=True).clamp(max=num_classes - 1)
+        q = self.probs.to(labels.device)[index]
+        weight = (index != labels.unsqueeze(-1)) / (s * q)
+        return Negatives(index, weight, True)
+
+    def is_exact(self, num_classes):
+        return self.num_negatives is None  # draws with replacement never cover K exactly
+
+
+def _proposal_probs(proposal) -> torch.Tensor:
+    from torch.distributions import Categorical
+
+    if isinstance(proposal, Categorical):
+        if proposal.batch_shape != torch.Size():
+            raise ValueError(
+                "proposal must be a distribution over the K classes with batch_shape (), got "
+                f"batch_shape={tuple(proposal.batch_shape)}"
+            )
+        probs = proposal.probs
+    elif isinstance(proposal, torch.Tensor):
+        probs = proposal
+    else:
+        raise ValueError(
+            "proposal must be a 1-D tensor of positive class weights or a Categorical over "
+            f"the K classes, got {proposal!r}"
+        )
+    probs = probs.detach()
+    if probs.dim() != 1 or probs.numel() < 2:
+        raise ValueError(f"proposal must be 1-D over K >= 2 classes, got shape {tuple(probs.shape)}")
+    if not probs.is_floating_point():
+        probs = probs.double()
+    if not torch.isfinite(probs).all() or (probs <= 0).any():
+        bad = probs[~(torch.isfinite(probs) & (probs > 0))][:5].tolist()
+        raise ValueError(
+            "proposal must be finite and > 0 for every class (q(k) = 0 would bias the "
+            f"estimate); got values {bad}"
+        )
+    return probs
+
+
+STRATEGIES = {
+    "per_datapoint": PerDatapointNegatives,
+    "shared": SharedNegatives,
+    "importance": ImportanceNegatives,
+}
+
+
+def get_negative_sampler(strategy="per_datapoint", num_negatives=None, proposal=None) -> NegativeSampler:
+    """Build a sampler from a strategy name (or pass a :class:`NegativeSampler` through)."""
+    if isinstance(strategy, NegativeSampler):
+        return strategy
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy={strategy!r}; expected one of {list(STRATEGIES)}")
+    if strategy == "importance":
+        if proposal is None:
+            raise ValueError("strategy='importance' needs a proposal (class weights over K)")
+        return ImportanceNegatives(num_negatives, proposal)
+    if proposal is not None:
+        raise ValueError(f"proposal is only used with strategy='importance', got strategy={strategy!r}")
+    return STRATEGIES[strategy](num_negatives)

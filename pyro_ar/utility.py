@@ -1,0 +1,182 @@
+r"""Mean utilities :math:`\psi`: dense, or lazily computed for the classes asked for.
+
+The augmented likelihood only ever needs :math:`\psi` at the observed class and a
+subsample of other classes. A :class:`Utility` exposes exactly that:
+
+* :meth:`Utility.gather` -- :math:`\psi_{n, idx_{n,j}}` for a per-datapoint index;
+* :meth:`Utility.gather_shared` -- :math:`\psi_{n, idx_j}` for one index shared by the
+  whole batch (for a linear utility, a single matrix product);
+* :meth:`Utility.full` -- all K utilities (O(K); for exact baselines and evaluation).
+
+:class:`LinearUtility` (:math:`\psi_{nk} = x_n \cdot w_k + b_k`) never materialises the
+B x K matrix unless :meth:`full` is called, and with ``sparse=True`` its gradients with
+respect to ``weight`` and ``bias`` are sparse, touching only the rows gathered.
+"""
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+from pyro.distributions.util import broadcast_shape
+
+__all__ = ["Utility", "DenseUtility", "LinearUtility", "as_utility"]
+
+
+class Utility:
+    """Interface of mean utilities over ``num_classes`` classes with a ``batch_shape``."""
+
+    num_classes: int
+    batch_shape: torch.Size
+
+    @property
+    def dtype(self):
+        raise NotImplementedError
+
+    @property
+    def device(self):
+        raise NotImplementedError
+
+    def gather(self, index: torch.Tensor) -> torch.Tensor:
+        """Utilities at per-element class indices.
+
+        :param index: integer tensor whose shape broadcasts as ``batch_shape + (m,)``.
+        :returns: tensor of shape ``broadcast(batch_shape, index.shape[:-1]) + (m,)``.
+        """
+        raise NotImplementedError
+
+    def gather_shared(self, index: torch.Tensor) -> torch.Tensor:
+        """Utilities at one set of classes shared by the whole batch.
+
+        :param index: 1-D integer tensor of length m.
+        :returns: tensor of shape ``batch_shape + (m,)``.
+        """
+        raise NotImplementedError
+
+    def full(self) -> torch.Tensor:
+        """All utilities, shape ``batch_shape + (num_classes,)`` (O(K) work)."""
+        raise NotImplementedError
+
+    def expand(self, batch_shape) -> "Utility":
+        raise NotImplementedError
+
+
+class DenseUtility(Utility):
+    """Utilities given as a dense tensor of shape ``batch_shape + (K,)`` (logits)."""
+
+    def __init__(self, logits: torch.Tensor):
+        if not isinstance(logits, torch.Tensor) or logits.dim() < 1:
+            raise ValueError(
+                "utility must be a tensor of shape batch_shape + (num_classes,), got "
+                f"{logits if not isinstance(logits, torch.Tensor) else tuple(logits.shape)!r}"
+            )
+        if not logits.is_floating_point():
+            raise ValueError(f"utility must be a floating point tensor, got dtype={logits.dtype}")
+        self.logits = logits
+        self.num_classes = logits.shape[-1]
+        self.batch_shape = logits.shape[:-1]
+
+    @property
+    def dtype(self):
+        return self.logits.dtype
+
+    @property
+    def device(self):
+        return self.logits.device
+
+    def gather(self, index):
+        shape = broadcast_shape(self.batch_shape, index.shape[:-1])
+        logits = self.logits.expand(shape + (self.num_classes,))
+        return torch.gather(logits, -1, index.expand(shape + index.shape[-1:]))
+
+    def gather_shared(self, index):
+        return self.logits.index_select(-1, index)
+
+    def full(self):
+        return self.logits
+
+    def expand(self, batch_shape):
+        return DenseUtility(self.logits.expand(torch.Size(batch_shape) + (self.num_classes,)))
+
+    def __repr__(self):
+        return f"DenseUtility(batch_shape={tuple(self.batch_shape)}, num_classes={self.num_classes})"
+
+
+class LinearUtility(Utility):
+    r"""Lazy linear utilities :math:`\psi_{nk} = x_n \cdot w_k + b_k`.
+
+    :param x: features, shape ``batch_shape + (D,)``.
+    :param weight: class weights, shape ``(K, D)``.
+    :param bias: class biases, shape ``(K,)``, or None.
+    :param bool sparse: gather rows with ``F.embedding(..., sparse=True)`` so that the
+        gradients of ``weight`` and ``bias`` are sparse (only the gathered rows). Use an
+        optimizer that accepts sparse gradients (e.g. ``pyro.optim.SparseAdam``, or
+        :class:`pyro_ar.optim` ones).
+    """
+
+    def __init__(self, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
+                 sparse: bool = False):
+        if weight.dim() != 2:
+            raise ValueError(f"weight must have shape (num_classes, D), got {tuple(weight.shape)}")
+        if x.dim() < 1 or x.shape[-1] != weight.shape[-1]:
+            raise ValueError(
+                f"x must have shape batch_shape + (D,) with D={weight.shape[-1]} matching "
+                f"weight {tuple(weight.shape)}, got x.shape={tuple(x.shape)}"
+            )
+        if bias is not None and bias.shape != weight.shape[:1]:
+            raise ValueError(
+                f"bias must have shape (num_classes,)=({weight.shape[0]},), got {tuple(bias.shape)}"
+            )
+        self.x, self.weight, self.bias, self.sparse = x, weight, bias, sparse
+        self.num_classes = weight.shape[0]
+        self.batch_shape = x.shape[:-1]
+
+    @property
+    def dtype(self):
+        return self.weight.dtype
+
+    @property
+    def device(self):
+        return self.weight.device
+
+    def rows(self, index):
+        """``(weight[index], bias[index])`` -- sparse-gradient gathers when ``sparse``."""
+        w = F.embedding(index, self.weight, sparse=self.sparse)
+        b = None
+        if self.bias is not None:
+            flat = index.reshape(-1)
+            b = torch.gather(self.bias, 0, flat, sparse_grad=self.sparse).reshape(index.shape)
+        return w, b
+
+    def gather(self, index):
+        w, b = self.rows(index)  # index.shape + (D,)
+        psi = (w @ self.x.unsqueeze(-1)).squeeze(-1)  # batched (m, D) @ (D, 1)
+        return psi if b is None else psi + b
+
+    def gather_shared(self, index):
+        w, b = self.rows(index)  # (m, D)
+        psi = self.x @ w.T
+        return psi if b is None else psi + b
+
+    def full(self):
+        psi = self.x @ self.weight.T
+        return psi if self.bias is None else psi + self.bias
+
+    def expand(self, batch_shape):
+        x = self.x.expand(torch.Size(batch_shape) + self.x.shape[-1:])
+        return LinearUtility(x, self.weight, self.bias, self.sparse)
+
+    def __repr__(self):
+        return (f"LinearUtility(batch_shape={tuple(self.batch_shape)}, num_classes="
+                f"{self.num_classes}, D={self.weight.shape[-1]}, sparse={self.sparse})")
+
+
+def as_utility(utility) -> Utility:
+    """Wrap a tensor of logits as a :class:`DenseUtility`; pass a :class:`Utility` through."""
+    if isinstance(utility, Utility):
+        return utility
+    if isinstance(utility, torch.Tensor):
+        return DenseUtility(utility)
+    raise ValueError(
+        f"utility must be a tensor of shape batch_shape + (K,) or a pyro_ar Utility, got {utility!r}"
+    )
