@@ -200,14 +200,17 @@ class AugmentedCategorical(TorchDistribution):
     :param proposal: class weights for ``strategy="importance"``.
     :param negatives: fixed :class:`~pyro_ar.negatives.Negatives` to use instead of
         sampling (e.g. when the model already drew them to sample only those rows).
+    :param str eps_site: name of the sample site that produced ``eps`` (set by
+        :func:`sample_categorical`; lets :class:`pyro_ar.infer.ClosedFormELBO` find the guide).
     """
 
     arg_constraints = {}
 
     def __init__(self, utility, eps, noise="gumbel", num_negatives: Optional[int] = None,
                  strategy="per_datapoint", proposal=None, negatives: Optional[Negatives] = None,
-                 validate_args=None):
+                 eps_site: Optional[str] = None, validate_args=None):
         self.psi = as_utility(utility)
+        self.eps_site = eps_site
         self.noise = get_noise(noise)
         self.sampler = get_negative_sampler(strategy, num_negatives, proposal)
         self.negatives = negatives
@@ -249,6 +252,7 @@ class AugmentedCategorical(TorchDistribution):
         new.psi = self.psi.expand(batch_shape)
         new.eps = self.eps.expand(batch_shape)
         new.noise, new.sampler, new.negatives = self.noise, self.sampler, self.negatives
+        new.eps_site = self.eps_site
         super(AugmentedCategorical, new).__init__(batch_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
@@ -259,22 +263,42 @@ class AugmentedCategorical(TorchDistribution):
             "from UtilityCategorical (pyro_ar.sample_categorical does so when obs is None)"
         )
 
-    def log_prob(self, value):
+    def utility_differences(self, value):
+        r"""Subsampled differences :math:`d_j = \psi_y - \psi_{k'_j}` and their weights :math:`a_j`.
+
+        Draws a fresh class subsample (unless ``negatives`` were fixed) and returns
+        ``(d, a)`` with ``d`` of shape ``broadcast(value, batch_shape) + (s,)`` and ``a``
+        broadcastable to it (zero where :math:`k'_j = y`).
+        """
         if self._validate_args:
             value = check_labels(value, self.num_classes, self.batch_shape)
-        value = value.long()
-        shape = broadcast_shape(value.shape, self.batch_shape)
-        labels = value.expand(shape)
+        labels = value.long().expand(broadcast_shape(value.shape, self.batch_shape))
         neg = self.negatives if self.negatives is not None else self.sampler(labels, self.num_classes)
         psi_y = self.psi.gather(labels.unsqueeze(-1))                        # shape + (1,)
         psi_neg = self.psi.gather_shared(neg.index) if neg.shared else self.psi.gather(neg.index)
         if self._validate_args and not isinstance(self.psi, DenseUtility):
             _check_finite(psi_y.detach(), "utility")
             _check_finite(psi_neg.detach(), "utility")
-        terms = self.noise.log_cdf(self.eps.unsqueeze(-1) + psi_y - psi_neg)
-        weight = neg.weight.to(terms.dtype)
+        d = psi_y - psi_neg
+        return d, neg.weight.to(d.dtype)
+
+    def log_prob(self, value):
+        d, weight = self.utility_differences(value)
+        terms = self.noise.log_cdf(self.eps.unsqueeze(-1) + d)
         keep = (weight != 0).expand(terms.shape)
         return torch.where(keep, weight * terms, torch.zeros_like(terms)).sum(-1)
+
+    def log_sum_exp_negatives(self, value):
+        r""":math:`\log \hat S_y`, the log of the subsampled :math:`\sum_{k'\ne y} e^{\psi_{k'} - \psi_y}`.
+
+        For Gumbel noise :math:`\log\Phi(\varepsilon + d) = -e^{-\varepsilon} e^{-d}`, so the
+        factor is linear in :math:`e^{-\varepsilon}` and its expectation under
+        :math:`q = \mathrm{Gumbel}(\log\eta, 1)` is :math:`-\hat S_y/\eta` (closed form, see
+        :class:`pyro_ar.infer.ClosedFormELBO`). Computed in log space, so no overflow.
+        """
+        d, weight = self.utility_differences(value)
+        log_w = torch.where(weight > 0, weight.log(), torch.full_like(weight, -float("inf")))
+        return torch.logsumexp(log_w - d, dim=-1)
 
     def __repr__(self):
         return (f"AugmentedCategorical(batch_shape={tuple(self.batch_shape)}, num_classes="
@@ -305,9 +329,11 @@ def sample_categorical(name: str, utility, obs: Optional[torch.Tensor] = None, n
     psi = as_utility(utility)
     nz = get_noise(noise)
     zero = torch.zeros((), dtype=psi.dtype, device=psi.device)
-    eps = pyro.sample(f"{name}_eps", nz.distribution(zero, torch.ones_like(zero)).expand(psi.batch_shape))
+    eps_site = f"{name}_eps"
+    prior = nz.distribution(zero, torch.ones_like(zero)).expand(psi.batch_shape)
+    eps = pyro.sample(eps_site, prior, infer={"ar_noise": nz, "ar_label_site": name})
     if obs is None:
         return pyro.sample(name, UtilityCategorical(psi.full(), nz))
     d = AugmentedCategorical(psi, eps, nz, num_negatives=num_negatives, strategy=strategy,
-                             proposal=proposal, negatives=negatives)
+                             proposal=proposal, negatives=negatives, eps_site=eps_site)
     return pyro.sample(name, d, obs=obs)
