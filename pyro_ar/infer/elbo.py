@@ -1,0 +1,158 @@
+r"""The closed-form softmax bound of A&R, in Pyro's own ELBO machinery.
+
+For softmax (Gumbel noise) and :math:`q(\varepsilon) = \mathrm{Gumbel}(\log\eta, 1)`, both
+parts of the per-datapoint ELBO are analytic:
+
+.. math::
+
+    \mathbb{E}_q[\log\phi(\varepsilon) - \log q(\varepsilon)] = -\mathrm{KL}(q\,\|\,\phi)
+        = 1 - \log\eta - 1/\eta,
+    \qquad
+    \mathbb{E}_q\Big[\sum_{k'\ne y}\log\Phi(\varepsilon + \psi_y - \psi_{k'})\Big]
+        = -\mathbb{E}_q[e^{-\varepsilon}] \sum_{k'\ne y} e^{\psi_{k'} - \psi_y} = -S_y/\eta,
+
+giving :math:`L(\eta) = 1 - \log\eta - (1 + S_y)/\eta \le \log p(y\mid\psi)`, tight at
+:math:`\eta^* = 1 + S_y`. With :math:`S_y` replaced by its subsampled estimate
+:math:`\hat S_y` the bound estimate stays unbiased (it is linear in :math:`\hat S_y`).
+
+:class:`ClosedFormELBO` is :class:`~pyro.infer.TraceMeanField_ELBO` (analytic KL for
+every guide site that has one registered, including the Gumbel noise sites) plus one
+substitution: at each :class:`~pyro_ar.AugmentedCategorical` site with Gumbel noise whose
+noise site's guide is Gumbel with scale 1, the Monte Carlo factor is replaced by its
+expectation :math:`-\hat S_y/\eta` (:class:`GumbelExpectedFactor`). Other sites (probit,
+logistic, global latents) are handled exactly as ``TraceMeanField_ELBO`` does. During
+``loss_and_grads`` (i.e. ``SVI.step``), after the gradient is computed with
+:math:`\eta` fixed, the guide's natural-gradient step
+:math:`\eta_n \leftarrow (1-\rho)\eta_n + \rho(1 + \hat S_{y_n})` is applied with the same
+class subsample (see :class:`~pyro_ar.infer.GumbelLocalGuide`).
+"""
+
+import torch
+from torch.distributions import constraints
+
+import pyro.poutine as poutine
+from pyro.distributions import ExpandedDistribution, Gumbel, Independent
+from pyro.distributions.torch_distribution import TorchDistribution
+from pyro.infer import TraceMeanField_ELBO
+from pyro.infer.util import is_validation_enabled
+from pyro.poutine.messenger import Messenger
+from pyro.poutine.util import prune_subsample_sites
+from pyro.util import check_model_guide_match, check_site_shape
+
+from ..distributions import AugmentedCategorical
+from ..noise import GumbelNoise
+
+__all__ = ["ClosedFormELBO", "GumbelExpectedFactor"]
+
+
+class GumbelExpectedFactor(TorchDistribution):
+    r"""Expectation of an A&R softmax factor under :math:`q(\varepsilon) = \mathrm{Gumbel}(\log\eta, 1)`.
+
+    ``log_prob(y)`` :math:`= -\exp(\log\hat S_y - \log\eta)`, with :math:`\hat S_y` from a
+    fresh class subsample of the wrapped :class:`~pyro_ar.AugmentedCategorical`. The last
+    :math:`\log\hat S_y` is kept (detached) for the natural-gradient eta step.
+    """
+
+    arg_constraints = {}
+
+    def __init__(self, base: AugmentedCategorical, log_eta: torch.Tensor):
+        self.base, self.log_eta = base, log_eta
+        self.last_log_s = None
+        super().__init__(base.batch_shape, validate_args=False)
+
+    @constraints.dependent_property(is_discrete=True, event_dim=0)
+    def support(self):
+        return self.base.support
+
+    def expand(self, batch_shape, _instance=None):
+        return GumbelExpectedFactor(self.base.expand(batch_shape), self.log_eta.expand(batch_shape))
+
+    def sample(self, sample_shape=torch.Size()):
+        return self.base.sample(sample_shape)
+
+    def log_prob(self, value):
+        log_s = self.base.log_sum_exp_negatives(value)
+        self.last_log_s = log_s.detach()
+        return -torch.exp(log_s - self.log_eta)
+
+
+def _unwrap(fn):
+    while isinstance(fn, (Independent, ExpandedDistribution)):
+        fn = fn.base_dist
+    return fn
+
+
+def _gumbel_unit_scale(fn):
+    fn = _unwrap(fn)
+    return isinstance(fn, Gumbel) and bool((fn.scale == 1).all())
+
+
+class _ExpectedFactorMessenger(Messenger):
+    """Replaces closed-form-eligible A&R softmax factors by their expectation under q."""
+
+    def __init__(self, guide_trace):
+        super().__init__()
+        self.guide_trace = guide_trace
+
+    def _pyro_sample(self, msg):
+        fn = msg["fn"]
+        if not (isinstance(fn, AugmentedCategorical) and isinstance(fn.noise, GumbelNoise)
+                and msg["is_observed"] and fn.eps_site in self.guide_trace.nodes):
+            return
+        guide_fn = self.guide_trace.nodes[fn.eps_site]["fn"]
+        if _gumbel_unit_scale(guide_fn):
+            msg["fn"] = GumbelExpectedFactor(fn, _unwrap(guide_fn).loc.expand(fn.batch_shape))
+
+
+class ClosedFormELBO(TraceMeanField_ELBO):
+    r"""``TraceMeanField_ELBO`` with the A&R softmax bound in closed form and the natural eta step.
+
+    Use it with :class:`~pyro_ar.infer.GumbelLocalGuide` for Algorithm 1 of Ruiz et al.
+    (2018) inside ``pyro.infer.SVI``. It accepts every model/guide ``TraceMeanField_ELBO``
+    accepts; sites it cannot treat in closed form are estimated as there.
+
+    :param bool local_updates: apply the guides' natural-gradient steps during
+        ``loss_and_grads`` (``SVI.step``); ``loss`` / ``evaluate_loss`` never update.
+    """
+
+    def __init__(self, *args, local_updates=True, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.local_updates = local_updates
+        self._updating = False
+
+    def _get_trace(self, model, guide, args, kwargs):
+        guide_trace = poutine.trace(guide, graph_type="flat").get_trace(*args, **kwargs)
+        model = _ExpectedFactorMessenger(guide_trace)(model)
+        model_trace = poutine.trace(poutine.replay(model, trace=guide_trace),
+                                    graph_type="flat").get_trace(*args, **kwargs)
+        if is_validation_enabled():
+            check_model_guide_match(model_trace, guide_trace, self.max_plate_nesting)
+        guide_trace = prune_subsample_sites(guide_trace)
+        model_trace = prune_subsample_sites(model_trace)
+        model_trace.compute_log_prob()
+        guide_trace.compute_score_parts()
+        if is_validation_enabled():
+            for site in list(model_trace.nodes.values()) + list(guide_trace.nodes.values()):
+                if site["type"] == "sample":
+                    check_site_shape(site, self.max_plate_nesting)
+        if self._updating:
+            self._natural_steps(model_trace, guide_trace)
+        return model_trace, guide_trace
+
+    @staticmethod
+    def _natural_steps(model_trace, guide_trace):
+        for site in model_trace.nodes.values():
+            fn = site.get("fn")
+            if site["type"] != "sample" or not isinstance(fn, GumbelExpectedFactor):
+                continue
+            step = guide_trace.nodes[fn.base.eps_site]["infer"].get("ar_natural_step")
+            if step is not None and fn.last_log_s is not None:
+                # eta~ = 1 + S_hat, in log space
+                step(torch.logaddexp(torch.zeros_like(fn.last_log_s), fn.last_log_s))
+
+    def loss_and_grads(self, model, guide, *args, **kwargs):
+        self._updating = self.local_updates
+        try:
+            return super().loss_and_grads(model, guide, *args, **kwargs)
+        finally:
+            self._updating = False

@@ -1,0 +1,310 @@
+r"""Local guides for the noise sites of the augmented model.
+
+:func:`pyro_ar.sample_categorical` emits, inside the data plate, a noise site
+``"<name>_eps"`` with prior :math:`\phi`. The guides here give each datapoint n its own
+:math:`q(\varepsilon_n)`, indexed by the data plate's subsample:
+
+* :class:`GumbelLocalGuide` -- :math:`q = \mathrm{Gumbel}(\log\eta_n, 1)`, the optimal family
+  for softmax. With :class:`~pyro_ar.infer.ClosedFormELBO` the bound is analytic,
+  :math:`L(\eta) = 1 - \log\eta - (1 + \hat S_y)/\eta`, and :math:`\eta_n` takes the
+  natural-gradient step :math:`\eta_n \leftarrow (1-\rho)\eta_n + \rho(1 + \hat S_{y_n})`,
+  :math:`\rho = (1 + t_n)^{-0.9}` with :math:`t_n` the number of earlier visits of n.
+* :class:`NoiseLocalGuide` -- :math:`q = \text{noise}(\mu_n, \sigma_n)` reparameterised, for
+  any noise (Normal for probit, Logistic, user-defined); gradient local steps.
+* :class:`AmortizedLocalGuide` -- the same family with :math:`(\mu_n, \sigma_n)` predicted
+  from :math:`(x_n, y_n)` by a small network: no O(N) state, and it serves new data.
+
+All are :class:`~pyro.infer.autoguide.AutoGuide` subclasses that open the model's data
+plate with ``self._create_plates`` so they compose with AutoGuides for global latents::
+
+    guide = AutoGuideList(model)
+    guide.append(AutoNormal(poutine.block(model, hide_fn=is_noise_site)))
+    guide.append(NoiseLocalGuide(model))
+
+Per-datapoint parameters are stored unconstrained (N,) tensors gathered with sparse
+gradients (``sparse=True``), so that with a lazy optimizer (:mod:`pyro_ar.optim`) a step
+only touches the minibatch's rows.
+"""
+
+import math
+import warnings
+from functools import partial
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import pyro
+import pyro.distributions as dist
+from pyro.infer.autoguide import AutoGuide
+from pyro.nn import PyroParam
+
+__all__ = [
+    "GumbelLocalGuide",
+    "NoiseLocalGuide",
+    "AmortizedLocalGuide",
+    "is_noise_site",
+    "hide_noise_sites",
+]
+
+_SOFTPLUS_INV_ONE = math.log(math.e - 1.0)
+
+
+def is_noise_site(msg) -> bool:
+    """True for the noise sites emitted by :func:`pyro_ar.sample_categorical` (usable as
+    ``poutine.block(model, hide_fn=is_noise_site)`` to hand the rest to an AutoGuide)."""
+    return msg.get("type") == "sample" and "ar_noise" in (msg.get("infer") or {})
+
+
+def hide_noise_sites(model):
+    """``poutine.block(model, hide_fn=is_noise_site)``: the model as AutoGuides for the
+    global latents should see it."""
+    return pyro.poutine.block(model, hide_fn=is_noise_site)
+
+
+class _LocalGuide(AutoGuide):
+    """Finds the noise sites and their data plate; subclasses define the family."""
+
+    def __init__(self, model, sites=None, sparse=True, create_plates=None):
+        self._requested_sites = sites
+        self.sparse = sparse
+        super().__init__(model, create_plates=create_plates)
+
+    def _setup_prototype(self, *args, **kwargs):
+        super()._setup_prototype(*args, **kwargs)
+        self._sites = {}
+        trace = self.prototype_trace
+        for name, site in trace.iter_stochastic_nodes():
+            if not is_noise_site(site):
+                continue
+            if self._requested_sites is not None and name not in self._requested_sites:
+                continue
+            frames = [f for f in site["cond_indep_stack"] if f.vectorized]
+            batch_shape = site["fn"].batch_shape
+            if len(batch_shape) != 1 or len(frames) != 1 or frames[0].dim != -1:
+                raise NotImplementedError(
+                    f"{type(self).__name__} needs the noise site {name!r} inside exactly one "
+                    f"data plate at dim=-1 with batch_shape (B,), got batch_shape="
+                    f"{tuple(batch_shape)} and plates {[f.name for f in frames]}"
+                )
+            frame = frames[0]
+            label_site = site["infer"]["ar_label_site"]
+            num_classes = None
+            if label_site in trace.nodes and hasattr(trace.nodes[label_site]["fn"], "num_classes"):
+                num_classes = trace.nodes[label_site]["fn"].num_classes
+            self._sites[name] = dict(
+                plate=frame.name,
+                num_data=frame.full_size or frame.size,
+                noise=site["infer"]["ar_noise"],
+                num_classes=num_classes,
+                dtype=site["value"].dtype,
+                device=site["value"].device,
+            )
+        if self._requested_sites is not None:
+            missing = set(self._requested_sites) - set(self._sites)
+            if missing:
+                raise ValueError(f"sites {sorted(missing)} are not noise sites of the model")
+        if not self._sites:
+            raise ValueError(
+                f"{type(self).__name__} found no noise site in the model: emit one with "
+                "pyro_ar.sample_categorical(..., obs=labels)"
+            )
+        for name, info in self._sites.items():
+            self._init_site(name, info)
+
+    def _init_site(self, name, info):
+        raise NotImplementedError
+
+    def _gather(self, param, idx):
+        return torch.gather(param, 0, idx, sparse_grad=self.sparse)
+
+    def _site_distribution(self, name, info, idx, *args, **kwargs):
+        """(distribution, infer dict) of q for the datapoints ``idx``."""
+        raise NotImplementedError
+
+    def forward(self, *args, **kwargs):
+        if self.prototype_trace is None:
+            self._setup_prototype(*args, **kwargs)
+        plates = self._create_plates(*args, **kwargs)
+        result = {}
+        for name, info in self._sites.items():
+            with plates[info["plate"]] as idx:
+                fn, infer = self._site_distribution(name, info, idx, *args, **kwargs)
+                result[name] = pyro.sample(name, fn, infer=infer)
+        return result
+
+    def median(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} has only local (per-datapoint) latents")
+
+
+def _default_rho(visits: torch.Tensor) -> torch.Tensor:
+    return (1.0 + visits.to(torch.get_default_dtype())) ** -0.9
+
+
+class GumbelLocalGuide(_LocalGuide):
+    r"""Local guide :math:`q(\varepsilon_n) = \mathrm{Gumbel}(\log\eta_n, 1)` for softmax A&R.
+
+    :param model: the Pyro model (with noise sites from :func:`pyro_ar.sample_categorical`).
+    :param str local_step: ``"natural"`` -- :math:`\eta_n` is fixed during the gradient step
+        and then updated by the closed-form natural-gradient step (needs
+        :class:`~pyro_ar.infer.ClosedFormELBO`, which performs it); ``"gradient"`` --
+        :math:`\log\eta_n` is an ordinary parameter trained by the optimizer (works with
+        any ELBO).
+    :param rho: Robbins-Monro step-size function of the visit count tensor,
+        default :math:`(1 + t_n)^{-0.9}` (so the first visit sets :math:`\eta_n` to its target).
+    :param init_log_eta: initial :math:`\log\eta` (default :math:`\log K`, i.e. :math:`p(y)=1/K`).
+    """
+
+    def __init__(self, model, local_step="natural", rho=None, init_log_eta=None, sites=None,
+                 sparse=True, create_plates=None):
+        if local_step not in ("natural", "gradient"):
+            raise ValueError(f"local_step must be 'natural' or 'gradient', got {local_step!r}")
+        self.local_step = local_step
+        self.rho = rho or _default_rho
+        self.init_log_eta = init_log_eta
+        self._num_forward = 0
+        self._num_updates = 0
+        self._warned = False
+        super().__init__(model, sites=sites, sparse=sparse, create_plates=create_plates)
+
+    def _init_site(self, name, info):
+        init = self.init_log_eta
+        if init is None:
+            init = math.log(info["num_classes"]) if info["num_classes"] else 0.0
+        log_eta = torch.full((info["num_data"],), float(init), dtype=info["dtype"], device=info["device"])
+        setattr(self, f"{name}_log_eta", PyroParam(log_eta))
+        self.register_buffer(f"{name}_visits", torch.zeros(info["num_data"], dtype=torch.long,
+                                                          device=info["device"]))
+
+    def log_eta(self, name):
+        """The full (N,) tensor of :math:`\\log\\eta` for a noise site."""
+        return getattr(self, f"{name}_log_eta")
+
+    def _site_distribution(self, name, info, idx, *args, **kwargs):
+        log_eta_all = self.log_eta(name)
+        infer = {}
+        if self.local_step == "natural":
+            loc = log_eta_all.detach().index_select(0, idx)
+            infer["ar_natural_step"] = partial(self._natural_step, name, idx)
+            self._num_forward += 1
+            if self._num_forward > 3 and self._num_updates == 0 and not self._warned \
+                    and torch.is_grad_enabled():
+                self._warned = True
+                warnings.warn(
+                    "GumbelLocalGuide(local_step='natural') has not been updated: its eta step is "
+                    "performed by pyro_ar.infer.ClosedFormELBO; with other ELBOs use "
+                    "local_step='gradient'", RuntimeWarning)
+        else:
+            loc = self._gather(log_eta_all, idx)
+        return dist.Gumbel(loc, torch.ones_like(loc)), infer
+
+    @torch.no_grad()
+    def _natural_step(self, name, idx, log_eta_target):
+        r""":math:`\eta \leftarrow (1-\rho)\eta + \rho\tilde\eta` in log space for the rows ``idx``."""
+        log_eta_all = self.log_eta(name).unconstrained()
+        visits = getattr(self, f"{name}_visits")
+        rho = self.rho(visits[idx]).to(log_eta_all.dtype)
+        old = log_eta_all[idx]
+        new = torch.logaddexp(torch.log1p(-rho) + old, torch.log(rho) + log_eta_target.to(old.dtype))
+        log_eta_all.index_copy_(0, idx, new)
+        visits.index_add_(0, idx, torch.ones_like(idx))
+        self._num_updates += 1
+
+
+class NoiseLocalGuide(_LocalGuide):
+    r"""Reparameterised local guide :math:`q(\varepsilon_n) = \text{noise}(\mu_n, \sigma_n)` for any noise.
+
+    The family is the model's own noise (Normal for probit, Logistic for logistic, Gumbel,
+    or a user-defined :class:`~pyro_ar.Noise`) in location-scale form;
+    :math:`\sigma_n = \mathrm{softplus}(u_n)`, both :math:`\mu_n` and :math:`u_n` stored as
+    unconstrained (N,) parameters ``<site>_loc`` and ``<site>_scale_unconstrained`` and
+    gathered for the minibatch only (sparse gradients when ``sparse=True``: use
+    :func:`pyro_ar.optim.lazy_adam`, whose per-parameter options give the local step size).
+
+    :param init_loc: initial :math:`\mu_n` (default 0).
+    :param init_scale: initial :math:`\sigma_n` (default 1: the prior's scale).
+    """
+
+    def __init__(self, model, init_loc=0.0, init_scale=1.0, sites=None, sparse=True,
+                 create_plates=None):
+        if not init_scale > 0:
+            raise ValueError(f"init_scale must be > 0, got {init_scale!r}")
+        self.init_loc, self.init_scale = float(init_loc), float(init_scale)
+        super().__init__(model, sites=sites, sparse=sparse, create_plates=create_plates)
+
+    def _init_site(self, name, info):
+        n, kw = info["num_data"], dict(dtype=info["dtype"], device=info["device"])
+        u = math.log(math.expm1(self.init_scale)) if self.init_scale < 30 else self.init_scale
+        setattr(self, f"{name}_loc", PyroParam(torch.full((n,), self.init_loc, **kw)))
+        setattr(self, f"{name}_scale_unconstrained", PyroParam(torch.full((n,), u, **kw)))
+
+    def _site_distribution(self, name, info, idx, *args, **kwargs):
+        loc = self._gather(getattr(self, f"{name}_loc"), idx)
+        scale = F.softplus(self._gather(getattr(self, f"{name}_scale_unconstrained"), idx))
+        return info["noise"].distribution(loc, scale), {}
+
+
+class AmortizedLocalGuide(_LocalGuide):
+    r"""Amortised local guide: :math:`(\mu_n, \sigma_n) = g_\lambda(x_n, y_n)`.
+
+    No per-datapoint state (O(1) memory in N) and it applies to new data. The default
+    network is :math:`g(x, y) = \mathrm{MLP}(x) + e_y`, an MLP on the features plus a
+    learned per-class offset :math:`e_y \in \mathbb{R}^2` (sparse-gradient embedding),
+    since the optimal :math:`q(\varepsilon_n)` depends strongly on the observed class.
+    With Gumbel noise the scale is fixed to 1 (the optimal family) and only
+    :math:`\mu_n = \log\eta_n` is predicted.
+
+    :param data_fn: ``(*args, **kwargs) -> (x, y)`` giving the FULL feature and label
+        tensors from the model's arguments (indexed here by the plate's subsample);
+        default: the first two positional arguments.
+    :param encoder: optional ``nn.Module`` mapping ``(x_batch, y_batch)`` to a (B, 2)
+        tensor of (loc, unconstrained scale).
+    """
+
+    def __init__(self, model, num_features=None, hidden_dim=64, data_fn=None, encoder=None,
+                 sites=None, sparse=True, create_plates=None):
+        self.data_fn = data_fn or (lambda *args, **kwargs: (args[0], args[1]))
+        self._num_features, self._hidden_dim, self._encoder = num_features, hidden_dim, encoder
+        super().__init__(model, sites=sites, sparse=sparse, create_plates=create_plates)
+
+    def _setup_prototype(self, *args, **kwargs):
+        x, _ = self.data_fn(*args, **kwargs)
+        if self._num_features is None:
+            self._num_features = x.shape[-1]
+        super()._setup_prototype(*args, **kwargs)
+
+    def _init_site(self, name, info):
+        enc = self._encoder
+        if enc is None:
+            if info["num_classes"] is None:
+                raise ValueError(f"cannot infer the number of classes of site {name!r}; pass encoder=")
+            enc = _DefaultEncoder(self._num_features, self._hidden_dim, info["num_classes"],
+                                  self.sparse, gumbel=info["noise"].name == "gumbel")
+            enc = enc.to(device=info["device"], dtype=info["dtype"])
+        setattr(self, f"{name}_encoder", enc)
+
+    def _site_distribution(self, name, info, idx, *args, **kwargs):
+        x, y = self.data_fn(*args, **kwargs)
+        encoder = pyro.module(f"{name}_encoder", getattr(self, f"{name}_encoder"))
+        out = encoder(x[idx], y[idx])
+        loc = out[..., 0]
+        if info["noise"].name == "gumbel":
+            return dist.Gumbel(loc, torch.ones_like(loc)), {}
+        return info["noise"].distribution(loc, F.softplus(out[..., 1])), {}
+
+
+class _DefaultEncoder(nn.Module):
+    def __init__(self, num_features, hidden_dim, num_classes, sparse, gumbel):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(num_features, hidden_dim), nn.Tanh(),
+                                 nn.Linear(hidden_dim, 2))
+        self.class_offset = nn.Embedding(num_classes, 2, sparse=sparse)
+        nn.init.zeros_(self.class_offset.weight)
+        with torch.no_grad():
+            self.net[-1].weight.zero_()
+            # start at the prior (loc 0, scale 1), or at log K for Gumbel (p(y) = 1/K)
+            self.net[-1].bias.copy_(torch.tensor([math.log(num_classes) if gumbel else 0.0,
+                                                  _SOFTPLUS_INV_ONE]))
+
+    def forward(self, x, y):
+        return self.net(x) + self.class_offset(y)

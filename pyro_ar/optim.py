@@ -1,0 +1,173 @@
+r"""Optimizers whose steps touch only the rows a sparse gradient names.
+
+With :class:`~pyro_ar.utility.LinearUtility` (``sparse=True``) and the local guides of
+:mod:`pyro_ar.infer`, gradients of a K x D weight matrix or of per-datapoint local
+parameters are sparse: only the rows used in the step are non-zero. The optimizers here
+update exactly those rows ("lazy" updates) and keep per-row step counts, so a step costs
+O(rows used), whatever K or N. Dense gradients get the usual dense update, so one
+optimizer serves every parameter of a model.
+
+* :class:`LazyAdam` -- Adam (Kingma & Ba, 2015) with per-row bias correction.
+* :class:`ADVIStepSize` -- the adaptive step-size sequence of Kucukelbir et al. (2017,
+  eqs. 10-11) used by the A&R authors:
+  :math:`G \leftarrow \alpha g^2 + (1-\alpha) G` (:math:`G = g^2` at a row's first step),
+  :math:`\theta \leftarrow \theta + \eta\, \lambda^{\lfloor t/T\rfloor} t^{-1/2}\, g / (1 + \sqrt{G})`
+  (here a descent step on the loss), with the decay :math:`\lambda = 0.9` every
+  :math:`T = 2000` steps of the optimizer.
+
+Use them in Pyro through :class:`pyro.optim.PyroOptim` (helpers :func:`lazy_adam`,
+:func:`advi_step_size`); per-parameter options (e.g. a separate local step size) come
+from Pyro's callable ``optim_args``.
+"""
+
+import torch
+from torch.optim import Optimizer
+
+from pyro.optim import PyroOptim
+
+__all__ = ["LazyAdam", "ADVIStepSize", "lazy_adam", "advi_step_size"]
+
+
+def _rows_and_values(grad):
+    """(row indices, gradient rows) of a sparse gradient, duplicates summed."""
+    grad = grad.coalesce()
+    return grad.indices()[0], grad.values()
+
+
+def _row_view(t):
+    """View a tensor as rows: 0-d -> (1,), 1-d -> (n,), else (n, ...)."""
+    return t.reshape(1) if t.dim() == 0 else t
+
+
+class _LazyOptimizer(Optimizer):
+    """Shared row bookkeeping: per-row step counts, dense or sparse gradients."""
+
+    def _row_update(self, p, rows, grad_rows, state, group):
+        raise NotImplementedError
+
+    def _init_state(self, p, state):
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    n = 1 if p.dim() == 0 else p.shape[0]
+                    state["row_step"] = torch.zeros(n, dtype=torch.long, device=p.device)
+                    state["step"] = 0
+                    self._init_state(p, state)
+                state["step"] += 1
+                if p.grad.is_sparse:
+                    rows, g = _rows_and_values(p.grad)
+                else:
+                    rows, g = None, _row_view(p.grad)
+                self._row_update(_row_view(p), rows, g, state, group)
+        return loss
+
+
+class LazyAdam(_LazyOptimizer):
+    r"""Adam whose sparse-gradient steps update only the rows present (lazy Adam).
+
+    For each row r with gradient g_r at its t_r-th update:
+    :math:`m_r \leftarrow \beta_1 m_r + (1-\beta_1) g_r`,
+    :math:`v_r \leftarrow \beta_2 v_r + (1-\beta_2) g_r^2`,
+    :math:`\theta_r \leftarrow \theta_r - lr\, \hat m_r / (\sqrt{\hat v_r} + \epsilon)` with
+    bias corrections :math:`1-\beta^{t_r}`. Rows absent from a sparse gradient are not
+    touched (their moments do not decay), which is what makes a step O(rows used).
+    Dense gradients update every row, as Adam does.
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8):
+        if not lr > 0:
+            raise ValueError(f"lr must be > 0, got {lr!r}")
+        if not (0 <= betas[0] < 1 and 0 <= betas[1] < 1):
+            raise ValueError(f"betas must lie in [0, 1), got {betas!r}")
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps))
+
+    def _init_state(self, p, state):
+        state["exp_avg"] = _row_view(torch.zeros_like(p))
+        state["exp_avg_sq"] = _row_view(torch.zeros_like(p))
+
+    def _row_update(self, p, rows, g, state, group):
+        b1, b2 = group["betas"]
+        m_all, v_all, t_all = state["exp_avg"], state["exp_avg_sq"], state["row_step"]
+        if rows is None:
+            t_all += 1
+            m, v, t = m_all, v_all, t_all
+        else:
+            t_all.index_add_(0, rows, torch.ones_like(rows))
+            m, v, t = m_all[rows], v_all[rows], t_all[rows]
+        m.mul_(b1).add_(g, alpha=1 - b1)
+        v.mul_(b2).addcmul_(g, g, value=1 - b2)
+        shape = (-1,) + (1,) * (g.dim() - 1)
+        bc1 = (1 - b1 ** t.to(g.dtype)).reshape(shape)
+        bc2 = (1 - b2 ** t.to(g.dtype)).reshape(shape)
+        update = (m / bc1) / ((v / bc2).sqrt() + group["eps"])
+        if rows is None:
+            p.sub_(update * group["lr"])
+        else:
+            m_all[rows], v_all[rows] = m, v
+            p.index_add_(0, rows, update, alpha=-group["lr"])
+
+
+class ADVIStepSize(_LazyOptimizer):
+    r"""Kucukelbir et al. (2017) adaptive step size, row-wise and lazy (the A&R authors' schedule).
+
+    :math:`G_r \leftarrow \alpha g_r^2 + (1-\alpha) G_r` (:math:`G_r = g_r^2` at the row's first
+    step), :math:`\theta_r \leftarrow \theta_r - lr\cdot\lambda^{\lfloor s/T\rfloor}\, t_r^{-1/2}\,
+    g_r / (1 + \sqrt{G_r})`, with :math:`t_r` the row's step count and :math:`s` the
+    optimizer's step count.
+
+    :param lr: base step size (the authors use 0.02).
+    :param alpha: weight of the new squared gradient (0.1).
+    :param decay: multiplicative decay :math:`\lambda` of lr (0.9) every ``decay_every`` steps (2000).
+    """
+
+    def __init__(self, params, lr=0.02, alpha=0.1, decay=0.9, decay_every=2000):
+        if not lr > 0:
+            raise ValueError(f"lr must be > 0, got {lr!r}")
+        if not 0 < alpha <= 1:
+            raise ValueError(f"alpha must lie in (0, 1], got {alpha!r}")
+        super().__init__(params, dict(lr=lr, alpha=alpha, decay=decay, decay_every=decay_every))
+
+    def _init_state(self, p, state):
+        state["G"] = _row_view(torch.zeros_like(p))
+
+    def _row_update(self, p, rows, g, state, group):
+        G_all, t_all = state["G"], state["row_step"]
+        if rows is None:
+            t_all += 1
+            G, t = G_all, t_all
+        else:
+            t_all.index_add_(0, rows, torch.ones_like(rows))
+            G, t = G_all[rows], t_all[rows]
+        shape = (-1,) + (1,) * (g.dim() - 1)
+        first = (t == 1).reshape(shape)
+        G = torch.where(first, g * g, group["alpha"] * g * g + (1 - group["alpha"]) * G)
+        lr = group["lr"] * group["decay"] ** (state["step"] // group["decay_every"])
+        update = t.to(g.dtype).rsqrt().reshape(shape) * g / (1 + G.sqrt())
+        if rows is None:
+            G_all.copy_(G)
+            p.sub_(update * lr)
+        else:
+            G_all[rows] = G
+            p.index_add_(0, rows, update, alpha=-lr)
+
+
+def lazy_adam(optim_args) -> PyroOptim:
+    """:class:`LazyAdam` wrapped for Pyro. ``optim_args``: a dict, or a callable
+    ``param_name -> dict`` for per-parameter options (e.g. a local step size)."""
+    return PyroOptim(LazyAdam, optim_args)
+
+
+def advi_step_size(optim_args) -> PyroOptim:
+    """:class:`ADVIStepSize` wrapped for Pyro (see :func:`lazy_adam`)."""
+    return PyroOptim(ADVIStepSize, optim_args)
