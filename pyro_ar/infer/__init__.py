@@ -8,6 +8,7 @@ from .local_guides import (
     hide_noise_sites,
     is_noise_site,
 )
+from .training import train
 
 __all__ = [
     "ClosedFormELBO",
@@ -17,4 +18,5 @@ __all__ = [
     "AmortizedLocalGuide",
     "is_noise_site",
     "hide_noise_sites",
+    "train",
 ]

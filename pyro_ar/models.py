@@ -1,0 +1,152 @@
+r"""A linear classifier :math:`\psi_n = W x_n + b` with the A&R likelihood or a baseline.
+
+One class gives the three ways of treating the weights, all fitted by stock
+``pyro.infer.SVI``:
+
+* ``weights="mle"`` -- :math:`W, b` are ``pyro.param`` s (maximum likelihood);
+* ``weights="map"`` -- the same plus the Gaussian log-prior
+  :math:`\sum_k \log N(w_k; 0, s^2 I) + \log N(b_k; 0, s^2)` as a ``pyro.factor``; when
+  ``num_negatives`` is set the sum over classes is estimated on a uniform class subsample
+  U (:math:`|U|` = ``num_negatives``) with weight :math:`K/|U|`, so the step stays
+  O(subsample);
+* ``weights="bayes"`` -- :math:`W, b` are ``pyro.sample`` sites with that prior, for an
+  AutoGuide (e.g. ``AutoNormal(hide_noise_sites(model))``) -- O(K D) per step, for
+  moderate K.
+
+The likelihood is chosen by name: ``"ar"`` (:func:`pyro_ar.sample_categorical`, any
+noise), ``"exact"`` (:class:`pyro_ar.UtilityCategorical`: exact softmax, or quadrature for
+other noises), or a baseline of :mod:`pyro_ar.bounds` (``"ove"``, ``"botev"``,
+``"bouchard"``).
+"""
+
+from typing import Optional
+
+import torch
+
+import pyro
+import pyro.distributions as dist
+
+from .distributions import UtilityCategorical, sample_categorical
+from .negatives import sample_without_replacement
+from .noise import get_noise
+from .utility import LinearUtility
+
+__all__ = ["LinearClassifier"]
+
+_WEIGHTS = ("mle", "map", "bayes")
+
+
+class LinearClassifier:
+    r"""Pyro model of a linear classifier with a (subsampled) categorical likelihood.
+
+    Example (softmax A&R, closed-form bound, 20 negatives per datapoint)::
+
+        model = LinearClassifier(D, K, num_negatives=20, subsample_size=500, sparse=True)
+        guide = GumbelLocalGuide(model)
+        svi = SVI(model, guide, lazy_adam({"lr": 0.01}), ClosedFormELBO())
+        for step in range(5000):
+            svi.step(x, y)
+
+    :param int num_features: D.
+    :param int num_classes: K.
+    :param noise: noise of the utility model (``"gumbel"``, ``"normal"``, ``"logistic"``, a Noise).
+    :param str likelihood: ``"ar"``, ``"exact"``, ``"ove"``, ``"botev"``, ``"bouchard"``.
+    :param num_negatives: classes per likelihood estimate (None: all).
+    :param strategy: ``"per_datapoint"``, ``"shared"``, ``"importance"``.
+    :param proposal: class weights for ``strategy="importance"``.
+    :param str weights: ``"mle"``, ``"map"`` or ``"bayes"``.
+    :param float prior_scale: prior standard deviation s of the weights and biases.
+    :param subsample_size: minibatch size of the data plate (None: full batch).
+    :param bool sparse: sparse gradients for W, b (use an optimizer of :mod:`pyro_ar.optim`).
+    :param float init_scale: W initialised N(0, init_scale^2) (the authors: 0.1).
+    :param float bias_init_scale: b initialised N(0, bias_init_scale^2) (the authors: 0.001).
+    :param str prefix: prefix of the parameter / site names of the weights.
+    """
+
+    def __init__(self, num_features: int, num_classes: int, noise="gumbel", likelihood="ar",
+                 num_negatives: Optional[int] = None, strategy="per_datapoint", proposal=None,
+                 weights="mle", prior_scale: float = 1.0, subsample_size: Optional[int] = None,
+                 sparse: bool = False, init_scale: float = 0.1, bias_init_scale: float = 1e-3,
+                 prefix: str = "", site: str = "y"):
+        if weights not in _WEIGHTS:
+            raise ValueError(f"weights must be one of {_WEIGHTS}, got {weights!r}")
+        if not prior_scale > 0:
+            raise ValueError(f"prior_scale must be > 0, got {prior_scale!r}")
+        if num_classes < 2 or num_features < 1:
+            raise ValueError(f"need num_classes >= 2 and num_features >= 1, got "
+                             f"num_classes={num_classes}, num_features={num_features}")
+        if num_negatives is not None and num_negatives > num_classes - 1:
+            raise ValueError(f"num_negatives={num_negatives} exceeds num_classes - 1 = {num_classes - 1}")
+        self.num_features, self.num_classes = num_features, num_classes
+        self.noise = get_noise(noise)
+        self.likelihood = likelihood
+        self._likelihood_cls = None
+        if likelihood not in ("ar", "exact"):
+            from .bounds import get_likelihood  # the baselines
+            self._likelihood_cls = get_likelihood(likelihood)
+        self.num_negatives, self.strategy, self.proposal = num_negatives, strategy, proposal
+        self.weights, self.prior_scale = weights, float(prior_scale)
+        self.subsample_size, self.sparse = subsample_size, sparse
+        self.init_scale, self.bias_init_scale = init_scale, bias_init_scale
+        self.prefix, self.site = prefix, site
+
+    # ---- weights ------------------------------------------------------------------------
+    def _param(self, name, shape, scale, like):
+        return pyro.param(self.prefix + name,
+                          lambda: scale * torch.randn(shape, dtype=like.dtype, device=like.device))
+
+    def weight_and_bias(self, like: torch.Tensor):
+        """The weights as the model sees them (params, or samples for ``weights="bayes"``)."""
+        K, D = self.num_classes, self.num_features
+        if self.weights == "bayes":
+            zero = torch.zeros((), dtype=like.dtype, device=like.device)
+            prior = dist.Normal(zero, self.prior_scale)
+            W = pyro.sample(self.prefix + "weight", prior.expand([K, D]).to_event(2))
+            b = pyro.sample(self.prefix + "bias", prior.expand([K]).to_event(1))
+            return W, b
+        W = self._param("weight", (K, D), self.init_scale, like)
+        b = self._param("bias", (K,), self.bias_init_scale, like)
+        if self.weights == "map":
+            pyro.factor(self.prefix + "weight_prior", self._log_prior_estimate(W, b))
+        return W, b
+
+    def _log_prior_estimate(self, W, b):
+        r"""Unbiased estimate of :math:`\sum_k \log N(w_k;0,s^2)+\log N(b_k;0,s^2)`."""
+        K = self.num_classes
+        prior = dist.Normal(torch.zeros((), dtype=W.dtype, device=W.device), self.prior_scale)
+        if self.num_negatives is None:
+            return prior.log_prob(W).sum() + prior.log_prob(b).sum()
+        rows = sample_without_replacement(K, self.num_negatives, device=W.device)
+        w, bb = LinearUtility(W.new_zeros(1, W.shape[1]), W, b, sparse=self.sparse).rows(rows)
+        return (K / self.num_negatives) * (prior.log_prob(w).sum() + prior.log_prob(bb).sum())
+
+    # ---- the model --------------------------------------------------------------------
+    def __call__(self, x: torch.Tensor, y: Optional[torch.Tensor] = None):
+        if x.dim() != 2 or x.shape[1] != self.num_features:
+            raise ValueError(f"x must have shape (N, {self.num_features}), got {tuple(x.shape)}")
+        if y is not None and y.shape != x.shape[:1]:
+            raise ValueError(f"y must have shape ({x.shape[0]},), got {tuple(y.shape)}")
+        W, b = self.weight_and_bias(x)
+        with pyro.plate("data", x.shape[0], subsample_size=self.subsample_size) as idx:
+            psi = LinearUtility(x[idx], W, b, sparse=self.sparse)
+            obs = None if y is None else y[idx]
+            if self.likelihood == "ar":
+                return sample_categorical(self.site, psi, obs=obs, noise=self.noise,
+                                          num_negatives=self.num_negatives, strategy=self.strategy,
+                                          proposal=self.proposal)
+            if obs is None or self.likelihood == "exact":
+                return pyro.sample(self.site, UtilityCategorical(psi.full(), self.noise), obs=obs)
+            d = self._likelihood_cls(psi, num_negatives=self.num_negatives, strategy=self.strategy,
+                                     proposal=self.proposal)
+            return pyro.sample(self.site, d, obs=obs)
+
+    def utility(self, x: torch.Tensor, weight=None, bias=None) -> LinearUtility:
+        """Lazy utilities of new data under the fitted (or given) weights (for evaluation)."""
+        weight = pyro.param(self.prefix + "weight") if weight is None else weight
+        bias = pyro.param(self.prefix + "bias") if bias is None else bias
+        return LinearUtility(x, weight.detach(), bias.detach())
+
+    def __repr__(self):
+        return (f"LinearClassifier(D={self.num_features}, K={self.num_classes}, noise="
+                f"{self.noise.name!r}, likelihood={self.likelihood!r}, weights={self.weights!r}, "
+                f"num_negatives={self.num_negatives}, strategy={self.strategy!r})")
