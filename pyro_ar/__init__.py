@@ -17,6 +17,9 @@ from .noise import GumbelNoise, LogisticNoise, Noise, NoiseDistribution, NormalN
 from .quadrature import log_marginal, log_marginal_all
 from .utility import DenseUtility, LinearUtility, Utility, as_utility
 
+from . import datasets, infer, metrics, models, optim  # noqa: E402  (subpackages)
+from .models import LinearClassifier  # noqa: E402
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -40,4 +43,5 @@ __all__ = [
     "ImportanceNegatives",
     "log_marginal",
     "log_marginal_all",
+    "LinearClassifier",
 ]

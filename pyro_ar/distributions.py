@@ -331,7 +331,8 @@ def sample_categorical(name: str, utility, obs: Optional[torch.Tensor] = None, n
     zero = torch.zeros((), dtype=psi.dtype, device=psi.device)
     eps_site = f"{name}_eps"
     prior = nz.distribution(zero, torch.ones_like(zero)).expand(psi.batch_shape)
-    eps = pyro.sample(eps_site, prior, infer={"ar_noise": nz, "ar_label_site": name})
+    eps = pyro.sample(eps_site, prior, infer={"ar_noise": nz, "ar_label_site": name,
+                                                "ar_num_classes": psi.num_classes})
     if obs is None:
         return pyro.sample(name, UtilityCategorical(psi.full(), nz))
     d = AugmentedCategorical(psi, eps, nz, num_negatives=num_negatives, strategy=strategy,

@@ -127,7 +127,9 @@ class LinearClassifier:
         if y is not None and y.shape != x.shape[:1]:
             raise ValueError(f"y must have shape ({x.shape[0]},), got {tuple(y.shape)}")
         W, b = self.weight_and_bias(x)
-        with pyro.plate("data", x.shape[0], subsample_size=self.subsample_size) as idx:
+        # predicting (y is None) covers every row; training subsamples
+        subsample_size = None if y is None else self.subsample_size
+        with pyro.plate("data", x.shape[0], subsample_size=subsample_size) as idx:
             psi = LinearUtility(x[idx], W, b, sparse=self.sparse)
             obs = None if y is None else y[idx]
             if self.likelihood == "ar":

@@ -88,10 +88,7 @@ class _LocalGuide(AutoGuide):
                     f"{tuple(batch_shape)} and plates {[f.name for f in frames]}"
                 )
             frame = frames[0]
-            label_site = site["infer"]["ar_label_site"]
-            num_classes = None
-            if label_site in trace.nodes and hasattr(trace.nodes[label_site]["fn"], "num_classes"):
-                num_classes = trace.nodes[label_site]["fn"].num_classes
+            num_classes = site["infer"].get("ar_num_classes")
             self._sites[name] = dict(
                 plate=frame.name,
                 num_data=frame.full_size or frame.size,

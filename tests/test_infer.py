@@ -1,0 +1,240 @@
+"""Tests of pyro_ar.infer: local guides, the closed-form ELBO, SVI recovery."""
+
+import math
+
+import pytest
+import torch
+
+import pyro
+import pyro.distributions as dist
+import pyro.poutine as poutine
+from pyro.infer import SVI, Trace_ELBO, TraceMeanField_ELBO
+from pyro.infer.autoguide import AutoGuideList, AutoNormal
+
+import pyro_ar as ar
+from pyro_ar.datasets import make_linear_teacher
+from pyro_ar.infer import (
+    AmortizedLocalGuide,
+    ClosedFormELBO,
+    GumbelLocalGuide,
+    NoiseLocalGuide,
+    hide_noise_sites,
+)
+from pyro_ar.models import LinearClassifier
+from pyro_ar.optim import lazy_adam
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    pyro.clear_param_store()
+    pyro.set_rng_seed(0)
+    yield
+    pyro.clear_param_store()
+
+
+def _dense_model(psi, y, noise="gumbel", num_negatives=None, subsample_size=None):
+    def model():
+        with pyro.plate("data", len(y), subsample_size=subsample_size) as idx:
+            ar.sample_categorical("y", psi[idx], obs=y[idx], noise=noise, num_negatives=num_negatives)
+    return model
+
+
+def _problem(B=6, K=10, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    psi = 2.0 * torch.randn(B, K, generator=g, dtype=torch.float64)
+    y = torch.randint(0, K, (B,), generator=g)
+    return psi, y
+
+
+def _set_log_eta(guide, values):
+    guide.log_eta("y_eps").unconstrained().data.copy_(values)
+
+
+# ---------------------------------------------------------------- closed-form softmax bound
+def test_closed_form_bound_matches_monte_carlo_elbo():
+    """ClosedFormELBO's L(eta) equals the Monte Carlo ELBO (eps ~ the Gumbel guide, stock
+    Trace_ELBO) within 4 standard errors of the MC mean."""
+    psi, y = _problem()
+    model = _dense_model(psi, y)
+    guide = GumbelLocalGuide(model, local_step="gradient")
+    guide()
+    _set_log_eta(guide, torch.log(torch.rand(len(y), dtype=torch.float64) * 20 + 1))
+    closed = ClosedFormELBO().loss(model, guide)
+    draws = torch.tensor([Trace_ELBO().loss(model, guide) for _ in range(3000)])
+    se = draws.std() / math.sqrt(len(draws))
+    assert abs(draws.mean() - closed) < 4 * se, (draws.mean(), closed, se)
+
+
+def test_closed_form_bound_is_tight_at_optimal_eta_and_below_elsewhere():
+    psi, y = _problem(B=20, K=15)
+    model = _dense_model(psi, y)
+    guide = GumbelLocalGuide(model, local_step="gradient")
+    guide()
+    exact = -psi.log_softmax(-1).gather(-1, y[:, None]).sum().item()  # -log p, a loss
+    log_eta_star = -psi.log_softmax(-1).gather(-1, y[:, None]).squeeze(-1)  # eta* = 1/p(y)
+    _set_log_eta(guide, log_eta_star)
+    assert ClosedFormELBO().loss(model, guide) == pytest.approx(exact, abs=1e-9)
+    for shift in (-2.0, -0.3, 0.3, 2.0):
+        _set_log_eta(guide, log_eta_star + shift)
+        assert ClosedFormELBO().loss(model, guide) > exact + 1e-6
+
+
+def test_closed_form_bound_unbiased_under_class_subsampling():
+    """With negatives, the closed-form loss is linear in S_hat, hence unbiased (4 SE)."""
+    psi, y = _problem(B=5, K=30)
+    exact_model, sub_model = _dense_model(psi, y), _dense_model(psi, y, num_negatives=4)
+    guide = GumbelLocalGuide(exact_model, local_step="gradient")
+    guide()
+    full = ClosedFormELBO().loss(exact_model, guide)
+    draws = torch.tensor([ClosedFormELBO().loss(sub_model, guide) for _ in range(3000)])
+    se = draws.std() / math.sqrt(len(draws))
+    assert abs(draws.mean() - full) < 4 * se
+
+
+def test_natural_step_reaches_optimal_eta():
+    """With rho = 1 at the first visit and no subsampling, one step sets eta = eta* = 1/p(y)."""
+    psi, y = _problem(B=8, K=12)
+    model = _dense_model(psi, y)
+    guide = GumbelLocalGuide(model)
+    svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.0}), ClosedFormELBO())
+    svi.step()
+    expected = -psi.log_softmax(-1).gather(-1, y[:, None]).squeeze(-1)
+    assert torch.allclose(guide.log_eta("y_eps").detach(), expected, atol=1e-10)
+    # evaluation does not update
+    before = guide.log_eta("y_eps").detach().clone()
+    svi.evaluate_loss()
+    assert torch.equal(before, guide.log_eta("y_eps").detach())
+
+
+# ---------------------------------------------------------------- bounds for any q
+@pytest.mark.parametrize("noise", ["gumbel", "normal", "logistic"])
+def test_ar_elbo_is_a_lower_bound_for_any_q(noise):
+    """E_q[log p(y, eps) - log q(eps)] <= log p(y) for random q (no subsampling): the MC
+    mean minus 4 standard errors stays below the exact (quadrature) log-likelihood."""
+    psi, y = _problem(B=4, K=6)
+    model = _dense_model(psi, y, noise=noise)
+    guide = NoiseLocalGuide(model, sparse=False)
+    guide()
+    g = torch.Generator().manual_seed(1)
+    pyro.param("NoiseLocalGuide.y_eps_loc").data.copy_(torch.randn(4, generator=g, dtype=torch.float64))
+    draws = torch.tensor([-Trace_ELBO().loss(model, guide) for _ in range(2000)])
+    exact = ar.UtilityCategorical(psi, noise).log_prob(y).sum().item()
+    se = draws.std() / math.sqrt(len(draws))
+    assert draws.mean() - 4 * se <= exact
+
+
+# ---------------------------------------------------------------- plates, ELBOs, composition
+@pytest.mark.parametrize("elbo", [Trace_ELBO, TraceMeanField_ELBO, ClosedFormELBO])
+@pytest.mark.parametrize("guide_cls,noise", [
+    (GumbelLocalGuide, "gumbel"), (NoiseLocalGuide, "normal"), (NoiseLocalGuide, "logistic"),
+    (AmortizedLocalGuide, "normal"), (AmortizedLocalGuide, "gumbel"),
+])
+def test_guides_run_under_plate_subsampling_with_stock_elbos(elbo, guide_cls, noise):
+    data = make_linear_teacher(200, 4, 7, seed=1)
+    model = LinearClassifier(4, 7, noise=noise, num_negatives=3, subsample_size=32, sparse=True)
+    kw = {"local_step": "gradient"} if guide_cls is GumbelLocalGuide else {}
+    guide = guide_cls(model, **kw)
+    svi = SVI(model, guide, lazy_adam({"lr": 0.01}), elbo())
+    losses = [svi.step(data.x, data.y) for _ in range(3)]
+    assert all(math.isfinite(v) for v in losses)
+
+
+@pytest.mark.parametrize("guide_cls,kw", [
+    (GumbelLocalGuide, {"local_step": "natural"}), (GumbelLocalGuide, {"local_step": "gradient"}),
+    (NoiseLocalGuide, {}),
+])
+def test_local_parameters_outside_minibatch_untouched(guide_cls, kw):
+    N, B = 300, 40
+    data = make_linear_teacher(N, 4, 9, seed=2)
+    noise = "gumbel" if guide_cls is GumbelLocalGuide else "normal"
+    model = LinearClassifier(4, 9, noise=noise, num_negatives=3, subsample_size=B, sparse=True)
+    guide = guide_cls(model, **kw)
+    elbo = ClosedFormELBO() if noise == "gumbel" else Trace_ELBO()
+    svi = SVI(model, guide, lazy_adam({"lr": 0.05}), elbo)
+    svi.step(data.x, data.y)  # creates the parameters (and Adam moments)
+    names = [n for n in pyro.get_param_store().keys() if n.startswith(type(guide).__name__)]
+    before = {n: pyro.param(n).detach().clone() for n in names}
+    svi.step(data.x, data.y)
+    changed = torch.zeros(N, dtype=torch.bool)
+    for n in names:
+        changed |= pyro.param(n).detach() != before[n]
+    assert changed.sum().item() == B  # exactly the minibatch's rows moved
+
+
+def test_local_guide_composes_with_autonormal_for_bayesian_weights():
+    data = make_linear_teacher(150, 3, 5, seed=3)
+    model = LinearClassifier(3, 5, noise="normal", weights="bayes", num_negatives=2, subsample_size=50)
+    guide = AutoGuideList(model)
+    guide.append(AutoNormal(hide_noise_sites(model)))
+    guide.append(NoiseLocalGuide(model, sparse=False))
+    svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.01}), TraceMeanField_ELBO())
+    for _ in range(3):
+        assert math.isfinite(svi.step(data.x, data.y))
+    tr = poutine.trace(guide).get_trace(data.x, data.y)
+    assert tr.nodes["weight"]["value"].shape == (5, 3)
+    assert tr.nodes["y_eps"]["value"].shape == (50,)
+    # predict new data: weights from the global part of the guide, labels from the marginal
+    pred = pyro.infer.Predictive(model, guide=guide[0], num_samples=4, return_sites=["y"])(data.x[:7])
+    assert pred["y"].shape[-1] == 7
+
+
+def test_natural_guide_warns_when_never_updated():
+    psi, y = _problem()
+    model = _dense_model(psi, y)
+    guide = GumbelLocalGuide(model)
+    svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.01}), Trace_ELBO())
+    with pytest.warns(RuntimeWarning, match="ClosedFormELBO"):
+        for _ in range(6):
+            svi.step()
+
+
+def test_guide_errors_are_clear():
+    def no_noise_model():
+        pyro.sample("z", dist.Normal(0.0, 1.0))
+    with pytest.raises(ValueError, match="no noise site"):
+        GumbelLocalGuide(no_noise_model)()
+    with pytest.raises(ValueError, match="local_step"):
+        GumbelLocalGuide(no_noise_model, local_step="newton")
+    with pytest.raises(ValueError, match="init_scale"):
+        NoiseLocalGuide(no_noise_model, init_scale=0.0)
+
+
+# ---------------------------------------------------------------- recovery of exact MLE
+def _exact_mle(x, y, K, noise, steps=60):
+    W = torch.zeros(K, x.shape[1], requires_grad=True)
+    b = torch.zeros(K, requires_grad=True)
+    opt = torch.optim.LBFGS([W, b], max_iter=steps, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        loss = -ar.UtilityCategorical(x @ W.T + b, noise).log_prob(y).mean()
+        loss.backward()
+        return loss
+    opt.step(closure)
+    return W.detach(), b.detach()
+
+
+@pytest.mark.parametrize("noise", ["gumbel", "normal", "logistic"])
+def test_svi_recovers_exact_mle_predictive_loglik(noise):
+    """K = 20: the A&R fit (SVI, 5 negatives, minibatches) is within 0.05 nats of the exact
+    MLE in held-out predictive log-likelihood, and so is the generating model."""
+    K, D, N = 20, 5, 3000
+    data = make_linear_teacher(2 * N, D, K, noise, weight_scale=2.0, seed=4)
+    x, y, xt, yt = data.x[:N], data.y[:N], data.x[N:], data.y[N:]
+    W, b = _exact_mle(x, y, K, noise)
+    exact_ll = ar.UtilityCategorical(xt @ W.T + b, noise).log_prob(yt).mean().item()
+    true_ll = ar.UtilityCategorical(xt @ data.W.T + data.b, noise).log_prob(yt).mean().item()
+
+    model = LinearClassifier(D, K, noise=noise, num_negatives=5, subsample_size=500, sparse=True)
+    if noise == "gumbel":
+        guide, elbo = GumbelLocalGuide(model), ClosedFormELBO()
+        optim = lazy_adam({"lr": 0.03})
+    else:
+        guide, elbo = NoiseLocalGuide(model), TraceMeanField_ELBO()
+        optim = lazy_adam(lambda name: {"lr": 0.1 if name.startswith("NoiseLocalGuide") else 0.03})
+    svi = SVI(model, guide, optim, elbo)
+    for _ in range(1500):
+        svi.step(x, y)
+    fit_ll = ar.metrics.log_likelihood(model.utility(xt), yt, noise)["raw"]
+    assert abs(fit_ll - exact_ll) < 0.05, (fit_ll, exact_ll, true_ll)
+    assert abs(true_ll - exact_ll) < 0.05
