@@ -16,8 +16,23 @@ One class gives the three ways of treating the weights, all fitted by stock
 The likelihood is chosen by name: ``"ar"`` (:func:`pyro_ar.sample_categorical`, any
 noise), ``"exact"`` (:class:`pyro_ar.UtilityCategorical`: exact softmax, or quadrature for
 other noises), or a baseline of :mod:`pyro_ar.bounds` (``"ove"``, ``"botev"``,
-``"bouchard"``).
+``"bouchard"``). One switch compares them: :meth:`LinearClassifier.default_guide` and
+:meth:`LinearClassifier.default_elbo` give the matching local guide and ELBO (the A&R
+noise's local guide; none for the baselines), e.g.::
+
+    for lik in ("exact", "ove", "botev", "bouchard", "ar"):
+        model = LinearClassifier(D, K, likelihood=lik, num_negatives=20, subsample_size=500, sparse=True)
+        svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
+
+Bouchard's bound has a free parameter :math:`a` per datapoint. With
+``bouchard_a="local"`` (default) it is a per-datapoint parameter :math:`a_n` (``pyro.param``
+``"<prefix>bouchard_a"`` of shape (N,), initialised at :math:`\log(K-1)`, the optimum when
+all utilities are equal), gathered for the minibatch with sparse gradients and maximised
+jointly with the weights, so a step costs O(subsample) like OVE's; ``"optimal"`` recomputes
+the optimal :math:`a` from all K utilities at every step (O(K), the tightest bound).
 """
+
+import math
 
 from typing import Optional
 
@@ -29,9 +44,13 @@ import pyro.distributions as dist
 from .distributions import UtilityCategorical, sample_categorical
 from .negatives import sample_without_replacement
 from .noise import get_noise
-from .utility import LinearUtility
+from .utility import DenseUtility, LinearUtility
 
 __all__ = ["LinearClassifier"]
+
+
+def _empty_guide(*args, **kwargs):
+    """The guide of a model without latent variables (maximum likelihood / MAP)."""
 
 _WEIGHTS = ("mle", "map", "bayes")
 
@@ -61,13 +80,24 @@ class LinearClassifier:
     :param float init_scale: W initialised N(0, init_scale^2) (the authors: 0.1).
     :param float bias_init_scale: b initialised N(0, bias_init_scale^2) (the authors: 0.001).
     :param str prefix: prefix of the parameter / site names of the weights.
+    :param str utility: ``"lazy"`` (default) -- a :class:`~pyro_ar.utility.LinearUtility` that
+        computes only the utilities the likelihood asks for (the label's and the negatives'),
+        gathering those rows of W (sparse gradients with ``sparse=True``): O(B s D) per step,
+        whatever K; ``"dense"`` -- all K utilities of the minibatch by one matrix product,
+        :math:`\psi = x W^\top + b` (O(B K D), dense gradients), the cheaper choice when K is
+        small relative to the number of negatives times the gather overhead (e.g. Bibtex: K =
+        148, D = 1836, 20 negatives per datapoint). The estimators (negatives, weights,
+        bounds) are the same either way; only the arithmetic differs.
+    :param str bouchard_a: ``"local"`` (a per-datapoint parameter :math:`a_n`) or
+        ``"optimal"`` (recomputed from all K utilities, O(K)); for ``likelihood="bouchard"``.
     """
 
     def __init__(self, num_features: int, num_classes: int, noise="gumbel", likelihood="ar",
                  num_negatives: Optional[int] = None, strategy="per_datapoint", proposal=None,
                  weights="mle", prior_scale: float = 1.0, subsample_size: Optional[int] = None,
                  sparse: bool = False, init_scale: float = 0.1, bias_init_scale: float = 1e-3,
-                 prefix: str = "", site: str = "y"):
+                 prefix: str = "", site: str = "y", utility: str = "lazy",
+                 bouchard_a: str = "local"):
         if weights not in _WEIGHTS:
             raise ValueError(f"weights must be one of {_WEIGHTS}, got {weights!r}")
         if not prior_scale > 0:
@@ -89,6 +119,12 @@ class LinearClassifier:
         self.subsample_size, self.sparse = subsample_size, sparse
         self.init_scale, self.bias_init_scale = init_scale, bias_init_scale
         self.prefix, self.site = prefix, site
+        if bouchard_a not in ("local", "optimal"):
+            raise ValueError(f"bouchard_a must be 'local' or 'optimal', got {bouchard_a!r}")
+        self.bouchard_a = bouchard_a
+        if utility not in ("lazy", "dense"):
+            raise ValueError(f"utility must be 'lazy' or 'dense', got {utility!r}")
+        self.utility_mode = utility
 
     # ---- weights ------------------------------------------------------------------------
     def _param(self, name, shape, scale, like):
@@ -129,8 +165,14 @@ class LinearClassifier:
         W, b = self.weight_and_bias(x)
         # predicting (y is None) covers every row; training subsamples
         subsample_size = None if y is None else self.subsample_size
+        a_all = None
+        if self.likelihood == "bouchard" and self.bouchard_a == "local" and y is not None:
+            a_all = self.bouchard_local_a(x)
         with pyro.plate("data", x.shape[0], subsample_size=subsample_size) as idx:
-            psi = LinearUtility(x[idx], W, b, sparse=self.sparse)
+            if self.utility_mode == "dense":
+                psi = DenseUtility(torch.nn.functional.linear(x[idx], W, b))
+            else:
+                psi = LinearUtility(x[idx], W, b, sparse=self.sparse)
             obs = None if y is None else y[idx]
             if self.likelihood == "ar":
                 return sample_categorical(self.site, psi, obs=obs, noise=self.noise,
@@ -138,9 +180,46 @@ class LinearClassifier:
                                           proposal=self.proposal)
             if obs is None or self.likelihood == "exact":
                 return pyro.sample(self.site, UtilityCategorical(psi.full(), self.noise), obs=obs)
+            kw = {}
+            if a_all is not None:
+                kw["a"] = torch.gather(a_all, 0, idx, sparse_grad=self.sparse)
             d = self._likelihood_cls(psi, num_negatives=self.num_negatives, strategy=self.strategy,
-                                     proposal=self.proposal)
+                                     proposal=self.proposal, **kw)
             return pyro.sample(self.site, d, obs=obs)
+
+    def bouchard_local_a(self, x: torch.Tensor) -> torch.Tensor:
+        r"""The per-datapoint Bouchard parameters :math:`a_n`, shape (N,) (created at
+        :math:`\log(K-1)` on first use; N is the number of rows of the training ``x``)."""
+        N = x.shape[0]
+        a = pyro.param(self.prefix + "bouchard_a",
+                       lambda: torch.full((N,), math.log(self.num_classes - 1), dtype=x.dtype,
+                                          device=x.device))
+        if a.shape != (N,):
+            raise ValueError(f"the Bouchard parameters a_n were created for {a.shape[0]} datapoints, "
+                             f"got x with {N} rows (one a_n per training datapoint)")
+        return a
+
+    def default_guide(self):
+        """The guide that goes with this model's likelihood: for ``likelihood="ar"`` the
+        local guide of the noise (:class:`~pyro_ar.infer.GumbelLocalGuide` for Gumbel,
+        :class:`~pyro_ar.infer.NoiseLocalGuide` otherwise), else an empty guide (the
+        baselines have no latent variable; with ``weights="bayes"`` add an AutoGuide for
+        the weights yourself)."""
+        from .infer import GumbelLocalGuide, NoiseLocalGuide
+        from .noise import GumbelNoise
+
+        if self.likelihood != "ar":
+            return _empty_guide
+        if isinstance(self.noise, GumbelNoise):
+            return GumbelLocalGuide(self)
+        return NoiseLocalGuide(self)
+
+    def default_elbo(self, **kwargs):
+        """:class:`~pyro_ar.infer.ClosedFormELBO` (closed-form softmax A&R bound and natural
+        eta step; ``TraceMeanField_ELBO`` everywhere else, i.e. analytic KL where registered)."""
+        from .infer import ClosedFormELBO
+
+        return ClosedFormELBO(**kwargs)
 
     def utility(self, x: torch.Tensor, weight=None, bias=None) -> LinearUtility:
         """Lazy utilities of new data under the fitted (or given) weights (for evaluation)."""

@@ -1,0 +1,120 @@
+"""Shared helpers of the paper-reproduction benchmarks (``toy.py``, ``table3.py``).
+
+Not a test module: plain functions for running stock ``pyro.infer.SVI`` with the
+``pyro_ar`` pieces, timing, and writing tables / JSON / PNG to ``benchmarks/out/``.
+Every benchmark runs torch on ONE thread (``torch.set_num_threads(1)``): the machine
+is shared, so per-step times are reported as medians.
+"""
+
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "out"
+RESULTS = HERE / "results"
+
+
+def setup(seed: int = 0):
+    """One torch thread, fixed seeds; returns an environment record for the JSON."""
+    import pyro
+
+    torch.set_num_threads(1)
+    pyro.set_rng_seed(seed)
+    OUT.mkdir(parents=True, exist_ok=True)
+    return environment()
+
+
+def environment():
+    import numpy
+    import pyro
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True,
+                                text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "pyro_ar"], cwd=HERE.parent,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except Exception:  # pragma: no cover - git missing
+        commit, dirty = "unknown", ""
+    return {
+        "command": " ".join([Path(sys.executable).name] + sys.argv),
+        "git_commit": commit,
+        "pyro_ar_uncommitted_changes": dirty.splitlines(),
+        "torch": torch.__version__,
+        "pyro": pyro.__version__,
+        "numpy": numpy.__version__,
+        "python": platform.python_version(),
+        "torch_threads": torch.get_num_threads(),
+        "cpus": os.cpu_count(),
+        "load_average_at_start": os.getloadavg(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+
+
+def median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def write_json(name: str, obj) -> Path:
+    path = OUT / name
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=1, default=_json_default)
+    return path
+
+
+def _json_default(o):
+    if isinstance(o, torch.Tensor):
+        return o.tolist()
+    if isinstance(o, float) and not math.isfinite(o):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o)}")
+
+
+def fmt(v, spec=".4f"):
+    if v is None:
+        return "n/a"
+    if isinstance(v, str):
+        return v
+    if isinstance(v, float) and not math.isfinite(v):
+        return "nan"
+    return format(v, spec)
+
+
+def table(rows, columns):
+    """Plain-text table: ``columns`` is a list of (header, key, format spec)."""
+    cells = [[h for h, _, _ in columns]]
+    for r in rows:
+        cells.append([fmt(r.get(k), spec) for _, k, spec in columns])
+    widths = [max(len(c[i]) for c in cells) for i in range(len(columns))]
+    lines = []
+    for j, c in enumerate(cells):
+        lines.append("  ".join(s.rjust(w) if i else s.ljust(w) for i, (s, w) in enumerate(zip(c, widths))))
+        if j == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def markdown_table(rows, columns):
+    head = "| " + " | ".join(h for h, _, _ in columns) + " |"
+    sep = "|" + "|".join("---" for _ in columns) + "|"
+    body = ["| " + " | ".join(fmt(r.get(k), spec) for _, k, spec in columns) + " |" for r in rows]
+    return "\n".join([head, sep] + body)
+
+
+def moving_average(xs, window):
+    """Trailing moving average (the paper smooths its ELBO traces this way)."""
+    out, acc = [], 0.0
+    for i, v in enumerate(xs):
+        acc += v
+        if i >= window:
+            acc -= xs[i - window]
+        out.append(acc / min(i + 1, window))
+    return out

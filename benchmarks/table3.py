@@ -1,0 +1,317 @@
+"""Table 3 (and Figure 2) of Ruiz et al. (2018) on MNIST or Bibtex, with stock Pyro SVI.
+
+Linear classifiers psi = W x + b fitted by maximum likelihood (no prior), each through
+``pyro.infer.SVI`` with the ``pyro_ar`` pieces:
+
+=============  ======================================================  =====================
+method         model (``LinearClassifier``)                            guide / ELBO
+=============  ======================================================  =====================
+exact          ``likelihood="exact"`` (all K classes)                  none / ClosedFormELBO*
+ove            ``likelihood="ove"``, s negatives per datapoint         none / ClosedFormELBO*
+ar_softmax     ``likelihood="ar"``, Gumbel noise, s negatives          GumbelLocalGuide (natural
+                                                                       eta step) / ClosedFormELBO
+ar_probit      ``likelihood="ar"``, Normal noise, s negatives          NoiseLocalGuide (Normal q_n)
+                                                                       / ClosedFormELBO*
+ar_logistic    ``likelihood="ar"``, Logistic noise, s negatives        NoiseLocalGuide (Logistic q_n)
+                                                                       / ClosedFormELBO*
+botev          ``likelihood="botev"`` (sampled softmax, biased)        none / ClosedFormELBO*
+bouchard       ``likelihood="bouchard"``, per-datapoint a_n            none / ClosedFormELBO*
+=============  ======================================================  =====================
+
+(* ClosedFormELBO is TraceMeanField_ELBO wherever the closed form does not apply: the
+Normal-Normal KL of the probit noise site is analytic, the rest is the usual Monte Carlo.)
+
+The authors' settings (their code): MNIST minibatch 500, 1 negative per datapoint,
+35,000 iterations; Bibtex minibatch 488, 20 negatives, 5,000 iterations; W ~ N(0, 0.1^2),
+b ~ N(0, 0.001^2); the step-size sequence of Kucukelbir et al. (``ADVIStepSize``, lr 0.02,
+x0.9 every 2,000 iterations); softmax local step rho = (1 + epoch)^-0.9.
+``--optim authors`` uses that schedule for every parameter (the probit/logistic local
+parameters included, with ``--local-lr``, default 0.02); ``--optim adam`` uses
+``LazyAdam`` (``--lr``, ``--local-lr``) instead.
+
+Reported per method: test log-likelihood per datapoint (raw and floored at -26 as the
+authors did), exact for softmax models and by quadrature for probit/logistic; accuracy;
+the training bound per datapoint evaluated exactly at the fitted parameters (all K
+classes; Monte Carlo over q_n only for probit/logistic); the smoothed stochastic ELBO at
+the end of training; median step time and time per epoch. Traces of the ELBO and of the
+test log-likelihood against training wall time go to a PNG (the paper's Figure 2).
+
+    python benchmarks/table3.py --dataset mnist [--quick] [--optim authors|adam] [--methods ...]
+
+Bibtex is loaded with ``load_bibtex(remap_classes=True)``: K = 148 classes (those that are
+a first label in train or test, the authors' K), and the 3 test rows whose first label
+never occurs in train are dropped (the default ``drop_unseen_test=True``, as the authors
+did), leaving 2,512 test rows.
+"""
+
+import argparse
+import math
+import time
+
+import torch
+import torch.nn.functional as F
+
+import pyro
+from pyro.infer import SVI
+
+import paper_common as common
+from pyro_ar import metrics
+from pyro_ar.datasets import load_bibtex, load_mnist
+from pyro_ar.infer import GumbelLocalGuide, NoiseLocalGuide, train
+from pyro_ar.models import LinearClassifier
+from pyro_ar.optim import advi_step_size, lazy_adam
+
+#: the paper's Table 3 (test log-likelihood / accuracy)
+PAPER = {
+    "mnist": {"exact": (-0.261, 0.927), "ove": (-0.276, 0.919), "ar_softmax": (-0.271, 0.924),
+              "ar_probit": (-0.302, 0.918), "ar_logistic": (-0.287, 0.917)},
+    "bibtex": {"exact": (-3.188, 0.361), "ove": (-3.300, 0.352), "ar_softmax": (-3.036, 0.361),
+               "ar_probit": (-4.184, 0.346), "ar_logistic": (-3.151, 0.353)},
+}
+#: the paper's Table 2 / slides: time per epoch (s), their MATLAB+C code, one core
+PAPER_EPOCH_TIME = {
+    "mnist": {"ove": 0.336, "ar_softmax": 0.337, "ar_probit": 0.431, "ar_logistic": 0.511},
+    "bibtex": {"ove": 0.181, "ar_softmax": 0.188, "ar_probit": 0.244, "ar_logistic": 0.246},
+}
+SETTINGS = {
+    # batch, negatives, iterations (the authors'); quick: iterations, evaluations
+    "mnist": dict(batch=500, negatives=1, steps=35_000, quick_steps=1_500, utility="lazy"),
+    "bibtex": dict(batch=488, negatives=20, steps=5_000, quick_steps=300, utility="dense"),
+}
+METHODS = {
+    "exact": dict(likelihood="exact", noise="gumbel"),
+    "ove": dict(likelihood="ove", noise="gumbel"),
+    "ar_softmax": dict(likelihood="ar", noise="gumbel"),
+    "ar_probit": dict(likelihood="ar", noise="normal"),
+    "ar_logistic": dict(likelihood="ar", noise="logistic"),
+    "botev": dict(likelihood="botev", noise="gumbel"),
+    "bouchard": dict(likelihood="bouchard", noise="gumbel"),
+}
+DEFAULT_METHODS = ["exact", "ove", "ar_softmax", "ar_probit", "ar_logistic"]
+LABELS = {"exact": "exact softmax", "ove": "OVE", "ar_softmax": "A&R softmax",
+          "ar_probit": "A&R probit", "ar_logistic": "A&R logistic", "botev": "Botev (sampled)",
+          "bouchard": "Bouchard (a_n)"}
+
+
+def load(name):
+    if name == "mnist":
+        d = load_mnist()  # pixels / 255, as the authors
+        K = 10
+    else:
+        d = load_bibtex(remap_classes=True)  # K = 148; drops the 3 unseen test rows
+        K = len(d.info["original_class_index"])
+    return d.x_train, d.y_train, d.x_test, d.y_test, K
+
+
+def is_local(name):
+    """Per-datapoint (local) variational parameters, which may get their own step size."""
+    return name.startswith("NoiseLocalGuide.") or name.endswith("bouchard_a")
+
+
+def make_optim(args):
+    if args.optim == "authors":
+        def opts(name):
+            lr = args.local_lr if is_local(name) else args.lr
+            return {"lr": lr, "alpha": 0.1, "decay": 0.9, "decay_every": 2000}
+        return advi_step_size(opts)
+
+    def opts(name):
+        return {"lr": args.local_lr if is_local(name) else args.lr}
+    return lazy_adam(opts)
+
+
+def fitted_bound(method, model, guide, x, y, K):
+    """The training objective evaluated exactly (all classes) at the fitted parameters."""
+    spec = METHODS[method]
+    u = model.utility(x)
+    if spec["likelihood"] == "botev":
+        return {"mean": None, "se": None, "note": "not a bound"}
+    if spec["likelihood"] in ("exact", "ove"):
+        return metrics.bound(u, y, spec["likelihood"])
+    if spec["likelihood"] == "bouchard":
+        return metrics.bound(u, y, "bouchard", a=pyro.param("bouchard_a").detach())
+    if spec["noise"] == "gumbel":
+        return metrics.bound(u, y, "ar", log_eta=guide.log_eta("y_eps").detach())
+    loc = getattr(guide, "y_eps_loc").detach()
+    scale = F.softplus(getattr(guide, "y_eps_scale_unconstrained").detach())
+    return metrics.bound(u, y, "ar", noise=spec["noise"], loc=loc, scale=scale, num_samples=64)
+
+
+def run_method(method, args, data, K):
+    x, y, xt, yt = data
+    st = SETTINGS[args.dataset]
+    spec = METHODS[method]
+    pyro.clear_param_store()
+    pyro.set_rng_seed(args.seed)
+    N, D = x.shape
+    model = LinearClassifier(
+        D, K, noise=spec["noise"], likelihood=spec["likelihood"],
+        num_negatives=None if spec["likelihood"] == "exact" else args.negatives,
+        subsample_size=args.batch, sparse=True, init_scale=0.1, bias_init_scale=1e-3,
+        utility=args.utility)
+    guide = model.default_guide()
+    svi = SVI(model, guide, make_optim(args), model.default_elbo())
+    noise = spec["noise"] if spec["likelihood"] == "ar" else "gumbel"
+
+    def evaluate():
+        if "weight" not in pyro.get_param_store():  # step 0: parameters not created yet
+            return {}
+        u = model.utility(xt)
+        t0 = time.perf_counter()
+        ll = metrics.log_likelihood(u, yt, noise)
+        return {"test_ll": ll["raw"], "test_ll_floored": ll["floored"],
+                "test_acc": metrics.accuracy(u, yt), "eval_seconds": time.perf_counter() - t0}
+
+    steps = args.steps
+    step_times = []
+    t_start = time.perf_counter()
+    history = train(svi, x, y, num_steps=steps, eval_fn=evaluate,
+                    eval_every=max(1, steps // args.num_evals), log_every=args.log_every,
+                    step_times=step_times)
+    wall = time.perf_counter() - t_start
+    final = history[-1]
+    b = fitted_bound(method, model, guide, x, y, K)
+    # training log-likelihood: all rows for softmax (cheap); a fixed random subset of
+    # args.train_eval rows for probit/logistic (quadrature is ~100x dearer than log-softmax)
+    rows_ll = torch.arange(N)
+    if noise != "gumbel" and N > args.train_eval:
+        rows_ll = torch.randperm(N, generator=torch.Generator().manual_seed(1))[:args.train_eval]
+    train_ll = metrics.log_likelihood(model.utility(x[rows_ll]), y[rows_ll], noise)
+    losses = [h["loss"] for h in history[1:]]
+    tail = losses[-max(1, len(losses) // 20):]  # last 5% of the loss records
+    med = common.median(step_times)
+    paper = PAPER[args.dataset].get(method)
+    row = {
+        "method": method, "label": LABELS[method], "steps": final["step"],
+        "train_seconds": final["time"], "wall_seconds_incl_eval": wall,
+        "median_step_ms": 1000 * med, "epoch_seconds": med * N / args.batch,
+        "test_ll": final["test_ll"], "test_ll_floored": final["test_ll_floored"],
+        "test_acc": final["test_acc"],
+        "bound": b["mean"], "bound_se": b["se"],
+        "elbo_stochastic_end": -sum(tail) / len(tail) / N,
+        "train_ll": train_ll["raw"],
+        "paper_test_ll": paper[0] if paper else None, "paper_test_acc": paper[1] if paper else None,
+        "paper_epoch_seconds": PAPER_EPOCH_TIME[args.dataset].get(method),
+    }
+    trace = [{"step": h["step"], "time": h["time"],
+              "elbo": (-h["loss"] / N) if h["step"] else None,
+              **{k: h[k] for k in ("test_ll", "test_ll_floored", "test_acc") if k in h}}
+             for h in history]
+    return row, trace
+
+
+def plot(results, args, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    exact_ll = next((r["row"]["train_ll"] for r in results if r["row"]["method"] == "exact"), None)
+    for r in results:
+        tr, m = r["trace"], r["row"]["method"]
+        pts = [(t["time"], t["elbo"]) for t in tr if t["elbo"] is not None and math.isfinite(t["elbo"])]
+        if pts and m != "botev":
+            window = max(1, len(pts) // 50)
+            axes[0].plot([p[0] for p in pts], common.moving_average([p[1] for p in pts], window),
+                         label=LABELS[m])
+        ev = [(t["time"], t["test_ll"]) for t in tr if "test_ll" in t]
+        axes[1].plot([p[0] for p in ev], [p[1] for p in ev], marker="o", ms=3, label=LABELS[m])
+    if exact_ll is not None:
+        axes[0].axhline(exact_ll, color="k", ls=":", lw=1, label="exact softmax MLE: train log-lik")
+    for m, (ll, _) in PAPER[args.dataset].items():
+        if m in ("exact", "ar_softmax"):
+            axes[1].axhline(ll, ls=":", lw=1, color="k" if m == "exact" else "tab:green")
+    axes[0].set_title(f"{args.dataset}: stochastic ELBO / N (moving average) vs training time")
+    axes[1].set_title(f"{args.dataset}: test log-lik / N vs training time\n(dotted: paper's exact & A&R softmax)")
+    for ax in axes:
+        ax.set_xlabel("training wall time (s, 1 thread, evaluation excluded)")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    finals = [r["row"]["test_ll"] for r in results]
+    spread = max(finals) - min(finals) + 0.05
+    axes[1].set_ylim(min(finals) - 0.5 * spread, max(finals) + 0.3 * spread)
+    elbos = [r["row"]["elbo_stochastic_end"] for r in results if r["row"]["method"] != "botev"]
+    if elbos:
+        spread = max(elbos) - min(elbos) + 0.05
+        axes[0].set_ylim(min(elbos) - 0.6 * spread, max(elbos) + 0.3 * spread)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+COLUMNS = [
+    ("method", "label", "s"), ("steps", "steps", "d"),
+    ("test ll", "test_ll", ".4f"), ("floored", "test_ll_floored", ".4f"),
+    ("acc", "test_acc", ".4f"), ("paper ll", "paper_test_ll", ".3f"), ("paper acc", "paper_test_acc", ".3f"),
+    ("bound/N (exact)", "bound", ".4f"), ("ELBO/N (SVI, end)", "elbo_stochastic_end", ".4f"),
+    ("train ll*", "train_ll", ".4f"), ("ms/step", "median_step_ms", ".2f"),
+    ("s/epoch", "epoch_seconds", ".3f"), ("paper s/epoch", "paper_epoch_seconds", ".3f"),
+    ("train s", "train_seconds", ".0f"),
+]
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--dataset", choices=sorted(SETTINGS), required=True)
+    p.add_argument("--quick", action="store_true", help="a short run (under 2 minutes) of every method")
+    p.add_argument("--methods", nargs="+", choices=sorted(METHODS), default=DEFAULT_METHODS)
+    p.add_argument("--optim", choices=["authors", "adam"], default="authors")
+    p.add_argument("--lr", type=float, default=None, help="global step size (authors: 0.02; adam: 0.001)")
+    p.add_argument("--local-lr", type=float, default=None,
+                   help="step size of per-datapoint parameters (probit/logistic q_n, Bouchard a_n); default --lr")
+    p.add_argument("--steps", type=int, default=None, help="iterations (default: the authors')")
+    p.add_argument("--batch", type=int, default=None)
+    p.add_argument("--negatives", type=int, default=None)
+    p.add_argument("--train-eval", type=int, default=10_000,
+                   help="training rows for the probit/logistic training log-likelihood (quadrature)")
+    p.add_argument("--utility", choices=["dense", "lazy"], default=None,
+                   help="dense: all K utilities per step by one matmul; lazy: only the rows used "
+                        "(default: lazy for mnist, dense for bibtex, where gathering B*s rows of "
+                        "D=1836 costs ~20x the matmul)")
+    p.add_argument("--num-evals", type=int, default=None, help="test evaluations during training")
+    p.add_argument("--log-every", type=int, default=None, help="steps between ELBO records")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--tag", default="", help="suffix of the output file names")
+    args = p.parse_args(argv)
+    st = SETTINGS[args.dataset]
+    args.utility = args.utility or st["utility"]
+    args.batch = args.batch or st["batch"]
+    args.negatives = args.negatives or st["negatives"]
+    args.steps = args.steps or (st["quick_steps"] if args.quick else st["steps"])
+    args.num_evals = args.num_evals or (1 if args.quick else 10)
+    if args.quick and args.train_eval == 10_000:
+        args.train_eval = 2_000
+    args.log_every = args.log_every or max(1, args.steps // 300)
+    if args.lr is None:
+        args.lr = 0.02 if args.optim == "authors" else 1e-3
+    if args.local_lr is None:
+        args.local_lr = args.lr
+    env = common.setup(args.seed)
+    data = load(args.dataset)
+    K = data[4]
+    data = data[:4]
+    print(f"{args.dataset}: N={data[0].shape[0]} train, {data[2].shape[0]} test, D={data[0].shape[1]}, K={K}; "
+          f"batch {args.batch}, {args.negatives} negatives/datapoint, {args.steps} steps, optim={args.optim} "
+          f"(lr {args.lr}, local lr {args.local_lr}), utility={args.utility}, torch threads=1", flush=True)
+    results = []
+    for m in args.methods:
+        t0 = time.perf_counter()
+        row, trace = run_method(m, args, data, K)
+        results.append({"row": row, "trace": trace})
+        print(f"  {LABELS[m]:16s} test ll {row['test_ll']:.4f} (floored {row['test_ll_floored']:.4f}) "
+              f"acc {row['test_acc']:.4f}  bound/N {common.fmt(row['bound'])}  "
+              f"{row['median_step_ms']:.2f} ms/step  [{time.perf_counter() - t0:.0f} s]", flush=True)
+    rows = [r["row"] for r in results]
+    print()
+    print(common.table(rows, COLUMNS))
+    name = f"table3_{args.dataset}_{args.optim}{'_quick' if args.quick else ''}{args.tag}"
+    out = {"benchmark": "table3", "dataset": args.dataset, "settings": vars(args), "environment": env,
+           "rows": rows, "traces": {r["row"]["method"]: r["trace"] for r in results}}
+    path = common.write_json(name + ".json", out)
+    plot(results, args, common.OUT / (name + ".png"))
+    print(f"\nwrote {path} and {common.OUT / (name + '.png')}")
+    return out
+
+
+if __name__ == "__main__":
+    main()

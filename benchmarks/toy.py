@@ -1,0 +1,221 @@
+"""The toy of the A&R paper (section 4.1; after Titsias 2016): biases only, K = 10,000.
+
+Data: u_k ~ U(0, 1), p_k = u_k / sum u, N = 200,000 labels y_n ~ Categorical(p)
+(``pyro_ar.datasets.make_toy``). Model: softmax with biases only, psi = b, fitted by
+maximum likelihood with stock ``pyro.infer.SVI``:
+
+* A&R softmax -- ``likelihood="ar"`` (Gumbel noise), ``GumbelLocalGuide`` (eta_n per
+  datapoint, natural step rho = (1 + epoch)^-0.9) + ``ClosedFormELBO``;
+* OVE -- ``likelihood="ove"``, no guide.
+
+Both use the same minibatch (B = 500 datapoints, s = 100 negative classes per datapoint,
+uniform without replacement, weight (K-1)/s), the same initialisation b ~ N(0, 0.001^2)
+and the same optimizer (default: the authors' ``ADVIStepSize`` schedule, lr 0.02,
+x0.9 every 2,000 steps). The model is ``LinearClassifier`` with one constant feature
+x_n = 0 (D = 1): psi_nk = 0 * w_k + b_k = b_k exactly, the weight column gets an exactly
+zero gradient and never moves; this keeps the toy on the very code path of the real data
+sets (lazy ``LinearUtility`` gathering only the label's and the negatives' rows, so a step
+costs O(B s) whatever K, the same likelihood switch, the same guides).
+
+Reported (every checkpoint and at the end), all computed EXACTLY (every class, every
+datapoint, no subsampling) at the fitted parameters:
+
+* the bound per datapoint: for A&R the closed-form bound at the fitted eta_n,
+  (1/N) sum_n [1 - log eta_n - (1 + S_n)/eta_n] (the bound actually reached), and at the
+  optimal eta (where it equals the log-likelihood); for OVE
+  (1/N) sum_n sum_{k != y_n} log sigmoid(b_{y_n} - b_k);
+* the exact log-likelihood per datapoint of each fit;
+* the mean absolute error (1/K) sum_k |softmax(b)_k - p_k|, with two references: the
+  MLE itself (empirical frequencies; the best any maximum-likelihood fit can do) and
+  the uniform distribution (the starting point);
+* the median wall time of a step (one torch thread) and time per epoch = 400 steps.
+
+    python benchmarks/toy.py [--quick] [--steps N] [--optim authors|adam]
+"""
+
+import argparse
+import math
+import time
+
+import torch
+
+import pyro
+from pyro.infer import SVI
+
+import paper_common as common
+from pyro_ar import metrics
+from pyro_ar.datasets import make_toy
+from pyro_ar.infer import train
+from pyro_ar.models import LinearClassifier
+from pyro_ar.optim import advi_step_size, lazy_adam
+
+METHODS = {"ar_softmax": "A&R softmax", "ove": "OVE"}
+
+
+@torch.no_grad()
+def exact_quantities(b, y, counts, p, log_eta=None):
+    """Bounds / log-likelihood per datapoint and MAE, by class-level formulas (exact)."""
+    b = b.double()
+    K = b.numel()
+    logp = b.log_softmax(0)
+    out = {"loglik": (counts * logp).sum().item() / y.numel(),
+           "mae": (logp.exp() - p).abs().mean().item()}
+    if log_eta is not None:  # A&R bound at the fitted eta_n: 1 - log eta - (1 + S_y)/eta
+        le = log_eta.double()
+        neg_logp_y = -logp[y]
+        out["bound"] = (1.0 - le - torch.exp(neg_logp_y - le)).mean().item()
+        out["bound_optimal_eta"] = out["loglik"]
+    else:  # OVE: sum_{k != y} log sigmoid(b_y - b_k), per class y, chunked over y
+        per_class = torch.empty(K, dtype=torch.float64)
+        for start in range(0, K, 500):
+            d = b[start:start + 500, None] - b[None, :]
+            per_class[start:start + 500] = -torch.logaddexp(torch.zeros((), dtype=d.dtype), -d).sum(1) + math.log(2.0)
+        out["bound"] = (counts * per_class).sum().item() / y.numel()
+    return out
+
+
+def check_against_metrics(b, y, log_eta, n=2000):
+    """Cross-check the class-level formulas with pyro_ar.metrics.bound on n datapoints."""
+    idx = torch.arange(n)
+    psi = b.detach().double().expand(n, -1)
+    ar = metrics.bound(psi, y[idx], "ar", log_eta=log_eta[idx].double())["mean"]
+    ove = metrics.bound(psi, y[idx], "ove")["mean"]
+    counts = torch.bincount(y[idx], minlength=b.numel()).double()
+    mine_ar = exact_quantities(b, y[idx], counts, torch.zeros_like(b, dtype=torch.float64), log_eta[idx])["bound"]
+    mine_ove = exact_quantities(b, y[idx], counts, torch.zeros_like(b, dtype=torch.float64))["bound"]
+    return max(abs(ar - mine_ar), abs(ove - mine_ove))
+
+
+def make_optim(args):
+    if args.optim == "authors":
+        return advi_step_size({"lr": args.lr, "alpha": 0.1, "decay": 0.9, "decay_every": 2000})
+    return lazy_adam({"lr": args.lr})
+
+
+def run(method, args, y, counts, p):
+    N, K = y.numel(), p.numel()
+    pyro.clear_param_store()
+    pyro.set_rng_seed(args.seed)
+    x = torch.zeros(N, 1)
+    model = LinearClassifier(1, K, likelihood="ar" if method == "ar_softmax" else "ove",
+                             num_negatives=args.negatives, subsample_size=args.batch, sparse=True,
+                             init_scale=0.1, bias_init_scale=1e-3, utility="lazy")
+    guide = model.default_guide()
+    svi = SVI(model, guide, make_optim(args), model.default_elbo())
+
+    def evaluate():
+        if "bias" not in pyro.get_param_store():
+            return {}
+        log_eta = guide.log_eta("y_eps").detach() if method == "ar_softmax" else None
+        return exact_quantities(pyro.param("bias").detach(), y, counts, p, log_eta)
+
+    step_times = []
+    history = train(svi, x, y, num_steps=args.steps, eval_fn=evaluate,
+                    eval_every=max(1, args.steps // args.num_evals), log_every=max(1, args.steps // 200),
+                    step_times=step_times)
+    final = history[-1]
+    med = common.median(step_times)
+    row = {"method": method, "label": METHODS[method], "steps": final["step"],
+           "epochs": final["step"] * args.batch / N,
+           "bound": final["bound"], "bound_optimal_eta": final.get("bound_optimal_eta"),
+           "loglik": final["loglik"], "mae": final["mae"],
+           "median_step_ms": 1000 * med, "epoch_seconds": med * N / args.batch,
+           "train_seconds": final["time"],
+           "elbo_stochastic_end": -sum(h["loss"] for h in history[-10:]) / 10 / N}
+    if method == "ar_softmax":
+        row["check_vs_metrics_bound"] = check_against_metrics(pyro.param("bias"), y, guide.log_eta("y_eps").detach())
+    trace = [{k: h[k] for k in ("step", "time", "loss", "bound", "loglik", "mae") if k in h} for h in history]
+    return row, trace
+
+
+def plot(results, refs, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for r in results:
+        ev = [t for t in r["trace"] if "bound" in t]
+        lab = r["row"]["label"]
+        axes[0].plot([t["time"] for t in ev], [t["bound"] for t in ev], marker="o", ms=3, label=f"{lab}: bound")
+        axes[0].plot([t["time"] for t in ev], [t["loglik"] for t in ev], ls="--", label=f"{lab}: log-lik of the fit")
+        axes[1].plot([t["time"] for t in ev], [t["mae"] for t in ev], marker="o", ms=3, label=lab)
+    axes[0].axhline(refs["mle_loglik"], color="k", ls=":", lw=1, label="MLE (empirical freq.) log-lik")
+    axes[1].axhline(refs["mle_mae"], color="k", ls=":", lw=1, label="MLE (empirical freq.)")
+    axes[0].set_yscale("symlog")
+    axes[0].set_title("toy: exact bound / N at the fitted parameters")
+    axes[1].set_title("toy: mean |softmax(b) - p|")
+    axes[1].set_yscale("log")
+    for ax in axes:
+        ax.set_xlabel("training wall time (s, 1 thread, evaluation excluded)")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+COLUMNS = [("method", "label", "s"), ("steps", "steps", "d"), ("epochs", "epochs", ".1f"),
+           ("bound/N (fitted)", "bound", ".4f"), ("bound/N (opt. eta)", "bound_optimal_eta", ".4f"),
+           ("log-lik/N", "loglik", ".4f"), ("MAE", "mae", ".3e"), ("ms/step", "median_step_ms", ".2f"),
+           ("s/epoch", "epoch_seconds", ".2f"), ("train s", "train_seconds", ".0f")]
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--steps", type=int, default=None, help="iterations per method (default 40,000; quick 2,000)")
+    p.add_argument("--num-classes", type=int, default=10_000)
+    p.add_argument("--num-samples", type=int, default=200_000)
+    p.add_argument("--batch", type=int, default=500)
+    p.add_argument("--negatives", type=int, default=100)
+    p.add_argument("--optim", choices=["authors", "adam"], default="authors")
+    p.add_argument("--lr", type=float, default=None, help="authors: 0.02; adam: 0.01")
+    p.add_argument("--num-evals", type=int, default=None)
+    p.add_argument("--methods", nargs="+", choices=sorted(METHODS), default=["ar_softmax", "ove"])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--tag", default="")
+    args = p.parse_args(argv)
+    args.steps = args.steps or (2_000 if args.quick else 40_000)
+    args.num_evals = args.num_evals or (4 if args.quick else 20)
+    args.lr = args.lr or (0.02 if args.optim == "authors" else 0.01)
+    env = common.setup(args.seed)
+    data = make_toy(args.num_classes, args.num_samples, seed=args.seed, dtype=torch.float64)
+    y, ptrue = data.y, data.probs
+    K, N = args.num_classes, args.num_samples
+    counts = torch.bincount(y, minlength=K).double()
+    freq = counts / N
+    refs = {
+        "mle_loglik": (counts[counts > 0] * freq[counts > 0].log()).sum().item() / N,
+        "true_p_loglik": (counts * ptrue.log()).sum().item() / N,
+        "uniform_loglik": -math.log(K),
+        "mle_mae": (freq - ptrue).abs().mean().item(),
+        "uniform_mae": (1.0 / K - ptrue).abs().mean().item(),
+        "classes_never_observed": int((counts == 0).sum()),
+    }
+    print(f"toy: K={K}, N={N}, batch {args.batch}, {args.negatives} negatives/datapoint, {args.steps} steps, "
+          f"optim={args.optim} (lr {args.lr}), torch threads=1", flush=True)
+    print(f"  references: MLE (empirical frequencies) log-lik/N {refs['mle_loglik']:.4f}, MAE {refs['mle_mae']:.3e}; "
+          f"true p log-lik/N {refs['true_p_loglik']:.4f}; uniform MAE {refs['uniform_mae']:.3e}; "
+          f"{refs['classes_never_observed']} classes never observed", flush=True)
+    results = []
+    for m in args.methods:
+        t0 = time.perf_counter()
+        row, trace = run(m, args, y, counts, ptrue)
+        results.append({"row": row, "trace": trace})
+        print(f"  {row['label']:12s} bound/N {row['bound']:.4f}  log-lik/N {row['loglik']:.4f}  MAE {row['mae']:.3e}  "
+              f"{row['median_step_ms']:.2f} ms/step  [{time.perf_counter() - t0:.0f} s]", flush=True)
+    rows = [r["row"] for r in results]
+    print()
+    print(common.table(rows, COLUMNS))
+    name = f"toy_{args.optim}{'_quick' if args.quick else ''}{args.tag}"
+    out = {"benchmark": "toy", "settings": vars(args), "environment": env, "references": refs,
+           "rows": rows, "traces": {r["row"]["method"]: r["trace"] for r in results}}
+    path = common.write_json(name + ".json", out)
+    plot(results, refs, common.OUT / (name + ".png"))
+    print(f"\nwrote {path} and {common.OUT / (name + '.png')}")
+    return out
+
+
+if __name__ == "__main__":
+    main()

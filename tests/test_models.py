@@ -1,0 +1,221 @@
+"""Tests of LinearClassifier's likelihood switch (Bouchard a_n, dense utilities, default
+guide/ELBO), metrics.bound (the exact training bounds) and train()'s records."""
+
+import math
+
+import pytest
+import torch
+
+import pyro
+import pyro.poutine as poutine
+from pyro.infer import SVI
+
+import pyro_ar as ar
+from pyro_ar import metrics
+from pyro_ar.bounds import BouchardBound, OVECategorical, optimal_bouchard_a
+from pyro_ar.datasets import make_linear_teacher
+from pyro_ar.infer import GumbelLocalGuide, NoiseLocalGuide, train
+from pyro_ar.models import LinearClassifier
+from pyro_ar.optim import advi_step_size, lazy_adam
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    pyro.clear_param_store()
+    pyro.set_rng_seed(0)
+    yield
+    pyro.clear_param_store()
+
+
+def _data(N=300, D=4, K=9, seed=0, noise="gumbel"):
+    return make_linear_teacher(N, D, K, noise, weight_scale=2.0, seed=seed)
+
+
+# ---------------------------------------------------------------- one switch
+@pytest.mark.parametrize("likelihood,noise", [
+    ("exact", "gumbel"), ("ove", "gumbel"), ("botev", "gumbel"), ("bouchard", "gumbel"),
+    ("ar", "gumbel"), ("ar", "normal"), ("ar", "logistic"),
+])
+@pytest.mark.parametrize("utility", ["lazy", "dense"])
+def test_one_switch_runs_every_likelihood(likelihood, noise, utility):
+    data = _data(noise=noise)
+    model = LinearClassifier(4, 9, noise=noise, likelihood=likelihood, num_negatives=3,
+                             subsample_size=50, sparse=True, utility=utility)
+    guide = model.default_guide()
+    if likelihood == "ar":
+        assert isinstance(guide, GumbelLocalGuide if noise == "gumbel" else NoiseLocalGuide)
+    svi = SVI(model, guide, lazy_adam({"lr": 0.01}), model.default_elbo())
+    assert all(math.isfinite(svi.step(data.x, data.y)) for _ in range(3))
+
+
+def test_dense_and_lazy_utilities_give_the_same_objective():
+    """Without class subsampling the objective is deterministic given the parameters, so
+    both utility modes must give the same loss and the same gradients."""
+    data = _data(N=60)
+    results = []
+    for utility in ("lazy", "dense"):
+        pyro.clear_param_store()
+        pyro.set_rng_seed(3)
+        model = LinearClassifier(4, 9, likelihood="ove", utility=utility, sparse=False)
+        tr = poutine.trace(model).get_trace(data.x, data.y)
+        loss = -tr.log_prob_sum()
+        loss.backward()
+        W = pyro.param("weight")
+        results.append((loss.item(), W.grad.clone()))
+    assert results[0][0] == pytest.approx(results[1][0], rel=1e-6)
+    assert torch.allclose(results[0][1], results[1][1], atol=1e-5)
+
+
+def test_bad_options_are_rejected():
+    with pytest.raises(ValueError, match="utility"):
+        LinearClassifier(3, 4, utility="sparse")
+    with pytest.raises(ValueError, match="bouchard_a"):
+        LinearClassifier(3, 4, likelihood="bouchard", bouchard_a="amortised")
+
+
+# ---------------------------------------------------------------- Bouchard a_n
+def test_bouchard_local_a_is_per_datapoint_and_only_minibatch_rows_move():
+    N, B, K = 200, 25, 9
+    data = _data(N=N, K=K)
+    model = LinearClassifier(4, K, likelihood="bouchard", num_negatives=3, subsample_size=B, sparse=True)
+    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
+    svi.step(data.x, data.y)
+    a = pyro.param("bouchard_a")
+    assert a.shape == (N,)
+    before = a.detach().clone()
+    changed = before != math.log(K - 1)
+    assert changed.sum().item() == B  # the first minibatch's rows moved from the init
+    svi.step(data.x, data.y)
+    moved = (pyro.param("bouchard_a").detach() != before).sum().item()
+    assert moved == B  # exactly one minibatch's rows moved again
+
+
+def test_bouchard_local_a_converges_to_the_optimal_a():
+    """With the weights frozen (lr 0 for them), maximising the bound over a_n reaches the
+    optimal a of optimal_bouchard_a, and the bound approaches its optimised value."""
+    N, K = 100, 6
+    data = _data(N=N, K=K)
+    model = LinearClassifier(4, K, likelihood="bouchard", subsample_size=None)
+    optim = lazy_adam(lambda name: {"lr": 0.05 if name == "bouchard_a" else 1e-12})
+    svi = SVI(model, model.default_guide(), optim, model.default_elbo())
+    for _ in range(1500):
+        svi.step(data.x, data.y)
+    u = model.utility(data.x)
+    a_star = optimal_bouchard_a(u.full())
+    a = pyro.param("bouchard_a").detach()
+    assert torch.allclose(a, a_star, atol=2e-2)
+    fitted = metrics.bound(u, data.y, "bouchard", a=a)["mean"]
+    best = metrics.bound(u, data.y, "bouchard")["mean"]
+    assert fitted <= best + 1e-6 and fitted == pytest.approx(best, abs=1e-3)
+    assert best <= metrics.log_likelihood(u, data.y)["raw"]
+
+
+def test_bouchard_optimal_mode_still_available():
+    data = _data(N=50)
+    model = LinearClassifier(4, 9, likelihood="bouchard", bouchard_a="optimal", subsample_size=10)
+    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
+    assert math.isfinite(svi.step(data.x, data.y))
+    assert "bouchard_a" not in pyro.get_param_store()
+
+
+def test_bouchard_a_shape_mismatch_is_explained():
+    data = _data(N=50)
+    model = LinearClassifier(4, 9, likelihood="bouchard", subsample_size=10)
+    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
+    svi.step(data.x, data.y)
+    with pytest.raises(ValueError, match="one a_n per training datapoint"):
+        svi.step(data.x[:20], data.y[:20])
+
+
+# ---------------------------------------------------------------- metrics.bound
+def _psi(B=40, K=12, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return 2.0 * torch.randn(B, K, generator=g, dtype=torch.float64), torch.randint(0, K, (B,), generator=g)
+
+
+def test_ar_softmax_bound_is_tight_at_optimal_eta_and_below_elsewhere():
+    psi, y = _psi()
+    ll = psi.log_softmax(-1).gather(-1, y[:, None]).squeeze(-1)
+    assert metrics.bound(psi, y, "ar")["mean"] == pytest.approx(ll.mean().item(), abs=1e-12)
+    at_opt = metrics.bound(psi, y, "ar", log_eta=-ll)["mean"]
+    assert at_opt == pytest.approx(ll.mean().item(), abs=1e-12)
+    for shift in (-1.0, 0.5):
+        b = metrics.bound(psi, y, "ar", log_eta=-ll + shift, return_pointwise=True)
+        assert (b["pointwise"] < ll).all()
+        # the explicit formula 1 - log eta - (1 + S_y)/eta
+        eta = torch.exp(-ll + shift)
+        one_plus_s = torch.exp(psi - psi.gather(-1, y[:, None])).sum(-1)
+        assert torch.allclose(b["pointwise"], 1 - eta.log() - one_plus_s / eta, atol=1e-10)
+
+
+def test_ove_and_bouchard_bounds_match_their_definitions():
+    psi, y = _psi()
+    ll = psi.log_softmax(-1).gather(-1, y[:, None]).squeeze(-1)
+    ove = metrics.bound(psi, y, "ove", return_pointwise=True)["pointwise"]
+    d = psi.gather(-1, y[:, None]) - psi
+    mask = torch.arange(psi.shape[-1]) != y[:, None]
+    assert torch.allclose(ove, torch.where(mask, torch.nn.functional.logsigmoid(d), 0.0).sum(-1))
+    assert (ove <= ll).all()
+    a = torch.randn(len(y), dtype=torch.float64)
+    bou = metrics.bound(psi, y, "bouchard", a=a, return_pointwise=True)["pointwise"]
+    assert torch.allclose(bou, BouchardBound(psi, a=a).log_prob(y))
+    assert (bou <= ll).all()
+    assert torch.allclose(metrics.bound(psi, y, "ove", chunk_size=7, return_pointwise=True)["pointwise"], ove)
+
+
+@pytest.mark.parametrize("noise", ["normal", "logistic"])
+def test_noise_ar_bound_below_quadrature_loglik_and_reproducible(noise):
+    psi, y = _psi(B=30, K=6, seed=1)
+    exact = ar.UtilityCategorical(psi, noise).log_prob(y)
+    loc = torch.randn(30, dtype=torch.float64)
+    scale = torch.full((30,), 0.7, dtype=torch.float64)
+    b1 = metrics.bound(psi, y, "ar", noise=noise, loc=loc, scale=scale, num_samples=4000)
+    b2 = metrics.bound(psi, y, "ar", noise=noise, loc=loc, scale=scale, num_samples=4000)
+    assert b1 == b2  # fixed seed
+    assert b1["se"] > 0
+    assert b1["mean"] - 4 * b1["se"] <= exact.mean().item()
+
+
+def test_noise_ar_bound_nearly_tight_at_a_good_q():
+    """For a single datapoint, q fitted to the posterior of eps (moment matching on a
+    grid) makes the bound close to the quadrature log-likelihood."""
+    psi = torch.tensor([[1.0, 0.0, -0.5, 0.3]], dtype=torch.float64)
+    y = torch.tensor([0])
+    noise = ar.get_noise("normal")
+    e = torch.linspace(-8, 8, 20001, dtype=torch.float64)
+    d = psi[0, 0] - psi[0, 1:]
+    logpost = noise.log_density(e) + noise.log_cdf(e[:, None] + d).sum(-1)
+    w = torch.softmax(logpost, 0)
+    m = (w * e).sum()
+    s = ((w * (e - m) ** 2).sum()).sqrt()
+    b = metrics.bound(psi, y, "ar", noise="normal", loc=m.reshape(1), scale=s.reshape(1), num_samples=20000)
+    exact = ar.UtilityCategorical(psi, "normal").log_prob(y).item()
+    assert exact - 0.02 < b["mean"] <= exact + 4 * b["se"]
+
+
+def test_bound_errors():
+    psi, y = _psi()
+    with pytest.raises(ValueError, match="not a bound"):
+        metrics.bound(psi, y, "botev")
+    with pytest.raises(ValueError, match="loc and scale"):
+        metrics.bound(psi, y, "ar", noise="normal")
+
+
+# ---------------------------------------------------------------- train() records
+def test_train_records_losses_evaluations_and_step_times():
+    data = _data(N=100)
+    model = LinearClassifier(4, 9, likelihood="ove", num_negatives=3, subsample_size=20)
+    svi = SVI(model, model.default_guide(), advi_step_size({"lr": 0.02}), model.default_elbo())
+    calls = []
+
+    def eval_fn():
+        calls.append(1)
+        return {"ev": len(calls)}
+    times = []
+    hist = train(svi, data.x, data.y, num_steps=20, eval_every=10, log_every=2, eval_fn=eval_fn,
+                 step_times=times)
+    assert [h["step"] for h in hist] == list(range(0, 21, 2))
+    assert [h["step"] for h in hist if "ev" in h] == [0, 10, 20]
+    assert len(times) == 20 and all(t > 0 for t in times)
+    assert all(h["step_time"] > 0 for h in hist[1:])
+    assert all(math.isfinite(h["loss"]) for h in hist[1:])
