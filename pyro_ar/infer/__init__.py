@@ -20,3 +20,22 @@ __all__ = [
     "hide_noise_sites",
     "train",
 ]
+
+# Bayesian weights at large K (class-subsampled mean-field posteriors)
+from .bayesian import (  # noqa: E402
+    BayesianLinearClassifier,
+    ClassSubsampledNormal,
+    posterior_summary,
+    predictive_log_likelihood,
+    predictive_probs,
+    predictive_top_k,
+)
+
+__all__ += [
+    "BayesianLinearClassifier",
+    "ClassSubsampledNormal",
+    "posterior_summary",
+    "predictive_log_likelihood",
+    "predictive_probs",
+    "predictive_top_k",
+]

@@ -1,0 +1,338 @@
+"""Bayesian weights on real data: A&R class-subsampled mean-field posteriors vs references.
+
+Part 1 (digits, K = 10, D = 64 standardised + bias, 1400 train / 397 test, prior N(0, 1),
+softmax): each variational posterior is compared with the same mean-field Gaussian family
+fitted with the exact categorical likelihood (same optimizer, steps, minibatches, seed):
+
+* mean |dmu| / sd_ref -- posterior means, in reference posterior sds, averaged over W;
+* mean |sd / sd_ref - 1| and the median ratio sd / sd_ref over W;
+* test log-likelihood log mean_s p(y | W_s) (exact softmax per draw, 400 draws).
+
+Targets (issue 4): mean |dmu|/sd <= 0.2, mean |sd ratio - 1| <= 0.2, |dll| <= 0.03 nats.
+The noise floor is a second exact fit with another seed.
+
+Part 2 (NUTS, a small subset: digits 0-3, 300 training points, 8 PCA features,
+standardised, + bias): Pyro's NUTS with the exact likelihood against each variational
+posterior; per weight the mean difference (in NUTS sds) and the sd ratio.
+
+Usage::
+
+    python benchmarks/bayes_digits.py            # full (~15 min on 2 shared cores)
+    python benchmarks/bayes_digits.py --quick    # < 2 min, fewer steps/variants/draws
+
+Writes benchmarks/out/bayes_digits[_quick].json and .png, and a small copy of the tables
+to benchmarks/results/bayes_digits[_quick].json.
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+import pyro
+import pyro.optim
+from pyro.infer import MCMC, NUTS, SVI, TraceMeanField_ELBO
+from pyro.infer.autoguide import AutoGuideList, AutoNormal
+
+import pyro_ar as ar
+from pyro_ar.infer import (
+    AmortizedLocalGuide,
+    BayesianLinearClassifier,
+    ClassSubsampledNormal,
+    ClosedFormELBO,
+    GumbelLocalGuide,
+    NoiseLocalGuide,
+    hide_noise_sites,
+    posterior_summary,
+    predictive_log_likelihood,
+)
+from pyro_ar.infer.bayesian import fit
+from pyro_ar.models import LinearClassifier
+from pyro_ar.optim import LazyAdam
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TARGETS = {"mean_dz": 0.2, "sd_rel": 0.2, "dll": 0.03}
+
+
+# ----------------------------------------------------------------------------- data
+def digits_data():
+    d = ar.datasets.load_digits()
+    return d.x_train.double(), d.y_train, d.x_test.double(), d.y_test, 10
+
+
+def nuts_subset(n_train=300, n_features=8, classes=(0, 1, 2, 3)):
+    d = ar.datasets.load_digits(standardize=True)
+    keep = torch.isin(d.y_train, torch.tensor(classes))
+    x, y = d.x_train[keep].double(), d.y_train[keep]
+    x, y = x[:n_train], y[:n_train]
+    keep_t = torch.isin(d.y_test, torch.tensor(classes))
+    xt, yt = d.x_test[keep_t].double(), d.y_test[keep_t]
+    # PCA on the training subset, then standardise the components
+    mu = x.mean(0)
+    _, _, V = torch.linalg.svd(x - mu, full_matrices=False)
+    P = V[:n_features].T
+    z, zt = (x - mu) @ P, (xt - mu) @ P
+    sd = z.std(0)
+    return z / sd, y, zt / sd, yt, len(classes)
+
+
+# ----------------------------------------------------------------------------- fitting
+def scheduler(lr, decay_steps, local_lr=None):
+    """LazyAdam (row-lazy, accepts sparse gradients) with lr * (1 + t/decay_steps)^-0.7."""
+    def args(name):
+        if local_lr is not None and name.startswith(("NoiseLocalGuide", "GumbelLocalGuide",
+                                                     "AmortizedLocalGuide", "y_eps")):
+            return {"lr": local_lr}
+        return {"lr": lr}
+    return pyro.optim.LambdaLR({"optimizer": LazyAdam, "optim_args": args,
+                                "lr_lambda": lambda t: (1.0 + t / decay_steps) ** -0.7})
+
+
+def fit_variant(variant, x, y, K, steps, batch, seed, lr=0.03, num_negatives=3):
+    """Fit one variational posterior; returns (summary dict, seconds)."""
+    pyro.clear_param_store()
+    pyro.set_rng_seed(seed)
+    D = x.shape[1]
+    kind = variant["kind"]
+    s = min(num_negatives, K)
+    sched = scheduler(lr, steps / 10, local_lr=variant.get("local_lr"))
+    if kind == "autonormal":  # the small-K stock-Pyro path: LinearClassifier + AutoNormal
+        model = LinearClassifier(D, K, weights="bayes", num_negatives=min(s, K - 1),
+                                 subsample_size=batch)
+        guide = AutoGuideList(model)
+        guide.append(AutoNormal(hide_noise_sites(model), init_scale=0.1))
+        guide.append(NoiseLocalGuide(model, sparse=False))
+        elbo = TraceMeanField_ELBO()
+
+        def summary():
+            g = guide[0]
+            return {"weight_mean": g.locs.weight, "weight_sd": g.scales.weight,
+                    "bias_mean": g.locs.bias, "bias_sd": g.scales.bias}
+    else:
+        if kind == "exact":
+            model = BayesianLinearClassifier(D, K, likelihood="exact", subsample_size=batch)
+        else:
+            model = BayesianLinearClassifier(
+                D, K, num_negatives=s, subsample_size=batch, stratify=variant.get("stratify", True),
+                num_eta_classes=variant.get("eta", s))
+        local = variant.get("local", "conditional")
+        if local == "conditional" or kind == "exact":
+            guide = ClassSubsampledNormal(model)
+        else:
+            guide = AutoGuideList(model, create_plates=model.create_plates)
+            guide.append(ClassSubsampledNormal(model, local=None))
+            if local == "natural":
+                guide.append(GumbelLocalGuide(model))
+            elif local == "gradient":
+                guide.append(GumbelLocalGuide(model, local_step="gradient"))
+            elif local == "amortized":
+                guide.append(AmortizedLocalGuide(model))
+            else:
+                raise ValueError(local)
+        elbo = ClosedFormELBO() if kind != "exact" else TraceMeanField_ELBO()
+        weights_guide = guide if isinstance(guide, ClassSubsampledNormal) else guide[0]
+
+        def summary():
+            return posterior_summary(weights_guide)
+    svi = SVI(model, guide, sched, elbo)
+    t0 = time.perf_counter()
+    out = fit(svi, x, y, num_steps=steps, scheduler=sched, average_fraction=0.5, summary_fn=summary)
+    return out["average"], time.perf_counter() - t0
+
+
+def draws_from_summary(sm, S, seed=123):
+    g = torch.Generator().manual_seed(seed)
+    W = sm["weight_mean"] + sm["weight_sd"] * torch.randn((S,) + sm["weight_mean"].shape, generator=g,
+                                                          dtype=sm["weight_mean"].dtype)
+    b = sm["bias_mean"] + sm["bias_sd"] * torch.randn((S,) + sm["bias_mean"].shape, generator=g,
+                                                      dtype=sm["bias_mean"].dtype)
+    return {"weight": W, "bias": b}
+
+
+def compare(sm, ref):
+    """Agreement of a posterior summary with a reference summary (W only, and W+b)."""
+    dz = (sm["weight_mean"] - ref["weight_mean"]).abs() / ref["weight_sd"]
+    ratio = sm["weight_sd"] / ref["weight_sd"]
+    dzb = (sm["bias_mean"] - ref["bias_mean"]).abs() / ref["bias_sd"]
+    rb = sm["bias_sd"] / ref["bias_sd"]
+    return {"mean_dz": dz.mean().item(), "sd_rel": (ratio - 1).abs().mean().item(),
+            "sd_ratio_median": ratio.median().item(), "bias_mean_dz": dzb.mean().item(),
+            "bias_sd_rel": (rb - 1).abs().mean().item()}
+
+
+# ----------------------------------------------------------------------------- part 1
+DIGITS_VARIANTS = [
+    {"name": "exact likelihood (reference)", "kind": "exact"},
+    {"name": "exact likelihood, seed 2 (noise floor)", "kind": "exact", "seed_offset": 1},
+    {"name": "A&R s=3, eta(W) conditional, stratified", "kind": "ar", "local": "conditional"},
+    {"name": "A&R s=3, eta(W) conditional, paper estimator", "kind": "ar", "local": "conditional",
+     "stratify": False},
+    {"name": "A&R s=3, eta(W) conditional, B=8 (labels miss classes)", "kind": "ar",
+     "local": "conditional", "batch": 8},
+    {"name": "A&R s=3, textbook: eta natural step (indep. of W)", "kind": "ar", "local": "natural",
+     "stratify": False},
+    {"name": "A&R s=3, eta gradient step (indep. of W)", "kind": "ar", "local": "gradient",
+     "stratify": False, "local_lr": 0.1},
+    {"name": "A&R s=3, amortised eta(x, y) (indep. of W)", "kind": "ar", "local": "amortized",
+     "stratify": False, "local_lr": 0.01},
+    {"name": "stock AutoNormal + NoiseLocalGuide (Gumbel MC)", "kind": "autonormal", "local_lr": 0.1},
+]
+QUICK_DIGITS = ["exact likelihood (reference)", "A&R s=3, eta(W) conditional, stratified",
+                "A&R s=3, eta(W) conditional, paper estimator",
+                "A&R s=3, textbook: eta natural step (indep. of W)"]
+
+
+def part1(args):
+    x, y, xt, yt, K = digits_data()
+    steps, batch, S = (1500, 200, 200) if args.quick else (args.steps, 200, 400)
+    rows, ref, summaries = [], None, {}
+    for v in DIGITS_VARIANTS:
+        if args.quick and v["name"] not in QUICK_DIGITS:
+            continue
+        sm, secs = fit_variant(v, x, y, K, steps, v.get("batch", batch), args.seed + v.get("seed_offset", 0))
+        ll = predictive_log_likelihood(draws_from_summary(sm, S), xt, yt)["log_lik"]
+        if ref is None:
+            ref, ref_ll = sm, ll
+        row = {"variant": v["name"], "test_ll": ll, "seconds": secs, "steps": steps,
+               "batch": v.get("batch", batch)}
+        row.update(compare(sm, ref))
+        row["dll"] = ll - ref_ll
+        row["meets"] = bool(row["mean_dz"] <= TARGETS["mean_dz"] and row["sd_rel"] <= TARGETS["sd_rel"]
+                            and abs(row["dll"]) <= TARGETS["dll"])
+        rows.append(row)
+        summaries[v["name"]] = sm
+        print(fmt_row(row), flush=True)
+    return rows, summaries
+
+
+def fmt_row(r):
+    return (f"{r['variant']:<58s} ll {r['test_ll']:8.4f} dll {r['dll']:+.4f} | mean|dmu|/sd "
+            f"{r['mean_dz']:.3f} | mean|sd/sd_ref-1| {r['sd_rel']:.3f} (median ratio "
+            f"{r['sd_ratio_median']:.3f}) | {r['seconds']:.0f}s {'MEETS' if r.get('meets') else ''}")
+
+
+# ----------------------------------------------------------------------------- part 2
+def nuts_samples(x, y, K, num_samples, warmup, seed):
+    pyro.clear_param_store()
+    pyro.set_rng_seed(seed)
+    model = LinearClassifier(x.shape[1], K, likelihood="exact", weights="bayes")
+    mcmc = MCMC(NUTS(model), num_samples=num_samples, warmup_steps=warmup, num_chains=1,
+                disable_progbar=True)
+    mcmc.run(x, y)
+    return mcmc.get_samples()
+
+
+NUTS_VARIANTS = [
+    {"name": "MF exact likelihood", "kind": "exact"},
+    {"name": "MF A&R s=2, eta(W) conditional", "kind": "ar", "local": "conditional"},
+    {"name": "MF A&R s=2, eta(W) conditional, paper estimator", "kind": "ar", "local": "conditional",
+     "stratify": False},
+    {"name": "MF A&R s=2, textbook eta (indep. of W)", "kind": "ar", "local": "natural", "stratify": False},
+    {"name": "AutoNormal + NoiseLocalGuide", "kind": "autonormal", "local_lr": 0.1},
+]
+
+
+def part2(args):
+    x, y, xt, yt, K = nuts_subset()
+    num, warm = (300, 200) if args.quick else (1000, 500)
+    t0 = time.perf_counter()
+    samples = nuts_samples(x, y, K, num, warm, args.seed)
+    nuts_secs = time.perf_counter() - t0
+    ref = posterior_summary({"weight": samples["weight"], "bias": samples["bias"]})
+    nuts_ll = predictive_log_likelihood(samples, xt, yt)["log_lik"]
+    print(f"NUTS: {num} draws after {warm} warmup, {nuts_secs:.0f}s, test ll {nuts_ll:.4f}", flush=True)
+    rows = [{"variant": "NUTS (exact likelihood)", "test_ll": nuts_ll, "seconds": nuts_secs}]
+    steps = 1000 if args.quick else 4000
+    per_weight = {}
+    variants = NUTS_VARIANTS if not args.quick else NUTS_VARIANTS[:2] + NUTS_VARIANTS[3:4]
+    for v in variants:
+        sm, secs = fit_variant(v, x, y, K, steps, None, args.seed, num_negatives=2)
+        ll = predictive_log_likelihood(draws_from_summary(sm, 400), xt, yt)["log_lik"]
+        row = {"variant": v["name"], "test_ll": ll, "seconds": secs, "dll": ll - nuts_ll}
+        row.update(compare(sm, ref))
+        rows.append(row)
+        per_weight[v["name"]] = {
+            "dz": ((sm["weight_mean"] - ref["weight_mean"]) / ref["weight_sd"]).reshape(-1).tolist(),
+            "sd_ratio": (sm["weight_sd"] / ref["weight_sd"]).reshape(-1).tolist()}
+        print(f"{v['name']:<50s} ll {ll:8.4f} (NUTS {nuts_ll:.4f}) | mean|dmu|/sd_NUTS {row['mean_dz']:.3f}"
+              f" | mean|sd/sd_NUTS-1| {row['sd_rel']:.3f} (median {row['sd_ratio_median']:.3f})", flush=True)
+    return rows, per_weight, ref
+
+
+# ----------------------------------------------------------------------------- output
+def plot(rows1, sums1, rows2, per_weight, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 3, figsize=(17, 5))
+    ref = sums1[rows1[0]["variant"]]
+    ax = axes[0]
+    for r in rows1[1:]:
+        sm = sums1[r["variant"]]
+        ax.scatter(ref["weight_sd"].reshape(-1), sm["weight_sd"].reshape(-1), s=4, alpha=0.5,
+                   label=r["variant"][:45])
+    lim = [0, float(ref["weight_sd"].max()) * 1.05]
+    ax.plot(lim, lim, "k--", lw=1)
+    ax.set_xlabel("posterior sd, exact-likelihood MF")
+    ax.set_ylabel("posterior sd, variant")
+    ax.set_title("digits: posterior sds of W")
+    ax.legend(fontsize=6, markerscale=3)
+    ax = axes[1]
+    names = [k for k in per_weight]
+    ax.boxplot([np.abs(per_weight[k]["dz"]) for k in names], showfliers=False)
+    ax.set_xticks(range(1, len(names) + 1), [n.replace("MF ", "").replace(", ", "\n") for n in names],
+                  fontsize=6)
+    ax.set_ylabel("|mean - mean_NUTS| / sd_NUTS per weight")
+    ax.set_title("vs NUTS: posterior means")
+    ax = axes[2]
+    ax.boxplot([per_weight[k]["sd_ratio"] for k in names], showfliers=False)
+    ax.axhline(1.0, color="k", ls="--", lw=1)
+    ax.set_xticks(range(1, len(names) + 1), [n.replace("MF ", "").replace(", ", "\n") for n in names],
+                  fontsize=6)
+    ax.set_ylabel("sd / sd_NUTS per weight")
+    ax.set_title("vs NUTS: posterior sds")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="small version (< 2 min)")
+    p.add_argument("--steps", type=int, default=8000, help="SVI steps per variant (digits)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--skip-nuts", action="store_true")
+    args = p.parse_args(argv)
+    torch.set_num_threads(1)
+    torch.set_default_dtype(torch.float64)
+    t0 = time.perf_counter()
+    print("== Part 1: digits (K=10, D=64+1), agreement with the exact-likelihood mean-field posterior")
+    rows1, sums1 = part1(args)
+    rows2, per_weight = [], {}
+    if not args.skip_nuts:
+        print("== Part 2: NUTS subset (300 points, 4 classes, 8 PCA features + bias)")
+        rows2, per_weight, _ = part2(args)
+    tag = "_quick" if args.quick else ""
+    os.makedirs(os.path.join(HERE, "out"), exist_ok=True)
+    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    result = {"command": "python benchmarks/bayes_digits.py" + (" --quick" if args.quick else ""),
+              "targets": TARGETS, "digits": rows1, "nuts": rows2,
+              "seconds_total": time.perf_counter() - t0, "torch": torch.__version__,
+              "pyro": pyro.__version__}
+    with open(os.path.join(HERE, "out", f"bayes_digits{tag}.json"), "w") as f:
+        json.dump(dict(result, nuts_per_weight=per_weight), f, indent=1)
+    with open(os.path.join(HERE, "results", f"bayes_digits{tag}.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    if per_weight:
+        plot(rows1, sums1, rows2, per_weight, os.path.join(HERE, "out", f"bayes_digits{tag}.png"))
+    print(f"total {time.perf_counter() - t0:.0f}s")
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)
