@@ -19,6 +19,7 @@ from .utility import DenseUtility, LinearUtility, Utility, as_utility
 
 from . import datasets, infer, metrics, models, optim  # noqa: E402  (subpackages)
 from .models import LinearClassifier  # noqa: E402
+from .estimator import ARClassifier  # noqa: E402  (scikit-learn estimator; needs scikit-learn)
 
 __version__ = "0.1.0"
 

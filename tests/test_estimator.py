@@ -1,0 +1,279 @@
+"""Tests of pyro_ar.ARClassifier, the scikit-learn estimator built on the Pyro pieces."""
+
+import doctest
+import enum
+import pickle
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+import pyro
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import pyro_ar
+import pyro_ar.estimator as estimator_module
+from pyro_ar import ARClassifier
+from pyro_ar.datasets import make_linear_teacher
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny problems run several times faster on one thread (the machine is shared)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+class Colour(enum.Enum):  # module level: picklable
+    RED, GREEN, BLUE = 1, 2, 3
+
+
+def _teacher(noise="gumbel", n_train=2000, n_test=2000, D=5, K=10, seed=4):
+    data = make_linear_teacher(n_train + n_test, D, K, noise, weight_scale=2.0, seed=seed)
+    x, y = data.x.double().numpy(), data.y.numpy()
+    psi = data.x[n_train:].double() @ data.W.double().T + data.b.double()
+    teacher_ll = pyro_ar.UtilityCategorical(psi, noise).log_prob(data.y[n_train:]).mean().item()
+    return x[:n_train], y[:n_train], x[n_train:], y[n_train:], teacher_ll
+
+
+def _small(n=120, D=4, K=3, seed=0):
+    rng = np.random.RandomState(seed)
+    X = rng.randn(n, D)
+    y = np.argmax(X[:, :K] * 2 + 0.5 * rng.randn(n, K), axis=1)
+    return X, y
+
+
+# ------------------------------------------------------------------------ sklearn checks
+# Instances with tiny settings (one full-batch step per epoch on the checks' small data).
+# Every check that applies passes; none is expected to fail. Two are *skipped* by
+# scikit-learn itself in this environment (reported as skips, not failures):
+#   check_classifier_data_not_an_array -- needs pandas (not installed);
+#   check_array_api_input              -- needs SCIPY_ARRAY_API=1 (no array-API support claimed).
+_CHECKED = [
+    ARClassifier(max_epochs=12, batch_size=1024, learning_rate=0.1),
+    ARClassifier(noise="normal", weights="map", early_stopping=True, n_iter_no_change=3,
+                 max_epochs=12, batch_size=1024, learning_rate=0.1),
+    ARClassifier(weights="bayes", num_posterior_samples=4, max_epochs=12, batch_size=1024,
+                 learning_rate=0.1),
+]
+EXPECTED_FAILED_CHECKS = {}  # check name -> reason; empty: all applicable checks pass
+
+
+@parametrize_with_checks(_CHECKED, expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS)
+def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)
+
+
+# ------------------------------------------------------------------------ quality
+@pytest.mark.parametrize("noise,weights", [("gumbel", "mle"), ("normal", "mle"), ("gumbel", "bayes")])
+def test_fit_reaches_near_teacher_log_likelihood(noise, weights):
+    """K = 10, 5 negatives, minibatches of 250, 40 epochs: held-out log-likelihood within
+    0.05 nats of the generating model's (the ceiling; gaps seen: 0.014-0.03 over seeds)."""
+    X, y, Xt, yt, teacher_ll = _teacher(noise)
+    clf = ARClassifier(noise=noise, weights=weights, num_negatives=5, batch_size=250,
+                       max_epochs=40, learning_rate=0.05, num_posterior_samples=16,
+                       random_state=0).fit(X, y)
+    ll = clf.log_likelihood(Xt, yt)
+    assert teacher_ll - 0.05 < ll < teacher_ll + 0.05, (ll, teacher_ll)
+    assert len(clf.loss_curve_) == clf.n_iter_ == 40 and clf.n_steps_ == 40 * 8
+    assert clf.loss_curve_[-1] < clf.loss_curve_[0]  # the negative ELBO went down
+    # predictions agree with each other (a subset: probit probabilities cost O(K^2) per row)
+    Xs, ys = Xt[:300], yt[:300]
+    proba = clf.predict_proba(Xs)
+    assert proba.shape == (300, 10)
+    np.testing.assert_allclose(proba.sum(1), 1.0, atol=1e-9)
+    np.testing.assert_allclose(np.log(proba[np.arange(300), np.searchsorted(clf.classes_, ys)]).mean(),
+                               clf.log_likelihood(Xs, ys), rtol=1e-9)
+    np.testing.assert_allclose(clf.predict_log_proba(Xs), np.log(proba), atol=1e-9)
+    assert np.array_equal(clf.predict(Xs), clf.classes_[proba.argmax(1)])
+
+
+def test_labels_of_any_hashable_type():
+    X, codes = _small()
+    mixed = np.empty(3, dtype=object)
+    mixed[:] = [7, "seven", (7, 7)]  # unorderable: classes_ in order of first appearance
+    for labels in (np.array(["b", "c", "a"]), np.array([Colour.RED, Colour.GREEN, Colour.BLUE]), mixed):
+        y = labels[codes]
+        clf = ARClassifier(max_epochs=30, batch_size=1024, learning_rate=0.1, random_state=0).fit(X, y)
+        assert set(clf.classes_.tolist()) == set(labels.tolist())
+        assert set(clf.predict(X).tolist()) <= set(labels.tolist())
+        assert clf.score(X, y) > 0.8
+        assert np.isfinite(clf.log_likelihood(X, list(y)))
+    with pytest.raises(ValueError, match="Unknown label type"):
+        ARClassifier().fit(X, X[:, 0])  # continuous targets
+
+
+def test_verbose_progress_bar_shows_running_elbo(capsys):
+    X, y = _small()
+    ARClassifier(max_epochs=3, batch_size=40, verbose=True, early_stopping=True,
+                 random_state=0).fit(X, y)
+    err = capsys.readouterr().err
+    assert "elbo=" in err and "val_ll=" in err and "9/9" in err
+
+
+def test_docstring_example_runs():
+    result = doctest.testmod(estimator_module, verbose=False)
+    assert result.attempted > 0 and result.failed == 0
+
+
+# ------------------------------------------------------------------------ reproducibility
+def test_same_seed_same_predictions_and_global_state_untouched():
+    X, y = _small(n=200)
+    kw = dict(num_negatives=1, max_epochs=5, batch_size=32, random_state=3)
+    torch.manual_seed(123)
+    np.random.seed(123)
+    expected = torch.rand(3), np.random.rand(3)
+    torch.manual_seed(123)
+    np.random.seed(123)
+    p1 = ARClassifier(**kw).fit(X, y).predict_proba(X)
+    # fit restored the global RNG streams it seeded
+    assert torch.equal(torch.rand(3), expected[0]) and np.array_equal(np.random.rand(3), expected[1])
+    p2 = ARClassifier(**kw).fit(X, y).predict_proba(X)
+    assert np.array_equal(p1, p2)
+    p3 = ARClassifier(**dict(kw, random_state=4)).fit(X, y).predict_proba(X)
+    assert not np.array_equal(p1, p3)
+    # Bayesian weights: the posterior draws of predict_proba are fixed at fit time too
+    kwb = dict(kw, weights="bayes", num_posterior_samples=3)
+    clf = ARClassifier(**kwb).fit(X, y)
+    pb = clf.predict_proba(X)
+    assert np.array_equal(pb, clf.predict_proba(X))
+    assert np.array_equal(pb, ARClassifier(**kwb).fit(X, y).predict_proba(X))
+
+
+def test_each_fit_has_its_own_param_store():
+    X, y = _small()
+    store = pyro.get_param_store()
+    store.clear()
+    mine = pyro.param("weight", torch.ones(2))  # a user's parameter with a clashing name
+    a = ARClassifier(max_epochs=3, random_state=0).fit(X, y)
+    pa = a.predict_proba(X)
+    b = ARClassifier(max_epochs=3, random_state=1, weights="bayes", num_posterior_samples=2).fit(X, y[::-1])
+    b.predict_proba(X)
+    assert np.array_equal(a.predict_proba(X), pa)  # b's fit did not touch a
+    assert list(store.keys()) == ["weight"] and torch.equal(pyro.param("weight"), mine)
+    store.clear()
+
+
+# ------------------------------------------------------------------------ save / load
+@pytest.mark.parametrize("weights", ["mle", "bayes"])
+def test_save_load_and_pickle_round_trip(tmp_path, weights):
+    X, codes = _small()
+    y = np.array(["ant", "bee", "cat"])[codes]
+    clf = ARClassifier(weights=weights, max_epochs=4, num_posterior_samples=3, random_state=0,
+                       early_stopping=True).fit(X, y)
+    path = tmp_path / "clf.pt"
+    clf.save(path)
+    loaded = ARClassifier.load(path)  # weights_only=True: plain containers and tensors
+    assert loaded.get_params() == clf.get_params()
+    assert np.array_equal(loaded.classes_, clf.classes_) and loaded.classes_.dtype == clf.classes_.dtype
+    assert loaded.n_features_in_ == clf.n_features_in_ and loaded.n_iter_ == clf.n_iter_
+    assert loaded.validation_scores_ == pytest.approx(clf.validation_scores_)
+    assert set(loaded.param_state_["params"]) == set(clf.param_state_["params"])
+    assert np.array_equal(loaded.predict_proba(X), clf.predict_proba(X))
+    assert np.array_equal(loaded.predict(X), clf.predict(X))
+    unpickled = pickle.loads(pickle.dumps(clf))
+    assert np.array_equal(unpickled.predict_proba(X), clf.predict_proba(X))
+    with pytest.raises(ValueError, match="not a file written by"):
+        torch.save({"x": 1}, tmp_path / "other.pt")
+        ARClassifier.load(tmp_path / "other.pt")
+
+
+def test_save_load_custom_labels_needs_trust(tmp_path):
+    X, codes = _small()
+    y = np.array(list(Colour), dtype=object)[codes]
+    clf = ARClassifier(max_epochs=2, random_state=0).fit(X, y)
+    clf.save(tmp_path / "c.pt")
+    with pytest.raises(ValueError, match="weights_only=False"):
+        ARClassifier.load(tmp_path / "c.pt")
+    loaded = ARClassifier.load(tmp_path / "c.pt", weights_only=False)
+    assert np.array_equal(loaded.predict(X), clf.predict(X))
+
+
+# ------------------------------------------------------------------------ early stopping
+def test_early_stopping_stops_and_keeps_the_best_epoch():
+    X, y, _, _, _ = _teacher(n_train=600, n_test=0)
+    # an improvement of 1 nat per epoch is never reached: stops after n_iter_no_change epochs
+    clf = ARClassifier(early_stopping=True, n_iter_no_change=2, tol=1.0, max_epochs=100,
+                       batch_size=100, random_state=0).fit(X, y)
+    assert clf.n_iter_ == 3 and len(clf.validation_scores_) == 3
+    assert clf.best_validation_score_ == max(clf.validation_scores_)
+    # with a realistic tolerance it still stops well before max_epochs, near convergence
+    clf = ARClassifier(early_stopping=True, n_iter_no_change=3, tol=1e-3, max_epochs=300,
+                       batch_size=100, learning_rate=0.1, random_state=0).fit(X, y)
+    assert 3 < clf.n_iter_ < 300
+    assert clf.best_validation_score_ == max(clf.validation_scores_)
+    assert clf.n_iter_ - 1 - int(np.argmax(clf.validation_scores_)) >= 3
+    no_es = ARClassifier(max_epochs=5, random_state=0).fit(X, y)
+    assert no_es.validation_scores_ is None and no_es.best_validation_score_ is None
+
+
+def test_num_steps_overrides_max_epochs():
+    X, y = _small()
+    clf = ARClassifier(num_steps=7, batch_size=50, max_epochs=1000, random_state=0).fit(X, y)
+    assert clf.n_steps_ == 7 and clf.n_iter_ == 3  # ceil(7 / ceil(120 / 50))
+
+
+# ------------------------------------------------------------------------ sparse input
+@pytest.mark.parametrize("densify_limit", [None, 0])
+def test_sparse_input_equals_dense_input(monkeypatch, densify_limit):
+    """Small sparse X is densified once; with the limit at 0 only minibatches are."""
+    rng = np.random.RandomState(0)
+    X, y = _small(n=150, D=6)
+    X[rng.rand(*X.shape) < 0.5] = 0.0
+    Xs = sp.csr_matrix(X)
+    batch = 32
+    rows_seen = []
+    if densify_limit is not None:
+        monkeypatch.setattr(estimator_module, "DENSIFY_MAX_ELEMENTS", densify_limit)
+        getitem = estimator_module._SparseRows.__getitem__
+
+        def spy(self, idx):
+            out = getitem(self, idx)
+            rows_seen.append(out.shape[0])
+            return out
+        monkeypatch.setattr(estimator_module._SparseRows, "__getitem__", spy)
+    kw = dict(num_negatives=1, batch_size=batch, max_epochs=3, random_state=0)
+    dense = ARClassifier(**kw).fit(X, y)
+    sparse = ARClassifier(**kw).fit(Xs, y)
+    for name, value in dense.param_state_["params"].items():  # identical training runs
+        assert torch.equal(value, sparse.param_state_["params"][name])
+    np.testing.assert_array_equal(dense.predict_proba(X), sparse.predict_proba(Xs))
+    np.testing.assert_array_equal(dense.predict_proba(X), dense.predict_proba(sp.csc_matrix(X)))
+    np.testing.assert_array_equal(dense.predict(X), sparse.predict(Xs))
+    if densify_limit is not None:  # the minibatch path ran, never densifying everything
+        assert rows_seen and max(rows_seen) <= batch
+
+
+# ------------------------------------------------------------------------ hyper-parameters
+@pytest.mark.parametrize("name,value", [
+    ("noise", "cauchy"), ("noise", 3), ("num_negatives", 0), ("num_negatives", 2.5),
+    ("strategy", "random"), ("weights", "full"), ("prior_scale", 0.0), ("prior_scale", float("nan")),
+    ("batch_size", 0), ("max_epochs", 0), ("num_steps", -1), ("learning_rate", -0.1),
+    ("local_learning_rate", 0), ("num_posterior_samples", 0), ("early_stopping", "yes"),
+    ("validation_fraction", 1.0), ("validation_fraction", 0.0), ("n_iter_no_change", 0),
+    ("tol", -1e-3), ("random_state", "seed"), ("device", "gpu:x"), ("verbose", "loud"),
+])
+def test_bad_hyperparameters_raise_value_error_naming_them(name, value):
+    X, y = _small(n=20)
+    clf = ARClassifier(**{name: value})  # sklearn convention: __init__ never validates
+    assert clf.get_params()[name] is value
+    with pytest.raises(ValueError, match=name):
+        clf.fit(X, y)
+
+
+def test_unfitted_and_shape_errors():
+    from sklearn.exceptions import NotFittedError
+
+    X, y = _small()
+    with pytest.raises(NotFittedError):
+        ARClassifier().predict(X)
+    with pytest.raises(ValueError, match="only one class"):
+        ARClassifier().fit(X, np.zeros(len(X)))
+    clf = ARClassifier(max_epochs=1).fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        clf.predict(X[:, :2])
+    with pytest.raises(ValueError, match="not seen during fit"):
+        clf.log_likelihood(X[:2], [0, 99])
