@@ -48,13 +48,14 @@ def check_labels(value: torch.Tensor, num_classes: int, batch_shape, name="value
         raise ValueError(f"{name} must be a tensor of class labels, got {value!r}")
     if value.is_complex() or value.dtype == torch.bool:
         raise ValueError(f"{name} must hold integer class labels, got dtype={value.dtype}")
+    # (one reduction per check; the offending values are only gathered to report them)
     if value.is_floating_point():
-        bad = value[value != value.floor()]  # NaN and inf are caught here too
-        if bad.numel():
-            raise ValueError(f"{name} must hold integer class labels, got non-integers {_show(bad)}")
-    bad = value[(value < 0) | (value >= num_classes)]
-    if bad.numel():
-        raise ValueError(f"{name} must lie in [0, {num_classes}), got {_show(bad)}")
+        nonint = value != value.floor()  # NaN and inf are caught here too
+        if nonint.any():
+            raise ValueError(f"{name} must hold integer class labels, got non-integers {_show(value[nonint])}")
+    outside = (value < 0) | (value >= num_classes)
+    if outside.any():
+        raise ValueError(f"{name} must lie in [0, {num_classes}), got {_show(value[outside])}")
     try:
         broadcast_shape(value.shape, batch_shape)
     except ValueError:
@@ -76,7 +77,7 @@ class UtilityCategorical(TorchDistribution):
     .. math::  p(y=k\mid\psi) = \int \phi(e)\prod_{k'\ne k}\Phi(e + \psi_k - \psi_{k'})\,de,
 
     which is :math:`\mathrm{softmax}(\psi)_k` for Gumbel noise and is computed by
-    Gauss-Hermite quadrature (:func:`pyro_ar.quadrature.log_marginal`) otherwise.
+    quadrature (:func:`pyro_ar.quadrature.log_marginal`) otherwise.
 
     Example::
 
@@ -90,7 +91,7 @@ class UtilityCategorical(TorchDistribution):
     :param noise: ``"gumbel"``, ``"normal"``, ``"logistic"`` or a :class:`~pyro_ar.noise.Noise`.
     :param str method: ``"auto"`` (closed form for Gumbel, quadrature otherwise) or
         ``"quadrature"`` (always).
-    :param int num_nodes: Gauss-Hermite nodes for quadrature.
+    :param int num_nodes: initial number of quadrature nodes.
     """
 
     arg_constraints = {}
@@ -274,12 +275,17 @@ class AugmentedCategorical(TorchDistribution):
             value = check_labels(value, self.num_classes, self.batch_shape)
         labels = value.long().expand(broadcast_shape(value.shape, self.batch_shape))
         neg = self.negatives if self.negatives is not None else self.sampler(labels, self.num_classes)
-        psi_y = self.psi.gather(labels.unsqueeze(-1))                        # shape + (1,)
-        psi_neg = self.psi.gather_shared(neg.index) if neg.shared else self.psi.gather(neg.index)
-        if self._validate_args and not isinstance(self.psi, DenseUtility):
-            _check_finite(psi_y.detach(), "utility")
-            _check_finite(psi_neg.detach(), "utility")
+        if neg.shared:  # one gather of the label and negative rows (one matrix product)
+            psi_y, psi_neg = self.psi.gather_label_and_shared(labels, neg.index)
+        else:
+            psi_y = self.psi.gather(labels.unsqueeze(-1))                    # shape + (1,)
+            psi_neg = self.psi.gather(neg.index)
         d = psi_y - psi_neg
+        if self._validate_args and not isinstance(self.psi, DenseUtility):
+            if not torch.isfinite(d.detach()).all():  # one check; name the culprit if any
+                _check_finite(psi_y.detach(), "utility")
+                _check_finite(psi_neg.detach(), "utility")
+                _check_finite(d.detach(), "utility differences")
         return d, neg.weight.to(d.dtype)
 
     def log_prob(self, value):

@@ -21,6 +21,8 @@ with weight :math:`1[k' \ne y]`, i.e. the exact sum. No sampler does O(K) work p
 except the importance sampler's O(log K) binary search per draw.
 """
 
+import math
+import weakref
 from typing import NamedTuple, Optional
 
 import torch
@@ -54,9 +56,14 @@ class Negatives(NamedTuple):
 def sample_without_replacement(n: int, k: int, shape=(), device=None, generator=None) -> torch.Tensor:
     """``shape + (k,)`` integers, each row a uniform random k-subset of ``range(n)``.
 
-    Uses a vectorised Floyd's algorithm (O(k^2) per row, no O(n) work) when k is small
-    relative to n, and a random permutation otherwise. The order within a row is not
-    uniformly random; only the set is.
+    When k is small relative to n: iid uniform draws, keeping the first k distinct
+    values of each row in draw order (the first distinct value is uniform, each next one
+    uniform among the values not seen yet, so every row is a uniformly random ordered
+    k-subset). Vectorised over rows, O(k) work per row and no O(n) work; a row that got
+    fewer than k distinct values in its draws (rare: the number of draws leaves a margin
+    for the expected ~k^2/(2n) repeats) is redrawn, which conditions on an event that
+    does not depend on the labels and so keeps the result uniform. Otherwise (4k >= n) a
+    random permutation.
     """
     shape = torch.Size(shape)
     if not 0 <= k <= n:
@@ -64,12 +71,41 @@ def sample_without_replacement(n: int, k: int, shape=(), device=None, generator=
     if 4 * k >= n:
         keys = torch.rand(shape + (n,), device=device, generator=generator)
         return keys.argsort(dim=-1)[..., :k]
-    out = torch.empty(shape + (k,), dtype=torch.long, device=device)
-    for i, j in enumerate(range(n - k, n)):  # loop over the k draws, vectorised over rows
-        t = torch.randint(0, j + 1, shape, device=device, generator=generator)
-        taken = (out[..., :i] == t.unsqueeze(-1)).any(-1)
-        out[..., i] = torch.where(taken, torch.full_like(t, j), t)
-    return out
+    rows = shape.numel()
+    out = torch.empty((rows, k), dtype=torch.long, device=device)
+    if rows == 0 or k == 0:
+        return out.reshape(shape + (k,))
+    # draws per row: k plus ~6 standard deviations above the expected number of repeats
+    # (about k^2/(2n) for k << n), so that a redraw is rare
+    repeats = k * k / (2.0 * n)
+    m = k + int(math.ceil(repeats + 6.0 * math.sqrt(repeats) + 2))
+    todo = None  # rows still to fill (None: all)
+    while True:
+        r = rows if todo is None else todo.numel()
+        draws = torch.randint(0, n, (r, m), device=device, generator=generator)
+        # one flat stable sort of (row, value) keys: a draw repeats a value of its row when
+        # it equals its predecessor in sorted order (stability puts the first one first)
+        keys = draws + torch.arange(r, device=device).unsqueeze(-1) * n
+        sorted_keys, perm = keys.reshape(-1).sort(stable=True)
+        first_sorted = torch.ones_like(sorted_keys, dtype=torch.bool)
+        first_sorted[1:] = sorted_keys[1:] != sorted_keys[:-1]
+        keep = torch.empty_like(first_sorted).scatter_(0, perm, first_sorted).reshape(r, m)
+        rank = keep.cumsum(-1)
+        ok = rank[:, -1] >= k
+        # the j-th distinct value of a row goes to column j - 1; the rest to a spare column k
+        col = torch.where(keep & (rank <= k), rank - 1, torch.full_like(rank, k))
+        filled = draws.new_empty((r, k + 1)).scatter_(-1, col, draws)[:, :k]
+        if todo is None:
+            if bool(ok.all()):
+                return filled.reshape(shape + (k,))
+            out.copy_(filled)
+            todo = (~ok).nonzero().squeeze(-1)
+        else:
+            out.index_copy_(0, todo[ok], filled[ok])
+            todo = todo[~ok]
+            if todo.numel() == 0:
+                return out.reshape(shape + (k,))
+        m = 2 * m
 
 
 def _check_num_negatives(num_negatives):
@@ -148,6 +184,18 @@ class ImportanceNegatives(NegativeSampler):
         self._cdf = probs.double().cumsum(0)
         self._cdf = self._cdf / self._cdf[-1]
         self.probs = probs / probs.sum()
+        self._on_device = {}  # device -> (cdf, probs): copied once per device, not per call
+
+    def _tables(self, device):
+        tables = self._on_device.get(device)
+        if tables is None:
+            tables = self._on_device[device] = (self._cdf.to(device), self.probs.to(device))
+        return tables
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_on_device"] = {}  # the per-device copies are a cache
+        return state
 
     def _sample(self, labels, num_classes):
         if num_classes != self.num_classes:
@@ -156,10 +204,10 @@ class ImportanceNegatives(NegativeSampler):
                 f"num_classes={num_classes}"
             )
         s = self.num_negatives
-        cdf = self._cdf.to(labels.device)
+        cdf, probs = self._tables(labels.device)
         u = torch.rand(s, dtype=cdf.dtype, device=labels.device)
         index = torch.searchsorted(cdf, u, right=True).clamp(max=num_classes - 1)
-        q = self.probs.to(labels.device)[index]
+        q = probs.index_select(0, index)
         weight = (index != labels.unsqueeze(-1)) / (s * q)
         return Negatives(index, weight, True)
 
@@ -205,6 +253,35 @@ STRATEGIES = {
 }
 
 
+_IMPORTANCE_CACHE = {}  # id(proposal) -> (weakref to it, its _version, num_negatives, sampler)
+_IMPORTANCE_CACHE_SIZE = 8
+
+
+def _cached_importance_sampler(num_negatives, proposal) -> "ImportanceNegatives":
+    """An :class:`ImportanceNegatives` for this proposal object, built once.
+
+    Building one normalises the proposal and takes its cumulative sum, O(K); a model that
+    passes ``strategy="importance", proposal=q`` at every call would pay that at every
+    step. The sampler is reused while the same proposal object (unchanged in place: its
+    ``_version``) comes back with the same ``num_negatives``.
+    """
+    tensor = proposal.probs if not isinstance(proposal, torch.Tensor) and hasattr(proposal, "probs") \
+        else proposal
+    try:
+        ref = weakref.ref(proposal)
+        version = getattr(tensor, "_version", None)
+    except TypeError:
+        return ImportanceNegatives(num_negatives, proposal)
+    hit = _IMPORTANCE_CACHE.get(id(proposal))
+    if hit is not None and hit[0]() is proposal and hit[1] == version and hit[2] == num_negatives:
+        return hit[3]
+    sampler = ImportanceNegatives(num_negatives, proposal)
+    if len(_IMPORTANCE_CACHE) >= _IMPORTANCE_CACHE_SIZE:
+        _IMPORTANCE_CACHE.pop(next(iter(_IMPORTANCE_CACHE)))
+    _IMPORTANCE_CACHE[id(proposal)] = (ref, version, num_negatives, sampler)
+    return sampler
+
+
 def get_negative_sampler(strategy="per_datapoint", num_negatives=None, proposal=None) -> NegativeSampler:
     """Build a sampler from a strategy name (or pass a :class:`NegativeSampler` through)."""
     if isinstance(strategy, NegativeSampler):
@@ -214,7 +291,7 @@ def get_negative_sampler(strategy="per_datapoint", num_negatives=None, proposal=
     if strategy == "importance":
         if proposal is None:
             raise ValueError("strategy='importance' needs a proposal (class weights over K)")
-        return ImportanceNegatives(num_negatives, proposal)
+        return _cached_importance_sampler(num_negatives, proposal)
     if proposal is not None:
         raise ValueError(f"proposal is only used with strategy='importance', got strategy={strategy!r}")
     return STRATEGIES[strategy](num_negatives)

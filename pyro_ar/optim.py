@@ -102,9 +102,10 @@ class LazyAdam(_LazyOptimizer):
         if rows is None:
             t_all += 1
             m, v, t = m_all, v_all, t_all
-        else:
+        else:  # rows are unique (coalesced); index_select / index_copy_ are much faster
+            # than advanced indexing (m_all[rows]) for a few rows of a large tensor
             t_all.index_add_(0, rows, torch.ones_like(rows))
-            m, v, t = m_all[rows], v_all[rows], t_all[rows]
+            m, v, t = m_all.index_select(0, rows), v_all.index_select(0, rows), t_all.index_select(0, rows)
         m.mul_(b1).add_(g, alpha=1 - b1)
         v.mul_(b2).addcmul_(g, g, value=1 - b2)
         shape = (-1,) + (1,) * (g.dim() - 1)
@@ -114,7 +115,8 @@ class LazyAdam(_LazyOptimizer):
         if rows is None:
             p.sub_(update * group["lr"])
         else:
-            m_all[rows], v_all[rows] = m, v
+            m_all.index_copy_(0, rows, m)
+            v_all.index_copy_(0, rows, v)
             p.index_add_(0, rows, update, alpha=-group["lr"])
 
 
@@ -148,7 +150,7 @@ class ADVIStepSize(_LazyOptimizer):
             G, t = G_all, t_all
         else:
             t_all.index_add_(0, rows, torch.ones_like(rows))
-            G, t = G_all[rows], t_all[rows]
+            G, t = G_all.index_select(0, rows), t_all.index_select(0, rows)
         shape = (-1,) + (1,) * (g.dim() - 1)
         first = (t == 1).reshape(shape)
         G = torch.where(first, g * g, group["alpha"] * g * g + (1 - group["alpha"]) * G)
@@ -158,7 +160,7 @@ class ADVIStepSize(_LazyOptimizer):
             G_all.copy_(G)
             p.sub_(update * lr)
         else:
-            G_all[rows] = G
+            G_all.index_copy_(0, rows, G)
             p.index_add_(0, rows, update, alpha=-lr)
 
 

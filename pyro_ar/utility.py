@@ -53,6 +53,20 @@ class Utility:
         """
         raise NotImplementedError
 
+    def gather_label_and_shared(self, labels: torch.Tensor, index: torch.Tensor):
+        """``(gather(labels.unsqueeze(-1)), gather_shared(index))`` in one go.
+
+        The likelihood needs both the observed class's utility and the shared negatives';
+        a subclass may fetch both sets of rows at once (:class:`LinearUtility` does: one
+        gather, one sparse gradient).
+
+        :param labels: integer tensor broadcastable with ``batch_shape``.
+        :param index: 1-D integer tensor of length m.
+        :returns: tensors of shapes ``broadcast(batch_shape, labels.shape) + (1,)`` and
+            ``batch_shape + (m,)``.
+        """
+        return self.gather(labels.unsqueeze(-1)), self.gather_shared(index)
+
     def full(self) -> torch.Tensor:
         """All utilities, shape ``batch_shape + (num_classes,)`` (O(K) work)."""
         raise NotImplementedError
@@ -157,6 +171,18 @@ class LinearUtility(Utility):
         w, b = self.rows(index)  # (m, D)
         psi = self.x @ w.T
         return psi if b is None else psi + b
+
+    def gather_label_and_shared(self, labels, index):
+        n = labels.numel()
+        w, b = self.rows(torch.cat([labels.reshape(-1), index]))  # one gather, one sparse grad
+        shape = broadcast_shape(self.batch_shape, labels.shape)
+        w_y = w[:n].reshape(labels.shape + w.shape[-1:])
+        psi_y = (self.x * w_y).sum(-1, keepdim=True).expand(shape + (1,))
+        psi_neg = self.x @ w[n:].T
+        if b is not None:
+            psi_y = psi_y + b[:n].reshape(labels.shape + (1,))
+            psi_neg = psi_neg + b[n:]
+        return psi_y, psi_neg
 
     def full(self):
         psi = self.x @ self.weight.T
