@@ -134,6 +134,29 @@ def class_positions(classes: torch.Tensor, query: torch.Tensor, what="classes") 
     return order[p].reshape(query.shape)
 
 
+def _pad_classes(C, m, K):
+    """Pad the distinct classes C to exactly m distinct classes with unused extra classes.
+
+    A fixed size keeps the sample sites' shapes the same at every step (``AutoGuideList``
+    checks that its parts see the same shapes). Rejection sampling when K >> m (no O(K)
+    work); a permutation of the complement otherwise (K < 4 m, i.e. K small).
+    """
+    need = m - C.numel()
+    if need <= 0:
+        return C
+    if K >= 4 * m:
+        fill = C.new_zeros(0)
+        while fill.numel() < need:
+            cand = torch.unique(torch.randint(0, K, (2 * need + 8,), device=C.device))
+            cand = cand[~torch.isin(cand, torch.cat([C, fill]))]
+            fill = torch.cat([fill, cand[torch.randperm(cand.numel(), device=C.device)]])
+        return torch.cat([C, fill[:need]])
+    free = torch.ones(K, dtype=torch.bool, device=C.device)
+    free[C] = False
+    rest = free.nonzero().squeeze(-1)
+    return torch.cat([C, rest[torch.randperm(rest.numel(), device=C.device)[:need]]])
+
+
 class BayesianLinearClassifier:
     r"""Linear classifier with Gaussian priors on the rows of W and on b, for large K.
 
@@ -231,7 +254,9 @@ class BayesianLinearClassifier:
         """The ``"data"`` and ``"classes"`` plates of one step (pass as ``create_plates=``).
 
         Draws the minibatch (via the data plate), then the class subsample
-        ``C = [R, (T u labels) minus R]`` as the class plate's explicit ``subsample=``:
+        ``C = [R, (T u labels) minus R, padding]`` as the class plate's explicit ``subsample=``
+        (padded with unused classes to the fixed size min(K, |R| + |T| + B), so that every
+        step's sites have the same shapes):
         R uniform without replacement (its first ``num_negatives`` entries are the
         negatives, its first ``num_kl_classes`` the KL subsample), T an independent uniform
         set for the local guide. When the guide calls this, both subsamples are recorded in
@@ -254,8 +279,9 @@ class BayesianLinearClassifier:
             R = R[torch.randperm(r, device=device)]  # uniform order: any prefix is a uniform subset
             T = sample_without_replacement(K, t, device=device) if t else R.new_zeros(0)
             extra = torch.unique(torch.cat([T, labels]))
-            extra = extra[~torch.isin(extra, R)]
-            classes = pyro.plate("classes", K, subsample=torch.cat([R, extra]), dim=-1)
+            C = torch.cat([R, extra[~torch.isin(extra, R)]])
+            C = _pad_classes(C, min(K, r + t + labels.shape[0]), K)
+            classes = pyro.plate("classes", K, subsample=C, dim=-1)
             classes._ar_eta_classes = T
         classes._ar_model = self
         return [data, classes]
@@ -491,6 +517,7 @@ class ClassSubsampledNormal(AutoGuide):
         data, classes = plates["data"], plates["classes"]
         train = y is not None
         C = classes.indices
+        self.last_classes = C  # the step's class subsample (for inspection)
         loc, scale, bloc, bscale = self._rows(C)
         if train and model.subsampled:
             kl_scale, kl_mask = model._kl_weights(C.numel(), loc)
@@ -529,16 +556,18 @@ class ClassSubsampledNormal(AutoGuide):
             logw = torch.where(w > 0, w.clamp(min=1e-300).log(), torch.full_like(w, -math.inf))
             terms = torch.cat([torch.zeros_like(psi_y).unsqueeze(-1), logw - d], -1)
             log_eta = torch.logsumexp(terms, -1)
-            return pyro.sample(model.eps_site, dist.Gumbel(log_eta, torch.ones_like(log_eta)))
+            return pyro.sample(model.eps_site, self._local_distribution("gumbel", log_eta, None))
         loc, sd = _laplace_local(model.noise, d, w, self.newton_steps)
-        return pyro.sample(model.eps_site, self._local_distribution(loc, sd))
+        return pyro.sample(model.eps_site, self._local_distribution("normal", loc, sd))
 
     def _row_distribution(self, loc, scale, classes):
         """q of the gathered rows (override to control the draws, e.g. common random numbers)."""
         return dist.Normal(loc, scale)
 
-    def _local_distribution(self, loc, scale):
-        """q(eps | W) for non-Gumbel noise (override to control the draws)."""
+    def _local_distribution(self, family, loc, scale):
+        """q(eps | W): ``Gumbel(loc, 1)`` or ``Normal(loc, scale)`` (override to control the draws)."""
+        if family == "gumbel":
+            return dist.Gumbel(loc, torch.ones_like(loc))
         return dist.Normal(loc, scale)
 
     # ---------------------------------------------------------------- posterior access
