@@ -27,7 +27,7 @@ from pyro.distributions.torch_distribution import TorchDistribution
 from pyro.distributions.util import broadcast_shape
 
 from .negatives import Negatives, get_negative_sampler
-from .noise import GumbelNoise, get_noise
+from .noise import GumbelNoise, LogisticNoise, NormalNoise, get_noise
 from .quadrature import DEFAULT_NUM_NODES, log_marginal, log_marginal_all
 from .utility import DenseUtility, as_utility
 
@@ -311,6 +311,28 @@ class AugmentedCategorical(TorchDistribution):
                 f"{self.num_classes}, noise={self.noise.name!r}, sampler={self.sampler!r})")
 
 
+_PRIOR_CACHE = {}
+_PRIOR_CACHE_SIZE = 32
+
+
+def _noise_prior(nz, dtype, device, batch_shape):
+    """``nz.distribution(0, 1).expand(batch_shape)``, built once per (noise, dtype, device,
+    batch shape, validation flag): distributions are immutable, and building one (a torch
+    Gumbel is a TransformedDistribution) costs more than the rest of a small model step."""
+    builtin = type(nz) in (GumbelNoise, NormalNoise, LogisticNoise)
+    key = (type(nz), None if builtin else id(nz), dtype, str(device), tuple(batch_shape),
+           torch.distributions.Distribution._validate_args)
+    hit = _PRIOR_CACHE.get(key)
+    if hit is not None and (builtin or hit[0] is nz):
+        return hit[1]
+    zero = torch.zeros((), dtype=dtype, device=device)
+    prior = nz.distribution(zero, torch.ones_like(zero)).expand(batch_shape)
+    if len(_PRIOR_CACHE) >= _PRIOR_CACHE_SIZE:
+        _PRIOR_CACHE.pop(next(iter(_PRIOR_CACHE)))
+    _PRIOR_CACHE[key] = (nz, prior)
+    return prior
+
+
 def sample_categorical(name: str, utility, obs: Optional[torch.Tensor] = None, noise="gumbel",
                        num_negatives: Optional[int] = None, strategy="per_datapoint",
                        proposal=None, negatives: Optional[Negatives] = None):
@@ -334,9 +356,8 @@ def sample_categorical(name: str, utility, obs: Optional[torch.Tensor] = None, n
     """
     psi = as_utility(utility)
     nz = get_noise(noise)
-    zero = torch.zeros((), dtype=psi.dtype, device=psi.device)
     eps_site = f"{name}_eps"
-    prior = nz.distribution(zero, torch.ones_like(zero)).expand(psi.batch_shape)
+    prior = _noise_prior(nz, psi.dtype, psi.device, psi.batch_shape)
     eps = pyro.sample(eps_site, prior, infer={"ar_noise": nz, "ar_label_site": name,
                                                 "ar_num_classes": psi.num_classes})
     if obs is None:

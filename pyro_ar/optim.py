@@ -99,25 +99,30 @@ class LazyAdam(_LazyOptimizer):
     def _row_update(self, p, rows, g, state, group):
         b1, b2 = group["betas"]
         m_all, v_all, t_all = state["exp_avg"], state["exp_avg_sq"], state["row_step"]
+        shape = (-1,) + (1,) * (g.dim() - 1)
         if rows is None:
             t_all += 1
             m, v, t = m_all, v_all, t_all
-        else:  # rows are unique (coalesced); index_select / index_copy_ are much faster
-            # than advanced indexing (m_all[rows]) for a few rows of a large tensor
-            t_all.index_add_(0, rows, torch.ones_like(rows))
-            m, v, t = m_all.index_select(0, rows), v_all.index_select(0, rows), t_all.index_select(0, rows)
-        m.mul_(b1).add_(g, alpha=1 - b1)
-        v.mul_(b2).addcmul_(g, g, value=1 - b2)
-        shape = (-1,) + (1,) * (g.dim() - 1)
-        bc1 = (1 - b1 ** t.to(g.dtype)).reshape(shape)
-        bc2 = (1 - b2 ** t.to(g.dtype)).reshape(shape)
-        update = (m / bc1) / ((v / bc2).sqrt() + group["eps"])
-        if rows is None:
+            m.mul_(b1).add_(g, alpha=1 - b1)
+            v.mul_(b2).addcmul_(g, g, value=1 - b2)
+            bc1 = (1 - b1 ** t.to(g.dtype)).reshape(shape)
+            bc2 = (1 - b2 ** t.to(g.dtype)).reshape(shape)
+            update = (m / bc1) / ((v / bc2).sqrt() + group["eps"])
             p.sub_(update * group["lr"])
-        else:
-            m_all.index_copy_(0, rows, m)
-            v_all.index_copy_(0, rows, v)
-            p.index_add_(0, rows, update, alpha=-group["lr"])
+            return
+        # Sparse: rows are unique (coalesced). index_select / index_copy_ are much faster
+        # than advanced indexing (m_all[rows]) for a few rows of a large tensor, and the
+        # arithmetic runs in place on the gathered copies (few temporaries of rows x D).
+        t_all.index_add_(0, rows, torch.ones_like(rows))
+        t = t_all.index_select(0, rows).to(g.dtype)
+        m = m_all.index_select(0, rows).mul_(b1).add_(g, alpha=1 - b1)
+        v = v_all.index_select(0, rows).mul_(b2).addcmul_(g, g, value=1 - b2)
+        m_all.index_copy_(0, rows, m)
+        v_all.index_copy_(0, rows, v)
+        # update = (m / bc1) / (sqrt(v / bc2) + eps), with m and v overwritten
+        denom = v.sqrt_().div_((1 - b2 ** t).sqrt_().reshape(shape)).add_(group["eps"])
+        step = (-group["lr"] / (1 - b1 ** t)).reshape(shape)
+        p.index_add_(0, rows, m.div_(denom).mul_(step))
 
 
 class ADVIStepSize(_LazyOptimizer):

@@ -99,8 +99,10 @@ class _ExpectedFactorMessenger(Messenger):
         if not (isinstance(fn, AugmentedCategorical) and isinstance(fn.noise, GumbelNoise)
                 and msg["is_observed"] and fn.eps_site in self.guide_trace.nodes):
             return
-        guide_fn = self.guide_trace.nodes[fn.eps_site]["fn"]
-        if _gumbel_unit_scale(guide_fn):
+        node = self.guide_trace.nodes[fn.eps_site]
+        guide_fn = node["fn"]
+        # GumbelLocalGuide marks its sites (no check of the scale tensor: a device sync)
+        if node["infer"].get("ar_unit_gumbel") or _gumbel_unit_scale(guide_fn):
             msg["fn"] = GumbelExpectedFactor(fn, _unwrap(guide_fn).loc.expand(fn.batch_shape))
 
 

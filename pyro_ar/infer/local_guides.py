@@ -179,7 +179,7 @@ class GumbelLocalGuide(_LocalGuide):
 
     def _site_distribution(self, name, info, idx, *args, **kwargs):
         log_eta_all = self.log_eta(name)
-        infer = {}
+        infer = {"ar_unit_gumbel": True}  # lets ClosedFormELBO skip checking the scale
         if self.local_step == "natural":
             loc = log_eta_all.detach().index_select(0, idx)
             infer["ar_natural_step"] = partial(self._natural_step, name, idx)
