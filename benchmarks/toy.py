@@ -45,7 +45,7 @@ from pyro.infer import SVI
 import paper_common as common
 from pyro_ar import metrics
 from pyro_ar.datasets import make_toy
-from pyro_ar.infer import train
+from pyro_ar.infer import GumbelLocalGuide, train
 from pyro_ar.models import LinearClassifier
 from pyro_ar.optim import advi_step_size, lazy_adam
 
@@ -101,7 +101,12 @@ def run(method, args, y, counts, p):
                              num_negatives=args.negatives, subsample_size=args.batch, sparse=True,
                              init_scale=0.1, bias_init_scale=1e-3, utility="lazy")
     guide = model.default_guide()
-    svi = SVI(model, guide, make_optim(args), model.default_elbo())
+    if method == "ar_softmax" and (args.rho_power != 0.9 or args.rho_min > 0):
+        guide = GumbelLocalGuide(model, rho=common.rho_schedule(args.rho_power, args.rho_min))
+    elbo = model.default_elbo()
+    if args.estep_first and method == "ar_softmax":
+        elbo = common.estep_first_elbo()
+    svi = SVI(model, guide, make_optim(args), elbo)
 
     def evaluate():
         if "bias" not in pyro.get_param_store():
@@ -164,7 +169,7 @@ COLUMNS = [("method", "label", "s"), ("steps", "steps", "d"), ("epochs", "epochs
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--steps", type=int, default=None, help="iterations per method (default 40,000; quick 2,000)")
+    p.add_argument("--steps", type=int, default=None, help="iterations per method (default 20,000 = 50 epochs; quick 800)")
     p.add_argument("--num-classes", type=int, default=10_000)
     p.add_argument("--num-samples", type=int, default=200_000)
     p.add_argument("--batch", type=int, default=500)
@@ -173,11 +178,16 @@ def main(argv=None):
     p.add_argument("--lr", type=float, default=None, help="authors: 0.02; adam: 0.01")
     p.add_argument("--num-evals", type=int, default=None)
     p.add_argument("--methods", nargs="+", choices=sorted(METHODS), default=["ar_softmax", "ove"])
+    p.add_argument("--rho-power", type=float, default=0.9,
+                   help="A&R softmax local step rho = max((1 + visits)^-power, rho_min) (default 0.9)")
+    p.add_argument("--rho-min", type=float, default=0.0)
+    p.add_argument("--estep-first", action="store_true",
+                   help="A&R softmax: natural eta step before the global gradient (the authors' order)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tag", default="")
     args = p.parse_args(argv)
-    args.steps = args.steps or (2_000 if args.quick else 40_000)
-    args.num_evals = args.num_evals or (4 if args.quick else 20)
+    args.steps = args.steps or (800 if args.quick else 20_000)
+    args.num_evals = args.num_evals or (2 if args.quick else 20)
     args.lr = args.lr or (0.02 if args.optim == "authors" else 0.01)
     env = common.setup(args.seed)
     data = make_toy(args.num_classes, args.num_samples, seed=args.seed, dtype=torch.float64)
