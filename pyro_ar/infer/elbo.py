@@ -55,9 +55,13 @@ class GumbelExpectedFactor(TorchDistribution):
 
     arg_constraints = {}
 
-    def __init__(self, base: AugmentedCategorical, log_eta: torch.Tensor):
+    def __init__(self, base: AugmentedCategorical, log_eta: torch.Tensor, local_step=None):
         self.base, self.log_eta = base, log_eta
         self.last_log_s = None
+        # local-first mode (Algorithm 1 of Ruiz et al.: E step, then M step): a callable
+        # log_eta_target -> updated log_eta, applied before the factor is evaluated
+        self.local_step = local_step
+        self.updated_log_eta = None
         super().__init__(base.batch_shape, validate_args=False)
 
     @constraints.dependent_property(is_discrete=True, event_dim=0)
@@ -73,7 +77,13 @@ class GumbelExpectedFactor(TorchDistribution):
     def log_prob(self, value):
         log_s = self.base.log_sum_exp_negatives(value)
         self.last_log_s = log_s.detach()
-        return -torch.exp(log_s - self.log_eta)
+        log_eta = self.log_eta
+        if self.local_step is not None:
+            # eta~ = 1 + S_hat (log space), natural step first, then the bound at the new eta
+            log_eta = self.local_step(torch.logaddexp(torch.zeros_like(self.last_log_s), self.last_log_s))
+            log_eta = log_eta.to(log_s.dtype).expand(log_s.shape)
+            self.updated_log_eta = log_eta
+        return -torch.exp(log_s - log_eta)
 
 
 def _unwrap(fn):
@@ -90,9 +100,10 @@ def _gumbel_unit_scale(fn):
 class _ExpectedFactorMessenger(Messenger):
     """Replaces closed-form-eligible A&R softmax factors by their expectation under q."""
 
-    def __init__(self, guide_trace):
+    def __init__(self, guide_trace, updating=False):
         super().__init__()
         self.guide_trace = guide_trace
+        self.updating = updating
 
     def _pyro_sample(self, msg):
         fn = msg["fn"]
@@ -103,7 +114,10 @@ class _ExpectedFactorMessenger(Messenger):
         guide_fn = node["fn"]
         # GumbelLocalGuide marks its sites (no check of the scale tensor: a device sync)
         if node["infer"].get("ar_unit_gumbel") or _gumbel_unit_scale(guide_fn):
-            msg["fn"] = GumbelExpectedFactor(fn, _unwrap(guide_fn).loc.expand(fn.batch_shape))
+            local_step = None
+            if self.updating and node["infer"].get("ar_local_first"):
+                local_step = node["infer"].get("ar_natural_step")
+            msg["fn"] = GumbelExpectedFactor(fn, _unwrap(guide_fn).loc.expand(fn.batch_shape), local_step)
 
 
 class ClosedFormELBO(TraceMeanField_ELBO):
@@ -124,7 +138,7 @@ class ClosedFormELBO(TraceMeanField_ELBO):
 
     def _get_trace(self, model, guide, args, kwargs):
         guide_trace = poutine.trace(guide, graph_type="flat").get_trace(*args, **kwargs)
-        model = _ExpectedFactorMessenger(guide_trace)(model)
+        model = _ExpectedFactorMessenger(guide_trace, self._updating)(model)
         model_trace = poutine.trace(poutine.replay(model, trace=guide_trace),
                                     graph_type="flat").get_trace(*args, **kwargs)
         if is_validation_enabled():
@@ -132,6 +146,8 @@ class ClosedFormELBO(TraceMeanField_ELBO):
         guide_trace = prune_subsample_sites(guide_trace)
         model_trace = prune_subsample_sites(model_trace)
         model_trace.compute_log_prob()
+        if self._updating:
+            self._local_first_guide_sites(model_trace, guide_trace)
         guide_trace.compute_score_parts()
         if is_validation_enabled():
             for site in list(model_trace.nodes.values()) + list(guide_trace.nodes.values()):
@@ -142,10 +158,23 @@ class ClosedFormELBO(TraceMeanField_ELBO):
         return model_trace, guide_trace
 
     @staticmethod
+    def _local_first_guide_sites(model_trace, guide_trace):
+        """Local-first sites: q(eps) is now Gumbel(updated log eta, 1), for the KL term too."""
+        for site in model_trace.nodes.values():
+            fn = site.get("fn")
+            if site["type"] != "sample" or not isinstance(fn, GumbelExpectedFactor) \
+                    or fn.updated_log_eta is None:
+                continue
+            node = guide_trace.nodes[fn.base.eps_site]
+            loc = fn.updated_log_eta.reshape(node["fn"].batch_shape)
+            node["fn"] = Gumbel(loc, torch.ones_like(loc))
+
+    @staticmethod
     def _natural_steps(model_trace, guide_trace):
         for site in model_trace.nodes.values():
             fn = site.get("fn")
-            if site["type"] != "sample" or not isinstance(fn, GumbelExpectedFactor):
+            if site["type"] != "sample" or not isinstance(fn, GumbelExpectedFactor) \
+                    or fn.local_step is not None:  # local-first: already stepped
                 continue
             step = guide_trace.nodes[fn.base.eps_site]["infer"].get("ar_natural_step")
             if step is not None and fn.last_log_s is not None:

@@ -150,13 +150,24 @@ class GumbelLocalGuide(_LocalGuide):
     :param rho: Robbins-Monro step-size function of the visit count tensor,
         default :math:`(1 + t_n)^{-0.9}` (so the first visit sets :math:`\eta_n` to its target).
     :param init_log_eta: initial :math:`\log\eta` (default :math:`\log K`, i.e. :math:`p(y)=1/K`).
+    :param bool local_first: with ``local_step="natural"``, the order of the two steps of an
+        ``SVI.step``. False (default): the gradient step uses the current :math:`\eta_n`,
+        then :math:`\eta_n` takes its natural step. True: Algorithm 1 of Ruiz et al. (2018)
+        -- the natural step (E step) first, with the minibatch's class subsample, then the
+        gradient step (M step) on the bound at the updated :math:`\eta_n` (the loss reported
+        is that bound). At a datapoint's first visit (:math:`\rho = 1`) the updated
+        :math:`\eta_n = 1 + \hat S_{y_n}` makes the gradient that of
+        :math:`-\log(1 + \hat S_{y_n})`, whereas the default order uses the initial
+        :math:`\eta_n` (:math:`= K`), whose gradients are about :math:`K p(y_n)` times too
+        small: on large data sets (few visits per datapoint) local-first learns much faster.
     """
 
     def __init__(self, model, local_step="natural", rho=None, init_log_eta=None, sites=None,
-                 sparse=True, create_plates=None):
+                 sparse=True, create_plates=None, local_first=False):
         if local_step not in ("natural", "gradient"):
             raise ValueError(f"local_step must be 'natural' or 'gradient', got {local_step!r}")
         self.local_step = local_step
+        self.local_first = bool(local_first)
         self.rho = rho or _default_rho
         self.init_log_eta = init_log_eta
         self._num_forward = 0
@@ -183,6 +194,8 @@ class GumbelLocalGuide(_LocalGuide):
         if self.local_step == "natural":
             loc = log_eta_all.detach().index_select(0, idx)
             infer["ar_natural_step"] = partial(self._natural_step, name, idx)
+            if self.local_first:
+                infer["ar_local_first"] = True
             self._num_forward += 1
             if self._num_forward > 3 and self._num_updates == 0 and not self._warned \
                     and torch.is_grad_enabled():
@@ -200,12 +213,13 @@ class GumbelLocalGuide(_LocalGuide):
         r""":math:`\eta \leftarrow (1-\rho)\eta + \rho\tilde\eta` in log space for the rows ``idx``."""
         log_eta_all = self.log_eta(name).unconstrained()
         visits = getattr(self, f"{name}_visits")
-        rho = self.rho(visits[idx]).to(log_eta_all.dtype)
-        old = log_eta_all[idx]
+        rho = self.rho(visits.index_select(0, idx)).to(log_eta_all.dtype)
+        old = log_eta_all.index_select(0, idx)
         new = torch.logaddexp(torch.log1p(-rho) + old, torch.log(rho) + log_eta_target.to(old.dtype))
         log_eta_all.index_copy_(0, idx, new)
         visits.index_add_(0, idx, torch.ones_like(idx))
         self._num_updates += 1
+        return new
 
 
 class NoiseLocalGuide(_LocalGuide):
