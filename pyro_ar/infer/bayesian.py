@@ -246,9 +246,6 @@ class BayesianLinearClassifier:
             if not isinstance(y, torch.Tensor) or y.shape != x.shape[:1]:
                 raise ValueError(f"y must be a tensor of shape ({x.shape[0]},), got "
                                  f"{tuple(y.shape) if isinstance(y, torch.Tensor) else y!r}")
-            if y.numel() and (int(y.min()) < 0 or int(y.max()) >= self.num_classes):
-                raise ValueError(f"y must hold labels in [0, {self.num_classes}), got values in "
-                                 f"[{int(y.min())}, {int(y.max())}]")
 
     def create_plates(self, x: torch.Tensor, y: Optional[torch.Tensor] = None):
         """The ``"data"`` and ``"classes"`` plates of one step (pass as ``create_plates=``).
@@ -386,6 +383,9 @@ class BayesianLinearClassifier:
             if y is None:
                 return pyro.sample(self.site, UtilityCategorical(self._full_order(psi, C), self.noise))
             labels = y[idx]
+            if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= self.num_classes):
+                raise ValueError(f"y must hold labels in [0, {self.num_classes}), got values in "
+                                 f"[{int(labels.min())}, {int(labels.max())}]")
             if self.likelihood == "exact":
                 return pyro.sample(self.site, UtilityCategorical(self._full_order(psi, C), self.noise),
                                    obs=labels)

@@ -1,0 +1,237 @@
+"""Per-step cost of the large-K Bayesian path against K (fixed D, B, negatives).
+
+BayesianLinearClassifier + ClassSubsampledNormal (softmax, W-conditioned closed-form local
+guide, ClosedFormELBO, LazyAdam on sparse row gradients) at K = 10^3, 10^4, 10^5, 10^6
+with D = 32, B = 256, 64 shared negatives (= the KL subsample), 64 eta classes. All four
+problems live in one process and are timed side by side: in each round every K runs a
+few steps (in a shuffled order), one thread (torch.set_num_threads(1)); the table gives
+medians of the per-step times and the median over rounds of the ratio to K = 10^3.
+For contrast, the stock dense path (LinearClassifier(weights="bayes") + AutoNormal +
+NoiseLocalGuide, O(K D) per step) is timed at the smaller K.
+
+Memory: each K is also run in a fresh subprocess, which reports its peak resident set
+(VmHWM) minus the resident set before the model was built, next to the unavoidable
+parameter + optimizer state size (4 parameters of K x D or K floats, Adam's two moments
+of each, per-row step counts).
+
+Labels are uniform random (the step cost does not depend on their values).
+
+Usage::
+
+    python benchmarks/bayes_scaling.py           # ~5 min
+    python benchmarks/bayes_scaling.py --quick   # < 2 min
+
+Writes benchmarks/out/bayes_scaling[_quick].json/.png and benchmarks/results/bayes_scaling[_quick].json.
+"""
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+
+import torch
+
+import pyro
+from pyro.infer import SVI, TraceMeanField_ELBO
+from pyro.infer.autoguide import AutoGuideList, AutoNormal
+
+from pyro_ar.infer import (
+    BayesianLinearClassifier,
+    ClassSubsampledNormal,
+    ClosedFormELBO,
+    NoiseLocalGuide,
+    hide_noise_sites,
+)
+from pyro_ar.models import LinearClassifier
+from pyro_ar.optim import lazy_adam
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+D, B, S, N = 32, 256, 64, 20_000
+
+
+def data(K, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(N, D, generator=g) / D ** 0.5, torch.randint(0, K, (N,), generator=g)
+
+
+def build_sparse(K):
+    model = BayesianLinearClassifier(D, K, num_negatives=S, subsample_size=B)
+    guide = ClassSubsampledNormal(model, name=f"bayesK{K}")
+    return SVI(model, guide, lazy_adam({"lr": 0.01}), ClosedFormELBO())
+
+
+def build_dense(K):
+    model = LinearClassifier(D, K, weights="bayes", num_negatives=S, subsample_size=B, prefix=f"denseK{K}_")
+    guide = AutoGuideList(model)
+    guide.append(AutoNormal(hide_noise_sites(model)))
+    guide.append(NoiseLocalGuide(model))
+    return SVI(model, guide, lazy_adam({"lr": 0.01}), TraceMeanField_ELBO())
+
+
+def state_bytes(svi):
+    """Bytes of the parameters and optimizer state reachable from this SVI's optimizer."""
+    total = 0
+    for p, opt in svi.optim.optim_objs.items():
+        total += p.numel() * p.element_size()
+        for v in opt.state[p].values():
+            if torch.is_tensor(v):
+                total += v.numel() * v.element_size()
+    return total
+
+
+def rss_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def hwm_bytes():
+    """Peak resident set of this process (VmHWM; unlike ru_maxrss it is not inherited
+    across fork + exec from the parent)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def memory_child(K, steps):
+    """Run in a subprocess: peak RSS increase of building + stepping the model at K."""
+    torch.set_num_threads(1)
+    x, y = data(K)
+    base = rss_bytes()
+    svi = build_sparse(K)
+    for _ in range(steps):
+        svi.step(x, y)
+    peak = hwm_bytes()
+    print(json.dumps({"K": K, "peak_minus_base": peak - base, "state_bytes": state_bytes(svi),
+                      "rss_after": rss_bytes() - base}))
+
+
+def measure_memory(Ks, steps):
+    rows = []
+    for K in Ks:
+        out = subprocess.run([sys.executable, __file__, "--memory-child", str(K), "--child-steps", str(steps)],
+                             capture_output=True, text=True, check=True)
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    return rows
+
+
+def time_side_by_side(builders, rounds, inner, warmup):
+    """builders: {label: (K, svi, x, y)}; returns per-label lists of per-step seconds per round."""
+    times = {k: [] for k in builders}
+    for label, (K, svi, x, y) in builders.items():
+        for _ in range(warmup):
+            svi.step(x, y)
+    labels = list(builders)
+    rng = random.Random(0)
+    for r in range(rounds):
+        rng.shuffle(labels)
+        for label in labels:
+            K, svi, x, y = builders[label]
+            t0 = time.perf_counter()
+            for _ in range(inner):
+                svi.step(x, y)
+            times[label].append((time.perf_counter() - t0) / inner)
+    return times
+
+
+def median(v):
+    v = sorted(v)
+    n = len(v)
+    return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--memory-child", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--child-steps", type=int, default=20, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.memory_child is not None:
+        memory_child(args.memory_child, args.child_steps)
+        return 0
+    torch.set_num_threads(1)
+    pyro.set_rng_seed(0)
+    Ks = [10 ** 3, 10 ** 4, 10 ** 5, 10 ** 6]
+    dense_Ks = [10 ** 3, 10 ** 4] if args.quick else [10 ** 3, 10 ** 4, 10 ** 5]
+    rounds, inner, warmup = (8, 5, 3) if args.quick else (25, 10, 5)
+    t_start = time.perf_counter()
+
+    builders = {}
+    for K in Ks:
+        x, y = data(K)
+        builders[f"sparse K={K}"] = (K, build_sparse(K), x, y)
+    for K in dense_Ks:
+        x, y = data(K)
+        builders[f"dense K={K}"] = (K, build_dense(K), x, y)
+    times = time_side_by_side(builders, rounds, inner, warmup)
+    base = times[f"sparse K={Ks[0]}"]
+    rows = []
+    print(f"{'path':<8s} {'K':>9s} {'median ms/step':>15s} {'ratio to K=1e3 (median over rounds)':>38s}")
+    for label, (K, svi, x, y) in builders.items():
+        kind = label.split()[0]
+        ref = times[f"{kind} K={Ks[0]}"]
+        ratios = [a / b for a, b in zip(times[label], ref)]
+        row = {"path": kind, "K": K, "median_ms": 1000 * median(times[label]),
+               "ratio_to_K1e3": median(ratios), "ratio_of_medians": median(times[label]) / median(ref),
+               "state_MB": state_bytes(svi) / 2 ** 20}
+        rows.append(row)
+        print(f"{kind:<8s} {K:>9d} {row['median_ms']:>15.2f} {row['ratio_to_K1e3']:>38.2f}")
+    sparse_1e6 = [r for r in rows if r["path"] == "sparse" and r["K"] == 10 ** 6][0]
+    met = sparse_1e6["ratio_to_K1e3"] <= 1.5
+    print(f"target: sparse K=1e6 step within 1.5x of K=1e3: ratio {sparse_1e6['ratio_to_K1e3']:.2f} -> "
+          f"{'MET' if met else 'MISSED'}")
+    del builders
+    print("memory (fresh subprocess per K):")
+    mem = measure_memory(Ks, 10 if args.quick else 30)
+    for m in mem:
+        m["peak_MB"] = m["peak_minus_base"] / 2 ** 20
+        m["state_MB"] = m["state_bytes"] / 2 ** 20
+        m["ratio"] = m["peak_minus_base"] / m["state_bytes"]
+        print(f"  K={m['K']:>8d}: peak RSS increase {m['peak_MB']:9.1f} MB, parameters + optimizer state "
+              f"{m['state_MB']:9.1f} MB (ratio {m['ratio']:.2f})")
+    tag = "_quick" if args.quick else ""
+    result = {"command": "python benchmarks/bayes_scaling.py" + (" --quick" if args.quick else ""),
+              "config": {"D": D, "B": B, "num_negatives": S, "num_kl_classes": S, "num_eta_classes": S,
+                         "N": N, "rounds": rounds, "steps_per_round": inner, "threads": 1},
+              "timing": rows, "memory": mem, "target_ratio": 1.5, "target_met": met,
+              "seconds_total": time.perf_counter() - t_start, "torch": torch.__version__}
+    os.makedirs(os.path.join(HERE, "out"), exist_ok=True)
+    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    for d in ("out", "results"):
+        with open(os.path.join(HERE, d, f"bayes_scaling{tag}.json"), "w") as f:
+            json.dump(result, f, indent=1)
+    plot(rows, mem, os.path.join(HERE, "out", f"bayes_scaling{tag}.png"))
+    print(f"total {time.perf_counter() - t_start:.0f}s")
+    return 0
+
+
+def plot(rows, mem, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for kind, mk in (("sparse", "o-"), ("dense", "s--")):
+        r = [x for x in rows if x["path"] == kind]
+        axes[0].loglog([x["K"] for x in r], [x["median_ms"] for x in r], mk,
+                       label={"sparse": "class-subsampled (this issue)", "dense": "AutoNormal, dense"}[kind])
+    axes[0].set_xlabel("K")
+    axes[0].set_ylabel("ms per SVI step (median)")
+    axes[0].set_title(f"step time, D={D}, B={B}, {S} negatives")
+    axes[0].legend()
+    axes[1].loglog([m["K"] for m in mem], [m["peak_MB"] for m in mem], "o-", label="peak RSS increase")
+    axes[1].loglog([m["K"] for m in mem], [m["state_MB"] for m in mem], "k--", label="parameters + optimizer state")
+    axes[1].set_xlabel("K")
+    axes[1].set_ylabel("MB")
+    axes[1].legend()
+    axes[1].set_title("memory")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
