@@ -10,13 +10,24 @@ For any noise (eq. 5 of Ruiz et al., 2018),
 with the log-integrand :math:`f_k(e) = \log\phi(e) + \sum_{k'\ne k}\log\Phi(e + d_{kk'})`,
 :math:`d_{kk'} = \psi_k - \psi_{k'}`. We locate the mode :math:`e^*` of :math:`f_k` by damped
 Newton steps (backtracking on :math:`f_k`, so no step overshoots where :math:`f_k` is flat),
-take the curvature scale :math:`\sigma = (-f_k''(e^*))^{-1/2}`, and apply Gauss-Hermite
-quadrature centred there, in log space:
+measure the interval around it where :math:`f_k` stays within 1/2 of its maximum (centre
+:math:`c`, half-length :math:`\sigma`; for a Gaussian integrand exactly its mean and standard
+deviation), and apply the double-exponential (sinh-sinh) rule there, in log space:
 
 .. math::
 
-    \log p(y=k\mid\psi) \approx \log(\sqrt{2}\sigma)
-        + \operatorname{logsumexp}_i\big(\log w_i + x_i^2 + f_k(e^* + \sqrt{2}\sigma x_i)\big).
+    \log p(y=k\mid\psi) \approx \log\sigma
+        + \operatorname{logsumexp}_i\big(\log w_i + f_k(c + \sigma x_i)\big),
+    \qquad x_i = \sinh(\tfrac{\pi}{2}\sinh t_i).
+
+The rule converges exponentially for smooth integrands whatever their tails (Gaussian,
+Gumbel, logistic, but also the polynomial tails of a Student-t noise); the node count is
+doubled where the nested half rule disagrees (up to 2049 nodes), and a ``RuntimeWarning``
+says when that did not suffice (non-smooth densities, e.g. Laplace, converge only
+algebraically: about 1e-5 there). Measured in float64 with the default 257 nodes: within
+1e-14 of ``log_softmax`` for Gumbel noise (K up to 1000, logits of scale 5); the K = 2
+probit closed form to 1e-15; the K = 50 probabilities of Gumbel, normal, logistic and
+Student-t (3 d.o.f.) noise sum to one within 1e-9.
 
 The nodes are treated as constants for differentiation, so gradients with respect to
 :math:`\psi` are the quadrature of the integrand's gradient. Derivatives of :math:`f_k` for
@@ -25,25 +36,21 @@ Newton come from autograd, so any :class:`~pyro_ar.noise.Noise` works unchanged.
 
 import functools
 import math
+import warnings
 
 import numpy as np
 import torch
 
-from .noise import Noise, get_noise
+from .noise import get_noise
 
 __all__ = ["log_marginal", "log_marginal_all", "DEFAULT_NUM_NODES"]
 
-DEFAULT_NUM_NODES = 128
+DEFAULT_NUM_NODES = 257
+_MAX_REFINEMENTS = 3
 _MAX_NEWTON_STEPS = 100
 _MAX_HALVINGS = 40
 #: elements (datapoints x classes x nodes) evaluated at once; bounds peak memory
 _CHUNK_ELEMENTS = 1 << 23
-
-
-@functools.lru_cache(maxsize=None)
-def _hermgauss_log(num_nodes):
-    x, w = np.polynomial.hermite.hermgauss(num_nodes)
-    return x, np.log(w) + x * x
 
 
 def _log_integrand(noise, e, d, mask):
@@ -68,37 +75,186 @@ def _find_mode(noise, d, mask):
             (h,) = torch.autograd.grad(g.sum(), e)
         return f.detach(), g.detach(), h.detach()
 
+    # f may decrease by rounding error near the mode: accept such steps instead of
+    # halving them dozens of times.
+    slack = 64 * torch.finfo(d.dtype).eps
+    width_tol = max(1e-6, 1e3 * torch.finfo(d.dtype).eps)
     f, g, h = f_and_derivs(e)
+    active = torch.ones_like(e, dtype=torch.bool)
+    trust = torch.ones_like(e)
     for _ in range(_MAX_NEWTON_STEPS):
-        # Newton where the integrand is locally concave, a unit ascent step otherwise.
-        step = torch.where(h < 0, -g / h, torch.sign(g))
-        step = torch.where(torch.isfinite(step), step, torch.zeros_like(step))
+        # Newton where the integrand is locally concave; elsewhere an ascent step whose
+        # length doubles while it keeps being accepted in full (so that a mode far from
+        # the starting point is reached in a few steps).
+        newton = h < 0
+        step = torch.where(newton, -g / h, torch.sign(g) * trust)
+        step = torch.where(torch.isfinite(step) & active, step, torch.zeros_like(step))
+        full_step = step
         # Backtracking: halve the step of each element until f does not decrease.
+        floor = f - slack * (1.0 + f.abs())
         for _ in range(_MAX_HALVINGS):
             f_new = _log_integrand(noise, e + step, d, mask)
-            bad = ~(f_new >= f)  # also catches NaN
+            bad = ~(f_new >= floor) & (step != 0)  # also catches NaN
             if not bad.any():
                 break
             step = torch.where(bad, 0.5 * step, step)
-        step = torch.where(f_new >= f, step, torch.zeros_like(step))
+        step = torch.where(f_new >= floor, step, torch.zeros_like(step))
+        trust = torch.where(newton | (step != full_step), torch.ones_like(trust), 2.0 * trust)
         e = e + step
         f, g, h = f_and_derivs(e)
-        if (step.abs() <= 1e-12 * (1.0 + e.abs())).all():
+        # The quadrature needs the mode to a small fraction of the integrand's width
+        # only: stop an element once its Newton step is below 1e-6 of that width (1e-4
+        # in float32, whose rounding noise is about that), or no ascent step was found
+        # (e.g. at a kink).
+        active = active & (step != 0) & ~((h < 0) & (step * step * -h <= width_tol ** 2))
+        if not active.any():
             break
-    sigma = torch.where(h < 0, (-h).clamp(min=1e-30).rsqrt(), torch.ones_like(h))
-    sigma = sigma.clamp(min=1e-8, max=1e4)
+    # inf where f is not concave at the mode: _log_integral then measures the width
+    sigma = torch.where(h < 0, (-h).rsqrt(), torch.full_like(h, math.inf))
     return e, sigma
 
 
+def _half_widths(noise, d, mask, e_star, f_star, sigma):
+    """Distances from the mode to where the log-integrand has dropped by 1/2, each side.
+
+    Exactly sigma for a Gaussian, but measured without curvature, so robust where the
+    curvature is useless: piecewise linear log-integrands (Laplace noise, f'' = 0 almost
+    everywhere) or plateaus (logistic noise with utilities far apart, where the density's
+    slope and a CDF's cancel). Bracketed on the grid ``sigma * 2**j`` (j = -30..30), then
+    refined by bisection.
+    """
+    base = torch.where(torch.isfinite(sigma), sigma, torch.ones_like(sigma)).clamp(1e-6, 1e6)
+    j = torch.arange(-30, 31, dtype=d.dtype, device=d.device)
+    s = base.unsqueeze(-1) * torch.exp2(j)                                  # (..., J)
+    widths = []
+    for sign in (-1.0, 1.0):
+        def dropped(w):
+            f = _log_integrand(noise, e_star.unsqueeze(-1) + sign * w, d.unsqueeze(-2),
+                               mask.unsqueeze(-2))
+            return ~(f_star.unsqueeze(-1) - f < 0.5)  # NaN counts as dropped
+
+        hit = dropped(s)
+        first = torch.where(hit.any(-1), hit.to(torch.uint8).argmax(-1),
+                            torch.full_like(e_star, j.numel() - 1, dtype=torch.long))
+        hi = s.gather(-1, first.unsqueeze(-1))
+        lo = torch.where(first.unsqueeze(-1) > 0, 0.5 * hi, torch.zeros_like(hi))
+        for _ in range(8):
+            mid = 0.5 * (lo + hi)
+            hit = dropped(mid)
+            lo, hi = torch.where(hit, lo, mid), torch.where(hit, mid, hi)
+        widths.append(hi.squeeze(-1))
+    return widths
+
+
+@functools.lru_cache(maxsize=None)
+def _sinh_sinh_rule(num_nodes):
+    """Nodes x_i and log-weights of the double-exponential (sinh-sinh) rule on the real line.
+
+    :math:`x = \\sinh(\\tfrac{\\pi}{2}\\sinh t)` with the trapezoidal rule in t on [-4, 4]
+    (``num_nodes`` odd; the even-indexed nodes form the rule with half as many nodes,
+    which gives the error estimate). Exponentially convergent for smooth integrands
+    whatever their tails: Gaussian, double exponential, or polynomial (Student-t).
+    """
+    t_max = 4.0
+    h = 2.0 * t_max / (num_nodes - 1)
+    t = (np.arange(num_nodes) - (num_nodes - 1) // 2) * h
+    u = 0.5 * math.pi * np.sinh(t)
+    x = np.sinh(u)
+    logw = math.log(h * 0.5 * math.pi) + np.log(np.cosh(t)) + np.log(np.cosh(u))
+    return x, logw
+
+
+def _rule(num_nodes, like):
+    x, logw = _sinh_sinh_rule(num_nodes)
+    return (torch.as_tensor(x, dtype=like.dtype, device=like.device),
+            torch.as_tensor(logw, dtype=like.dtype, device=like.device))
+
+
+def _rule_terms(noise, d, mask, e_star, sigma, num_nodes):
+    """log w_i + f(e* + sigma x_i), shape (R, Q), evaluated in row chunks (no grad)."""
+    x, logw = _rule(num_nodes, d)
+    rows = max(1, _CHUNK_ELEMENTS // (d.shape[-1] * num_nodes))
+    out = []
+    for i in range(0, d.shape[0], rows):
+        sl = slice(i, i + rows)
+        nodes = e_star[sl].unsqueeze(-1) + sigma[sl].unsqueeze(-1) * x
+        out.append(logw + _log_integrand(noise, nodes, d[sl].unsqueeze(-2), mask[sl].unsqueeze(-2)))
+    return torch.cat(out)
+
+
 def _log_integral(noise, d, mask, num_nodes):
-    """log of int exp f(e) de, batched over the leading dims of d (..., M)."""
+    """log of int exp f(e) de for each row of d, mask: (R, M).
+
+    The sinh-sinh rule is centred at the mode and scaled by the integrand's width; its
+    node count is doubled (nested, up to ``_MAX_REFINEMENTS`` times) for the rows whose
+    estimated error |I_h - I_2h| exceeds the tolerance, e.g. bimodal integrands of
+    heavy-tailed noises.
+    """
     e_star, sigma = _find_mode(noise, d, mask)
-    x, logw = _hermgauss_log(num_nodes)
-    x = torch.as_tensor(x, dtype=d.dtype, device=d.device)
-    logw = torch.as_tensor(logw, dtype=d.dtype, device=d.device)
-    nodes = e_star.unsqueeze(-1) + math.sqrt(2.0) * sigma.unsqueeze(-1) * x  # (..., Q)
-    f = _log_integrand(noise, nodes, d.unsqueeze(-2), mask.unsqueeze(-2))   # (..., Q)
-    return torch.logsumexp(logw + f, dim=-1) + torch.log(math.sqrt(2.0) * sigma)
+    dd = d.detach()
+    eps = torch.finfo(d.dtype).eps
+    num_nodes = max(int(num_nodes), 5) | 1
+    with torch.no_grad():
+        f_star = _log_integrand(noise, e_star, dd, mask)
+        # tolerance on |I_h - I_2h| (relative): for exponentially convergent rules the
+        # error of I_h is about its square; plus the rounding error of f itself
+        tol = max(1e-7, 1e3 * eps) + 16 * eps * f_star.abs()
+        w_left, w_right = _half_widths(noise, dd, mask, e_star, f_star, sigma)
+        # Centre the rule on the interval where f is within 1/2 of its maximum and scale
+        # it by that interval's half-length (sigma itself for a Gaussian integrand).
+        e_star = e_star + 0.5 * (w_right - w_left)
+        sigma = 0.5 * (w_left + w_right)
+        log_sigma = torch.log(sigma)
+        groups = []  # (rows, num_nodes, terms)
+        pending = torch.arange(d.shape[0], device=d.device)
+        n = num_nodes
+        for level in range(_MAX_REFINEMENTS + 1):
+            terms = _rule_terms(noise, dd[pending], mask[pending], e_star[pending],
+                                sigma[pending], n)
+            tol_p = tol[pending]
+            fine = torch.logsumexp(terms, -1)
+            coarse = torch.logsumexp(terms[..., ::2], -1) + math.log(2.0)
+            err = (fine - coarse).abs()
+            done = ~(err > tol_p)  # NaN (non-finite input) is not refined
+            if level == _MAX_REFINEMENTS:
+                if not done.all():
+                    warnings.warn(
+                        f"quadrature over the {noise.name!r} noise: {int((~done).sum())} "
+                        f"integral(s) still changed by up to {err[~done].max().item():.1e} "
+                        f"(relative) from {n // 2 + 1} to {n} nodes; is the noise's "
+                        "log-density smooth?", RuntimeWarning)
+                done = torch.ones_like(done)
+            groups.append((pending[done], n, terms[done]))
+            pending = pending[~done]
+            if not pending.numel():
+                break
+            n = 2 * n - 1
+    if not d.requires_grad:
+        out = torch.empty_like(e_star)
+        for rows, n, terms in groups:
+            out[rows] = torch.logsumexp(terms, -1)
+        return out + log_sigma
+    out = []
+    for rows_all, n, terms_all in groups:
+        x, logw = _rule(n, d)
+        step = max(1, _CHUNK_ELEMENTS // (d.shape[-1] * n))
+        for i in range(0, rows_all.shape[0], step):
+            rows, terms = rows_all[i:i + step], terms_all[i:i + step]
+            # Nodes whose contribution is below exp(-60) of the total are dropped; they
+            # are also moved to the mode before the differentiable pass, so that a log Phi
+            # overflowing far out in a tail (Gumbel: -exp(-x)) cannot turn 0 * inf into
+            # NaN in the gradient. The nodes themselves are constants for differentiation.
+            keep = terms > (torch.logsumexp(terms, -1, keepdim=True) - 60.0)
+            nodes = e_star[rows].unsqueeze(-1) + sigma[rows].unsqueeze(-1) * x
+            nodes = torch.where(keep, nodes, e_star[rows].unsqueeze(-1))
+            f = _log_integrand(noise, nodes, d[rows].unsqueeze(-2), mask[rows].unsqueeze(-2))
+            lse = torch.logsumexp(torch.where(keep, logw + f, torch.full_like(f, -math.inf)), -1)
+            out.append((rows, lse))
+    if len(out) == 1:
+        return out[0][1] + log_sigma
+    index = torch.cat([rows for rows, _ in out])
+    values = torch.cat([lse for _, lse in out])
+    return values[torch.argsort(index)] + log_sigma
 
 
 def log_marginal(utility: torch.Tensor, value: torch.Tensor, noise="normal",
@@ -108,7 +264,7 @@ def log_marginal(utility: torch.Tensor, value: torch.Tensor, noise="normal",
     :param utility: tensor ``batch_shape + (K,)``.
     :param value: integer labels broadcastable to ``batch_shape``.
     :param noise: a :class:`~pyro_ar.noise.Noise` or its name.
-    :param int num_nodes: Gauss-Hermite nodes.
+    :param int num_nodes: initial number of nodes (odd; doubled where needed).
     :returns: tensor of shape ``broadcast(value.shape, batch_shape)``.
     """
     noise = get_noise(noise)

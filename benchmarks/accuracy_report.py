@@ -1,0 +1,167 @@
+"""Accuracy report for the core of pyro_ar (the numbers the core test suite asserts).
+
+    .venv/bin/python benchmarks/accuracy_report.py
+
+prints a table and writes benchmarks/out/accuracy_report.json:
+
+* max |quadrature log p - log_softmax| with the quadrature forced on Gumbel noise, logits of
+  scale 5, every class of K = 10 / 100 / 1000 (float64);
+* probit K = 2: max |p - Phi((psi_1 - psi_2)/sqrt 2)| over 1000 random pairs (scale 3);
+* K = 50: max |sum_k p(k) - 1| per noise (logits of scale 1 and 5);
+* unbiasedness of the subsampled AugmentedCategorical.log_prob: z = (MC mean - exact) / SE
+  per noise x strategy (K = 30, s = 5, 4 datapoints; 20,000 replicas for per-datapoint
+  negatives, 1,500 calls for the shared ones; SE = sample sd / sqrt(replicas));
+* K = 5: max |int phi(eps) exp(exact augmented log_prob) d eps - p(y)| per noise (trapezoid
+  on [-40, 60], 200,001 points, float64).
+"""
+
+import json
+import math
+import os
+import time
+import warnings
+
+import torch
+
+import pyro
+
+import pyro_ar
+from pyro_ar import AugmentedCategorical, UtilityCategorical
+from pyro_ar.quadrature import log_marginal, log_marginal_all
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out", "accuracy_report.json")
+
+_SQRT3 = math.sqrt(3.0)
+
+
+def student_t3():
+    def log_cdf(x):
+        z = -x.abs() / _SQRT3
+        lower = (0.5 + (z / (1 + z * z) + torch.atan(z)) / math.pi).clamp(min=torch.finfo(x.dtype).tiny)
+        return torch.where(x < 0, torch.log(lower), torch.log1p(-lower))
+
+    log_norm = math.lgamma(2.0) - math.lgamma(1.5) - 0.5 * math.log(3 * math.pi)
+    return pyro_ar.Noise(
+        log_density=lambda e: log_norm - 2.0 * torch.log1p(e * e / 3.0), log_cdf=log_cdf,
+        sample=lambda shape, dtype, device: torch.distributions.StudentT(
+            torch.tensor(3.0, dtype=dtype, device=device)).sample(shape),
+        name="student_t3")
+
+
+def laplace():
+    return pyro_ar.Noise(
+        log_density=lambda e: -e.abs() - math.log(2.0),
+        log_cdf=lambda x: torch.where(x < 0, x - math.log(2.0),
+                                      torch.log1p(-0.5 * torch.exp(-x.clamp(min=0)))),
+        sample=lambda shape, dtype, device: torch.distributions.Laplace(
+            torch.zeros((), dtype=dtype, device=device), 1.0).sample(shape),
+        name="laplace")
+
+
+NOISES = {"gumbel": "gumbel", "normal": "normal", "logistic": "logistic",
+          "student_t3": student_t3(), "laplace": laplace()}
+
+
+def gumbel_quadrature_errors():
+    out = {}
+    for K, rows in [(10, 4), (100, 4), (1000, 1)]:
+        psi = 5.0 * torch.randn(rows, K, dtype=torch.float64)
+        err = (log_marginal_all(psi, "gumbel") - psi.log_softmax(-1)).abs().max().item()
+        out[K] = err
+    return out
+
+
+def probit_error():
+    psi = 3.0 * torch.randn(1000, 2, dtype=torch.float64)
+    lp = log_marginal(psi, torch.zeros(1000, dtype=torch.long), "normal")
+    return (lp.exp() - torch.special.ndtr((psi[:, 0] - psi[:, 1]) / math.sqrt(2.0))).abs().max().item()
+
+
+def sum_to_one_errors():
+    out = {}
+    psi = torch.cat([torch.randn(2, 50), 5.0 * torch.randn(2, 50)]).double()
+    for name, noise in NOISES.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # Laplace: not smooth at 0
+            p = log_marginal_all(psi, noise).exp()
+        out[name] = (p.sum(-1) - 1.0).abs().max().item()
+    return out
+
+
+def unbiasedness_z():
+    K, B, s = 30, 4, 5
+    out = {}
+    proposal = torch.arange(1, K + 1, dtype=torch.float64).flip(0) ** 0.75
+    for name in ["gumbel", "normal", "logistic", "student_t3"]:
+        noise = pyro_ar.get_noise(NOISES[name])
+        psi = 2.0 * torch.randn(B, K, dtype=torch.float64)
+        eps = noise.sample((B,), dtype=torch.float64)
+        y = torch.tensor([0, 7, 29, int(psi[3].argmin())])
+        for strategy in ["per_datapoint", "shared", "importance"]:
+            kw = dict(strategy=strategy, proposal=proposal if strategy == "importance" else None)
+            exact = AugmentedCategorical(psi, eps, noise, num_negatives=None, **kw).log_prob(y)
+            if strategy == "per_datapoint":
+                R = 20000
+                d = AugmentedCategorical(psi.expand(R, B, K), eps.expand(R, B), noise, num_negatives=s, **kw)
+                est = d.log_prob(y.expand(R, B))
+            else:
+                R = 1500
+                d = AugmentedCategorical(psi, eps, noise, num_negatives=s, **kw)
+                est = torch.stack([d.log_prob(y) for _ in range(R)])
+            se = est.std(0) / math.sqrt(R)
+            z = ((est.mean(0) - exact) / se).tolist()
+            out[f"{name}/{strategy}"] = {"z": z, "max_abs_z": max(abs(v) for v in z),
+                                         "relative_se": (se / exact.abs()).max().item()}
+    return out
+
+
+def augmented_integration_errors():
+    K = 5
+    psi = torch.tensor([0.3, -1.2, 2.0, 0.0, 1.1], dtype=torch.float64)
+    grid = torch.linspace(-40.0, 60.0, 200001, dtype=torch.float64)
+    out = {}
+    for name in ["gumbel", "normal", "logistic"]:
+        noise = pyro_ar.get_noise(name)
+        log_joint = noise.log_density(grid) + AugmentedCategorical(psi, grid, noise).log_prob(
+            torch.arange(K).reshape(K, 1))
+        integral = torch.trapezoid(log_joint.exp(), grid, dim=-1)
+        marginal = UtilityCategorical(psi, noise).log_prob(torch.arange(K)).exp()
+        out[name] = (integral - marginal).abs().max().item()
+    return out
+
+
+def main():
+    pyro.set_rng_seed(0)
+    t0 = time.time()
+    report = {
+        "gumbel_quadrature_max_abs_error_vs_log_softmax": gumbel_quadrature_errors(),
+        "probit_K2_max_abs_error": probit_error(),
+        "sum_to_one_max_abs_error_K50": sum_to_one_errors(),
+        "unbiasedness_z": unbiasedness_z(),
+        "augmented_joint_integration_max_abs_error_K5": augmented_integration_errors(),
+    }
+    report["seconds"] = time.time() - t0
+
+    print("Quadrature forced on Gumbel noise, max |log p - log_softmax| (logits of scale 5, float64)")
+    for K, e in report["gumbel_quadrature_max_abs_error_vs_log_softmax"].items():
+        print(f"  K = {K:<5d} {e:.2e}")
+    print(f"Probit K = 2, max |p - Phi(d / sqrt 2)|: {report['probit_K2_max_abs_error']:.2e}")
+    print("K = 50, max |sum_k p(k) - 1|")
+    for name, e in report["sum_to_one_max_abs_error_K50"].items():
+        print(f"  {name:<11s} {e:.2e}")
+    print("Unbiasedness of the subsampled augmented log_prob: z = (mean - exact) / SE, 4 datapoints")
+    print(f"  {'noise/strategy':<26s} {'max |z|':>8s}   z per datapoint")
+    for key, v in report["unbiasedness_z"].items():
+        print(f"  {key:<26s} {v['max_abs_z']:8.2f}   " + " ".join(f"{z:+.2f}" for z in v["z"]))
+    print("K = 5, max |int phi(eps) p(y | eps) d eps - p(y)|")
+    for name, e in report["augmented_joint_integration_max_abs_error_K5"].items():
+        print(f"  {name:<11s} {e:.2e}")
+    print(f"({report['seconds']:.1f} s)")
+    os.makedirs(os.path.dirname(OUT), exist_ok=True)
+    with open(OUT, "w") as f:
+        json.dump(report, f, indent=2)
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,243 @@
+"""Class subsampling: uniform subsets, per-datapoint / shared / importance negatives.
+
+Statistical tests use fixed seeds (the ``seeded`` fixture) and Pearson chi-square
+goodness-of-fit tests at significance level 1e-3 (every expected cell count >= 500).
+"""
+
+import itertools
+import math
+
+import pytest
+import scipy.stats
+import torch
+
+from pyro_ar.negatives import (
+    ImportanceNegatives,
+    PerDatapointNegatives,
+    SharedNegatives,
+    get_negative_sampler,
+    sample_without_replacement,
+)
+
+from conftest import DEVICES
+
+pytestmark = pytest.mark.usefixtures("seeded")
+
+ALPHA = 1e-3
+
+
+def _chisquare_uniform(counts):
+    counts = torch.as_tensor(counts, dtype=torch.float64)
+    expected = torch.full_like(counts, counts.sum().item() / counts.numel())
+    assert expected.min() >= 5
+    return scipy.stats.chisquare(counts.numpy(), expected.numpy()).pvalue
+
+
+def _is_small_branch(n, k):
+    return 4 * k < n  # otherwise sample_without_replacement takes a random permutation
+
+
+@pytest.mark.parametrize("n,k", [(9, 2), (6, 2), (7, 3)])
+def test_sample_without_replacement_uniform_over_subsets(n, k):
+    # every k-subset of range(n) equally likely, for both branches
+    rows = 500 * math.comb(n, k)
+    out = sample_without_replacement(n, k, (rows,))
+    assert out.shape == (rows, k) and out.dtype == torch.long
+    s, _ = out.sort(-1)
+    assert (s[:, 1:] != s[:, :-1]).all() and s.min() >= 0 and s.max() < n
+    code = {c: i for i, c in enumerate(itertools.combinations(range(n), k))}
+    counts = torch.bincount(torch.tensor([code[tuple(r)] for r in s.tolist()]), minlength=len(code))
+    assert _chisquare_uniform(counts) > ALPHA
+
+
+@pytest.mark.parametrize("n,k", [(50, 5), (41, 10), (12, 5), (30, 30)])
+def test_sample_without_replacement_uniform_marginals(n, k):
+    # (41, 10) draws enough repeats that some rows take the redraw path
+    rows = 20000
+    out = sample_without_replacement(n, k, (4, rows // 4))
+    assert out.shape == (4, rows // 4, k)
+    s, _ = out.reshape(rows, k).sort(-1)
+    assert (s[:, 1:] != s[:, :-1]).all()
+    counts = torch.bincount(out.reshape(-1), minlength=n)
+    assert counts.numel() == n
+    if k < n:
+        assert _chisquare_uniform(counts) > ALPHA
+    else:
+        assert (counts == rows).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("n,k", [(100000, 64), (1000, 5), (10, 9)])
+def test_sample_without_replacement_distinct_large(n, k, device):
+    out = sample_without_replacement(n, k, (300,), device=device)
+    assert out.device.type == device
+    s, _ = out.sort(-1)
+    assert (s[:, 1:] != s[:, :-1]).all() and s.min() >= 0 and s.max() < n
+
+
+def test_sample_without_replacement_edge_cases():
+    assert sample_without_replacement(5, 0, (3,)).shape == (3, 0)
+    assert sorted(sample_without_replacement(5, 5).tolist()) == [0, 1, 2, 3, 4]
+    assert sample_without_replacement(5, 2, (0,)).shape == (0, 2)
+    g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    assert torch.equal(sample_without_replacement(100, 7, (5,), generator=g1),
+                       sample_without_replacement(100, 7, (5,), generator=g2))
+    with pytest.raises(ValueError, match=r"k=6 distinct classes out of n=5"):
+        sample_without_replacement(5, 6)
+    with pytest.raises(ValueError, match=r"k=-1"):
+        sample_without_replacement(5, -1)
+
+
+@pytest.mark.parametrize("s", [2, 4])  # 4 s < K - 1 (incremental draws) and 4 s >= K - 1 (permutation)
+def test_per_datapoint_never_contains_label_and_is_uniform(s):
+    K, rows = 10, 20000
+    labels = torch.randint(K, (rows,))
+    labels[: rows // 2] = 3
+    neg = PerDatapointNegatives(s)(labels, K)
+    assert not neg.shared and neg.index.shape == (rows, s)
+    assert (neg.index != labels.unsqueeze(-1)).all()
+    srt, _ = neg.index.sort(-1)
+    assert (srt[:, 1:] != srt[:, :-1]).all()
+    assert neg.weight.item() == pytest.approx((K - 1) / s)
+    # for the datapoints with label 3: uniform over the other nine classes
+    counts = torch.bincount(neg.index[: rows // 2].reshape(-1), minlength=K)
+    assert counts[3] == 0
+    assert _chisquare_uniform(torch.cat([counts[:3], counts[4:]])) > ALPHA
+
+
+def test_shared_negatives():
+    K, s = 20, 5
+    labels = torch.tensor([[0, 3], [7, 19]])
+    neg = SharedNegatives(s)(labels, K)
+    assert neg.shared and neg.index.shape == (s,)
+    assert len(set(neg.index.tolist())) == s
+    assert neg.weight.shape == (2, 2, s)
+    expected = (neg.index != labels.unsqueeze(-1)).double() * K / s
+    torch.testing.assert_close(neg.weight.double(), expected)
+    # uniform marginal over all K classes (label included: its term gets weight 0)
+    counts = torch.zeros(K, dtype=torch.long)
+    for _ in range(2000):
+        counts += torch.bincount(SharedNegatives(s)(labels, K).index, minlength=K)
+    assert _chisquare_uniform(counts) > ALPHA
+
+
+def test_importance_negatives_follow_proposal():
+    K, s = 6, 30000
+    proposal = torch.tensor([1.0, 2.0, 3.0, 4.0, 0.5, 0.5])
+    q = proposal / proposal.sum()
+    labels = torch.tensor([2, 5])
+    neg = ImportanceNegatives(s, proposal)(labels, K)
+    assert neg.shared and neg.index.shape == (s,) and neg.weight.shape == (2, s)
+    expected_w = (neg.index != labels.unsqueeze(-1)).double() / (s * q.double()[neg.index])
+    torch.testing.assert_close(neg.weight.double(), expected_w, rtol=1e-6, atol=0)
+    counts = torch.bincount(neg.index, minlength=K).double()
+    assert scipy.stats.chisquare(counts.numpy(), (s * q).double().numpy()).pvalue > ALPHA
+
+
+def test_importance_accepts_categorical_and_unnormalised_weights():
+    from pyro.distributions import Categorical
+
+    probs = torch.tensor([0.1, 0.2, 0.3, 0.4])
+    a = ImportanceNegatives(5, Categorical(probs=probs))
+    b = ImportanceNegatives(5, 10 * probs)
+    torch.testing.assert_close(a.probs, probs)
+    torch.testing.assert_close(b.probs, probs)
+    assert a.num_classes == 4
+
+
+@pytest.mark.parametrize("strategy", ["per_datapoint", "shared"])
+@pytest.mark.parametrize("s", [None, 4, 5, 100])
+def test_exact_when_not_subsampling(strategy, s):
+    K = 5
+    labels = torch.tensor([0, 4, 2])
+    sampler = get_negative_sampler(strategy, s)
+    assert sampler.is_exact(K) == (s is None or s >= K - 1)
+    neg = sampler(labels, K)
+    assert neg.shared and torch.equal(neg.index, torch.arange(K))
+    assert torch.equal(neg.weight.long(), (torch.arange(K) != labels.unsqueeze(-1)).long())
+
+
+def test_importance_exact_only_without_subsampling():
+    proposal = torch.ones(5)
+    assert get_negative_sampler("importance", None, proposal).is_exact(5)
+    # draws with replacement never enumerate the classes, whatever s
+    assert not get_negative_sampler("importance", 100, proposal).is_exact(5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("strategy", ["per_datapoint", "shared", "importance"])
+def test_samplers_follow_labels_device(strategy, device):
+    proposal = torch.ones(8) if strategy == "importance" else None
+    sampler = get_negative_sampler(strategy, 3, proposal)
+    neg = sampler(torch.tensor([1, 5], device=device), 8)
+    assert neg.index.device.type == device and neg.weight.device.type == device
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True, "4"])
+@pytest.mark.parametrize("strategy", ["per_datapoint", "shared", "importance"])
+def test_num_negatives_validation(strategy, bad):
+    proposal = torch.ones(4) if strategy == "importance" else None
+    with pytest.raises(ValueError, match=rf"num_negatives must be a positive integer or None, got {bad!r}"):
+        get_negative_sampler(strategy, bad, proposal)
+
+
+def test_strategy_and_proposal_errors():
+    with pytest.raises(ValueError, match=r"unknown strategy='uniform'"):
+        get_negative_sampler("uniform", 3)
+    with pytest.raises(ValueError, match=r"strategy='importance' needs a proposal"):
+        get_negative_sampler("importance", 3)
+    with pytest.raises(ValueError, match=r"proposal is only used with strategy='importance', got strategy='shared'"):
+        get_negative_sampler("shared", 3, torch.ones(4))
+    sampler = PerDatapointNegatives(3)
+    assert get_negative_sampler(sampler) is sampler
+
+
+@pytest.mark.parametrize("proposal,match", [
+    (torch.tensor([0.5, -0.1, 0.6]), r"got values \[-0\.1"),
+    (torch.tensor([0.5, 0.0, 0.5]), r"got values \[0\.0\]"),
+    (torch.tensor([0.5, float("nan"), 0.5]), r"got values \[nan\]"),
+    (torch.ones(2, 3), r"1-D over K >= 2 classes, got shape \(2, 3\)"),
+    (torch.ones(1), r"got shape \(1,\)"),
+    ([0.2, 0.3, 0.5], r"proposal must be a 1-D tensor .* got \[0\.2, 0\.3, 0\.5\]"),
+    (torch.distributions.Categorical(torch.ones(2, 3)), r"batch_shape=\(2,\)"),
+])
+def test_proposal_validation(proposal, match):
+    with pytest.raises(ValueError, match=match):
+        get_negative_sampler("importance", 3, proposal)
+
+
+def test_proposal_wrong_length_at_sampling():
+    sampler = ImportanceNegatives(3, torch.ones(4))
+    with pytest.raises(ValueError, match=r"proposal is over 4 classes but the utility has num_classes=5"):
+        sampler(torch.tensor([0]), 5)
+
+
+@pytest.mark.parametrize("strategy", ["per_datapoint", "shared", "importance"])
+def test_weights_unbiased_for_every_class(strategy):
+    # sum_j a_j 1[k'_j = k] has expectation 1[k != y] for every class k: by linearity the
+    # estimate of any sum over k' != y is unbiased. Monte Carlo mean within 4 standard
+    # errors (sample sd / sqrt(R)) of the target, per class.
+    K, s, y = 10, 3, 4
+    proposal = torch.tensor([3.0, 1.0, 1.0, 2.0, 5.0, 1.0, 0.5, 1.0, 4.0, 1.0])
+    sampler = get_negative_sampler(strategy, s, proposal if strategy == "importance" else None)
+    if strategy == "per_datapoint":
+        R = 30000
+        labels = torch.full((R,), y)
+        negs = [sampler(labels, K)]
+    else:
+        R = 6000  # one shared draw per call
+        labels = torch.tensor([y])
+        negs = [sampler(labels, K) for _ in range(R)]
+    totals = []
+    for neg in negs:
+        shape = labels.shape + (s,)
+        index = neg.index.expand(shape)
+        weight = neg.weight.to(torch.float64).expand(shape)
+        totals.append(torch.zeros(labels.shape + (K,), dtype=torch.float64).scatter_add_(-1, index, weight))
+    totals = torch.cat(totals)
+    assert totals.shape == (R, K)
+    assert (totals[:, y] == 0).all()
+    mean, se = totals.mean(0), totals.std(0) / math.sqrt(R)
+    others = torch.arange(K) != y
+    z = (mean[others] - 1.0) / se[others]
+    assert z.abs().max().item() < 4.0, z

@@ -1,0 +1,160 @@
+"""Quadrature marginals p(y | psi) = int phi(e) prod_{k' != y} Phi(e + psi_y - psi_k') de."""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import scipy.integrate
+import scipy.stats
+import torch
+
+from pyro_ar import UtilityCategorical
+from pyro_ar.quadrature import log_marginal, log_marginal_all
+
+from conftest import BUILTIN_NOISES, DEVICES, DTYPES, make_noise
+
+pytestmark = pytest.mark.usefixtures("seeded")
+
+
+@pytest.mark.parametrize("K", [10, 100, 1000])
+def test_gumbel_quadrature_matches_log_softmax(K):
+    # Forced quadrature on the Gumbel noise against the closed form, logits of scale 5
+    psi = 5.0 * torch.randn(8, K, dtype=torch.float64)
+    y = torch.randint(K, (8,))
+    y[0] = psi[0].argmax()  # the most likely class,
+    y[1] = psi[1].argmin()  # the least likely one (log p ~ -30 at K = 1000)
+    expected = psi.log_softmax(-1).gather(-1, y.unsqueeze(-1)).squeeze(-1)
+    lp = log_marginal(psi, y, "gumbel")
+    assert (lp - expected).abs().max().item() < 1e-6
+    lp = UtilityCategorical(psi, "gumbel", method="quadrature").log_prob(y)
+    assert (lp - expected).abs().max().item() < 1e-6
+
+
+def test_gumbel_quadrature_all_classes():
+    psi = 5.0 * torch.randn(3, 30, dtype=torch.float64)
+    torch.testing.assert_close(log_marginal_all(psi, "gumbel"), psi.log_softmax(-1),
+                               rtol=0, atol=1e-6)
+    d = UtilityCategorical(psi, "gumbel", method="quadrature")
+    torch.testing.assert_close(d.logits, psi.log_softmax(-1), rtol=0, atol=1e-6)
+
+
+def test_probit_two_classes_closed_form():
+    # K = 2 probit: p(y = 0) = Phi((psi_0 - psi_1) / sqrt 2)
+    psi = 3.0 * torch.randn(200, 2, dtype=torch.float64)
+    psi[:4] = torch.tensor([[0.0, 0.0], [8.0, -8.0], [-8.0, 8.0], [1e-3, 0.0]], dtype=torch.float64)
+    lp = log_marginal(psi, torch.zeros(200, dtype=torch.long), "normal")
+    z = (psi[:, 0] - psi[:, 1]) / math.sqrt(2.0)
+    expected = torch.special.ndtr(z)
+    assert (lp.exp() - expected).abs().max().item() < 1e-10
+    # and in log space (the smallest probability here is Phi(-11.3) ~ 1e-29)
+    log_expected = torch.special.log_ndtr(z)
+    assert ((lp - log_expected).abs() / log_expected.abs().clamp(min=1.0)).max() < 1e-10
+
+
+@pytest.mark.parametrize("name", BUILTIN_NOISES + ["student_t3"])
+def test_probabilities_sum_to_one(name):
+    psi = torch.cat([torch.randn(1, 50), 5.0 * torch.randn(1, 50)]).double()
+    logits = UtilityCategorical(psi, make_noise(name), method="quadrature").logits
+    assert logits.shape == (2, 50)
+    assert (logits.exp().sum(-1) - 1.0).abs().max().item() < 1e-8
+
+
+def test_laplace_noise_is_approximate_but_close():
+    # A non-smooth density (kink at 0) converges only algebraically: the refinement goes
+    # to its last level and may warn; the answer is still good to ~1e-5.
+    psi = 3.0 * torch.randn(2, 10, dtype=torch.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        logits = log_marginal_all(psi, make_noise("laplace"))
+    assert (logits.exp().sum(-1) - 1.0).abs().max().item() < 1e-4
+
+
+def _scipy_log_marginal(psi, y, name):
+    """Independent reference: scipy.integrate.quad of phi(e) prod Phi(e + psi_y - psi_k)."""
+    ref = {"normal": scipy.stats.norm, "logistic": scipy.stats.logistic,
+           "gumbel": scipy.stats.gumbel_r, "student_t3": scipy.stats.t(3)}[name]
+    d = np.delete(psi[y] - psi, y)
+
+    def f(e):
+        return math.exp(ref.logpdf(e) + ref.logcdf(e + d).sum())
+
+    val, _ = scipy.integrate.quad(f, -np.inf, np.inf, epsabs=0, epsrel=1e-13, limit=500)
+    return math.log(val)
+
+
+@pytest.mark.parametrize("name", ["normal", "logistic", "student_t3"])
+def test_matches_scipy_quad(name):
+    psi = torch.tensor([1.0, -0.5, 2.0, 0.0, -3.0], dtype=torch.float64)
+    lp = log_marginal_all(psi, make_noise(name))
+    expected = [_scipy_log_marginal(psi.numpy(), k, name) for k in range(5)]
+    np.testing.assert_allclose(lp.numpy(), expected, rtol=1e-9, atol=1e-9)
+
+
+def test_heavy_tails_bimodal_integrand():
+    # For a low-utility class, the Student-t integrand has two modes (one near the
+    # density's, one where the CDFs switch on); the adaptive refinement handles it
+    psi = torch.tensor([0.0, 9.0, 8.0, 7.0], dtype=torch.float64)
+    lp = log_marginal_all(psi, make_noise("student_t3"))
+    expected = [_scipy_log_marginal(psi.numpy(), k, "student_t3") for k in range(4)]
+    np.testing.assert_allclose(lp.numpy(), expected, rtol=1e-9, atol=0)
+
+
+@pytest.mark.parametrize("name", BUILTIN_NOISES + ["student_t3"])
+def test_gradcheck(name):
+    psi = (2.0 * torch.randn(2, 5, dtype=torch.float64)).requires_grad_()
+    y = torch.tensor([0, 4])
+    noise = make_noise(name)
+    assert torch.autograd.gradcheck(lambda p: log_marginal(p, y, noise), (psi,),
+                                    eps=1e-6, atol=1e-7, rtol=1e-5)
+
+
+def test_gumbel_quadrature_gradient_is_softmax_gradient():
+    psi = (5.0 * torch.randn(4, 100, dtype=torch.float64)).requires_grad_()
+    y = torch.randint(100, (4,))
+    (g,) = torch.autograd.grad(log_marginal(psi, y, "gumbel").sum(), psi)
+    (expected,) = torch.autograd.grad(psi.log_softmax(-1).gather(-1, y[:, None]).sum(), psi)
+    torch.testing.assert_close(g, expected, rtol=0, atol=1e-9)
+    # the gradient of log p(y) sums to zero over classes (shift invariance)
+    assert g.sum(-1).abs().max().item() < 1e-9
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", BUILTIN_NOISES)
+def test_float32_agrees_with_float64(name, device):
+    psi = 3.0 * torch.randn(4, 20, dtype=torch.float64)
+    y = torch.randint(20, (4,))
+    lp64 = log_marginal(psi, y, name)
+    lp32 = log_marginal(psi.float().to(device), y.to(device), name)
+    assert lp32.dtype == torch.float32 and lp32.device.type == device
+    torch.testing.assert_close(lp32.cpu().double(), lp64, rtol=1e-5, atol=1e-5)
+
+
+def test_shapes_and_broadcasting():
+    psi = torch.randn(3, 5, dtype=torch.float64)
+    y = torch.tensor([[0], [4]])  # (2, 1) against batch (3,)
+    lp = log_marginal(psi, y, "normal")
+    assert lp.shape == (2, 3)
+    torch.testing.assert_close(lp[1], log_marginal(psi, torch.full((3,), 4), "normal"))
+    assert log_marginal(psi[0], torch.tensor(2), "logistic").shape == ()
+    assert log_marginal_all(psi, "logistic").shape == (3, 5)
+    assert log_marginal_all(torch.randn(2, 3, 4), "normal").shape == (2, 3, 4)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", BUILTIN_NOISES)
+def test_large_utilities_finite(name, dtype):
+    # |psi| up to 1e3: log p down to ~-2e6 (probit) is representable, so the value and the
+    # gradient must be finite, and match float64
+    psi = 1e3 * (2.0 * torch.rand(2, 8, dtype=torch.float64) - 1.0)
+    psi[:, 0], psi[:, 1] = 1e3, -1e3
+    y = torch.arange(8).reshape(8, 1)
+    x = psi.to(dtype).requires_grad_()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        lp = log_marginal(x, y, name)
+        (g,) = torch.autograd.grad(lp.sum(), x)
+        ref = log_marginal(psi, y, name)
+    assert torch.isfinite(lp).all() and torch.isfinite(g).all()
+    rel = ((lp.double() - ref).abs() / ref.abs().clamp(min=1.0)).max().item()
+    assert rel < (1e-4 if dtype == torch.float32 else 1e-10)
