@@ -1,0 +1,145 @@
+"""Tests of pyro_ar.language_model.BigramLanguageModel."""
+
+import math
+
+import pytest
+import torch
+
+import pyro
+from pyro.infer import SVI, Trace_ELBO
+
+from pyro_ar.language_model import BigramLanguageModel, unigram_log_probs
+from pyro_ar.optim import lazy_adam
+
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    pyro.clear_param_store()
+    pyro.set_rng_seed(0)
+    yield
+    pyro.clear_param_store()
+
+
+def _bigram_data(K=40, N=4000, seed=0, device="cpu"):
+    """Bigrams from a random sparse-ish transition matrix."""
+    g = torch.Generator().manual_seed(seed)
+    logits = 3.0 * torch.randn(K, K, generator=g)
+    prev = torch.randint(0, K, (N,), generator=g)
+    nxt = torch.multinomial(logits.softmax(-1)[prev], 1, generator=g).squeeze(-1)
+    return prev.to(device), nxt.to(device), logits
+
+
+def _full_log_softmax_ll(model, prev, nxt):
+    E, Wb = (pyro.param(n).detach() for n in ("context", "output"))
+    psi = E[prev] @ Wb[:, :-1].T + Wb[:, -1]
+    return psi.log_softmax(-1).gather(-1, nxt[:, None]).mean().item()
+
+
+def test_log_likelihood_matches_brute_force():
+    prev, nxt, _ = _bigram_data()
+    model = BigramLanguageModel(40, 6, num_negatives=8, strategy="shared")
+    model(prev, nxt)
+    assert model.log_likelihood(prev, nxt, chunk_size=7) == pytest.approx(
+        _full_log_softmax_ll(model, prev, nxt), abs=1e-5)
+    per = model.log_likelihood(prev[:9], nxt[:9], reduce=False)
+    assert per.shape == (9,) and (per <= 0).all()
+
+
+def test_create_plates_is_o_b_and_distinct():
+    prev, nxt, _ = _bigram_data(N=1000)
+    model = BigramLanguageModel(40, 4, num_negatives=8, strategy="shared", subsample_size=64)
+    with model.create_plates(prev, nxt) as idx:
+        assert idx.shape == (64,) and idx.unique().numel() == 64 and int(idx.max()) < 1000
+    with model.create_plates(prev) as idx:  # prediction: every row
+        assert idx.shape == (1000,)
+
+
+def test_ar_step_touches_only_minibatch_rows():
+    K, N, B, S = 500, 3000, 32, 16
+    g = torch.Generator().manual_seed(0)
+    prev, nxt = torch.randint(0, K, (N,), generator=g), torch.randint(0, K, (N,), generator=g)
+    q = torch.rand(K, dtype=torch.float64) + 0.1
+    model = BigramLanguageModel(K, 8, num_negatives=S, strategy="importance", proposal=q, subsample_size=B)
+    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
+    svi.step(prev, nxt)
+    E0, W0 = (pyro.param(n).detach().clone() for n in ("context", "output"))
+    svi.step(prev, nxt)
+    E1, W1 = (pyro.param(n).detach() for n in ("context", "output"))
+    assert 0 < (E1 != E0).any(-1).sum() <= B
+    assert 0 < (W1 != W0).any(-1).sum() <= B + S
+    for p in (pyro.param("context"), pyro.param("output")):
+        assert p.unconstrained().grad is None or p.unconstrained().grad.is_sparse
+
+
+@pytest.mark.parametrize("likelihood", ["ove", "botev", "exact"])
+def test_baselines_step(likelihood):
+    prev, nxt, _ = _bigram_data()
+    model = BigramLanguageModel(40, 6, likelihood=likelihood, num_negatives=8, strategy="shared",
+                                subsample_size=64)
+    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), Trace_ELBO())
+    assert all(math.isfinite(svi.step(prev, nxt)) for _ in range(3))
+
+
+def test_map_prior_estimate_is_unbiased():
+    model = BigramLanguageModel(60, 3, weights="map", num_negatives=6, strategy="shared", prior_scale=0.7)
+    E, Wb = model.parameters()
+    prior = torch.distributions.Normal(0.0, 0.7)
+    exact = (prior.log_prob(E).sum() + prior.log_prob(Wb).sum()).item()
+    draws = torch.tensor([model._log_prior_estimate(E, Wb).item() for _ in range(4000)])
+    se = draws.std().item() / math.sqrt(len(draws))
+    assert abs(draws.mean().item() - exact) < 5 * se
+    model_full = BigramLanguageModel(60, 3, weights="map", num_negatives=None, prior_scale=0.7)
+    assert model_full._log_prior_estimate(E, Wb).item() == pytest.approx(exact, rel=1e-6)
+
+
+def test_ar_softmax_learns_bigrams():
+    """A&R softmax (importance negatives, local-first eta step) improves the exact training
+    log-likelihood well beyond the unigram start on a small bigram problem."""
+    K = 40
+    prev, nxt, logits = _bigram_data(K, N=6000)
+    counts = torch.bincount(nxt, minlength=K)
+    model = BigramLanguageModel(K, 8, num_negatives=10, strategy="importance",
+                                proposal=counts.double() ** 0.75 + 1, subsample_size=200,
+                                init_bias=unigram_log_probs(counts))
+    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.03}), model.default_elbo())
+    svi.step(prev, nxt)
+    start = model.log_likelihood(prev, nxt)
+    for _ in range(150):
+        svi.step(prev, nxt)
+    end = model.log_likelihood(prev, nxt)
+    best = logits.log_softmax(-1)[prev, nxt].mean().item()  # the generating model (-1.40)
+    assert end > start + 1.0 and end < best + 0.05, (start, end, best)  # start -3.48
+
+
+def test_probit_log_likelihood_is_normalised():
+    model = BigramLanguageModel(5, 3, noise="normal", num_negatives=2, strategy="shared")
+    prev = torch.tensor([1, 1, 1, 1, 1])
+    model(prev, torch.zeros(5, dtype=torch.long))
+    lp = model.log_likelihood(prev, torch.arange(5), reduce=False)
+    assert lp.exp().sum().item() == pytest.approx(1.0, abs=1e-5)
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="proposal"):
+        BigramLanguageModel(10, 2, num_negatives=3, strategy="importance")
+    with pytest.raises(ValueError, match="weights"):
+        BigramLanguageModel(10, 2, weights="bayes", strategy="shared")
+    model = BigramLanguageModel(10, 2, num_negatives=3, strategy="shared")
+    with pytest.raises(ValueError, match="integer"):
+        model(torch.zeros(4), torch.zeros(4, dtype=torch.long))
+    with pytest.raises(ValueError, match="shape"):
+        model(torch.zeros(4, dtype=torch.long), torch.zeros(3, dtype=torch.long))
+
+
+@CUDA
+def test_cuda_step_and_log_likelihood():
+    prev, nxt, _ = _bigram_data(device="cuda")
+    counts = torch.bincount(nxt, minlength=40).cuda()
+    model = BigramLanguageModel(40, 6, num_negatives=8, strategy="importance",
+                                proposal=counts.double() + 1, subsample_size=64)
+    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
+    assert math.isfinite(svi.step(prev, nxt))
+    assert pyro.param("output").device.type == "cuda"
+    assert math.isfinite(model.log_likelihood(prev, nxt))
