@@ -303,7 +303,7 @@ class AugmentedCategorical(TorchDistribution):
         :class:`pyro_ar.infer.ClosedFormELBO`). Computed in log space, so no overflow.
         """
         d, weight = self.utility_differences(value)
-        log_w = torch.where(weight > 0, weight.log(), torch.full_like(weight, -float("inf")))
+        log_w = weight.log()  # weights are >= 0: log 0 = -inf drops the label's draws
         return torch.logsumexp(log_w - d, dim=-1)
 
     def __repr__(self):
