@@ -150,7 +150,7 @@ def plot(results, refs, path):
     axes[0].axhline(-refs["mle_loglik"], color="k", ls=":", lw=1, label="MLE (empirical freq.) log-lik")
     axes[1].axhline(refs["mle_mae"], color="k", ls=":", lw=1, label="MLE (empirical freq.)")
     axes[0].set_yscale("log")
-    axes[0].set_title("toy: MINUS the exact bound / N at the fitted parameters (log scale; lower is tighter)")
+    axes[0].set_title("toy: -(exact bound / N) at the fit (log scale; lower = tighter)")
     axes[1].set_title("toy: mean |softmax(b) - p|")
     axes[1].set_yscale("log")
     for ax in axes:
