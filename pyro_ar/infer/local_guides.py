@@ -39,6 +39,8 @@ import pyro.distributions as dist
 from pyro.infer.autoguide import AutoGuide
 from pyro.nn import PyroParam
 
+from .elbo import FastGumbel
+
 __all__ = [
     "GumbelLocalGuide",
     "NoiseLocalGuide",
@@ -206,7 +208,7 @@ class GumbelLocalGuide(_LocalGuide):
                     "local_step='gradient'", RuntimeWarning)
         else:
             loc = self._gather(log_eta_all, idx)
-        return dist.Gumbel(loc, torch.ones_like(loc)), infer
+        return FastGumbel(loc, torch.ones_like(loc)), infer
 
     @torch.no_grad()
     def _natural_step(self, name, idx, log_eta_target):
@@ -300,7 +302,7 @@ class AmortizedLocalGuide(_LocalGuide):
         out = encoder(x[idx], y[idx])
         loc = out[..., 0]
         if info["noise"].name == "gumbel":
-            return dist.Gumbel(loc, torch.ones_like(loc)), {}
+            return FastGumbel(loc, torch.ones_like(loc)), {}
         return info["noise"].distribution(loc, F.softplus(out[..., 1])), {}
 
 
