@@ -244,11 +244,16 @@ def _log_integral(noise, d, mask, num_nodes):
             # are also moved to the mode before the differentiable pass, so that a log Phi
             # overflowing far out in a tail (Gumbel: -exp(-x)) cannot turn 0 * inf into
             # NaN in the gradient. The nodes themselves are constants for differentiation.
+            # Only the kept nodes (about 90 of 257 for the built-in noises) are evaluated.
             keep = terms > (torch.logsumexp(terms, -1, keepdim=True) - 60.0)
-            nodes = e_star[rows].unsqueeze(-1) + sigma[rows].unsqueeze(-1) * x
-            nodes = torch.where(keep, nodes, e_star[rows].unsqueeze(-1))
+            width = int(keep.sum(-1).max())
+            order = torch.argsort((~keep).to(torch.uint8), dim=-1, stable=True)[:, :width]
+            keep = keep.gather(-1, order)
+            centre = e_star[rows].unsqueeze(-1)
+            nodes = torch.where(keep, centre + sigma[rows].unsqueeze(-1) * x[order], centre)
             f = _log_integrand(noise, nodes, d[rows].unsqueeze(-2), mask[rows].unsqueeze(-2))
-            lse = torch.logsumexp(torch.where(keep, logw + f, torch.full_like(f, -math.inf)), -1)
+            f = torch.where(keep, logw[order] + f, torch.full_like(f, -math.inf))
+            lse = torch.logsumexp(f, -1)
             out.append((rows, lse))
     if len(out) == 1:
         return out[0][1] + log_sigma
