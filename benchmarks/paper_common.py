@@ -169,3 +169,26 @@ def rho_schedule(power=0.9, rho_min=0.0):
         r = (1.0 + visits.to(torch.get_default_dtype())) ** -power
         return r.clamp(min=rho_min) if rho_min > 0 else r
     return rho
+
+
+def publish(json_path):
+    """Copy a run's PNG and a compact JSON (everything but the traces) to ``results/``."""
+    import shutil
+
+    json_path = Path(json_path)
+    data = json.load(open(json_path))
+    data.pop("traces", None)
+    RESULTS.mkdir(exist_ok=True)
+    with open(RESULTS / json_path.name, "w") as f:
+        json.dump(data, f, indent=1)
+    png = json_path.with_suffix(".png")
+    if png.exists():
+        shutil.copy(png, RESULTS / png.name)
+    return RESULTS / json_path.name
+
+
+if __name__ == "__main__":
+    # python benchmarks/paper_common.py publish benchmarks/out/<run>.json [...]
+    if len(sys.argv) > 2 and sys.argv[1] == "publish":
+        for p in sys.argv[2:]:
+            print(publish(p))
