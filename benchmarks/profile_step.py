@@ -1,0 +1,134 @@
+"""Where the CPU time of one Pyro-path A&R step goes (K = 10^5, D = 128, B = 512, 64 shared
+negatives), next to the hand-written torch step of benchmarks/scaling.py.
+
+Wraps the main functions of the step (SVI, the ELBO, the traces, the guide, the model, the
+likelihood, the optimizer, backward) with CPU-time counters (``time.process_time``, so that
+other jobs on the machine do not count), runs ``--steps`` steps and prints the inclusive
+time per step of each (nested: a line includes the lines it calls).
+
+    python benchmarks/profile_step.py [--K 100000] [--method ar_softmax] [--validate]
+"""
+
+import argparse
+import collections
+import functools
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+
+LABELS = [
+    'SVI.step (everything)',
+    '  ELBO.loss_and_grads',
+    '    ELBO._get_trace (traces + log-probs + eta step)',
+    '      poutine.trace(...).get_trace (guide + model)',
+    '        guide forward (GumbelLocalGuide)',
+    '          guide: create plates (randperm(N) subsample)',
+    '          guide: q(eps) for the minibatch',
+    '        model (LinearClassifier.__call__)',
+    '          model: sample_categorical',
+    '      trace.compute_log_prob',
+    '        likelihood: log S_hat',
+    '          negatives: sampler',
+    '          utilities: one gather + one matmul',
+    '      natural eta step',
+    '    ELBO: loss (KL + factors)',
+    '    backward',
+    '  PyroOptim (one LazyAdam per parameter)',
+    '    LazyAdam.step',
+]
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--K", type=int, default=100_000)
+    p.add_argument("--method", default="ar_softmax")
+    p.add_argument("--steps", type=int, default=400)
+    p.add_argument("--validate", action="store_true", help="Pyro validation on (its default)")
+    a = p.parse_args(argv)
+
+    import torch
+
+    torch.set_num_threads(1)
+    import pyro
+    import pyro.infer.svi as svi_mod
+    import pyro.infer.trace_mean_field_elbo as tmf
+    import pyro.optim.optim as po
+    import pyro.poutine.trace_messenger as tm
+    import pyro.poutine.trace_struct as ts
+
+    import pyro_ar.distributions as ard
+    import pyro_ar.infer.elbo as are
+    import pyro_ar.infer.local_guides as arl
+    import pyro_ar.models as arm
+    import pyro_ar.negatives as arn
+    import pyro_ar.optim as aro
+    import pyro_ar.utility as aru
+    import scaling
+
+    pyro.enable_validation(a.validate)
+    acc, cnt = collections.Counter(), collections.Counter()
+
+    def wrap(owner, name, label):
+        f = getattr(owner, name)
+
+        @functools.wraps(f)
+        def g(*args, **kwargs):
+            c = time.process_time()
+            try:
+                return f(*args, **kwargs)
+            finally:
+                acc[label] += time.process_time() - c
+                cnt[label] += 1
+
+        setattr(owner, name, g)
+
+    wrap(svi_mod.SVI, "step", "SVI.step (everything)")
+    wrap(are.ClosedFormELBO, "loss_and_grads", "  ELBO.loss_and_grads")
+    wrap(are.ClosedFormELBO, "_get_trace", "    ELBO._get_trace (traces + log-probs + eta step)")
+    wrap(tm.TraceHandler, "get_trace", "      poutine.trace(...).get_trace (guide + model)")
+    wrap(arl._LocalGuide, "forward", "        guide forward (GumbelLocalGuide)")
+    wrap(arl._LocalGuide, "_create_plates", "          guide: create plates (randperm(N) subsample)")
+    wrap(arl.GumbelLocalGuide, "_site_distribution", "          guide: q(eps) for the minibatch")
+    wrap(arm.LinearClassifier, "__call__", "        model (LinearClassifier.__call__)")
+    wrap(ard, "sample_categorical", "          model: sample_categorical")
+    arm.sample_categorical = ard.sample_categorical
+    wrap(ts.Trace, "compute_log_prob", "      trace.compute_log_prob")
+    wrap(ard.AugmentedCategorical, "log_sum_exp_negatives", "        likelihood: log S_hat")
+    wrap(arn.NegativeSampler, "__call__", "          negatives: sampler")
+    wrap(aru.LinearUtility, "gather_label_and_shared", "          utilities: one gather + one matmul")
+    wrap(arl.GumbelLocalGuide, "_natural_step", "      natural eta step")
+    wrap(tmf.TraceMeanField_ELBO, "_differentiable_loss_particle", "    ELBO: loss (KL + factors)")
+    wrap(torch.Tensor, "backward", "    backward")
+    wrap(po.PyroOptim, "__call__", "  PyroOptim (one LazyAdam per parameter)")
+    wrap(aro._LazyOptimizer, "step", "    LazyAdam.step")
+
+    x, y = scaling._data(20_000, 128, a.K, "cpu")
+    step = scaling._build(a.method, x, y, a.K, 512, 64)[0]
+    hand = scaling._build("ar_torch_lazy", x, y, a.K, 512, 64)[0]
+    for _ in range(20):
+        step()
+        hand()
+    acc.clear()
+    cnt.clear()
+    c0 = time.process_time()
+    for _ in range(a.steps):
+        step()
+    total = time.process_time() - c0
+    pyro_acc, pyro_cnt = dict(acc), dict(cnt)  # the hand-written step below is not itemised
+    c0 = time.process_time()
+    for _ in range(a.steps):
+        hand()
+    total_hand = time.process_time() - c0
+    print(f"{a.method} K={a.K} validation={'on' if a.validate else 'off'}: {1e3 * total / a.steps:.3f} ms "
+          f"CPU per step (mean of {a.steps}); hand-written torch step (LazyAdam) "
+          f"{1e3 * total_hand / a.steps:.3f} ms; ratio {total / total_hand:.2f}")
+    for label in [k for k in LABELS if k in pyro_acc]:
+        print(f"{1e3 * pyro_acc[label] / a.steps:8.3f} ms  {pyro_cnt[label] / a.steps:4.1f}x  {label}")
+
+
+if __name__ == "__main__":
+    main()
