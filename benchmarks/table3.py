@@ -27,7 +27,10 @@ b ~ N(0, 0.001^2); the step-size sequence of Kucukelbir et al. (``ADVIStepSize``
 x0.9 every 2,000 iterations); softmax local step rho = (1 + epoch)^-0.9.
 ``--optim authors`` uses that schedule for every parameter (the probit/logistic local
 parameters included, with ``--local-lr``, default 0.02); ``--optim adam`` uses
-``LazyAdam`` (``--lr``, ``--local-lr``) instead.
+``LazyAdam`` (``--lr``, ``--local-lr``) instead. ``--estep-first`` applies the softmax
+natural eta step before the global gradient, the authors' order (``ClosedFormELBO`` applies
+it after; see ``paper_common.estep_first_elbo``); ``--rho-power`` / ``--rho-min`` change
+the eta step size.
 
 Reported per method: test log-likelihood per datapoint (raw and floored at -26 as the
 authors did), exact for softmax models and by quadrature for probit/logistic; accuracy;
