@@ -26,9 +26,12 @@ was built (interpreter + torch + pyro + data). Step time: median over the timed 
 warm-up, both wall clock (``perf_counter``) and process CPU time (``process_time``, more
 robust on a shared machine). ``torch.set_num_threads(1)`` in every worker.
 
-A paired measurement for the Pyro-overhead ratio (``--paired``, at K = 10^5): the Pyro
-A&R step (validation on, and off) and the hand-written steps in ONE process, alternating
-blocks of 10 steps, so that load changes hit all of them alike.
+Two paired measurements, each in ONE process alternating blocks of 10 steps so that load
+changes hit all variants alike (separate processes measured minutes apart differ by up to
+1.7x on this shared machine): the Pyro-overhead ratio (``--paired``, K = 10^5: the Pyro A&R
+step with validation on and off, and the hand-written steps), and the flatness ratio
+(``--paired-flat``: the Pyro A&R step and the hand-written one at the smallest and the
+largest K).
 
     python benchmarks/scaling.py [--quick] [--device cpu|cuda] [--out benchmarks/out/scaling]
 
@@ -190,7 +193,7 @@ class TorchExact:
         return loss.item()
 
 
-def _build(method, x, y, K, B, S, lr=1e-3):
+def _build(method, x, y, K, B, S, lr=1e-3, tag=None):
     """(step function, parameter tensors, optimizer state getter)."""
     import pyro
     from pyro.infer import SVI, Trace_ELBO
@@ -204,9 +207,12 @@ def _build(method, x, y, K, B, S, lr=1e-3):
     if method in ("ar_torch", "ar_torch_lazy"):
         m = TorchAR(x, y, K, B, S, "sparse_adam" if method == "ar_torch" else "lazy_adam", lr)
         return m.step, m.params, lambda: [m.opt.state]
-    pyro.clear_param_store()
+    if tag is None:
+        pyro.clear_param_store()
     D = x.shape[1]
     kw = dict(num_negatives=S, strategy="shared", subsample_size=B, sparse=True)
+    if tag is not None:  # several models in one param store (paired measurements)
+        kw.update(prefix=f"{tag}_", site=f"y_{tag}")
     if method.startswith("ar_"):
         noise = {"ar_softmax": "gumbel", "ar_softmax_map": "gumbel", "ar_probit": "normal",
                  "ar_logistic": "logistic"}[method]
@@ -332,6 +338,41 @@ def paired(K, D, B, S, N, device, blocks, block):
     print("RESULT " + json.dumps(out), flush=True)
 
 
+def paired_flat(K_lo, K_hi, D, B, S, N, device, blocks, block):
+    """The A&R softmax Pyro step (and the hand-written one) at K_lo and K_hi in ONE process,
+    alternating blocks of steps: the flatness ratio without run-to-run machine noise."""
+    import torch
+
+    torch.set_num_threads(1)
+    import pyro
+
+    pyro.set_rng_seed(0)
+    pyro.clear_param_store()
+    steps = {}
+    for K in (K_lo, K_hi):
+        x, y = _data(N, D, K, device)
+        steps[f"ar_softmax_K{K}"] = _build("ar_softmax", x, y, K, B, S, tag=f"k{K}")[0]
+        steps[f"ar_torch_lazy_K{K}"] = _build("ar_torch_lazy", x, y, K, B, S)[0]
+    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
+    wall = {k: [] for k in steps}
+    cpu = {k: [] for k in steps}
+    for f in steps.values():
+        for _ in range(5):
+            f()
+    for _ in range(blocks):
+        for k, f in steps.items():
+            for _ in range(block):
+                t0, c0 = time.perf_counter(), time.process_time()
+                f()
+                sync()
+                wall[k].append(time.perf_counter() - t0)
+                cpu[k].append(time.process_time() - c0)
+    out = dict(K_lo=K_lo, K_hi=K_hi, blocks=blocks, block=block,
+               wall_median={k: statistics.median(v) for k, v in wall.items()},
+               cpu_median={k: statistics.median(v) for k, v in cpu.items()})
+    print("RESULT " + json.dumps(out), flush=True)
+
+
 # ------------------------------------------------------------------------------ driver
 def _run_worker(args_list, many=False):
     cmd = [sys.executable, os.path.abspath(__file__)] + args_list
@@ -383,6 +424,8 @@ def main(argv=None):
     # internal
     p.add_argument("--worker", default=None)
     p.add_argument("--paired", action="store_true")
+    p.add_argument("--paired-flat", action="store_true")
+    p.add_argument("--K-lo", type=int, default=1000)
     p.add_argument("--K", type=int, default=None)
     p.add_argument("--blocks", type=int, default=None)
     a = p.parse_args(argv)
@@ -395,6 +438,8 @@ def main(argv=None):
         return worker(a.worker, a.K, a.D, a.B, a.S, a.N, a.device, warmup, steps, budget)
     if a.paired:
         return paired(a.K, a.D, a.B, a.S, a.N, a.device, blocks, 10)
+    if a.paired_flat:
+        return paired_flat(a.K_lo, a.K, a.D, a.B, a.S, a.N, a.device, blocks, 10)
 
     Ks = [int(float(k)) for k in (a.Ks or ("1e3,1e4,1e5" if a.quick else "1e3,1e4,1e5,1e6")).split(",")]
     methods = a.methods.split(",")
@@ -423,9 +468,11 @@ def main(argv=None):
                 print(f"  K={K:>8d} {m:15s} ERROR {r['error']}", flush=True)
                 continue
             _print_row(r)
-    pair = None
+    pair = flat = None
     if not a.no_paired:
         pair = _run_worker(["--paired", "--K", str(a.paired_K), "--blocks", str(blocks)] + common)
+        flat = _run_worker(["--paired-flat", "--K-lo", str(min(Ks)), "--K", str(max(Ks)),
+                            "--blocks", str(blocks)] + common)
     load["end"] = _loadavg()
     elapsed = time.time() - t_start
 
@@ -465,6 +512,17 @@ def main(argv=None):
         print(f"  paired at K={pair['K']} (ms, wall / cpu): " + ", ".join(
             f"{k} {1e3 * pair['wall_median'][k]:.2f} / {1e3 * pair['cpu_median'][k]:.2f}"
             for k in pair["wall_median"]))
+    if flat and "cpu_median" in flat:
+        lo, hi = flat["K_lo"], flat["K_hi"]
+        for key in ("wall_median", "cpu_median"):
+            tag = "wall" if key == "wall_median" else "cpu"
+            med = flat[key]
+            ratios[f"paired_ar_softmax_K{hi}_over_K{lo}_{tag}"] = med[f"ar_softmax_K{hi}"] / med[f"ar_softmax_K{lo}"]
+            ratios[f"paired_ar_torch_lazy_K{hi}_over_K{lo}_{tag}"] = (
+                med[f"ar_torch_lazy_K{hi}"] / med[f"ar_torch_lazy_K{lo}"])
+        print(f"  paired K={lo} vs K={hi} in one process (ms, wall / cpu): " + ", ".join(
+            f"{k} {1e3 * flat['wall_median'][k]:.2f} / {1e3 * flat['cpu_median'][k]:.2f}"
+            for k in flat["wall_median"]))
     memory = {}
     for r in results:
         if "peak_rss" not in r or r.get("shared_process"):
@@ -497,7 +555,8 @@ def main(argv=None):
         pass
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     with open(a.out + ".json", "w") as f:
-        json.dump(dict(meta=meta, results=results, paired=pair, ratios=ratios, memory=memory), f, indent=1)
+        json.dump(dict(meta=meta, results=results, paired=pair, paired_flat=flat, ratios=ratios,
+                       memory=memory), f, indent=1)
     _plot(results, a.out + ".png", a)
     print(f"wrote {a.out}.json and {a.out}.png")
 
