@@ -25,7 +25,7 @@ def main(argv=None):
     p.add_argument("--methods", default="ar_softmax,ar_probit,ove,botev")
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--budget", type=float, default=4.0)
-    p.add_argument("--out", default=os.path.join(HERE, "out", "before_after.json"))
+    p.add_argument("--out", default=os.path.join(HERE, "results", "before_after.json"))
     a = p.parse_args(argv)
     old = tempfile.mkdtemp(prefix="pyro_ar_old_")
     archive = subprocess.run(["git", "-C", ROOT, "archive", a.old_commit, "pyro_ar"], check=True,

@@ -38,7 +38,7 @@ ratio of exact's time to A&R's, and the values at the end of the common budget.
     python benchmarks/brown.py [--quick] [--budget SECONDS] [--device cpu|cuda]
 
 ``--quick`` (under 2 minutes): 20 s budgets, 20 quadrature pairs. Writes
-``benchmarks/out/brown[_quick].json`` and ``.png``.
+``benchmarks/results/brown[_quick].json`` and ``.png``.
 """
 
 import argparse
@@ -344,7 +344,7 @@ def main(argv=None):
     a.eval_pairs = a.eval_pairs if a.eval_pairs is not None else (10_000 if a.quick else 0)
     a.lr = a.lr or 3e-3
     a.ar_lr = a.ar_lr or a.lr
-    out = a.out or os.path.join(HERE, "out", "brown_quick" if a.quick else "brown")
+    out = a.out or os.path.join(HERE, "results", "brown_quick" if a.quick else "brown")
     methods = a.methods.split(",")
 
     import torch

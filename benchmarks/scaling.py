@@ -33,7 +33,7 @@ step with validation on and off, and the hand-written steps), and the flatness r
 (``--paired-flat``: the Pyro A&R step and the hand-written one at the smallest and the
 largest K).
 
-    python benchmarks/scaling.py [--quick] [--device cpu|cuda] [--out benchmarks/out/scaling]
+    python benchmarks/scaling.py [--quick] [--device cpu|cuda] [--out benchmarks/results/scaling]
 
 ``--quick``: K up to 10^5, fewer steps (under 2 minutes). Writes ``<out>.json`` and
 ``<out>.png`` (time per step and peak memory against K).
@@ -420,7 +420,7 @@ def main(argv=None):
     p.add_argument("--budget", type=float, default=None, help="seconds of timed steps per config")
     p.add_argument("--paired-K", type=int, default=100_000)
     p.add_argument("--no-paired", action="store_true")
-    p.add_argument("--out", default=os.path.join(HERE, "out", "scaling"))
+    p.add_argument("--out", default=os.path.join(HERE, "results", "scaling"))
     # internal
     p.add_argument("--worker", default=None)
     p.add_argument("--paired", action="store_true")
