@@ -420,7 +420,7 @@ def main(argv=None):
     p.add_argument("--budget", type=float, default=None, help="seconds of timed steps per config")
     p.add_argument("--paired-K", type=int, default=100_000)
     p.add_argument("--no-paired", action="store_true")
-    p.add_argument("--out", default=os.path.join(HERE, "results", "scaling"))
+    p.add_argument("--out", default=None, help="output prefix (default benchmarks/results/scaling[_quick])")
     # internal
     p.add_argument("--worker", default=None)
     p.add_argument("--paired", action="store_true")
@@ -441,6 +441,7 @@ def main(argv=None):
     if a.paired_flat:
         return paired_flat(a.K_lo, a.K, a.D, a.B, a.S, a.N, a.device, blocks, 10)
 
+    a.out = a.out or os.path.join(HERE, "results", "scaling_quick" if a.quick else "scaling")
     Ks = [int(float(k)) for k in (a.Ks or ("1e3,1e4,1e5" if a.quick else "1e3,1e4,1e5,1e6")).split(",")]
     methods = a.methods.split(",")
     t_start = time.time()
