@@ -28,6 +28,10 @@ torch thread each, so that they share the machine alike):
   test pairs (``--quad-pairs``), next to the softmax-family models' exact log-likelihood on
   the same subset.
 
+Ablations (``--methods``): ``ar_softmax_uniform`` (uniform shared negatives instead of the
+count^0.75 proposal) and ``ar_softmax_global`` (the gradient step at the current eta, then
+the eta step -- ``GumbelLocalGuide``'s default order -- instead of Algorithm 1's eta first).
+
 Evaluation: exact test log-likelihood per pair (log-softmax over all K classes; the
 normaliser is computed once per distinct previous word) at checkpoints spread over the
 budget; evaluation time is excluded from the training time. Perplexity = exp(-LL).
@@ -56,7 +60,8 @@ SOFTMAX_FAMILY = ["ar_softmax", "exact", "ove", "botev"]
 OTHER_NOISE = ["ar_probit", "ar_logistic"]
 LABELS = {
     "ar_softmax": "A&R softmax (Pyro, closed form)",
-    "ar_softmax_uniform": "A&R softmax, uniform negatives",
+    "ar_softmax_uniform": "A&R softmax, uniform shared negatives",
+    "ar_softmax_global": "A&R softmax, gradient step before the eta step",
     "exact": "exact softmax (F.cross_entropy + Adam)",
     "ove": "OVE (Pyro)",
     "botev": "sampled softmax / Botev (Pyro)",
@@ -204,9 +209,10 @@ def worker(a):
         m = ExactTorch(K, a.D, x, y, a.B, lr, init_bias, dev)
     else:
         strategy = "shared" if a.method == "ar_softmax_uniform" else a.strategy
-        method = "ar_softmax" if a.method == "ar_softmax_uniform" else a.method
+        method = "ar_softmax" if a.method in ("ar_softmax_uniform", "ar_softmax_global") else a.method
         m = PyroLM(method, K, a.D, x, y, a.B, lr, init_bias, counts, a.negatives, strategy, dev,
-                   local_first=not a.global_first, local_lr=a.local_lr)
+                   local_first=not (a.global_first or a.method == "ar_softmax_global"),
+                   local_lr=a.local_lr)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     checkpoints = _checkpoints(a.budget, a.checkpoints)
     hist = []
@@ -407,7 +413,7 @@ def main(argv=None):
     if T:
         summary["common_time"] = T
         for m, r in ok.items():
-            if m in SOFTMAX_FAMILY or m == "ar_softmax_uniform":
+            if m in SOFTMAX_FAMILY or m.startswith("ar_softmax"):
                 summary[f"{m}_ll_at_common_time"] = value_at(r["history"], T)
         print(f"test LL at the common training time {T:.0f} s: " + ", ".join(
             f"{m} {summary[f'{m}_ll_at_common_time']:.4f}" for m in ok if f"{m}_ll_at_common_time" in summary))
