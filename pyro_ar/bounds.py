@@ -294,6 +294,13 @@ class _ClassSumLikelihood(TorchDistribution):
 
     arg_constraints = {}
 
+    def __init__(self, utility, num_negatives: Optional[int] = None, strategy="per_datapoint",
+                 proposal=None, negatives: Optional[Negatives] = None, validate_args=None):
+        self._setup(utility, num_negatives, strategy, proposal, negatives)
+        super().__init__(self.psi.batch_shape, validate_args=validate_args)
+        if self._validate_args:
+            self._validate_utility()
+
     def _setup(self, utility, num_negatives, strategy, proposal, negatives):
         self.psi = as_utility(utility)
         self.sampler = get_negative_sampler(strategy, num_negatives, proposal)
@@ -379,13 +386,6 @@ class ExactSoftmax(_ClassSumLikelihood):
     checked) so that the classes of this module are interchangeable, but not used.
     """
 
-    def __init__(self, utility, num_negatives: Optional[int] = None, strategy="per_datapoint",
-                 proposal=None, negatives: Optional[Negatives] = None, validate_args=None):
-        self._setup(utility, num_negatives, strategy, proposal, negatives)
-        super().__init__(self.psi.batch_shape, validate_args=validate_args)
-        if self._validate_args:
-            self._validate_utility()
-
     @property
     def logits(self):
         """Normalised log-probabilities, ``batch_shape + (K,)``."""
@@ -413,13 +413,6 @@ class OVECategorical(_ClassSumLikelihood):
     :class:`pyro_ar.AugmentedCategorical` (without ``eps``/``noise``).
     """
 
-    def __init__(self, utility, num_negatives: Optional[int] = None, strategy="per_datapoint",
-                 proposal=None, negatives: Optional[Negatives] = None, validate_args=None):
-        self._setup(utility, num_negatives, strategy, proposal, negatives)
-        super().__init__(self.psi.batch_shape, validate_args=validate_args)
-        if self._validate_args:
-            self._validate_utility()
-
     def log_prob(self, value):
         psi_y, psi_neg, weight, _ = self._gather(self._labels(value))
         return _weighted_sum(weight, _log_sigmoid(psi_y - psi_neg))
@@ -444,13 +437,6 @@ class SampledSoftmax(_ClassSumLikelihood):
     no variance), while a single draw may fall on either side. Maximising it does not
     maximise a bound on the likelihood.
     """
-
-    def __init__(self, utility, num_negatives: Optional[int] = None, strategy="per_datapoint",
-                 proposal=None, negatives: Optional[Negatives] = None, validate_args=None):
-        self._setup(utility, num_negatives, strategy, proposal, negatives)
-        super().__init__(self.psi.batch_shape, validate_args=validate_args)
-        if self._validate_args:
-            self._validate_utility()
 
     def log_prob(self, value):
         psi_y, psi_neg, weight, _ = self._gather(self._labels(value))
@@ -525,7 +511,7 @@ class BouchardBound(_ClassSumLikelihood):
                 f"{None if self.a is None else tuple(self.a.shape)} and utility_var batch shape "
                 f"{None if self.var is None else tuple(self.var.batch_shape)} do not broadcast"
             ) from None
-        super().__init__(batch_shape, validate_args=validate_args)
+        TorchDistribution.__init__(self, batch_shape, validate_args=validate_args)
         if self._validate_args:
             self._validate_utility()
             if self.a is not None:
