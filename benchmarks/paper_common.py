@@ -120,46 +120,6 @@ def moving_average(xs, window):
     return out
 
 
-def estep_first_elbo(**kwargs):
-    """A ``ClosedFormELBO`` whose natural eta step comes BEFORE the global gradient.
-
-    ``pyro_ar.infer.ClosedFormELBO`` computes the gradient of the global parameters with
-    the eta_n of the previous visit and then applies the natural step
-    eta_n <- (1 - rho) eta_n + rho (1 + S_hat_n). The authors' code (and Algorithm 1 of
-    the paper) does the local step first and then the global step with the updated eta_n
-    and the same negatives. Since the closed-form factor is -S_hat_n / eta_n, the second
-    ordering only rescales each datapoint's factor by eta_old / eta_new (and moves the
-    guide's Gumbel location for the KL term), which this subclass does after the step.
-    Benchmark-only experiment (not part of the package).
-    """
-    from pyro.distributions import Gumbel
-    from pyro_ar.infer import ClosedFormELBO
-    from pyro_ar.infer.elbo import GumbelExpectedFactor
-
-    class EStepFirstELBO(ClosedFormELBO):
-        def _get_trace(self, model, guide, args, kwargs):
-            model_trace, guide_trace = super()._get_trace(model, guide, args, kwargs)
-            if not self._updating:
-                return model_trace, guide_trace
-            for site in model_trace.nodes.values():
-                fn = site.get("fn")
-                if site["type"] != "sample" or not isinstance(fn, GumbelExpectedFactor):
-                    continue
-                gsite = guide_trace.nodes[fn.base.eps_site]
-                step = gsite["infer"].get("ar_natural_step")
-                if step is None:
-                    continue
-                local_guide, name, idx = step.func.__self__, step.args[0], step.args[1]
-                new = local_guide.log_eta(name).detach().index_select(0, idx)
-                old = fn.log_eta.detach()
-                site["log_prob"] = site["log_prob"] * torch.exp(old - new)
-                site["log_prob_sum"] = site["log_prob"].sum()
-                gsite["fn"] = Gumbel(new, torch.ones_like(new))
-            return model_trace, guide_trace
-
-    return EStepFirstELBO(**kwargs)
-
-
 def rho_schedule(power=0.9, rho_min=0.0):
     """Local step of the softmax eta_n: rho = max((1 + visits)^-power, rho_min).
 

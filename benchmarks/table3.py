@@ -28,8 +28,9 @@ x0.9 every 2,000 iterations); softmax local step rho = (1 + epoch)^-0.9.
 ``--optim authors`` uses that schedule for every parameter (the probit/logistic local
 parameters included, with ``--local-lr``, default 0.02); ``--optim adam`` uses
 ``LazyAdam`` (``--lr``, ``--local-lr``) instead. ``--estep-first`` applies the softmax
-natural eta step before the global gradient, the authors' order (``ClosedFormELBO`` applies
-it after; see ``paper_common.estep_first_elbo``); ``--rho-power`` / ``--rho-min`` change
+natural eta step before the global gradient, the authors' order
+(``GumbelLocalGuide(local_first=True)``; the package default applies it after the
+gradient); ``--rho-power`` / ``--rho-min`` change
 the eta step size.
 
 Reported per method: test log-likelihood per datapoint (raw and floored at -26 as the
@@ -154,11 +155,10 @@ def run_method(method, args, data, K):
         subsample_size=args.batch, sparse=True, init_scale=0.1, bias_init_scale=1e-3,
         utility=args.utility)
     guide = model.default_guide()
-    if method == "ar_softmax" and (args.rho_power != 0.9 or args.rho_min > 0):
-        guide = GumbelLocalGuide(model, rho=common.rho_schedule(args.rho_power, args.rho_min))
+    if method == "ar_softmax" and (args.rho_power != 0.9 or args.rho_min > 0 or args.estep_first):
+        guide = GumbelLocalGuide(model, rho=common.rho_schedule(args.rho_power, args.rho_min),
+                                 local_first=args.estep_first)
     elbo = model.default_elbo()
-    if args.estep_first and method == "ar_softmax":
-        elbo = common.estep_first_elbo()
     svi = SVI(model, guide, make_optim(args), elbo)
     noise = spec["noise"] if spec["likelihood"] == "ar" else "gumbel"
 

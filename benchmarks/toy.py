@@ -101,11 +101,10 @@ def run(method, args, y, counts, p):
                              num_negatives=args.negatives, subsample_size=args.batch, sparse=True,
                              init_scale=0.1, bias_init_scale=1e-3, utility="lazy")
     guide = model.default_guide()
-    if method == "ar_softmax" and (args.rho_power != 0.9 or args.rho_min > 0):
-        guide = GumbelLocalGuide(model, rho=common.rho_schedule(args.rho_power, args.rho_min))
+    if method == "ar_softmax" and (args.rho_power != 0.9 or args.rho_min > 0 or args.estep_first):
+        guide = GumbelLocalGuide(model, rho=common.rho_schedule(args.rho_power, args.rho_min),
+                                 local_first=args.estep_first)
     elbo = model.default_elbo()
-    if args.estep_first and method == "ar_softmax":
-        elbo = common.estep_first_elbo()
     svi = SVI(model, guide, make_optim(args), elbo)
 
     def evaluate():
