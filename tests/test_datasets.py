@@ -70,6 +70,30 @@ def test_missing_default_folder_mentions_env(monkeypatch, tmp_path):
         load_bibtex()
 
 
+def test_brown_falls_back_to_the_embedded_copy(monkeypatch, tmp_path):
+    """With no data root holding the archive, load_brown uses the package's checksummed copy."""
+    monkeypatch.setenv("PYRO_AR_DATA", str(tmp_path))
+    embedded = ds.EMBEDDED_DATA_DIR / "brown"
+    ds.verify_checksums(embedded, [ds.BROWN_ARCHIVE])  # raises on a corrupted copy
+    d = load_brown()
+    assert d.info["folder"] == str(embedded)
+    assert d.info["num_documents"] == 500 and d.info["num_tokens"] == 1_161_192
+    assert len(d.class_names) == 26_101  # the documented K for the defaults
+
+
+def test_brown_embedded_copy_is_checked(monkeypatch, tmp_path):
+    """A corrupted embedded archive is refused (ValueError naming the digest), not parsed."""
+    fake = tmp_path / "pkgdata"
+    (fake / "brown").mkdir(parents=True)
+    (fake / "brown" / ds.BROWN_ARCHIVE).write_bytes(b"not the corpus")
+    (fake / "brown" / "SHA256SUMS").write_text(
+        (ds.EMBEDDED_DATA_DIR / "brown" / "SHA256SUMS").read_text())
+    monkeypatch.setattr(ds, "EMBEDDED_DATA_DIR", fake)
+    monkeypatch.setenv("PYRO_AR_DATA", str(tmp_path / "empty"))
+    with pytest.raises(ValueError, match="SHA256"):
+        load_brown()
+
+
 def _write_arff(path, rows, num_features=ds.BIBTEX_NUM_FEATURES, num_labels=ds.BIBTEX_NUM_LABELS):
     lines = ["@relation tiny", ""]
     lines += [f"@attribute f{j} {{0,1}}" for j in range(num_features)]
