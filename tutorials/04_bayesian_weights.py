@@ -1,34 +1,40 @@
-"""Tutorial: Bayesian weights for categoricals with many classes.
+# %% [markdown]
+# Tutorial: Bayesian weights for categoricals with many classes.
+#
+# A linear classifier psi_n = W x_n + b with a Gaussian prior on every weight,
+# y_n = argmax_k (psi_nk + eps_nk), and a posterior over (W, b) fitted by SVI with the
+# Augment & Reduce likelihood. Four parts:
+#
+# A. Small K: stock Pyro just works. ``LinearClassifier(weights="bayes")`` has ``weight`` and
+#    ``bias`` sample sites; ``AutoNormal`` guides them, ``NoiseLocalGuide`` the per-datapoint
+#    noise of the augmented likelihood, combined with ``AutoGuideList``; ``Predictive`` gives
+#    posterior draws. O(K D) per step: fine for K in the hundreds.
+#
+# B. Large K: ``BayesianLinearClassifier`` + ``ClassSubsampledNormal``. Each step samples rows
+#    of W only for the classes it needs (labels of the minibatch + shared negatives + a few
+#    more), estimates the KL term on a uniform class subsample through a class plate with
+#    explicit ``subsample=`` and per-row scale/mask, and updates only those rows (sparse
+#    gradients + LazyAdam). Posterior predictive log-likelihood, credible intervals of chosen
+#    weights, and top-k classes with uncertainty.
+#
+# C. Why the local guide is conditioned on W (digits, K = 10): with q(eps) independent of W
+#    (the textbook recipe) the bound penalises the posterior variance of the utilities and
+#    shrinks the posterior; with q(eps | W) = Gumbel(log eta(W), 1) the A&R posterior matches
+#    the exact-likelihood mean-field posterior.
+#
+# D. Against NUTS (digits 0-3, 300 points, 8 PCA features + bias): Pyro's NUTS with the exact
+#    likelihood is the reference; the exact-likelihood mean-field posterior and the A&R
+#    mean-field posterior (2 negatives, q(eps | W)) are compared with it weight by weight.
+#    Mean field is too narrow against NUTS whatever the likelihood; A&R adds little to that.
+#
+# Run::
+#
+#     python tutorials/04_bayesian_weights.py            # full size (time: see README)
+#     python tutorials/04_bayesian_weights.py --quick    # CI size, < 1 min; its numbers are not converged
+#
+# Figures go to tutorials/figures/04_*.png (or --out DIR).
 
-A linear classifier psi_n = W x_n + b with a Gaussian prior on every weight,
-y_n = argmax_k (psi_nk + eps_nk), and a posterior over (W, b) fitted by SVI with the
-Augment & Reduce likelihood. Three parts:
-
-A. Small K: stock Pyro just works. ``LinearClassifier(weights="bayes")`` has ``weight`` and
-   ``bias`` sample sites; ``AutoNormal`` guides them, ``NoiseLocalGuide`` the per-datapoint
-   noise of the augmented likelihood, combined with ``AutoGuideList``; ``Predictive`` gives
-   posterior draws. O(K D) per step: fine for K in the hundreds.
-
-B. Large K: ``BayesianLinearClassifier`` + ``ClassSubsampledNormal``. Each step samples rows
-   of W only for the classes it needs (labels of the minibatch + shared negatives + a few
-   more), estimates the KL term on a uniform class subsample through a class plate with
-   explicit ``subsample=`` and per-row scale/mask, and updates only those rows (sparse
-   gradients + LazyAdam). Posterior predictive log-likelihood, credible intervals of chosen
-   weights, and top-k classes with uncertainty.
-
-C. Why the local guide is conditioned on W (digits, K = 10): with q(eps) independent of W
-   (the textbook recipe) the bound penalises the posterior variance of the utilities and
-   shrinks the posterior; with q(eps | W) = Gumbel(log eta(W), 1) the A&R posterior matches
-   the exact-likelihood mean-field posterior.
-
-Run::
-
-    python tutorials/bayesian_weights.py            # ~4 min of CPU (11 min on a loaded 2-core box)
-    python tutorials/bayesian_weights.py --small    # CI size, ~1-2 min of CPU
-
-Figures go to tutorials/figures/bayesian_weights_*.png.
-"""
-
+# %%
 import argparse
 import math
 import os
@@ -41,7 +47,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 
 import pyro  # noqa: E402
-from pyro.infer import SVI, Predictive, TraceMeanField_ELBO  # noqa: E402
+from pyro.infer import MCMC, NUTS, SVI, Predictive, TraceMeanField_ELBO  # noqa: E402
 from pyro.infer.autoguide import AutoGuideList, AutoNormal  # noqa: E402
 
 import pyro_ar as ar  # noqa: E402
@@ -62,18 +68,20 @@ from pyro_ar.infer.bayesian import fit  # noqa: E402
 from pyro_ar.models import LinearClassifier  # noqa: E402
 from pyro_ar.optim import LazyAdam, lazy_adam  # noqa: E402
 
+FIGURES = ("04_a_small_k.png", "04_b_large_k.png", "04_c_digits.png", "04_d_nuts.png")
 FIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "figures")
 
 
 def savefig(fig, name):
     os.makedirs(FIG, exist_ok=True)
-    path = os.path.join(FIG, f"bayesian_weights_{name}.png")
+    path = os.path.join(FIG, f"04_{name}.png")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
-    print(f"  saved {os.path.relpath(path)}")
+    print(f"  saved {path}")
 
 
+# %%
 # ============================================================================ part A
 def part_a(small):
     print("A. small K, stock Pyro: LinearClassifier(weights='bayes') + AutoNormal + NoiseLocalGuide")
@@ -87,21 +95,23 @@ def part_a(small):
     guide.append(NoiseLocalGuide(model))                 # per-datapoint eps (probit)
     svi = SVI(model, guide, lazy_adam(lambda name: {"lr": 0.1 if "Local" in name else 0.03}),
               TraceMeanField_ELBO())
-    for _ in range(300 if small else 2000):
+    for _ in range(150 if small else 2000):
         svi.step(data.x, data.y)
     # posterior draws of the weights with stock Predictive over the global part of the guide
-    post = Predictive(model, guide=guide[0], num_samples=100, return_sites=["weight", "bias"])(data.x)
+    post = Predictive(model, guide=guide[0], num_samples=20 if small else 50,
+                      return_sites=["weight", "bias"])(data.x)
     sm = posterior_summary(post)
     print(f"  posterior of w_0: mean {[round(v, 3) for v in sm['weight_mean'][0].tolist()]}, "
           f"sd {[round(v, 3) for v in sm['weight_sd'][0].tolist()]} (W is identified only up to a "
           "common shift of its rows)")
     # predictive probability of class 0 and its posterior sd over the input plane
-    g = torch.linspace(-2.2, 2.2, 60)
+    n = 25 if small else 40  # probit class probabilities by quadrature: O(n^2 K) per draw
+    g = torch.linspace(-2.2, 2.2, n)
     grid = torch.stack(torch.meshgrid(g, g, indexing="xy"), -1).reshape(-1, 2)
     mean, sd = predictive_probs(post, grid, noise="normal")
     fig, axes = plt.subplots(1, 2, figsize=(9, 4))
     for ax, z, title in ((axes[0], mean[:, 0], "predictive p(y=0 | x)"), (axes[1], sd[:, 0], "posterior sd of p(y=0 | x, W)")):
-        im = ax.imshow(z.reshape(60, 60), origin="lower", extent=(-2.2, 2.2, -2.2, 2.2), cmap="viridis")
+        im = ax.imshow(z.reshape(n, n), origin="lower", extent=(-2.2, 2.2, -2.2, 2.2), cmap="viridis")
         ax.scatter(data.x[:200, 0], data.x[:200, 1], c=data.y[:200], s=6, cmap="tab10", edgecolors="none")
         ax.set_title(title)
         ax.set_xlim(-2.2, 2.2)
@@ -110,12 +120,13 @@ def part_a(small):
     savefig(fig, "a_small_k")
 
 
+# %%
 # ============================================================================ part B
 def part_b(small):
     print("B. large K: BayesianLinearClassifier + ClassSubsampledNormal (class-subsampled mean field)")
     pyro.clear_param_store()
     pyro.set_rng_seed(1)
-    K, D, N, steps = (2000, 8, 6000, 500) if small else (5000, 16, 40000, 6000)
+    K, D, N, steps = (1000, 8, 4000, 200) if small else (5000, 16, 40000, 6000)
     data = make_linear_teacher(N + 2000, D, K, weight_scale=2.0, seed=1)  # prior N(0, 1) on W, b
     x, y, xt, yt = data.x[:N], data.y[:N], data.x[N:], data.y[N:]
     model = BayesianLinearClassifier(D, K, num_negatives=64, subsample_size=256, prior_scale=2.0)
@@ -177,12 +188,13 @@ def part_b(small):
     savefig(fig, "b_large_k")
 
 
+# %%
 # ============================================================================ part C
 def part_c(small):
     print("C. digits (K=10, D=64): why q(eps) must depend on W")
     d = ar.datasets.load_digits()
     x, y, xt, yt = d.x_train, d.y_train, d.x_test, d.y_test
-    steps = 400 if small else 4000
+    steps = 150 if small else 4000
     fits = {}
     for name in ("exact likelihood", "A&R, q(eps | W)", "A&R, q(eps) indep. of W (textbook)"):
         pyro.clear_param_store()
@@ -230,17 +242,100 @@ def part_c(small):
     savefig(fig, "c_digits")
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--small", action="store_true", help="CI size (< 1 min)")
-    args = p.parse_args(argv)
-    torch.set_num_threads(1)
-    pyro.set_rng_seed(0)
+# %%
+# ============================================================================ part D
+def nuts_subset(n_train=300, n_features=8, classes=(0, 1, 2, 3)):
+    """Digits 0-3: the first 300 training images, projected on their 8 leading principal
+    components (standardised); the test images of the same classes, same projection."""
+    d = ar.datasets.load_digits(standardize=True)
+    keep, keep_t = torch.isin(d.y_train, torch.tensor(classes)), torch.isin(d.y_test, torch.tensor(classes))
+    x, y = d.x_train[keep][:n_train].double(), d.y_train[keep][:n_train]
+    xt, yt = d.x_test[keep_t].double(), d.y_test[keep_t]
+    mu = x.mean(0)
+    P = torch.linalg.svd(x - mu, full_matrices=False).Vh[:n_features].T
+    z, zt = (x - mu) @ P, (xt - mu) @ P
+    sd = z.std(0)
+    return z / sd, y, zt / sd, yt, len(classes)
+
+
+def part_d(small, seed):
+    print("D. against NUTS (digits 0-3, 300 points, 8 PCA features + bias, prior N(0, 1))")
+    x, y, xt, yt, K = nuts_subset()
+    D = x.shape[1]
+    pyro.clear_param_store()
+    pyro.set_rng_seed(seed)
+    num, warm = (50, 50) if small else (1000, 500)
     t0 = time.perf_counter()
-    part_a(args.small)
-    part_b(args.small)
-    part_c(args.small)
-    print(f"done in {time.perf_counter() - t0:.0f}s")
+    mcmc = MCMC(NUTS(LinearClassifier(D, K, likelihood="exact", weights="bayes")),
+                num_samples=num, warmup_steps=warm, disable_progbar=True)
+    mcmc.run(x, y)
+    samples = mcmc.get_samples()
+    ref = posterior_summary({"weight": samples["weight"], "bias": samples["bias"]})
+    nuts_ll = predictive_log_likelihood(samples, xt, yt)["log_lik"]
+    print(f"  NUTS: {num} draws after {warm} warm-up steps in {time.perf_counter() - t0:.0f}s; "
+          f"test ll {nuts_ll:.4f}")
+    steps = 150 if small else 4000
+    fits = {}
+    for name in ("mean field, exact likelihood", "mean field, A&R (2 negatives, q(eps | W))"):
+        pyro.clear_param_store()
+        pyro.set_rng_seed(seed)
+        if "exact" in name:
+            model = BayesianLinearClassifier(D, K, likelihood="exact")
+            guide, elbo = ClassSubsampledNormal(model), TraceMeanField_ELBO()
+        else:
+            model = BayesianLinearClassifier(D, K, num_negatives=2)
+            guide, elbo = ClassSubsampledNormal(model), ClosedFormELBO()
+        sched = pyro.optim.LambdaLR({"optimizer": LazyAdam, "optim_args": {"lr": 0.03},
+                                     "lr_lambda": lambda t: (1 + t / (steps / 10)) ** -0.7})
+        out = fit(SVI(model, guide, sched, elbo), x, y, num_steps=steps, scheduler=sched,
+                  average_fraction=0.5, summary_fn=lambda: posterior_summary(guide))
+        sm = out["average"]
+        g = torch.Generator().manual_seed(seed)
+        draws = {"weight": sm["weight_mean"] + sm["weight_sd"] * torch.randn((400, K, D), generator=g, dtype=sm["weight_mean"].dtype),
+                 "bias": sm["bias_mean"] + sm["bias_sd"] * torch.randn((400, K), generator=g, dtype=sm["bias_mean"].dtype)}
+        ll = predictive_log_likelihood(draws, xt, yt)["log_lik"]
+        dz = ((sm["weight_mean"] - ref["weight_mean"]).abs() / ref["weight_sd"]).mean().item()
+        ratio = (sm["weight_sd"] / ref["weight_sd"]).median().item()
+        print(f"  {name:<44s} test ll {ll:.4f} (NUTS {nuts_ll:.4f}); mean |mu - mu_NUTS| / sd_NUTS "
+              f"{dz:.3f}; median sd / sd_NUTS {ratio:.3f}")
+        fits[name] = sm
+    print("  per weight, class 0: posterior mean (sd)")
+    print("  " + f"{'d':>3s} {'NUTS':>18s} " + " ".join(f"{n.split(', ')[1][:18]:>18s}" for n in fits))
+    for j in range(D):
+        cells = [f"{ref['weight_mean'][0, j]:+.3f} ({ref['weight_sd'][0, j]:.3f})"]
+        cells += [f"{sm['weight_mean'][0, j]:+.3f} ({sm['weight_sd'][0, j]:.3f})" for sm in fits.values()]
+        print(f"  {j:>3d} " + " ".join(f"{c:>18s}" for c in cells))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.5))
+    for name, sm in fits.items():
+        axes[0].scatter(ref["weight_mean"].reshape(-1), sm["weight_mean"].reshape(-1), s=10, alpha=0.7, label=name)
+        axes[1].scatter(ref["weight_sd"].reshape(-1), sm["weight_sd"].reshape(-1), s=10, alpha=0.7, label=name)
+    for ax, what in zip(axes, ("mean", "sd")):
+        lim = [min(ax.get_xlim()[0], ax.get_ylim()[0]), max(ax.get_xlim()[1], ax.get_ylim()[1])]
+        ax.plot(lim, lim, "k--", lw=1)
+        ax.set_xlabel(f"posterior {what} of W, NUTS")
+        ax.set_ylabel(f"posterior {what} of W, variational")
+        ax.set_title(f"per-weight posterior {what}")
+    axes[1].legend(fontsize=7)
+    savefig(fig, "d_nuts")
+
+
+# %%
+def main(argv=None):
+    global FIG
+    p = argparse.ArgumentParser(description="Tutorial 4: Bayesian weights for categoricals with many classes")
+    p.add_argument("--quick", "--small", action="store_true", help="CI size (< 1 min)")
+    p.add_argument("--out", default=FIG, help="folder for the figures")
+    p.add_argument("--seed", type=int, default=0)
+    args, _ = p.parse_known_args(argv)
+    FIG = args.out
+    torch.set_num_threads(1)
+    pyro.set_rng_seed(args.seed)
+    t0 = time.perf_counter()
+    part_a(args.quick)
+    part_b(args.quick)
+    part_c(args.quick)
+    part_d(args.quick, args.seed)
+    print(f"done in {time.perf_counter() - t0:.0f}s; figures in {os.path.abspath(FIG)}")
 
 
 if __name__ == "__main__":
