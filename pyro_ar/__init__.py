@@ -19,7 +19,6 @@ from .utility import DenseUtility, LinearUtility, Utility, as_utility
 
 from . import datasets, infer, metrics, models, optim  # noqa: E402  (subpackages)
 from .models import LinearClassifier  # noqa: E402
-from .estimator import ARClassifier  # noqa: E402  (scikit-learn estimator; needs scikit-learn)
 
 __version__ = "0.1.0"
 
@@ -45,4 +44,15 @@ __all__ = [
     "log_marginal",
     "log_marginal_all",
     "LinearClassifier",
+    "ARClassifier",
 ]
+
+
+def __getattr__(name):
+    # the scikit-learn estimator is imported on first use, so that ``import pyro_ar`` does
+    # not import scikit-learn
+    if name == "ARClassifier":
+        from .estimator import ARClassifier
+
+        return ARClassifier
+    raise AttributeError(f"module 'pyro_ar' has no attribute {name!r}")

@@ -431,7 +431,7 @@ class ClassSubsampledNormal(AutoGuide):
         class is in a step's subsample, so with many rare classes the initial scale matters:
         small values leave data-poor rows too narrow, the prior's scale leaves data-rich rows
         too wide for longer; a value of the order of half the prior scale is a good start
-        (see ``tutorials/bayesian_weights.py``, part B).
+        (see ``tutorials/04_bayesian_weights.py``, part B).
     :param float init_loc_scale: initial :math:`\mu \sim N(0, \text{init\_loc\_scale}^2)` (0: zeros).
     :param bool sparse: sparse gradients for the row gathers (use :func:`pyro_ar.optim.lazy_adam`).
     :param int newton_steps: Newton iterations of the Laplace local guide (non-Gumbel noise).
