@@ -8,15 +8,15 @@ mean utilities :math:`\psi` (a tensor ``batch_shape + (K,)`` or a
 ``log_prob`` is defined (``sample`` raises: draw labels from
 :class:`pyro_ar.UtilityCategorical`). What ``log_prob(y)`` returns:
 
-=====================================  =====================================================  ======================================
-class (registry name)                  ``log_prob(y)``                                         status
-=====================================  =====================================================  ======================================
-:class:`ExactSoftmax` (``"exact"``)     :math:`\psi_y - \log\sum_k e^{\psi_k}`                 exact (O(K) per datapoint)
-:class:`OVECategorical` (``"ove"``)     :math:`\sum_{k\ne y}\log\sigma(\psi_y-\psi_k)`          unbiased estimate of a lower bound
-:class:`SampledSoftmax` (``"botev"``)   :math:`\psi_y-\log(e^{\psi_y}+\sum_j a_j e^{\psi_{k_j}})`  **biased** (neither bound nor unbiased)
-:class:`BouchardBound` (``"bouchard"``) :math:`\psi_y-a-\sum_k\log(1+e^{\psi_k-a})`             unbiased estimate of a lower bound
-:class:`JaakkolaJordanBernoulli`        :math:`\mathbb{E}\log\sigma(s t)` lower bound (binary)  lower bound (deterministic)
-=====================================  =====================================================  ======================================
+=======================================  =========================================================  =======================================
+class (registry name)                    ``log_prob(y)``                                            status
+=======================================  =========================================================  =======================================
+:class:`ExactSoftmax` (``"exact"``)      :math:`\psi_y - \log\sum_k e^{\psi_k}`                     exact (O(K) per datapoint)
+:class:`OVECategorical` (``"ove"``)      :math:`\sum_{k\ne y}\log\sigma(\psi_y-\psi_k)`             unbiased estimate of a lower bound
+:class:`SampledSoftmax` (``"botev"``)    :math:`\psi_y-\log(e^{\psi_y}+\sum_j a_j e^{\psi_{k_j}})`  **biased** (neither bound nor unbiased)
+:class:`BouchardBound` (``"bouchard"``)  :math:`\psi_y-a-\sum_k\log(1+e^{\psi_k-a})`                unbiased estimate of a lower bound
+:class:`JaakkolaJordanBernoulli`         :math:`\mathbb{E}\log\sigma(s t)` (binary)                 lower bound (deterministic)
+=======================================  =========================================================  =======================================
 
 (:math:`\sigma` is the logistic sigmoid, :math:`(k_j, a_j)` the sampled classes and
 their weights.) :func:`get_likelihood` maps the names ``"ar"``, ``"exact"``, ``"ove"``,

@@ -9,13 +9,13 @@ A categorical over K classes with mean utilities :math:`\psi \in \mathbb{R}^K` i
 where :math:`\phi` is a univariate density with CDF :math:`\Phi`. The choice of
 :math:`\phi` selects the model:
 
-==========  ==============================  ===========================  =====================
-noise       :math:`\log\phi(e)`             :math:`\log\Phi(x)` (stable)  model
-==========  ==============================  ===========================  =====================
-Gumbel      :math:`-e - e^{-e}`             :math:`-e^{-x}`               softmax
-Normal      :math:`-e^2/2 - \log\sqrt{2\pi}`  ``log_ndtr(x)``             multinomial probit
-Logistic    :math:`-s(-e) - s(e)`           :math:`-s(-x)`                multinomial logistic
-==========  ==============================  ===========================  =====================
+========  ================================  ============================  ====================
+noise     :math:`\log\phi(e)`               :math:`\log\Phi(x)` (stable)  model
+========  ================================  ============================  ====================
+Gumbel    :math:`-e - e^{-e}`               :math:`-e^{-x}`               softmax
+Normal    :math:`-e^2/2 - \log\sqrt{2\pi}`  ``log_ndtr(x)``               multinomial probit
+Logistic  :math:`-s(-e) - s(e)`             :math:`-s(-x)`                multinomial logistic
+========  ================================  ============================  ====================
 
 (:math:`s` is softplus.) Any other density with a CDF gives a valid model too: build it
 with :class:`Noise` directly (``Noise(log_density=..., log_cdf=..., sample=...)``) or

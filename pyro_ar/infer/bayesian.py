@@ -16,13 +16,13 @@ is estimated at every step from three subsamples, none of them of size O(K):
 * a shared uniform class subsample R (without replacement) of size
   ``max(num_negatives, num_kl_classes)``, whose first ``num_negatives`` classes are the
   negatives S of the A&R likelihood estimate (weight K/s) and whose first
-  ``num_kl_classes`` classes are the set U on which the KL term is estimated (weight K/|U|);
+  ``num_kl_classes`` classes are the set U on which the KL term is estimated (weight :math:`K/|U|`);
 * an independent uniform set T (``num_eta_classes``) used only by the local guide.
 
 Rows of W are sampled (reparameterised) only for the classes the step needs,
 :math:`C = R \cup T \cup \{y_n: n \in \text{batch}\}`. In Pyro terms C is the
 explicit ``subsample=`` of a ``pyro.plate("classes", K)``: the plate contributes the
-scale K/|C|, and a tensor ``poutine.scale`` (|C|/|U| on U) with a ``poutine.mask``
+scale :math:`K/|C|`, and a tensor ``poutine.scale`` (:math:`|C|/|U|` on U) with a ``poutine.mask``
 (False off U: with validation on, scales must be > 0) makes the per-row weight of the KL
 term :math:`(K/|U|)\,1[k\in U]`. The guide draws C (in :meth:`BayesianLinearClassifier.create_plates`,
 which the guide calls through ``create_plates=``) and Pyro's replay hands the very same C
@@ -162,7 +162,7 @@ class BayesianLinearClassifier:
 
     :math:`\psi_{nk} = x_n\cdot w_k + b_k`, :math:`w_k\sim N(0, s^2 I_D)`, :math:`b_k\sim N(0, s^2)`,
     :math:`y_n = \arg\max_k(\psi_{nk}+\varepsilon_{nk})`. The weight sites ``"weight"``
-    (batch (|C|,), event (D,)) and ``"bias"`` (batch (|C|,)) live in the plate
+    (batch ``(|C|,)``, event (D,)) and ``"bias"`` (batch ``(|C|,)``) live in the plate
     ``"classes"`` of size K whose subsample C is drawn by :meth:`create_plates`;
     the likelihood sites (``"<site>_eps"``, ``"<site>"``) live in the plate ``"data"``.
 
@@ -182,8 +182,8 @@ class BayesianLinearClassifier:
         reference the A&R posterior is compared with).
     :param num_negatives: s, size of the shared uniform negative set (None: all classes,
         no subsampling).
-    :param num_kl_classes: |U|, classes on which the KL term is estimated (default s).
-    :param num_eta_classes: |T|, extra uniform classes for the W-conditioned local guide
+    :param num_kl_classes: :math:`|U|`, classes on which the KL term is estimated (default s).
+    :param num_eta_classes: :math:`|T|`, extra uniform classes for the W-conditioned local guide
         (default s; 0: none).
     :param bool stratify: sum the classes of the minibatch's labels exactly (see module doc).
     :param float prior_scale: s of the prior, > 0.
@@ -252,7 +252,7 @@ class BayesianLinearClassifier:
 
         Draws the minibatch (via the data plate), then the class subsample
         ``C = [R, (T u labels) minus R, padding]`` as the class plate's explicit ``subsample=``
-        (padded with unused classes to the fixed size min(K, |R| + |T| + B), so that every
+        (padded with unused classes to the fixed size ``min(K, |R| + |T| + B)``, so that every
         step's sites have the same shapes):
         R uniform without replacement (its first ``num_negatives`` entries are the
         negatives, its first ``num_kl_classes`` the KL subsample), T an independent uniform
@@ -285,7 +285,7 @@ class BayesianLinearClassifier:
 
     # ------------------------------------------------------------------ structure of a step
     def _kl_weights(self, m, like):
-        """(scale, mask) of the rows of C for the KL term: weight (K/|U|) 1[position < |U|]."""
+        """(scale, mask) of the rows of C for the KL term: weight ``(K/|U|) 1[position < |U|]``."""
         u = self.num_kl_classes
         mask = torch.arange(m, device=like.device) < u
         scale = torch.where(mask, torch.full((), m / u, dtype=like.dtype, device=like.device),
