@@ -26,7 +26,7 @@ LABELS = [
     '    ELBO._get_trace (traces + log-probs + eta step)',
     '      poutine.trace(...).get_trace (guide + model)',
     '        guide forward (GumbelLocalGuide)',
-    '          guide: create plates (randperm(N) subsample)',
+    '          guide: create plates (data subsample)',
     '          guide: q(eps) for the minibatch',
     '        model (LinearClassifier.__call__)',
     '          model: sample_categorical',
@@ -91,7 +91,7 @@ def main(argv=None):
     wrap(are.ClosedFormELBO, "_get_trace", "    ELBO._get_trace (traces + log-probs + eta step)")
     wrap(tm.TraceHandler, "get_trace", "      poutine.trace(...).get_trace (guide + model)")
     wrap(arl._LocalGuide, "forward", "        guide forward (GumbelLocalGuide)")
-    wrap(arl._LocalGuide, "_create_plates", "          guide: create plates (randperm(N) subsample)")
+    wrap(arl._LocalGuide, "_create_plates", "          guide: create plates (data subsample)")
     wrap(arl.GumbelLocalGuide, "_site_distribution", "          guide: q(eps) for the minibatch")
     wrap(arm.LinearClassifier, "__call__", "        model (LinearClassifier.__call__)")
     wrap(ard, "sample_categorical", "          model: sample_categorical")

@@ -141,7 +141,10 @@ class TorchAR:
         import torch.nn.functional as F
 
         N, B, S, K = self.x.shape[0], self.B, self.S, self.K
-        idx = torch.randperm(N, device=self.x.device)[:B]  # what pyro.plate draws
+        # the minibatch: B of N without replacement in O(B), as LinearClassifier.create_plates
+        from pyro_ar.negatives import sample_without_replacement
+
+        idx = sample_without_replacement(N, B, device=self.x.device)
         xb, yb = self.x.index_select(0, idx), self.y.index_select(0, idx)
         neg = _uniform_shared(K, S, self.x.device)
         rows = torch.cat([yb, neg])

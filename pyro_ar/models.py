@@ -157,23 +157,40 @@ class LinearClassifier:
         return (K / self.num_negatives) * (prior.log_prob(w).sum() + prior.log_prob(bb).sum())
 
     # ---- the model --------------------------------------------------------------------
+    def create_plates(self, x: torch.Tensor, y: Optional[torch.Tensor] = None):
+        """The ``"data"`` plate of one step, with O(B) subsample indices.
+
+        ``pyro.plate("data", N, subsample_size=B)`` draws ``torch.randperm(N)``: O(N) work per
+        step. Here the B indices come from
+        :func:`~pyro_ar.negatives.sample_without_replacement` (uniform over B-subsets, as
+        the plate's), passed as the plate's explicit ``subsample``; Pyro records them as the
+        plate's subsample site, so a guide built with ``create_plates=model.create_plates``
+        (as :meth:`default_guide` does) draws them and replay hands them to the model.
+        Without labels (prediction) or without ``subsample_size`` the plate covers all rows.
+        """
+        N = x.shape[0]
+        B = None if y is None else self.subsample_size
+        if B is None or B >= N:
+            return pyro.plate("data", N)
+        return pyro.plate("data", N, subsample=sample_without_replacement(N, B, device=x.device))
+
     def __call__(self, x: torch.Tensor, y: Optional[torch.Tensor] = None):
         if x.dim() != 2 or x.shape[1] != self.num_features:
             raise ValueError(f"x must have shape (N, {self.num_features}), got {tuple(x.shape)}")
         if y is not None and y.shape != x.shape[:1]:
             raise ValueError(f"y must have shape ({x.shape[0]},), got {tuple(y.shape)}")
         W, b = self.weight_and_bias(x)
-        # predicting (y is None) covers every row; training subsamples
-        subsample_size = None if y is None else self.subsample_size
         a_all = None
         if self.likelihood == "bouchard" and self.bouchard_a == "local" and y is not None:
             a_all = self.bouchard_local_a(x)
-        with pyro.plate("data", x.shape[0], subsample_size=subsample_size) as idx:
+        with self.create_plates(x, y) as idx:
+            full = idx.shape[0] == x.shape[0]
+            xb = x if full else x.index_select(0, idx)
             if self.utility_mode == "dense":
-                psi = DenseUtility(torch.nn.functional.linear(x[idx], W, b))
+                psi = DenseUtility(torch.nn.functional.linear(xb, W, b))
             else:
-                psi = LinearUtility(x[idx], W, b, sparse=self.sparse)
-            obs = None if y is None else y[idx]
+                psi = LinearUtility(xb, W, b, sparse=self.sparse)
+            obs = None if y is None else (y if full else y.index_select(0, idx))
             if self.likelihood == "ar":
                 return sample_categorical(self.site, psi, obs=obs, noise=self.noise,
                                           num_negatives=self.num_negatives, strategy=self.strategy,
@@ -211,8 +228,8 @@ class LinearClassifier:
         if self.likelihood != "ar":
             return _empty_guide
         if isinstance(self.noise, GumbelNoise):
-            return GumbelLocalGuide(self)
-        return NoiseLocalGuide(self)
+            return GumbelLocalGuide(self, create_plates=self.create_plates)
+        return NoiseLocalGuide(self, create_plates=self.create_plates)
 
     def default_elbo(self, **kwargs):
         """:class:`~pyro_ar.infer.ClosedFormELBO` (closed-form softmax A&R bound and natural

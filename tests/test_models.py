@@ -219,3 +219,34 @@ def test_train_records_losses_evaluations_and_step_times():
     assert len(times) == 20 and all(t > 0 for t in times)
     assert all(h["step_time"] > 0 for h in hist[1:])
     assert all(math.isfinite(h["loss"]) for h in hist[1:])
+
+
+@pytest.mark.parametrize("noise", ["gumbel", "normal"])
+def test_default_guide_plate_is_o_of_b_and_shared_with_the_model(noise, monkeypatch):
+    """The data plate's subsample comes from create_plates (no randperm(N)); the guide draws
+    it and Pyro's replay hands the same indices to the model; only those local rows move."""
+    N, B = 5000, 64
+    data = make_linear_teacher(N, 3, 7, noise, seed=0)
+    model = LinearClassifier(3, 7, noise=noise, num_negatives=3, subsample_size=B, sparse=True)
+    guide = model.default_guide()
+    svi = SVI(model, guide, lazy_adam({"lr": 0.05}), model.default_elbo())
+    svi.step(data.x, data.y)  # create the parameters
+
+    def no_randperm(*args, **kwargs):
+        raise AssertionError("torch.randperm called: O(N) work per step")
+
+    monkeypatch.setattr(torch, "randperm", no_randperm)
+    guide_tr = poutine.trace(guide).get_trace(data.x, data.y)
+    model_tr = poutine.trace(poutine.replay(model, trace=guide_tr)).get_trace(data.x, data.y)
+    idx_g, idx_m = guide_tr.nodes["data"]["value"], model_tr.nodes["data"]["value"]
+    assert idx_g.shape == (B,) and torch.equal(idx_g, idx_m) and idx_g.unique().numel() == B
+
+    store = pyro.get_param_store()
+    local = [n for n in store.keys() if n.startswith(type(guide).__name__)]
+    before = {n: store[n].detach().clone() for n in local}
+    svi.step(data.x, data.y)
+    moved = set()
+    for n in local:
+        changed = (store[n].detach() != before[n]).nonzero().flatten()
+        moved.update(changed.tolist())
+    assert 0 < len(moved) <= B  # at most the minibatch's rows (a row may not change by chance)

@@ -21,7 +21,7 @@
 #
 # Run it:
 #
-#     python tutorials/02_softmax_at_large_k.py            # ~4 min
+#     python tutorials/02_softmax_at_large_k.py            # ~7 min on 2 busy CPU cores
 #     python tutorials/02_softmax_at_large_k.py --quick    # CI size, < 1 min
 #
 # The full-size reproductions (Table 3 of the paper, Figure 2) are

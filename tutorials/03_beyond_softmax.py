@@ -20,7 +20,7 @@
 #
 # Run it:
 #
-#     python tutorials/03_beyond_softmax.py            # ~2 min
+#     python tutorials/03_beyond_softmax.py            # ~4 min
 #     python tutorials/03_beyond_softmax.py --quick    # CI size, ~30 s
 
 # %%

@@ -29,7 +29,7 @@
 #
 # Run::
 #
-#     python tutorials/04_bayesian_weights.py            # full size (time: see README)
+#     python tutorials/04_bayesian_weights.py            # full size, ~9 min on 2 busy CPU cores
 #     python tutorials/04_bayesian_weights.py --quick    # CI size, < 1 min; its numbers are not converged
 #
 # Figures go to tutorials/figures/04_*.png (or --out DIR).
