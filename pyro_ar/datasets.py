@@ -700,6 +700,13 @@ def load_brown(
         lowercased), ``num_train_sentences`` / ``num_test_sentences``,
         ``num_train_tokens`` / ``num_test_tokens``, ``test_unk_rate`` (fraction of test
         targets that are ``<unk>``), ``min_count``, ``seed``.
+
+    Example:
+
+    >>> from pyro_ar.datasets import load_brown
+    >>> data = load_brown()          # the copy shipped with the package if ../shared is absent  # doctest: +SKIP
+    >>> data.num_classes             # doctest: +SKIP
+    26101
     """
     if min_count < 1:
         raise ValueError(f"load_brown: min_count must be >= 1, got {min_count}")
@@ -819,6 +826,13 @@ def load_digits(
         ``info`` keys ``name``, ``source``, ``preprocessing``, ``mean`` / ``std`` (float32
         ``(64,)``, the training statistics used, or ``None``), ``train_index`` /
         ``test_index`` (int64 rows of the scikit-learn arrays).
+
+    Example:
+
+    >>> from pyro_ar.datasets import load_digits
+    >>> d = load_digits()
+    >>> d.num_classes, d.x_train.shape[1]
+    (10, 64)
     """
     try:
         from sklearn.datasets import load_digits as _sk_load_digits
@@ -906,6 +920,13 @@ def make_toy(
     Returns:
         :class:`ToyData` ``(y, probs)``: ``y`` int64 ``(N,)`` in 0..K-1, ``probs`` ``(K,)``
         the true class probabilities (sum to 1).
+
+    Example:
+
+    >>> from pyro_ar.datasets import make_toy
+    >>> toy = make_toy(num_classes=100, num_samples=1000, seed=0)
+    >>> toy.y.shape, round(toy.probs.sum().item(), 6)
+    (torch.Size([1000]), 1.0)
     """
     if num_classes < 1 or num_samples < 0:
         raise ValueError("make_toy: need num_classes >= 1 and num_samples >= 0")
@@ -978,6 +999,13 @@ def make_linear_teacher(
     Returns:
         :class:`TeacherData` ``(x, y, W, b)``: ``x`` ``(N, D)``, ``y`` int64 ``(N,)``,
         ``W`` ``(K, D)``, ``b`` ``(K,)``.
+
+    Example:
+
+    >>> from pyro_ar.datasets import make_linear_teacher
+    >>> data = make_linear_teacher(200, 5, 30, "normal", seed=0)
+    >>> data.x.shape, data.W.shape, int(data.y.max()) < 30
+    (torch.Size([200, 5]), torch.Size([30, 5]), True)
     """
     if num_samples < 0 or num_features < 1 or num_classes < 1:
         raise ValueError("make_linear_teacher: need num_samples >= 0, num_features >= 1, num_classes >= 1")

@@ -60,7 +60,15 @@ def _empty_guide(*args, **kwargs):
 
 
 def unigram_log_probs(counts: torch.Tensor, smoothing: float = 0.5) -> torch.Tensor:
-    r""":math:`\log((c_k + a) / \sum_j (c_j + a))`, e.g. to initialise the output biases."""
+    r""":math:`\log((c_k + a) / \sum_j (c_j + a))`, e.g. to initialise the output biases.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.language_model import unigram_log_probs
+    >>> unigram_log_probs(torch.tensor([3, 1])).exp().tolist()   # (c_k + 1/2) / (4 + 1)
+    [0.7, 0.3]
+    """
     c = counts.double() + smoothing
     return (c / c.sum()).log()
 

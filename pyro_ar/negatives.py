@@ -64,6 +64,13 @@ def sample_without_replacement(n: int, k: int, shape=(), device=None, generator=
     for the expected ~k^2/(2n) repeats) is redrawn, which conditions on an event that
     does not depend on the labels and so keeps the result uniform. Otherwise (4k >= n) a
     random permutation.
+
+    Example:
+
+    >>> from pyro_ar.negatives import sample_without_replacement
+    >>> idx = sample_without_replacement(1_000_000, 512)   # O(512), not O(10^6)
+    >>> idx.shape, idx.unique().numel()
+    (torch.Size([512]), 512)
     """
     shape = torch.Size(shape)
     if not 0 <= k <= n:
@@ -283,7 +290,17 @@ def _cached_importance_sampler(num_negatives, proposal) -> "ImportanceNegatives"
 
 
 def get_negative_sampler(strategy="per_datapoint", num_negatives=None, proposal=None) -> NegativeSampler:
-    """Build a sampler from a strategy name (or pass a :class:`NegativeSampler` through)."""
+    """Build a sampler from a strategy name (or pass a :class:`NegativeSampler` through).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.negatives import get_negative_sampler
+    >>> sampler = get_negative_sampler("shared", 5)
+    >>> neg = sampler(torch.tensor([0, 3, 3]), 100)   # labels of a minibatch, K = 100
+    >>> neg.index.shape, neg.shared
+    (torch.Size([5]), True)
+    """
     if isinstance(strategy, NegativeSampler):
         return strategy
     if strategy not in STRATEGIES:

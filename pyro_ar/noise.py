@@ -194,6 +194,14 @@ class GumbelNoise(Noise):
 
     With this noise the marginal of :math:`\arg\max_k(\psi_k + \varepsilon_k)` is exactly
     :math:`\mathrm{softmax}(\psi)`.
+
+    Example:
+
+    >>> import torch, pyro_ar as ar
+    >>> g = ar.GumbelNoise()
+    >>> x = torch.tensor([0.0, 1.0])
+    >>> torch.allclose(g.log_cdf(x), -torch.exp(-x))
+    True
     """
 
     name = "gumbel"
@@ -217,7 +225,14 @@ class GumbelNoise(Noise):
 
 
 class NormalNoise(Noise):
-    r"""Standard normal noise: :math:`\log\Phi(x) = \log \mathrm{ndtr}(x)` (multinomial probit)."""
+    r"""Standard normal noise: :math:`\log\Phi(x) = \log \mathrm{ndtr}(x)` (multinomial probit).
+
+    Example:
+
+    >>> import torch, pyro_ar as ar
+    >>> ar.NormalNoise().log_cdf(torch.tensor([-40.0])).item() < -800  # stable far in the tail
+    True
+    """
 
     name = "normal"
     _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
@@ -256,7 +271,15 @@ class NormalNoise(Noise):
 
 class LogisticNoise(Noise):
     r"""Standard logistic noise: :math:`\log\phi(e) = -s(-e) - s(e)`, :math:`\log\Phi(x) = -s(-x)`,
-    with :math:`s` the softplus (multinomial logistic model)."""
+    with :math:`s` the softplus (multinomial logistic model).
+
+    Example:
+
+    >>> import torch, pyro_ar as ar
+    >>> x = torch.tensor([0.0])
+    >>> ar.LogisticNoise().log_cdf(x).exp().item()
+    0.5
+    """
 
     name = "logistic"
 
@@ -283,6 +306,13 @@ class NoiseDistribution(TorchDistribution):
 
     Used for the prior and the local guide of the noise site when the noise is
     user-defined (built-in noises map to Pyro's own Gumbel / Normal / Logistic).
+
+    Example:
+
+    >>> import torch, pyro_ar as ar
+    >>> d = ar.NoiseDistribution(ar.get_noise("logistic"), torch.zeros(3), torch.ones(3))
+    >>> d.rsample((2,)).shape
+    torch.Size([2, 3])
     """
 
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
@@ -342,6 +372,12 @@ def get_noise(noise: Union[str, Noise]) -> Noise:
     ``"probit"``) gives the built-in family.
 
     :raises ValueError: for an unknown name or an object that is not a Noise.
+
+    Example:
+
+    >>> import pyro_ar as ar
+    >>> ar.get_noise("probit").name
+    'normal'
     """
     if isinstance(noise, Noise):
         return noise

@@ -83,6 +83,17 @@ class LazyAdam(_LazyOptimizer):
     bias corrections :math:`1-\beta^{t_r}`. Rows absent from a sparse gradient are not
     touched (their moments do not decay), which is what makes a step O(rows used).
     Dense gradients update every row, as Adam does.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.optim import LazyAdam
+    >>> W = torch.zeros(1000, 4, requires_grad=True)
+    >>> opt = LazyAdam([W], lr=0.1)
+    >>> torch.nn.functional.embedding(torch.tensor([3, 7]), W, sparse=True).sum().backward()
+    >>> opt.step()
+    >>> W.detach().abs().sum(-1).nonzero().flatten().tolist()   # only the two rows moved
+    [3, 7]
     """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8):
@@ -171,10 +182,24 @@ class ADVIStepSize(_LazyOptimizer):
 
 def lazy_adam(optim_args) -> PyroOptim:
     """:class:`LazyAdam` wrapped for Pyro. ``optim_args``: a dict, or a callable
-    ``param_name -> dict`` for per-parameter options (e.g. a local step size)."""
+    ``param_name -> dict`` for per-parameter options (e.g. a local step size).
+
+    Example:
+
+    >>> from pyro_ar.optim import lazy_adam
+    >>> optim = lazy_adam(lambda name: {"lr": 0.1 if "Local" in name else 0.01})
+    >>> type(optim).__name__
+    'PyroOptim'
+    """
     return PyroOptim(LazyAdam, optim_args)
 
 
 def advi_step_size(optim_args) -> PyroOptim:
-    """:class:`ADVIStepSize` wrapped for Pyro (see :func:`lazy_adam`)."""
+    """:class:`ADVIStepSize` wrapped for Pyro (see :func:`lazy_adam`).
+
+    Example:
+
+    >>> from pyro_ar.optim import advi_step_size
+    >>> optim = advi_step_size({"lr": 0.02, "decay": 0.9, "decay_every": 2000})
+    """
     return PyroOptim(ADVIStepSize, optim_args)

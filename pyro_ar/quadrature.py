@@ -271,6 +271,15 @@ def log_marginal(utility: torch.Tensor, value: torch.Tensor, noise="normal",
     :param noise: a :class:`~pyro_ar.noise.Noise` or its name.
     :param int num_nodes: initial number of nodes (odd; doubled where needed).
     :returns: tensor of shape ``broadcast(value.shape, batch_shape)``.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.quadrature import log_marginal
+    >>> psi = torch.tensor([[1.0, 0.0, -1.0]], dtype=torch.float64)
+    >>> exact = torch.log_softmax(psi, -1)[:, 0]
+    >>> torch.allclose(log_marginal(psi, torch.tensor([0]), "gumbel"), exact, atol=1e-12)
+    True
     """
     noise = get_noise(noise)
     K = utility.shape[-1]
@@ -289,7 +298,16 @@ def log_marginal(utility: torch.Tensor, value: torch.Tensor, noise="normal",
 
 def log_marginal_all(utility: torch.Tensor, noise="normal",
                      num_nodes: int = DEFAULT_NUM_NODES) -> torch.Tensor:
-    """Log-probabilities of every class, shape ``batch_shape + (K,)`` (O(K^2) work)."""
+    """Log-probabilities of every class, shape ``batch_shape + (K,)`` (O(K^2) work).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.quadrature import log_marginal_all
+    >>> p = log_marginal_all(torch.randn(2, 10, dtype=torch.float64), "normal").exp()
+    >>> torch.allclose(p.sum(-1), torch.ones(2, dtype=torch.float64), atol=1e-10)
+    True
+    """
     K = utility.shape[-1]
     labels = torch.arange(K, device=utility.device).reshape((K,) + (1,) * (utility.dim() - 1))
     lp = log_marginal(utility.unsqueeze(0), labels, noise, num_nodes)  # (K,) + batch_shape

@@ -76,7 +76,15 @@ class Utility:
 
 
 class DenseUtility(Utility):
-    """Utilities given as a dense tensor of shape ``batch_shape + (K,)`` (logits)."""
+    """Utilities given as a dense tensor of shape ``batch_shape + (K,)`` (logits).
+
+    Example:
+
+    >>> import torch, pyro_ar as ar
+    >>> psi = ar.DenseUtility(torch.arange(6.0).reshape(2, 3))
+    >>> psi.gather(torch.tensor([[2], [0]])).tolist()
+    [[2.0], [3.0]]
+    """
 
     def __init__(self, logits: torch.Tensor):
         if not isinstance(logits, torch.Tensor) or logits.dim() < 1:
@@ -126,6 +134,16 @@ class LinearUtility(Utility):
         gradients of ``weight`` and ``bias`` are sparse (only the gathered rows). Use an
         optimizer that accepts sparse gradients (e.g. ``pyro.optim.SparseAdam``, or
         :class:`pyro_ar.optim` ones).
+
+    Example:
+
+    >>> import torch, pyro_ar as ar
+    >>> x, W, b = torch.randn(4, 8), torch.randn(1000, 8), torch.zeros(1000)
+    >>> psi = ar.LinearUtility(x, W, b)             # never forms the 4 x 1000 matrix
+    >>> psi.gather_shared(torch.tensor([3, 7])).shape  # utilities of two classes for all rows
+    torch.Size([4, 2])
+    >>> torch.allclose(psi.gather_shared(torch.tensor([3])), x @ W[3:4].T)
+    True
     """
 
     def __init__(self, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
@@ -198,7 +216,14 @@ class LinearUtility(Utility):
 
 
 def as_utility(utility) -> Utility:
-    """Wrap a tensor of logits as a :class:`DenseUtility`; pass a :class:`Utility` through."""
+    """Wrap a tensor of logits as a :class:`DenseUtility`; pass a :class:`Utility` through.
+
+    Example:
+
+    >>> import torch, pyro_ar as ar
+    >>> type(ar.as_utility(torch.zeros(2, 5))).__name__
+    'DenseUtility'
+    """
     if isinstance(utility, Utility):
         return utility
     if isinstance(utility, torch.Tensor):

@@ -784,7 +784,16 @@ def predictive_top_k(posterior, x, k: int = 5, noise="gumbel", num_samples: int 
 def posterior_summary(posterior, num_samples=None):
     """(mean, sd) of W and b: from a :class:`ClassSubsampledNormal` (exact, all K) or a dict of
     samples (sample moments). Returns a dict with ``weight_mean``, ``weight_sd``,
-    ``bias_mean``, ``bias_sd``."""
+    ``bias_mean``, ``bias_sd``.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.infer import posterior_summary
+    >>> s = posterior_summary({"weight": torch.randn(100, 3, 2), "bias": torch.randn(100, 3)})
+    >>> s["weight_mean"].shape, s["bias_sd"].shape
+    (torch.Size([3, 2]), torch.Size([3]))
+    """
     if isinstance(posterior, ClassSubsampledNormal):
         loc, scale, bloc, bscale = posterior.loc_and_scale()
         return {"weight_mean": loc, "weight_sd": scale, "bias_mean": bloc, "bias_sd": bscale}

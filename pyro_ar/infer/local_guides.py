@@ -60,7 +60,18 @@ def is_noise_site(msg) -> bool:
 
 def hide_noise_sites(model):
     """``poutine.block(model, hide_fn=is_noise_site)``: the model as AutoGuides for the
-    global latents should see it."""
+    global latents should see it.
+
+    Example:
+
+    >>> from pyro.infer.autoguide import AutoGuideList, AutoNormal
+    >>> from pyro_ar.models import LinearClassifier
+    >>> from pyro_ar.infer import NoiseLocalGuide, hide_noise_sites
+    >>> model = LinearClassifier(5, 100, noise="normal", weights="bayes", num_negatives=10, subsample_size=64)
+    >>> guide = AutoGuideList(model)
+    >>> guide.append(AutoNormal(hide_noise_sites(model)))   # the weights
+    >>> guide.append(NoiseLocalGuide(model))                # the per-datapoint noise
+    """
     return pyro.poutine.block(model, hide_fn=is_noise_site)
 
 
@@ -162,6 +173,22 @@ class GumbelLocalGuide(_LocalGuide):
         :math:`-\log(1 + \hat S_{y_n})`, whereas the default order uses the initial
         :math:`\eta_n` (:math:`= K`), whose gradients are about :math:`K p(y_n)` times too
         small: on large data sets (few visits per datapoint) local-first learns much faster.
+
+    Example:
+
+    >>> import pyro
+    >>> from pyro.infer import SVI
+    >>> from pyro_ar.datasets import make_linear_teacher
+    >>> from pyro_ar.infer import ClosedFormELBO, GumbelLocalGuide
+    >>> from pyro_ar.models import LinearClassifier
+    >>> from pyro_ar.optim import lazy_adam
+    >>> data = make_linear_teacher(1000, 5, 50, seed=0)
+    >>> model = LinearClassifier(5, 50, num_negatives=5, subsample_size=100, sparse=True)
+    >>> guide = GumbelLocalGuide(model, create_plates=model.create_plates, local_first=True)
+    >>> svi = SVI(model, guide, lazy_adam({"lr": 0.05}), ClosedFormELBO())
+    >>> losses = [svi.step(data.x, data.y) for _ in range(20)]
+    >>> guide.log_eta("y_eps").shape          # one eta_n per datapoint
+    torch.Size([1000])
     """
 
     def __init__(self, model, local_step="natural", rho=None, init_log_eta=None, sites=None,
@@ -236,6 +263,18 @@ class NoiseLocalGuide(_LocalGuide):
 
     :param init_loc: initial :math:`\mu_n` (default 0).
     :param init_scale: initial :math:`\sigma_n` (default 1: the prior's scale).
+
+    Example:
+
+    >>> from pyro.infer import SVI, TraceMeanField_ELBO
+    >>> from pyro_ar.datasets import make_linear_teacher
+    >>> from pyro_ar.infer import NoiseLocalGuide
+    >>> from pyro_ar.models import LinearClassifier
+    >>> from pyro_ar.optim import lazy_adam
+    >>> data = make_linear_teacher(1000, 5, 50, "normal", seed=0)
+    >>> model = LinearClassifier(5, 50, noise="normal", num_negatives=5, subsample_size=100, sparse=True)
+    >>> svi = SVI(model, NoiseLocalGuide(model), lazy_adam({"lr": 0.05}), TraceMeanField_ELBO())
+    >>> loss = svi.step(data.x, data.y)
     """
 
     def __init__(self, model, init_loc=0.0, init_scale=1.0, sites=None, sparse=True,

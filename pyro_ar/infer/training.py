@@ -26,6 +26,20 @@ def train(svi, *args, num_steps: int = 1000, eval_fn: Optional[Callable[[], Dict
     :param step_times: a list to which the wall time of every step is appended (for
         medians over the whole run).
     :param progress: show a tqdm progress bar with the running loss.
+
+    Example:
+
+    >>> from pyro.infer import SVI
+    >>> from pyro_ar.datasets import make_linear_teacher
+    >>> from pyro_ar.infer import train
+    >>> from pyro_ar.models import LinearClassifier
+    >>> from pyro_ar.optim import lazy_adam
+    >>> data = make_linear_teacher(500, 4, 20, seed=0)
+    >>> model = LinearClassifier(4, 20, num_negatives=5, subsample_size=50, sparse=True)
+    >>> svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
+    >>> history = train(svi, data.x, data.y, num_steps=30, eval_every=10)
+    >>> [h["step"] for h in history]
+    [0, 10, 20, 30]
     """
     history, elapsed, losses, times = [], 0.0, [], []
     eval_every = eval_every or max(1, num_steps // 20)
