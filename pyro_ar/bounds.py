@@ -646,7 +646,14 @@ LIKELIHOODS = {
 
 
 def get_likelihood(name):
-    """The likelihood class registered under ``name`` (see :data:`LIKELIHOODS`); a class passes through."""
+    """The likelihood class registered under ``name`` (see :data:`LIKELIHOODS`); a class passes through.
+
+    Example:
+
+    >>> from pyro_ar.bounds import get_likelihood
+    >>> get_likelihood("ove").__name__
+    'OVECategorical'
+    """
     if isinstance(name, type) and issubclass(name, TorchDistribution):
         return name
     if name not in LIKELIHOODS:

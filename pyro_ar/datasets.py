@@ -159,6 +159,12 @@ def default_data_dir() -> Path:
     The repository root is the parent of the ``pyro_ar`` package folder. The root holds
     one sub-folder per data set (``bibtex/``, ``mnist/``, ``brown/``). The path is returned
     whether or not it exists.
+
+    Example:
+
+    >>> from pyro_ar.datasets import default_data_dir
+    >>> default_data_dir().name          # unless $PYRO_AR_DATA is set  # doctest: +SKIP
+    'data'
     """
     env = os.environ.get(DATA_ENV_VAR)
     if env:
@@ -404,6 +410,13 @@ def load_bibtex(
         ``num_unlabeled_dropped`` (dict per split), ``train_rows`` / ``test_rows`` (int64
         indices of the returned rows in the ARFF files), ``original_class_index``
         (int64, K entries).
+
+    Example:
+
+    >>> from pyro_ar.datasets import load_bibtex
+    >>> d = load_bibtex(remap_classes=True)      # from ../shared/data/bibtex  # doctest: +SKIP
+    >>> d.num_classes, d.x_train.shape           # doctest: +SKIP
+    (148, torch.Size([4880, 1836]))
     """
     if split not in ("both", "train", "test"):
         raise ValueError(f"load_bibtex: split must be 'both', 'train' or 'test', got {split!r}")
@@ -569,6 +582,13 @@ def load_mnist(path: Optional[PathLike] = None, verify: bool = False) -> Dataset
         ``y_train`` int64 ``(60000,)`` in 0..9, ``x_test`` ``(10000, 784)``,
         ``y_test`` ``(10000,)``; ``num_classes == 10``; class names ``"0" .. "9"``.
         ``info`` keys: ``name``, ``source``, ``preprocessing``, ``image_shape``, ``folder``.
+
+    Example:
+
+    >>> from pyro_ar.datasets import load_mnist
+    >>> d = load_mnist()                         # from ../shared/data/mnist  # doctest: +SKIP
+    >>> d.x_train.shape, d.num_classes           # doctest: +SKIP
+    (torch.Size([60000, 784]), 10)
     """
     folder = _dataset_dir(path, "mnist")
     paths = {}

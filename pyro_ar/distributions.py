@@ -43,6 +43,17 @@ def check_labels(value: torch.Tensor, num_classes: int, batch_shape, name="value
 
     :raises ValueError: when ``value`` is not integer-valued, lies outside
         ``[0, num_classes)``, or does not broadcast with ``batch_shape``.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.distributions import check_labels
+    >>> check_labels(torch.tensor([0, 2]), 3, torch.Size([2])).dtype
+    torch.int64
+    >>> check_labels(torch.tensor([0, 3]), 3, torch.Size([2]))
+    Traceback (most recent call last):
+    ...
+    ValueError: ...
     """
     if not isinstance(value, torch.Tensor):
         raise ValueError(f"{name} must be a tensor of class labels, got {value!r}")

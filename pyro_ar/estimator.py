@@ -350,6 +350,19 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     ``n_steps_`` (SVI steps), ``loss_curve_`` (mean negative ELBO per training datapoint,
     per epoch), ``validation_scores_`` and ``best_validation_score_`` (mean validation
     log-likelihood; None without early stopping).
+
+    Example:
+
+    >>> import numpy as np
+    >>> from pyro_ar import ARClassifier
+    >>> rng = np.random.RandomState(0)
+    >>> X = rng.randn(300, 4)
+    >>> y = X[:, :3].argmax(1)
+    >>> clf = ARClassifier(num_negatives=2, max_epochs=30, random_state=0).fit(X, y)
+    >>> clf.predict_proba(X[:2]).shape
+    (2, 3)
+    >>> clf.score(X, y) > 0.8
+    True
     """
 
     def __init__(self, noise="gumbel", num_negatives=20, strategy="per_datapoint",

@@ -91,6 +91,20 @@ class BigramLanguageModel:
     :param init_bias: initial output biases (a (K,) tensor, e.g. :func:`unigram_log_probs`)
         or None for N(0, 0.001^2).
     :param bool sparse: sparse gradients (default True; use :func:`pyro_ar.optim.lazy_adam`).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro.infer import SVI
+    >>> from pyro_ar.language_model import BigramLanguageModel
+    >>> from pyro_ar.optim import lazy_adam
+    >>> K = 5000
+    >>> prev, nxt = torch.randint(0, K, (10_000,)), torch.randint(0, K, (10_000,))
+    >>> model = BigramLanguageModel(K, 16, num_negatives=64, strategy="shared", subsample_size=256)
+    >>> svi = SVI(model, model.default_guide(), lazy_adam({"lr": 1e-2}), model.default_elbo())
+    >>> loss = svi.step(prev, nxt)                # O(B D + s D), whatever K
+    >>> model.log_likelihood(prev[:100], nxt[:100]) < 0
+    True
     """
 
     def __init__(self, num_words: int, embedding_dim: int = 64, noise="gumbel", likelihood="ar",

@@ -149,7 +149,16 @@ class NegativeSampler:
 
 
 class PerDatapointNegatives(NegativeSampler):
-    """s classes per datapoint, uniform without replacement among those != label; weight (K-1)/s."""
+    """s classes per datapoint, uniform without replacement among those != label; weight (K-1)/s.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.negatives import PerDatapointNegatives
+    >>> neg = PerDatapointNegatives(3)(torch.tensor([0, 5]), 10)   # 3 classes for each datapoint
+    >>> neg.index.shape, bool((neg.index != torch.tensor([[0], [5]])).all())
+    (torch.Size([2, 3]), True)
+    """
 
     strategy = "per_datapoint"
 
@@ -162,7 +171,16 @@ class PerDatapointNegatives(NegativeSampler):
 
 
 class SharedNegatives(NegativeSampler):
-    """s classes shared by the batch, uniform without replacement; weight K/s, label dropped."""
+    """s classes shared by the batch, uniform without replacement; weight K/s, label dropped.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.negatives import SharedNegatives
+    >>> neg = SharedNegatives(4)(torch.tensor([0, 5, 5]), 1000)   # one set for the minibatch
+    >>> neg.index.shape, neg.weight.shape
+    (torch.Size([4]), torch.Size([3, 4]))
+    """
 
     strategy = "shared"
 
@@ -179,6 +197,16 @@ class ImportanceNegatives(NegativeSampler):
     :param proposal: positive weights over the K classes (a 1-D tensor, normalised
         internally) or a ``Categorical`` with ``batch_shape == ()``; e.g. class
         frequencies to the power 0.75. Every class needs q(k) > 0 for unbiasedness.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.negatives import ImportanceNegatives
+    >>> counts = torch.tensor([1000.0, 100.0, 10.0, 1.0])
+    >>> sampler = ImportanceNegatives(8, counts ** 0.75)   # word2vec-style proposal
+    >>> neg = sampler(torch.tensor([0, 1]), 4)
+    >>> neg.shared, neg.index.shape
+    (True, torch.Size([8]))
     """
 
     strategy = "importance"

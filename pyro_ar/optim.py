@@ -147,6 +147,17 @@ class ADVIStepSize(_LazyOptimizer):
     :param lr: base step size (the authors use 0.02).
     :param alpha: weight of the new squared gradient (0.1).
     :param decay: multiplicative decay :math:`\lambda` of lr (0.9) every ``decay_every`` steps (2000).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.optim import ADVIStepSize
+    >>> b = torch.zeros(10, requires_grad=True)
+    >>> opt = ADVIStepSize([b], lr=0.02)
+    >>> (b - 1).pow(2).sum().backward()
+    >>> opt.step()
+    >>> round(b[0].item(), 4)     # first step: 0.02 * g / (1 + |g|), g = -2
+    0.0133
     """
 
     def __init__(self, params, lr=0.02, alpha=0.1, decay=0.9, decay_every=2000):

@@ -45,4 +45,4 @@ def test_most_public_objects_show_an_example():
                 total += 1
                 doc = inspect.getdoc(obj) or ""
                 with_example += (">>>" in doc) or ("::" in doc)
-    assert with_example / total >= 0.5, (with_example, total)
+    assert with_example / total >= 0.8, (with_example, total)

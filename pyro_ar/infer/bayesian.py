@@ -437,6 +437,21 @@ class ClassSubsampledNormal(AutoGuide):
     :param int newton_steps: Newton iterations of the Laplace local guide (non-Gumbel noise).
     :param create_plates: defaults to ``model.create_plates``.
     :param str name: prefix of the parameter names (default ``"ClassSubsampledNormal"``).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro.infer import SVI
+    >>> from pyro_ar.datasets import make_linear_teacher
+    >>> from pyro_ar.infer import BayesianLinearClassifier, ClassSubsampledNormal, ClosedFormELBO
+    >>> from pyro_ar.optim import lazy_adam
+    >>> data = make_linear_teacher(2000, 8, 10_000, seed=0)
+    >>> model = BayesianLinearClassifier(8, 10_000, num_negatives=32, subsample_size=128)
+    >>> guide = ClassSubsampledNormal(model)
+    >>> loss = SVI(model, guide, lazy_adam({"lr": 0.05}), ClosedFormELBO()).step(data.x, data.y)
+    >>> lo, hi = guide.credible_interval(torch.tensor([0, 1]), level=0.9)   # rows of W
+    >>> lo.shape
+    torch.Size([2, 8])
     """
 
     def __init__(self, model, local: Optional[str] = "conditional", init_scale: float = 0.1,
@@ -695,6 +710,15 @@ def predictive_log_likelihood(posterior, x, y, noise="gumbel", num_samples: int 
         ``pyro.infer.Predictive(model, guide=guide, num_samples=S, return_sites=["weight", "bias"])``,
         or from ``MCMC.get_samples()``).
     :returns: dict with ``"log_lik"`` (mean) and ``"pointwise"`` if asked.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.infer import predictive_log_likelihood
+    >>> draws = {"weight": torch.zeros(10, 4, 3), "bias": torch.zeros(10, 4)}   # 10 posterior draws
+    >>> x, y = torch.randn(5, 3), torch.tensor([0, 1, 2, 3, 0])
+    >>> round(predictive_log_likelihood(draws, x, y)["log_lik"], 4)   # log(1/4)
+    -1.3863
     """
     W, b = _weight_draws(posterior, num_samples, generator=generator)
     S = W.shape[0]
@@ -718,6 +742,15 @@ def predictive_probs(posterior, x, noise="gumbel", num_samples: int = 100, gener
     r"""Predictive class probabilities :math:`\frac1S\sum_s p(k\mid x, W_s)` and their sd over draws.
 
     O(S N K D): for moderate K or few points. :returns: ``(mean (N, K), sd (N, K))``.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.infer import predictive_probs
+    >>> draws = {"weight": torch.randn(20, 4, 2), "bias": torch.zeros(20, 4)}
+    >>> mean, sd = predictive_probs(draws, torch.randn(3, 2))
+    >>> mean.shape, torch.allclose(mean.sum(-1), torch.ones(3, dtype=mean.dtype))
+    (torch.Size([3, 4]), True)
     """
     W, b = _weight_draws(posterior, num_samples, generator=generator)
     mean = torch.zeros(x.shape[0], W.shape[1], dtype=W.dtype, device=W.device)
@@ -747,6 +780,14 @@ def predictive_top_k(posterior, x, k: int = 5, noise="gumbel", num_samples: int 
     :returns: dict with ``classes`` (N, k), ``mean`` (N, k) predictive probability, ``sd``
         (N, k) its standard deviation over draws, ``lower`` / ``upper`` (N, k) the
         ``level`` central interval of p(k | x, W) over draws.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.infer import predictive_top_k
+    >>> draws = {"weight": torch.zeros(20, 6, 2), "bias": torch.arange(6.0).expand(20, 6)}
+    >>> predictive_top_k(draws, torch.zeros(1, 2), k=3)["classes"].tolist()
+    [[5, 4, 3]]
     """
     if isinstance(posterior, ClassSubsampledNormal):
         K = posterior.ar_model.num_classes

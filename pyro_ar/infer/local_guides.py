@@ -54,7 +54,20 @@ _SOFTPLUS_INV_ONE = math.log(math.e - 1.0)
 
 def is_noise_site(msg) -> bool:
     """True for the noise sites emitted by :func:`pyro_ar.sample_categorical` (usable as
-    ``poutine.block(model, hide_fn=is_noise_site)`` to hand the rest to an AutoGuide)."""
+    ``poutine.block(model, hide_fn=is_noise_site)`` to hand the rest to an AutoGuide).
+
+    Example:
+
+    >>> import pyro.poutine as poutine
+    >>> from pyro_ar.datasets import make_linear_teacher
+    >>> from pyro_ar.infer import is_noise_site
+    >>> from pyro_ar.models import LinearClassifier
+    >>> data = make_linear_teacher(100, 3, 10, seed=0)
+    >>> model = LinearClassifier(3, 10, num_negatives=2, subsample_size=20)
+    >>> tr = poutine.trace(model).get_trace(data.x, data.y)
+    >>> [name for name, site in tr.nodes.items() if site["type"] == "sample" and is_noise_site(site)]
+    ['y_eps']
+    """
     return msg.get("type") == "sample" and "ar_noise" in (msg.get("infer") or {})
 
 
@@ -311,6 +324,18 @@ class AmortizedLocalGuide(_LocalGuide):
         default: the first two positional arguments.
     :param encoder: optional ``nn.Module`` mapping ``(x_batch, y_batch)`` to a (B, 2)
         tensor of (loc, unconstrained scale).
+
+    Example:
+
+    >>> from pyro.infer import SVI, TraceMeanField_ELBO
+    >>> from pyro_ar.datasets import make_linear_teacher
+    >>> from pyro_ar.infer import AmortizedLocalGuide
+    >>> from pyro_ar.models import LinearClassifier
+    >>> from pyro_ar.optim import lazy_adam
+    >>> data = make_linear_teacher(1000, 5, 50, "logistic", seed=0)
+    >>> model = LinearClassifier(5, 50, noise="logistic", num_negatives=5, subsample_size=100, sparse=True)
+    >>> guide = AmortizedLocalGuide(model, hidden_dim=16)   # no per-datapoint state
+    >>> loss = SVI(model, guide, lazy_adam({"lr": 0.01}), TraceMeanField_ELBO()).step(data.x, data.y)
     """
 
     def __init__(self, model, num_features=None, hidden_dim=64, data_fn=None, encoder=None,
