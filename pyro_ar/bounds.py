@@ -109,7 +109,15 @@ def _as_tensor(x, like: torch.Tensor, name: str) -> torch.Tensor:
 def jaakkola_jordan_lambda(xi: torch.Tensor) -> torch.Tensor:
     r""":math:`\lambda(\xi) = \tanh(\xi/2)/(4\xi) = (\sigma(\xi) - 1/2)/(2\xi)`, even in
     :math:`\xi`, with its limit :math:`1/8` at :math:`\xi = 0` (series
-    :math:`1/8 - \xi^2/96` for small :math:`|\xi|`, so values and gradients stay finite)."""
+    :math:`1/8 - \xi^2/96` for small :math:`|\xi|`, so values and gradients stay finite).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.bounds import jaakkola_jordan_lambda
+    >>> jaakkola_jordan_lambda(torch.tensor([0.0, 2.0])).tolist() == [0.125, (torch.tanh(torch.tensor(1.0)) / 8).item()]
+    True
+    """
     small = xi.abs() < 1e-3
     safe = torch.where(small, torch.ones_like(xi), xi)
     series = 0.125 - xi * xi / 96.0
@@ -244,6 +252,15 @@ def optimal_bouchard_a(psi, utility_var=None, max_steps: int = 100, tol: Optiona
     :param psi: utilities (means), tensor ``batch_shape + (K,)`` or a :class:`Utility` (``full()`` is used).
     :param utility_var: variances of Gaussian utilities, same forms, or None.
     :returns: tensor of shape ``broadcast(batch shapes)``.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.bounds import optimal_bouchard_a
+    >>> psi = torch.tensor([[2.0, 0.0, -1.0]], dtype=torch.float64)
+    >>> a = optimal_bouchard_a(psi)
+    >>> abs((torch.sigmoid(psi - a[..., None]).sum() - 1).item()) < 1e-9   # F'(a) = 0
+    True
     """
     if isinstance(psi, Utility):
         psi = psi.full()

