@@ -24,7 +24,7 @@
 #
 # Run it:
 #
-#     python tutorials/05_language_model.py            # README's main job: ~4 min on 2 CPU cores
+#     python tutorials/05_language_model.py            # README's main job: ~3 min on 2 CPU cores
 #     python tutorials/05_language_model.py --quick    # CI size: < 1 min
 #     python tutorials/05_language_model.py --full     # 10 min per method (benchmarks/brown.py is the full study)
 #
