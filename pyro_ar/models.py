@@ -185,7 +185,8 @@ class LinearClassifier:
             a_all = self.bouchard_local_a(x)
         with self.create_plates(x, y) as idx:
             full = idx.shape[0] == x.shape[0]
-            xb = x if full else x.index_select(0, idx)
+            # (x may be a row-indexable stand-in for a tensor, e.g. the estimator's sparse rows)
+            xb = x if full else (x.index_select(0, idx) if isinstance(x, torch.Tensor) else x[idx])
             if self.utility_mode == "dense":
                 psi = DenseUtility(torch.nn.functional.linear(xb, W, b))
             else:
