@@ -154,6 +154,14 @@ def jaakkola_jordan_softplus_bound(m: torch.Tensor, v=0.0, xi: Optional[torch.Te
     :param m: mean of :math:`t`.
     :param v: variance of :math:`t` (tensor or number, >= 0; 0 bounds :math:`\log(1+e^m)`).
     :param xi: variational parameter (broadcastable), or None for the optimum.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.bounds import jaakkola_jordan_softplus_bound
+    >>> m = torch.tensor([0.3], dtype=torch.float64)
+    >>> bool(jaakkola_jordan_softplus_bound(m, 0.5) >= torch.nn.functional.softplus(m))   # >= softplus(E t)
+    True
     """
     if xi is None:
         xi = _optimal_xi(m, v)
@@ -172,6 +180,14 @@ def jaakkola_jordan_log_sigmoid_bound(m: torch.Tensor, v=0.0, xi: Optional[torch
     the same inequality as :func:`jaakkola_jordan_softplus_bound` applied to
     :math:`\log\sigma(t) = -\log(1+e^{-t})`. A **lower bound** for every :math:`\xi`;
     ``xi=None`` uses the optimum :math:`\sqrt{m^2+v}`.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.bounds import jaakkola_jordan_log_sigmoid_bound
+    >>> m = torch.tensor([0.3], dtype=torch.float64)
+    >>> torch.allclose(jaakkola_jordan_log_sigmoid_bound(m), torch.nn.functional.logsigmoid(m))   # v = 0
+    True
     """
     if xi is None:
         xi = _optimal_xi(m, v)
@@ -201,6 +217,14 @@ def bouchard_log_normalizer_bound(psi: torch.Tensor, a, utility_var: Optional[to
     ``utility_var`` (:math:`\psi_k\sim N(m_k, v_k)`, ``psi`` the means) each softplus is
     replaced by its Jaakkola--Jordan bound at the optimal :math:`\xi`, an upper bound on
     :math:`\mathbb{E}\log\sum_k e^{\psi_k}`. O(K); shape ``batch_shape``.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.bounds import bouchard_log_normalizer_bound
+    >>> psi = torch.randn(3, 10, dtype=torch.float64)
+    >>> bool((bouchard_log_normalizer_bound(psi, 0.0) >= psi.logsumexp(-1)).all())
+    True
     """
     a = _as_tensor(a, psi, "a")
     mu = psi - a.unsqueeze(-1)
@@ -401,6 +425,15 @@ class ExactSoftmax(_ClassSumLikelihood):
     (dense, even for a sparse :class:`~pyro_ar.utility.LinearUtility`) are O(K).
     ``num_negatives``, ``strategy``, ``proposal`` and ``negatives`` are accepted (and
     checked) so that the classes of this module are interchangeable, but not used.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.bounds import ExactSoftmax
+    >>> psi = torch.randn(2, 7)
+    >>> torch.allclose(ExactSoftmax(psi).log_prob(torch.tensor([3, 4])),
+    ...                psi.log_softmax(-1)[[0, 1], [3, 4]])
+    True
     """
 
     @property
@@ -428,6 +461,14 @@ class OVECategorical(_ClassSumLikelihood):
     an **unbiased estimate of this lower bound** from a fresh class subsample at every
     call (the bound itself when ``num_negatives`` is None). Parameters as in
     :class:`pyro_ar.AugmentedCategorical` (without ``eps``/``noise``).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.bounds import OVECategorical
+    >>> psi, y = torch.randn(5, 30, dtype=torch.float64), torch.zeros(5, dtype=torch.long)
+    >>> bool((OVECategorical(psi).log_prob(y) <= psi.log_softmax(-1)[:, 0]).all())   # a lower bound
+    True
     """
 
     def log_prob(self, value):
@@ -453,6 +494,16 @@ class SampledSoftmax(_ClassSumLikelihood):
     (it over-estimates the log-likelihood on average, strictly unless the estimate has
     no variance), while a single draw may fall on either side. Maximising it does not
     maximise a bound on the likelihood.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.bounds import SampledSoftmax
+    >>> psi, y = torch.randn(5, 30, dtype=torch.float64), torch.zeros(5, dtype=torch.long)
+    >>> torch.allclose(SampledSoftmax(psi).log_prob(y), psi.log_softmax(-1)[:, 0])   # all classes: exact
+    True
+    >>> SampledSoftmax(psi, num_negatives=3).log_prob(y).shape                        # biased estimate
+    torch.Size([5])
     """
 
     def log_prob(self, value):
@@ -499,6 +550,14 @@ class BouchardBound(_ClassSumLikelihood):
     :param utility_var: variances :math:`v` of Gaussian utilities (tensor or
         :class:`Utility` over the same K classes, >= 0), or None for point utilities.
     :param num_negatives, strategy, proposal, negatives: as in :class:`pyro_ar.AugmentedCategorical`.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.bounds import BouchardBound
+    >>> psi, y = torch.randn(5, 30, dtype=torch.float64), torch.zeros(5, dtype=torch.long)
+    >>> bool((BouchardBound(psi).log_prob(y) <= psi.log_softmax(-1)[:, 0] + 1e-12).all())
+    True
     """
 
     def __init__(self, utility, a=None, num_negatives: Optional[int] = None, strategy="per_datapoint",
@@ -590,6 +649,15 @@ class JaakkolaJordanBernoulli(TorchDistribution):
     :param logits: mean :math:`m` of the logit.
     :param logits_var: its variance :math:`v \ge 0` (default 0).
     :param xi: variational parameter, broadcastable, or None.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.bounds import JaakkolaJordanBernoulli
+    >>> t, y = torch.tensor([1.5, -0.5], dtype=torch.float64), torch.tensor([1.0, 0.0], dtype=torch.float64)
+    >>> exact = -torch.nn.functional.softplus(-(2 * y - 1) * t)
+    >>> torch.allclose(JaakkolaJordanBernoulli(t).log_prob(y), exact)   # tight at the optimal xi
+    True
     """
 
     arg_constraints = {}

@@ -103,6 +103,16 @@ class UtilityCategorical(TorchDistribution):
     :param str method: ``"auto"`` (closed form for Gumbel, quadrature otherwise) or
         ``"quadrature"`` (always).
     :param int num_nodes: initial number of quadrature nodes.
+
+    Example:
+
+    >>> import torch, pyro_ar as ar
+    >>> psi = torch.tensor([2.0, 0.0, -1.0], dtype=torch.float64)
+    >>> torch.allclose(ar.UtilityCategorical(psi).probs, psi.softmax(-1))     # Gumbel noise
+    True
+    >>> p = ar.UtilityCategorical(psi, "normal").probs                          # probit, quadrature
+    >>> round(p.sum().item(), 12), p.argmax().item()
+    (1.0, 0)
     """
 
     arg_constraints = {}
@@ -214,6 +224,15 @@ class AugmentedCategorical(TorchDistribution):
         sampling (e.g. when the model already drew them to sample only those rows).
     :param str eps_site: name of the sample site that produced ``eps`` (set by
         :func:`sample_categorical`; lets :class:`pyro_ar.infer.ClosedFormELBO` find the guide).
+
+    Example:
+
+    >>> import torch, pyro_ar as ar
+    >>> psi, eps, y = torch.randn(4, 1000), torch.zeros(4), torch.tensor([0, 1, 2, 3])
+    >>> full = ar.AugmentedCategorical(psi, eps).log_prob(y)                    # sum over 999 classes
+    >>> est = ar.AugmentedCategorical(psi, eps, num_negatives=20).log_prob(y)   # unbiased, 20 classes
+    >>> full.shape, est.shape
+    (torch.Size([4]), torch.Size([4]))
     """
 
     arg_constraints = {}
@@ -364,6 +383,17 @@ def sample_categorical(name: str, utility, obs: Optional[torch.Tensor] = None, n
             sample_categorical("y", psi, obs=y[idx], noise="normal", num_negatives=20)
 
     :returns: the labels (``obs`` when given).
+
+    Example:
+
+    >>> import torch, pyro, pyro.poutine as poutine
+    >>> import pyro_ar as ar
+    >>> def model(psi, y):
+    ...     with pyro.plate("data", len(y)):
+    ...         ar.sample_categorical("y", psi, obs=y, num_negatives=5)
+    >>> tr = poutine.trace(model).get_trace(torch.randn(3, 100), torch.tensor([1, 2, 3]))
+    >>> [n for n, s in tr.nodes.items() if s["type"] == "sample"]   # plate, noise, label
+    ['data', 'y_eps', 'y']
     """
     psi = as_utility(utility)
     nz = get_noise(noise)

@@ -90,6 +90,20 @@ class LinearClassifier:
         bounds) are the same either way; only the arithmetic differs.
     :param str bouchard_a: ``"local"`` (a per-datapoint parameter :math:`a_n`) or
         ``"optimal"`` (recomputed from all K utilities, O(K)); for ``likelihood="bouchard"``.
+
+    Example:
+
+    >>> from pyro.infer import SVI
+    >>> from pyro_ar.datasets import make_linear_teacher
+    >>> from pyro_ar.models import LinearClassifier
+    >>> from pyro_ar.optim import lazy_adam
+    >>> data = make_linear_teacher(2000, 8, 500, seed=0)
+    >>> model = LinearClassifier(8, 500, likelihood="ar", num_negatives=16, strategy="shared",
+    ...                          subsample_size=128, sparse=True)        # or likelihood="ove", "exact", ...
+    >>> svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
+    >>> losses = [svi.step(data.x, data.y) for _ in range(10)]
+    >>> model.utility(data.x[:3]).full().shape
+    torch.Size([3, 500])
     """
 
     def __init__(self, num_features: int, num_classes: int, noise="gumbel", likelihood="ar",

@@ -86,6 +86,17 @@ class Noise:
     :param callable log_cdf: :math:`x \mapsto \log\Phi(x)`.
     :param callable sample: ``(shape, dtype, device) -> Tensor`` of standard draws.
     :param str name: a label used in reprs and error messages.
+
+    Example:
+
+    >>> import math, torch, pyro_ar as ar
+    >>> wide_normal = ar.Noise(                        # N(0, 2^2) noise, from its two primitives
+    ...     log_density=lambda e: -e * e / 8 - math.log(2 * math.sqrt(2 * math.pi)),
+    ...     log_cdf=lambda x: torch.special.log_ndtr(x / 2), name="wide_normal")
+    >>> psi = torch.tensor([[1.0, 0.0, -1.0]], dtype=torch.float64)
+    >>> p = ar.UtilityCategorical(psi, wide_normal).probs                # quadrature marginals
+    >>> torch.allclose(p, ar.UtilityCategorical(psi / 2, "normal").probs)  # = probit at psi / 2
+    True
     """
 
     name = "custom"

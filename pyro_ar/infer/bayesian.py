@@ -197,6 +197,21 @@ class BayesianLinearClassifier:
     :param subsample_size: minibatch size (None: full batch).
     :param bool bias: include the biases b.
     :param str site: name of the label site.
+
+    Example:
+
+    >>> from pyro.infer import SVI
+    >>> from pyro_ar.datasets import make_linear_teacher
+    >>> from pyro_ar.infer import BayesianLinearClassifier, ClassSubsampledNormal, ClosedFormELBO
+    >>> from pyro_ar.infer import predictive_log_likelihood
+    >>> from pyro_ar.optim import lazy_adam
+    >>> data = make_linear_teacher(1000, 6, 300, seed=0)
+    >>> model = BayesianLinearClassifier(6, 300, num_negatives=8, subsample_size=64)
+    >>> guide = ClassSubsampledNormal(model)
+    >>> svi = SVI(model, guide, lazy_adam({"lr": 0.05}), ClosedFormELBO())
+    >>> losses = [svi.step(data.x, data.y) for _ in range(5)]
+    >>> predictive_log_likelihood(guide, data.x[:50], data.y[:50], num_samples=4)["log_lik"] < 0
+    True
     """
 
     def __init__(self, num_features: int, num_classes: int, noise="gumbel", likelihood="ar",
