@@ -13,15 +13,7 @@ import torch
 import pyro
 from pyro.infer.util import is_validation_enabled
 
-import pyro_ar
-
-#: ``pytest.mark.skipif`` marker for tests that need a CUDA device
-requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available")
-
-#: devices to parametrize over: cpu always, cuda when present
-DEVICES = ["cpu", pytest.param("cuda", marks=requires_cuda)]
-DTYPES = [torch.float32, torch.float64]
-
+from tests.helpers import make_noise
 
 @pytest.fixture
 def seeded():
@@ -51,63 +43,6 @@ def validation_on():
         yield
     finally:
         pyro.enable_validation(previous)
-
-
-# ---- user-defined noises built with pyro_ar.Noise(...) --------------------------------------
-
-_SQRT3 = math.sqrt(3.0)
-_T3_LOG_NORM = math.lgamma(2.0) - math.lgamma(1.5) - 0.5 * math.log(3.0 * math.pi)
-
-
-def _t3_log_density(e):
-    return _T3_LOG_NORM - 2.0 * torch.log1p(e * e / 3.0)
-
-
-def _t3_log_cdf(x):
-    # Student-t with 3 d.o.f.: F(x) = 1/2 + (z / (1 + z^2) + atan z) / pi, z = x / sqrt 3.
-    # Evaluated at -|x| (no cancellation in the lower tail), then reflected.
-    z = -x.abs() / _SQRT3
-    lower = (0.5 + (z / (1.0 + z * z) + torch.atan(z)) / math.pi).clamp(min=torch.finfo(x.dtype).tiny)
-    return torch.where(x < 0, torch.log(lower), torch.log1p(-lower))
-
-
-def _t3_sample(shape, dtype, device):
-    df = torch.tensor(3.0, dtype=dtype, device=device)
-    return torch.distributions.StudentT(df).sample(shape)
-
-
-def student_t3_noise():
-    """Student-t noise (3 degrees of freedom): smooth, polynomial tails."""
-    return pyro_ar.Noise(log_density=_t3_log_density, log_cdf=_t3_log_cdf,
-                         sample=_t3_sample, name="student_t3")
-
-
-def _laplace_log_cdf(x):
-    return torch.where(x < 0, x - math.log(2.0), torch.log1p(-0.5 * torch.exp(-x.clamp(min=0))))
-
-
-def _laplace_sample(shape, dtype, device):
-    return torch.distributions.Laplace(torch.zeros((), dtype=dtype, device=device), 1.0).sample(shape)
-
-
-def laplace_noise():
-    """Laplace noise, the example of the Noise docstring (density not smooth at 0)."""
-    return pyro_ar.Noise(log_density=lambda e: -e.abs() - math.log(2.0),
-                         log_cdf=_laplace_log_cdf, sample=_laplace_sample, name="laplace")
-
-
-#: names understood by :func:`make_noise`
-BUILTIN_NOISES = ["gumbel", "normal", "logistic"]
-USER_NOISES = ["student_t3", "laplace"]
-
-
-def make_noise(name):
-    """A :class:`pyro_ar.Noise` from a test name (built-in or user-defined)."""
-    if name == "student_t3":
-        return student_t3_noise()
-    if name == "laplace":
-        return laplace_noise()
-    return pyro_ar.get_noise(name)
 
 
 @pytest.fixture

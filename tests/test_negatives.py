@@ -19,7 +19,7 @@ from pyro_ar.negatives import (
     sample_without_replacement,
 )
 
-from conftest import DEVICES
+from tests.helpers import DEVICES
 
 pytestmark = pytest.mark.usefixtures("seeded")
 

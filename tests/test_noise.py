@@ -12,7 +12,7 @@ import pyro.distributions as dist
 import pyro_ar
 from pyro_ar.noise import NOISE_NAMES, NoiseDistribution, get_noise
 
-from conftest import BUILTIN_NOISES, DEVICES, DTYPES, USER_NOISES, make_noise
+from tests.helpers import BUILTIN_NOISES, DEVICES, DTYPES, USER_NOISES, make_noise
 
 pytestmark = pytest.mark.usefixtures("seeded")
 

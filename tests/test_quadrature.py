@@ -12,7 +12,7 @@ import torch
 from pyro_ar import UtilityCategorical
 from pyro_ar.quadrature import log_marginal, log_marginal_all
 
-from conftest import BUILTIN_NOISES, DEVICES, DTYPES, make_noise
+from tests.helpers import BUILTIN_NOISES, DEVICES, DTYPES, make_noise
 
 pytestmark = pytest.mark.usefixtures("seeded")
 

@@ -5,7 +5,7 @@ import torch
 
 from pyro_ar import DenseUtility, LinearUtility, as_utility
 
-from conftest import DEVICES, DTYPES
+from tests.helpers import DEVICES, DTYPES
 
 pytestmark = pytest.mark.usefixtures("seeded")
 

@@ -23,7 +23,7 @@ import pyro.poutine as poutine
 from pyro_ar import AugmentedCategorical, LinearUtility, UtilityCategorical, as_utility, sample_categorical
 from pyro_ar.negatives import Negatives
 
-from conftest import BUILTIN_NOISES, DEVICES, DTYPES, make_noise
+from tests.helpers import BUILTIN_NOISES, DEVICES, DTYPES, make_noise
 
 pytestmark = pytest.mark.usefixtures("seeded")
 
