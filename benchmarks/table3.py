@@ -133,7 +133,7 @@ def fitted_bound(method, model, guide, x, y, K):
     if spec["likelihood"] in ("exact", "ove"):
         return metrics.bound(u, y, spec["likelihood"], return_pointwise=True)
     if spec["likelihood"] == "bouchard":
-        return metrics.bound(u, y, "bouchard", a=pyro.param("bouchard_a").detach(), return_pointwise=True)
+        return metrics.bound(u, y, "bouchard", a=pyro.param("y_bouchard_a").detach(), return_pointwise=True)
     if spec["noise"] == "gumbel":
         return metrics.bound(u, y, "ar", log_eta=guide.log_eta("y_eps").detach(), return_pointwise=True)
     loc = getattr(guide, "y_eps_loc").detach()

@@ -1,12 +1,24 @@
-"""Inference for the augmented model: local guides, the closed-form softmax ELBO."""
+"""Inference for the augmented model: local guides, ELBOs, the training loop, posteriors.
+
+Inference knows models; models know no guides. :func:`default_guide` / :func:`default_elbo`
+choose what goes with a model.
+"""
 
 from .elbo import ClosedFormELBO, GumbelExpectedFactor
+from .guides import default_elbo, default_guide, default_local_guide, empty_guide
 from .local_guides import (
     AmortizedLocalGuide,
     GumbelLocalGuide,
     NoiseLocalGuide,
     hide_noise_sites,
     is_noise_site,
+)
+from .posterior import (
+    ClassSubsampledNormal,
+    posterior_summary,
+    predictive_log_likelihood,
+    predictive_probs,
+    predictive_top_k,
 )
 from .training import train
 
@@ -18,24 +30,28 @@ __all__ = [
     "AmortizedLocalGuide",
     "is_noise_site",
     "hide_noise_sites",
+    "default_guide",
+    "default_local_guide",
+    "default_elbo",
+    "empty_guide",
     "train",
-]
-
-# Bayesian weights at large K (class-subsampled mean-field posteriors)
-from .bayesian import (  # noqa: E402
-    BayesianLinearClassifier,
-    ClassSubsampledNormal,
-    posterior_summary,
-    predictive_log_likelihood,
-    predictive_probs,
-    predictive_top_k,
-)
-
-__all__ += [
-    "BayesianLinearClassifier",
     "ClassSubsampledNormal",
     "posterior_summary",
     "predictive_log_likelihood",
     "predictive_probs",
     "predictive_top_k",
+    "BayesianLinearClassifier",
 ]
+
+
+def __getattr__(name):
+    # deprecated location of the model (now pyro_ar.models.BayesianLinearClassifier)
+    if name == "BayesianLinearClassifier":
+        import warnings
+
+        from ..models import BayesianLinearClassifier
+
+        warnings.warn("pyro_ar.infer.BayesianLinearClassifier is deprecated; import it from "
+                      "pyro_ar.models", DeprecationWarning, stacklevel=2)
+        return BayesianLinearClassifier
+    raise AttributeError(f"module 'pyro_ar.infer' has no attribute {name!r}")

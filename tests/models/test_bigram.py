@@ -8,7 +8,7 @@ import torch
 import pyro
 from pyro.infer import SVI, Trace_ELBO
 
-from pyro_ar.language_model import BigramLanguageModel, unigram_log_probs
+from pyro_ar.models import BigramLanguageModel, unigram_log_probs
 from pyro_ar.optim import lazy_adam
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")
@@ -84,14 +84,15 @@ def test_baselines_step(likelihood):
 
 def test_map_prior_estimate_is_unbiased():
     model = BigramLanguageModel(60, 3, weights="map", num_negatives=6, strategy="shared", prior_scale=0.7)
-    E, Wb = model.parameters()
+    params = model.parameters()
+    E, Wb = params["context"], params["output"]
     prior = torch.distributions.Normal(0.0, 0.7)
     exact = (prior.log_prob(E).sum() + prior.log_prob(Wb).sum()).item()
-    draws = torch.tensor([model._log_prior_estimate(E, Wb).item() for _ in range(4000)])
+    draws = torch.tensor([model.log_prior_estimate(params).item() for _ in range(4000)])
     se = draws.std().item() / math.sqrt(len(draws))
     assert abs(draws.mean().item() - exact) < 5 * se
     model_full = BigramLanguageModel(60, 3, weights="map", num_negatives=None, prior_scale=0.7)
-    assert model_full._log_prior_estimate(E, Wb).item() == pytest.approx(exact, rel=1e-6)
+    assert model_full.log_prior_estimate(params).item() == pytest.approx(exact, rel=1e-6)
 
 
 def test_ar_softmax_learns_bigrams():
@@ -125,7 +126,7 @@ def test_errors():
     with pytest.raises(ValueError, match="proposal"):
         BigramLanguageModel(10, 2, num_negatives=3, strategy="importance")
     with pytest.raises(ValueError, match="weights"):
-        BigramLanguageModel(10, 2, weights="bayes", strategy="shared")
+        BigramLanguageModel(10, 2, weights="posterior", strategy="shared")
     model = BigramLanguageModel(10, 2, num_negatives=3, strategy="shared")
     with pytest.raises(ValueError, match="integer"):
         model(torch.zeros(4), torch.zeros(4, dtype=torch.long))

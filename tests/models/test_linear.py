@@ -80,13 +80,13 @@ def test_bouchard_local_a_is_per_datapoint_and_only_minibatch_rows_move():
     model = LinearClassifier(4, K, likelihood="bouchard", num_negatives=3, subsample_size=B, sparse=True)
     svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
     svi.step(data.x, data.y)
-    a = pyro.param("bouchard_a")
+    a = pyro.param("y_bouchard_a")
     assert a.shape == (N,)
     before = a.detach().clone()
     changed = before != math.log(K - 1)
     assert changed.sum().item() == B  # the first minibatch's rows moved from the init
     svi.step(data.x, data.y)
-    moved = (pyro.param("bouchard_a").detach() != before).sum().item()
+    moved = (pyro.param("y_bouchard_a").detach() != before).sum().item()
     assert moved == B  # exactly one minibatch's rows moved again
 
 
@@ -96,13 +96,13 @@ def test_bouchard_local_a_converges_to_the_optimal_a():
     N, K = 100, 6
     data = _data(N=N, K=K)
     model = LinearClassifier(4, K, likelihood="bouchard", subsample_size=None)
-    optim = lazy_adam(lambda name: {"lr": 0.05 if name == "bouchard_a" else 1e-12})
+    optim = lazy_adam(lambda name: {"lr": 0.05 if name == "y_bouchard_a" else 1e-12})
     svi = SVI(model, model.default_guide(), optim, model.default_elbo())
     for _ in range(1500):
         svi.step(data.x, data.y)
     u = model.utility(data.x)
     a_star = optimal_bouchard_a(u.full())
-    a = pyro.param("bouchard_a").detach()
+    a = pyro.param("y_bouchard_a").detach()
     assert torch.allclose(a, a_star, atol=2e-2)
     fitted = metrics.bound(u, data.y, "bouchard", a=a)["mean"]
     best = metrics.bound(u, data.y, "bouchard")["mean"]
@@ -115,7 +115,7 @@ def test_bouchard_optimal_mode_still_available():
     model = LinearClassifier(4, 9, likelihood="bouchard", bouchard_a="optimal", subsample_size=10)
     svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
     assert math.isfinite(svi.step(data.x, data.y))
-    assert "bouchard_a" not in pyro.get_param_store()
+    assert "y_bouchard_a" not in pyro.get_param_store()
 
 
 def test_bouchard_a_shape_mismatch_is_explained():

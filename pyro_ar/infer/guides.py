@@ -1,0 +1,96 @@
+"""The guide and the ELBO that go with a model: the one place that chooses them.
+
+* The likelihood has no local latent (exact, OVE, sampled softmax, Bouchard): no local guide.
+* A&R with Gumbel noise: :class:`~pyro_ar.infer.GumbelLocalGuide` (closed-form bound and
+  natural eta step with :class:`~pyro_ar.infer.ClosedFormELBO`).
+* A&R with any other noise: :class:`~pyro_ar.infer.NoiseLocalGuide` (reparameterised).
+* ``weights="bayes"``: an ``AutoNormal`` over the per-class parameters (the noise sites
+  hidden from it) joined with the local guide in an ``AutoGuideList``.
+* :class:`~pyro_ar.models.BayesianLinearClassifier`: its class-subsampled posterior
+  :class:`~pyro_ar.infer.ClassSubsampledNormal`.
+
+Every guide opens the model's data plate with ``create_plates=model.create_plates`` (O(B)
+subsample indices, shared with the model through Pyro's replay).
+"""
+
+from pyro.infer.autoguide import AutoGuideList, AutoNormal
+
+from ..noise import GumbelNoise
+from .elbo import ClosedFormELBO
+from .local_guides import GumbelLocalGuide, NoiseLocalGuide, hide_noise_sites
+
+__all__ = ["default_guide", "default_local_guide", "default_elbo", "empty_guide"]
+
+
+def empty_guide(*args, **kwargs):
+    """The guide of a model without latent variables (maximum likelihood / MAP).
+
+    Example:
+
+    >>> from pyro_ar.infer import empty_guide
+    >>> empty_guide() is None
+    True
+    """
+
+
+def default_local_guide(model, local_first=None, **kwargs):
+    """The local guide of ``model``'s noise sites, or None when its likelihood has none.
+
+    :param local_first: for Gumbel noise, natural step before the gradient step (default:
+        the model's ``default_local_first``).
+
+    Example:
+
+    >>> from pyro_ar.infer import default_local_guide
+    >>> from pyro_ar.models import LinearClassifier
+    >>> type(default_local_guide(LinearClassifier(3, 10, noise="normal"))).__name__
+    'NoiseLocalGuide'
+    """
+    if not model.likelihood.has_local_latent:
+        return None
+    if isinstance(model.noise, GumbelNoise):
+        if local_first is None:
+            local_first = getattr(model, "default_local_first", False)
+        return GumbelLocalGuide(model, create_plates=model.create_plates, local_first=local_first,
+                                **kwargs)
+    return NoiseLocalGuide(model, create_plates=model.create_plates, **kwargs)
+
+
+def default_guide(model, **kwargs):
+    """The guide that goes with ``model`` (see the module docstring); ``kwargs`` go to the
+    local guide (or to :class:`~pyro_ar.infer.ClassSubsampledNormal`).
+
+    Example:
+
+    >>> from pyro_ar.infer import default_guide
+    >>> from pyro_ar.models import LinearClassifier
+    >>> type(default_guide(LinearClassifier(3, 10, weights="bayes"))).__name__
+    'AutoGuideList'
+    """
+    from ..models import BayesianLinearClassifier
+
+    if isinstance(model, BayesianLinearClassifier):
+        from .posterior import ClassSubsampledNormal
+
+        return ClassSubsampledNormal(model, **kwargs)
+    local = default_local_guide(model, **kwargs)
+    if getattr(model, "weights", "mle") != "bayes":
+        return empty_guide if local is None else local
+    guide = AutoGuideList(model, create_plates=model.create_plates)
+    guide.append(AutoNormal(hide_noise_sites(model)))
+    if local is not None:
+        guide.append(local)
+    return guide
+
+
+def default_elbo(model=None, **kwargs):
+    """:class:`~pyro_ar.infer.ClosedFormELBO`: the closed-form softmax A&R bound with the
+    natural eta step, ``TraceMeanField_ELBO`` everywhere else (analytic KL where registered).
+
+    Example:
+
+    >>> from pyro_ar.infer import default_elbo
+    >>> type(default_elbo()).__name__
+    'ClosedFormELBO'
+    """
+    return ClosedFormELBO(**kwargs)

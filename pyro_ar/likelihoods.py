@@ -1,0 +1,290 @@
+r"""Categorical likelihoods as configured objects that any model plugs in.
+
+A model computes mean utilities :math:`\psi_n` for its minibatch and hands them, with the
+observed labels, to its likelihood object, which emits the Pyro sample site(s):
+
+=====================  ===============================================================  ==============================
+object                 what ``log_prob(y)`` of the emitted site is                       local latent
+=====================  ===============================================================  ==============================
+:class:`AR`            :math:`\sum_{k\ne y}\log\Phi(\varepsilon+\psi_y-\psi_k)`, the       :math:`\varepsilon_n` (site
+                       y-given-eps factor of the augmented model (eq. 6), subsampled     ``"<site>_eps"``, prior
+                       without bias                                                      :math:`\phi`)
+:class:`Exact`         :math:`\log p(y\mid\psi)`, all K classes (log-softmax for          none
+                       Gumbel noise, quadrature otherwise)
+:class:`OVE`           :math:`\sum_{k\ne y}\log\sigma(\psi_y-\psi_k)`, subsampled          none
+:class:`Sampled`       sampled softmax (Botev et al.; biased)                            none
+:class:`Bouchard`      :math:`\psi_y-a-\sum_k\log(1+e^{\psi_k-a})`, subsampled            none (:math:`a_n` a parameter)
+=====================  ===============================================================  ==============================
+
+``negatives`` is None (every class: the exact class sum), an int s (s classes per datapoint,
+uniform) or a :class:`~pyro_ar.negatives.NegativeSampler` such as
+``SharedNegatives(64)`` or ``ImportanceNegatives(256, proposal)``. Strings remain as a thin
+map for scripts: :func:`get_likelihood` (``"ar"``, ``"exact"``, ``"ove"``, ``"botev"``,
+``"bouchard"``).
+
+Example:
+
+>>> from pyro_ar.likelihoods import AR, OVE
+>>> from pyro_ar.negatives import SharedNegatives
+>>> AR("normal", negatives=SharedNegatives(64))
+AR(noise='normal', negatives=SharedNegatives(num_negatives=64))
+>>> OVE(negatives=20)
+OVE(negatives=PerDatapointNegatives(num_negatives=20))
+"""
+
+import math
+from typing import NamedTuple, Optional
+
+import torch
+
+import pyro
+
+from .distributions import AugmentedCategorical, UtilityCategorical, sample_categorical
+from .negatives import NegativeSampler, PerDatapointNegatives, get_negative_sampler
+from .noise import GumbelNoise, Noise, get_noise
+
+__all__ = [
+    "DataSubsample",
+    "Likelihood",
+    "AR",
+    "Exact",
+    "OVE",
+    "Sampled",
+    "Bouchard",
+    "get_likelihood",
+]
+
+
+class DataSubsample(NamedTuple):
+    """The data plate of one step as a likelihood sees it: the subsample ``index`` (B,)
+    into the ``size`` training datapoints (``index`` is None when the plate is full)."""
+
+    index: Optional[torch.Tensor]
+    size: int
+
+
+def _as_sampler(negatives) -> NegativeSampler:
+    if negatives is None or isinstance(negatives, int) and not isinstance(negatives, bool):
+        return PerDatapointNegatives(negatives)
+    if isinstance(negatives, NegativeSampler):
+        return negatives
+    raise ValueError(f"negatives must be None, a positive int or a pyro_ar.negatives.NegativeSampler, "
+                     f"got negatives={negatives!r}")
+
+
+class Likelihood:
+    """Base class: a categorical likelihood over K classes, configured once, used by any model.
+
+    Subclasses implement :meth:`sample`; the class-sum baselines only name their distribution
+    class (:attr:`distribution_class`). ``noise`` is the noise of the utility model whose
+    labels are predicted (Gumbel for the softmax baselines).
+
+    Example:
+
+    >>> from pyro_ar.likelihoods import Exact
+    >>> Exact().noise.name
+    'gumbel'
+    """
+
+    #: whether the likelihood has a per-datapoint latent variable (needs a local guide)
+    has_local_latent = False
+    #: the class-sum distribution of :mod:`pyro_ar.distributions` (baselines)
+    distribution_class = None
+
+    def __init__(self, noise="gumbel", negatives=None):
+        self.noise: Noise = get_noise(noise)
+        self.sampler = _as_sampler(negatives)
+
+    @property
+    def num_negatives(self) -> Optional[int]:
+        return self.sampler.num_negatives
+
+    def check(self, num_classes: int):
+        """Raise ValueError if this likelihood cannot serve ``num_classes`` classes."""
+        s = self.num_negatives
+        if s is not None and self.sampler.strategy != "importance" and s > num_classes - 1:
+            raise ValueError(f"num_negatives={s} exceeds num_classes - 1 = {num_classes - 1}")
+        K = getattr(self.sampler, "num_classes", num_classes)
+        if K != num_classes:
+            raise ValueError(f"the negatives' proposal is over {K} classes but the model has "
+                             f"num_classes={num_classes}")
+
+    def sample(self, site: str, utility, obs: Optional[torch.Tensor], data: DataSubsample):
+        """Emit the site(s) of this likelihood inside the data plate; return the labels.
+
+        With ``obs=None`` labels are drawn from the marginal (for ``Predictive``)."""
+        if obs is None:
+            return pyro.sample(site, UtilityCategorical(utility.full(), self.noise))
+        return pyro.sample(site, self.distribution(utility, data), obs=obs)
+
+    def distribution(self, utility, data: DataSubsample):
+        """The likelihood factor of the minibatch's labels (class-sum baselines)."""
+        return self.distribution_class(utility, strategy=self.sampler)
+
+    def __repr__(self):
+        return f"{type(self).__name__}(negatives={self.sampler!r})"
+
+
+class AR(Likelihood):
+    r"""Augment & Reduce: the augmented model with noise ``noise`` and subsampled class sum.
+
+    Emits ``"<site>_eps"`` (the label's noise, prior :math:`\phi`; guide it with a local
+    guide, see :func:`pyro_ar.infer.default_guide`) and ``site``
+    (:class:`~pyro_ar.AugmentedCategorical`).
+
+    Example:
+
+    >>> from pyro_ar.likelihoods import AR
+    >>> AR().has_local_latent, AR("probit").noise.name
+    (True, 'normal')
+    """
+
+    has_local_latent = True
+
+    def sample(self, site, utility, obs, data):
+        return sample_categorical(site, utility, obs=obs, noise=self.noise, strategy=self.sampler)
+
+    def distribution(self, utility, data):
+        raise NotImplementedError("AR's factor needs the noise site: use AR.sample")
+
+    def __repr__(self):
+        return f"AR(noise={self.noise.name!r}, negatives={self.sampler!r})"
+
+
+class Exact(Likelihood):
+    r"""The exact categorical :math:`p(y\mid\psi)` over all K classes (O(K) per datapoint).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.likelihoods import Exact, DataSubsample
+    >>> from pyro_ar.utility import DenseUtility
+    >>> d = Exact().distribution(DenseUtility(torch.zeros(2, 4)), DataSubsample(None, 2))
+    >>> d.log_prob(torch.tensor([0, 3])).tolist() == [-math.log(4)] * 2
+    True
+    """
+
+    def __init__(self, noise="gumbel"):
+        super().__init__(noise, None)
+
+    def distribution(self, utility, data):
+        return UtilityCategorical(utility.full(), self.noise)
+
+    def __repr__(self):
+        return f"Exact(noise={self.noise.name!r})"
+
+
+def _baseline(name):
+    from . import distributions as d
+
+    if hasattr(d, name):
+        return getattr(d, name)
+    from . import bounds  # until the baselines live in the distributions package
+
+    return getattr(bounds, name)
+
+
+class OVE(Likelihood):
+    r"""One-vs-each bound on the softmax (Titsias 2016), class sum subsampled.
+
+    Example:
+
+    >>> from pyro_ar.likelihoods import OVE
+    >>> OVE(negatives=5).num_negatives
+    5
+    """
+
+    @property
+    def distribution_class(self):
+        return _baseline("OVECategorical")
+
+
+class Sampled(Likelihood):
+    r"""Sampled softmax (Botev et al. 2017): biased, neither a bound nor unbiased.
+
+    Example:
+
+    >>> from pyro_ar.likelihoods import Sampled
+    >>> Sampled(negatives=5).num_negatives
+    5
+    """
+
+    @property
+    def distribution_class(self):
+        return _baseline("SampledSoftmax")
+
+
+class Bouchard(Likelihood):
+    r"""Bouchard's (2007) bound on the softmax, class sum subsampled.
+
+    :param str a: ``"local"`` -- a per-datapoint parameter :math:`a_n` (``pyro.param``
+        ``"<site>_bouchard_a"`` of shape (N,), initialised at :math:`\log(K-1)`, gathered
+        for the minibatch with sparse gradients when ``sparse``); ``"optimal"`` -- recomputed
+        from all K utilities at every step (O(K), the tightest bound).
+
+    Example:
+
+    >>> from pyro_ar.likelihoods import Bouchard
+    >>> Bouchard(a="optimal", negatives=5)
+    Bouchard(a='optimal', negatives=PerDatapointNegatives(num_negatives=5))
+    """
+
+    def __init__(self, a: str = "local", negatives=None, sparse: bool = True):
+        if a not in ("local", "optimal"):
+            raise ValueError(f"a must be 'local' or 'optimal', got a={a!r}")
+        super().__init__("gumbel", negatives)
+        self.a, self.sparse = a, bool(sparse)
+
+    def distribution(self, utility, data, site="y"):
+        cls = _baseline("BouchardBound")
+        if self.a == "optimal":
+            return cls(utility, strategy=self.sampler)
+        K = utility.num_classes
+        a = pyro.param(f"{site}_bouchard_a", lambda: torch.full(
+            (data.size,), math.log(K - 1), dtype=utility.dtype, device=utility.device))
+        if a.shape != (data.size,):
+            raise ValueError(f"the Bouchard parameters a_n were created for {a.shape[0]} datapoints, "
+                             f"got {data.size} (one a_n per training datapoint)")
+        if data.index is not None:
+            a = torch.gather(a, 0, data.index, sparse_grad=self.sparse)
+        return cls(utility, a=a, strategy=self.sampler)
+
+    def sample(self, site, utility, obs, data):
+        if obs is None:
+            return super().sample(site, utility, obs, data)
+        return pyro.sample(site, self.distribution(utility, data, site), obs=obs)
+
+    def __repr__(self):
+        return f"Bouchard(a={self.a!r}, negatives={self.sampler!r})"
+
+
+_NAMES = {"ar": AR, "exact": Exact, "ove": OVE, "botev": Sampled, "sampled": Sampled,
+          "bouchard": Bouchard}
+
+
+def get_likelihood(likelihood="ar", noise="gumbel", num_negatives: Optional[int] = None,
+                   strategy="per_datapoint", proposal=None, **kwargs) -> Likelihood:
+    """A :class:`Likelihood` from a name and the classic keyword arguments (a Likelihood
+    passes through). The thin map for scripts and for the models' string shortcuts.
+
+    Example:
+
+    >>> from pyro_ar.likelihoods import get_likelihood
+    >>> get_likelihood("ar", "normal", 20, "shared")
+    AR(noise='normal', negatives=SharedNegatives(num_negatives=20))
+    """
+    if isinstance(likelihood, Likelihood):
+        return likelihood
+    if likelihood not in _NAMES:
+        raise ValueError(f"unknown likelihood={likelihood!r}; expected a pyro_ar.likelihoods."
+                         f"Likelihood or one of {sorted(_NAMES)}")
+    cls = _NAMES[likelihood]
+    if cls is Exact:
+        return Exact(noise)
+    sampler = get_negative_sampler(strategy, num_negatives, proposal)
+    if cls is AR:
+        return AR(noise, sampler)
+    if not isinstance(get_noise(noise), GumbelNoise):
+        raise ValueError(f"likelihood={likelihood!r} is a softmax baseline; it needs noise='gumbel', "
+                         f"got noise={get_noise(noise).name!r}")
+    return cls(negatives=sampler, **kwargs)

@@ -1,0 +1,248 @@
+r"""The base class of every categorical model: the plumbing all models share.
+
+A model of this library is
+
+.. math::  \psi_n = f_\theta(x_n) \in \mathbb{R}^K, \qquad
+           y_n \sim \text{likelihood}(\psi_n), \qquad n = 1, \dots, N,
+
+with the rows of the per-class parameters :math:`\theta` (K rows each) treated as
+maximum-likelihood parameters, MAP parameters under a Gaussian prior, or latent variables.
+:class:`CategoricalModel` owns everything but :math:`f`:
+
+* argument checks (K, the likelihood object, the minibatch size, the prior scale);
+* the per-class parameters: ``pyro.param`` s (``weights="mle"``), the same plus the
+  Gaussian log-prior :math:`\sum_k \log N(\theta_k; 0, s^2 I)` estimated without bias on a
+  uniform class subsample U as :math:`(K/|U|)\sum_{k\in U}\log N(\theta_k; 0, s^2 I)`
+  (``weights="map"``; O(|U|) per step), or ``pyro.sample`` sites with that prior
+  (``weights="bayes"``, for an AutoGuide; O(K) per step);
+* the O(B) data plate (:meth:`create_plates`), shared with the guides through Pyro's replay;
+* the likelihood (a :class:`~pyro_ar.likelihoods.Likelihood` object) that emits the sites;
+* ``repr``, evaluation (:meth:`log_likelihood`, :meth:`utility`), and the one-line
+  conveniences :meth:`default_guide` / :meth:`default_elbo`, which defer to
+  :func:`pyro_ar.infer.default_guide` (models know no guides; the arrow points from
+  inference to models).
+
+A subclass defines only :meth:`parameter_shapes` / :meth:`init_parameter` (its per-class
+parameters), :meth:`check_inputs` (what its inputs look like) and :meth:`minibatch_utility`
+(how the utilities of a minibatch are computed from its inputs and the parameters).
+"""
+
+from typing import Dict, Optional, Tuple
+
+import torch
+
+import pyro
+import pyro.distributions as dist
+
+from ..likelihoods import DataSubsample, Likelihood, get_likelihood
+from ..negatives import sample_without_replacement
+
+__all__ = ["CategoricalModel", "take_rows", "check_positive_int"]
+
+_WEIGHTS = ("mle", "map", "bayes")
+
+
+def check_positive_int(name: str, value, allow_none: bool = False, low: int = 1):
+    """Validate an integer argument (``bool`` is rejected); returns it.
+
+    Example:
+
+    >>> from pyro_ar.models.base import check_positive_int
+    >>> check_positive_int("subsample_size", 64)
+    64
+    """
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        extra = " or None" if allow_none else ""
+        raise ValueError(f"{name} must be an integer >= {low}{extra}, got {name}={value!r}")
+    return value
+
+
+def take_rows(x, index: Optional[torch.Tensor]):
+    """Rows ``index`` of ``x`` (a tensor, or any row-indexable stand-in such as the
+    estimator's sparse rows); ``x`` itself when ``index`` is None.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.models.base import take_rows
+    >>> take_rows(torch.arange(5), torch.tensor([3, 1])).tolist()
+    [3, 1]
+    """
+    if index is None:
+        return x
+    return x.index_select(0, index) if isinstance(x, torch.Tensor) else x[index]
+
+
+class CategoricalModel:
+    r"""Base class of the categorical models (see the module docstring for what it owns).
+
+    :param int num_classes: K.
+    :param likelihood: a :class:`~pyro_ar.likelihoods.Likelihood` (e.g. ``AR("normal",
+        negatives=SharedNegatives(64))``) or a name understood by
+        :func:`~pyro_ar.likelihoods.get_likelihood` together with ``noise``,
+        ``num_negatives``, ``strategy``, ``proposal``.
+    :param str weights: ``"mle"``, ``"map"`` or ``"bayes"``.
+    :param float prior_scale: s of the Gaussian prior (``"map"``, ``"bayes"``).
+    :param num_prior_classes: |U| of the MAP prior estimate (default: the likelihood's
+        number of negatives; None there too: all classes, exact).
+    :param subsample_size: minibatch size B of the data plate (None: full batch).
+    :param bool sparse: sparse gradients for the per-class parameters.
+    :param str prefix: prefix of parameter and site names of the per-class parameters.
+    :param str site: name of the label site.
+
+    Example:
+
+    >>> from pyro_ar.models import LinearClassifier
+    >>> from pyro_ar.models.base import CategoricalModel
+    >>> isinstance(LinearClassifier(3, 10), CategoricalModel)
+    True
+    """
+
+    #: whether the default local guide takes the natural step before the gradient step
+    default_local_first = False
+
+    def __init__(self, num_classes: int, likelihood="ar", *, noise="gumbel", num_negatives=None,
+                 strategy="per_datapoint", proposal=None, weights: str = "mle",
+                 prior_scale: float = 1.0, num_prior_classes: Optional[int] = None,
+                 subsample_size: Optional[int] = None, sparse: bool = False, prefix: str = "",
+                 site: str = "y", **likelihood_kwargs):
+        self.num_classes = check_positive_int("num_classes", num_classes, low=2)
+        if weights not in _WEIGHTS:
+            raise ValueError(f"weights must be one of {_WEIGHTS}, got weights={weights!r}")
+        if not (isinstance(prior_scale, (int, float)) and 0 < prior_scale < float("inf")):
+            raise ValueError(f"prior_scale must be a finite number > 0, got prior_scale={prior_scale!r}")
+        self.likelihood: Likelihood = get_likelihood(likelihood, noise, num_negatives, strategy,
+                                                     proposal, **likelihood_kwargs)
+        self.likelihood.check(num_classes)
+        self.weights, self.prior_scale = weights, float(prior_scale)
+        self.num_prior_classes = check_positive_int("num_prior_classes", num_prior_classes, True)
+        self.subsample_size = check_positive_int("subsample_size", subsample_size, True)
+        self.sparse, self.prefix, self.site = bool(sparse), prefix, site
+
+    # ---- what a subclass defines ---------------------------------------------------------
+    def parameter_shapes(self) -> Dict[str, Tuple[int, ...]]:
+        """Shapes of the per-class parameters, each with K rows (name -> shape)."""
+        raise NotImplementedError
+
+    def init_parameter(self, name: str, shape, like: torch.Tensor) -> torch.Tensor:
+        """Initial value of a per-class parameter (``weights="mle"``/``"map"``)."""
+        raise NotImplementedError
+
+    def check_inputs(self, x, y: Optional[torch.Tensor]):
+        """Raise ValueError naming the argument if ``x`` / ``y`` are malformed."""
+        raise NotImplementedError
+
+    def minibatch_utility(self, x, params: Dict[str, torch.Tensor]):
+        """The :class:`~pyro_ar.utility.Utility` of the minibatch inputs ``x``."""
+        raise NotImplementedError
+
+    # ---- shared plumbing ----------------------------------------------------------------
+    @property
+    def noise(self):
+        """The noise of the utility model (the likelihood's)."""
+        return self.likelihood.noise
+
+    @property
+    def num_negatives(self):
+        return self.likelihood.num_negatives
+
+    @staticmethod
+    def _like(x) -> torch.Tensor:
+        """A tensor with the dtype and device parameters take from the inputs ``x``."""
+        if isinstance(x, torch.Tensor) and not x.is_floating_point():
+            return torch.zeros((), device=x.device)
+        return torch.zeros((), dtype=x.dtype, device=x.device)
+
+    def parameters(self, like: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
+        """The per-class parameters as the model sees them: params (created on first use),
+        or prior samples for ``weights="bayes"``; adds the MAP prior factor."""
+        like = torch.zeros(()) if like is None else like
+        shapes = self.parameter_shapes()
+        if self.weights == "bayes":
+            prior = dist.Normal(like.new_zeros(()), self.prior_scale)
+            return {n: pyro.sample(self.prefix + n, prior.expand(s).to_event(len(s)))
+                    for n, s in shapes.items()}
+        params = {n: pyro.param(self.prefix + n, lambda n=n, s=s: self.init_parameter(n, s, like))
+                  for n, s in shapes.items()}
+        if self.weights == "map":
+            pyro.factor(self.prefix + "weight_prior", self.log_prior_estimate(params))
+        return params
+
+    def log_prior_estimate(self, params: Dict[str, torch.Tensor]) -> torch.Tensor:
+        r"""Unbiased estimate of :math:`\sum_k\log N(\theta_k; 0, s^2 I)` over all per-class
+        parameters, from one uniform class subsample shared by them."""
+        K = self.num_classes
+        U = self.num_prior_classes or self.num_negatives or K
+        like = next(iter(params.values()))
+        prior = dist.Normal(like.new_zeros(()), self.prior_scale)
+        if U >= K:
+            return sum(prior.log_prob(p).sum() for p in params.values())
+        rows = sample_without_replacement(K, U, device=like.device)
+        total = sum(prior.log_prob(self._gather_rows(p, rows)).sum() for p in params.values())
+        return (K / U) * total
+
+    def _gather_rows(self, p: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        if p.dim() == 1:
+            return torch.gather(p, 0, rows, sparse_grad=self.sparse)
+        return torch.nn.functional.embedding(rows, p, sparse=self.sparse)
+
+    def create_plates(self, x, y: Optional[torch.Tensor] = None):
+        """The ``"data"`` plate of one step, with O(B) subsample indices.
+
+        ``pyro.plate("data", N, subsample_size=B)`` draws ``torch.randperm(N)``: O(N) work per
+        step. Here the B indices come from
+        :func:`~pyro_ar.negatives.sample_without_replacement` (uniform over B-subsets) and
+        are passed as the plate's explicit ``subsample``; a guide built with
+        ``create_plates=model.create_plates`` draws them and Pyro's replay hands them to the
+        model. Without labels (prediction) or without ``subsample_size``: all rows.
+        """
+        N = len(x)
+        B = None if y is None else self.subsample_size
+        if B is None or B >= N:
+            return pyro.plate("data", N)
+        return pyro.plate("data", N, subsample=sample_without_replacement(N, B, device=x.device))
+
+    def __call__(self, x, y: Optional[torch.Tensor] = None):
+        self.check_inputs(x, y)
+        params = self.parameters(self._like(x))
+        N = len(x)
+        with self.create_plates(x, y) as idx:
+            index = None if idx.shape[0] == N else idx
+            psi = self.minibatch_utility(take_rows(x, index), params)
+            obs = None if y is None else take_rows(y, index)
+            return self.likelihood.sample(self.site, psi, obs, DataSubsample(index, N))
+
+    # ---- inference conveniences and evaluation -----------------------------------------
+    def default_guide(self, **kwargs):
+        """:func:`pyro_ar.infer.default_guide` of this model (``kwargs`` go to the guide)."""
+        from ..infer.guides import default_guide
+
+        return default_guide(self, **kwargs)
+
+    def default_elbo(self, **kwargs):
+        """:func:`pyro_ar.infer.default_elbo` of this model."""
+        from ..infer.guides import default_elbo
+
+        return default_elbo(self, **kwargs)
+
+    def fitted_parameters(self, like: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
+        """The fitted per-class parameters from the param store (detached)."""
+        if self.weights == "bayes":
+            raise ValueError("weights='bayes' has no point estimate: use the guide's posterior "
+                             "(e.g. guide.median()) or Predictive")
+        return {n: pyro.param(self.prefix + n).detach() for n in self.parameter_shapes()}
+
+    def utility(self, x, params: Optional[Dict[str, torch.Tensor]] = None):
+        """Utilities of new inputs under the fitted (or given) parameters, for evaluation."""
+        params = self.fitted_parameters() if params is None else params
+        return self.minibatch_utility(x, {n: p.detach() for n, p in params.items()})
+
+    def _repr_fields(self):
+        return {"K": self.num_classes}
+
+    def __repr__(self):
+        fields = ", ".join(f"{k}={v}" for k, v in self._repr_fields().items())
+        return (f"{type(self).__name__}({fields}, likelihood={self.likelihood!r}, "
+                f"weights={self.weights!r}, subsample_size={self.subsample_size})")

@@ -1,0 +1,435 @@
+r"""Bayesian weights at large K: class-subsampled mean-field posteriors over the rows of W.
+
+The model (:class:`BayesianLinearClassifier`) puts a Gaussian prior on every row of the
+weights and on the biases, :math:`w_k \sim N(0, s^2 I)`, :math:`b_k \sim N(0, s^2)`, and
+the guide (:class:`ClassSubsampledNormal`) is mean-field Gaussian over those rows,
+:math:`q(w_k) = N(\mu_k, \mathrm{diag}\,\sigma_k^2)`. The ELBO
+
+.. math::
+
+    \sum_n \mathbb{E}_q\Big[\log p(y_n, \varepsilon_n \mid W) - \log q(\varepsilon_n\mid W)\Big]
+        - \sum_{k=1}^K \mathrm{KL}\big(q(w_k, b_k)\,\|\,p(w_k, b_k)\big)
+
+is estimated at every step from three subsamples, none of them of size O(K):
+
+* a minibatch of datapoints (the ``"data"`` plate, scale N/B);
+* a shared uniform class subsample R (without replacement) of size
+  ``max(num_negatives, num_kl_classes)``, whose first ``num_negatives`` classes are the
+  negatives S of the A&R likelihood estimate (weight K/s) and whose first
+  ``num_kl_classes`` classes are the set U on which the KL term is estimated (weight :math:`K/|U|`);
+* an independent uniform set T (``num_eta_classes``) used only by the local guide.
+
+Rows of W are sampled (reparameterised) only for the classes the step needs,
+:math:`C = R \cup T \cup \{y_n: n \in \text{batch}\}`. In Pyro terms C is the
+explicit ``subsample=`` of a ``pyro.plate("classes", K)``: the plate contributes the
+scale :math:`K/|C|`, and a tensor ``poutine.scale`` (:math:`|C|/|U|` on U) with a ``poutine.mask``
+(False off U: with validation on, scales must be > 0) makes the per-row weight of the KL
+term :math:`(K/|U|)\,1[k\in U]`. The guide draws C (in :meth:`BayesianLinearClassifier.create_plates`,
+which the guide calls through ``create_plates=``) and Pyro's replay hands the very same C
+to the model, as it does for any subsample site. Rows needed only by the likelihood
+(labels, T) are masked out of the KL term, so it stays an unbiased estimate.
+
+**Likelihood.** With ``stratify=True`` (default) the sum over classes
+:math:`\sum_{k\ne y}\log\Phi(\varepsilon + \psi_y - \psi_k)` is split into the classes of
+the minibatch's labels L (summed exactly: their rows are sampled anyway, and L does not
+depend on S) and the rest, estimated from S with weight :math:`(K/s)\,1[k\notin L]`; with
+``stratify=False`` it is the paper's shared-negatives estimator, weight
+:math:`(K/s)\,1[k \ne y]`. Both are unbiased for any :math:`\varepsilon` and W.
+
+**Local guide conditioned on W.** For any :math:`q(\varepsilon_n)` that does not depend on
+W, the best one is :math:`\mathrm{Gumbel}(\log\mathbb{E}_q[1 + S_n(W)], 1)` (the optimum of
+:math:`\mathbb{E}_{q(W)}\mathbb{E}_{q(\varepsilon)}\log p(y,\varepsilon\mid W) + H[q(\varepsilon)]`
+is :math:`\propto\exp\mathbb{E}_{q(W)}\log p(y,\varepsilon\mid W)`): the "textbook" bound
+:math:`-\log\mathbb{E}_q[1+S]`, whose Jensen gap penalises the posterior variance of the
+utilities and shrinks q(W). The closed-form local guide here therefore conditions on the
+sampled rows: :math:`q(\varepsilon_n\mid W) = \mathrm{Gumbel}(\log\eta_n(W), 1)` with
+
+.. math::
+
+    \eta_n(W) = 1 + \sum_{k\in L\setminus y_n} e^{\psi_{nk} - \psi_{ny}}
+        + \frac{K}{|T|}\sum_{k\in T\setminus L} e^{\psi_{nk} - \psi_{ny}},
+
+i.e. the optimal :math:`\eta^* = 1 + S_n(W)` with the sum restricted to rows sampled
+anyway (no O(N) state, no O(K) work). When L and T cover every class that matters,
+:math:`\eta_n(W) = 1 + S_n(W)` and the bound is tight for every W: the A&R ELBO is then
+the exact-likelihood ELBO in expectation. T must be independent of S (it is), or the
+likelihood estimate would be biased. For other noises the conditional guide is the
+Laplace approximation of the optimal :math:`q(\varepsilon_n\mid W)\propto\phi(\varepsilon)
+\prod_{k}\Phi(\varepsilon+\psi_{ny}-\psi_{nk})^{a_k}` (damped Newton, implicit-function
+gradients). Any :math:`q(\varepsilon\mid W)` gives a valid bound; this one is (nearly) tight.
+
+The guide also composes with the W-independent local guides of :mod:`pyro_ar.infer`
+(``local=None`` inside an ``AutoGuideList(model, create_plates=model.create_plates)``),
+which reproduces the textbook recipe (see ``benchmarks/bayes_digits.py`` for both).
+
+**No O(K) work per step.** The guide's parameters are stored unconstrained
+(``weight_loc``, ``weight_scale_unconstrained`` of shape (K, D); ``bias_loc``,
+``bias_scale_unconstrained`` of shape (K,)); only the rows of C are gathered (with sparse
+gradients when ``sparse=True``) and transformed (softplus). With
+:func:`pyro_ar.optim.lazy_adam` the optimizer touches only those rows. Class subsamples
+are drawn by Floyd's algorithm (O(s^2)), not by a permutation of K.
+"""
+
+import contextlib
+import math
+from typing import NamedTuple, Optional
+
+import torch
+
+import pyro
+import pyro.distributions as dist
+import pyro.poutine as poutine
+
+from ..distributions import AugmentedCategorical, UtilityCategorical
+from ..negatives import Negatives, sample_without_replacement
+from .base import CategoricalModel, check_positive_int
+
+__all__ = ["BayesianLinearClassifier", "ClassPlate", "StepStructure", "class_positions"]
+
+
+class StepStructure(NamedTuple):
+    """Local positions and weights of one training step, computed from the class subsample C.
+
+    ``label_pos`` (B,): positions of the labels in C; ``neg_index`` (j,) and ``neg_weight``
+    (B, j): the likelihood estimate's classes (positions in C) and weights; ``eta_index`` /
+    ``eta_weight``: the W-conditioned local guide's conditioning set (None when not asked)."""
+
+    label_pos: torch.Tensor
+    neg_index: torch.Tensor
+    neg_weight: torch.Tensor
+    eta_index: Optional[torch.Tensor] = None
+    eta_weight: Optional[torch.Tensor] = None
+
+
+class ClassPlate(pyro.plate):
+    """The ``"classes"`` plate of :class:`BayesianLinearClassifier`: a ``pyro.plate`` that
+    also carries the model that drew its subsample and the local guide's class set T."""
+
+    def __init__(self, model, size, subsample=None, eta_classes=None):
+        super().__init__("classes", size, subsample=subsample, dim=-1)
+        self.model, self.eta_classes = model, eta_classes
+
+
+def _check_count(name, value, K, allow_none=True, allow_zero=False):
+    if value is None:
+        if allow_none:
+            return None
+        raise ValueError(f"{name} must be an integer, got None")
+    lo = 0 if allow_zero else 1
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= K:
+        raise ValueError(f"{name} must be an integer in [{lo}, num_classes={K}], got {name}={value!r}")
+    return value
+
+
+def class_positions(classes: torch.Tensor, query: torch.Tensor, what="classes") -> torch.Tensor:
+    """Positions in ``classes`` (1-D, distinct) of the class ids in ``query`` (any shape).
+
+    O((m + q) log m). :raises ValueError: if some query class is not in ``classes`` (which
+    means the class plate's subsample does not match the model: see
+    :meth:`BayesianLinearClassifier.create_plates`).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.infer.bayesian import class_positions
+    >>> class_positions(torch.tensor([40, 7, 12]), torch.tensor([[12, 40]])).tolist()
+    [[2, 0]]
+    """
+    sorted_c, order = classes.sort()
+    flat = query.reshape(-1)
+    p = torch.searchsorted(sorted_c, flat).clamp(max=classes.numel() - 1)
+    found = sorted_c[p] == flat
+    if not bool(found.all()):
+        missing = flat[~found][:5].tolist()
+        raise ValueError(
+            f"guide/model plate mismatch: {what} {missing} are not in the 'classes' plate's "
+            "subsample. Build the guide with create_plates=model.create_plates (e.g. "
+            "AutoGuideList(model, create_plates=model.create_plates)) so that the guide and "
+            "the model share the class subsample."
+        )
+    return order[p].reshape(query.shape)
+
+
+def _outside_weight(pos, inside, value, dtype):
+    """``value`` where ``pos`` is not in ``inside``, 0 where it is."""
+    return torch.where(torch.isin(pos, inside), torch.zeros((), dtype=dtype),
+                       torch.full((), value, dtype=dtype))
+
+
+def _pad_classes(C, m, K):
+    """Pad the distinct classes C to exactly m distinct classes with unused extra classes.
+
+    A fixed size keeps the sample sites' shapes the same at every step (``AutoGuideList``
+    checks that its parts see the same shapes). Rejection sampling when K >> m (no O(K)
+    work); a permutation of the complement otherwise (K < 4 m, i.e. K small).
+    """
+    need = m - C.numel()
+    if need <= 0:
+        return C
+    if K >= 4 * m:
+        fill = C.new_zeros(0)
+        while fill.numel() < need:
+            cand = torch.unique(torch.randint(0, K, (2 * need + 8,), device=C.device))
+            cand = cand[~torch.isin(cand, torch.cat([C, fill]))]
+            fill = torch.cat([fill, cand[torch.randperm(cand.numel(), device=C.device)]])
+        return torch.cat([C, fill[:need]])
+    free = torch.ones(K, dtype=torch.bool, device=C.device)
+    free[C] = False
+    rest = free.nonzero().squeeze(-1)
+    return torch.cat([C, rest[torch.randperm(rest.numel(), device=C.device)[:need]]])
+
+
+class BayesianLinearClassifier(CategoricalModel):
+    r"""Linear classifier with Gaussian priors on the rows of W and on b, for large K.
+
+    :math:`\psi_{nk} = x_n\cdot w_k + b_k`, :math:`w_k\sim N(0, s^2 I_D)`, :math:`b_k\sim N(0, s^2)`,
+    :math:`y_n = \arg\max_k(\psi_{nk}+\varepsilon_{nk})`. The weight sites ``"weight"``
+    (batch ``(|C|,)``, event (D,)) and ``"bias"`` (batch ``(|C|,)``) live in the plate
+    ``"classes"`` of size K whose subsample C is drawn by :meth:`create_plates`;
+    the likelihood sites (``"<site>_eps"``, ``"<site>"``) live in the plate ``"data"``.
+
+    Example (softmax, 3 negatives, W-conditioned closed-form local guide)::
+
+        model = BayesianLinearClassifier(D, K, num_negatives=3, subsample_size=256)
+        guide = ClassSubsampledNormal(model)
+        svi = SVI(model, guide, lazy_adam({"lr": 0.01}), ClosedFormELBO())
+        for step in range(5000):
+            svi.step(x, y)
+
+    :param int num_features: D.
+    :param int num_classes: K.
+    :param noise: ``"gumbel"`` (softmax), ``"normal"``, ``"logistic"`` or a :class:`~pyro_ar.Noise`.
+    :param str likelihood: ``"ar"`` (augmented, class-subsampled) or ``"exact"``
+        (:class:`~pyro_ar.UtilityCategorical` over all K classes, O(K) per step: the
+        reference the A&R posterior is compared with).
+    :param num_negatives: s, size of the shared uniform negative set (None: all classes,
+        no subsampling).
+    :param num_kl_classes: :math:`|U|`, classes on which the KL term is estimated (default s).
+    :param num_eta_classes: :math:`|T|`, extra uniform classes for the W-conditioned local guide
+        (default s; 0: none).
+    :param bool stratify: sum the classes of the minibatch's labels exactly (see module doc).
+    :param float prior_scale: s of the prior, > 0.
+    :param subsample_size: minibatch size (None: full batch).
+    :param bool bias: include the biases b.
+    :param str site: name of the label site.
+
+    Example:
+
+    >>> from pyro.infer import SVI
+    >>> from pyro_ar.datasets import make_linear_teacher
+    >>> from pyro_ar.infer import BayesianLinearClassifier, ClassSubsampledNormal, ClosedFormELBO
+    >>> from pyro_ar.infer import predictive_log_likelihood
+    >>> from pyro_ar.optim import lazy_adam
+    >>> data = make_linear_teacher(1000, 6, 300, seed=0)
+    >>> model = BayesianLinearClassifier(6, 300, num_negatives=8, subsample_size=64)
+    >>> guide = ClassSubsampledNormal(model)
+    >>> svi = SVI(model, guide, lazy_adam({"lr": 0.05}), ClosedFormELBO())
+    >>> losses = [svi.step(data.x, data.y) for _ in range(5)]
+    >>> predictive_log_likelihood(guide, data.x[:50], data.y[:50], num_samples=4)["log_lik"] < 0
+    True
+    """
+
+    def __init__(self, num_features: int, num_classes: int, noise="gumbel", likelihood="ar",
+                 num_negatives: Optional[int] = None, num_kl_classes: Optional[int] = None,
+                 num_eta_classes: Optional[int] = None, stratify: bool = True,
+                 prior_scale: float = 1.0, subsample_size: Optional[int] = None,
+                 bias: bool = True, site: str = "y"):
+        if likelihood not in ("ar", "exact"):
+            raise ValueError(f"likelihood must be 'ar' or 'exact', got likelihood={likelihood!r}")
+        super().__init__(num_classes, likelihood, noise=noise, weights="bayes",
+                         prior_scale=prior_scale, subsample_size=subsample_size, site=site)
+        K = num_classes
+        self.num_features = check_positive_int("num_features", num_features)
+        self._num_negatives = _check_count("num_negatives", num_negatives, K)
+        if self.num_negatives is None:
+            for name, v in (("num_kl_classes", num_kl_classes), ("num_eta_classes", num_eta_classes)):
+                if v is not None:
+                    raise ValueError(f"{name}={v!r} needs num_negatives (class subsampling); "
+                                     "with num_negatives=None every class is used")
+            self.num_kl_classes = self.num_eta_classes = None
+        else:
+            self.num_kl_classes = _check_count(
+                "num_kl_classes", self.num_negatives if num_kl_classes is None else num_kl_classes, K)
+            self.num_eta_classes = _check_count(
+                "num_eta_classes", self.num_negatives if num_eta_classes is None else num_eta_classes,
+                K, allow_zero=True)
+        self.stratify = bool(stratify)
+        self.bias = bool(bias)
+        self.eps_site = f"{site}_eps"
+
+    @property
+    def num_negatives(self):
+        return self._num_negatives
+
+    # ------------------------------------------------------------------ plates
+    @property
+    def subsampled(self) -> bool:
+        """Whether training steps subsample classes (A&R likelihood with negatives)."""
+        return self.likelihood.has_local_latent and self.num_negatives is not None
+
+    def check_inputs(self, x, y):
+        if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[1] != self.num_features:
+            raise ValueError(f"x must be a tensor of shape (N, {self.num_features}), got "
+                             f"{tuple(x.shape) if isinstance(x, torch.Tensor) else x!r}")
+        if y is not None:
+            if not isinstance(y, torch.Tensor) or y.shape != x.shape[:1]:
+                raise ValueError(f"y must be a tensor of shape ({x.shape[0]},), got "
+                                 f"{tuple(y.shape) if isinstance(y, torch.Tensor) else y!r}")
+
+    def create_plates(self, x: torch.Tensor, y: Optional[torch.Tensor] = None):
+        """The ``"data"`` and ``"classes"`` plates of one step (pass as ``create_plates=``).
+
+        Draws the minibatch (via the data plate), then the class subsample
+        ``C = [R, (T u labels) minus R, padding]`` as the class plate's explicit ``subsample=``
+        (padded with unused classes to the fixed size ``min(K, |R| + |T| + B)``, so that every
+        step's sites have the same shapes):
+        R uniform without replacement (its first ``num_negatives`` entries are the
+        negatives, its first ``num_kl_classes`` the KL subsample), T an independent uniform
+        set for the local guide. When the guide calls this, both subsamples are recorded in
+        its trace and replayed into the model. With ``y=None`` (prediction), or without
+        class subsampling, both plates are full.
+        """
+        K = self.num_classes
+        train = y is not None
+        data = super().create_plates(x, y)
+        if not (train and self.subsampled):
+            classes = ClassPlate(self, K)
+        else:
+            device = x.device
+            idx = data.indices
+            labels = y[idx]
+            s, u, t = self.num_negatives, self.num_kl_classes, self.num_eta_classes
+            r = max(s, u)
+            R = sample_without_replacement(K, r, device=device)
+            R = R[torch.randperm(r, device=device)]  # uniform order: any prefix is a uniform subset
+            T = sample_without_replacement(K, t, device=device) if t else R.new_zeros(0)
+            extra = torch.unique(torch.cat([T, labels]))
+            C = torch.cat([R, extra[~torch.isin(extra, R)]])
+            C = _pad_classes(C, min(K, r + t + labels.shape[0]), K)
+            classes = ClassPlate(self, K, subsample=C, eta_classes=T)
+        return [data, classes]
+
+    # ------------------------------------------------------------------ structure of a step
+    def _kl_weights(self, m, like):
+        """(scale, mask) of the rows of C for the KL term: weight ``(K/|U|) 1[position < |U|]``."""
+        u = self.num_kl_classes
+        mask = torch.arange(m, device=like.device) < u
+        scale = torch.where(mask, torch.full((), m / u, dtype=like.dtype, device=like.device),
+                            torch.ones((), dtype=like.dtype, device=like.device))
+        return scale, mask
+
+    def _check_subsample(self, C, x, idx):
+        K = self.num_classes
+        if C.numel() and (int(C.min()) < 0 or int(C.max()) >= K):
+            raise ValueError(f"guide/model plate mismatch: the 'classes' plate's subsample holds "
+                             f"classes up to {int(C.max())} but the model has num_classes={K}")
+        if idx.numel() and int(idx.max()) >= x.shape[0]:
+            raise ValueError(f"guide/model plate mismatch: the 'data' plate's subsample holds "
+                             f"index {int(idx.max())} but x has {x.shape[0]} rows")
+        if self.subsampled and C.numel() < max(self.num_negatives, self.num_kl_classes):
+            raise ValueError(
+                f"guide/model plate mismatch: the 'classes' plate's subsample has {C.numel()} "
+                f"classes, fewer than max(num_negatives, num_kl_classes)="
+                f"{max(self.num_negatives, self.num_kl_classes)}; build the guide with "
+                "create_plates=model.create_plates")
+
+    def step_structure(self, C: torch.Tensor, labels: torch.Tensor, eta_classes=None) -> StepStructure:
+        """The :class:`StepStructure` of one training step, from the class subsample C.
+
+        Stratified (``stratify=True``): the classes L of the minibatch's labels are summed
+        exactly (weight 1, 0 for the label itself) and the negatives S carry weight
+        :math:`(K/s)1[k\notin L]`; otherwise weight :math:`(K/s)1[k\ne y]` on S. The eta set
+        is L (exact) plus T with weight :math:`(K/|T|)1[k\notin L]`.
+        """
+        K, dtype = self.num_classes, torch.get_default_dtype()
+        label_pos = class_positions(C, labels, "labels")
+        if not self.subsampled:  # all classes, C = arange(K) in some order
+            index = torch.arange(C.numel(), device=C.device)
+            weight = (index != label_pos.unsqueeze(-1)).to(dtype)
+            return StepStructure(label_pos, index, weight, index, weight)
+        B, s = labels.shape[0], self.num_negatives
+        S_pos = torch.arange(s, device=C.device)
+        in_batch = torch.unique(label_pos)  # positions of L, the minibatch's label classes
+        w_L = (in_batch != label_pos.unsqueeze(-1)).to(dtype)  # (B, l)
+        if self.stratify:
+            w_S = _outside_weight(S_pos, in_batch, K / s, dtype)
+            neg_index, neg_weight = torch.cat([in_batch, S_pos]), torch.cat([w_L, w_S.expand(B, s)], -1)
+        else:
+            neg_index, neg_weight = S_pos, (S_pos != label_pos.unsqueeze(-1)).to(dtype) * (K / s)
+        eta_index = eta_weight = None
+        if eta_classes is not None:
+            eta_index, eta_weight = in_batch, w_L
+            if eta_classes.numel():
+                T_pos, t = class_positions(C, eta_classes, "eta classes"), eta_classes.numel()
+                w_T = _outside_weight(T_pos, in_batch, K / t, dtype)
+                eta_index = torch.cat([in_batch, T_pos])
+                eta_weight = torch.cat([w_L, w_T.expand(B, t)], -1)
+        return StepStructure(label_pos, neg_index, neg_weight, eta_index, eta_weight)
+
+    # ------------------------------------------------------------------ the model
+    def _prior(self, like):
+        zero = torch.zeros((), dtype=like.dtype, device=like.device)
+        return dist.Normal(zero, torch.full_like(zero, self.prior_scale))
+
+    def sample_rows(self, C, like, train):
+        """Sample the rows of C from the prior (model side), KL-weighted when subsampled."""
+        m, D = C.numel(), self.num_features
+        prior = self._prior(like)
+        if train and self.subsampled:
+            scale, mask = self._kl_weights(m, like)
+            ctx_scale, ctx_mask = poutine.scale(scale=scale), poutine.mask(mask=mask)
+        else:
+            ctx_scale = ctx_mask = contextlib.nullcontext()
+        with ctx_scale, ctx_mask:
+            W = pyro.sample("weight", prior.expand([m, D]).to_event(1))
+            b = pyro.sample("bias", prior.expand([m])) if self.bias else None
+        return W, b
+
+    def __call__(self, x: torch.Tensor, y: Optional[torch.Tensor] = None):
+        self.check_inputs(x, y)
+        data, classes = self.create_plates(x, y)
+        with classes as C:
+            C = classes.indices if C is None else C
+            self._check_subsample(C, x, data.indices)
+            W, b = self.sample_rows(C, x, y is not None)
+        with data as idx:
+            idx = data.indices if idx is None else idx
+            xb = x[idx]
+            psi = xb @ W.T
+            if b is not None:
+                psi = psi + b
+            if y is None:
+                return pyro.sample(self.site, UtilityCategorical(self._full_order(psi, C), self.noise))
+            labels = y[idx]
+            if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= self.num_classes):
+                raise ValueError(f"y must hold labels in [0, {self.num_classes}), got values in "
+                                 f"[{int(labels.min())}, {int(labels.max())}]")
+            if not self.likelihood.has_local_latent:
+                return pyro.sample(self.site, UtilityCategorical(self._full_order(psi, C), self.noise),
+                                   obs=labels)
+            st = self.step_structure(C, labels)
+            zero = torch.zeros((), dtype=x.dtype, device=x.device)
+            prior = self.noise.distribution(zero, torch.ones_like(zero)).expand([xb.shape[0]])
+            eps = pyro.sample(self.eps_site, prior,
+                              infer={"ar_noise": self.noise, "ar_label_site": self.site,
+                                     "ar_num_classes": self.num_classes})
+            neg = Negatives(st.neg_index, st.neg_weight.to(psi.dtype), True)
+            d = AugmentedCategorical(psi, eps, self.noise, negatives=neg, eps_site=self.eps_site)
+            return pyro.sample(self.site, d, obs=st.label_pos)
+
+    def _full_order(self, psi, C):
+        """Utilities of all K classes in class order (C is a permutation of range(K))."""
+        if C.numel() != self.num_classes:
+            raise ValueError(f"guide/model plate mismatch: prediction and the exact likelihood need "
+                             f"the full 'classes' plate ({self.num_classes}), got {C.numel()} classes")
+        if bool((C == torch.arange(C.numel(), device=C.device)).all()):
+            return psi
+        return psi.index_select(-1, C.argsort())
+
+    def __repr__(self):
+        return (f"BayesianLinearClassifier(D={self.num_features}, K={self.num_classes}, noise="
+                f"{self.noise.name!r}, likelihood={self.likelihood!r}, num_negatives="
+                f"{self.num_negatives}, num_kl_classes={self.num_kl_classes}, num_eta_classes="
+                f"{self.num_eta_classes}, stratify={self.stratify}, prior_scale={self.prior_scale})")
+
+

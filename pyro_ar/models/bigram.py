@@ -1,0 +1,175 @@
+r"""A log-bilinear bigram language model over a large vocabulary, as a Pyro model.
+
+Next-word prediction: given the previous word :math:`u`, the next word :math:`y` follows
+
+.. math::  \psi_k(u) = e_u \cdot w_k + b_k, \qquad y = \arg\max_k(\psi_k(u) + \varepsilon_k),
+
+with a learned context embedding :math:`e_u\in\mathbb{R}^D` per word and an output
+embedding :math:`w_k` and bias :math:`b_k` per class; with Gumbel noise it is the softmax
+log-bilinear model. Everything a training step touches is gathered by row with sparse
+gradients, so a step costs O(B D + s D) whatever the vocabulary size K:
+
+* the context rows :math:`e_{u_n}` of the minibatch (``F.embedding(..., sparse=True)``);
+* the output rows of the labels and of the negatives, in one gather and one matrix product
+  (:class:`~pyro_ar.utility.LinearUtility` with shared or importance-sampled negatives). The
+  output weights and biases are stored together as one ``(K, D + 1)`` parameter
+  :math:`[w_k, b_k]` (the features get a constant 1), so one optimizer call updates both;
+* the data subsample itself: the plate gets explicit indices from
+  :func:`~pyro_ar.negatives.sample_without_replacement` (O(B)); a plain
+  ``pyro.plate(..., subsample_size=B)`` draws ``torch.randperm(N)``, O(N) per step, which
+  for N = 10^6 bigrams costs more than the rest of the step;
+* the MAP prior (``weights="map"``): :math:`\sum_k \log N(e_k; 0, s^2 I) + \log N([w_k, b_k]; 0, s^2 I)`
+  estimated on a uniform class subsample U with weight :math:`K/|U|` (unbiased).
+
+Use it with :func:`pyro.infer.SVI` and an optimizer that accepts sparse gradients
+(:func:`pyro_ar.optim.lazy_adam`)::
+
+    model = BigramLanguageModel(K, 64, num_negatives=256, strategy="importance",
+                                proposal=counts.double() ** 0.75)
+    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 3e-3}), model.default_elbo())
+    for step in range(10_000):
+        svi.step(prev, next)
+    model.log_likelihood(prev_test, next_test)   # exact, per datapoint
+
+The likelihood is any :class:`~pyro_ar.likelihoods.Likelihood` (or its string shortcut), as
+for every model built on :class:`~pyro_ar.models.base.CategoricalModel`.
+"""
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+from ..utility import LinearUtility
+from .base import CategoricalModel, check_positive_int
+
+__all__ = ["BigramLanguageModel", "unigram_log_probs"]
+
+
+def unigram_log_probs(counts: torch.Tensor, smoothing: float = 0.5) -> torch.Tensor:
+    r""":math:`\log((c_k + a) / \sum_j (c_j + a))`, e.g. to initialise the output biases.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.models import unigram_log_probs
+    >>> unigram_log_probs(torch.tensor([3, 1])).exp().tolist()   # (c_k + 1/2) / (4 + 1)
+    [0.7, 0.3]
+    """
+    c = counts.double() + smoothing
+    return (c / c.sum()).log()
+
+
+class BigramLanguageModel(CategoricalModel):
+    r"""Pyro model of :math:`p(y_n \mid u_n)` with :math:`\psi_k(u) = e_u\cdot w_k + b_k`.
+
+    :param int num_words: K, the vocabulary size (inputs and outputs share the id space).
+    :param int embedding_dim: D.
+    :param noise: ``"gumbel"`` (softmax), ``"normal"`` (probit), ``"logistic"`` or a Noise.
+    :param str likelihood: ``"ar"``, ``"exact"``, ``"ove"``, ``"botev"``, ``"bouchard"``.
+    :param num_negatives: classes per likelihood estimate (None: all K, exact).
+    :param strategy: ``"importance"`` (shared draws from ``proposal``), ``"shared"``
+        (uniform, shared by the minibatch) or ``"per_datapoint"``.
+    :param proposal: class weights for ``strategy="importance"`` (e.g. count^0.75).
+    :param subsample_size: minibatch size B (None: the whole data set).
+    :param str weights: ``"mle"`` or ``"map"`` (Gaussian prior with scale ``prior_scale``,
+        class-subsampled).
+    :param float init_scale: embeddings initialised N(0, init_scale^2).
+    :param init_bias: initial output biases (a (K,) tensor, e.g. :func:`unigram_log_probs`)
+        or None for N(0, 0.001^2).
+    :param bool sparse: sparse gradients (default True; use :func:`pyro_ar.optim.lazy_adam`).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro.infer import SVI
+    >>> from pyro_ar.models import BigramLanguageModel
+    >>> from pyro_ar.optim import lazy_adam
+    >>> K = 5000
+    >>> prev, nxt = torch.randint(0, K, (10_000,)), torch.randint(0, K, (10_000,))
+    >>> model = BigramLanguageModel(K, 16, num_negatives=64, strategy="shared", subsample_size=256)
+    >>> svi = SVI(model, model.default_guide(), lazy_adam({"lr": 1e-2}), model.default_elbo())
+    >>> loss = svi.step(prev, nxt)                # O(B D + s D), whatever K
+    >>> model.log_likelihood(prev[:100], nxt[:100]) < 0
+    True
+    """
+
+    default_local_first = True
+
+    def __init__(self, num_words: int, embedding_dim: int = 64, noise="gumbel", likelihood="ar",
+                 num_negatives: Optional[int] = 256, strategy="importance", proposal=None,
+                 subsample_size: Optional[int] = 512, weights="mle", prior_scale: float = 1.0,
+                 init_scale: float = 0.1, init_bias: Optional[torch.Tensor] = None,
+                 sparse: bool = True, prefix: str = "", site: str = "y"):
+        if strategy == "importance" and num_negatives is not None and proposal is None \
+                and not hasattr(likelihood, "sampler"):
+            raise ValueError("strategy='importance' needs a proposal (class weights over the K words)")
+        if num_negatives is None and strategy == "importance":  # every class: no proposal needed
+            strategy, proposal = "shared", None
+        super().__init__(num_words, likelihood, noise=noise, num_negatives=num_negatives,
+                         strategy=strategy, proposal=proposal, weights=weights,
+                         prior_scale=prior_scale, subsample_size=subsample_size, sparse=sparse,
+                         prefix=prefix, site=site)
+        self.embedding_dim = check_positive_int("embedding_dim", embedding_dim)
+        if init_bias is not None and tuple(init_bias.shape) != (num_words,):
+            raise ValueError(f"init_bias must have shape ({num_words},), got init_bias of shape "
+                             f"{tuple(init_bias.shape)}")
+        self.init_scale, self.init_bias = init_scale, init_bias
+
+    @property
+    def num_words(self):
+        return self.num_classes
+
+    def parameter_shapes(self):
+        K, D = self.num_classes, self.embedding_dim
+        return {"context": (K, D), "output": (K, D + 1)}
+
+    def init_parameter(self, name, shape, like):
+        out = torch.empty(shape, dtype=like.dtype, device=like.device)
+        if name == "context":
+            return out.normal_(0.0, self.init_scale)
+        D = self.embedding_dim
+        out[:, :D].normal_(0.0, self.init_scale)
+        if self.init_bias is None:
+            out[:, D].normal_(0.0, 1e-3)
+        else:
+            out[:, D].copy_(self.init_bias)
+        return out
+
+    def check_inputs(self, prev, next):
+        if not isinstance(prev, torch.Tensor) or prev.dim() != 1 \
+                or prev.dtype not in (torch.int64, torch.int32):
+            raise ValueError(f"prev must be a 1-D integer tensor of word ids, got "
+                             f"{getattr(prev, 'dtype', type(prev))} {tuple(getattr(prev, 'shape', ()))}")
+        if next is not None and next.shape != prev.shape:
+            raise ValueError(f"next must have shape {tuple(prev.shape)}, got next of shape {tuple(next.shape)}")
+
+    def features(self, prev: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
+        """``[e_u, 1]`` for the previous words ``prev`` (sparse-gradient gather)."""
+        ctx = F.embedding(prev, E, sparse=self.sparse)
+        return torch.cat([ctx, ctx.new_ones(ctx.shape[:-1] + (1,))], -1)
+
+    def minibatch_utility(self, prev, params):
+        return LinearUtility(self.features(prev, params["context"]), params["output"], None,
+                             sparse=self.sparse)
+
+    @torch.no_grad()
+    def log_likelihood(self, prev: torch.Tensor, next: torch.Tensor, chunk_size: int = 256,
+                       reduce: bool = True):
+        r"""Exact test log-likelihood :math:`\log p(y_n\mid u_n)` (all K classes).
+
+        The utilities depend only on the previous word, so they are computed once per
+        distinct previous word (``rows=`` of :func:`pyro_ar.evaluation.log_likelihood`) --
+        exact, no subsampling; other noises than Gumbel use quadrature.
+
+        :returns: the mean (``reduce=True``) or the per-datapoint values.
+        """
+        from ..evaluation import log_likelihood
+
+        words, inverse = torch.unique(prev, return_inverse=True)
+        out = log_likelihood(self.utility(words), next, self.noise, chunk_size=chunk_size,
+                             rows=inverse, reduce="none")
+        return out.mean().item() if reduce else out
+
+    def _repr_fields(self):
+        return {"K": self.num_classes, "D": self.embedding_dim}
