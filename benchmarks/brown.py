@@ -72,16 +72,11 @@ LABELS = {
 
 # --------------------------------------------------------------------------- evaluation
 def grouped_log_softmax_ll(E, W, b, prev, nxt, chunk=256):
-    """Exact mean log p(next | prev) for psi = E[prev] W^T + b (normaliser per distinct prev)."""
-    import torch
+    """Exact mean log p(next | prev) for psi = E[prev] W^T + b: the library's evaluation with
+    ``rows=prev``, which computes the normaliser once per distinct previous word."""
+    from pyro_ar.evaluation import linear_source, log_likelihood
 
-    with torch.no_grad():
-        words, inverse = torch.unique(prev, return_inverse=True)
-        log_z = torch.empty(words.shape[0], dtype=W.dtype, device=W.device)
-        for i in range(0, words.shape[0], chunk):
-            log_z[i:i + chunk] = (E[words[i:i + chunk]] @ W.T + b).logsumexp(-1)
-        psi_y = (E[prev] * W[nxt]).sum(-1) + b[nxt]
-        return (psi_y - log_z[inverse]).mean().item()
+    return log_likelihood(linear_source(E, W, b), nxt, rows=prev, chunk_size=chunk)
 
 
 # --------------------------------------------------------------------------- methods

@@ -1,108 +1,123 @@
-r"""Evaluation: test log-likelihood, accuracy and top-k accuracy, computed in chunks.
+r"""The exact training bounds at fitted parameters (:func:`bound`), and deprecated metrics.
 
-The predictive log-likelihood is exact for softmax (log-softmax) and by quadrature for
-any other noise (:func:`pyro_ar.quadrature.log_marginal`). Following the A&R authors'
-evaluation, :func:`log_likelihood` also reports the mean with each datapoint's value
-floored at ``floor`` (-26 by default), which limits the influence of a few hopeless test
-points; both numbers are returned.
+The predictive metrics moved to :mod:`pyro_ar.evaluation` (one chunked evaluation path). The
+functions below keep their old signatures and return formats, and warn with a
+``DeprecationWarning`` when called:
+
+=============================== ===========================================================
+``log_likelihood`` (dict)       :func:`pyro_ar.evaluation.log_likelihood` with ``reduce="none"``
+                                (``"raw"`` is the mean, ``"floored"`` the mean with ``floor``)
+``accuracy``                    :func:`pyro_ar.evaluation.accuracy`
+``top_k_accuracy``              :func:`pyro_ar.evaluation.top_k_accuracy`
+``iter_utility_chunks``         :func:`pyro_ar.evaluation.iter_chunks`
+=============================== ===========================================================
+
+Unlike before, bad input (labels of the wrong count, range or dtype, empty input, ``k``
+outside ``[1, K]``, non-finite utilities) raises a ``ValueError``, and values are float64.
+
+:func:`bound` is not deprecated and stays here: it evaluates a *training objective* (A&R,
+OVE, Bouchard bounds) at fitted parameters, not a predictive metric; it uses the same
+chunked pass (:func:`pyro_ar.evaluation.iter_chunks`).
 """
 
+import functools
+import warnings
 from typing import Dict
 
 import torch
 
+from . import evaluation
 from .distributions import UtilityCategorical
-from .utility import DenseUtility, LinearUtility, as_utility
 
 __all__ = ["log_likelihood", "accuracy", "top_k_accuracy", "iter_utility_chunks", "bound"]
 
 
-def iter_utility_chunks(utility, chunk_size: int = 1024):
-    """Yield ``(start, stop, psi)`` with ``psi`` the full utilities of rows ``start:stop``.
+def _deprecated(new):
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            warnings.warn(f"pyro_ar.metrics.{fn.__name__} is deprecated; use {new}",
+                          DeprecationWarning, stacklevel=2)
+            return fn(*args, **kwargs)
+        return inner
+    return wrap
 
-    Never holds more than ``chunk_size x K`` utilities (a :class:`LinearUtility` is
-    evaluated chunk by chunk).
+
+@_deprecated("pyro_ar.evaluation.iter_chunks")
+def iter_utility_chunks(utility, chunk_size: int = 1024):
+    """Yield ``(start, stop, psi)`` with ``psi`` the float64 utilities of rows ``start:stop``.
 
     Example:
 
-    >>> import torch
+    >>> import torch, warnings
     >>> from pyro_ar.metrics import iter_utility_chunks
-    >>> [(start, stop, psi.shape) for start, stop, psi in iter_utility_chunks(torch.zeros(5, 3), chunk_size=2)]
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore", DeprecationWarning)
+    ...     [(a, b, psi.shape) for a, b, psi in iter_utility_chunks(torch.zeros(5, 3), chunk_size=2)]
     [(0, 2, torch.Size([2, 3])), (2, 4, torch.Size([2, 3])), (4, 5, torch.Size([1, 3]))]
     """
-    u = as_utility(utility)
-    if len(u.batch_shape) != 1:
-        raise ValueError(f"evaluation needs a 1-D batch of datapoints, got batch_shape {tuple(u.batch_shape)}")
-    n = u.batch_shape[0]
-    for start in range(0, n, chunk_size):
-        stop = min(n, start + chunk_size)
-        if isinstance(u, DenseUtility):
-            psi = u.logits[start:stop]
-        elif isinstance(u, LinearUtility):
-            psi = LinearUtility(u.x[start:stop], u.weight, u.bias).full()
-        else:
-            psi = u.full()[start:stop]
-        yield start, stop, psi
+    return _utility_chunks(utility, chunk_size)
 
 
-@torch.no_grad()
+def _utility_chunks(utility, chunk_size):
+    for chunk in evaluation.iter_chunks(utility, chunk_size=chunk_size):
+        yield int(chunk.index[0]), int(chunk.index[-1]) + 1, chunk.utility[0]
+
+
+@_deprecated("pyro_ar.evaluation.log_likelihood")
 def log_likelihood(utility, labels: torch.Tensor, noise="gumbel", floor: float = -26.0,
                    chunk_size: int = 1024, return_pointwise: bool = False) -> Dict[str, float]:
     r"""Mean predictive log-likelihood :math:`\frac1N\sum_n \log p(y_n\mid\psi_n)`.
 
     :returns: dict with ``"raw"`` (plain mean), ``"floored"`` (mean of
-        :math:`\max(\log p, \text{floor})`), and ``"pointwise"`` (tensor) if asked.
+        :math:`\max(\log p, \text{floor})`), and ``"pointwise"`` (float64 tensor) if asked.
 
     Example:
 
-    >>> import torch
+    >>> import torch, warnings
     >>> from pyro_ar import metrics
-    >>> psi = torch.zeros(4, 10)
-    >>> round(metrics.log_likelihood(psi, torch.tensor([0, 1, 2, 3]))["raw"], 4)   # log(1/10)
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore", DeprecationWarning)
+    ...     round(metrics.log_likelihood(torch.zeros(4, 10), torch.tensor([0, 1, 2, 3]))["raw"], 4)
     -2.3026
     """
-    parts = []
-    for start, stop, psi in iter_utility_chunks(utility, chunk_size):
-        parts.append(UtilityCategorical(psi, noise).log_prob(labels[start:stop]))
-    lp = torch.cat(parts)
+    lp = evaluation.log_likelihood(utility, labels, noise, chunk_size=chunk_size, reduce="none")
     out = {"raw": lp.mean().item(), "floored": lp.clamp(min=floor).mean().item()}
     if return_pointwise:
         out["pointwise"] = lp
     return out
 
 
-@torch.no_grad()
+@_deprecated("pyro_ar.evaluation.top_k_accuracy")
 def top_k_accuracy(utility, labels: torch.Tensor, k: int = 1, chunk_size: int = 1024) -> float:
     """Fraction of datapoints whose label is among the k largest mean utilities.
 
-    (With iid noise, p(y=k | psi) increases with psi_k, so ranking by mean utility is
-    ranking by predictive probability, for every noise.)
-
     Example:
 
-    >>> import torch
+    >>> import torch, warnings
     >>> from pyro_ar import metrics
-    >>> metrics.top_k_accuracy(torch.tensor([[3.0, 2.0, 1.0]]), torch.tensor([1]), k=2)
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore", DeprecationWarning)
+    ...     metrics.top_k_accuracy(torch.tensor([[3.0, 2.0, 1.0]]), torch.tensor([1]), k=2)
     1.0
     """
-    hits = 0
-    for start, stop, psi in iter_utility_chunks(utility, chunk_size):
-        top = psi.topk(min(k, psi.shape[-1]), dim=-1).indices
-        hits += (top == labels[start:stop].unsqueeze(-1)).any(-1).sum().item()
-    return hits / labels.shape[0]
+    return evaluation.top_k_accuracy(utility, labels, k, chunk_size=chunk_size)
 
 
+@_deprecated("pyro_ar.evaluation.accuracy")
 def accuracy(utility, labels: torch.Tensor, chunk_size: int = 1024) -> float:
     """Top-1 accuracy (argmax of the mean utilities).
 
     Example:
 
-    >>> import torch
+    >>> import torch, warnings
     >>> from pyro_ar import metrics
-    >>> metrics.accuracy(torch.eye(3), torch.tensor([0, 1, 0]))
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore", DeprecationWarning)
+    ...     metrics.accuracy(torch.eye(3), torch.tensor([0, 1, 0]))
     0.6666666666666666
     """
-    return top_k_accuracy(utility, labels, 1, chunk_size)
+    return evaluation.accuracy(utility, labels, chunk_size=chunk_size)
 
 
 # ------------------------------------------------------------------------------------------
@@ -166,9 +181,14 @@ def bound(utility, labels: torch.Tensor, likelihood: str = "ar", noise="gumbel",
     gumbel = isinstance(nz, GumbelNoise)
     if likelihood == "ar" and not gumbel and (loc is None or scale is None):
         raise ValueError("bound: the A&R bound of a non-Gumbel noise needs the local q's loc and scale")
+    if likelihood == "ar" and not gumbel and (isinstance(num_samples, bool) or not isinstance(num_samples, int)
+                                              or num_samples < 2):
+        raise ValueError(f"bound: num_samples must be an integer >= 2 (the standard error needs two "
+                         f"draws), got num_samples={num_samples!r}")
+    _, labels, _, _ = evaluation._prepare(utility, labels, None, None)  # count, dtype, range
     g = torch.Generator().manual_seed(seed)
     parts, ses = [], []
-    for start, stop, psi in iter_utility_chunks(utility, chunk_size):
+    for start, stop, psi in _utility_chunks(utility, chunk_size):
         yy = labels[start:stop].long()
         if likelihood == "exact":
             lp = UtilityCategorical(psi, nz).log_prob(yy)
