@@ -156,7 +156,7 @@ class Exact(Likelihood):
 
     Example:
 
-    >>> import torch
+    >>> import math, torch
     >>> from pyro_ar.likelihoods import Exact, DataSubsample
     >>> from pyro_ar.utility import DenseUtility
     >>> d = Exact().distribution(DenseUtility(torch.zeros(2, 4)), DataSubsample(None, 2))
@@ -184,7 +184,20 @@ def _baseline(name):
     return getattr(bounds, name)
 
 
-class OVE(Likelihood):
+class _SoftmaxBaseline(Likelihood):
+    """A softmax baseline whose factor is a class-sum distribution of :mod:`pyro_ar.distributions`."""
+
+    _distribution_name = None
+
+    def __init__(self, negatives=None):
+        super().__init__("gumbel", negatives)
+
+    @property
+    def distribution_class(self):
+        return _baseline(self._distribution_name)
+
+
+class OVE(_SoftmaxBaseline):
     r"""One-vs-each bound on the softmax (Titsias 2016), class sum subsampled.
 
     Example:
@@ -194,27 +207,23 @@ class OVE(Likelihood):
     5
     """
 
-    @property
-    def distribution_class(self):
-        return _baseline("OVECategorical")
+    _distribution_name = "OVECategorical"
 
 
-class Sampled(Likelihood):
+class Sampled(_SoftmaxBaseline):
     r"""Sampled softmax (Botev et al. 2017): biased, neither a bound nor unbiased.
 
     Example:
 
     >>> from pyro_ar.likelihoods import Sampled
-    >>> Sampled(negatives=5).num_negatives
-    5
+    >>> Sampled().distribution_class.__name__
+    'SampledSoftmax'
     """
 
-    @property
-    def distribution_class(self):
-        return _baseline("SampledSoftmax")
+    _distribution_name = "SampledSoftmax"
 
 
-class Bouchard(Likelihood):
+class Bouchard(_SoftmaxBaseline):
     r"""Bouchard's (2007) bound on the softmax, class sum subsampled.
 
     :param str a: ``"local"`` -- a per-datapoint parameter :math:`a_n` (``pyro.param``
@@ -232,11 +241,13 @@ class Bouchard(Likelihood):
     def __init__(self, a: str = "local", negatives=None, sparse: bool = True):
         if a not in ("local", "optimal"):
             raise ValueError(f"a must be 'local' or 'optimal', got a={a!r}")
-        super().__init__("gumbel", negatives)
+        super().__init__(negatives)
         self.a, self.sparse = a, bool(sparse)
 
+    _distribution_name = "BouchardBound"
+
     def distribution(self, utility, data, site="y"):
-        cls = _baseline("BouchardBound")
+        cls = self.distribution_class
         if self.a == "optimal":
             return cls(utility, strategy=self.sampler)
         K = utility.num_classes
@@ -284,7 +295,7 @@ def get_likelihood(likelihood="ar", noise="gumbel", num_negatives: Optional[int]
     sampler = get_negative_sampler(strategy, num_negatives, proposal)
     if cls is AR:
         return AR(noise, sampler)
-    if not isinstance(get_noise(noise), GumbelNoise):
+    if not isinstance(get_noise(noise), GumbelNoise):  # the baselines are softmax models
         raise ValueError(f"likelihood={likelihood!r} is a softmax baseline; it needs noise='gumbel', "
                          f"got noise={get_noise(noise).name!r}")
     return cls(negatives=sampler, **kwargs)

@@ -33,11 +33,13 @@ def empty_guide(*args, **kwargs):
     """
 
 
-def default_local_guide(model, local_first=None, **kwargs):
+def default_local_guide(model, local_first=None, part_of_list: bool = False, **kwargs):
     """The local guide of ``model``'s noise sites, or None when its likelihood has none.
 
     :param local_first: for Gumbel noise, natural step before the gradient step (default:
         the model's ``default_local_first``).
+    :param bool part_of_list: the guide will be part of an ``AutoGuideList`` (which opens
+        the plates); otherwise it opens the model's O(B) data plate itself.
 
     Example:
 
@@ -48,12 +50,12 @@ def default_local_guide(model, local_first=None, **kwargs):
     """
     if not model.likelihood.has_local_latent:
         return None
+    kwargs.setdefault("create_plates", None if part_of_list else model.create_plates)
     if isinstance(model.noise, GumbelNoise):
         if local_first is None:
             local_first = getattr(model, "default_local_first", False)
-        return GumbelLocalGuide(model, create_plates=model.create_plates, local_first=local_first,
-                                **kwargs)
-    return NoiseLocalGuide(model, create_plates=model.create_plates, **kwargs)
+        return GumbelLocalGuide(model, local_first=local_first, **kwargs)
+    return NoiseLocalGuide(model, **kwargs)
 
 
 def default_guide(model, **kwargs):
@@ -73,8 +75,9 @@ def default_guide(model, **kwargs):
         from .posterior import ClassSubsampledNormal
 
         return ClassSubsampledNormal(model, **kwargs)
-    local = default_local_guide(model, **kwargs)
-    if getattr(model, "weights", "mle") != "bayes":
+    bayes = getattr(model, "weights", "mle") == "bayes"
+    local = default_local_guide(model, part_of_list=bayes, **kwargs)
+    if not bayes:
         return empty_guide if local is None else local
     guide = AutoGuideList(model, create_plates=model.create_plates)
     guide.append(AutoNormal(hide_noise_sites(model)))

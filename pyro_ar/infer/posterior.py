@@ -74,7 +74,8 @@ class ClassSubsampledNormal(AutoGuide):
     >>> import torch
     >>> from pyro.infer import SVI
     >>> from pyro_ar.datasets import make_linear_teacher
-    >>> from pyro_ar.infer import BayesianLinearClassifier, ClassSubsampledNormal, ClosedFormELBO
+    >>> from pyro_ar.infer import ClassSubsampledNormal, ClosedFormELBO
+    >>> from pyro_ar.models import BayesianLinearClassifier
     >>> from pyro_ar.optim import lazy_adam
     >>> data = make_linear_teacher(2000, 8, 10_000, seed=0)
     >>> model = BayesianLinearClassifier(8, 10_000, num_negatives=32, subsample_size=128)

@@ -34,6 +34,7 @@ import torch
 import pyro
 import pyro.distributions as dist
 
+from .. import evaluation
 from ..likelihoods import DataSubsample, Likelihood, get_likelihood
 from ..negatives import sample_without_replacement
 
@@ -238,6 +239,22 @@ class CategoricalModel:
         """Utilities of new inputs under the fitted (or given) parameters, for evaluation."""
         params = self.fitted_parameters() if params is None else params
         return self.minibatch_utility(x, {n: p.detach() for n, p in params.items()})
+
+    def evaluation_source(self, x):
+        """``(source, rows)`` for :mod:`pyro_ar.evaluation` under the fitted parameters
+        (``rows`` None: one row of utilities per datapoint)."""
+        return self.utility(x), None
+
+    def log_likelihood(self, x, y: torch.Tensor, **kwargs):
+        """Exact predictive log-likelihood over all K classes under the fitted parameters
+        (:func:`pyro_ar.evaluation.log_likelihood`; ``kwargs`` go there)."""
+        source, rows = self.evaluation_source(x)
+        return evaluation.log_likelihood(source, y, self.noise, rows=rows, **kwargs)
+
+    def evaluate(self, x, y: torch.Tensor, metrics=("log_lik", "accuracy", "top5"), **kwargs):
+        """Several metrics in one chunked pass (:func:`pyro_ar.evaluation.evaluate`)."""
+        source, rows = self.evaluation_source(x)
+        return evaluation.evaluate(source, y, metrics, self.noise, rows=rows, **kwargs)
 
     def _repr_fields(self):
         return {"K": self.num_classes}

@@ -131,7 +131,7 @@ def class_positions(classes: torch.Tensor, query: torch.Tensor, what="classes") 
     Example:
 
     >>> import torch
-    >>> from pyro_ar.infer.bayesian import class_positions
+    >>> from pyro_ar.models.bayesian_linear import class_positions
     >>> class_positions(torch.tensor([40, 7, 12]), torch.tensor([[12, 40]])).tolist()
     [[2, 0]]
     """
@@ -217,7 +217,8 @@ class BayesianLinearClassifier(CategoricalModel):
 
     >>> from pyro.infer import SVI
     >>> from pyro_ar.datasets import make_linear_teacher
-    >>> from pyro_ar.infer import BayesianLinearClassifier, ClassSubsampledNormal, ClosedFormELBO
+    >>> from pyro_ar.infer import ClassSubsampledNormal, ClosedFormELBO
+    >>> from pyro_ar.models import BayesianLinearClassifier
     >>> from pyro_ar.infer import predictive_log_likelihood
     >>> from pyro_ar.optim import lazy_adam
     >>> data = make_linear_teacher(1000, 6, 300, seed=0)

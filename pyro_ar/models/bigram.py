@@ -153,6 +153,12 @@ class BigramLanguageModel(CategoricalModel):
         return LinearUtility(self.features(prev, params["context"]), params["output"], None,
                              sparse=self.sparse)
 
+    def evaluation_source(self, prev: torch.Tensor):
+        """``(source, rows)`` for :mod:`pyro_ar.evaluation`: the utilities of the distinct
+        previous words, and the row of each datapoint (its previous word's)."""
+        words, inverse = torch.unique(prev, return_inverse=True)
+        return self.utility(words), inverse
+
     @torch.no_grad()
     def log_likelihood(self, prev: torch.Tensor, next: torch.Tensor, chunk_size: int = 256,
                        reduce: bool = True):
@@ -164,12 +170,8 @@ class BigramLanguageModel(CategoricalModel):
 
         :returns: the mean (``reduce=True``) or the per-datapoint values.
         """
-        from ..evaluation import log_likelihood
-
-        words, inverse = torch.unique(prev, return_inverse=True)
-        out = log_likelihood(self.utility(words), next, self.noise, chunk_size=chunk_size,
-                             rows=inverse, reduce="none")
-        return out.mean().item() if reduce else out
+        return super().log_likelihood(prev, next, chunk_size=chunk_size,
+                                      reduce="mean" if reduce else "none")
 
     def _repr_fields(self):
         return {"K": self.num_classes, "D": self.embedding_dim}
