@@ -8,7 +8,18 @@ from .local_guides import (
     hide_noise_sites,
     is_noise_site,
 )
-from .training import train
+from .train import (
+    Callback,
+    CheckpointError,
+    DivergenceCheck,
+    EarlyStopping,
+    IterateAverage,
+    TrainingDiverged,
+    TrainState,
+    load_checkpoint,
+    save_checkpoint,
+    train,
+)
 
 __all__ = [
     "ClosedFormELBO",
@@ -19,6 +30,15 @@ __all__ = [
     "is_noise_site",
     "hide_noise_sites",
     "train",
+    "TrainState",
+    "Callback",
+    "EarlyStopping",
+    "IterateAverage",
+    "DivergenceCheck",
+    "TrainingDiverged",
+    "CheckpointError",
+    "save_checkpoint",
+    "load_checkpoint",
 ]
 
 # Bayesian weights at large K (class-subsampled mean-field posteriors)
