@@ -31,6 +31,7 @@ import math
 import os
 import statistics
 import time
+import warnings
 from typing import Callable, Dict, List, Optional
 
 import torch
@@ -300,9 +301,13 @@ class IterateAverage(Callback):
         return {k: None if v is None else v / self.count for k, v in self._sum.items()}
 
     def state_dict(self):
-        return {"sum": self._sum, "count": self.count}
+        return {"sum": self._sum, "count": self.count, "start": self.start}
 
     def load_state_dict(self, state):
+        if state["start"] != self.start:
+            warnings.warn(f"IterateAverage: the averaging window now starts after step {self.start}, "
+                          f"the checkpoint's after step {state['start']} (num_steps changed); the "
+                          "average keeps the steps already summed", RuntimeWarning)
         self._sum, self.count = state["sum"], state["count"]
 
 
@@ -389,7 +394,7 @@ class _Loop:
                 "loss_sum": self.loss_sum, "next_eval_time": self.next_eval_time,
                 "stop": self.state.stop,
                 "divergence": None if self.divergence is None else self.divergence.state_dict(),
-                "callbacks": [cb.state_dict() for cb in self.callbacks],
+                "callbacks": {k: cb.state_dict() for k, cb in self.keyed_callbacks().items()},
                 "scheduler": sched.get_state() if sched is not None and sched is not self.svi.optim
                 and hasattr(sched, "get_state") else None}
         save_checkpoint(o["checkpoint"], self.svi, step=self.state.step, modules=o["modules"],
@@ -401,9 +406,13 @@ class _Loop:
             return False
         ck = load_checkpoint(path, self.svi, *self.args, modules=o["modules"], **self.kwargs)
         loop = (ck["extra"] or {}).get("pyro_ar.train")
-        if loop is None or len(loop["callbacks"]) != len(self.callbacks):
-            raise CheckpointError(f"the checkpoint {os.fspath(path)!r} was not written by train() with "
-                                  f"{len(self.callbacks)} callbacks (early_stopping included)")
+        if loop is None:
+            raise CheckpointError(f"the checkpoint {os.fspath(path)!r} was not written by train()")
+        keyed = self.keyed_callbacks()
+        lost = [k for k, v in loop["callbacks"].items() if v and k not in keyed]
+        if lost:
+            raise CheckpointError(f"the checkpoint {os.fspath(path)!r} holds the state of the "
+                                  f"callbacks {lost}, which this run does not have")
         st = self.state
         st.step, st.history, st.stop = ck["step"], ck["history"], loop["stop"]
         self.elapsed, self.losses, self.times = loop["elapsed"], loop["losses"], loop["times"]
@@ -411,11 +420,21 @@ class _Loop:
         st.time = self.elapsed["time"]
         if self.divergence is not None and loop["divergence"] is not None:
             self.divergence.load_state_dict(loop["divergence"])
-        for cb, cb_state in zip(self.callbacks, loop["callbacks"]):
-            cb.load_state_dict(cb_state)
+        for key, cb in keyed.items():
+            if key in loop["callbacks"]:
+                cb.load_state_dict(loop["callbacks"][key])
         if loop["scheduler"] is not None:
             o["scheduler"].set_state(loop["scheduler"])
         return True
+
+    def keyed_callbacks(self) -> Dict[str, Callback]:
+        """Callbacks by ``<class name>.<index among that class>`` (their checkpoint keys)."""
+        keyed, seen = {}, {}
+        for cb in self.callbacks:
+            name = type(cb).__name__
+            keyed[f"{name}.{seen.get(name, 0)}"] = cb
+            seen[name] = seen.get(name, 0) + 1
+        return keyed
 
     # ---- the run
     def run(self) -> List[Dict]:
@@ -479,8 +498,10 @@ def train(svi, *args, num_steps: int = 1000, time_budget: Optional[float] = None
         :class:`~pyro.optim.PyroLRScheduler` given to ``svi``).
     :param checkpoint: a file path: save there every ``checkpoint_every`` steps and at the
         end; with ``resume`` and an existing file, restore it and continue from its step
-        (the same callbacks and ``modules`` are needed). A run stopped by a callback stays
-        stopped; one stopped by ``num_steps`` or ``time_budget`` continues if they grew.
+        (pass the same ``modules``; callback states are matched by class name and order, a
+        saved non-empty state without its callback is an error). A run stopped by a
+        callback stays stopped; one stopped by ``num_steps`` or ``time_budget`` continues
+        if they grew.
     :param modules: extra ``nn.Module``\\ s whose buffers belong to the run (the guide's and
         model's are saved anyway).
     :param progress: a tqdm bar (True, or a dict of tqdm options) with the running loss.
