@@ -463,3 +463,28 @@ def test_load_into_the_same_objects_rewinds_the_run(tmp_path):
         warnings.simplefilter("error")
         assert load_checkpoint(tmp_path / "r.pt", svi, data.x, data.y)["step"] == 3
     assert [svi.step(data.x, data.y) for _ in range(3)] == after
+
+
+def test_progress_bar_shows_the_running_loss_and_evaluations():
+    import io
+
+    out = io.StringIO()
+    train(_ScriptedSVI([2.0, 4.0, 6.0, 8.0]), num_steps=4, eval_every=2, eval_fn=lambda: {"acc": 0.5},
+          progress={"file": out, "mininterval": 0, "desc": "fit"})
+    text = out.getvalue()
+    assert "fit" in text and "4/4" in text and "acc=0.5" in text and "loss=" in text
+
+
+def test_time_budget_counts_the_time_before_a_resume(tmp_path):
+    """A run that used its budget and is resumed with the same budget takes no step."""
+    data = make_linear_teacher(N, D, K, seed=0)
+    path = str(tmp_path / "budget.pt")
+    svi, _ = _mle(data)
+    hist = train(svi, data.x, data.y, num_steps=10**6, time_budget=0.05, checkpoint=path)
+    svi, _ = _mle(data)
+    again = train(svi, data.x, data.y, num_steps=10**6, time_budget=0.05, checkpoint=path)
+    assert again[-1]["step"] == hist[-1]["step"] and again[-1]["time"] == hist[-1]["time"]
+    svi, _ = _mle(data)
+    budget = hist[-1]["time"] + 0.05  # (the first step, which sets things up, may take long)
+    more = train(svi, data.x, data.y, num_steps=10**6, time_budget=budget, checkpoint=path)
+    assert more[-1]["step"] > hist[-1]["step"] and more[-1]["time"] >= budget
