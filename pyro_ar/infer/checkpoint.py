@@ -276,7 +276,8 @@ def save_checkpoint(path, svi, *, step: int, modules=(), history=None, extra=Non
     >>> from pyro.optim import Adam
     >>> from pyro_ar.infer.checkpoint import save_checkpoint
     >>> def model():
-    ...     pyro.sample("x", pyro.distributions.Normal(pyro.param("m", torch.zeros(())), 1.0), obs=torch.ones(()))
+    ...     m = pyro.param("m", torch.zeros(()))
+    ...     pyro.sample("x", pyro.distributions.Normal(m, 1.0), obs=torch.ones(()))
     >>> svi = SVI(model, lambda: None, Adam({"lr": 0.1}), Trace_ELBO())
     >>> loss = svi.step()
     >>> path = os.path.join(tempfile.mkdtemp(), "run.pt")

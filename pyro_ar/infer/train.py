@@ -381,7 +381,7 @@ class _Loop:
             self.divergence(st.step, loss)
         if self.bar is not None:
             self.bar.update(1)
-            self.bar.set_postfix(loss=f"{self.loss_sum / len(self.losses):.4g}", **self.postfix,
+            self.bar.set_postfix({"loss": f"{self.loss_sum / len(self.losses):.4g}", **self.postfix},
                                  refresh=False)
         for cb in self.step_callbacks:
             if cb.on_step(st):

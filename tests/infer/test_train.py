@@ -469,7 +469,8 @@ def test_progress_bar_shows_the_running_loss_and_evaluations():
     import io
 
     out = io.StringIO()
-    train(_ScriptedSVI([2.0, 4.0, 6.0, 8.0]), num_steps=4, eval_every=2, eval_fn=lambda: {"acc": 0.5},
+    train(_ScriptedSVI([2.0, 4.0, 6.0, 8.0]), num_steps=4, eval_every=2,
+          eval_fn=lambda: {"acc": 0.5, "refresh": 1},  # (a key that is also a tqdm argument)
           progress={"file": out, "mininterval": 0, "desc": "fit"})
     text = out.getvalue()
     assert "fit" in text and "4/4" in text and "acc=0.5" in text and "loss=" in text
