@@ -96,25 +96,11 @@ def _tensor_bytes(obj):
     return 0
 
 
-def _uniform_shared(n, k, device):
-    """k distinct classes uniform from range(n): the first k distinct of iid draws."""
-    import torch
-
-    if 4 * k >= n:
-        return torch.randperm(n, device=device)[:k]
-    m = k + int(k * k / n) + 16
-    while True:
-        draws = torch.randint(0, n, (m,), device=device)
-        uniq, inv = torch.unique(draws, return_inverse=True)
-        if uniq.numel() >= k:
-            first = torch.full((uniq.numel(),), m, dtype=torch.long, device=device)
-            first.scatter_reduce_(0, inv, torch.arange(m, device=device), "amin")
-            return draws.index_select(0, first.sort().values[:k])
-        m *= 2
-
-
 class TorchAR:
-    """Hand-written A&R softmax step: shared negatives, closed-form bound, eta step."""
+    """Hand-written A&R softmax step: shared negatives, closed-form bound, eta step.
+
+    The reference the Pyro path is compared with (same samplers as the library, so that
+    only the machinery around the arithmetic differs)."""
 
     def __init__(self, x, y, K, B, S, optimizer="sparse_adam", lr=1e-3):
         import torch
@@ -146,7 +132,7 @@ class TorchAR:
 
         idx = sample_without_replacement(N, B, device=self.x.device)
         xb, yb = self.x.index_select(0, idx), self.y.index_select(0, idx)
-        neg = _uniform_shared(K, S, self.x.device)
+        neg = sample_without_replacement(K, S, device=self.x.device)  # the library's sampler
         rows = torch.cat([yb, neg])
         w = F.embedding(rows, self.W, sparse=True)
         b = torch.gather(self.b, 0, rows, sparse_grad=True)

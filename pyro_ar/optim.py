@@ -48,6 +48,21 @@ class _LazyOptimizer(Optimizer):
     def _init_state(self, p, state):
         raise NotImplementedError
 
+    def load_state_dict(self, state_dict):
+        """Load a :meth:`state_dict`, keeping the per-row step counts ``row_step`` int64.
+
+        ``torch.optim.Optimizer.load_state_dict`` casts every state tensor except ``step``
+        to the parameter's dtype; a float ``row_step`` breaks the next sparse step
+        (``index_add_`` with int64 ones) and would round counts above 2^24 in float32.
+        """
+        super().load_state_dict(state_dict)
+        saved_ids = [i for group in state_dict["param_groups"] for i in group["params"]]
+        params = [p for group in self.param_groups for p in group["params"]]
+        for i, p in zip(saved_ids, params):
+            row_step = state_dict["state"].get(i, {}).get("row_step")
+            if row_step is not None:
+                self.state[p]["row_step"] = row_step.to(device=p.device, dtype=torch.long, copy=True)
+
     @torch.no_grad()
     def step(self, closure=None):
         loss = None

@@ -1,9 +1,10 @@
 """Inference for the augmented model: local guides, ELBOs, the training loop, posteriors.
 
 Inference knows models; models know no guides. :func:`default_guide` / :func:`default_elbo`
-choose what goes with a model.
+choose what goes with a model; :func:`train` is the one training loop (checkpoint/resume).
 """
 
+from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from .elbo import ClosedFormELBO, GumbelExpectedFactor
 from .guides import default_elbo, default_guide, default_local_guide, empty_guide
 from .local_guides import (
@@ -13,6 +14,15 @@ from .local_guides import (
     hide_noise_sites,
     is_noise_site,
 )
+from .loop import (
+    Callback,
+    DivergenceCheck,
+    EarlyStopping,
+    IterateAverage,
+    TrainingDiverged,
+    TrainState,
+    train,
+)
 from .posterior import (
     ClassSubsampledNormal,
     posterior_summary,
@@ -20,7 +30,6 @@ from .posterior import (
     predictive_probs,
     predictive_top_k,
 )
-from .training import train
 
 __all__ = [
     "ClosedFormELBO",
@@ -35,12 +44,20 @@ __all__ = [
     "default_elbo",
     "empty_guide",
     "train",
+    "TrainState",
+    "Callback",
+    "EarlyStopping",
+    "IterateAverage",
+    "DivergenceCheck",
+    "TrainingDiverged",
+    "CheckpointError",
+    "save_checkpoint",
+    "load_checkpoint",
     "ClassSubsampledNormal",
     "posterior_summary",
     "predictive_log_likelihood",
     "predictive_probs",
     "predictive_top_k",
-    "BayesianLinearClassifier",
 ]
 
 

@@ -4,9 +4,8 @@ superseded by :func:`pyro_ar.infer.train`. These aliases will be removed in the 
 
 import warnings
 
-import torch
-
 from ..models.bayesian_linear import BayesianLinearClassifier, class_positions
+from .loop import Callback, IterateAverage, train
 from .posterior import (
     ClassSubsampledNormal,
     posterior_summary,
@@ -32,7 +31,8 @@ warnings.warn("pyro_ar.infer.bayesian is deprecated: import BayesianLinearClassi
 
 def fit(svi, *args, num_steps: int = 1000, scheduler=None, average_fraction: float = 0.0,
         summary_fn=None, callback=None, **kwargs):
-    r"""Run ``svi.step(*args, **kwargs)`` and return the losses and an iterate-averaged posterior.
+    r"""Deprecated: :func:`pyro_ar.infer.train` with ``scheduler=`` and an
+    :class:`~pyro_ar.infer.IterateAverage` callback does this; kept for one release.
 
     :param scheduler: a ``pyro.optim.PyroLRScheduler`` (e.g. the one inside ``svi``) whose
         ``step()`` is called after every SVI step.
@@ -48,7 +48,8 @@ def fit(svi, *args, num_steps: int = 1000, scheduler=None, average_fraction: flo
     >>> import torch
     >>> from pyro.infer import SVI
     >>> from pyro_ar.datasets import make_linear_teacher
-    >>> from pyro_ar.infer import BayesianLinearClassifier, ClassSubsampledNormal, ClosedFormELBO
+    >>> from pyro_ar.infer import ClassSubsampledNormal, ClosedFormELBO
+    >>> from pyro_ar.models import BayesianLinearClassifier
     >>> from pyro_ar.infer.bayesian import fit
     >>> from pyro_ar.infer import posterior_summary
     >>> from pyro_ar.optim import lazy_adam
@@ -61,25 +62,27 @@ def fit(svi, *args, num_steps: int = 1000, scheduler=None, average_fraction: flo
     >>> out["average"]["weight_mean"].shape
     torch.Size([20, 4])
     """
+    callbacks = []
+    average = None
     if not 0.0 <= average_fraction <= 1.0:
         raise ValueError(f"average_fraction must lie in [0, 1], got average_fraction={average_fraction!r}")
-    start = num_steps - int(round(average_fraction * num_steps))
-    losses, acc, n = [], None, 0
-    for step in range(num_steps):
-        losses.append(svi.step(*args, **kwargs))
-        if scheduler is not None:
-            scheduler.step()
-        if callback is not None:
-            callback(step, losses[-1])
-        if average_fraction > 0 and step >= start:
-            with torch.no_grad():
-                snap = summary_fn()
-                if acc is None:
-                    acc = {k: None if v is None else v.detach().clone() for k, v in snap.items()}
-                else:
-                    for k, v in snap.items():
-                        if v is not None:
-                            acc[k] += v.detach()
-            n += 1
-    avg = None if acc is None else {k: None if v is None else v / n for k, v in acc.items()}
-    return {"losses": losses, "average": avg}
+    if average_fraction > 0:
+        average = IterateAverage(summary_fn, start_fraction=average_fraction)
+        callbacks.append(average)
+    if callback is not None:
+        callbacks.append(_PerStep(callback))
+    history = train(svi, *args, num_steps=num_steps, scheduler=scheduler, callbacks=callbacks,
+                    log_every=1, eval_at_start=False, divergence=False, **kwargs)
+    return {"losses": [r["loss"] for r in history if r["step"] > 0],
+            "average": None if average is None else average.average}
+
+
+class _PerStep(Callback):
+    """``callback(step, loss)`` after every step (the old ``fit`` interface)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def on_record(self, record, state):
+        if record["step"] > 0:
+            self.fn(record["step"] - 1, record["loss"])

@@ -1,0 +1,545 @@
+r"""One SVI training loop: records, evaluation, callbacks, early stopping, checkpoint/resume.
+
+:func:`train` repeats ``loss_t = svi.step(*args, **kwargs)`` (then ``scheduler.step()``)
+for :math:`t = 1, \dots, T` and returns a history of records. It stops at
+:math:`T` = ``num_steps``, once the training time reaches ``time_budget`` (on the wall or
+the process CPU clock; evaluation and checkpoint time excluded), or when a callback asks.
+
+* Records every ``log_every`` steps: the mean loss and median step time since the previous
+  record; at evaluation points (every ``eval_every`` steps, at the training times
+  ``eval_times``, at step 0 and at the end) also what ``eval_fn()`` returns. Evaluation
+  runs with the RNG states saved and restored, so it never changes the training trajectory.
+* Divergence (:class:`DivergenceCheck`): a step whose loss is not finite, or whose
+  :math:`|L_t| > c \cdot \max(1, \mathrm{median}(|L_1|, \dots, |L_w|))` (default
+  :math:`c = 10^6`, :math:`w = 10`: the loss exploded relative to the scale of the first
+  losses), raises :class:`TrainingDiverged`.
+* Callbacks (:class:`Callback`, or plain functions of each record) may stop the run;
+  :class:`EarlyStopping` stops when a monitored evaluation stops improving and restores the
+  parameters of the best evaluation; :class:`IterateAverage` is Polyak averaging of a
+  summary over the last steps.
+* Checkpoints (:func:`save_checkpoint` / :func:`load_checkpoint`) hold everything the run
+  needs -- Pyro's param store (per-datapoint local parameters included), the buffers of
+  the guide / model / ``modules`` (e.g. :class:`~pyro_ar.infer.GumbelLocalGuide`'s visit
+  counts), the optimizer (and scheduler) state, the RNG states of torch (CPU, CUDA),
+  numpy and ``random``, the step, the history and the loop's and callbacks' state -- so a
+  run interrupted at step N and resumed gives bit for bit the trajectory of an
+  uninterrupted one. Files are written atomically and load with
+  ``torch.load(path, weights_only=True)``.
+"""
+
+import math
+import os
+import statistics
+import time
+import warnings
+from typing import Callable, Dict, List, Optional
+
+import torch
+
+import pyro
+
+from .checkpoint import CheckpointError, load_checkpoint, preserved_rng, save_checkpoint
+
+__all__ = [
+    "train", "TrainState", "Callback", "EarlyStopping", "IterateAverage", "DivergenceCheck",
+    "TrainingDiverged", "CheckpointError", "save_checkpoint", "load_checkpoint",
+]
+
+class TrainingDiverged(RuntimeError):
+    """Raised by :func:`train` when the loss is not finite or explodes (:class:`DivergenceCheck`).
+
+    Example:
+
+    >>> from pyro_ar.infer.loop import DivergenceCheck, TrainingDiverged
+    >>> try:
+    ...     DivergenceCheck()(7, float("nan"))
+    ... except TrainingDiverged as e:
+    ...     print(str(e)[:46])
+    training diverged at step 7: the loss became n
+    """
+
+
+class DivergenceCheck:
+    r"""Declares step t divergent if :math:`L_t` is not finite or
+    :math:`|L_t| > \text{factor}\cdot\max(1, \mathrm{median}(|L_1|..|L_w|))`, w = ``warmup``.
+
+    During the first ``warmup`` steps only non-finite losses count. Calling it with
+    ``(step, loss)`` raises :class:`TrainingDiverged` naming the step, the loss and what to
+    change.
+
+    Example:
+
+    >>> from pyro_ar.infer.loop import DivergenceCheck
+    >>> check = DivergenceCheck(factor=100.0, warmup=2)
+    >>> for t, loss in enumerate([50.0, 30.0, 20.0], 1):
+    ...     check(t, loss)
+    >>> check.scale           # median of |50|, |30|
+    40.0
+    """
+
+    def __init__(self, factor: float = 1e6, warmup: int = 10):
+        if not factor > 1:
+            raise ValueError(f"factor must be > 1, got factor={factor!r}")
+        if not (isinstance(warmup, int) and warmup >= 1):
+            raise ValueError(f"warmup must be an int >= 1, got warmup={warmup!r}")
+        self.factor, self.warmup = float(factor), warmup
+        self.scale, self._first = None, []
+
+    def __call__(self, step: int, loss: float) -> None:
+        if not math.isfinite(loss):
+            reason = "is not finite"
+        elif self.scale is None:
+            self._first.append(abs(loss))
+            if len(self._first) >= self.warmup:
+                self.scale, self._first = max(1.0, statistics.median(self._first)), []
+            return
+        elif abs(loss) <= self.factor * self.scale:
+            return
+        else:
+            reason = (f"exceeds {self.factor:g} x the scale {self.scale:.4g} of the first "
+                      f"{self.warmup} losses")
+        raise TrainingDiverged(
+            f"training diverged at step {step}: the loss became {loss!r}, which {reason}; try a "
+            "smaller learning rate, standardise the features, or check the data for "
+            "non-finite or extreme values")
+
+    def state_dict(self) -> Dict:
+        return {"scale": self.scale, "first": list(self._first)}
+
+    def load_state_dict(self, state: Dict) -> None:
+        self.scale, self._first = state["scale"], list(state["first"])
+
+
+class TrainState:
+    """What callbacks see: ``svi``, ``step`` (steps done), ``num_steps``, ``loss`` (the last
+    step's), ``time`` (training seconds on the loop's clock), ``history`` and ``stop`` (set
+    it to True to stop after the current step).
+
+    Example:
+
+    >>> from pyro_ar.infer.loop import TrainState
+    >>> TrainState(None, num_steps=10).step
+    0
+    """
+
+    def __init__(self, svi, num_steps: int):
+        self.svi, self.num_steps = svi, num_steps
+        self.step, self.loss, self.time, self.history, self.stop = 0, None, 0.0, [], False
+
+
+class Callback:
+    """Base class of :func:`train` callbacks; override what you need.
+
+    ``on_step(state)`` runs after every step (keep it O(1)); ``on_record(record, state)``
+    after every record; returning True from either stops the run (as does
+    ``state.stop = True``). ``state_dict`` / ``load_state_dict`` carry the callback's state
+    through checkpoints (numbers, strings, tensors, lists, tuples, dicts). A plain
+    function passed to ``train(callbacks=...)`` is called as ``on_record`` with the record.
+
+    Example:
+
+    >>> from pyro_ar.infer.loop import Callback
+    >>> class StopAt(Callback):
+    ...     def __init__(self, step):
+    ...         self.at = step
+    ...     def on_step(self, state):
+    ...         return state.step >= self.at
+    """
+
+    def on_train_begin(self, state: TrainState) -> None:
+        pass
+
+    def on_step(self, state: TrainState) -> Optional[bool]:
+        pass
+
+    def on_record(self, record: Dict, state: TrainState) -> Optional[bool]:
+        pass
+
+    def on_train_end(self, state: TrainState) -> None:
+        pass
+
+    def state_dict(self) -> Dict:
+        return {}
+
+    def load_state_dict(self, state: Dict) -> None:
+        pass
+
+
+class _FunctionCallback(Callback):
+    def __init__(self, fn):
+        self.fn = fn
+
+    def on_record(self, record, state):
+        return self.fn(record)
+
+
+class EarlyStopping(Callback):
+    r"""Stop when the evaluation ``record[monitor]`` has not improved for ``patience`` evaluations.
+
+    An evaluation counts as progress if it beats the best so far by at least ``min_delta``
+    (``score >= best + min_delta`` for ``mode="max"``, ``score <= best - min_delta`` for
+    ``"min"``); any strict improvement snapshots the parameters (the unconstrained tensors
+    of Pyro's param store, all or the names ``params`` gives: an iterable, or a function
+    returning one), and with ``restore_best`` they are copied back in place at the end of
+    training. NaN scores never improve. Attributes ``best``, ``best_step``, ``stopped``.
+
+    Example:
+
+    >>> from pyro_ar.infer.loop import EarlyStopping
+    >>> es = EarlyStopping("val_ll", patience=2)
+    >>> es.on_train_begin(None)
+    >>> [bool(es.on_record({"step": s, "val_ll": v}, None)) for s, v in enumerate([-3., -2., -2.5, -2.1])]
+    [False, False, False, True]
+    >>> es.best, es.best_step
+    (-2.0, 1)
+    """
+
+    def __init__(self, monitor: str, mode: str = "max", patience: int = 5, min_delta: float = 0.0,
+                 restore_best: bool = True, params=None):
+        if mode not in ("max", "min"):
+            raise ValueError(f"mode must be 'max' or 'min', got mode={mode!r}")
+        if not (isinstance(patience, int) and patience >= 1):
+            raise ValueError(f"patience must be an int >= 1, got patience={patience!r}")
+        if not min_delta >= 0:
+            raise ValueError(f"min_delta must be >= 0, got min_delta={min_delta!r}")
+        self.monitor, self.mode, self.patience, self.min_delta = monitor, mode, patience, min_delta
+        self.restore_best, self.params = restore_best, params
+        self.on_train_begin(None)
+
+    def on_train_begin(self, state):
+        self.best = -math.inf if self.mode == "max" else math.inf
+        self.best_step, self.wait, self.stopped, self._snapshot = None, 0, False, None
+
+    def on_record(self, record, state):
+        if self.monitor not in record:
+            return False
+        score = float(record[self.monitor])
+        sign = 1.0 if self.mode == "max" else -1.0
+        if sign * score > sign * self.best:
+            if self.restore_best:
+                self._snapshot = self._take_snapshot()
+            self.best_step = record["step"]
+        progress = sign * score >= sign * self.best + self.min_delta
+        self.best = score if sign * score > sign * self.best else self.best
+        self.wait = 0 if progress else self.wait + 1
+        self.stopped = self.wait >= self.patience
+        return self.stopped
+
+    def _take_snapshot(self):
+        store = dict(pyro.get_param_store().named_parameters())
+        names = self.params() if callable(self.params) else self.params
+        names = list(store) if names is None else list(names)
+        missing = [n for n in names if n not in store]
+        if missing:
+            raise KeyError(f"EarlyStopping(params=...): {missing} are not in the param store")
+        return {n: store[n].detach().clone() for n in names}
+
+    def on_train_end(self, state):
+        if not (self.restore_best and self._snapshot):
+            return
+        store = dict(pyro.get_param_store().named_parameters())
+        with torch.no_grad():
+            for name, value in self._snapshot.items():
+                store[name].copy_(value)
+
+    def state_dict(self):
+        return {"best": self.best, "best_step": self.best_step, "wait": self.wait,
+                "stopped": self.stopped, "snapshot": self._snapshot}
+
+    def load_state_dict(self, state):
+        self.best, self.best_step, self.wait = state["best"], state["best_step"], state["wait"]
+        self.stopped, self._snapshot = state["stopped"], state["snapshot"]
+
+
+class IterateAverage(Callback):
+    r"""Polyak averaging: :math:`\bar s = \frac{1}{|S|}\sum_{t\in S} s_t` of a summary
+    ``summary_fn()`` (a dict of tensors or None) over the steps
+    :math:`S = \{t > T - \mathrm{round}(f T)\}`, the last fraction :math:`f` =
+    ``start_fraction`` of ``num_steps`` T. The summary is computed at every averaged step:
+    keep it cheap. The result is :attr:`average` (None before the first averaged step).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.infer.loop import IterateAverage, TrainState
+    >>> state = TrainState(None, num_steps=4)
+    >>> avg = IterateAverage(lambda: {"x": torch.tensor(float(state.step))}, start_fraction=0.5)
+    >>> avg.on_train_begin(state)
+    >>> for state.step in range(1, 5):
+    ...     avg.on_step(state)
+    >>> avg.average["x"]           # mean of the steps 3 and 4
+    tensor(3.5000)
+    """
+
+    def __init__(self, summary_fn: Callable[[], Dict], start_fraction: float = 0.5):
+        if not 0.0 <= start_fraction <= 1.0:
+            raise ValueError(f"start_fraction must lie in [0, 1], got start_fraction={start_fraction!r}")
+        self.summary_fn, self.start_fraction = summary_fn, float(start_fraction)
+        self.start, self._sum, self.count = None, None, 0
+
+    def on_train_begin(self, state):
+        T = state.num_steps
+        self.start, self._sum, self.count = T - int(round(self.start_fraction * T)), None, 0
+
+    @torch.no_grad()
+    def on_step(self, state):
+        if state.step <= self.start:
+            return
+        snap = self.summary_fn()
+        if self._sum is None:
+            self._sum = {k: None if v is None else v.detach().clone() for k, v in snap.items()}
+        else:
+            for k, v in snap.items():
+                if v is not None:
+                    self._sum[k] += v.detach()
+        self.count += 1
+
+    @property
+    def average(self) -> Optional[Dict]:
+        if self._sum is None:
+            return None
+        return {k: None if v is None else v / self.count for k, v in self._sum.items()}
+
+    def state_dict(self):
+        return {"sum": self._sum, "count": self.count, "start": self.start}
+
+    def load_state_dict(self, state):
+        if state["start"] != self.start:
+            warnings.warn(f"IterateAverage: the averaging window now starts after step {self.start}, "
+                          f"the checkpoint's after step {state['start']} (num_steps changed); the "
+                          "average keeps the steps already summed", RuntimeWarning)
+        self._sum, self.count = state["sum"], state["count"]
+
+
+# ------------------------------------------------------------------ the loop
+class _Loop:
+    """The state and steps of one :func:`train` call (see there)."""
+
+    def __init__(self, svi, args, kwargs, opts):
+        self.svi, self.args, self.kwargs, self.o = svi, args, kwargs, opts
+        self.state = TrainState(svi, opts["num_steps"])
+        self.elapsed = {"time": 0.0, "wall": 0.0, "cpu": 0.0}
+        self.losses, self.times, self.loss_sum = [], [], 0.0
+        self.next_eval_time, self.bar, self.postfix = 0, None, {}
+        div = opts["divergence"]
+        self.divergence = DivergenceCheck() if div is True else (div or None)
+        cbs = [c if isinstance(c, Callback) else _FunctionCallback(c) for c in opts["callbacks"]]
+        if opts["early_stopping"] is not None:
+            cbs.append(opts["early_stopping"])
+        self.callbacks = cbs
+        self.step_callbacks = [c for c in cbs if type(c).on_step is not Callback.on_step]
+
+    # ---- records
+    def record(self, evaluate: bool) -> None:
+        st, o = self.state, self.o
+        rec = {"step": st.step, "time": self.elapsed["time"], "wall_time": self.elapsed["wall"],
+               "cpu_time": self.elapsed["cpu"],
+               "loss": self.loss_sum / len(self.losses) if self.losses else float("nan"),
+               "step_time": statistics.median(self.times) if self.times else float("nan")}
+        if evaluate and o["eval_fn"] is not None:
+            with preserved_rng():  # evaluation never changes the training trajectory
+                out = o["eval_fn"]()
+            rec.update(out)
+            self.postfix = {k: f"{v:.4g}" for k, v in out.items() if isinstance(v, (int, float))}
+        st.history.append(rec)
+        self.losses, self.times, self.loss_sum = [], [], 0.0
+        for cb in self.callbacks:
+            if cb.on_record(rec, st):
+                st.stop = True
+
+    def finished(self) -> bool:
+        st, budget = self.state, self.o["time_budget"]
+        return st.stop or st.step >= st.num_steps or (budget is not None and self.elapsed["time"] >= budget)
+
+    def due_for_eval(self) -> bool:
+        times, st = self.o["eval_times"], self.state
+        due = st.step % self.o["eval_every"] == 0
+        while self.next_eval_time < len(times) and self.elapsed["time"] >= times[self.next_eval_time]:
+            self.next_eval_time, due = self.next_eval_time + 1, True
+        return due
+
+    # ---- one step
+    def step(self) -> None:
+        st, o = self.state, self.o
+        w0, c0 = time.perf_counter(), time.process_time()
+        loss = self.svi.step(*self.args, **self.kwargs)
+        if o["scheduler"] is not None:
+            o["scheduler"].step()
+        dw, dc = time.perf_counter() - w0, time.process_time() - c0
+        dt = dw if o["clock"] == "wall" else dc
+        st.step, st.loss = st.step + 1, loss
+        self.elapsed["wall"] += dw
+        self.elapsed["cpu"] += dc
+        self.elapsed["time"] += dt
+        st.time = self.elapsed["time"]
+        self.losses.append(loss)
+        self.loss_sum += loss
+        self.times.append(dt)
+        if o["step_times"] is not None:
+            o["step_times"].append(dt)
+        if self.divergence is not None:
+            self.divergence(st.step, loss)
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix({"loss": f"{self.loss_sum / len(self.losses):.4g}", **self.postfix},
+                                 refresh=False)
+        for cb in self.step_callbacks:
+            if cb.on_step(st):
+                st.stop = True
+
+    # ---- checkpoints
+    def save(self) -> None:
+        o, sched = self.o, self.o["scheduler"]
+        loop = {"elapsed": dict(self.elapsed), "losses": list(self.losses), "times": list(self.times),
+                "loss_sum": self.loss_sum, "next_eval_time": self.next_eval_time,
+                "stop": self.state.stop,
+                "divergence": None if self.divergence is None else self.divergence.state_dict(),
+                "callbacks": {k: cb.state_dict() for k, cb in self.keyed_callbacks().items()},
+                "scheduler": sched.get_state() if sched is not None and sched is not self.svi.optim
+                and hasattr(sched, "get_state") else None}
+        save_checkpoint(o["checkpoint"], self.svi, step=self.state.step, modules=o["modules"],
+                        history=self.state.history, extra={"pyro_ar.train": loop})
+
+    def restore(self) -> bool:
+        o, path = self.o, self.o["checkpoint"]
+        if path is None or not o["resume"] or not os.path.exists(path):
+            return False
+        ck = load_checkpoint(path, self.svi, *self.args, modules=o["modules"], **self.kwargs)
+        loop = (ck["extra"] or {}).get("pyro_ar.train")
+        if loop is None:
+            raise CheckpointError(f"the checkpoint {os.fspath(path)!r} was not written by train()")
+        keyed = self.keyed_callbacks()
+        lost = [k for k, v in loop["callbacks"].items() if v and k not in keyed]
+        if lost:
+            raise CheckpointError(f"the checkpoint {os.fspath(path)!r} holds the state of the "
+                                  f"callbacks {lost}, which this run does not have")
+        st = self.state
+        st.step, st.history, st.stop = ck["step"], ck["history"], loop["stop"]
+        self.elapsed, self.losses, self.times = loop["elapsed"], loop["losses"], loop["times"]
+        self.loss_sum, self.next_eval_time = loop["loss_sum"], loop["next_eval_time"]
+        st.time = self.elapsed["time"]
+        if self.divergence is not None and loop["divergence"] is not None:
+            self.divergence.load_state_dict(loop["divergence"])
+        for key, cb in keyed.items():
+            if key in loop["callbacks"]:
+                cb.load_state_dict(loop["callbacks"][key])
+        if loop["scheduler"] is not None:
+            o["scheduler"].set_state(loop["scheduler"])
+        return True
+
+    def keyed_callbacks(self) -> Dict[str, Callback]:
+        """Callbacks by ``<class name>.<index among that class>`` (their checkpoint keys)."""
+        keyed, seen = {}, {}
+        for cb in self.callbacks:
+            name = type(cb).__name__
+            keyed[f"{name}.{seen.get(name, 0)}"] = cb
+            seen[name] = seen.get(name, 0) + 1
+        return keyed
+
+    # ---- the run
+    def run(self) -> List[Dict]:
+        o, st = self.o, self.state
+        for cb in self.callbacks:
+            cb.on_train_begin(st)
+        if not self.restore():
+            self.record(o["eval_at_start"])
+        if o["progress"]:
+            from tqdm.auto import tqdm
+            kw = o["progress"] if isinstance(o["progress"], dict) else {}
+            self.bar = tqdm(total=st.num_steps, initial=st.step, **kw)
+        try:
+            while not self.finished():
+                self.step()
+                done = self.finished()
+                evaluate = self.due_for_eval() or done
+                if evaluate or st.step % o["log_every"] == 0:
+                    self.record(evaluate)
+                every = o["checkpoint_every"]
+                if o["checkpoint"] is not None and every and st.step % every == 0 and not done:
+                    self.save()
+            if st.history[-1]["step"] != st.step:
+                self.record(True)
+            if o["checkpoint"] is not None:
+                self.save()
+        finally:
+            if self.bar is not None:
+                self.bar.close()
+        for cb in self.callbacks:
+            cb.on_train_end(st)
+        return st.history
+
+
+def train(svi, *args, num_steps: int = 1000, time_budget: Optional[float] = None,
+          eval_fn: Optional[Callable[[], Dict]] = None, eval_every: Optional[int] = None,
+          eval_times=(), eval_at_start: bool = True, log_every: Optional[int] = None,
+          callbacks=(), early_stopping: Optional[EarlyStopping] = None, scheduler=None,
+          checkpoint=None, checkpoint_every: Optional[int] = None, resume: bool = True,
+          modules=(), progress=False, clock: str = "wall",
+          step_times: Optional[List[float]] = None, divergence=True, **kwargs) -> List[Dict]:
+    """Run ``svi.step(*args, **kwargs)`` and return a history of records (see the module doc).
+
+    Each record has ``step``, ``time`` (training seconds so far on ``clock``; evaluation and
+    checkpoint time excluded), ``wall_time`` and ``cpu_time`` (both clocks), ``loss`` (mean
+    of the step losses since the previous record), ``step_time`` (median seconds of one
+    step since the previous record, on ``clock``) and, at evaluation points, what
+    ``eval_fn()`` returns. The first record (step 0) and the last are always made; step 0
+    is evaluated if ``eval_at_start``, the last always.
+
+    :param num_steps: total number of steps (a resumed run continues up to it).
+    :param time_budget: stop once ``time`` reaches it (seconds; resumed runs count the time
+        before the interruption).
+    :param eval_every: steps between evaluations (default ``num_steps // 20``).
+    :param eval_times: training times (seconds on ``clock``) at which to evaluate as well.
+    :param log_every: steps between loss records (default ``eval_every``).
+    :param callbacks: :class:`Callback` objects, or functions called with every record
+        (a true return value stops the run).
+    :param early_stopping: an :class:`EarlyStopping` (a callback run after the others).
+    :param scheduler: an object whose ``step()`` is called after every SVI step (e.g. the
+        :class:`~pyro.optim.PyroLRScheduler` given to ``svi``).
+    :param checkpoint: a file path: save there every ``checkpoint_every`` steps and at the
+        end; with ``resume`` and an existing file, restore it and continue from its step
+        (pass the same ``modules``; callback states are matched by class name and order, a
+        saved non-empty state without its callback is an error). A run stopped by a
+        callback stays stopped; one stopped by ``num_steps`` or ``time_budget`` continues
+        if they grew.
+    :param modules: extra ``nn.Module``\\ s whose buffers belong to the run (the guide's and
+        model's are saved anyway).
+    :param progress: a tqdm bar (True, or a dict of tqdm options) with the running loss.
+    :param clock: ``"wall"`` or ``"process"`` (CPU time of this process) for ``time`` and
+        ``time_budget``.
+    :param step_times: a list to which the time of every step is appended.
+    :param divergence: True (a :class:`DivergenceCheck`), a :class:`DivergenceCheck`, or
+        False (no check).
+
+    Example:
+
+    >>> from pyro.infer import SVI
+    >>> from pyro_ar.datasets import make_linear_teacher
+    >>> from pyro_ar.infer import train
+    >>> from pyro_ar.models import LinearClassifier
+    >>> from pyro_ar.optim import lazy_adam
+    >>> data = make_linear_teacher(500, 4, 20, seed=0)
+    >>> model = LinearClassifier(4, 20, num_negatives=5, subsample_size=50, sparse=True)
+    >>> svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
+    >>> history = train(svi, data.x, data.y, num_steps=30, eval_every=10)
+    >>> [h["step"] for h in history]
+    [0, 10, 20, 30]
+    """
+    if not (isinstance(num_steps, int) and num_steps >= 0):
+        raise ValueError(f"num_steps must be an int >= 0, got num_steps={num_steps!r}")
+    if clock not in ("wall", "process"):
+        raise ValueError(f"clock must be 'wall' or 'process', got clock={clock!r}")
+    for name, value in (("eval_every", eval_every), ("log_every", log_every),
+                        ("checkpoint_every", checkpoint_every)):
+        if value is not None and not (isinstance(value, int) and value >= 1):
+            raise ValueError(f"{name} must be an int >= 1 or None, got {name}={value!r}")
+    if time_budget is not None and not time_budget >= 0:
+        raise ValueError(f"time_budget must be >= 0 seconds, got time_budget={time_budget!r}")
+    eval_every = eval_every or max(1, num_steps // 20)
+    opts = dict(num_steps=num_steps, time_budget=time_budget, eval_fn=eval_fn, eval_every=eval_every,
+                eval_times=sorted(eval_times), eval_at_start=eval_at_start,
+                log_every=log_every or eval_every, callbacks=callbacks,
+                early_stopping=early_stopping, scheduler=scheduler, checkpoint=checkpoint,
+                checkpoint_every=checkpoint_every, resume=resume, modules=tuple(modules),
+                progress=progress, clock=clock, step_times=step_times, divergence=divergence)
+    return _Loop(svi, args, kwargs, opts).run()

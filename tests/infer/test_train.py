@@ -1,0 +1,491 @@
+"""Tests of pyro_ar.infer.train (the training loop) and pyro_ar.infer.checkpoint.
+
+The central property: a run interrupted at step n and resumed from its checkpoint with
+brand-new objects (param store cleared, new model / guide / optimizer / SVI, RNG scrambled)
+follows bit for bit (``==`` on the losses, ``torch.equal`` on the parameters and buffers)
+the trajectory of the uninterrupted run.
+"""
+
+import importlib
+import math
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import pyro
+from pyro.distributions import constraints
+from pyro.infer import SVI
+from pyro.infer.autoguide import AutoGuideList, AutoNormal
+
+from pyro_ar.datasets import make_linear_teacher
+from pyro_ar.infer import (
+    BayesianLinearClassifier,
+    Callback,
+    CheckpointError,
+    ClassSubsampledNormal,
+    ClosedFormELBO,
+    DivergenceCheck,
+    EarlyStopping,
+    GumbelLocalGuide,
+    IterateAverage,
+    NoiseLocalGuide,
+    TrainingDiverged,
+    hide_noise_sites,
+    load_checkpoint,
+    posterior_summary,
+    save_checkpoint,
+    train,
+)
+from pyro_ar.infer.bayesian import fit
+from pyro_ar.models import LinearClassifier
+from pyro_ar.optim import LazyAdam, lazy_adam
+
+pytestmark = pytest.mark.usefixtures("seeded")
+
+D, K, N = 4, 12, 300
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny tensors; bit-identical runs need the same reduction order
+    yield
+    torch.set_num_threads(threads)
+
+
+# ------------------------------------------------------------------ the runs
+def _mle(noise_data):
+    model = LinearClassifier(D, K, num_negatives=4, subsample_size=32, sparse=True)
+    guide = model.default_guide()
+    assert isinstance(guide, GumbelLocalGuide)  # natural eta step and visit counters
+    return SVI(model, guide, lazy_adam({"lr": 0.05}), model.default_elbo()), {}
+
+
+def _map(noise_data):
+    model = LinearClassifier(D, K, noise="normal", weights="map", num_negatives=4,
+                             subsample_size=32, sparse=True)
+    guide = model.default_guide()
+    assert isinstance(guide, NoiseLocalGuide)  # sparse per-datapoint params
+    optim = lazy_adam(lambda name: {"lr": 0.1 if "_eps_" in name else 0.05})
+    return SVI(model, guide, optim, model.default_elbo()), {}
+
+
+def _bayes(noise_data):
+    model = BayesianLinearClassifier(D, K, num_negatives=4, subsample_size=32)
+    guide = ClassSubsampledNormal(model)
+    sched = pyro.optim.LambdaLR({"optimizer": LazyAdam, "optim_args": {"lr": 0.05},
+                                 "lr_lambda": lambda t: (1 + t / 10) ** -0.5})
+    return SVI(model, guide, sched, ClosedFormELBO()), {
+        "scheduler": sched, "average": IterateAverage(lambda: posterior_summary(guide), 0.5)}
+
+
+def _bayes_autoguide(noise_data):
+    """Lazily set-up AutoNormal (weights) + NoiseLocalGuide in an AutoGuideList."""
+    model = LinearClassifier(D, K, noise="normal", weights="bayes", num_negatives=4,
+                             subsample_size=32, sparse=True)
+    guide = AutoGuideList(model, create_plates=model.create_plates)
+    guide.append(AutoNormal(hide_noise_sites(model)))
+    guide.append(NoiseLocalGuide(model))
+    return SVI(model, guide, lazy_adam({"lr": 0.05}), model.default_elbo()), {}
+
+
+CASES = {"mle_gumbel": (_mle, "gumbel"), "map_normal": (_map, "normal"),
+         "bayes_class_subsampled": (_bayes, "gumbel"), "bayes_autoguide": (_bayes_autoguide, "normal")}
+
+
+class _Collect(Callback):
+    def __init__(self, losses):
+        self.losses = losses
+
+    def on_step(self, state):
+        self.losses.append(state.loss)
+
+
+class _Crash(Callback):
+    def __init__(self, at):
+        self.at = at
+
+    def on_step(self, state):
+        if state.step == self.at:
+            raise KeyboardInterrupt("simulated crash")
+
+
+def _eval_fn():
+    torch.rand(3)          # evaluations that use the RNGs must not change training
+    np.random.rand()
+    score = -sum(float(p.detach().abs().sum()) for _, p in pyro.get_param_store().named_parameters())
+    return {"score": score}
+
+
+def _run(case, data, num_steps, path=None, every=None, crash_at=None, average=True):
+    make, _ = CASES[case]
+    svi, extra = make(data)
+    losses = []
+    callbacks = [_Collect(losses), _Crash(crash_at)]
+    if average and "average" in extra:
+        callbacks.append(extra["average"])
+    es = EarlyStopping("score", patience=10_000)  # never stops; restores the best at the end
+    try:
+        train(svi, data.x, data.y, num_steps=num_steps, eval_fn=_eval_fn, callbacks=callbacks,
+              early_stopping=es, scheduler=extra.get("scheduler"), checkpoint=path,
+              checkpoint_every=every)
+    except KeyboardInterrupt:
+        pass
+    params = {n: p.detach().clone() for n, p in pyro.get_param_store().named_parameters()}
+    buffers = {n: b.clone() for n, b in svi.guide.named_buffers()}
+    avg = extra["average"].average if average and "average" in extra else None
+    return losses, params, buffers, avg, es
+
+
+def _assert_same_state(a, b):
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("interruption", ["end_of_run", "crash"])
+def test_resumed_run_is_bit_identical_to_uninterrupted(case, interruption, tmp_path):
+    n = 10
+    data = make_linear_teacher(N, D, K, CASES[case][1], seed=0)
+    average = interruption == "crash"  # the averaging window depends on num_steps
+    ref_losses, ref_params, ref_buffers, ref_avg, ref_es = _run(case, data, 2 * n, average=average)
+    assert len(ref_losses) == 2 * n
+
+    pyro.clear_param_store()
+    pyro.set_rng_seed(0)
+    path = str(tmp_path / "run.pt")
+    if interruption == "end_of_run":
+        first, *_ = _run(case, data, n, path=path, average=average)
+        kept = n
+    else:  # checkpoints at 7 and 14, crash at 17: steps 15-17 are lost
+        first, *_ = _run(case, data, 2 * n, path=path, every=7, crash_at=17)
+        assert len(first) == 17
+        kept = 14
+    torch.load(path, weights_only=True)  # plain data only
+
+    pyro.clear_param_store()  # throw everything away, scramble the RNGs
+    pyro.set_rng_seed(12345)
+    second, params, buffers, avg, es = _run(case, data, 2 * n, path=path, average=average)
+    assert first[:kept] + second == ref_losses
+    _assert_same_state(params, ref_params)
+    _assert_same_state(buffers, ref_buffers)
+    if case == "mle_gumbel":
+        assert int(buffers["y_eps_visits"].sum()) == 2 * n * 32  # the counters were restored
+    if ref_avg is not None:
+        _assert_same_state(avg, ref_avg)
+    assert (es.best, es.best_step) == (ref_es.best, ref_es.best_step)
+
+
+def test_resuming_a_finished_run_takes_no_step(tmp_path):
+    data = make_linear_teacher(N, D, K, seed=0)
+    path = str(tmp_path / "run.pt")
+    svi, _ = _mle(data)
+    hist = train(svi, data.x, data.y, num_steps=6, eval_every=3, checkpoint=path)
+    steps = []
+    svi, _ = _mle(data)
+    again = train(svi, data.x, data.y, num_steps=6, eval_every=3, checkpoint=path,
+                  callbacks=[lambda rec: steps.append(rec["step"])])
+    assert steps == [] and [h["step"] for h in again] == [h["step"] for h in hist] == [0, 3, 6]
+
+
+def test_iterate_average_equals_bayesian_fit():
+    """IterateAverage as a callback reproduces bayesian.fit's Polyak average exactly."""
+    data = make_linear_teacher(N, D, K, seed=0)
+    svi, extra = _bayes(data)
+    out = fit(svi, data.x, data.y, num_steps=12, scheduler=extra["scheduler"], average_fraction=0.5,
+              summary_fn=lambda: posterior_summary(svi.guide))
+    pyro.clear_param_store()
+    pyro.set_rng_seed(0)
+    svi, extra = _bayes(data)
+    hist = train(svi, data.x, data.y, num_steps=12, scheduler=extra["scheduler"], log_every=1,
+                 callbacks=[extra["average"]])
+    assert [h["loss"] for h in hist[1:]] == out["losses"]
+    _assert_same_state(extra["average"].average, out["average"])
+    assert extra["average"].count == 6
+
+
+# ------------------------------------------------------------------ early stopping
+def test_early_stopping_stops_and_restores_the_best_parameters():
+    data = make_linear_teacher(N, D, K, seed=0)
+    svi, _ = _mle(data)
+    scores, snapshots = iter([0.0, 1.0, 3.0, 2.0, 2.5, 9.0]), {}
+
+    def eval_fn():
+        store = pyro.get_param_store()
+        w = store["weight"].detach().clone() if "weight" in store else None
+        snapshots[len(snapshots) * 5] = w
+        return {"val": next(scores)}
+    es = EarlyStopping("val", patience=2)
+    hist = train(svi, data.x, data.y, num_steps=100, eval_every=5, eval_fn=eval_fn, early_stopping=es)
+    assert [h["step"] for h in hist] == [0, 5, 10, 15, 20]  # 15 and 20 do not beat 3.0
+    assert (es.best, es.best_step, es.stopped) == (3.0, 10, True)
+    assert not torch.equal(snapshots[20], snapshots[10])
+    assert torch.equal(pyro.param("weight").detach(), snapshots[10])
+
+
+@pytest.mark.parametrize("mode,min_delta,scores,stop_at", [
+    ("max", 0.0, [1, 2, 2, 1, 1], 4),      # ties count as progress, two misses stop
+    ("max", 0.5, [1, 1.2, 1.4, 1.6], 2),   # improvements smaller than min_delta are misses
+    ("min", 0.0, [5, 4, 6, 3, 7, 8], 5),
+    ("max", 0.0, [1, float("nan"), float("nan")], 2),
+])
+def test_early_stopping_patience_table(mode, min_delta, scores, stop_at):
+    es = EarlyStopping("m", mode=mode, patience=2, min_delta=min_delta, restore_best=False)
+    stops = [bool(es.on_record({"step": i, "m": s}, None)) for i, s in enumerate(scores)]
+    assert stops.index(True) == stop_at and not any(stops[:stop_at])
+
+
+def test_early_stopping_argument_errors():
+    with pytest.raises(ValueError, match="mode"):
+        EarlyStopping("m", mode="up")
+    with pytest.raises(ValueError, match="patience"):
+        EarlyStopping("m", patience=0)
+    with pytest.raises(ValueError, match="start_fraction"):
+        IterateAverage(dict, start_fraction=1.5)
+
+
+# ------------------------------------------------------------------ stopping rules
+class _ScriptedSVI:
+    """Stands in for SVI: returns scripted losses, optionally sleeping or burning CPU."""
+
+    def __init__(self, losses=None, sleep=0.0, burn=0.0):
+        self.losses, self.sleep, self.burn, self.calls = losses, sleep, burn, 0
+
+    def step(self):
+        self.calls += 1
+        if self.sleep:
+            time.sleep(self.sleep)
+        t0 = time.process_time()
+        while time.process_time() - t0 < self.burn:
+            pass
+        return 1.0 if self.losses is None else self.losses[self.calls - 1]
+
+
+@pytest.mark.parametrize("losses,step", [
+    ([3.0, 2.0, float("nan")], 3),
+    ([1.0, float("-inf")], 2),
+    ([10.0] * 10 + [5e6, 1e8], 12),   # 1e8 > 1e6 x median(|L_1..L_10|) = 1e7 > 5e6
+])
+def test_divergence_raises_with_step_loss_and_advice(losses, step):
+    with pytest.raises(TrainingDiverged, match=f"step {step}: the loss became") as err:
+        train(_ScriptedSVI(losses), num_steps=len(losses))
+    assert "smaller learning rate" in str(err.value) and "standardise the features" in str(err.value)
+    assert isinstance(err.value, RuntimeError)
+    hist = train(_ScriptedSVI(losses), num_steps=len(losses), divergence=False)
+    assert hist[-1]["step"] == len(losses)
+
+
+def test_divergence_on_a_real_model_with_a_huge_learning_rate(validation_off):
+    """lr = 1e4: the first step's loss is finite, the second's inf (NaN after)."""
+    data = make_linear_teacher(N, D, K, seed=0)
+    model = LinearClassifier(D, K, num_negatives=4, subsample_size=32, sparse=True)
+    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 1e4}), model.default_elbo())
+    with pytest.raises(TrainingDiverged, match="step 2: the loss became inf"):
+        train(svi, data.x, data.y, num_steps=5)
+
+
+def test_divergence_check_arguments():
+    with pytest.raises(ValueError, match="factor"):
+        DivergenceCheck(factor=0.5)
+    with pytest.raises(ValueError, match="warmup"):
+        DivergenceCheck(warmup=0)
+
+
+@pytest.mark.parametrize("clock,svi", [("wall", _ScriptedSVI(sleep=0.01)),
+                                       ("process", _ScriptedSVI(burn=0.004))])
+def test_time_budget_stops_on_the_chosen_clock_excluding_evaluation(clock, svi):
+    hist = train(svi, num_steps=10**9, time_budget=0.05, clock=clock, eval_every=1,
+                 eval_fn=lambda: time.sleep(0.01) or {})
+    last = hist[-1]
+    assert last["time"] >= 0.05 and last["step"] == svi.calls
+    # evaluation (10 ms each, at every step) is excluded: at most ~ budget / step time steps
+    # short of it, i.e. the budget was reached by training time alone
+    assert last["time"] == (last["wall_time"] if clock == "wall" else last["cpu_time"])
+    assert last["time"] - hist[-2]["time"] < 0.05
+    if clock == "process":
+        assert last["wall_time"] >= last["cpu_time"] * 0.5
+
+
+def test_eval_times_evaluate_at_training_times():
+    hist = train(_ScriptedSVI(sleep=0.005), num_steps=40, eval_every=1000, eval_times=[0.03, 0.06],
+                 eval_fn=lambda: {"ev": 1})
+    ev = [h for h in hist if "ev" in h]
+    assert len(ev) == 4  # step 0, the two times, the end
+    assert ev[1]["time"] >= 0.03 and ev[2]["time"] >= 0.06
+
+
+def test_callbacks_can_stop_the_run():
+    hist = train(_ScriptedSVI(), num_steps=100, log_every=2, callbacks=[lambda r: r["step"] >= 6])
+    assert hist[-1]["step"] == 6
+
+    class StopAt(Callback):
+        def on_step(self, state):
+            state.stop = state.step == 7
+    hist = train(_ScriptedSVI(), num_steps=100, log_every=2, callbacks=[StopAt()])
+    assert [h["step"] for h in hist][-2:] == [6, 7]
+
+
+def test_records_keep_the_old_keys_and_step_times():
+    times = []
+    hist = train(_ScriptedSVI(), num_steps=10, eval_every=5, step_times=times)
+    assert {"step", "time", "loss", "step_time"} <= set(hist[1])
+    assert len(times) == 10 and [h["step"] for h in hist] == [0, 5, 10]
+    assert math.isnan(hist[0]["loss"]) and hist[1]["loss"] == 1.0
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"num_steps": -1}, "num_steps"), ({"clock": "gpu"}, "clock"), ({"eval_every": 0}, "eval_every"),
+    ({"checkpoint_every": 1.5}, "checkpoint_every"), ({"time_budget": -1.0}, "time_budget"),
+])
+def test_train_argument_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        train(_ScriptedSVI(), **kwargs)
+
+
+def test_training_module_is_a_deprecated_shim():
+    sys.modules.pop("pyro_ar.infer.training", None)
+    with pytest.warns(DeprecationWarning, match="pyro_ar.infer.train"):
+        shim = importlib.import_module("pyro_ar.infer.training")
+    assert shim.train is train
+
+
+# ------------------------------------------------------------------ checkpoint files
+def _trained_svi(data, steps=3):
+    svi, _ = _mle(data)
+    for _ in range(steps):
+        svi.step(data.x, data.y)
+    return svi
+
+
+def test_failing_save_leaves_the_previous_checkpoint_intact(tmp_path, monkeypatch):
+    data = make_linear_teacher(N, D, K, seed=0)
+    svi = _trained_svi(data)
+    path = tmp_path / "run.pt"
+    save_checkpoint(path, svi, step=3)
+    before = path.read_bytes()
+    svi.step(data.x, data.y)
+    real_save = torch.save
+
+    def failing_save(obj, f):
+        real_save(obj, f)
+        f.write(b"half")
+        raise OSError("disk full")
+    monkeypatch.setattr(torch, "save", failing_save)
+    with pytest.raises(OSError, match="disk full"):
+        save_checkpoint(path, svi, step=4)
+    assert path.read_bytes() == before
+    assert os.listdir(tmp_path) == ["run.pt"]  # the temporary file is gone
+
+
+def test_missing_corrupt_and_foreign_checkpoints_name_the_path(tmp_path):
+    data = make_linear_teacher(N, D, K, seed=0)
+    svi = _trained_svi(data)
+    missing = str(tmp_path / "nope.pt")
+    with pytest.raises(CheckpointError, match="no checkpoint file at .*nope.pt"):
+        load_checkpoint(missing, svi, data.x, data.y)
+    corrupt = tmp_path / "corrupt.pt"
+    save_checkpoint(corrupt, svi, step=3)
+    corrupt.write_bytes(corrupt.read_bytes()[:100])
+    with pytest.raises(CheckpointError, match="cannot read the checkpoint .*corrupt.pt"):
+        load_checkpoint(corrupt, svi, data.x, data.y)
+    foreign = tmp_path / "foreign.pt"
+    torch.save({"weights": torch.zeros(2)}, foreign)
+    with pytest.raises(CheckpointError, match="foreign.pt.* is not a pyro_ar checkpoint"):
+        load_checkpoint(foreign, svi, data.x, data.y)
+
+
+def test_incompatible_checkpoint_is_a_clear_error(tmp_path):
+    data = make_linear_teacher(N, D, K, seed=0)
+    path = tmp_path / "gumbel.pt"
+    save_checkpoint(path, _trained_svi(data), step=3)  # GumbelLocalGuide: visit counters
+    pyro.clear_param_store()
+    svi, _ = _map(make_linear_teacher(N, D, K, "normal", seed=0))
+    with pytest.raises(CheckpointError, match="gumbel.pt.* into this run.*buffers"):
+        load_checkpoint(path, svi, data.x, data.y)
+    svi, _ = _mle(data)
+    with pytest.raises(CheckpointError, match="not written by train"):
+        train(svi, data.x, data.y, num_steps=5, checkpoint=str(path))
+    pyro.clear_param_store()
+    svi, _ = _mle(data)
+    path = str(tmp_path / "es.pt")
+    train(svi, data.x, data.y, num_steps=3, checkpoint=path, early_stopping=EarlyStopping("m"))
+    svi, _ = _mle(data)
+    with pytest.raises(CheckpointError, match="es.pt.*EarlyStopping"):  # its state would be lost
+        train(svi, data.x, data.y, num_steps=5, checkpoint=path)
+
+
+def test_unsaveable_values_are_named(tmp_path):
+    data = make_linear_teacher(N, D, K, seed=0)
+    svi = _trained_svi(data)
+    with pytest.raises(TypeError, match=r"history\[0\]\['model'\]"):
+        save_checkpoint(tmp_path / "x.pt", svi, step=3, history=[{"model": object()}])
+    assert not (tmp_path / "x.pt").exists()
+
+
+def test_constraints_round_trip(tmp_path):
+    pyro.param("a", torch.tensor([0.5, 2.0]), constraint=constraints.positive)
+    pyro.param("b", torch.tensor([0.2, 0.7]), constraint=constraints.interval(0.0, 1.0))
+    pyro.param("c", torch.eye(2), constraint=constraints.independent(constraints.greater_than(-1.0), 2))
+    pyro.param("d", torch.tensor([0.3, 0.7]), constraint=constraints.simplex)
+    before = {n: pyro.param(n).detach().clone() for n in "abcd"}
+
+    class NoOptim:
+        pass
+    svi = SVI(lambda: None, lambda: None, lazy_adam({"lr": 0.1}), ClosedFormELBO())
+    svi.optim = NoOptim()  # no optimizer state to save
+    save_checkpoint(tmp_path / "c.pt", svi, step=0)
+    pyro.clear_param_store()
+    load_checkpoint(tmp_path / "c.pt", svi)
+    store = pyro.get_param_store()
+    for n in "abcd":
+        assert torch.equal(pyro.param(n).detach(), before[n]), n
+    assert store._constraints["a"] is constraints.positive
+    b = store._constraints["b"]
+    assert (type(b).__name__, b.lower_bound, b.upper_bound) == ("_Interval", 0.0, 1.0)
+    c = store._constraints["c"]
+    assert c.reinterpreted_batch_ndims == 2 and c.base_constraint.lower_bound == -1.0
+    assert all(store._params[n].requires_grad for n in "abcd")
+
+
+def test_load_into_the_same_objects_rewinds_the_run(tmp_path):
+    """load_checkpoint also works on the live objects (the optimizer forgets its old state)."""
+    data = make_linear_teacher(N, D, K, seed=0)
+    svi = _trained_svi(data)
+    save_checkpoint(tmp_path / "r.pt", svi, step=3)
+    after = [svi.step(data.x, data.y) for _ in range(3)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_checkpoint(tmp_path / "r.pt", svi, data.x, data.y)["step"] == 3
+    assert [svi.step(data.x, data.y) for _ in range(3)] == after
+
+
+def test_progress_bar_shows_the_running_loss_and_evaluations():
+    import io
+
+    out = io.StringIO()
+    train(_ScriptedSVI([2.0, 4.0, 6.0, 8.0]), num_steps=4, eval_every=2,
+          eval_fn=lambda: {"acc": 0.5, "refresh": 1},  # (a key that is also a tqdm argument)
+          progress={"file": out, "mininterval": 0, "desc": "fit"})
+    text = out.getvalue()
+    assert "fit" in text and "4/4" in text and "acc=0.5" in text and "loss=" in text
+
+
+def test_time_budget_counts_the_time_before_a_resume(tmp_path):
+    """A run that used its budget and is resumed with the same budget takes no step."""
+    data = make_linear_teacher(N, D, K, seed=0)
+    path = str(tmp_path / "budget.pt")
+    svi, _ = _mle(data)
+    hist = train(svi, data.x, data.y, num_steps=10**6, time_budget=0.05, checkpoint=path)
+    svi, _ = _mle(data)
+    again = train(svi, data.x, data.y, num_steps=10**6, time_budget=0.05, checkpoint=path)
+    assert again[-1]["step"] == hist[-1]["step"] and again[-1]["time"] == hist[-1]["time"]
+    svi, _ = _mle(data)
+    budget = hist[-1]["time"] + 0.05  # (the first step, which sets things up, may take long)
+    more = train(svi, data.x, data.y, num_steps=10**6, time_budget=budget, checkpoint=path)
+    assert more[-1]["step"] > hist[-1]["step"] and more[-1]["time"] >= budget
