@@ -281,7 +281,8 @@ class Chunk:
     """
 
     def __init__(self, index, ids, row, utility, noise):
-        self.index, self.ids, self.row, self.utility, self.noise = index, ids, row, utility, noise
+        self.index, self.ids, self.utility, self.noise = index, ids, utility, noise
+        self.row = row.to(utility.device)
         self._per_draw = self._mixed = None
 
     @property

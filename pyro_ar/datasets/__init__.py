@@ -1,0 +1,51 @@
+r"""Data loaders and synthetic generators for categorical problems with many classes.
+
+Real data sets (read from local copies, never downloaded), one module per file format:
+
+* :func:`load_bibtex` (:mod:`~pyro_ar.datasets.arff`) -- Bibtex multi-label text data
+  reduced to its first label (K = 159 label space, 146 classes seen in train), as in the
+  A&R paper; :func:`read_arff` reads any other numeric ARFF file (e.g. Mulan's Delicious or
+  Corel5k);
+* :func:`load_mnist` (:mod:`~pyro_ar.datasets.idx`) -- MNIST digits from the raw IDX files
+  (K = 10, D = 784);
+* :func:`load_brown` (:mod:`~pyro_ar.datasets.text`) -- next-word (bigram) prediction on the
+  Brown corpus (K of about 26,000 words);
+* :func:`load_digits` (:mod:`~pyro_ar.datasets.digits`) -- scikit-learn's 8x8 digits (ships
+  with scikit-learn, K = 10, D = 64).
+
+Each of them returns a :class:`Dataset`. The files are looked up in a folder below
+:func:`default_data_dir` (``$PYRO_AR_DATA`` or ``<repo root>/../shared/data``), or in the
+folder given as ``path=``.
+
+Synthetic generators with known ground truth (:mod:`~pyro_ar.datasets.synthetic`):
+
+* :func:`make_toy` -- covariate-free categorical draws with :math:`p_k \propto u_k`,
+  :math:`u_k \sim \mathrm{Uniform}(0, 1)` (the A&R paper's section 4.1);
+* :func:`make_linear_teacher` -- labels :math:`\arg\max_k(x W^\top + b + \varepsilon)_k` for
+  Gumbel (softmax), Normal (probit) or Logistic noise, in row chunks so that K can reach 10^6.
+
+All features are float32 and all labels / ids int64.
+"""
+
+from ._common import DATA_ENV_VAR, EMBEDDED_DATA_DIR, Dataset, default_data_dir, verify_checksums
+from .arff import BIBTEX_FILES, BIBTEX_NUM_FEATURES, BIBTEX_NUM_LABELS, ArffData, load_bibtex, read_arff
+from .digits import load_digits
+from .idx import MNIST_FILES, load_mnist
+from .synthetic import TeacherData, ToyData, make_linear_teacher, make_toy
+from .text import BROWN_ARCHIVE, BROWN_BOUNDARY, BROWN_UNK, load_brown
+
+__all__ = [
+    "Dataset",
+    "ToyData",
+    "TeacherData",
+    "ArffData",
+    "default_data_dir",
+    "verify_checksums",
+    "read_arff",
+    "load_bibtex",
+    "load_mnist",
+    "load_brown",
+    "load_digits",
+    "make_toy",
+    "make_linear_teacher",
+]

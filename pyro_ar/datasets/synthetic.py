@@ -1,0 +1,198 @@
+r"""Synthetic problems with known ground truth (seeded, pure torch).
+
+* :func:`make_toy` -- covariate-free draws :math:`y_n \sim \mathrm{Categorical}(p)`,
+  :math:`p_k = u_k / \sum_{k'} u_{k'}`, :math:`u_k \sim \mathrm{Uniform}(0, 1)` (the A&R
+  paper's section 4.1);
+* :func:`make_linear_teacher` -- :math:`y_n = \arg\max_k (x_n\cdot w_k + b_k +
+  \varepsilon_{nk})` with Gumbel (softmax), Normal (probit) or Logistic noise, in row chunks
+  so that K can reach 10^6.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple, Optional, Union
+
+import torch
+
+__all__ = ["ToyData", "TeacherData", "make_toy", "make_linear_teacher"]
+
+
+class ToyData(NamedTuple):
+    """Output of :func:`make_toy`: ``y`` (int64, ``(N,)``) and ``probs`` (``(K,)``, sums to 1).
+
+    Example:
+
+    >>> from pyro_ar.datasets import make_toy
+    >>> y, probs = make_toy(num_classes=10, num_samples=5, seed=0)
+    >>> y.shape, probs.shape
+    (torch.Size([5]), torch.Size([10]))
+    """
+
+    y: torch.Tensor
+    probs: torch.Tensor
+
+
+class TeacherData(NamedTuple):
+    """Output of :func:`make_linear_teacher`: ``x`` (N, D), ``y`` (N,), ``W`` (K, D), ``b`` (K,).
+
+    Example:
+
+    >>> from pyro_ar.datasets import make_linear_teacher
+    >>> x, y, W, b = make_linear_teacher(8, 2, 3, seed=0)
+    >>> x.shape, y.shape, W.shape, b.shape
+    (torch.Size([8, 2]), torch.Size([8]), torch.Size([3, 2]), torch.Size([3]))
+    """
+
+    x: torch.Tensor
+    y: torch.Tensor
+    W: torch.Tensor
+    b: torch.Tensor
+
+
+def _generator(seed: Optional[int], generator: Optional[torch.Generator]) -> torch.Generator:
+    if generator is not None:
+        return generator
+    return torch.Generator().manual_seed(0 if seed is None else int(seed))
+
+
+def make_toy(
+    num_classes: int = 10_000,
+    num_samples: int = 200_000,
+    seed: Optional[int] = 0,
+    generator: Optional[torch.Generator] = None,
+    dtype: torch.dtype = torch.float32,
+) -> ToyData:
+    """The covariate-free toy problem of the A&R paper (section 4.1).
+
+    Draws u_k ~ Uniform(0, 1) for k = 1..K, sets p_k = u_k / sum_k' u_k', and draws
+    ``num_samples`` iid labels y_n ~ Categorical(p) (probabilities computed in float64).
+
+    Args:
+        num_classes: K.
+        num_samples: N.
+        seed: seed of a fresh CPU ``torch.Generator`` (ignored when ``generator`` is given).
+        generator: a ``torch.Generator`` to draw from instead.
+        dtype: dtype of the returned probabilities.
+
+    Returns:
+        :class:`ToyData` ``(y, probs)``: ``y`` int64 ``(N,)`` in 0..K-1, ``probs`` ``(K,)``
+        the true class probabilities (sum to 1).
+
+    Example:
+
+    >>> from pyro_ar.datasets import make_toy
+    >>> toy = make_toy(num_classes=100, num_samples=1000, seed=0)
+    >>> toy.y.shape, round(toy.probs.sum().item(), 6)
+    (torch.Size([1000]), 1.0)
+    """
+    if num_classes < 1 or num_samples < 0:
+        raise ValueError("make_toy: need num_classes >= 1 and num_samples >= 0")
+    g = _generator(seed, generator)
+    u = torch.rand(num_classes, generator=g, dtype=torch.float64)
+    p = u / u.sum()
+    if num_samples:
+        y = torch.multinomial(p, num_samples, replacement=True, generator=g)
+    else:
+        y = torch.zeros(0, dtype=torch.int64)
+    return ToyData(y=y.to(torch.int64), probs=p.to(dtype))
+
+
+def _uniform_open(shape, g, dtype):
+    """Uniform draws in the open interval (0, 1) (torch.rand can return exactly 0)."""
+    u = torch.rand(shape, generator=g, dtype=dtype)
+    return u.clamp_(min=torch.finfo(dtype).tiny)
+
+
+def _sample_noise(name: str, shape, g, dtype) -> torch.Tensor:
+    """iid standard Gumbel / Normal / Logistic draws (in-place ops: one buffer per chunk)."""
+    if name == "gumbel":
+        return _uniform_open(shape, g, dtype).log_().neg_().log_().neg_()  # -log(-log U)
+    if name == "normal":
+        return torch.randn(shape, generator=g, dtype=dtype)
+    if name == "logistic":
+        u = _uniform_open(shape, g, dtype)
+        return u.div_(1.0 - u).log_()  # log U - log(1 - U)
+    raise ValueError(f"make_linear_teacher: unknown noise {name!r}; use 'gumbel', 'normal' or 'logistic'")
+
+
+def make_linear_teacher(
+    num_samples: int,
+    num_features: int,
+    num_classes: int,
+    noise: Union[str, Callable[..., torch.Tensor]] = "gumbel",
+    weight_scale: float = 1.0,
+    seed: Optional[int] = 0,
+    generator: Optional[torch.Generator] = None,
+    dtype: torch.dtype = torch.float32,
+    max_chunk_elements: int = 1 << 22,
+) -> TeacherData:
+    """Labels from a random linear "teacher": y = argmax_k (x . w_k + b_k + eps_k).
+
+    x_n ~ N(0, I / D) (rows of ``x``), W ~ N(0, weight_scale^2) elementwise (K x D),
+    b ~ N(0, 1) (K), and eps iid per datapoint and class:
+
+    * ``"gumbel"``: -log(-log U) -> labels follow softmax(x W^T + b) exactly;
+    * ``"normal"``: standard normal -> multinomial probit;
+    * ``"logistic"``: log U - log(1 - U) -> multinomial logistic;
+    * or a callable ``noise(shape, generator=..., dtype=...)`` returning iid draws.
+
+    The N x K utilities are never held at once: rows are processed in chunks of at most
+    ``max_chunk_elements // K`` rows (at least 1), so K = 10^6 with N of a few thousand
+    needs only the K x D weights plus one chunk. Random numbers are drawn in the order
+    x, W, b, then the noise chunk by chunk, so the output depends on the seed and on the
+    chunk size (both fixed by the arguments).
+
+    Args:
+        num_samples: N.
+        num_features: D.
+        num_classes: K.
+        noise: the noise family (see above).
+        weight_scale: standard deviation sigma_w of the teacher weights.
+        seed: seed of a fresh CPU ``torch.Generator`` (ignored when ``generator`` is given).
+        generator: a ``torch.Generator`` to draw from instead.
+        dtype: floating dtype of x, W, b and of the utility computation.
+        max_chunk_elements: the largest number of utilities held at once.
+
+    Returns:
+        :class:`TeacherData` ``(x, y, W, b)``: ``x`` ``(N, D)``, ``y`` int64 ``(N,)``,
+        ``W`` ``(K, D)``, ``b`` ``(K,)``.
+
+    Example:
+
+    >>> from pyro_ar.datasets import make_linear_teacher
+    >>> data = make_linear_teacher(200, 5, 30, "normal", seed=0)
+    >>> data.x.shape, data.W.shape, int(data.y.max()) < 30
+    (torch.Size([200, 5]), torch.Size([30, 5]), True)
+    """
+    if num_samples < 0 or num_features < 1 or num_classes < 1:
+        raise ValueError("make_linear_teacher: need num_samples >= 0, num_features >= 1, num_classes >= 1")
+    if isinstance(noise, str):
+        name = noise.lower()
+        if name not in ("gumbel", "normal", "logistic"):
+            raise ValueError(f"make_linear_teacher: unknown noise {noise!r}; use 'gumbel', 'normal' or 'logistic'")
+
+        def draw(shape):
+            return _sample_noise(name, shape, g, dtype)
+
+    elif callable(noise):
+
+        def draw(shape):
+            return noise(shape, generator=g, dtype=dtype)
+
+    else:
+        raise TypeError(f"make_linear_teacher: noise must be a name or a callable, got {type(noise).__name__}")
+
+    g = _generator(seed, generator)
+    x = torch.randn(num_samples, num_features, generator=g, dtype=dtype) / math.sqrt(num_features)
+    W = torch.randn(num_classes, num_features, generator=g, dtype=dtype) * weight_scale
+    b = torch.randn(num_classes, generator=g, dtype=dtype)
+    y = torch.empty(num_samples, dtype=torch.int64)
+    rows = max(1, int(max_chunk_elements) // num_classes)
+    for start in range(0, num_samples, rows):
+        stop = min(start + rows, num_samples)
+        eps = draw((stop - start, num_classes))
+        # eps <- x W^T + b + eps, in place (addmm_ with beta=1 adds to eps)
+        eps.add_(b).addmm_(x[start:stop], W.t())
+        y[start:stop] = eps.argmax(-1)
+    return TeacherData(x=x, y=y, W=W, b=b)

