@@ -106,12 +106,11 @@ import torch
 import pyro
 from pyro.distributions import constraints as pyro_constraints
 from pyro.infer import SVI
-from pyro.infer.autoguide import AutoGuideList, AutoNormal
 
-from .distributions import UtilityCategorical
-from .infer import ClosedFormELBO, GumbelLocalGuide, NoiseLocalGuide, hide_noise_sites
+from .evaluation import UtilitySource, log_likelihood, predict_log_proba, top_k
+from .infer import ClosedFormELBO, EarlyStopping, default_guide, train
 from .models import LinearClassifier
-from .noise import GumbelNoise, Noise, get_noise
+from .noise import Noise, get_noise
 from .optim import lazy_adam
 
 try:  # scikit-learn is an optional dependency of pyro_ar (extras "data" / "test")
@@ -144,7 +143,6 @@ _SITE = "y"  # the label site of LinearClassifier; its noise site is "y_eps"
 _FORMAT = "pyro_ar.ARClassifier"
 _FORMAT_VERSION = 1
 _MAX_SEED = 2**31 - 1
-_CHUNK_ELEMENTS = 1 << 22  # utilities held at once during prediction
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -264,14 +262,22 @@ def _training_features(X, dtype, device):
     return torch.tensor(np.asarray(X), dtype=dtype, device=device)
 
 
-def _row_chunks(X, chunk, dtype, device):
-    """Yield ``(start, stop, dense tensor)`` over row chunks of a dense or sparse X."""
-    n = X.shape[0]
-    for start in range(0, n, chunk):
-        stop = min(n, start + chunk)
-        block = X[start:stop]
-        block = block.toarray() if sp.issparse(block) else np.asarray(block)
-        yield start, stop, torch.tensor(block, dtype=dtype, device=device)
+def _dummy_datapoint(D, device):
+    """One labelled datapoint, to set up a guide's prototype trace or draw q(W, b)."""
+    return torch.zeros(1, D, device=device), torch.zeros(1, dtype=torch.long, device=device)
+
+
+def _global_state(model, guide):
+    """Copy of the param store state of the global parameters (not the per-datapoint local
+    ones): W, b for point weights, the AutoNormal part of the guide for ``"bayes"``."""
+    store = pyro.get_param_store()
+    if model.weights == "bayes":
+        names = [store.param_name(t) for t in guide[0].parameters()]
+    else:
+        names = [model.prefix + n for n in model.parameter_shapes()]
+    state = store.get_state()
+    return _copy_state({"params": {n: state["params"][n] for n in names if n},
+                        "constraints": {n: state["constraints"][n] for n in names if n}})
 
 
 def _label_array(y):
@@ -483,22 +489,13 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                              "multi-output targets")
 
     # ------------------------------------------------------------------ building blocks
-    def _model(self, p, K, D, *, num_negatives, strategy, proposal, subsample_size):
+    def _model(self, p, K, D, *, num_negatives=None, strategy="per_datapoint", proposal=None,
+               subsample_size=None, likelihood="ar"):
         return LinearClassifier(
-            D, K, noise=p["noise"], likelihood="ar", num_negatives=num_negatives,
+            D, K, noise=p["noise"], likelihood=likelihood, num_negatives=num_negatives,
             strategy=strategy, proposal=proposal, weights=p["weights"],
             prior_scale=p["prior_scale"], subsample_size=subsample_size,
             sparse=p["weights"] != "bayes", site=_SITE)
-
-    @staticmethod
-    def _bayes_guide(model, local=None):
-        """``AutoGuideList`` [AutoNormal over W, b; the local guide] (same names at fit and
-        at prediction, where the local part is left out)."""
-        guide = AutoGuideList(model)
-        guide.append(AutoNormal(hide_noise_sites(model)))
-        if local is not None:
-            guide.append(local)
-        return guide
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y):
@@ -546,168 +543,82 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         return np.sort(train_idx), np.sort(val_idx)
 
     def _fit_svi(self, X, codes, train_idx, val_idx, K, D, p, predict_seed):
-        device, dtype = p["device"], torch.float32
+        """Train with :func:`pyro_ar.infer.train` in a private param store; returns the fit's
+        attributes (global parameter state, epochs, steps, loss curve, validation scores)."""
+        device = p["device"]
         n_train = len(train_idx)
-        X_train = X if val_idx is None else X[train_idx]
-        x = _training_features(X_train, dtype, device)
+        x = _training_features(X if val_idx is None else X[train_idx], torch.float32, device)
         y = torch.as_tensor(codes[train_idx], dtype=torch.long, device=device)
-        if val_idx is not None:
-            X_val, y_val = X[val_idx], torch.as_tensor(codes[val_idx], dtype=torch.long, device=device)
-
-        num_negatives = None if p["num_negatives"] is None else min(p["num_negatives"], K - 1)
         proposal = None
         if p["strategy"] == "importance":  # training class frequencies ^ 0.75 (the authors')
             proposal = torch.bincount(y, minlength=K).double().clamp(min=1.0) ** 0.75
         batch_size = min(p["batch_size"], n_train)
         steps_per_epoch = math.ceil(n_train / batch_size)
-        total_steps = p["num_steps"] or p["max_epochs"] * steps_per_epoch
-
-        store = pyro.get_param_store()
-        with store.scope():  # a fresh, private param store for this fit
-            model = self._model(p, K, D, num_negatives=num_negatives, strategy=p["strategy"],
+        with pyro.get_param_store().scope():  # a fresh, private param store for this fit
+            model = self._model(p, K, D, num_negatives=None if p["num_negatives"] is None else
+                                min(p["num_negatives"], K - 1), strategy=p["strategy"],
                                 proposal=proposal, subsample_size=batch_size)
-            if isinstance(p["noise"], GumbelNoise):
-                local = GumbelLocalGuide(model)  # natural-gradient eta step (ClosedFormELBO)
-            else:
-                local = NoiseLocalGuide(model)
-            if p["weights"] == "bayes":
-                guide = self._bayes_guide(model, local)
-                global_guide = guide[0]
-            else:
-                guide, global_guide = local, None
+            guide = default_guide(model)
             lr, local_lr = p["learning_rate"], p["local_learning_rate"]
+            optim = lazy_adam(lambda name: {"lr": local_lr if name.rsplit(".", 1)[-1].startswith(
+                f"{_SITE}_eps_") else lr})
+            svi = SVI(model, guide, optim, ClosedFormELBO())
+            eval_fn = early = None
+            if val_idx is not None:
+                X_val = X[val_idx]
+                y_val = torch.as_tensor(codes[val_idx], dtype=torch.long, device=device)
 
-            def optim_args(name):
-                is_local = name.rsplit(".", 1)[-1].startswith(f"{_SITE}_eps_")
-                return {"lr": local_lr if is_local else lr}
-
-            svi = SVI(model, guide, lazy_adam(optim_args), ClosedFormELBO())
-
-            def global_state():
-                if global_guide is None:
-                    names = [model.prefix + "weight", model.prefix + "bias"]
-                else:
-                    names = [store.param_name(t) for t in global_guide.parameters()]
-                state = store.get_state()
-                return _copy_state({"params": {n: state["params"][n] for n in names if n},
-                                    "constraints": {n: state["constraints"][n] for n in names if n}})
-
-            def validation_score():
-                point, draw = None, None
-                if global_guide is None:  # the live point weights
-                    point = tuple(pyro.param(model.prefix + n).detach().double()
-                                  for n in ("weight", "bias"))
-                else:
-                    def draw():
-                        s = global_guide()
-                        return s["weight"], s["bias"]
-                return self._mean_log_lik(X_val, y_val, p, K, point, draw, predict_seed)
-
-            from tqdm.auto import tqdm
-            bar = tqdm(total=total_steps, disable=not self.verbose, desc="ARClassifier",
-                       unit="step", leave=True)
-            loss_curve, val_scores = [], []
-            epoch_loss, epoch_steps = 0.0, 0
-            best, best_state, no_change, step = -math.inf, None, 0, 0
-            try:
-                while step < total_steps:
-                    step += 1
-                    loss = svi.step(x, y)
-                    if not math.isfinite(loss):
-                        raise RuntimeError(
-                            f"ARClassifier: the ELBO became {loss} at step {step}; try a smaller "
-                            "learning_rate or standardise the features")
-                    epoch_loss, epoch_steps = epoch_loss + loss / n_train, epoch_steps + 1
-                    if self.verbose:  # running ELBO per datapoint over the current epoch
-                        postfix = {"epoch": len(loss_curve) + 1,
-                                   "elbo": f"{-epoch_loss / epoch_steps:.4f}"}
-                        if val_scores:
-                            postfix["val_ll"] = f"{val_scores[-1]:.4f}"
-                        bar.set_postfix(postfix, refresh=False)
-                        bar.update(1)
-                    if step % steps_per_epoch and step < total_steps:
-                        continue
-                    # end of an epoch
-                    loss_curve.append(epoch_loss / epoch_steps)
-                    epoch_loss, epoch_steps = 0.0, 0
-                    if val_idx is None:
-                        continue
-                    score = validation_score()
-                    val_scores.append(score)
-                    if score > best:
-                        best_state = global_state()
-                    no_change = no_change + 1 if score < best + p["tol"] else 0
-                    best = max(best, score)
-                    if no_change >= p["n_iter_no_change"]:
-                        break
-            finally:
-                bar.close()
-            state = best_state if best_state is not None else global_state()
-        return (state, len(loss_curve), step, loss_curve, val_scores if val_idx is not None else None,
-                best if val_idx is not None else None)
+                def eval_fn():
+                    source = self._source(X_val, p, K, self._live_weights(p, model, guide, predict_seed))
+                    return {"val_log_lik": log_likelihood(source, y_val, p["noise"])}
+                early = EarlyStopping("val_log_lik", patience=p["n_iter_no_change"], min_delta=p["tol"])
+            history = train(svi, x, y, num_steps=p["num_steps"] or p["max_epochs"] * steps_per_epoch,
+                            eval_fn=eval_fn, eval_every=steps_per_epoch, log_every=steps_per_epoch,
+                            eval_at_start=False, early_stopping=early,
+                            progress={"desc": "ARClassifier", "disable": not self.verbose})
+            state = _global_state(model, guide)
+        loss_curve = [r["loss"] / n_train for r in history if r["step"] > 0]
+        scores = [r["val_log_lik"] for r in history if "val_log_lik" in r] if early else None
+        return (state, len(loss_curve), history[-1]["step"], loss_curve, scores,
+                early.best if early else None)
 
     # ------------------------------------------------------------------ prediction core
-    def _chunk_rows(self, K, all_classes, noise):
-        if all_classes and not isinstance(noise, GumbelNoise):
-            return max(1, _CHUNK_ELEMENTS // (K * K))  # quadrature over all K classes: O(K^2)
-        return max(1, min(4096, _CHUNK_ELEMENTS // K))
+    def _live_weights(self, p, model, guide, seed):
+        """(W (S, K, D), b (S, K)) in float64 from the live param store: the point weights
+        (S = 1) or ``num_posterior_samples`` draws of q(W, b) under ``seed``."""
+        if p["weights"] != "bayes":
+            fitted = model.fitted_parameters()
+            return fitted["weight"].double()[None], fitted["bias"].double()[None]
+        draws, dummy = [], _dummy_datapoint(model.num_features, p["device"])
+        with torch.no_grad(), _torch_seeded(seed, p["device"]):
+            for _ in range(p["num_posterior_samples"]):
+                s = guide[0](*dummy)  # the AutoNormal part: q(W, b)
+                draws.append((s["weight"].double(), s["bias"].double()))
+        return torch.stack([w for w, _ in draws]), torch.stack([b for _, b in draws])
 
-    def _point(self, p):
-        """The fitted point weights (W, b) in float64 on the device (None for "bayes")."""
-        params = self.param_state_["params"]
-        if "weight" not in params:
-            return None
-        return tuple(params[n].detach().to(p["device"], torch.float64) for n in ("weight", "bias"))
+    def _weights(self, p, K, D):
+        """The fitted weights as :meth:`_live_weights` gives them, from ``param_state_``."""
+        with pyro.get_param_store().scope(_copy_state(self.param_state_, p["device"])):
+            model = self._model(p, K, D, likelihood="exact")
+            guide = default_guide(model)
+            if p["weights"] == "bayes":
+                with torch.no_grad():  # set up the prototype trace on one dummy datapoint
+                    guide(*_dummy_datapoint(D, p["device"]))
+            return self._live_weights(p, model, guide, self._predict_seed)
 
     @staticmethod
-    def _draws(p, point, draw, seed, fn):
-        """Call ``fn(W, b)`` (float64) once for point weights, or for each of
-        ``num_posterior_samples`` draws of ``draw()`` under the fixed ``seed``.
-        Returns the number of calls S."""
-        if draw is None:
-            fn(*point)
-            return 1
-        S = p["num_posterior_samples"]
-        with torch.no_grad(), _torch_seeded(seed, p["device"]):
-            for _ in range(S):
-                W, b = draw()
-                fn(W.detach().to(torch.float64), b.detach().to(torch.float64))
-        return S
+    def _source(X, p, K, weights):
+        r"""The :class:`~pyro_ar.evaluation.UtilitySource` of the rows of ``X`` (dense or
+        sparse, densified chunk by chunk): :math:`\psi^{(s)} = X W_s^\top + b_s` in float64."""
+        W, b = (t.to(p["device"]) for t in weights)
 
-    def _mean_log_lik(self, X, y, p, K, point, draw, seed):
-        """Mean over rows of log (1/S) sum_s p(y_n | x_n, W_s) (S = 1 for point weights)."""
-        noise, device = p["noise"], p["device"]
-        acc = torch.full((X.shape[0],), -math.inf, dtype=torch.float64, device=device)
-        chunk = self._chunk_rows(K, False, noise)
-
-        @torch.no_grad()
-        def add(W, b):
-            for start, stop, xb in _row_chunks(X, chunk, torch.float64, device):
-                lp = UtilityCategorical(xb @ W.T + b, noise).log_prob(y[start:stop])
-                acc[start:stop] = torch.logaddexp(acc[start:stop], lp)
-
-        S = self._draws(p, point, draw, seed, add)
-        return (acc - math.log(S)).mean().item()
-
-    @contextmanager
-    def _posterior(self, p, K, D):
-        """``draw()`` giving (W, b) from the fitted q(W, b) (None for point weights)."""
-        if "weight" in self.param_state_["params"]:
-            yield None
-            return
-        device = p["device"]
-        state = _copy_state(self.param_state_, device)
-        with pyro.get_param_store().scope(state):
-            model = self._model(p, K, D, num_negatives=None, strategy="per_datapoint",
-                                proposal=None, subsample_size=None)
-            guide = self._bayes_guide(model)
-            with torch.no_grad():  # set up the prototype trace on one dummy datapoint
-                guide(torch.zeros(1, D, device=device), torch.zeros(1, dtype=torch.long, device=device))
-
-            def draw():
-                s = guide()
-                return s["weight"], s["bias"]
-            yield draw
+        def utilities(ids):
+            rows = X[ids.cpu().numpy()]
+            rows = rows.toarray() if sp.issparse(rows) else np.asarray(rows)
+            xb = torch.as_tensor(rows, dtype=torch.float64, device=p["device"])
+            psi = torch.einsum("nd,skd->snk", xb, W) + b.unsqueeze(1)
+            return psi[0] if psi.shape[0] == 1 else psi
+        return UtilitySource(utilities, num_rows=X.shape[0], num_classes=K)
 
     def _prepare(self, X):
         check_is_fitted(self)
@@ -715,26 +626,14 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         X = _validate_data(self, X, accept_sparse="csr", dtype=(np.float64, np.float32), reset=False)
         return X, p, len(self.classes_)
 
-    def _log_proba(self, X, p, K):
-        noise, device = p["noise"], p["device"]
-        acc = torch.full((X.shape[0], K), -math.inf, dtype=torch.float64, device=device)
-        chunk = self._chunk_rows(K, True, noise)
-
-        @torch.no_grad()
-        def add(W, b):
-            for start, stop, xb in _row_chunks(X, chunk, torch.float64, device):
-                logits = UtilityCategorical(xb @ W.T + b, noise).logits
-                acc[start:stop] = torch.logaddexp(acc[start:stop], logits)
-
-        with self._posterior(p, K, X.shape[1]) as draw:
-            self._draws(p, self._point(p), draw, self._predict_seed, add)
-        return acc - torch.logsumexp(acc, dim=-1, keepdim=True)  # normalised (also 1/S)
+    def _fitted_source(self, X, p, K):
+        return self._source(X, p, K, self._weights(p, K, X.shape[1]))
 
     # ------------------------------------------------------------------ public prediction
     def predict_log_proba(self, X):
         """Log of :meth:`predict_proba`, shape (n_samples, n_classes), columns as ``classes_``."""
         X, p, K = self._prepare(X)
-        return self._log_proba(X, p, K).cpu().numpy()
+        return predict_log_proba(self._fitted_source(X, p, K), p["noise"]).cpu().numpy()
 
     def predict_proba(self, X):
         """Class probabilities p(y = classes_[k] | x), shape (n_samples, n_classes).
@@ -743,21 +642,13 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         otherwise, O(K^2) per row); for ``weights="bayes"`` the average over
         ``num_posterior_samples`` posterior draws of the weights.
         """
-        X, p, K = self._prepare(X)
-        return self._log_proba(X, p, K).exp().cpu().numpy()
+        return np.exp(self.predict_log_proba(X))
 
     def predict(self, X):
         """Most probable class for each row (labels from ``classes_``)."""
         X, p, K = self._prepare(X)
-        if "weight" not in self.param_state_["params"]:  # bayes: argmax of the predictive
-            return self.classes_[self._log_proba(X, p, K).argmax(-1).cpu().numpy()]
-        device = p["device"]
-        W, b = self._point(p)
-        out = np.empty(X.shape[0], dtype=np.int64)
-        for start, stop, xb in _row_chunks(X, self._chunk_rows(K, False, p["noise"]),
-                                           torch.float64, device):
-            out[start:stop] = (xb @ W.T + b).argmax(-1).cpu().numpy()  # largest mean utility
-        return self.classes_[out]
+        classes, _ = top_k(self._fitted_source(X, p, K), 1, p["noise"])
+        return self.classes_[classes[:, 0].cpu().numpy()]
 
     def score(self, X, y, sample_weight=None):
         """Mean accuracy of :meth:`predict` on (X, y) (scikit-learn's default score);
@@ -784,8 +675,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         except KeyError as e:
             raise ValueError(f"y contains a label not seen during fit: {e.args[0]!r}") from None
         codes = torch.as_tensor(codes, device=p["device"])
-        with self._posterior(p, K, X.shape[1]) as draw:
-            return self._mean_log_lik(X, codes, p, K, self._point(p), draw, self._predict_seed)
+        return log_likelihood(self._fitted_source(X, p, K), codes, p["noise"])
 
     # ------------------------------------------------------------------ save / load
     def save(self, path):
