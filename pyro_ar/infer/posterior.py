@@ -31,9 +31,9 @@ import pyro.poutine as poutine
 from pyro.infer.autoguide import AutoGuide
 from pyro.nn import PyroParam
 
-from ..distributions import UtilityCategorical
+from ..evaluation import linear_source, log_likelihood, predict_proba
 from ..models.bayesian_linear import BayesianLinearClassifier, ClassPlate
-from ..noise import GumbelNoise, get_noise
+from ..noise import GumbelNoise
 
 __all__ = [
     "ClassSubsampledNormal",
@@ -330,6 +330,12 @@ def _weight_draws(posterior, num_samples, classes=None, generator=None):
                      f"'weight' (S, K, D) and optional 'bias' (S, K), got {type(posterior).__name__}")
 
 
+def _draw_probs(x, W, b, noise):
+    """``p(. | x, W_s)`` (N, K), float64, for each draw s of ``W`` (S, K, D), one at a time."""
+    for s in range(W.shape[0]):
+        yield predict_proba(linear_source(x, W[s], None if b is None else b[s]), noise)
+
+
 @torch.no_grad()
 def predictive_log_likelihood(posterior, x, y, noise="gumbel", num_samples: int = 100,
                               chunk_size: int = 256, generator=None, return_pointwise=False):
@@ -353,16 +359,7 @@ def predictive_log_likelihood(posterior, x, y, noise="gumbel", num_samples: int 
     -1.3863
     """
     W, b = _weight_draws(posterior, num_samples, generator=generator)
-    S = W.shape[0]
-    parts = []
-    for start in range(0, x.shape[0], chunk_size):
-        xb, yb = x[start:start + chunk_size], y[start:start + chunk_size]
-        psi = torch.einsum("nd,skd->snk", xb.to(W.dtype), W)
-        if b is not None:
-            psi = psi + b.unsqueeze(1)
-        lp = UtilityCategorical(psi, noise).log_prob(yb)        # (S, n)
-        parts.append(torch.logsumexp(lp, 0) - math.log(S))
-    lp = torch.cat(parts)
+    lp = log_likelihood(linear_source(x, W, b), y, noise, chunk_size=chunk_size, reduce="none")
     out = {"log_lik": lp.mean().item()}
     if return_pointwise:
         out["pointwise"] = lp
@@ -385,19 +382,12 @@ def predictive_probs(posterior, x, noise="gumbel", num_samples: int = 100, gener
     (torch.Size([3, 4]), True)
     """
     W, b = _weight_draws(posterior, num_samples, generator=generator)
-    mean = torch.zeros(x.shape[0], W.shape[1], dtype=W.dtype, device=W.device)
-    sq = torch.zeros_like(mean)
-    for s in range(W.shape[0]):
-        psi = x.to(W.dtype) @ W[s].T
-        if b is not None:
-            psi = psi + b[s]
-        p = UtilityCategorical(psi, noise).probs
-        mean += p
-        sq += p * p
+    mean = sq = 0.0
+    for p in _draw_probs(x, W, b, noise):  # one draw at a time: O(N K) memory
+        mean, sq = mean + p, sq + p * p
     S = W.shape[0]
-    mean /= S
-    sd = (sq / S - mean ** 2).clamp(min=0).sqrt()
-    return mean, sd
+    mean = mean / S
+    return mean, (sq / S - mean ** 2).clamp(min=0).sqrt()
 
 
 @torch.no_grad()
@@ -438,15 +428,8 @@ def predictive_top_k(posterior, x, k: int = 5, noise="gumbel", num_samples: int 
         raise ValueError(f"k must be an integer in [1, num_classes={K}], got k={k!r}")
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got level={level!r}")
-    probs, mean = [], None
-    for W, b in draws():
-        psi = x.to(W.dtype) @ W[0].T
-        if b is not None:
-            psi = psi + b[0]
-        p = UtilityCategorical(psi, noise).probs
-        mean = p.clone() if mean is None else mean + p
-        probs.append(p)
-    mean = mean / num_samples
+    probs = [p for W, b in draws() for p in _draw_probs(x, W, b, noise)]
+    mean = sum(probs) / num_samples
     top = mean.topk(k, -1)
     chosen = torch.stack([p.gather(-1, top.indices) for p in probs])  # (S, N, k)
     q = torch.tensor([0.5 - level / 2, 0.5 + level / 2], dtype=chosen.dtype)
