@@ -14,6 +14,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import pyro_ar
 import pyro_ar.estimator as estimator_module
+import pyro_ar.estimator._support as estimator_support
 from pyro_ar import ARClassifier
 from pyro_ar.datasets import make_linear_teacher
 
@@ -227,14 +228,14 @@ def test_sparse_input_equals_dense_input(monkeypatch, densify_limit):
     batch = 32
     rows_seen = []
     if densify_limit is not None:
-        monkeypatch.setattr(estimator_module, "DENSIFY_MAX_ELEMENTS", densify_limit)
-        getitem = estimator_module._SparseRows.__getitem__
+        monkeypatch.setattr(estimator_support, "DENSIFY_MAX_ELEMENTS", densify_limit)
+        getitem = estimator_support.SparseRows.__getitem__
 
         def spy(self, idx):
             out = getitem(self, idx)
             rows_seen.append(out.shape[0])
             return out
-        monkeypatch.setattr(estimator_module._SparseRows, "__getitem__", spy)
+        monkeypatch.setattr(estimator_support.SparseRows, "__getitem__", spy)
     kw = dict(num_negatives=1, batch_size=batch, max_epochs=3, random_state=0)
     dense = ARClassifier(**kw).fit(X, y)
     sparse = ARClassifier(**kw).fit(Xs, y)

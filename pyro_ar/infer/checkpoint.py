@@ -27,7 +27,6 @@ import contextlib
 import importlib
 import os
 import random
-import tempfile
 from typing import Dict, Optional
 
 import numpy as np
@@ -39,6 +38,8 @@ import pyro.distributions.constraints as pyro_constraints
 import pyro.poutine as poutine
 from pyro.infer.autoguide import AutoGuide
 from pyro.optim import PyroOptim
+
+from ..files import atomic_save, load_payload
 
 __all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint"]
 
@@ -245,22 +246,6 @@ def _set_buffers(named, saved) -> None:
 
 
 # ------------------------------------------------------------------ save / load
-def _atomic_save(payload, path) -> None:
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(payload, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def save_checkpoint(path, svi, *, step: int, modules=(), history=None, extra=None) -> None:
     """Write the state of an SVI run at ``step`` to ``path`` atomically (see the module doc).
 
@@ -302,25 +287,13 @@ def save_checkpoint(path, svi, *, step: int, modules=(), history=None, extra=Non
         "history": _plain(list(history or []), "history"),
         "extra": _plain(extra, "extra"),
     }
-    _atomic_save(payload, path)
+    atomic_save(payload, path)
 
 
 def _read(path) -> Dict:
-    path_s = os.fspath(path)
-    if not os.path.isfile(path_s):
-        raise CheckpointError(f"no checkpoint file at {path_s!r}")
-    try:
-        ck = torch.load(path_s, map_location="cpu" if not torch.cuda.is_available() else None,
-                        weights_only=True)
-    except Exception as e:
-        raise CheckpointError(f"cannot read the checkpoint {path_s!r} (corrupt, truncated or not "
-                              f"a weights_only torch file): {e}") from e
-    if not (isinstance(ck, dict) and ck.get("format") == _FORMAT):
-        raise CheckpointError(f"{path_s!r} is not a pyro_ar checkpoint")
-    if ck.get("version") != _VERSION:
-        raise CheckpointError(f"{path_s!r} has checkpoint version {ck.get('version')!r}; this "
-                              f"pyro_ar reads version {_VERSION}")
-    return ck
+    return load_payload(path, _FORMAT, _VERSION, CheckpointError,
+                        map_location="cpu" if not torch.cuda.is_available() else None,
+                        what="a checkpoint")
 
 
 def load_checkpoint(path, svi, *args, modules=(), **kwargs) -> Dict:

@@ -392,7 +392,7 @@ def test_missing_corrupt_and_foreign_checkpoints_name_the_path(tmp_path):
     corrupt = tmp_path / "corrupt.pt"
     save_checkpoint(corrupt, svi, step=3)
     corrupt.write_bytes(corrupt.read_bytes()[:100])
-    with pytest.raises(CheckpointError, match="cannot read the checkpoint .*corrupt.pt"):
+    with pytest.raises(CheckpointError, match="cannot read the file .*corrupt.pt"):
         load_checkpoint(corrupt, svi, data.x, data.y)
     foreign = tmp_path / "foreign.pt"
     torch.save({"weights": torch.zeros(2)}, foreign)

@@ -1,104 +1,8 @@
-r"""A scikit-learn estimator for the common case: a linear classifier fitted by A&R.
-
-:class:`ARClassifier` wraps the Pyro pieces of this package -- :class:`~pyro_ar.models.LinearClassifier`,
-the local guides and :class:`~pyro_ar.infer.ClosedFormELBO` of :mod:`pyro_ar.infer`,
-:func:`~pyro_ar.optim.lazy_adam` and stock ``pyro.infer.SVI`` -- behind ``fit`` /
-``predict`` / ``predict_proba``, following scikit-learn's conventions (``get_params`` /
-``set_params``, ``classes_``, ``n_features_in_``, ``clone``, pipelines, pickling).
-
-The model
----------
-For features :math:`x_n \in \mathbb{R}^D` and labels :math:`y_n \in \{0..K-1\}` (the
-positions of the labels in ``classes_``), the mean utilities are
-:math:`\psi_{nk} = w_k \cdot x_n + b_k` and
-
-.. math::  y_n = \arg\max_k (\psi_{nk} + \varepsilon_{nk}),
-           \qquad \varepsilon_{nk} \overset{iid}{\sim} \phi,
-
-with :math:`\phi` Gumbel (softmax), Normal (multinomial probit) or Logistic
-(``noise=``). Augment & Reduce keeps only the observed class's noise
-:math:`\varepsilon_n`:
-
-.. math::  \log p(y_n, \varepsilon_n \mid \psi_n) = \log\phi(\varepsilon_n)
-           + \sum_{k' \ne y_n} \log\Phi(\varepsilon_n + \psi_{n y_n} - \psi_{n k'}),
-
-estimates the sum over classes from ``num_negatives`` classes (``strategy=``), and
-maximises the evidence lower bound
-
-.. math::  \log p(y_n \mid \psi_n) \ge \mathbb{E}_{q(\varepsilon_n)}
-           [\log p(y_n, \varepsilon_n \mid \psi_n) - \log q(\varepsilon_n)]
-
-summed over minibatches of ``batch_size`` datapoints with ``SVI``. For softmax,
-:math:`q(\varepsilon_n) = \mathrm{Gumbel}(\log\eta_n, 1)` and the bound is closed-form,
-:math:`1 - \log\eta_n - (1 + \hat S_n)/\eta_n` with
-:math:`\hat S_n \approx \sum_{k' \ne y_n} e^{\psi_{nk'} - \psi_{ny_n}}`; :math:`\eta_n`
-takes natural-gradient steps (:class:`~pyro_ar.infer.GumbelLocalGuide`). For the other
-noises :math:`q(\varepsilon_n)` is the noise family with a per-datapoint location and
-scale, reparameterised (:class:`~pyro_ar.infer.NoiseLocalGuide`, step size
-``local_learning_rate``).
-
-The weights are point estimates (``weights="mle"``), point estimates with the Gaussian
-prior :math:`w_{kd}, b_k \sim N(0, s^2)`, ``s = prior_scale`` (``"map"``), or random
-with that prior and a mean-field Gaussian posterior :math:`q(W, b)` (``"bayes"``:
-``AutoNormal`` over ``W, b`` combined with the local guide in an ``AutoGuideList``).
-
-Prediction
-----------
-``predict_proba`` returns the exact marginal
-
-.. math::  p(y = k \mid x) = \int \phi(e) \prod_{k' \ne k} \Phi(e + \psi_k - \psi_{k'})\, de
-
-(the softmax of :math:`\psi` for Gumbel noise; Gauss-Hermite quadrature otherwise, which
-costs O(K^2) per row), and for ``weights="bayes"`` the posterior predictive average
-:math:`\frac1S \sum_s p(y = k \mid x, W_s, b_s)` over ``num_posterior_samples`` draws
-from :math:`q(W, b)` (drawn with a seed fixed at fit time, so repeated calls agree).
-``predict`` is the class of largest mean utility for point weights (the most probable
-class, for every iid noise) and the argmax of the predictive average for ``"bayes"``.
-
-Costs and inputs
-----------------
-A step costs O(``batch_size`` x ``num_negatives`` x D) for ``"mle"``/``"map"`` (sparse
-gradients, lazy Adam: only the rows used move), whatever K and N; ``"bayes"`` costs
-O(K D) per step (the Gaussian posterior over all of W), for moderate K. The local
-variational parameters are O(N) training state; they are discarded after ``fit``
-(``param_state_`` keeps the global parameters only).
-
-``X`` may be a dense array or a ``scipy.sparse`` matrix/array. Sparse ``X`` with at most
-:data:`DENSIFY_MAX_ELEMENTS` entries (``n_samples * n_features``, 2^24 by default, i.e.
-64 MB in float32) is converted to one dense tensor for training; a larger one stays
-sparse (CSR) and only the rows of each minibatch are densified, so the whole matrix is
-never densified at once (keep ``batch_size`` moderate). Prediction always densifies row
-chunks. Training runs in float32 on ``device``; predictions are computed in float64.
-Features are used as given: standardise them (e.g. ``StandardScaler`` in a
-``Pipeline``) for well-conditioned steps.
-
-Example::
-
-    >>> from sklearn.datasets import load_iris
-    >>> from sklearn.pipeline import make_pipeline
-    >>> from sklearn.preprocessing import StandardScaler
-    >>> from pyro_ar import ARClassifier
-    >>> X, y = load_iris(return_X_y=True)
-    >>> clf = make_pipeline(StandardScaler(),
-    ...                     ARClassifier(num_negatives=1, max_epochs=200, random_state=0))
-    >>> clf.fit(X, y).score(X, y) > 0.9
-    True
-    >>> clf.predict_proba(X[:2]).shape
-    (2, 3)
-
-Implementation notes: each ``fit`` runs inside its own Pyro parameter store
-(``pyro.get_param_store().scope()``), so estimators never share or clobber parameters
-(and the caller's global store is left as it was); the same holds for prediction with
-``weights="bayes"``. The global RNG states of torch, numpy and ``random`` are restored
-after ``fit`` (``random_state`` seeds them inside). Not thread-safe: the param store is
-process-global.
-"""
+"""The scikit-learn estimator :class:`ARClassifier` (see :mod:`pyro_ar.estimator`)."""
 
 import math
 import numbers
 import pickle
-import random
-from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -107,11 +11,17 @@ import pyro
 from pyro.distributions import constraints as pyro_constraints
 from pyro.infer import SVI
 
-from .evaluation import UtilitySource, log_likelihood, predict_log_proba, top_k
-from .infer import ClosedFormELBO, EarlyStopping, default_guide, train
-from .models import LinearClassifier
-from .noise import Noise, get_noise
-from .optim import lazy_adam
+from ..evaluation import UtilitySource, log_likelihood, predict_log_proba, top_k
+from ..infer import ClosedFormELBO, EarlyStopping, default_guide, train
+from ..models import LinearClassifier
+from ..noise import Noise, get_noise
+from ..optim import lazy_adam
+from ._support import (
+    _FORMAT, _FORMAT_VERSION, _MAX_SEED, _NOISES, _SITE, _STRATEGIES, _WEIGHTS,
+    DENSIFY_MAX_ELEMENTS, check_choice, check_float, check_int, constraint_name, copy_state,
+    dummy_datapoint, encode_labels, global_state, label_array, plain, seeded, torch_seeded,
+    training_features,
+)
 
 try:  # scikit-learn is an optional dependency of pyro_ar (extras "data" / "test")
     import scipy.sparse as sp
@@ -132,180 +42,7 @@ except ImportError as e:  # pragma: no cover
 
 __all__ = ["ARClassifier", "DENSIFY_MAX_ELEMENTS"]
 
-#: Sparse training matrices with at most this many entries (rows x features) are
-#: densified once; larger ones are densified minibatch by minibatch.
-DENSIFY_MAX_ELEMENTS = 1 << 24
 
-_NOISES = ("gumbel", "normal", "logistic")
-_STRATEGIES = ("per_datapoint", "shared", "importance")
-_WEIGHTS = ("mle", "map", "bayes")
-_SITE = "y"  # the label site of LinearClassifier; its noise site is "y_eps"
-_FORMAT = "pyro_ar.ARClassifier"
-_FORMAT_VERSION = 1
-_MAX_SEED = 2**31 - 1
-
-
-# ----------------------------------------------------------------------------- helpers
-def _check_int(name, value, low, allow_none=False):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-        what = f"an integer >= {low}" + (" or None" if allow_none else "")
-        raise ValueError(f"{name} must be {what}, got {value!r}")
-    return int(value)
-
-
-def _check_float(name, value, low=None, high=None, low_open=True, high_open=True):
-    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-    if ok and low is not None:
-        ok = value > low if low_open else value >= low
-    if ok and high is not None:
-        ok = value < high if high_open else value <= high
-    if not ok:
-        lo = "" if low is None else ("(" if low_open else "[") + f"{low}, "
-        hi = "" if high is None else f"{high}" + (")" if high_open else "]")
-        rng = f"in {lo}{hi}" if low is not None and high is not None else (
-            f"{'>' if low_open else '>='} {low}" if low is not None else f"< {high}")
-        raise ValueError(f"{name} must be a finite number {rng}, got {value!r}")
-    return float(value)
-
-
-def _check_choice(name, value, choices):
-    if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
-    return value
-
-
-def _cuda_devices(device):
-    if device.type != "cuda":
-        return []
-    return [device.index if device.index is not None else torch.cuda.current_device()]
-
-
-@contextmanager
-def _seeded(seed, device):
-    """Seed torch / numpy / random (``pyro.set_rng_seed``) and restore their states after."""
-    py_state, np_state = random.getstate(), np.random.get_state()
-    with torch.random.fork_rng(devices=_cuda_devices(device)):
-        pyro.set_rng_seed(seed)
-        try:
-            yield
-        finally:
-            random.setstate(py_state)
-            np.random.set_state(np_state)
-
-
-@contextmanager
-def _torch_seeded(seed, device):
-    """Seed only torch's RNG (for posterior draws), restoring it after."""
-    with torch.random.fork_rng(devices=_cuda_devices(device)):
-        torch.manual_seed(seed)
-        yield
-
-
-def _copy_state(state, device=None):
-    """Detached copy of a param store state ``{"params": ..., "constraints": ...}``."""
-    params = {n: p.detach().clone() if device is None else p.detach().to(device, copy=True)
-              for n, p in state["params"].items()}
-    return {"params": params, "constraints": dict(state["constraints"])}
-
-
-def _constraint_name(c):
-    """Name of a constraint in ``pyro.distributions.constraints`` (for weights-only files)."""
-    for name in dir(pyro_constraints):
-        if not name.startswith("_") and getattr(pyro_constraints, name) is c:
-            return name
-    for name in dir(pyro_constraints):  # e.g. an unpickled copy of a singleton
-        obj = getattr(pyro_constraints, name)
-        if not name.startswith("_") and type(obj) is type(c):
-            try:
-                if vars(obj) == vars(c):
-                    return name
-            except Exception:  # noqa: BLE001  (uncomparable attributes)
-                pass
-    return c  # stored as an object: loading then needs weights_only=False
-
-
-def _plain(v):
-    """numpy scalars -> Python scalars (for weights-only torch files)."""
-    return v.item() if isinstance(v, np.generic) else v
-
-
-class _SparseRows:
-    """A CSR matrix seen by :class:`~pyro_ar.models.LinearClassifier` as an (N, D) tensor.
-
-    ``rows[idx]`` densifies only the rows ``idx`` (the data plate's subsample), so a large
-    sparse design matrix is never densified as a whole.
-    """
-
-    def __init__(self, X, dtype, device):
-        self.X = X.tocsr()
-        self.shape = torch.Size(self.X.shape)
-        self.dtype, self.device = dtype, device
-
-    def dim(self):
-        return 2
-
-    def __len__(self):
-        return self.shape[0]
-
-    def __getitem__(self, idx):
-        rows = idx.detach().cpu().numpy() if torch.is_tensor(idx) else idx
-        return torch.tensor(self.X[rows].toarray(), dtype=self.dtype, device=self.device)
-
-
-def _training_features(X, dtype, device):
-    if sp.issparse(X):
-        if X.shape[0] * X.shape[1] > DENSIFY_MAX_ELEMENTS:
-            return _SparseRows(X, dtype, device)
-        X = X.toarray()
-    return torch.tensor(np.asarray(X), dtype=dtype, device=device)
-
-
-def _dummy_datapoint(D, device):
-    """One labelled datapoint, to set up a guide's prototype trace or draw q(W, b)."""
-    return torch.zeros(1, D, device=device), torch.zeros(1, dtype=torch.long, device=device)
-
-
-def _global_state(model, guide):
-    """Copy of the param store state of the global parameters (not the per-datapoint local
-    ones): W, b for point weights, the AutoNormal part of the guide for ``"bayes"``."""
-    store = pyro.get_param_store()
-    if model.weights == "bayes":
-        names = [store.param_name(t) for t in guide[0].parameters()]
-    else:
-        names = [model.prefix + n for n in model.parameter_shapes()]
-    state = store.get_state()
-    return _copy_state({"params": {n: state["params"][n] for n in names if n},
-                        "constraints": {n: state["constraints"][n] for n in names if n}})
-
-
-def _label_array(y):
-    """A 1-D array of labels; a list of tuples stays a 1-D object array of tuples."""
-    if isinstance(y, np.ndarray):
-        return y.reshape(-1) if y.ndim == 2 and y.shape[1] == 1 else y
-    out = np.empty(len(y), dtype=object)
-    for i, v in enumerate(y):
-        out[i] = v
-    return out
-
-
-def _encode_labels(y):
-    """(classes, codes): sorted unique labels when orderable, else by first appearance."""
-    try:
-        classes, codes = np.unique(y, return_inverse=True)
-    except TypeError:  # hashable but unorderable labels (e.g. a mix of types)
-        index = {}
-        codes = np.empty(len(y), dtype=np.int64)
-        for i, v in enumerate(y):
-            codes[i] = index.setdefault(v, len(index))
-        classes = np.empty(len(index), dtype=object)
-        for v, k in index.items():
-            classes[k] = v
-    return classes, np.asarray(codes, dtype=np.int64).reshape(-1)
-
-
-# ----------------------------------------------------------------------------- estimator
 class ARClassifier(ClassifierMixin, BaseEstimator):
     r"""Linear classifier over many classes, fitted by Augment & Reduce (Pyro SVI).
 
@@ -412,7 +149,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         state = super().__getstate__()
         if "param_state_" in state:  # device-independent pickles
             state = dict(state)
-            state["param_state_"] = _copy_state(state["param_state_"], "cpu")
+            state["param_state_"] = copy_state(state["param_state_"], "cpu")
         return state
 
     # ------------------------------------------------------------------ validation
@@ -439,19 +176,19 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         with ``fitting``, also the torch seed from ``random_state`` (``p["seed"]``)."""
         p = dict(
             noise=self._noise_object(),
-            num_negatives=_check_int("num_negatives", self.num_negatives, 1, allow_none=True),
-            strategy=_check_choice("strategy", self.strategy, _STRATEGIES),
-            weights=_check_choice("weights", self.weights, _WEIGHTS),
-            prior_scale=_check_float("prior_scale", self.prior_scale, low=0.0),
-            batch_size=_check_int("batch_size", self.batch_size, 1),
-            max_epochs=_check_int("max_epochs", self.max_epochs, 1),
-            num_steps=_check_int("num_steps", self.num_steps, 1, allow_none=True),
-            learning_rate=_check_float("learning_rate", self.learning_rate, low=0.0),
-            local_learning_rate=_check_float("local_learning_rate", self.local_learning_rate, low=0.0),
-            num_posterior_samples=_check_int("num_posterior_samples", self.num_posterior_samples, 1),
-            validation_fraction=_check_float("validation_fraction", self.validation_fraction, 0.0, 1.0),
-            n_iter_no_change=_check_int("n_iter_no_change", self.n_iter_no_change, 1),
-            tol=_check_float("tol", self.tol, low=0.0, low_open=False),
+            num_negatives=check_int("num_negatives", self.num_negatives, 1, allow_none=True),
+            strategy=check_choice("strategy", self.strategy, _STRATEGIES),
+            weights=check_choice("weights", self.weights, _WEIGHTS),
+            prior_scale=check_float("prior_scale", self.prior_scale, low=0.0),
+            batch_size=check_int("batch_size", self.batch_size, 1),
+            max_epochs=check_int("max_epochs", self.max_epochs, 1),
+            num_steps=check_int("num_steps", self.num_steps, 1, allow_none=True),
+            learning_rate=check_float("learning_rate", self.learning_rate, low=0.0),
+            local_learning_rate=check_float("local_learning_rate", self.local_learning_rate, low=0.0),
+            num_posterior_samples=check_int("num_posterior_samples", self.num_posterior_samples, 1),
+            validation_fraction=check_float("validation_fraction", self.validation_fraction, 0.0, 1.0),
+            n_iter_no_change=check_int("n_iter_no_change", self.n_iter_no_change, 1),
+            tol=check_float("tol", self.tol, low=0.0, low_open=False),
             device=self._torch_device(),
         )
         for name in ("early_stopping", "verbose"):
@@ -508,13 +245,13 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         p = self._validated_params(fitting=True)
         X, y = _validate_data(self, X, y, accept_sparse="csr", dtype=(np.float64, np.float32))
         self._check_labels(y)
-        classes, codes = _encode_labels(y)
+        classes, codes = encode_labels(y)
         K, (N, D) = len(classes), X.shape
         if K < 2:
             raise ValueError(f"ARClassifier needs samples of at least 2 classes, but the data "
                              f"contains only one class: {classes[0]!r}")
         device = p["device"]
-        with _seeded(p["seed"], device):
+        with seeded(p["seed"], device):
             rng = np.random.RandomState(p["seed"])
             train_idx, val_idx = self._split(codes, p, rng)
             predict_seed = int(rng.randint(_MAX_SEED))
@@ -547,7 +284,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         attributes (global parameter state, epochs, steps, loss curve, validation scores)."""
         device = p["device"]
         n_train = len(train_idx)
-        x = _training_features(X if val_idx is None else X[train_idx], torch.float32, device)
+        x = training_features(X if val_idx is None else X[train_idx], torch.float32, device)
         y = torch.as_tensor(codes[train_idx], dtype=torch.long, device=device)
         proposal = None
         if p["strategy"] == "importance":  # training class frequencies ^ 0.75 (the authors')
@@ -576,7 +313,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                             eval_fn=eval_fn, eval_every=steps_per_epoch, log_every=steps_per_epoch,
                             eval_at_start=False, early_stopping=early,
                             progress={"desc": "ARClassifier", "disable": not self.verbose})
-            state = _global_state(model, guide)
+            state = global_state(model, guide)
         loss_curve = [r["loss"] / n_train for r in history if r["step"] > 0]
         scores = [r["val_log_lik"] for r in history if "val_log_lik" in r] if early else None
         return (state, len(loss_curve), history[-1]["step"], loss_curve, scores,
@@ -589,8 +326,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         if p["weights"] != "bayes":
             fitted = model.fitted_parameters()
             return fitted["weight"].double()[None], fitted["bias"].double()[None]
-        draws, dummy = [], _dummy_datapoint(model.num_features, p["device"])
-        with torch.no_grad(), _torch_seeded(seed, p["device"]):
+        draws, dummy = [], dummy_datapoint(model.num_features, p["device"])
+        with torch.no_grad(), torch_seeded(seed, p["device"]):
             for _ in range(p["num_posterior_samples"]):
                 s = guide[0](*dummy)  # the AutoNormal part: q(W, b)
                 draws.append((s["weight"].double(), s["bias"].double()))
@@ -598,12 +335,12 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
 
     def _weights(self, p, K, D):
         """The fitted weights as :meth:`_live_weights` gives them, from ``param_state_``."""
-        with pyro.get_param_store().scope(_copy_state(self.param_state_, p["device"])):
+        with pyro.get_param_store().scope(copy_state(self.param_state_, p["device"])):
             model = self._model(p, K, D, likelihood="exact")
             guide = default_guide(model)
             if p["weights"] == "bayes":
                 with torch.no_grad():  # set up the prototype trace on one dummy datapoint
-                    guide(*_dummy_datapoint(D, p["device"]))
+                    guide(*dummy_datapoint(D, p["device"]))
             return self._live_weights(p, model, guide, self._predict_seed)
 
     @staticmethod
@@ -656,7 +393,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         try:
             return super().score(X, y, sample_weight=sample_weight)
         except TypeError:  # unorderable labels: sklearn's accuracy_score sorts them
-            y_pred, y = self.predict(X), _label_array(y)
+            y_pred, y = self.predict(X), label_array(y)
             hits = np.fromiter((a == b for a, b in zip(y_pred, y)), dtype=float, count=len(y_pred))
             return float(np.average(hits, weights=sample_weight))
 
@@ -666,7 +403,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         Labels must be among ``classes_``.
         """
         X, p, K = self._prepare(X)
-        y = _label_array(y)
+        y = label_array(y)
         if len(y) != X.shape[0]:
             raise ValueError(f"X has {X.shape[0]} rows but y has {len(y)} labels")
         index = {c: k for k, c in enumerate(self.classes_.tolist())}
@@ -687,12 +424,12 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         ``ARClassifier.load(path, weights_only=False)`` (for trusted files only).
         """
         check_is_fitted(self)
-        state = _copy_state(self.param_state_, "cpu")
-        state["constraints"] = {n: _constraint_name(c) for n, c in state["constraints"].items()}
+        state = copy_state(self.param_state_, "cpu")
+        state["constraints"] = {n: constraint_name(c) for n, c in state["constraints"].items()}
         torch.save({
             "format": _FORMAT, "version": _FORMAT_VERSION,
-            "hyperparameters": {k: _plain(v) for k, v in self.get_params(deep=False).items()},
-            "classes": [_plain(c) for c in self.classes_.tolist()],
+            "hyperparameters": {k: plain(v) for k, v in self.get_params(deep=False).items()},
+            "classes": [plain(c) for c in self.classes_.tolist()],
             "classes_dtype": self.classes_.dtype.str,
             "n_features_in": int(self.n_features_in_),
             "feature_names_in": (None if not hasattr(self, "feature_names_in_")

@@ -1,0 +1,99 @@
+r"""A scikit-learn estimator for the common case: a linear classifier fitted by A&R.
+
+:class:`ARClassifier` wraps the Pyro pieces of this package -- :class:`~pyro_ar.models.LinearClassifier`,
+the local guides and :class:`~pyro_ar.infer.ClosedFormELBO` of :mod:`pyro_ar.infer`,
+:func:`~pyro_ar.optim.lazy_adam` and stock ``pyro.infer.SVI`` -- behind ``fit`` /
+``predict`` / ``predict_proba``, following scikit-learn's conventions (``get_params`` /
+``set_params``, ``classes_``, ``n_features_in_``, ``clone``, pipelines, pickling).
+
+The model
+---------
+For features :math:`x_n \in \mathbb{R}^D` and labels :math:`y_n \in \{0..K-1\}` (the
+positions of the labels in ``classes_``), the mean utilities are
+:math:`\psi_{nk} = w_k \cdot x_n + b_k` and
+
+.. math::  y_n = \arg\max_k (\psi_{nk} + \varepsilon_{nk}),
+           \qquad \varepsilon_{nk} \overset{iid}{\sim} \phi,
+
+with :math:`\phi` Gumbel (softmax), Normal (multinomial probit) or Logistic
+(``noise=``). Augment & Reduce keeps only the observed class's noise
+:math:`\varepsilon_n`:
+
+.. math::  \log p(y_n, \varepsilon_n \mid \psi_n) = \log\phi(\varepsilon_n)
+           + \sum_{k' \ne y_n} \log\Phi(\varepsilon_n + \psi_{n y_n} - \psi_{n k'}),
+
+estimates the sum over classes from ``num_negatives`` classes (``strategy=``), and
+maximises the evidence lower bound
+
+.. math::  \log p(y_n \mid \psi_n) \ge \mathbb{E}_{q(\varepsilon_n)}
+           [\log p(y_n, \varepsilon_n \mid \psi_n) - \log q(\varepsilon_n)]
+
+summed over minibatches of ``batch_size`` datapoints with ``SVI``. For softmax,
+:math:`q(\varepsilon_n) = \mathrm{Gumbel}(\log\eta_n, 1)` and the bound is closed-form,
+:math:`1 - \log\eta_n - (1 + \hat S_n)/\eta_n` with
+:math:`\hat S_n \approx \sum_{k' \ne y_n} e^{\psi_{nk'} - \psi_{ny_n}}`; :math:`\eta_n`
+takes natural-gradient steps (:class:`~pyro_ar.infer.GumbelLocalGuide`). For the other
+noises :math:`q(\varepsilon_n)` is the noise family with a per-datapoint location and
+scale, reparameterised (:class:`~pyro_ar.infer.NoiseLocalGuide`, step size
+``local_learning_rate``).
+
+The weights are point estimates (``weights="mle"``), point estimates with the Gaussian
+prior :math:`w_{kd}, b_k \sim N(0, s^2)`, ``s = prior_scale`` (``"map"``), or random
+with that prior and a mean-field Gaussian posterior :math:`q(W, b)` (``"bayes"``:
+``AutoNormal`` over ``W, b`` combined with the local guide in an ``AutoGuideList``).
+
+Prediction
+----------
+``predict_proba`` returns the exact marginal
+
+.. math::  p(y = k \mid x) = \int \phi(e) \prod_{k' \ne k} \Phi(e + \psi_k - \psi_{k'})\, de
+
+(the softmax of :math:`\psi` for Gumbel noise; Gauss-Hermite quadrature otherwise, which
+costs O(K^2) per row), and for ``weights="bayes"`` the posterior predictive average
+:math:`\frac1S \sum_s p(y = k \mid x, W_s, b_s)` over ``num_posterior_samples`` draws
+from :math:`q(W, b)` (drawn with a seed fixed at fit time, so repeated calls agree).
+``predict`` is the class of largest mean utility for point weights (the most probable
+class, for every iid noise) and the argmax of the predictive average for ``"bayes"``.
+
+Costs and inputs
+----------------
+A step costs O(``batch_size`` x ``num_negatives`` x D) for ``"mle"``/``"map"`` (sparse
+gradients, lazy Adam: only the rows used move), whatever K and N; ``"bayes"`` costs
+O(K D) per step (the Gaussian posterior over all of W), for moderate K. The local
+variational parameters are O(N) training state; they are discarded after ``fit``
+(``param_state_`` keeps the global parameters only).
+
+``X`` may be a dense array or a ``scipy.sparse`` matrix/array. Sparse ``X`` with at most
+:data:`DENSIFY_MAX_ELEMENTS` entries (``n_samples * n_features``, 2^24 by default, i.e.
+64 MB in float32) is converted to one dense tensor for training; a larger one stays
+sparse (CSR) and only the rows of each minibatch are densified, so the whole matrix is
+never densified at once (keep ``batch_size`` moderate). Prediction always densifies row
+chunks. Training runs in float32 on ``device``; predictions are computed in float64.
+Features are used as given: standardise them (e.g. ``StandardScaler`` in a
+``Pipeline``) for well-conditioned steps.
+
+Example::
+
+    >>> from sklearn.datasets import load_iris
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from sklearn.preprocessing import StandardScaler
+    >>> from pyro_ar import ARClassifier
+    >>> X, y = load_iris(return_X_y=True)
+    >>> clf = make_pipeline(StandardScaler(),
+    ...                     ARClassifier(num_negatives=1, max_epochs=200, random_state=0))
+    >>> clf.fit(X, y).score(X, y) > 0.9
+    True
+    >>> clf.predict_proba(X[:2]).shape
+    (2, 3)
+
+Implementation notes: each ``fit`` runs inside its own Pyro parameter store
+(``pyro.get_param_store().scope()``), so estimators never share or clobber parameters
+(and the caller's global store is left as it was); the same holds for prediction with
+``weights="bayes"``. The global RNG states of torch, numpy and ``random`` are restored
+after ``fit`` (``random_state`` seeds them inside). Not thread-safe: the param store is
+process-global.
+"""
+
+from .classifier import DENSIFY_MAX_ELEMENTS, ARClassifier
+
+__all__ = ["ARClassifier", "DENSIFY_MAX_ELEMENTS"]
