@@ -164,7 +164,7 @@ def test_normal_log_cdf_gradient_accurate_in_far_lower_tail(dtype):
 
 
 def test_get_noise_names_aliases_and_errors():
-    assert set(NOISE_NAMES) == {"gumbel", "normal", "logistic"}
+    assert set(NOISE_NAMES) == {"gumbel", "normal", "logistic", "laplace", "student_t"}
     assert isinstance(get_noise("softmax"), pyro_ar.GumbelNoise)
     assert isinstance(get_noise("Probit"), pyro_ar.NormalNoise)
     assert isinstance(get_noise("logistic"), pyro_ar.LogisticNoise)
