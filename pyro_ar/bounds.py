@@ -10,21 +10,14 @@ import warnings
 
 from pyro.distributions.torch_distribution import TorchDistribution
 
-from .distributions import (  # noqa: F401  (re-exported)
-    AugmentedCategorical,
-    BouchardBound,
-    ExactSoftmax,
-    JaakkolaJordanBernoulli,
-    OVECategorical,
-    SampledSoftmax,
-    SoftmaxCategorical,
-    bouchard_log_normalizer_bound,
-    jaakkola_jordan_lambda,
-    jaakkola_jordan_log_sigmoid_bound,
-    jaakkola_jordan_softplus_bound,
-    optimal_bouchard_a,
-)
+from . import distributions as _distributions
 from .distributions.class_sum import ClassSumLikelihood as _ClassSumLikelihood  # noqa: F401
+
+#: the names this module used to define, now re-exported from pyro_ar.distributions
+_MOVED = ("ExactSoftmax", "SoftmaxCategorical", "OVECategorical", "SampledSoftmax", "BouchardBound",
+          "JaakkolaJordanBernoulli", "jaakkola_jordan_lambda", "jaakkola_jordan_softplus_bound",
+          "jaakkola_jordan_log_sigmoid_bound", "bouchard_log_normalizer_bound", "optimal_bouchard_a")
+globals().update({name: getattr(_distributions, name) for name in _MOVED})
 
 warnings.warn(
     "pyro_ar.bounds is deprecated and will be removed in the next release; import the "
@@ -33,29 +26,15 @@ warnings.warn(
     stacklevel=2,
 )
 
-__all__ = [
-    "ExactSoftmax",
-    "SoftmaxCategorical",
-    "OVECategorical",
-    "SampledSoftmax",
-    "BouchardBound",
-    "JaakkolaJordanBernoulli",
-    "jaakkola_jordan_lambda",
-    "jaakkola_jordan_softplus_bound",
-    "jaakkola_jordan_log_sigmoid_bound",
-    "bouchard_log_normalizer_bound",
-    "optimal_bouchard_a",
-    "LIKELIHOODS",
-    "get_likelihood",
-]
+__all__ = list(_MOVED) + ["LIKELIHOODS", "get_likelihood"]
 
 #: Names of the likelihood factors, for a one-switch comparison (``"ar"`` also needs ``eps``).
 LIKELIHOODS = {
-    "ar": AugmentedCategorical,
-    "exact": ExactSoftmax,
-    "ove": OVECategorical,
-    "botev": SampledSoftmax,
-    "bouchard": BouchardBound,
+    "ar": _distributions.AugmentedCategorical,
+    "exact": _distributions.ExactSoftmax,
+    "ove": _distributions.OVECategorical,
+    "botev": _distributions.SampledSoftmax,
+    "bouchard": _distributions.BouchardBound,
 }
 
 

@@ -9,15 +9,15 @@ A categorical over K classes with mean utilities :math:`\psi \in \mathbb{R}^K` i
 where :math:`\phi` is a univariate density with CDF :math:`\Phi`. The choice of
 :math:`\phi` selects the model:
 
-========  ================================  ============================  ====================
-noise     :math:`\log\phi(e)`               :math:`\log\Phi(x)` (stable)  model
-========  ================================  ============================  ====================
-Gumbel    :math:`-e - e^{-e}`               :math:`-e^{-x}`               softmax
-Normal    :math:`-e^2/2 - \log\sqrt{2\pi}`  ``log_ndtr(x)``               multinomial probit
-Logistic  :math:`-s(-e) - s(e)`             :math:`-s(-x)`                multinomial logistic
-Laplace   :math:`-|e| - \log 2`              piecewise, ``log1p``          heavier-tailed
-Student   :math:`\log t_\nu(e)`              incomplete beta (cont. frac.)  robust (polynomial tails)
-========  ================================  ============================  ====================
+========  ================================  =================================  =========================
+noise     :math:`\log\phi(e)`               :math:`\log\Phi(x)` (stable)       model
+========  ================================  =================================  =========================
+Gumbel    :math:`-e - e^{-e}`               :math:`-e^{-x}`                    softmax
+Normal    :math:`-e^2/2 - \log\sqrt{2\pi}`  ``log_ndtr(x)``                    multinomial probit
+Logistic  :math:`-s(-e) - s(e)`             :math:`-s(-x)`                     multinomial logistic
+Laplace   :math:`-|e| - \log 2`             piecewise, ``log1p``               heavier tails
+Student   :math:`\log t_\nu(e)`             incomplete beta (cont. fraction)   robust (polynomial tails)
+========  ================================  =================================  =========================
 
 (:math:`s` is softplus; Student-t: :class:`StudentTNoise` with :math:`\nu` = ``df``,
 :math:`\Phi(-t) = \tfrac12 I_{\nu/(\nu+t^2)}(\nu/2, 1/2)`.) Any other density with a CDF
