@@ -5,7 +5,7 @@ observed class's noise so that its log-joint becomes a sum over classes, which i
 subsampled inside stochastic variational inference (Ruiz, Titsias, Dieng, Blei, ICML 2018).
 """
 
-from .distributions import AugmentedCategorical, UtilityCategorical, sample_categorical
+from .distributions import AugmentedCategorical, NoiseDistribution, UtilityCategorical, sample_categorical
 from .negatives import (
     ImportanceNegatives,
     Negatives,
@@ -13,7 +13,15 @@ from .negatives import (
     PerDatapointNegatives,
     SharedNegatives,
 )
-from .noise import GumbelNoise, LogisticNoise, Noise, NoiseDistribution, NormalNoise, get_noise
+from .noise import (
+    GumbelNoise,
+    LaplaceNoise,
+    LogisticNoise,
+    Noise,
+    NormalNoise,
+    StudentTNoise,
+    get_noise,
+)
 from .quadrature import log_marginal, log_marginal_all
 from .utility import DenseUtility, LinearUtility, Utility, as_utility
 
@@ -30,6 +38,8 @@ __all__ = [
     "GumbelNoise",
     "NormalNoise",
     "LogisticNoise",
+    "LaplaceNoise",
+    "StudentTNoise",
     "NoiseDistribution",
     "get_noise",
     "Utility",

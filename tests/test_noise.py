@@ -1,6 +1,13 @@
-"""Noise families: log density, stable log CDF, sampling, reparameterisation, user noises."""
+"""Noise families: log density, stable log CDF, sampling, reparameterisation, user noises.
+
+Every library noise (and the user-defined one of tests/helpers.py) runs the shipped noise
+contract :class:`pyro_ar.testing.NoiseContract` (density integrates to one, log_cdf is the
+integral of the density and its derivative, KS test of the draws at level 1e-3 with a seeded
+generator, stable tails, location-scale distribution), in float64 and float32.
+"""
 
 import math
+import pickle
 
 import numpy as np
 import pytest
@@ -11,12 +18,22 @@ import pyro.distributions as dist
 
 import pyro_ar
 from pyro_ar.noise import NOISE_NAMES, NoiseDistribution, get_noise
+from pyro_ar.testing import NoiseContract, check_noise
 
-from tests.helpers import BUILTIN_NOISES, DEVICES, DTYPES, USER_NOISES, make_noise
+from tests.helpers import BUILTIN_NOISES, DEVICES, DTYPES, LIBRARY_NOISES, USER_NOISES, make_noise
 
 pytestmark = pytest.mark.usefixtures("seeded")
 
-ALL_NOISES = BUILTIN_NOISES + USER_NOISES
+ALL_NOISES = LIBRARY_NOISES + USER_NOISES
+
+
+# ---- the shipped contract, for every noise, in float64 and float32 ----------------------
+# (the user-defined t3 only in float64: in float32 its CDF cancels in the upper tail, which
+# the contract detects, see test_check_noise_catches_a_wrong_noise)
+for _name in ALL_NOISES:
+    for _dtype in DTYPES if _name in LIBRARY_NOISES else [torch.float64]:
+        _cls = f"TestContract_{_name}_{str(_dtype).split('.')[-1]}"
+        globals()[_cls] = type(_cls, (NoiseContract,), {"noise": make_noise(_name), "dtype": _dtype})
 
 #: the same standard noises in scipy, as independent references
 SCIPY = {
@@ -24,6 +41,7 @@ SCIPY = {
     "normal": scipy.stats.norm(),
     "logistic": scipy.stats.logistic(),
     "student_t3": scipy.stats.t(3),
+    "user_t3": scipy.stats.t(3),
     "laplace": scipy.stats.laplace(),
 }
 
@@ -39,42 +57,11 @@ def test_log_density_and_log_cdf_match_scipy(name):
     if name == "gumbel":  # scipy's gumbel_r.logcdf underflows to -inf; -exp(-x) is exact
         ref_cdf = -np.exp(-x.numpy())
     ok = np.isfinite(ref_cdf)
-    # atol 1e-8: F.softplus's default threshold (x > 20 -> x) is off by up to 2e-9
-    np.testing.assert_allclose(noise.log_density(x).numpy(), ref_pdf, rtol=1e-12, atol=1e-8)
-    # the test's own Student-t log CDF loses a few digits to cancellation in its far tail
-    rtol = 1e-8 if name == "student_t3" else 1e-10
+    # full precision (pyro_ar.numerics.softplus, not F.softplus and its threshold)
+    np.testing.assert_allclose(noise.log_density(x).numpy(), ref_pdf, rtol=1e-12, atol=1e-13)
+    # the user-defined Student-t log CDF loses a few digits to cancellation in its far tail
+    rtol = 1e-8 if name == "user_t3" else 1e-10
     np.testing.assert_allclose(noise.log_cdf(x).numpy()[ok], ref_cdf[ok], rtol=rtol, atol=1e-14)
-
-
-@pytest.mark.parametrize("name", ALL_NOISES)
-def test_density_is_derivative_of_cdf(name):
-    # d/dx Phi(x) = phi(x), through autograd of exp(log_cdf): ties the two primitives together
-    noise = make_noise(name)
-    x = torch.linspace(-8, 8, 161, dtype=torch.float64).requires_grad_()
-    (grad,) = torch.autograd.grad(noise.log_cdf(x).exp().sum(), x)
-    expected = noise.log_density(x.detach()).exp()
-    keep = x.detach() != 0  # Laplace: phi has a kink at 0 but Phi is still C1 there
-    torch.testing.assert_close(grad[keep], expected[keep], rtol=1e-10, atol=1e-13)
-
-
-@pytest.mark.parametrize("name", ALL_NOISES)
-def test_density_integrates_to_one(name):
-    noise = make_noise(name)
-    x = torch.linspace(-60, 60, 480001, dtype=torch.float64)
-    mass = torch.trapezoid(noise.log_density(x).exp(), x).item()
-    # the trapezoid rule is exact to ~h^2 f''/12 ~ 1e-10 here; the t3 tails beyond +-60 hold
-    # P(|T| > 60) ~ 1e-5 (computed exactly below)
-    tail = 2.0 * SCIPY[name].sf(60.0) if name == "student_t3" else 0.0
-    assert abs(mass + tail - 1.0) < 1e-8
-
-
-@pytest.mark.parametrize("name", ALL_NOISES)
-def test_sample_matches_cdf_ks(name):
-    # Kolmogorov-Smirnov test of 20,000 draws against the noise's own CDF, at level 1e-3
-    noise = make_noise(name)
-    x = noise.sample((20000,), dtype=torch.float64)
-    cdf = lambda v: np.exp(noise.log_cdf(torch.as_tensor(v, dtype=torch.float64)).numpy())
-    assert scipy.stats.kstest(x.numpy(), cdf).pvalue > 1e-3
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -84,6 +71,9 @@ def test_sample_dtype_device_shape(name, dtype, device):
     x = make_noise(name).sample((3, 4), dtype=dtype, device=device)
     assert x.shape == (3, 4) and x.dtype == dtype and x.device.type == device
     assert torch.isfinite(x).all()
+    g = torch.Generator(device=device).manual_seed(5)
+    y = make_noise(name).sample((3, 4), dtype=dtype, device=device, generator=g)
+    assert y.shape == (3, 4) and y.dtype == dtype and y.device.type == device
 
 
 @pytest.mark.parametrize("name", ALL_NOISES)
@@ -99,25 +89,13 @@ def test_rsample_like_is_reparameterised(name):
     torch.testing.assert_close(grad_scale, standard.sum(0))
 
 
-@pytest.mark.parametrize("name", ALL_NOISES)
-def test_distribution_is_location_scale_family(name):
-    noise = make_noise(name)
-    loc = torch.tensor([[0.0], [1.5]], dtype=torch.float64)
-    scale = torch.tensor([1.0, 0.3, 4.0], dtype=torch.float64)
-    d = noise.distribution(loc, scale)
-    assert d.batch_shape == (2, 3) and d.event_shape == ()
-    x = torch.linspace(-3, 3, 7, dtype=torch.float64).reshape(7, 1, 1)
-    expected = noise.log_density((x - loc) / scale) - scale.log()
-    torch.testing.assert_close(d.log_prob(x), expected, rtol=1e-12, atol=1e-12)
-    assert d.rsample((5,)).shape == (5, 2, 3)
-    assert d.expand((4, 2, 3)).batch_shape == (4, 2, 3)
-
-
 def test_builtin_distributions_are_pyros_own():
     # TraceMeanField_ELBO then uses torch's registered KL divergences
     assert isinstance(get_noise("gumbel").distribution(), dist.Gumbel)
     assert isinstance(get_noise("normal").distribution(), dist.Normal)
-    assert isinstance(make_noise("student_t3").distribution(0.0, 1.0), NoiseDistribution)
+    assert isinstance(get_noise("laplace").distribution(), dist.Laplace)
+    assert isinstance(get_noise("student_t3").distribution(), dist.StudentT)
+    assert isinstance(make_noise("user_t3").distribution(0.0, 1.0), NoiseDistribution)
 
 
 def test_noise_distribution_expand_and_validation():
@@ -132,7 +110,7 @@ def test_noise_distribution_expand_and_validation():
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("name", BUILTIN_NOISES + ["student_t3"])
+@pytest.mark.parametrize("name", LIBRARY_NOISES + ["user_t3"])
 def test_log_cdf_finite_values_and_gradients(name, dtype):
     # |x| up to 2e3 (utility gaps of |psi| = 1e3); finite wherever the float64 value is
     # representable in dtype. Gumbel's -exp(-x) legitimately overflows for x < -log(max).
@@ -146,8 +124,8 @@ def test_log_cdf_finite_values_and_gradients(name, dtype):
     assert torch.isfinite(lp[representable]).all() and torch.isfinite(grad[representable]).all()
     if name != "gumbel":
         assert representable.all()
-    if name == "student_t3":
-        return  # the test's own t3 log CDF is not accurate in the float32 tail (cancellation)
+    if name == "user_t3":
+        return  # the user-defined t3 log CDF is not accurate in the float32 tail (cancellation)
     torch.testing.assert_close(lp[representable].double(), ref[representable],
                                rtol=10 * torch.finfo(dtype).eps, atol=10 * torch.finfo(dtype).eps)
 
@@ -164,11 +142,16 @@ def test_normal_log_cdf_gradient_accurate_in_far_lower_tail(dtype):
 
 
 def test_get_noise_names_aliases_and_errors():
-    assert set(NOISE_NAMES) == {"gumbel", "normal", "logistic"}
+    assert set(NOISE_NAMES) == {"gumbel", "normal", "logistic", "laplace", "student_t"}
     assert isinstance(get_noise("softmax"), pyro_ar.GumbelNoise)
     assert isinstance(get_noise("Probit"), pyro_ar.NormalNoise)
     assert isinstance(get_noise("logistic"), pyro_ar.LogisticNoise)
-    custom = make_noise("laplace")
+    assert isinstance(get_noise("laplace"), pyro_ar.LaplaceNoise)
+    assert get_noise("student_t3").df == 3.0 and get_noise("StudentT2.5").df == 2.5
+    assert get_noise("student_t", df=7).df == 7.0
+    with pytest.raises(ValueError, match=r"needs its degrees of freedom"):
+        get_noise("student_t")
+    custom = make_noise("user_t3")
     assert get_noise(custom) is custom
     with pytest.raises(ValueError, match=r"unknown noise='cauchy'"):
         get_noise("cauchy")
@@ -201,3 +184,114 @@ def test_mode_hint_is_gumbel_mode():
     x = torch.tensor([-30.0, 0.0, 30.0], dtype=torch.float64)
     torch.testing.assert_close(get_noise("gumbel").mode_hint(x), torch.log1p(torch.exp(x)))
     assert math.isfinite(get_noise("normal").mode_hint(torch.tensor(1e6)).item())
+
+
+# ---- generators ---------------------------------------------------------------------------
+
+def _same_draws(noise, **kw):
+    a = noise.sample((50,), dtype=torch.float64, generator=torch.Generator().manual_seed(3), **kw)
+    b = noise.sample((50,), dtype=torch.float64, generator=torch.Generator().manual_seed(3), **kw)
+    return torch.equal(a, b)
+
+
+@pytest.mark.parametrize("name", ALL_NOISES)
+def test_generator_reproducible_and_global_rng_untouched(name):
+    noise = make_noise(name)
+    state = torch.get_rng_state()
+    assert _same_draws(noise)
+    assert torch.equal(torch.get_rng_state(), state)
+    a = noise.sample((50,), dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    b = noise.sample((50,), dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    assert not torch.equal(a, b)
+
+
+def test_user_sample_with_and_without_generator_keyword():
+    seen = {}
+
+    def sample(shape, dtype, device, generator=None):
+        seen["generator"] = generator
+        return torch.randn(shape, dtype=dtype, device=device, generator=generator)
+
+    noise = pyro_ar.Noise(log_density=lambda e: -e * e / 2 - 0.5 * math.log(2 * math.pi),
+                          log_cdf=torch.special.log_ndtr, sample=sample)
+    g = torch.Generator().manual_seed(0)
+    noise.sample((3,), generator=g)
+    assert seen["generator"] is g  # passed through
+    # a sample function without the keyword: the global RNG is forked and seeded from g
+    legacy = make_noise("user_t3")
+    assert _same_draws(legacy)
+    assert noise.sample((2,)).shape == (2,)  # no generator: the global RNG
+
+
+# ---- Student-t and Laplace ----------------------------------------------------------------
+
+@pytest.mark.parametrize("df", [0.5, 1.0, 2.5, 3.0, 30.0, 300.0])
+def test_student_t_log_cdf_matches_scipy_far_in_both_tails(df):
+    x = torch.cat([torch.linspace(-300, 300, 3001, dtype=torch.float64),
+                   torch.tensor([-1e12, -1e6, 1e6, 1e12], dtype=torch.float64)])
+    ref = scipy.stats.t(df).logcdf(x.numpy())
+    ok = np.isfinite(ref)
+    np.testing.assert_allclose(get_noise("student_t", df=df).log_cdf(x).numpy()[ok], ref[ok],
+                               rtol=1e-11, atol=1e-300)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_student_t_gradients_and_second_derivatives(dtype):
+    # d log Phi / dx = phi / Phi (analytic backward), itself differentiable (quadrature Newton)
+    noise = get_noise("student_t3")
+    x = torch.tensor([-1e4, -30.0, -1.0, 0.0, 2.0, 50.0], dtype=dtype, requires_grad=True)
+    (g,) = torch.autograd.grad(noise.log_cdf(x).sum(), x, create_graph=True)
+    xd = x.detach().double().numpy()
+    ref = np.exp(scipy.stats.t(3).logpdf(xd) - scipy.stats.t(3).logcdf(xd))
+    np.testing.assert_allclose(g.detach().double().numpy(), ref, rtol=10 * torch.finfo(dtype).eps ** 0.5)
+    (h,) = torch.autograd.grad(g.sum(), x)
+    assert torch.isfinite(h).all()
+    # h = d/dx (phi/Phi) = (phi/Phi) (dlog phi/dx - phi/Phi), by finite differences in float64
+    if dtype == torch.float64:
+        xs = torch.tensor([-1.0, 2.0], dtype=dtype, requires_grad=True)
+        gfun = lambda v: torch.autograd.grad(noise.log_cdf(v).sum(), v, create_graph=True)[0]
+        (hs,) = torch.autograd.grad(gfun(xs).sum(), xs)
+        eps = 1e-6
+        fd = (gfun((xs.detach() + eps).requires_grad_()) - gfun((xs.detach() - eps).requires_grad_())) / (2 * eps)
+        torch.testing.assert_close(hs, fd.detach(), rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("inf"), float("nan"), "3", True])
+def test_student_t_bad_df(bad):
+    with pytest.raises(ValueError, match=r"df must be a positive finite number"):
+        pyro_ar.StudentTNoise(bad)
+
+
+def test_laplace_log_cdf_exact_in_both_tails():
+    x = torch.tensor([-1e4, -5.0, 0.0, 5.0, 40.0], dtype=torch.float64)
+    expected = torch.tensor([-1e4 - math.log(2), -5 - math.log(2), -math.log(2),
+                             math.log1p(-0.5 * math.exp(-5)), math.log1p(-0.5 * math.exp(-40))],
+                            dtype=torch.float64)
+    torch.testing.assert_close(get_noise("laplace").log_cdf(x), expected, rtol=1e-15, atol=0)
+
+
+@pytest.mark.parametrize("name", LIBRARY_NOISES)
+def test_library_noises_pickle(name):
+    noise = make_noise(name)
+    back = pickle.loads(pickle.dumps(noise))
+    x = torch.linspace(-5, 5, 11, dtype=torch.float64)
+    assert type(back) is type(noise) and back.name == noise.name
+    torch.testing.assert_close(back.log_cdf(x), noise.log_cdf(x))
+
+
+def test_check_noise_catches_a_wrong_noise():
+    # a log_cdf that is not the integral of the density (a shifted normal) fails the contract
+    wrong = pyro_ar.Noise(log_density=lambda e: -e * e / 2 - 0.5 * math.log(2 * math.pi),
+                          log_cdf=lambda x: torch.special.log_ndtr(x - 0.1),
+                          sample=lambda shape, dtype, device: torch.randn(shape, dtype=dtype, device=device))
+    with pytest.raises(AssertionError, match="integral of the density"):
+        check_noise(wrong)
+    # draws from the wrong law fail the KS test
+    biased = pyro_ar.Noise(log_density=lambda e: -e * e / 2 - 0.5 * math.log(2 * math.pi),
+                           log_cdf=torch.special.log_ndtr,
+                           sample=lambda shape, dtype, device: 1.1 * torch.randn(shape, dtype=dtype, device=device))
+    with pytest.raises(AssertionError, match="KS statistic"):
+        check_noise(biased)
+    # 1 - F computed as log1p(-lower) in float32 rounds non-monotonically in the upper tail
+    with pytest.raises(AssertionError, match="log_cdf decreases"):
+        check_noise(make_noise("user_t3"), dtype=torch.float32)

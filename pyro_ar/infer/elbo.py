@@ -28,131 +28,19 @@ class subsample (see :class:`~pyro_ar.infer.GumbelLocalGuide`).
 """
 
 import torch
-from torch.distributions import constraints
-from torch.distributions.utils import broadcast_all, lazy_property
 
 import pyro.poutine as poutine
 from pyro.distributions import ExpandedDistribution, Gumbel, Independent
-from pyro.distributions.torch_distribution import TorchDistribution
 from pyro.infer import TraceMeanField_ELBO
 from pyro.infer.util import is_validation_enabled
 from pyro.poutine.messenger import Messenger
 from pyro.poutine.util import prune_subsample_sites
 from pyro.util import check_model_guide_match, check_site_shape
 
-from ..distributions import AugmentedCategorical
+from ..distributions import AugmentedCategorical, FastGumbel, GumbelExpectedFactor  # noqa: F401 (re-exported)
 from ..noise import GumbelNoise
 
-__all__ = ["ClosedFormELBO", "GumbelExpectedFactor", "FastGumbel"]
-
-
-class FastGumbel(Gumbel):
-    r"""``pyro.distributions.Gumbel`` built in O(1) Python work.
-
-    torch's Gumbel is a ``TransformedDistribution``: every construction builds a Uniform
-    base and four transforms, which costs more than the rest of a local guide's step. This
-    subclass stores ``loc`` and ``scale`` only, samples by inversion
-    (:math:`\mathrm{loc} - \mathrm{scale}\,\log(-\log u)`, the same law), and builds the
-    base distribution and transforms only if something asks for them (e.g. ``cdf``). It is a
-    ``Gumbel`` for ``isinstance`` and for the registered Gumbel--Gumbel KL divergence.
-
-    Example:
-
-    >>> import torch
-    >>> from pyro_ar.infer.elbo import FastGumbel
-    >>> from pyro.distributions import Gumbel
-    >>> loc, scale, x = torch.tensor([0.5]), torch.tensor([1.0]), torch.tensor([0.3])
-    >>> torch.allclose(FastGumbel(loc, scale).log_prob(x), Gumbel(loc, scale).log_prob(x))
-    True
-    """
-
-    has_rsample = True
-
-    def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        TorchDistribution.__init__(self, self.loc.shape, torch.Size(), validate_args=validate_args)
-
-    @lazy_property
-    def _transformed(self):
-        return Gumbel(self.loc, self.scale, validate_args=False)
-
-    @property
-    def base_dist(self):
-        return self._transformed.base_dist
-
-    @property
-    def transforms(self):
-        return self._transformed.transforms
-
-    def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(FastGumbel, _instance)
-        batch_shape = torch.Size(batch_shape)
-        new.loc, new.scale = self.loc.expand(batch_shape), self.scale.expand(batch_shape)
-        TorchDistribution.__init__(new, batch_shape, torch.Size(), validate_args=False)
-        new._validate_args = self._validate_args
-        return new
-
-    def rsample(self, sample_shape=torch.Size()):
-        shape = self._extended_shape(sample_shape)
-        finfo = torch.finfo(self.loc.dtype)
-        u = torch.rand(shape, dtype=self.loc.dtype, device=self.loc.device).clamp_(finfo.tiny, 1 - finfo.eps)
-        return self.loc - self.scale * torch.log(-torch.log(u))
-
-    def sample(self, sample_shape=torch.Size()):
-        with torch.no_grad():
-            return self.rsample(sample_shape)
-
-
-class GumbelExpectedFactor(TorchDistribution):
-    r"""Expectation of an A&R softmax factor under :math:`q(\varepsilon) = \mathrm{Gumbel}(\log\eta, 1)`.
-
-    ``log_prob(y)`` :math:`= -\exp(\log\hat S_y - \log\eta)`, with :math:`\hat S_y` from a
-    fresh class subsample of the wrapped :class:`~pyro_ar.AugmentedCategorical`. The last
-    :math:`\log\hat S_y` is kept (detached) for the natural-gradient eta step.
-
-    Example:
-
-    >>> import torch, pyro_ar as ar
-    >>> from pyro_ar.infer import GumbelExpectedFactor
-    >>> psi = torch.tensor([[1.0, 0.0, -1.0]], dtype=torch.float64)
-    >>> base = ar.AugmentedCategorical(psi, torch.zeros(1, dtype=torch.float64))
-    >>> f = GumbelExpectedFactor(base, torch.zeros(1, dtype=torch.float64))   # log eta = 0
-    >>> S = (psi[0, 1:] - psi[0, 0]).exp().sum()
-    >>> torch.allclose(f.log_prob(torch.tensor([0])), -S)                      # -S / eta
-    True
-    """
-
-    arg_constraints = {}
-
-    def __init__(self, base: AugmentedCategorical, log_eta: torch.Tensor, local_step=None):
-        self.base, self.log_eta = base, log_eta
-        self.last_log_s = None
-        # local-first mode (Algorithm 1 of Ruiz et al.: E step, then M step): a callable
-        # log_eta_target -> updated log_eta, applied before the factor is evaluated
-        self.local_step = local_step
-        self.updated_log_eta = None
-        super().__init__(base.batch_shape, validate_args=False)
-
-    @constraints.dependent_property(is_discrete=True, event_dim=0)
-    def support(self):
-        return self.base.support
-
-    def expand(self, batch_shape, _instance=None):
-        return GumbelExpectedFactor(self.base.expand(batch_shape), self.log_eta.expand(batch_shape))
-
-    def sample(self, sample_shape=torch.Size()):
-        return self.base.sample(sample_shape)
-
-    def log_prob(self, value):
-        log_s = self.base.log_sum_exp_negatives(value)
-        self.last_log_s = log_s.detach()
-        log_eta = self.log_eta
-        if self.local_step is not None:
-            # eta~ = 1 + S_hat (log space), natural step first, then the bound at the new eta
-            log_eta = self.local_step(torch.logaddexp(torch.zeros_like(self.last_log_s), self.last_log_s))
-            log_eta = log_eta.to(log_s.dtype).expand(log_s.shape)
-            self.updated_log_eta = log_eta
-        return -torch.exp(log_s - log_eta)
+__all__ = ["ClosedFormELBO"]  # FastGumbel, GumbelExpectedFactor: see pyro_ar.distributions
 
 
 def _unwrap(fn):

@@ -1,0 +1,205 @@
+r"""The augmented likelihood of A&R, with a subsampled ``log_prob``, and its two Pyro sites.
+
+With the observed class's noise :math:`\varepsilon` made explicit, the categorical
+:math:`y = \arg\max_k(\psi_k + \varepsilon_k)` has the augmented joint (eq. 6 of Ruiz et al. 2018)
+
+.. math::
+
+    \log p(y, \varepsilon \mid \psi) = \log\phi(\varepsilon)
+        + \underbrace{\sum_{k' \ne y} \log\Phi(\varepsilon + \psi_y - \psi_{k'})}_{
+          \texttt{AugmentedCategorical(psi, eps).log\_prob(y)}},
+
+a sum over classes (a :class:`~pyro_ar.distributions.ClassSumLikelihood`) whose ``log_prob``
+is an unbiased estimate from a fresh class subsample at every call
+(:mod:`pyro_ar.negatives`). The :math:`\log\phi(\varepsilon)` term belongs to the noise
+sample site, whose prior is ``noise.distribution()``; :func:`sample_categorical` emits both
+sites in one line of a Pyro model.
+"""
+
+from typing import Optional
+
+import torch
+from torch.distributions import constraints
+
+import pyro
+from pyro.distributions.util import broadcast_shape
+
+from ..negatives import Negatives
+from ..noise import get_noise
+from ..utility import as_utility
+from .categorical import UtilityCategorical
+from .class_sum import ClassSumLikelihood, masked_weighted_sum
+
+__all__ = ["AugmentedCategorical", "sample_categorical"]
+
+
+class AugmentedCategorical(ClassSumLikelihood):
+    r"""The y-given-eps factor of the augmented model, with a subsampled ``log_prob``.
+
+    .. math::
+
+        \texttt{log\_prob}(y) \approx \sum_{k'\ne y}\log\Phi(\varepsilon + \psi_y - \psi_{k'}),
+
+    an unbiased estimate from a fresh class subsample at every call (exact when
+    ``num_negatives`` is None or :math:`\ge K-1`). Together with the prior
+    :math:`\varepsilon\sim\phi` of the noise site it gives the augmented joint
+    :math:`\log p(y, \varepsilon\mid\psi)` whose integral over :math:`\varepsilon` is the
+    marginal :class:`~pyro_ar.UtilityCategorical`. It is a likelihood factor for observed
+    labels, not a normalised distribution over y given eps: :meth:`sample` is not defined
+    (draw from :class:`~pyro_ar.UtilityCategorical`, which :func:`sample_categorical` does
+    when ``obs`` is None).
+
+    Example::
+
+        W, b = torch.randn(10_000, 64), torch.zeros(10_000)
+        psi = LinearUtility(x, W, b)                          # nothing of size B x K
+        eps = pyro.sample("eps", dist.Gumbel(0., 1.).expand([len(x)]))
+        pyro.sample("y", AugmentedCategorical(psi, eps, num_negatives=20), obs=y)
+
+    :param utility: tensor ``batch_shape + (K,)`` or a :class:`~pyro_ar.utility.Utility`.
+    :param eps: noise of the observed class, broadcastable to the utility's batch shape.
+    :param noise: name or :class:`~pyro_ar.noise.Noise`.
+    :param num_negatives: classes per estimate (None: all, exact).
+    :param strategy: ``"per_datapoint"``, ``"shared"``, ``"importance"`` or a
+        :class:`~pyro_ar.negatives.NegativeSampler`.
+    :param proposal: class weights for ``strategy="importance"``.
+    :param negatives: fixed :class:`~pyro_ar.negatives.Negatives` to use instead of
+        sampling (e.g. when the model already drew them to sample only those rows).
+    :param str eps_site: name of the sample site that produced ``eps`` (set by
+        :func:`sample_categorical`; lets :class:`pyro_ar.infer.ClosedFormELBO` find the guide).
+
+    ``infer_shapes(utility=..., eps=...)`` broadcasts ``utility[:-1]`` with ``eps``.
+
+    Example:
+
+    >>> import torch, pyro_ar as ar
+    >>> psi, eps, y = torch.randn(4, 1000), torch.zeros(4), torch.tensor([0, 1, 2, 3])
+    >>> full = ar.AugmentedCategorical(psi, eps).log_prob(y)                    # sum over 999 classes
+    >>> est = ar.AugmentedCategorical(psi, eps, num_negatives=20).log_prob(y)   # unbiased, 20 classes
+    >>> full.shape, est.shape
+    (torch.Size([4]), torch.Size([4]))
+    """
+
+    arg_constraints = {"utility": constraints.real_vector, "eps": constraints.real}
+    _expand_attrs = {"psi": 1, "eps": 0}
+
+    def __init__(self, utility, eps, noise="gumbel", num_negatives: Optional[int] = None,
+                 strategy="per_datapoint", proposal=None, negatives: Optional[Negatives] = None,
+                 eps_site: Optional[str] = None, validate_args=None):
+        self._setup(utility, num_negatives, strategy, proposal, negatives)
+        self.eps_site = eps_site
+        self.noise = get_noise(noise)
+        if not isinstance(eps, torch.Tensor):
+            raise ValueError(f"eps must be a tensor, got {eps!r}")
+        try:
+            batch_shape = broadcast_shape(self.psi.batch_shape, eps.shape)
+        except ValueError:
+            raise ValueError(
+                f"eps of shape {tuple(eps.shape)} does not broadcast with the utility's batch "
+                f"shape {tuple(self.psi.batch_shape)}"
+            ) from None
+        self.eps = eps
+        self._init_shape(batch_shape, validate_args)
+
+    def utility_differences(self, value):
+        r"""Subsampled differences :math:`d_j = \psi_y - \psi_{k'_j}` and their weights :math:`a_j`.
+
+        Draws a fresh class subsample (unless ``negatives`` were fixed) and returns
+        ``(d, a)`` with ``d`` of shape ``broadcast(value, batch_shape) + (s,)`` and ``a``
+        broadcastable to it (zero where :math:`k'_j = y`).
+        """
+        g = self.gather_utilities(value)
+        return g.label - g.negatives, g.weight
+
+    def log_prob(self, value):
+        d, weight = self.utility_differences(value)
+        return masked_weighted_sum(self.noise.log_cdf, self.eps.unsqueeze(-1) + d, weight)
+
+    def log_sum_exp_negatives(self, value):
+        r""":math:`\log \hat S_y`, the log of the subsampled :math:`\sum_{k'\ne y} e^{\psi_{k'} - \psi_y}`.
+
+        For Gumbel noise :math:`\log\Phi(\varepsilon + d) = -e^{-\varepsilon} e^{-d}`, so the
+        factor is linear in :math:`e^{-\varepsilon}` and its expectation under
+        :math:`q = \mathrm{Gumbel}(\log\eta, 1)` is :math:`-\hat S_y/\eta` (closed form, see
+        :class:`pyro_ar.infer.ClosedFormELBO`). Computed in log space, so no overflow; a
+        subsample holding only the label gives :math:`-\infty` with zero (not NaN) gradients.
+        """
+        d, weight = self.utility_differences(value)
+        d, weight = torch.broadcast_tensors(d, weight)
+        keep = weight > 0
+        x = torch.where(keep, weight.clamp(min=torch.finfo(d.dtype).tiny).log() - d,
+                        torch.full_like(d, -float("inf")))
+        any_keep = keep.any(-1)  # (no data-dependent branch: no device sync in the hot path)
+        safe = torch.where(any_keep.unsqueeze(-1), x, torch.zeros_like(x))
+        return torch.where(any_keep, safe.logsumexp(-1), torch.full_like(safe[..., 0], -float("inf")))
+
+    def __repr__(self):
+        return (f"AugmentedCategorical(batch_shape={tuple(self.batch_shape)}, num_classes="
+                f"{self.num_classes}, noise={self.noise.name!r}, sampler={self.sampler!r})")
+
+
+_PRIOR_CACHE = {}
+_PRIOR_CACHE_SIZE = 32
+
+
+def _noise_prior(nz, dtype, device, batch_shape):
+    """``nz.distribution(0, 1).expand(batch_shape)``, built once per (noise, dtype, device,
+    batch shape, validation flag): distributions are immutable, and building one (a torch
+    Gumbel is a TransformedDistribution) costs more than the rest of a small model step."""
+    ident = nz.cache_key
+    key = (type(nz), ident if ident is not None else id(nz), dtype, str(device), tuple(batch_shape),
+           torch.distributions.Distribution._validate_args)
+    hit = _PRIOR_CACHE.get(key)
+    if hit is not None and (ident is not None or hit[0] is nz):
+        return hit[1]
+    zero = torch.zeros((), dtype=dtype, device=device)
+    prior = nz.distribution(zero, torch.ones_like(zero)).expand(batch_shape)
+    if len(_PRIOR_CACHE) >= _PRIOR_CACHE_SIZE:
+        _PRIOR_CACHE.pop(next(iter(_PRIOR_CACHE)))
+    _PRIOR_CACHE[key] = (nz, prior)
+    return prior
+
+
+def sample_categorical(name: str, utility, obs: Optional[torch.Tensor] = None, noise="gumbel",
+                       num_negatives: Optional[int] = None, strategy="per_datapoint",
+                       proposal=None, negatives: Optional[Negatives] = None):
+    r"""Emit the augmented model's two sites in a Pyro model.
+
+    * ``f"{name}_eps"`` -- the observed class's noise, prior :math:`\phi` (``noise.distribution()``),
+      to be matched by a local guide (see :mod:`pyro_ar.infer`);
+    * ``name`` -- :class:`AugmentedCategorical` observed at ``obs``. With ``obs=None``
+      the labels are drawn from the marginal :class:`~pyro_ar.UtilityCategorical` instead, so
+      that ``Predictive`` produces labels (this needs all K utilities).
+
+    Call it inside the data plate(s); batch dims come from the utility's batch shape.
+
+    Example::
+
+        with pyro.plate("data", N, subsample_size=256) as idx:
+            psi = LinearUtility(x[idx], W, b)
+            sample_categorical("y", psi, obs=y[idx], noise="normal", num_negatives=20)
+
+    :returns: the labels (``obs`` when given).
+
+    Example:
+
+    >>> import torch, pyro, pyro.poutine as poutine
+    >>> import pyro_ar as ar
+    >>> def model(psi, y):
+    ...     with pyro.plate("data", len(y)):
+    ...         ar.sample_categorical("y", psi, obs=y, num_negatives=5)
+    >>> tr = poutine.trace(model).get_trace(torch.randn(3, 100), torch.tensor([1, 2, 3]))
+    >>> [n for n, s in tr.nodes.items() if s["type"] == "sample"]   # plate, noise, label
+    ['data', 'y_eps', 'y']
+    """
+    psi = as_utility(utility)
+    nz = get_noise(noise)
+    eps_site = f"{name}_eps"
+    prior = _noise_prior(nz, psi.dtype, psi.device, psi.batch_shape)
+    eps = pyro.sample(eps_site, prior, infer={"ar_noise": nz, "ar_label_site": name,
+                                                "ar_num_classes": psi.num_classes})
+    if obs is None:
+        return pyro.sample(name, UtilityCategorical(psi.full(), nz))
+    d = AugmentedCategorical(psi, eps, nz, num_negatives=num_negatives, strategy=strategy,
+                             proposal=proposal, negatives=negatives, eps_site=eps_site)
+    return pyro.sample(name, d, obs=obs)

@@ -1,0 +1,164 @@
+r"""The categorical in utility form, :math:`y = \arg\max_k(\psi_k + \varepsilon_k)`.
+
+:class:`UtilityCategorical` is the marginal (eq. 5 of Ruiz et al. 2018)
+
+.. math::  p(y=k\mid\psi) = \int \phi(e)\prod_{k'\ne k}\Phi(e + \psi_k - \psi_{k'})\,de,
+
+log-softmax for Gumbel noise, quadrature (:mod:`pyro_ar.quadrature`) for any other noise.
+:func:`check_labels` validates class labels for every distribution of the package.
+"""
+
+import torch
+from torch.distributions import constraints
+
+from pyro.distributions.torch_distribution import TorchDistribution
+from pyro.distributions.util import broadcast_shape
+
+from ..noise import GumbelNoise, get_noise
+from ..numerics import show
+from ..quadrature import DEFAULT_NUM_NODES, log_marginal, log_marginal_all
+from ..utility import DenseUtility, as_utility
+from ._params import ParamsMixin
+
+__all__ = ["UtilityCategorical", "check_labels"]
+
+
+def check_labels(value: torch.Tensor, num_classes: int, batch_shape, name="value") -> torch.Tensor:
+    """Validate class labels and return them as int64.
+
+    :raises ValueError: when ``value`` is not integer-valued, lies outside
+        ``[0, num_classes)``, or does not broadcast with ``batch_shape``.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.distributions import check_labels
+    >>> check_labels(torch.tensor([0, 2]), 3, torch.Size([2])).dtype
+    torch.int64
+    >>> check_labels(torch.tensor([0, 3]), 3, torch.Size([2]))
+    Traceback (most recent call last):
+    ...
+    ValueError: ...
+    """
+    if not isinstance(value, torch.Tensor):
+        raise ValueError(f"{name} must be a tensor of class labels, got {value!r}")
+    if value.is_complex() or value.dtype == torch.bool:
+        raise ValueError(f"{name} must hold integer class labels, got dtype={value.dtype}")
+    # (one reduction per check; the offending values are only gathered to report them)
+    if value.is_floating_point():
+        nonint = value != value.floor()  # NaN and inf are caught here too
+        if nonint.any():
+            raise ValueError(f"{name} must hold integer class labels, got non-integers {show(value[nonint])}")
+    outside = (value < 0) | (value >= num_classes)
+    if outside.any():
+        raise ValueError(f"{name} must lie in [0, {num_classes}), got {show(value[outside])}")
+    try:
+        broadcast_shape(value.shape, batch_shape)
+    except ValueError:
+        raise ValueError(
+            f"{name} of shape {tuple(value.shape)} does not broadcast with batch_shape "
+            f"{tuple(batch_shape)}"
+        ) from None
+    return value.long()
+
+
+class UtilityCategorical(ParamsMixin, TorchDistribution):
+    r"""Marginal categorical of the random-utility model :math:`y = \arg\max_k(\psi_k + \varepsilon_k)`.
+
+    .. math::  p(y=k\mid\psi) = \int \phi(e)\prod_{k'\ne k}\Phi(e + \psi_k - \psi_{k'})\,de,
+
+    which is :math:`\mathrm{softmax}(\psi)_k` for Gumbel noise and is computed by
+    quadrature (:func:`pyro_ar.quadrature.log_marginal`) otherwise.
+
+    Example::
+
+        psi = torch.randn(100, 5)
+        d = UtilityCategorical(psi, noise="normal")       # multinomial probit
+        y = d.sample()                                    # argmax of psi + noise
+        d.log_prob(y)                                     # exact (quadrature), shape (100,)
+
+    :param utility: mean utilities, tensor ``batch_shape + (K,)`` (or a
+        :class:`~pyro_ar.utility.Utility`, of which all K utilities are used).
+    :param noise: ``"gumbel"``, ``"normal"``, ``"logistic"`` or a :class:`~pyro_ar.noise.Noise`.
+    :param str method: ``"auto"`` (closed form for Gumbel, quadrature otherwise) or
+        ``"quadrature"`` (always).
+    :param int num_nodes: initial number of quadrature nodes.
+
+    ``infer_shapes(utility=shape)`` gives ``(shape[:-1], ())``; a
+    :class:`~pyro_ar.utility.Utility` object is materialised with ``full()`` (O(K)), so pass
+    ``utility.batch_shape + (utility.num_classes,)`` for it.
+
+    Example:
+
+    >>> import torch, pyro_ar as ar
+    >>> psi = torch.tensor([2.0, 0.0, -1.0], dtype=torch.float64)
+    >>> torch.allclose(ar.UtilityCategorical(psi).probs, psi.softmax(-1))     # Gumbel noise
+    True
+    >>> p = ar.UtilityCategorical(psi, "normal").probs                          # probit, quadrature
+    >>> round(p.sum().item(), 12), p.argmax().item()
+    (1.0, 0)
+    """
+
+    arg_constraints = {"utility": constraints.real_vector}
+    has_enumerate_support = True
+    _expand_attrs = {"utility": 1}
+
+    def __init__(self, utility, noise="gumbel", method="auto", num_nodes=DEFAULT_NUM_NODES,
+                 validate_args=None):
+        utility = as_utility(utility).full() if not isinstance(utility, torch.Tensor) else utility
+        self.noise = get_noise(noise)
+        if method not in ("auto", "quadrature"):
+            raise ValueError(f"method must be 'auto' or 'quadrature', got {method!r}")
+        self.method, self.num_nodes = method, num_nodes
+        self.utility = DenseUtility(utility).logits
+        if self.utility.shape[-1] < 2:
+            raise ValueError(f"utility needs at least 2 classes, got shape {tuple(utility.shape)}")
+        self._init_shape(self.utility.shape[:-1], validate_args)
+
+    @property
+    def num_classes(self):
+        return self.utility.shape[-1]
+
+    @constraints.dependent_property(is_discrete=True, event_dim=0)
+    def support(self):
+        return constraints.integer_interval(0, self.num_classes - 1)
+
+    @property
+    def _closed_form(self):
+        return self.method == "auto" and isinstance(self.noise, GumbelNoise)
+
+    @property
+    def logits(self):
+        """Normalised log-probabilities of every class, ``batch_shape + (K,)``."""
+        if self._closed_form:
+            return self.utility.log_softmax(-1)
+        return log_marginal_all(self.utility, self.noise, self.num_nodes)
+
+    @property
+    def probs(self):
+        return self.logits.exp()
+
+    def sample(self, sample_shape=torch.Size()):
+        shape = torch.Size(sample_shape) + self.utility.shape
+        with torch.no_grad():
+            eps = self.noise.sample(shape, dtype=self.utility.dtype, device=self.utility.device)
+            return (self.utility + eps).argmax(-1)
+
+    def log_prob(self, value):
+        if self._validate_args:
+            value = check_labels(value, self.num_classes, self.batch_shape)
+        value = value.long()
+        if self._closed_form:
+            shape = broadcast_shape(value.shape, self.batch_shape)
+            logp = self.utility.log_softmax(-1).expand(shape + (self.num_classes,))
+            return logp.gather(-1, value.expand(shape).unsqueeze(-1)).squeeze(-1)
+        return log_marginal(self.utility, value, self.noise, self.num_nodes)
+
+    def enumerate_support(self, expand=True):
+        values = torch.arange(self.num_classes, device=self.utility.device)
+        values = values.view((-1,) + (1,) * len(self.batch_shape))
+        return values.expand((-1,) + self.batch_shape) if expand else values
+
+    def __repr__(self):
+        return (f"UtilityCategorical(batch_shape={tuple(self.batch_shape)}, num_classes="
+                f"{self.num_classes}, noise={self.noise.name!r})")
