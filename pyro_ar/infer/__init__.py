@@ -5,7 +5,8 @@ choose what goes with a model; :func:`train` is the one training loop (checkpoin
 """
 
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from .elbo import ClosedFormELBO, GumbelExpectedFactor
+from ..distributions import GumbelExpectedFactor
+from .elbo import ClosedFormELBO
 from .guides import default_elbo, default_guide, default_local_guide, empty_guide
 from .local_guides import (
     AmortizedLocalGuide,

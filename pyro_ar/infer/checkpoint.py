@@ -57,7 +57,7 @@ class CheckpointError(RuntimeError):
     ...     load_checkpoint("/nonexistent/run.pt", None)
     ... except CheckpointError as e:
     ...     print(e)
-    no checkpoint file at '/nonexistent/run.pt'
+    no pyro_ar checkpoint file at '/nonexistent/run.pt'
     """
 
 
@@ -293,7 +293,7 @@ def save_checkpoint(path, svi, *, step: int, modules=(), history=None, extra=Non
 def _read(path) -> Dict:
     return load_payload(path, _FORMAT, _VERSION, CheckpointError,
                         map_location="cpu" if not torch.cuda.is_available() else None,
-                        what="a checkpoint")
+                        what="a pyro_ar checkpoint")
 
 
 def load_checkpoint(path, svi, *args, modules=(), **kwargs) -> Dict:

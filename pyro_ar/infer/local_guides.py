@@ -39,7 +39,7 @@ import pyro.distributions as dist
 from pyro.infer.autoguide import AutoGuide
 from pyro.nn import PyroParam
 
-from .elbo import FastGumbel
+from ..distributions import FastGumbel
 
 __all__ = [
     "GumbelLocalGuide",

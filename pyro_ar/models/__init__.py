@@ -1,13 +1,13 @@
 """Categorical models: one base class (:class:`CategoricalModel`) owns the plumbing; each
 model defines only how its utilities are computed.
 
-================================  =====================================================
-model                             utilities
-================================  =====================================================
-:class:`LinearClassifier`         :math:`\\psi_n = W x_n + b`
-:class:`BigramLanguageModel`      :math:`\\psi_k(u) = e_u\\cdot w_k + b_k` (previous word u)
-:class:`BayesianLinearClassifier` :math:`W x_n + b` with a class-subsampled posterior over W, b
-================================  =====================================================
+====================================  ===========================================================
+model                                 utilities
+====================================  ===========================================================
+:class:`LinearClassifier`             :math:`\\psi_n = W x_n + b`
+:class:`BigramLanguageModel`          :math:`\\psi_k(u) = e_u\\cdot w_k + b_k` (previous word u)
+:class:`BayesianLinearClassifier`     :math:`W x_n + b`, class-subsampled posterior over W, b
+====================================  ===========================================================
 """
 
 from .base import CategoricalModel

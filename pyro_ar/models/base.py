@@ -13,7 +13,7 @@ maximum-likelihood parameters, MAP parameters under a Gaussian prior, or latent 
 * the per-class parameters: ``pyro.param`` s (``weights="mle"``), the same plus the
   Gaussian log-prior :math:`\sum_k \log N(\theta_k; 0, s^2 I)` estimated without bias on a
   uniform class subsample U as :math:`(K/|U|)\sum_{k\in U}\log N(\theta_k; 0, s^2 I)`
-  (``weights="map"``; O(|U|) per step), or ``pyro.sample`` sites with that prior
+  (``weights="map"``; O(:math:`|U|`) per step), or ``pyro.sample`` sites with that prior
   (``weights="bayes"``, for an AutoGuide; O(K) per step);
 * the O(B) data plate (:meth:`create_plates`), shared with the guides through Pyro's replay;
 * the likelihood (a :class:`~pyro_ar.likelihoods.Likelihood` object) that emits the sites;
@@ -86,7 +86,7 @@ class CategoricalModel:
         ``num_negatives``, ``strategy``, ``proposal``.
     :param str weights: ``"mle"``, ``"map"`` or ``"bayes"``.
     :param float prior_scale: s of the Gaussian prior (``"map"``, ``"bayes"``).
-    :param num_prior_classes: |U| of the MAP prior estimate (default: the likelihood's
+    :param num_prior_classes: :math:`|U|`, the classes of the MAP prior estimate (default: the likelihood's
         number of negatives; None there too: all classes, exact).
     :param subsample_size: minibatch size B of the data plate (None: full batch).
     :param bool sparse: sparse gradients for the per-class parameters.

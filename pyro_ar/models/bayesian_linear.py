@@ -92,7 +92,18 @@ class StepStructure(NamedTuple):
 
     ``label_pos`` (B,): positions of the labels in C; ``neg_index`` (j,) and ``neg_weight``
     (B, j): the likelihood estimate's classes (positions in C) and weights; ``eta_index`` /
-    ``eta_weight``: the W-conditioned local guide's conditioning set (None when not asked)."""
+    ``eta_weight``: the W-conditioned local guide's conditioning set (None when not asked).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.models import BayesianLinearClassifier
+    >>> model = BayesianLinearClassifier(2, 50, num_negatives=4)
+    >>> C = torch.tensor([7, 3, 9, 1, 20, 31])       # R = [7, 3, 9, 1], then the labels
+    >>> st = model.step_structure(C, torch.tensor([20, 31]))
+    >>> st.label_pos.tolist(), st.neg_weight.shape
+    ([4, 5], torch.Size([2, 6]))
+    """
 
     label_pos: torch.Tensor
     neg_index: torch.Tensor
@@ -103,7 +114,17 @@ class StepStructure(NamedTuple):
 
 class ClassPlate(pyro.plate):
     """The ``"classes"`` plate of :class:`BayesianLinearClassifier`: a ``pyro.plate`` that
-    also carries the model that drew its subsample and the local guide's class set T."""
+    also carries the model that drew its subsample and the local guide's class set T.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.models import BayesianLinearClassifier
+    >>> model = BayesianLinearClassifier(2, 50, num_negatives=4, subsample_size=8)
+    >>> data, classes = model.create_plates(torch.zeros(100, 2), torch.zeros(100, dtype=torch.long))
+    >>> classes.model is model, classes.eta_classes.shape
+    (True, torch.Size([4]))
+    """
 
     def __init__(self, model, size, subsample=None, eta_classes=None):
         super().__init__("classes", size, subsample=subsample, dim=-1)
@@ -335,7 +356,7 @@ class BayesianLinearClassifier(CategoricalModel):
                 "create_plates=model.create_plates")
 
     def step_structure(self, C: torch.Tensor, labels: torch.Tensor, eta_classes=None) -> StepStructure:
-        """The :class:`StepStructure` of one training step, from the class subsample C.
+        r"""The :class:`StepStructure` of one training step, from the class subsample C.
 
         Stratified (``stratify=True``): the classes L of the minibatch's labels are summed
         exactly (weight 1, 0 for the label itself) and the negatives S carry weight

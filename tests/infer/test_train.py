@@ -41,7 +41,7 @@ from pyro_ar.infer import (
     save_checkpoint,
     train,
 )
-from pyro_ar.infer.bayesian import fit
+from pyro_ar.infer.bayesian import fit  # the deprecated wrapper, tested against train()
 from pyro_ar.models import LinearClassifier
 from pyro_ar.optim import LazyAdam, lazy_adam
 
@@ -387,7 +387,7 @@ def test_missing_corrupt_and_foreign_checkpoints_name_the_path(tmp_path):
     data = make_linear_teacher(N, D, K, seed=0)
     svi = _trained_svi(data)
     missing = str(tmp_path / "nope.pt")
-    with pytest.raises(CheckpointError, match="no checkpoint file at .*nope.pt"):
+    with pytest.raises(CheckpointError, match="no pyro_ar checkpoint file at .*nope.pt"):
         load_checkpoint(missing, svi, data.x, data.y)
     corrupt = tmp_path / "corrupt.pt"
     save_checkpoint(corrupt, svi, step=3)

@@ -12,7 +12,7 @@ from pyro.infer import SVI
 
 import pyro_ar as ar
 from pyro_ar import metrics
-from pyro_ar.bounds import BouchardBound, OVECategorical, optimal_bouchard_a
+from pyro_ar.distributions import BouchardBound, OVECategorical, optimal_bouchard_a
 from pyro_ar.datasets import make_linear_teacher
 from pyro_ar.infer import GumbelLocalGuide, NoiseLocalGuide, train
 from pyro_ar.models import LinearClassifier
