@@ -6,6 +6,7 @@ guide and ELBO, prediction without labels, exact evaluation, repr, bad input.
 """
 
 import math
+from typing import Callable, NamedTuple
 
 import pytest
 import torch
@@ -15,6 +16,7 @@ import pyro.poutine as poutine
 from pyro.infer import SVI
 
 from pyro_ar.datasets import make_linear_teacher
+from pyro_ar.infer import train
 from pyro_ar.likelihoods import OVE, Bouchard
 from pyro_ar.models import BayesianLinearClassifier, BigramLanguageModel, CategoricalModel, LinearClassifier
 from pyro_ar.negatives import SharedNegatives
@@ -52,23 +54,30 @@ MODELS = {
 }
 
 
+class Case(NamedTuple):
+    model: CategoricalModel
+    x: torch.Tensor
+    y: torch.Tensor
+    rebuild: Callable[[], CategoricalModel]  # a fresh model of the same configuration
+
+
 @pytest.fixture(params=sorted(MODELS))
 def case(request):
     pyro.clear_param_store()
     pyro.set_rng_seed(0)
     make_model, make_data = MODELS[request.param]
-    yield make_model(), make_data()
+    yield Case(make_model(), *make_data(), make_model)
     pyro.clear_param_store()
 
 
 def test_is_a_categorical_model(case):
-    model, _ = case
+    model = case.model
     assert isinstance(model, CategoricalModel)
     assert type(model).__name__ in repr(model)
 
 
 def test_sites_of_a_training_step(case):
-    model, (x, y) = case
+    model, x, y, _ = case
     tr = poutine.trace(model).get_trace(x, y)
     sites = {n: s for n, s in tr.nodes.items() if s["type"] == "sample"}
     assert sites[model.site]["is_observed"]
@@ -79,7 +88,7 @@ def test_sites_of_a_training_step(case):
 
 
 def test_data_plate_is_o_of_b_and_shared_with_the_default_guide(case, monkeypatch):
-    model, (x, y) = case
+    model, x, y, _ = case
     guide = model.default_guide()
     SVI(model, guide, lazy_adam({"lr": 0.01}), model.default_elbo()).step(x, y)  # set up
     randperm = torch.randperm
@@ -98,7 +107,7 @@ def test_data_plate_is_o_of_b_and_shared_with_the_default_guide(case, monkeypatc
 
 
 def test_one_svi_step_with_the_default_guide_and_elbo(case):
-    model, (x, y) = case
+    model, x, y, _ = case
     svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
     svi.step(x, y)
     store = pyro.get_param_store()
@@ -109,14 +118,14 @@ def test_one_svi_step_with_the_default_guide_and_elbo(case):
 
 
 def test_prediction_without_labels_draws_labels(case):
-    model, (x, _) = case
+    model, x = case.model, case.x
     labels = model(x[:7])
     assert labels.shape == (7,) and labels.dtype == torch.long
     assert int(labels.min()) >= 0 and int(labels.max()) < K
 
 
 def test_exact_evaluation_under_the_fitted_parameters(case):
-    model, (x, y) = case
+    model, x, y, _ = case
     svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
     svi.step(x, y)
     if model.weights == "bayes":
@@ -132,6 +141,33 @@ def test_exact_evaluation_under_the_fitted_parameters(case):
 
 
 def test_bad_labels_are_named(case):
-    model, (x, y) = case
+    model, x, y, _ = case
     with pytest.raises(ValueError, match="shape"):
         model(x, y[:-1])
+
+
+def test_checkpoint_round_trip_continues_the_same_trajectory(case, tmp_path):
+    """train() interrupted after 3 steps and resumed from its checkpoint with fresh objects
+    gives bit for bit the losses and parameters of 6 uninterrupted steps."""
+    def run(num_steps, path=None):
+        fresh = case.rebuild()
+        svi = SVI(fresh, fresh.default_guide(), lazy_adam({"lr": 0.05}), fresh.default_elbo())
+        kw = {} if path is None else dict(checkpoint=path, checkpoint_every=1)
+        history = train(svi, case.x, case.y, num_steps=num_steps, log_every=1, **kw)
+        params = {n: v.detach().clone() for n, v in pyro.get_param_store().items()}
+        return [r["loss"] for r in history if r["step"] > 0], params
+
+    pyro.clear_param_store()
+    pyro.set_rng_seed(1)
+    losses, params = run(6)
+    pyro.clear_param_store()
+    pyro.set_rng_seed(1)
+    path = tmp_path / "run.pt"
+    first, _ = run(3, path)
+    pyro.clear_param_store()
+    pyro.set_rng_seed(123)  # scrambled: the checkpoint restores the RNG
+    rest, resumed = run(6, path)
+    assert first == losses[:3] and rest == losses  # the resumed history holds the first part
+    assert resumed.keys() == params.keys()
+    assert all(torch.equal(resumed[n], params[n]) for n in params)
+
