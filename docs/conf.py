@@ -8,7 +8,7 @@ sys.path.insert(0, os.path.abspath(".."))
 project = "pyro_ar"
 author = "the pyro_ar developers"
 copyright = "2026, the pyro_ar developers"
-release = "0.1.0"
+release = "0.2.0.dev0"
 
 extensions = [
     "sphinx.ext.autodoc",

@@ -5,57 +5,21 @@ observed class's noise so that its log-joint becomes a sum over classes, which i
 subsampled inside stochastic variational inference (Ruiz, Titsias, Dieng, Blei, ICML 2018).
 """
 
+from . import negatives, noise, quadrature, utility
 from .distributions import AugmentedCategorical, NoiseDistribution, UtilityCategorical, sample_categorical
-from .negatives import (
-    ImportanceNegatives,
-    Negatives,
-    NegativeSampler,
-    PerDatapointNegatives,
-    SharedNegatives,
-)
-from .noise import (
-    GumbelNoise,
-    LaplaceNoise,
-    LogisticNoise,
-    Noise,
-    NormalNoise,
-    StudentTNoise,
-    get_noise,
-)
-from .quadrature import log_marginal, log_marginal_all
-from .utility import DenseUtility, LinearUtility, Utility, as_utility
+from .negatives import *  # noqa: F401,F403  (the ground modules' __all__)
+from .noise import *  # noqa: F401,F403
+from .quadrature import *  # noqa: F401,F403
+from .utility import *  # noqa: F401,F403
 
 from . import datasets, infer, metrics, models, optim  # noqa: E402  (subpackages)
 from .models import LinearClassifier  # noqa: E402
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
 
-__all__ = [
-    "AugmentedCategorical",
-    "UtilityCategorical",
-    "sample_categorical",
-    "Noise",
-    "GumbelNoise",
-    "NormalNoise",
-    "LogisticNoise",
-    "LaplaceNoise",
-    "StudentTNoise",
-    "NoiseDistribution",
-    "get_noise",
-    "Utility",
-    "DenseUtility",
-    "LinearUtility",
-    "as_utility",
-    "Negatives",
-    "NegativeSampler",
-    "PerDatapointNegatives",
-    "SharedNegatives",
-    "ImportanceNegatives",
-    "log_marginal",
-    "log_marginal_all",
-    "LinearClassifier",
-    "ARClassifier",
-]
+__all__ = (["AugmentedCategorical", "UtilityCategorical", "sample_categorical", "NoiseDistribution",
+            "LinearClassifier", "ARClassifier"]
+           + [n for m in (noise, utility, negatives, quadrature) for n in m.__all__])
 
 
 def __getattr__(name):

@@ -24,40 +24,16 @@ validation and ``infer_shapes`` work), keeps every attribute in ``expand``, and 
 ``ValueError`` naming the argument for bad parameters or values.
 """
 
-from .analytic_bounds import (
-    JaakkolaJordanBernoulli,
-    bouchard_log_normalizer_bound,
-    jaakkola_jordan_lambda,
-    jaakkola_jordan_log_sigmoid_bound,
-    jaakkola_jordan_softplus_bound,
-    optimal_bouchard_a,
-)
-from .augmented import AugmentedCategorical, _noise_prior, sample_categorical  # noqa: F401
-from .baselines import BouchardBound, ExactSoftmax, OVECategorical, SampledSoftmax, SoftmaxCategorical
-from .categorical import UtilityCategorical, check_labels
-from .class_sum import ClassSumLikelihood, GatheredUtilities
-from .expected_factor import GumbelExpectedFactor
-from .noise_distribution import FastGumbel, NoiseDistribution
+from . import analytic_bounds, augmented, baselines, categorical, class_sum, expected_factor
+from . import noise_distribution
+from .analytic_bounds import *  # noqa: F401,F403  (each submodule's __all__)
+from .augmented import *  # noqa: F401,F403
+from .augmented import _noise_prior  # noqa: F401
+from .baselines import *  # noqa: F401,F403
+from .categorical import *  # noqa: F401,F403
+from .class_sum import *  # noqa: F401,F403
+from .expected_factor import *  # noqa: F401,F403
+from .noise_distribution import *  # noqa: F401,F403
 
-__all__ = [
-    "UtilityCategorical",
-    "AugmentedCategorical",
-    "sample_categorical",
-    "check_labels",
-    "ClassSumLikelihood",
-    "GatheredUtilities",
-    "ExactSoftmax",
-    "SoftmaxCategorical",
-    "OVECategorical",
-    "SampledSoftmax",
-    "BouchardBound",
-    "JaakkolaJordanBernoulli",
-    "jaakkola_jordan_lambda",
-    "jaakkola_jordan_softplus_bound",
-    "jaakkola_jordan_log_sigmoid_bound",
-    "bouchard_log_normalizer_bound",
-    "optimal_bouchard_a",
-    "NoiseDistribution",
-    "FastGumbel",
-    "GumbelExpectedFactor",
-]
+__all__ = [name for module in (categorical, class_sum, augmented, baselines, analytic_bounds,
+                               noise_distribution, expected_factor) for name in module.__all__]

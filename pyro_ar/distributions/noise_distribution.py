@@ -101,13 +101,8 @@ class FastGumbel(Gumbel):
     def _transformed(self):
         return Gumbel(self.loc, self.scale, validate_args=False)
 
-    @property
-    def base_dist(self):
-        return self._transformed.base_dist
-
-    @property
-    def transforms(self):
-        return self._transformed.transforms
+    base_dist = property(lambda self: self._transformed.base_dist)
+    transforms = property(lambda self: self._transformed.transforms)
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(FastGumbel, _instance)

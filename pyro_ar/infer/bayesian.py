@@ -5,25 +5,11 @@ superseded by :func:`pyro_ar.infer.train`. These aliases will be removed in the 
 import warnings
 
 from ..models.bayesian_linear import BayesianLinearClassifier, class_positions
+from . import posterior
 from .loop import Callback, IterateAverage, train
-from .posterior import (
-    ClassSubsampledNormal,
-    posterior_summary,
-    predictive_log_likelihood,
-    predictive_probs,
-    predictive_top_k,
-)
+from .posterior import *  # noqa: F401,F403
 
-__all__ = [
-    "BayesianLinearClassifier",
-    "ClassSubsampledNormal",
-    "class_positions",
-    "predictive_log_likelihood",
-    "predictive_probs",
-    "predictive_top_k",
-    "posterior_summary",
-    "fit",
-]
+__all__ = ["BayesianLinearClassifier", "class_positions", "fit"] + posterior.__all__
 
 warnings.warn("pyro_ar.infer.bayesian is deprecated: import BayesianLinearClassifier from "
               "pyro_ar.models and the rest from pyro_ar.infer", DeprecationWarning, stacklevel=2)
@@ -42,25 +28,6 @@ def fit(svi, *args, num_steps: int = 1000, scheduler=None, average_fraction: flo
         summary is O(K D) per step: use it for evaluation-size problems.
     :param callback: ``callback(step, loss)`` after every step.
     :returns: dict with ``losses`` (list) and ``average`` (dict of averaged tensors, or None).
-
-    Example:
-
-    >>> import torch
-    >>> from pyro.infer import SVI
-    >>> from pyro_ar.datasets import make_linear_teacher
-    >>> from pyro_ar.infer import ClassSubsampledNormal, ClosedFormELBO
-    >>> from pyro_ar.models import BayesianLinearClassifier
-    >>> from pyro_ar.infer.bayesian import fit
-    >>> from pyro_ar.infer import posterior_summary
-    >>> from pyro_ar.optim import lazy_adam
-    >>> data = make_linear_teacher(500, 4, 20, seed=0)
-    >>> model = BayesianLinearClassifier(4, 20, num_negatives=5, subsample_size=50)
-    >>> guide = ClassSubsampledNormal(model)
-    >>> svi = SVI(model, guide, lazy_adam({"lr": 0.05}), ClosedFormELBO())
-    >>> out = fit(svi, data.x, data.y, num_steps=20, average_fraction=0.5,
-    ...           summary_fn=lambda: posterior_summary(guide))
-    >>> out["average"]["weight_mean"].shape
-    torch.Size([20, 4])
     """
     callbacks = []
     average = None

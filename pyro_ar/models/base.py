@@ -140,14 +140,9 @@ class CategoricalModel:
         raise NotImplementedError
 
     # ---- shared plumbing ----------------------------------------------------------------
-    @property
-    def noise(self):
-        """The noise of the utility model (the likelihood's)."""
-        return self.likelihood.noise
-
-    @property
-    def num_negatives(self):
-        return self.likelihood.num_negatives
+    noise = property(lambda self: self.likelihood.noise, doc="The noise of the utility model.")
+    num_negatives = property(lambda self: self.likelihood.num_negatives,
+                             doc="Classes per likelihood estimate (None: all).")
 
     @staticmethod
     def _like(x) -> torch.Tensor:
