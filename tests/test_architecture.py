@@ -20,8 +20,9 @@ LAYERS = {
 }
 #: deprecated shims that re-export from above (one release)
 SHIMS = {"bounds.py", "metrics.py", "language_model.py", "infer/bayesian.py", "infer/training.py"}
-#: upward imports that are allowed: a model's one-line default_guide convenience
-ALLOWED = {("models", "infer")}
+#: upward imports that are allowed (all lazy, inside one function): a model's one-line
+#: default_guide convenience, and Noise.distribution() building its NoiseDistribution
+ALLOWED = {("models", "infer"), ("noise", "distributions")}
 
 
 def _top(module: str) -> str:
@@ -61,12 +62,12 @@ def test_imports_point_down(path):
 
 def test_an_upward_import_is_caught(tmp_path, monkeypatch):
     """The checker itself: a ground module importing the models package is reported."""
-    fake = PACKAGE / "noise.py"
+    fake = PACKAGE / "negatives.py"
     imports = set(_imports(fake))
-    assert all(LAYERS[t] <= LAYERS["noise"] for o, t in imports if t in LAYERS)
-    tree_src = "from .models import LinearClassifier\n"
+    assert all(LAYERS[t] <= LAYERS["negatives"] for o, t in imports if t in LAYERS)
+    tree_src = "def f():\n    from .models import LinearClassifier\n"
     monkeypatch.setattr(pathlib.Path, "read_text", lambda self, *a, **k: tree_src)
-    assert ("noise", "models") in set(_imports(fake))
+    assert ("negatives", "models") in set(_imports(fake))
 
 
 def test_every_module_has_a_layer():

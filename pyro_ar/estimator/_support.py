@@ -23,6 +23,7 @@ DENSIFY_MAX_ELEMENTS = 1 << 24
 _NOISES = ("gumbel", "normal", "logistic")
 _STRATEGIES = ("per_datapoint", "shared", "importance")
 _WEIGHTS = ("mle", "map", "bayes")
+_LIKELIHOODS = ("auto", "ar", "exact")
 _SITE = "y"  # the label site of LinearClassifier; its noise site is "y_eps"
 _FORMAT = "pyro_ar.ARClassifier"
 _FORMAT_VERSION = 1
@@ -135,6 +136,28 @@ class SparseRows:
     def __getitem__(self, idx):
         rows = idx.detach().cpu().numpy() if torch.is_tensor(idx) else idx
         return torch.tensor(self.X[rows].toarray(), dtype=self.dtype, device=self.device)
+
+
+def fit_scaler(X):
+    """Per-feature ``(mean, scale)`` for standardising ``X``: dense -- mean and standard
+    deviation; sparse -- no centring (mean 0, the sparsity is kept) and the root mean square.
+    Constant features get scale 1."""
+    if sp is not None and sp.issparse(X):
+        mean = np.zeros(X.shape[1])
+        scale = np.sqrt(np.asarray(X.multiply(X).mean(axis=0)).reshape(-1))
+    else:
+        mean, scale = X.mean(axis=0), X.std(axis=0)
+    scale = np.where(scale > 0, scale, 1.0)
+    return mean, scale
+
+
+def apply_scaler(X, mean, scale):
+    """``(X - mean) / scale`` (sparse: ``X / scale``); ``X`` itself when ``mean`` is None."""
+    if mean is None:
+        return X
+    if sp is not None and sp.issparse(X):
+        return sp.csr_matrix(X.multiply(1.0 / scale).astype(X.dtype))
+    return ((X - mean) / scale).astype(X.dtype, copy=False)
 
 
 def training_features(X, dtype, device):

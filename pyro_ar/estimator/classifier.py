@@ -18,7 +18,7 @@ from ..noise import Noise, get_noise
 from ..optim import lazy_adam
 from ._support import (
     _FORMAT, _FORMAT_VERSION, _MAX_SEED, _NOISES, _SITE, _STRATEGIES, _WEIGHTS,
-    DENSIFY_MAX_ELEMENTS, check_choice, check_float, check_int, constraint_name, copy_state,
+    _LIKELIHOODS, DENSIFY_MAX_ELEMENTS, apply_scaler, check_choice, fit_scaler, check_float, check_int, constraint_name, copy_state,
     dummy_datapoint, encode_labels, global_state, label_array, plain, seeded, torch_seeded,
     training_features,
 )
@@ -113,7 +113,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                  num_steps=None, learning_rate=0.05, local_learning_rate=0.1,
                  num_posterior_samples=32, early_stopping=False, validation_fraction=0.1,
                  n_iter_no_change=5, tol=1e-4, random_state=None, device="cpu",
-                 verbose=False):
+                 verbose=False, standardize=True, likelihood="auto"):
         if _SKLEARN_IMPORT_ERROR is not None:  # pragma: no cover
             raise ImportError("ARClassifier needs scikit-learn and scipy "
                               "(pip install scikit-learn scipy)") from _SKLEARN_IMPORT_ERROR
@@ -135,6 +135,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
         self.device = device
         self.verbose = verbose
+        self.standardize = standardize
+        self.likelihood = likelihood
 
     # ------------------------------------------------------------------ sklearn plumbing
     def __sklearn_tags__(self):
@@ -190,8 +192,9 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             n_iter_no_change=check_int("n_iter_no_change", self.n_iter_no_change, 1),
             tol=check_float("tol", self.tol, low=0.0, low_open=False),
             device=self._torch_device(),
+            likelihood=check_choice("likelihood", self.likelihood, _LIKELIHOODS),
         )
-        for name in ("early_stopping", "verbose"):
+        for name in ("early_stopping", "verbose", "standardize"):
             v = getattr(self, name)
             if not isinstance(v, (bool, np.bool_, numbers.Integral)):
                 raise ValueError(f"{name} must be a bool, got {v!r}")
@@ -226,6 +229,15 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                              "multi-output targets")
 
     # ------------------------------------------------------------------ building blocks
+    def _resolve_likelihood(self, p, K):
+        """``"ar"`` or ``"exact"``: ``"auto"`` takes the exact softmax when the class sum is
+        exact anyway (Gumbel noise and ``num_negatives >= K - 1``: the same cost per step,
+        and no bound to tighten), A&R otherwise."""
+        if p["likelihood"] != "auto":
+            return p["likelihood"]
+        exact_sum = p["num_negatives"] is None or p["num_negatives"] >= K - 1
+        return "exact" if exact_sum and p["noise"].name == "gumbel" else "ar"
+
     def _model(self, p, K, D, *, num_negatives=None, strategy="per_datapoint", proposal=None,
                subsample_size=None, likelihood="ar"):
         return LinearClassifier(
@@ -250,6 +262,9 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         if K < 2:
             raise ValueError(f"ARClassifier needs samples of at least 2 classes, but the data "
                              f"contains only one class: {classes[0]!r}")
+        self.feature_mean_, self.feature_scale_ = fit_scaler(X) if self.standardize else (None, None)
+        X = apply_scaler(X, self.feature_mean_, self.feature_scale_)
+        self.likelihood_ = self._resolve_likelihood(p, K)
         device = p["device"]
         with seeded(p["seed"], device):
             rng = np.random.RandomState(p["seed"])
@@ -294,8 +309,10 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         with pyro.get_param_store().scope():  # a fresh, private param store for this fit
             model = self._model(p, K, D, num_negatives=None if p["num_negatives"] is None else
                                 min(p["num_negatives"], K - 1), strategy=p["strategy"],
-                                proposal=proposal, subsample_size=batch_size)
-            guide = default_guide(model)
+                                proposal=proposal, subsample_size=batch_size,
+                                likelihood=self.likelihood_)
+            guide = default_guide(model, local_first=True) if model.likelihood.has_local_latent \
+                else default_guide(model)
             lr, local_lr = p["learning_rate"], p["local_learning_rate"]
             optim = lazy_adam(lambda name: {"lr": local_lr if name.rsplit(".", 1)[-1].startswith(
                 f"{_SITE}_eps_") else lr})
@@ -361,6 +378,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         p = self._validated_params()
         X = _validate_data(self, X, accept_sparse="csr", dtype=(np.float64, np.float32), reset=False)
+        X = apply_scaler(X, getattr(self, "feature_mean_", None), getattr(self, "feature_scale_", None))
         return X, p, len(self.classes_)
 
     def _fitted_source(self, X, p, K):

@@ -141,8 +141,7 @@ class CategoricalModel:
 
     # ---- shared plumbing ----------------------------------------------------------------
     noise = property(lambda self: self.likelihood.noise, doc="The noise of the utility model.")
-    num_negatives = property(lambda self: self.likelihood.num_negatives,
-                             doc="Classes per likelihood estimate (None: all).")
+    num_negatives = property(lambda self: self.likelihood.num_negatives)  # None: all classes
 
     @staticmethod
     def _like(x) -> torch.Tensor:
@@ -224,11 +223,14 @@ class CategoricalModel:
         return default_elbo(self, **kwargs)
 
     def fitted_parameters(self, like: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
-        """The fitted per-class parameters from the param store (detached)."""
+        """The fitted per-class parameters from the param store (detached; created at their
+        initial values if the model has not been run yet)."""
         if self.weights == "bayes":
             raise ValueError("weights='bayes' has no point estimate: use the guide's posterior "
                              "(e.g. guide.median()) or Predictive")
-        return {n: pyro.param(self.prefix + n).detach() for n in self.parameter_shapes()}
+        like = torch.zeros(()) if like is None else like
+        return {n: pyro.param(self.prefix + n, lambda n=n, s=s: self.init_parameter(n, s, like)).detach()
+                for n, s in self.parameter_shapes().items()}
 
     def utility(self, x, params: Optional[Dict[str, torch.Tensor]] = None):
         """Utilities of new inputs under the fitted (or given) parameters, for evaluation."""

@@ -279,9 +279,7 @@ class BayesianLinearClassifier(CategoricalModel):
         self.bias = bool(bias)
         self.eps_site = f"{site}_eps"
 
-    @property
-    def num_negatives(self):
-        return self._num_negatives
+    num_negatives = property(lambda self: self._num_negatives)  # s of the shared negative set R
 
     # ------------------------------------------------------------------ plates
     @property
