@@ -31,35 +31,9 @@ from pyro_ar.quadrature import log_marginal, log_marginal_all
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out", "accuracy_report.json")
 
-_SQRT3 = math.sqrt(3.0)
-
-
-def student_t3():
-    def log_cdf(x):
-        z = -x.abs() / _SQRT3
-        lower = (0.5 + (z / (1 + z * z) + torch.atan(z)) / math.pi).clamp(min=torch.finfo(x.dtype).tiny)
-        return torch.where(x < 0, torch.log(lower), torch.log1p(-lower))
-
-    log_norm = math.lgamma(2.0) - math.lgamma(1.5) - 0.5 * math.log(3 * math.pi)
-    return pyro_ar.Noise(
-        log_density=lambda e: log_norm - 2.0 * torch.log1p(e * e / 3.0), log_cdf=log_cdf,
-        sample=lambda shape, dtype, device: torch.distributions.StudentT(
-            torch.tensor(3.0, dtype=dtype, device=device)).sample(shape),
-        name="student_t3")
-
-
-def laplace():
-    return pyro_ar.Noise(
-        log_density=lambda e: -e.abs() - math.log(2.0),
-        log_cdf=lambda x: torch.where(x < 0, x - math.log(2.0),
-                                      torch.log1p(-0.5 * torch.exp(-x.clamp(min=0)))),
-        sample=lambda shape, dtype, device: torch.distributions.Laplace(
-            torch.zeros((), dtype=dtype, device=device), 1.0).sample(shape),
-        name="laplace")
-
-
+# the library's noises (Student-t with 3 degrees of freedom and Laplace included)
 NOISES = {"gumbel": "gumbel", "normal": "normal", "logistic": "logistic",
-          "student_t3": student_t3(), "laplace": laplace()}
+          "student_t3": pyro_ar.StudentTNoise(3.0), "laplace": pyro_ar.LaplaceNoise()}
 
 
 def gumbel_quadrature_errors():

@@ -18,7 +18,7 @@ posterior; per weight the mean difference (in NUTS sds) and the sd ratio.
 Part 3 (full run only): the same comparison beyond K = 10, a linear teacher with K = 1000,
 D = 16, N = 20000, B = 256, 64 negatives (the minibatch's labels cover ~20% of the classes).
 
-Variants: the W-conditioned local guide of pyro_ar.infer.bayesian (stratified or the
+Variants: the W-conditioned local guide of pyro_ar.infer.ClassSubsampledNormal (stratified or the
 paper's shared-negatives estimator), and W-independent local guides: the paper's natural
 eta step, a gradient step, an amortised eta(x, y), stock AutoNormal + NoiseLocalGuide, and,
 as the ceiling of every W-independent q(eps), eta = E_q[1 + S] computed exactly (O(K)).
@@ -51,17 +51,17 @@ import pyro.distributions as dist
 import pyro_ar as ar
 from pyro_ar.infer import (
     AmortizedLocalGuide,
-    BayesianLinearClassifier,
     ClassSubsampledNormal,
     ClosedFormELBO,
     GumbelLocalGuide,
+    IterateAverage,
     NoiseLocalGuide,
     hide_noise_sites,
     posterior_summary,
     predictive_log_likelihood,
+    train,
 )
-from pyro_ar.infer.bayesian import fit
-from pyro_ar.models import LinearClassifier
+from pyro_ar.models import BayesianLinearClassifier, LinearClassifier
 from pyro_ar.optim import LazyAdam
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -92,12 +92,13 @@ def nuts_subset(n_train=300, n_features=8, classes=(0, 1, 2, 3)):
 
 # ----------------------------------------------------------------------------- fitting
 class ExpectedEtaGuide(AutoGuide):
-    r"""The best W-independent local guide, as a reference (O(K) per datapoint).
+    r"""A REFERENCE local guide, not in the library: the best W-independent q(eps), O(K) per
+    datapoint (a benchmark ceiling, too dear for training at large K).
 
     q(eps_n) = Gumbel(log eta_n, 1) with eta_n = E_q(W)[1 + S_n(W)] computed exactly from the
     current mean-field q(W) (Gaussian moment generating function):
     E[exp(psi_k - psi_y)] = exp(m_k - m_y + (v_k + v_y) / 2) for k != y. Among all q(eps)
-    that do not depend on W this is the optimum (see pyro_ar.infer.bayesian), i.e. the
+    that do not depend on W this is the optimum (see pyro_ar.models.bayesian_linear), i.e. the
     textbook recipe with its eta at its optimum at every step; detached (envelope theorem).
     """
 
@@ -188,8 +189,10 @@ def fit_variant(variant, x, y, K, steps, batch, seed, lr=0.03, num_negatives=3):
             return posterior_summary(weights_guide)
     svi = SVI(model, guide, sched, elbo)
     t0 = time.perf_counter()
-    out = fit(svi, x, y, num_steps=steps, scheduler=sched, average_fraction=0.5, summary_fn=summary)
-    return out["average"], time.perf_counter() - t0
+    # the library's loop; the posterior summary averaged over the second half of the steps
+    average = IterateAverage(summary, start_fraction=0.5)
+    train(svi, x, y, num_steps=steps, scheduler=sched, callbacks=[average], eval_at_start=False)
+    return average.average, time.perf_counter() - t0
 
 
 def draws_from_summary(sm, S, seed=123):

@@ -39,13 +39,12 @@ from pyro.infer import SVI, TraceMeanField_ELBO
 from pyro.infer.autoguide import AutoGuideList, AutoNormal
 
 from pyro_ar.infer import (
-    BayesianLinearClassifier,
     ClassSubsampledNormal,
     ClosedFormELBO,
     NoiseLocalGuide,
     hide_noise_sites,
 )
-from pyro_ar.models import LinearClassifier
+from pyro_ar.models import BayesianLinearClassifier, LinearClassifier
 from pyro_ar.optim import lazy_adam
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -120,7 +119,11 @@ def measure_memory(Ks, steps):
 
 
 def time_side_by_side(builders, rounds, inner, warmup):
-    """builders: {label: (K, svi, x, y)}; returns per-label lists of per-step seconds per round."""
+    """builders: {label: (K, svi, x, y)}; returns per-label lists of per-step seconds per round.
+
+    A timing harness, not a training loop: it times bare ``svi.step`` calls, interleaved
+    across models, so that nothing but the step itself is measured (training runs go
+    through ``pyro_ar.infer.train``)."""
     times = {k: [] for k in builders}
     for label, (K, svi, x, y) in builders.items():
         for _ in range(warmup):

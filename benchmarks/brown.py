@@ -6,7 +6,7 @@ POS-tagged Brown corpus, 450 training / 50 test documents (seed 0), vocabulary K
 and 122,249 test pairs.
 
 Model: log-bilinear bigram, psi_k(u) = e_u . w_k + b_k, D = 64, learned context and output
-embeddings (``pyro_ar.language_model.BigramLanguageModel``); all methods start from the same
+embeddings (``pyro_ar.models.BigramLanguageModel``); all methods start from the same
 initialisation (embeddings N(0, 0.1^2); softmax-family biases at the smoothed log unigram
 frequencies, probit/logistic biases at 0), minibatch B = 512.
 
@@ -120,21 +120,24 @@ class PyroLM:
         import torch
         from pyro.infer import SVI, Trace_ELBO
 
-        from pyro_ar.language_model import BigramLanguageModel
+        from pyro_ar.likelihoods import AR, OVE, Sampled
+        from pyro_ar.models import BigramLanguageModel
+        from pyro_ar.negatives import ImportanceNegatives, SharedNegatives
         from pyro_ar.optim import lazy_adam
 
         noise = {"ar_probit": "normal", "ar_logistic": "logistic"}.get(method, "gumbel")
-        likelihood = method if method in ("ove", "botev") else "ar"
         proposal = counts.double().to(device) ** 0.75 if strategy == "importance" else None
+        negs = ImportanceNegatives(negatives, proposal) if strategy == "importance" else SharedNegatives(negatives)
+        likelihood = {"ove": OVE, "botev": Sampled}.get(method, lambda negatives: AR(noise, negatives))(
+            negatives=negs)
         pyro.clear_param_store()
         # biases start at the unigram fit of each noise: log frequencies for softmax and
         # logistic, 0.25 x log frequencies for probit (its unigram log-likelihood, by
         # quadrature on 60 test pairs: -7.16 at 0.25 vs -7.09 for the exact unigram)
         bias_scale = {"gumbel": 1.0, "logistic": 1.0, "normal": 0.25}[noise]
-        self.model = BigramLanguageModel(
-            K, D, noise=noise, likelihood=likelihood, num_negatives=negatives, strategy=strategy,
-            proposal=proposal, subsample_size=B, init_bias=bias_scale * init_bias)
-        elbo = self.model.default_elbo() if likelihood == "ar" else Trace_ELBO()
+        self.model = BigramLanguageModel(K, D, likelihood=likelihood, subsample_size=B,
+                                         init_bias=bias_scale * init_bias)
+        elbo = self.model.default_elbo() if isinstance(likelihood, AR) else Trace_ELBO()
         if noise == "gumbel":
             guide = self.model.default_guide(local_first=local_first)
             optim = lazy_adam({"lr": lr})
@@ -196,7 +199,8 @@ def worker(a):
         xt, yt = xt[keep], yt[keep]
     counts = data["counts"]
     K = int(counts.shape[0])
-    from pyro_ar.language_model import unigram_log_probs
+    from pyro_ar.infer import train
+    from pyro_ar.models import unigram_log_probs
 
     init_bias = unigram_log_probs(counts).float().to(dev)
     lr = a.lr
@@ -209,39 +213,34 @@ def worker(a):
                    local_first=not (a.global_first or a.method == "ar_softmax_global"),
                    local_lr=a.local_lr)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    checkpoints = _checkpoints(a.budget, a.checkpoints)
-    hist = []
 
-    def record(step, wall, cpu, losses):
+    class Stepper:  # what pyro_ar.infer.train drives: .step() -> loss (SVI or the plain torch loop)
+        def step(self):
+            loss = m.step()
+            sync()
+            return loss
+
+    def evaluate():
         t0 = time.perf_counter()
         ll = m.evaluate(xt, yt)
-        hist.append(dict(step=step, time=wall, cpu_time=cpu, test_ll=ll,
-                         perplexity=None if ll is None else math.exp(-ll),
-                         loss=statistics.fmean(losses) if losses else None,
-                         eval_seconds=time.perf_counter() - t0))
-        print(f"PROGRESS {a.method} step {step} t {wall:.1f}s cpu {cpu:.1f}s test_ll "
+        return dict(test_ll=ll, perplexity=None if ll is None else math.exp(-ll),
+                    eval_seconds=time.perf_counter() - t0)
+
+    def progress(r):
+        ll = r["test_ll"]
+        print(f"PROGRESS {a.method} step {r['step']} t {r['time']:.1f}s cpu {r['cpu_time']:.1f}s test_ll "
               f"{'-' if ll is None else f'{ll:.4f}'}", flush=True)
 
-    record(0, 0.0, 0.0, [])
-    wall = cpu = 0.0
-    step, losses, step_times = 0, [], []
-    nxt = 0
-    while wall < a.budget:
-        t0, c0 = time.perf_counter(), time.process_time()
-        losses.append(m.step())
-        sync()
-        dt = time.perf_counter() - t0
-        wall += dt
-        cpu += time.process_time() - c0
-        step_times.append(dt)
-        step += 1
-        if nxt < len(checkpoints) and wall >= checkpoints[nxt]:
-            while nxt < len(checkpoints) and wall >= checkpoints[nxt]:
-                nxt += 1
-            record(step, wall, cpu, losses)
-            losses = []
-    if hist[-1]["step"] != step:
-        record(step, wall, cpu, losses)
+    # the library's training loop: a wall-clock budget, evaluations at the training times of
+    # the checkpoints (evaluation time excluded), the loss averaged between evaluations
+    step_times = []
+    history = train(Stepper(), num_steps=10**12, time_budget=a.budget, eval_fn=evaluate,
+                    eval_times=_checkpoints(a.budget, a.checkpoints), eval_every=10**12,
+                    step_times=step_times, callbacks=[progress])
+    hist = [dict(step=r["step"], time=r["time"], cpu_time=r["cpu_time"], test_ll=r["test_ll"],
+                 perplexity=r["perplexity"], loss=None if r["step"] == 0 else r["loss"],
+                 eval_seconds=r["eval_seconds"]) for r in history]
+    step = hist[-1]["step"]
     # fixed subset of test pairs for the quadrature log-likelihoods (and the same pairs exactly)
     g = torch.Generator().manual_seed(1234)
     sub = torch.randperm(xt.shape[0], generator=g)[: a.quad_pairs].to(dev)

@@ -59,9 +59,10 @@ import pyro
 from pyro.infer import SVI
 
 import paper_common as common
-from pyro_ar import metrics
+from pyro_ar import evaluation, metrics  # metrics.bound: a training bound at fitted parameters
 from pyro_ar.datasets import load_bibtex, load_mnist
 from pyro_ar.infer import GumbelLocalGuide, NoiseLocalGuide, train
+from pyro_ar.likelihoods import AR, OVE, Bouchard, Exact, Sampled
 from pyro_ar.models import LinearClassifier
 from pyro_ar.optim import advi_step_size, lazy_adam
 
@@ -82,14 +83,14 @@ SETTINGS = {
     "mnist": dict(batch=500, negatives=1, steps=35_000, quick_steps=1_500, utility="lazy"),
     "bibtex": dict(batch=488, negatives=20, steps=5_000, quick_steps=300, utility="dense"),
 }
-METHODS = {
-    "exact": dict(likelihood="exact", noise="gumbel"),
-    "ove": dict(likelihood="ove", noise="gumbel"),
-    "ar_softmax": dict(likelihood="ar", noise="gumbel"),
-    "ar_probit": dict(likelihood="ar", noise="normal"),
-    "ar_logistic": dict(likelihood="ar", noise="logistic"),
-    "botev": dict(likelihood="botev", noise="gumbel"),
-    "bouchard": dict(likelihood="bouchard", noise="gumbel"),
+METHODS = {  # "likelihood" names the bound for metrics.bound; "make" builds the likelihood object
+    "exact": dict(likelihood="exact", noise="gumbel", make=lambda s: Exact()),
+    "ove": dict(likelihood="ove", noise="gumbel", make=lambda s: OVE(negatives=s)),
+    "ar_softmax": dict(likelihood="ar", noise="gumbel", make=lambda s: AR("gumbel", negatives=s)),
+    "ar_probit": dict(likelihood="ar", noise="normal", make=lambda s: AR("normal", negatives=s)),
+    "ar_logistic": dict(likelihood="ar", noise="logistic", make=lambda s: AR("logistic", negatives=s)),
+    "botev": dict(likelihood="botev", noise="gumbel", make=lambda s: Sampled(negatives=s)),
+    "bouchard": dict(likelihood="bouchard", noise="gumbel", make=lambda s: Bouchard("local", negatives=s)),
 }
 DEFAULT_METHODS = ["exact", "ove", "ar_softmax", "ar_probit", "ar_logistic"]
 LABELS = {"exact": "exact softmax", "ove": "OVE", "ar_softmax": "A&R softmax",
@@ -150,8 +151,7 @@ def run_method(method, args, data, K):
     pyro.set_rng_seed(args.seed)
     N, D = x.shape
     model = LinearClassifier(
-        D, K, noise=spec["noise"], likelihood=spec["likelihood"],
-        num_negatives=None if spec["likelihood"] == "exact" else args.negatives,
+        D, K, likelihood=spec["make"](args.negatives),
         subsample_size=args.batch, sparse=True, init_scale=0.1, bias_init_scale=1e-3,
         utility=args.utility)
     guide = model.default_guide()
@@ -167,9 +167,9 @@ def run_method(method, args, data, K):
             return {}
         u = model.utility(xt)
         t0 = time.perf_counter()
-        ll = metrics.log_likelihood(u, yt, noise)
-        return {"test_ll": ll["raw"], "test_ll_floored": ll["floored"],
-                "test_acc": metrics.accuracy(u, yt), "eval_seconds": time.perf_counter() - t0}
+        out = evaluation.evaluate(u, yt, ("log_lik", "log_lik_floored", "accuracy"), noise)
+        return {"test_ll": out["log_lik"], "test_ll_floored": out["log_lik_floored"],
+                "test_acc": out["accuracy"], "eval_seconds": time.perf_counter() - t0}
 
     steps = args.steps
     step_times = []
@@ -185,14 +185,14 @@ def run_method(method, args, data, K):
     rows_ll = torch.arange(N)
     if noise != "gumbel" and N > args.train_eval:
         rows_ll = torch.randperm(N, generator=torch.Generator().manual_seed(1))[:args.train_eval]
-    train_ll = metrics.log_likelihood(model.utility(x[rows_ll]), y[rows_ll], noise)
+    train_ll = evaluation.log_likelihood(model.utility(x[rows_ll]), y[rows_ll], noise)
     # the OVE bound at this fit's parameters: compares the bounds at identical parameters
     ove_here = metrics.bound(model.utility(x), y, "ove")["mean"] if noise == "gumbel" else None
     if args.save_params:
         state = {k: v.detach().clone() for k, v in pyro.get_param_store().items()}
         torch.save(state, common.OUT / f"params_{args.dataset}_{args.optim}{args.tag}_{method}.pt")
     # gap between the bound and the log-likelihood of the same fit, on the same rows
-    gap = None if b["mean"] is None else b["pointwise"][rows_ll].mean().item() - train_ll["raw"]
+    gap = None if b["mean"] is None else b["pointwise"][rows_ll].mean().item() - train_ll
     losses = [h["loss"] for h in history[1:]]
     tail = losses[-max(1, len(losses) // 20):]  # last 5% of the loss records
     med = common.median(step_times)
@@ -206,7 +206,7 @@ def run_method(method, args, data, K):
         "bound": b["mean"], "bound_se": b["se"], "bound_minus_train_ll": gap,
         "ove_bound_at_this_fit": ove_here,
         "elbo_stochastic_end": -sum(tail) / len(tail) / N,
-        "train_ll": train_ll["raw"],
+        "train_ll": train_ll,
         "paper_test_ll": paper[0] if paper else None, "paper_test_acc": paper[1] if paper else None,
         "paper_epoch_seconds": PAPER_EPOCH_TIME[args.dataset].get(method),
     }

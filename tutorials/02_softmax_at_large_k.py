@@ -2,12 +2,13 @@
 # # Softmax at large K
 #
 # Maximum likelihood for a softmax over many classes, three ways, all through the same
-# model (`LinearClassifier`) and stock `pyro.infer.SVI` — one switch, `likelihood=`:
+# model (`LinearClassifier`) and stock `pyro.infer.SVI` — one switch, the likelihood object
+# (`pyro_ar.likelihoods`):
 #
-# * `"exact"` — the exact softmax, $O(K)$ per datapoint;
-# * `"ove"` — the one-vs-each bound (Titsias 2016),
+# * `Exact()` — the exact softmax, $O(K)$ per datapoint;
+# * `OVE(negatives=s)` — the one-vs-each bound (Titsias 2016),
 #   $\log p(y) \ge \sum_{k\ne y}\log\sigma(\psi_y - \psi_k)$, subsampled;
-# * `"ar"` — Augment & Reduce: the Gumbel-augmented model with a local
+# * `AR(negatives=s)` — Augment & Reduce: the Gumbel-augmented model with a local
 #   $q(\varepsilon_n) = \mathrm{Gumbel}(\log\eta_n, 1)$, whose bound
 #   $1 - \log\eta_n - (1 + S_n)/\eta_n$ (with $S_n = \sum_{k\ne y_n} e^{\psi_k - \psi_{y_n}}$
 #   estimated from a few classes) is evaluated in closed form by `ClosedFormELBO`, while
@@ -41,9 +42,10 @@ import torch  # noqa: E402
 import pyro  # noqa: E402
 from pyro.infer import SVI  # noqa: E402
 
-from pyro_ar import metrics  # noqa: E402
+from pyro_ar import evaluation, metrics  # noqa: E402  (metrics.bound: a training bound at a fit)
 from pyro_ar.datasets import load_bibtex, make_toy  # noqa: E402
 from pyro_ar.infer import train  # noqa: E402
+from pyro_ar.likelihoods import AR, OVE, Exact  # noqa: E402
 from pyro_ar.models import LinearClassifier  # noqa: E402
 from pyro_ar.optim import advi_step_size  # noqa: E402
 
@@ -57,7 +59,10 @@ parser.add_argument("--seed", type=int, default=0)
 args, _ = parser.parse_known_args()
 os.makedirs(args.out, exist_ok=True)
 torch.set_num_threads(1)
-METHODS = {"A&R softmax": "ar", "OVE": "ove", "exact softmax": "exact"}
+# each method is a likelihood object, built for a number of negative classes per datapoint
+METHODS = {"A&R softmax": lambda s: AR("gumbel", negatives=s),
+           "OVE": lambda s: OVE(negatives=s),
+           "exact softmax": lambda s: Exact()}
 
 
 def save(fig, name):
@@ -74,11 +79,10 @@ def authors_optim():
     return advi_step_size({"lr": 0.02, "alpha": 0.1, "decay": 0.9, "decay_every": 2000})
 
 
-def fit(likelihood, x, y, num_negatives, batch, steps, eval_fn=None, evals=10, **model_kwargs):
+def fit(likelihood, x, y, batch, steps, eval_fn=None, evals=10, **model_kwargs):
     pyro.clear_param_store()
     pyro.set_rng_seed(args.seed)
     model = LinearClassifier(x.shape[1], K, likelihood=likelihood, subsample_size=batch, sparse=True,
-                             num_negatives=None if likelihood == "exact" else num_negatives,
                              init_scale=0.1, bias_init_scale=1e-3, **model_kwargs)
     guide = model.default_guide()
     svi = SVI(model, guide, authors_optim(), model.default_elbo())
@@ -106,7 +110,7 @@ g = torch.Generator().manual_seed(args.seed)
 check = torch.randperm(N, generator=g)[:1000]
 rows = {}
 for name in ("A&R softmax", "OVE"):
-    model, guide, history = fit(METHODS[name], x0, toy.y, 100, 500, steps, utility="lazy")
+    model, guide, history = fit(METHODS[name](100), x0, toy.y, 500, steps, utility="lazy")
     b = pyro.param("bias").detach().double()
     psi = b.expand(len(check), K)
     if name == "A&R softmax":
@@ -114,7 +118,7 @@ for name in ("A&R softmax", "OVE"):
         bnd = metrics.bound(psi, toy.y[check], "ar", log_eta=log_eta)["mean"]
     else:
         bnd = metrics.bound(psi, toy.y[check], "ove")["mean"]
-    ll = metrics.log_likelihood(psi, toy.y[check])["raw"]
+    ll = evaluation.log_likelihood(psi, toy.y[check])
     mae = (b.softmax(-1) - toy.probs.double()).abs().mean().item()
     rows[name] = dict(bound=bnd, ll=ll, mae=mae, history=history, p=b.softmax(-1))
     print(f"{name:12s} bound/N {bnd:10.3f}   log-lik/N {ll:8.4f}   MAE of p {mae:.3e}   "
@@ -164,15 +168,15 @@ if bib is not None:
     K, Ntr = bib.num_classes, x.shape[0]
     steps = 150 if args.quick else 2_000
 
-    def evaluate(model):
-        ll = metrics.log_likelihood(model.utility(xt), yt)
-        return {"test_ll": ll["raw"], "test_ll_floored": ll["floored"],
-                "accuracy": metrics.accuracy(model.utility(xt), yt)}
+    def evaluate(model):  # one chunked pass over the test set, all K classes
+        out = evaluation.evaluate(model.utility(xt), yt, ("log_lik", "log_lik_floored", "accuracy"))
+        return {"test_ll": out["log_lik"], "test_ll_floored": out["log_lik_floored"],
+                "accuracy": out["accuracy"]}
 
     print(f"\nBibtex: K = {K}, {Ntr} training / {xt.shape[0]} test documents, D = {x.shape[1]}")
     print(f"{'method':14s} {'test ll':>9s} {'floored':>9s} {'accuracy':>9s} {'ms/step':>8s}")
     for name, likelihood in METHODS.items():
-        model, guide, history = fit(likelihood, x, y, 20, 488, steps, eval_fn=evaluate, utility="dense")
+        model, guide, history = fit(likelihood(20), x, y, 488, steps, eval_fn=evaluate, utility="dense")
         logged = [h for h in history if h["step"] > 0]
         evals = [h for h in history if "test_ll" in h]
         axes[0].plot([h["time"] for h in logged], [-h["loss"] / Ntr for h in logged], label=name)

@@ -52,20 +52,22 @@ from pyro.infer.autoguide import AutoGuideList, AutoNormal  # noqa: E402
 
 import pyro_ar as ar  # noqa: E402
 from pyro_ar.datasets import make_linear_teacher  # noqa: E402
+from pyro_ar.evaluation import log_likelihood  # noqa: E402
 from pyro_ar.infer import (  # noqa: E402
-    BayesianLinearClassifier,
     ClassSubsampledNormal,
     ClosedFormELBO,
     GumbelLocalGuide,
+    IterateAverage,
     NoiseLocalGuide,
     hide_noise_sites,
     posterior_summary,
     predictive_log_likelihood,
     predictive_probs,
     predictive_top_k,
+    train,
 )
-from pyro_ar.infer.bayesian import fit  # noqa: E402
-from pyro_ar.models import LinearClassifier  # noqa: E402
+from pyro_ar.likelihoods import AR, Exact  # noqa: E402
+from pyro_ar.models import BayesianLinearClassifier, LinearClassifier  # noqa: E402
 from pyro_ar.optim import LazyAdam, lazy_adam  # noqa: E402
 
 FIGURES = ("04_a_small_k.png", "04_b_large_k.png", "04_c_digits.png", "04_d_nuts.png")
@@ -81,6 +83,16 @@ def savefig(fig, name):
     print(f"  saved {path}")
 
 
+def fit(svi, x, y, steps, scheduler, summary_fn=None):
+    """``pyro_ar.infer.train`` with the learning-rate schedule; with ``summary_fn``, the
+    posterior summary averaged over the second half of the steps (Polyak averaging, which
+    reduces the noise of the final estimate). Returns that average (or None)."""
+    average = IterateAverage(summary_fn, start_fraction=0.5) if summary_fn is not None else None
+    train(svi, x, y, num_steps=steps, scheduler=scheduler, callbacks=[average] if average else [],
+          eval_at_start=False)
+    return None if average is None else average.average
+
+
 # %%
 # ============================================================================ part A
 def part_a(small):
@@ -88,15 +100,14 @@ def part_a(small):
     pyro.clear_param_store()
     K, D, N = 4, 2, 300 if small else 1000
     data = make_linear_teacher(N, D, K, "normal", weight_scale=4.0, seed=0)
-    model = LinearClassifier(D, K, noise="normal", weights="bayes", prior_scale=4.0, num_negatives=2,
+    model = LinearClassifier(D, K, likelihood=AR("normal", negatives=2), weights="bayes", prior_scale=4.0,
                              subsample_size=100)  # prior N(0, 4^2), as the teacher's weights
     guide = AutoGuideList(model)
     guide.append(AutoNormal(hide_noise_sites(model)))  # W, b
     guide.append(NoiseLocalGuide(model))                 # per-datapoint eps (probit)
     svi = SVI(model, guide, lazy_adam(lambda name: {"lr": 0.1 if "Local" in name else 0.03}),
               TraceMeanField_ELBO())
-    for _ in range(150 if small else 2000):
-        svi.step(data.x, data.y)
+    train(svi, data.x, data.y, num_steps=150 if small else 2000)
     # posterior draws of the weights with stock Predictive over the global part of the guide
     post = Predictive(model, guide=guide[0], num_samples=20 if small else 50,
                       return_sites=["weight", "bias"])(data.x)
@@ -139,13 +150,13 @@ def part_b(small):
                                  "lr_lambda": lambda t: (1 + t / 500) ** -0.5})
     svi = SVI(model, guide, sched, ClosedFormELBO())
     t0 = time.perf_counter()
-    fit(svi, x, y, num_steps=steps, scheduler=sched)
+    fit(svi, x, y, steps, sched)
     print(f"  {steps} steps in {time.perf_counter() - t0:.0f}s (each touches at most {64 * 2 + 256} of "
           f"the {K} rows)")
     ll = predictive_log_likelihood(guide, xt, yt, num_samples=100)["log_lik"]
     loc, scale, bloc, bscale = guide.loc_and_scale()
-    plug_in = ar.metrics.log_likelihood(ar.LinearUtility(xt, loc, bloc), yt)["raw"]
-    truth = ar.metrics.log_likelihood(ar.LinearUtility(xt, data.W, data.b), yt)["raw"]
+    plug_in = log_likelihood(ar.LinearUtility(xt, loc, bloc), yt)
+    truth = log_likelihood(ar.LinearUtility(xt, data.W, data.b), yt)
     print(f"  test log-lik: posterior predictive {ll:.4f}, plug-in posterior mean {plug_in:.4f}, "
           f"true teacher {truth:.4f}")
     # posterior sd against the number of training examples of the class
@@ -215,9 +226,8 @@ def part_c(small):
                 guide = weights = ClassSubsampledNormal(model)
         sched = pyro.optim.LambdaLR({"optimizer": LazyAdam, "optim_args": {"lr": 0.03},
                                      "lr_lambda": lambda t: (1 + t / (steps / 10)) ** -0.7})
-        out = fit(SVI(model, guide, sched, elbo), x, y, num_steps=steps, scheduler=sched,
-                  average_fraction=0.5, summary_fn=lambda: posterior_summary(weights))
-        sm = out["average"]
+        sm = fit(SVI(model, guide, sched, elbo), x, y, steps, sched,
+                 summary_fn=lambda: posterior_summary(weights))
         g = torch.Generator().manual_seed(0)
         draws = {"weight": sm["weight_mean"] + sm["weight_sd"] * torch.randn((300, 10, 64), generator=g),
                  "bias": sm["bias_mean"] + sm["bias_sd"] * torch.randn((300, 10), generator=g)}
@@ -266,7 +276,7 @@ def part_d(small, seed):
     pyro.set_rng_seed(seed)
     num, warm = (50, 50) if small else (1000, 500)
     t0 = time.perf_counter()
-    mcmc = MCMC(NUTS(LinearClassifier(D, K, likelihood="exact", weights="bayes")),
+    mcmc = MCMC(NUTS(LinearClassifier(D, K, likelihood=Exact(), weights="bayes")),
                 num_samples=num, warmup_steps=warm, disable_progbar=True)
     mcmc.run(x, y)
     samples = mcmc.get_samples()
@@ -287,9 +297,8 @@ def part_d(small, seed):
             guide, elbo = ClassSubsampledNormal(model), ClosedFormELBO()
         sched = pyro.optim.LambdaLR({"optimizer": LazyAdam, "optim_args": {"lr": 0.03},
                                      "lr_lambda": lambda t: (1 + t / (steps / 10)) ** -0.7})
-        out = fit(SVI(model, guide, sched, elbo), x, y, num_steps=steps, scheduler=sched,
-                  average_fraction=0.5, summary_fn=lambda: posterior_summary(guide))
-        sm = out["average"]
+        sm = fit(SVI(model, guide, sched, elbo), x, y, steps, sched,
+                 summary_fn=lambda: posterior_summary(guide))
         g = torch.Generator().manual_seed(seed)
         draws = {"weight": sm["weight_mean"] + sm["weight_sd"] * torch.randn((400, K, D), generator=g, dtype=sm["weight_mean"].dtype),
                  "bias": sm["bias_mean"] + sm["bias_sd"] * torch.randn((400, K), generator=g, dtype=sm["bias_mean"].dtype)}

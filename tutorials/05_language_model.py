@@ -18,8 +18,9 @@
 #   is a sum over classes that SVI subsamples: each step touches the minibatch's labels and
 #   $s = 256$ shared negative classes, $O(B D + s D)$ whatever $K$.
 #
-# Both are the same `BigramLanguageModel` with a different `likelihood=` switch, trained
-# with stock `pyro.infer.SVI`. We compare their exact test log-likelihood (all $K$ classes)
+# Both are the same `BigramLanguageModel` with a different likelihood object
+# (`pyro_ar.likelihoods.AR` / `Exact`), trained with stock `pyro.infer.SVI` through
+# `pyro_ar.infer.train` (a time budget, evaluations at fixed training times). We compare their exact test log-likelihood (all $K$ classes)
 # against training time, then look at what the model learned.
 #
 # Run it:
@@ -47,7 +48,10 @@ import pyro.optim  # noqa: E402
 from pyro.infer import SVI, Trace_ELBO  # noqa: E402
 
 from pyro_ar.datasets import load_brown  # noqa: E402
-from pyro_ar.language_model import BigramLanguageModel, unigram_log_probs  # noqa: E402
+from pyro_ar.infer import train as train_svi  # noqa: E402
+from pyro_ar.likelihoods import AR, Exact  # noqa: E402
+from pyro_ar.models import BigramLanguageModel, unigram_log_probs  # noqa: E402
+from pyro_ar.negatives import ImportanceNegatives  # noqa: E402
 from pyro_ar.optim import lazy_adam  # noqa: E402
 
 FIGURES = ("05_test_loglik_vs_time.png", "05_next_word_predictions.png")
@@ -104,12 +108,12 @@ print(f"unigram model (no context) test log-likelihood: {unigram_ll:.3f}")
 # are far below the label's, so the estimate of $\sum_{k\neq y} e^{\psi_k - \psi_y}$ would be
 # noisy; as in word2vec we draw $s = 256$ classes shared by the minibatch from
 # $q(k) \propto \mathrm{count}_k^{0.75}$ and weight them by $1/(s\,q(k))$
-# (`strategy="importance"`), which keeps the estimate unbiased. The local guide holds one
+# (`AR(negatives=ImportanceNegatives(256, proposal))`), which keeps the estimate unbiased. The local guide holds one
 # $\eta_n$ per training pair (the Gumbel posterior of $\varepsilon_{n,y_n}$, updated by its
 # closed-form natural-gradient step) and `ClosedFormELBO` evaluates the bound's expectation
 # analytically. All gradients are sparse and `lazy_adam` updates only the rows a step touched.
 #
-# The exact softmax is the same model with `likelihood="exact"`: dense gradients, Pyro's
+# The exact softmax is the same model with `likelihood=Exact()`: dense gradients, Pyro's
 # `Adam`. Both start from the same initialisation (biases at the log unigram frequencies).
 
 # %%
@@ -119,13 +123,11 @@ init_bias = unigram_log_probs(counts).float()
 def make(likelihood):
     pyro.clear_param_store()
     pyro.set_rng_seed(args.seed)
-    if likelihood == "ar":
-        model = BigramLanguageModel(K, D, likelihood="ar", num_negatives=256, strategy="importance",
-                                    proposal=counts.double() ** 0.75, subsample_size=512,
-                                    init_bias=init_bias)
+    if isinstance(likelihood, AR):
+        model = BigramLanguageModel(K, D, likelihood=likelihood, subsample_size=512, init_bias=init_bias)
         svi = SVI(model, model.default_guide(), lazy_adam({"lr": 1e-2}), model.default_elbo())
     else:
-        model = BigramLanguageModel(K, D, likelihood="exact", num_negatives=None, subsample_size=512,
+        model = BigramLanguageModel(K, D, likelihood=likelihood, subsample_size=512,
                                     init_bias=init_bias, sparse=False)
         svi = SVI(model, lambda *a: None, pyro.optim.Adam({"lr": 1e-2}), Trace_ELBO())
     return model, svi
@@ -135,22 +137,18 @@ def train(likelihood):
     """Train for ``budget`` seconds; evaluate the exact test log-likelihood at checkpoints
     (evaluation time excluded from the clock)."""
     model, svi = make(likelihood)
+    pyro.poutine.block(model)(prev[:2], nxt[:2])  # create the parameters (the step-0 evaluation needs them)
     marks = [budget * (i + 1) / checkpoints for i in range(checkpoints)]
-    curve = [(0.0, model.log_likelihood(test_prev, test_next))]
-    clock, steps = 0.0, 0
-    while marks:
-        t0 = time.perf_counter()
-        svi.step(prev, nxt)
-        clock += time.perf_counter() - t0
-        steps += 1
-        if clock >= marks[0]:
-            marks.pop(0)
-            curve.append((clock, model.log_likelihood(test_prev, test_next)))
-    return model, curve, steps
+    history = train_svi(svi, prev, nxt, num_steps=10**9, time_budget=budget, eval_times=marks[:-1],
+                        eval_every=10**9, eval_fn=lambda: {"test_ll": model.log_likelihood(test_prev, test_next)})
+    curve = [(h["time"], h["test_ll"]) for h in history if "test_ll" in h]
+    return model, curve, history[-1]["step"]
 
 
+likelihoods = (("A&R softmax", AR("gumbel", negatives=ImportanceNegatives(256, counts.double() ** 0.75))),
+               ("exact softmax", Exact()))
 results = {}
-for name, likelihood in (("A&R softmax", "ar"), ("exact softmax", "exact")):
+for name, likelihood in likelihoods:
     model, curve, steps = train(likelihood)
     results[name] = dict(model=model, curve=curve, steps=steps)
     print(f"{name:14s} {steps:6d} steps in {curve[-1][0]:5.1f} s ({1e3 * curve[-1][0] / steps:7.1f} ms/step): "
