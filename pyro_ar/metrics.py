@@ -170,7 +170,7 @@ def bound(utility, labels: torch.Tensor, likelihood: str = "ar", noise="gumbel",
     >>> metrics.bound(psi, y, "ove")["mean"] <= exact
     True
     """
-    from .bounds import BouchardBound, OVECategorical
+    from .distributions import BouchardBound, OVECategorical
     from .distributions import AugmentedCategorical
     from .noise import GumbelNoise, get_noise
 
