@@ -82,6 +82,7 @@ import pyro.poutine as poutine
 
 from ..distributions import AugmentedCategorical, UtilityCategorical
 from ..negatives import Negatives, sample_without_replacement
+from ..likelihoods import AR, Exact
 from .base import CategoricalModel, check_positive_int
 
 __all__ = ["BayesianLinearClassifier", "ClassPlate", "StepStructure", "class_positions"]
@@ -220,9 +221,12 @@ class BayesianLinearClassifier(CategoricalModel):
     :param int num_features: D.
     :param int num_classes: K.
     :param noise: ``"gumbel"`` (softmax), ``"normal"``, ``"logistic"`` or a :class:`~pyro_ar.Noise`.
-    :param str likelihood: ``"ar"`` (augmented, class-subsampled) or ``"exact"``
+    :param likelihood: ``"ar"`` (augmented, class-subsampled) or ``"exact"``
         (:class:`~pyro_ar.UtilityCategorical` over all K classes, O(K) per step: the
-        reference the A&R posterior is compared with).
+        reference the A&R posterior is compared with), or the objects
+        :class:`~pyro_ar.likelihoods.AR` (its noise; its number of negatives when
+        ``num_negatives`` is not given -- the negatives are always shared and uniform here)
+        and :class:`~pyro_ar.likelihoods.Exact`.
     :param num_negatives: s, size of the shared uniform negative set (None: all classes,
         no subsampling).
     :param num_kl_classes: :math:`|U|`, classes on which the KL term is estimated (default s).
@@ -256,8 +260,14 @@ class BayesianLinearClassifier(CategoricalModel):
                  num_eta_classes: Optional[int] = None, stratify: bool = True,
                  prior_scale: float = 1.0, subsample_size: Optional[int] = None,
                  bias: bool = True, site: str = "y"):
+        if isinstance(likelihood, (AR, Exact)):  # the object form: its noise and negatives
+            noise = likelihood.noise
+            if isinstance(likelihood, AR) and num_negatives is None:
+                num_negatives = likelihood.num_negatives
+            likelihood = "ar" if isinstance(likelihood, AR) else "exact"
         if likelihood not in ("ar", "exact"):
-            raise ValueError(f"likelihood must be 'ar' or 'exact', got likelihood={likelihood!r}")
+            raise ValueError(f"likelihood must be 'ar', 'exact', an AR or an Exact likelihood, "
+                             f"got likelihood={likelihood!r}")
         super().__init__(num_classes, likelihood, noise=noise, weights="bayes",
                          prior_scale=prior_scale, subsample_size=subsample_size, site=site)
         K = num_classes
