@@ -456,10 +456,14 @@ class BayesianLinearClassifier(CategoricalModel):
             return psi
         return psi.index_select(-1, C.argsort())
 
+    def _repr_fields(self):
+        return {"D": self.num_features, "K": self.num_classes, "noise": repr(self.noise.name),
+                "likelihood": repr(type(self.likelihood).__name__), "num_negatives": self.num_negatives,
+                "num_kl_classes": self.num_kl_classes, "num_eta_classes": self.num_eta_classes,
+                "stratify": self.stratify, "prior_scale": self.prior_scale}
+
     def __repr__(self):
-        return (f"BayesianLinearClassifier(D={self.num_features}, K={self.num_classes}, noise="
-                f"{self.noise.name!r}, likelihood={self.likelihood!r}, num_negatives="
-                f"{self.num_negatives}, num_kl_classes={self.num_kl_classes}, num_eta_classes="
-                f"{self.num_eta_classes}, stratify={self.stratify}, prior_scale={self.prior_scale})")
+        fields = ", ".join(f"{k}={v}" for k, v in self._repr_fields().items())
+        return f"{type(self).__name__}({fields})"
 
 
