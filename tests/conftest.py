@@ -25,6 +25,16 @@ def seeded():
 
 
 @pytest.fixture
+def one_thread():
+    """Run one test on one torch thread (small tensors: threads only add contention, and
+    bit-identical comparisons need the same reduction order)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
 def validation_off():
     """Turn Pyro's global validation switch off for one test, restoring it afterwards."""
     previous = is_validation_enabled()

@@ -12,7 +12,7 @@ from pyro.distributions import constraints as pyro_constraints
 from pyro.infer import SVI
 
 from ..evaluation import UtilitySource, log_likelihood, predict_log_proba, top_k
-from ..infer import ClosedFormELBO, EarlyStopping, default_guide, train
+from ..infer import ClosedFormELBO, EarlyStopping, LearningRateDecay, default_guide, train
 from ..models import LinearClassifier
 from ..noise import Noise, get_noise
 from ..optim import lazy_adam
@@ -328,7 +328,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                 early = EarlyStopping("val_log_lik", patience=p["n_iter_no_change"], min_delta=p["tol"])
             history = train(svi, x, y, num_steps=p["num_steps"] or p["max_epochs"] * steps_per_epoch,
                             eval_fn=eval_fn, eval_every=steps_per_epoch, log_every=steps_per_epoch,
-                            eval_at_start=False, early_stopping=early,
+                            eval_at_start=False, early_stopping=early, callbacks=[LearningRateDecay()],
                             progress={"desc": "ARClassifier", "disable": not self.verbose})
             state = global_state(model, guide)
         loss_curve = [r["loss"] / n_train for r in history if r["step"] > 0]
@@ -491,3 +491,4 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         est.best_validation_score_ = fit["best_validation_score_"]
         est._predict_seed = fit["predict_seed"]
         return est
+

@@ -41,7 +41,8 @@ import pyro
 from .checkpoint import CheckpointError, load_checkpoint, preserved_rng, save_checkpoint
 
 __all__ = [
-    "train", "TrainState", "Callback", "EarlyStopping", "IterateAverage", "DivergenceCheck",
+    "train", "TrainState", "Callback", "EarlyStopping", "IterateAverage", "LearningRateDecay",
+    "DivergenceCheck",
     "TrainingDiverged", "CheckpointError", "save_checkpoint", "load_checkpoint",
 ]
 
@@ -312,6 +313,41 @@ class IterateAverage(Callback):
 
 
 # ------------------------------------------------------------------ the loop
+class LearningRateDecay(Callback):
+    r"""Linear step-size decay of every optimizer of ``svi``:
+    :math:`\mathrm{lr}_t = \mathrm{lr}_0\,(1 - (1 - f)\,t/T)`, from the optimizers' own
+    step sizes :math:`\mathrm{lr}_0` at :math:`t = 0` to :math:`f\,\mathrm{lr}_0` at
+    :math:`T` = ``num_steps`` (Robbins-Monro-like convergence of the stochastic steps,
+    instead of a noise floor). Works with Pyro's per-parameter optimizers (those created
+    later start from their own step size); the step sizes are part of the optimizer state,
+    so checkpoints keep them.
+
+    Example:
+
+    >>> import torch
+    >>> from types import SimpleNamespace
+    >>> from pyro_ar.infer.loop import LearningRateDecay, TrainState
+    >>> opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    >>> state = TrainState(SimpleNamespace(optim=SimpleNamespace(optim_objs={"w": opt})), num_steps=10)
+    >>> state.step = 5
+    >>> LearningRateDecay(final_fraction=0.0).on_step(state)
+    >>> round(opt.param_groups[0]["lr"], 6)
+    0.05
+    """
+
+    def __init__(self, final_fraction: float = 0.05):
+        if not 0.0 <= final_fraction <= 1.0:
+            raise ValueError(f"final_fraction must lie in [0, 1], got final_fraction={final_fraction!r}")
+        self.final_fraction = float(final_fraction)
+
+    def on_step(self, state):
+        factor = 1.0 - (1.0 - self.final_fraction) * min(1.0, state.step / max(1, state.num_steps))
+        for opt in getattr(state.svi.optim, "optim_objs", {}).values():
+            for group in opt.param_groups:
+                group.setdefault("initial_lr", group["lr"])
+                group["lr"] = group["initial_lr"] * factor
+
+
 class _Loop:
     """The state and steps of one :func:`train` call (see there)."""
 

@@ -35,16 +35,7 @@ from pyro_ar.models import LinearClassifier
 from pyro_ar.optim import LazyAdam, lazy_adam
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    pyro.clear_param_store()
-    pyro.set_rng_seed(0)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # small tensors: threads only add contention on a shared machine
-    with pyro.validation_enabled(True):
-        yield
-    torch.set_num_threads(threads)
-    pyro.clear_param_store()
+pytestmark = pytest.mark.usefixtures("seeded", "one_thread", "validation_on")
 
 
 # ------------------------------------------------------------------ common random numbers

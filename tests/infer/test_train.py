@@ -45,17 +45,9 @@ from pyro_ar.infer.bayesian import fit  # the deprecated wrapper, tested against
 from pyro_ar.models import LinearClassifier
 from pyro_ar.optim import LazyAdam, lazy_adam
 
-pytestmark = pytest.mark.usefixtures("seeded")
+pytestmark = pytest.mark.usefixtures("seeded", "one_thread")
 
 D, K, N = 4, 12, 300
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny tensors; bit-identical runs need the same reduction order
-    yield
-    torch.set_num_threads(threads)
 
 
 # ------------------------------------------------------------------ the runs

@@ -14,12 +14,7 @@ from pyro_ar.optim import lazy_adam
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    pyro.clear_param_store()
-    pyro.set_rng_seed(0)
-    yield
-    pyro.clear_param_store()
+pytestmark = pytest.mark.usefixtures("seeded")
 
 
 def _bigram_data(K=40, N=4000, seed=0, device="cpu"):

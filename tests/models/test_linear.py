@@ -19,12 +19,7 @@ from pyro_ar.models import LinearClassifier
 from pyro_ar.optim import advi_step_size, lazy_adam
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    pyro.clear_param_store()
-    pyro.set_rng_seed(0)
-    yield
-    pyro.clear_param_store()
+pytestmark = pytest.mark.usefixtures("seeded")
 
 
 def _data(N=300, D=4, K=9, seed=0, noise="gumbel"):
