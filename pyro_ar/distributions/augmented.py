@@ -14,9 +14,17 @@ is an unbiased estimate from a fresh class subsample at every call
 (:mod:`pyro_ar.negatives`). The :math:`\log\phi(\varepsilon)` term belongs to the noise
 sample site, whose prior is ``noise.distribution()``; :func:`sample_categorical` emits both
 sites in one line of a Pyro model.
+
+The components that meet at the noise site talk through typed records under one ``infer``
+key, :data:`INFER_KEY`: the model side marks the site with a :class:`NoiseSite` (found by
+:func:`pyro_ar.infer.is_noise_site` and the local guides), and a local guide marks its
+:math:`q(\varepsilon)` site with a :class:`LocalStep` (read by
+:class:`pyro_ar.infer.ClosedFormELBO`). Both are defined here, below the inference layer,
+so that models and guides import them alike.
 """
 
-from typing import Optional
+import dataclasses
+from typing import Callable, Optional
 
 import torch
 from torch.distributions import constraints
@@ -30,7 +38,75 @@ from ..utility import as_utility
 from .categorical import UtilityCategorical
 from .class_sum import ClassSumLikelihood, masked_weighted_sum
 
-__all__ = ["AugmentedCategorical", "sample_categorical"]
+__all__ = ["AugmentedCategorical", "sample_categorical", "NoiseSite", "LocalStep", "INFER_KEY",
+           "site_record"]
+
+#: The one ``infer`` key of a noise site (model side: a :class:`NoiseSite`; guide side: a
+#: :class:`LocalStep`).
+INFER_KEY = "pyro_ar"
+
+
+@dataclasses.dataclass(frozen=True)
+class NoiseSite:
+    r"""What the model says about a noise site: ``infer={INFER_KEY: NoiseSite(...)}``.
+
+    :param noise: the :class:`~pyro_ar.noise.Noise` of the utility model (prior :math:`\phi`).
+    :param str label_site: name of the label site whose factor uses this noise.
+    :param num_classes: K (None if unknown).
+
+    Example:
+
+    >>> import torch, pyro.poutine as poutine
+    >>> import pyro_ar as ar
+    >>> from pyro_ar.distributions.augmented import NoiseSite, site_record
+    >>> tr = poutine.trace(lambda: ar.sample_categorical("y", torch.zeros(2, 5), obs=torch.tensor([0, 1]))).get_trace()
+    >>> rec = site_record(tr.nodes["y_eps"], NoiseSite)
+    >>> rec.noise.name, rec.label_site, rec.num_classes
+    ('gumbel', 'y', 5)
+    """
+
+    noise: object
+    label_site: str
+    num_classes: Optional[int] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalStep:
+    r"""What a local guide says about its :math:`q(\varepsilon)` site: ``infer={INFER_KEY: LocalStep(...)}``.
+
+    :param bool unit_gumbel: q is :math:`\mathrm{Gumbel}(\cdot, 1)` by construction (so the
+        ELBO need not check the scale tensor: a device sync).
+    :param natural_step: ``log_eta_target -> updated log_eta`` for the minibatch's rows, the
+        closed-form natural-gradient step that :class:`~pyro_ar.infer.ClosedFormELBO` applies
+        (None: q's parameters are trained by the optimizer only).
+    :param bool local_first: apply ``natural_step`` before the gradient step (Algorithm 1
+        of Ruiz et al. 2018) rather than after it.
+
+    Example:
+
+    >>> from pyro_ar.distributions.augmented import INFER_KEY, LocalStep, site_record
+    >>> site = {"type": "sample", "infer": {INFER_KEY: LocalStep(unit_gumbel=True)}}
+    >>> site_record(site, LocalStep)
+    LocalStep(unit_gumbel=True, natural_step=None, local_first=False)
+    """
+
+    unit_gumbel: bool = False
+    natural_step: Optional[Callable] = None
+    local_first: bool = False
+
+
+def site_record(msg, kind):
+    """The record of type ``kind`` (:class:`NoiseSite` or :class:`LocalStep`) a Pyro
+    message or trace node carries under :data:`INFER_KEY`, or None.
+
+    Example:
+
+    >>> from pyro_ar.distributions.augmented import LocalStep, NoiseSite, site_record
+    >>> site_record({"type": "sample", "infer": {}}, NoiseSite) is None
+    True
+    """
+    rec = (msg.get("infer") or {}).get(INFER_KEY)
+    return rec if isinstance(rec, kind) else None
 
 
 class AugmentedCategorical(ClassSumLikelihood):
@@ -196,8 +272,7 @@ def sample_categorical(name: str, utility, obs: Optional[torch.Tensor] = None, n
     nz = get_noise(noise)
     eps_site = f"{name}_eps"
     prior = _noise_prior(nz, psi.dtype, psi.device, psi.batch_shape)
-    eps = pyro.sample(eps_site, prior, infer={"ar_noise": nz, "ar_label_site": name,
-                                                "ar_num_classes": psi.num_classes})
+    eps = pyro.sample(eps_site, prior, infer={INFER_KEY: NoiseSite(nz, name, psi.num_classes)})
     if obs is None:
         return pyro.sample(name, UtilityCategorical(psi.full(), nz))
     d = AugmentedCategorical(psi, eps, nz, num_negatives=num_negatives, strategy=strategy,

@@ -38,6 +38,7 @@ from pyro.poutine.util import prune_subsample_sites
 from pyro.util import check_model_guide_match, check_site_shape
 
 from ..distributions import AugmentedCategorical, FastGumbel, GumbelExpectedFactor  # noqa: F401 (re-exported)
+from ..distributions.augmented import LocalStep, site_record
 from ..noise import GumbelNoise
 
 __all__ = ["ClosedFormELBO"]  # FastGumbel, GumbelExpectedFactor: see pyro_ar.distributions
@@ -52,6 +53,9 @@ def _unwrap(fn):
 def _gumbel_unit_scale(fn):
     fn = _unwrap(fn)
     return isinstance(fn, Gumbel) and bool((fn.scale == 1).all())
+
+
+_NO_RECORD = LocalStep()  # a guide that says nothing: check the scale, no natural step
 
 
 class _ExpectedFactorMessenger(Messenger):
@@ -69,11 +73,10 @@ class _ExpectedFactorMessenger(Messenger):
             return
         node = self.guide_trace.nodes[fn.eps_site]
         guide_fn = node["fn"]
+        record = site_record(node, LocalStep) or _NO_RECORD
         # GumbelLocalGuide marks its sites (no check of the scale tensor: a device sync)
-        if node["infer"].get("ar_unit_gumbel") or _gumbel_unit_scale(guide_fn):
-            local_step = None
-            if self.updating and node["infer"].get("ar_local_first"):
-                local_step = node["infer"].get("ar_natural_step")
+        if record.unit_gumbel or _gumbel_unit_scale(guide_fn):
+            local_step = record.natural_step if self.updating and record.local_first else None
             msg["fn"] = GumbelExpectedFactor(fn, _unwrap(guide_fn).loc.expand(fn.batch_shape), local_step)
 
 
@@ -146,7 +149,7 @@ class ClosedFormELBO(TraceMeanField_ELBO):
             if site["type"] != "sample" or not isinstance(fn, GumbelExpectedFactor) \
                     or fn.local_step is not None:  # local-first: already stepped
                 continue
-            step = guide_trace.nodes[fn.base.eps_site]["infer"].get("ar_natural_step")
+            step = (site_record(guide_trace.nodes[fn.base.eps_site], LocalStep) or _NO_RECORD).natural_step
             if step is not None and fn.last_log_s is not None:
                 # eta~ = 1 + S_hat, in log space
                 step(torch.logaddexp(torch.zeros_like(fn.last_log_s), fn.last_log_s))

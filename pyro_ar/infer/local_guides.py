@@ -40,6 +40,7 @@ from pyro.infer.autoguide import AutoGuide
 from pyro.nn import PyroParam
 
 from ..distributions import FastGumbel
+from ..distributions.augmented import INFER_KEY, LocalStep, NoiseSite, site_record
 
 __all__ = [
     "GumbelLocalGuide",
@@ -68,7 +69,7 @@ def is_noise_site(msg) -> bool:
     >>> [name for name, site in tr.nodes.items() if site["type"] == "sample" and is_noise_site(site)]
     ['y_eps']
     """
-    return msg.get("type") == "sample" and "ar_noise" in (msg.get("infer") or {})
+    return msg.get("type") == "sample" and site_record(msg, NoiseSite) is not None
 
 
 def hide_noise_sites(model):
@@ -114,12 +115,12 @@ class _LocalGuide(AutoGuide):
                     f"{tuple(batch_shape)} and plates {[f.name for f in frames]}"
                 )
             frame = frames[0]
-            num_classes = site["infer"].get("ar_num_classes")
+            record = site_record(site, NoiseSite)
             self._sites[name] = dict(
                 plate=frame.name,
                 num_data=frame.full_size or frame.size,
-                noise=site["infer"]["ar_noise"],
-                num_classes=num_classes,
+                noise=record.noise,
+                num_classes=record.num_classes,
                 dtype=site["value"].dtype,
                 device=site["value"].device,
             )
@@ -232,12 +233,9 @@ class GumbelLocalGuide(_LocalGuide):
 
     def _site_distribution(self, name, info, idx, *args, **kwargs):
         log_eta_all = self.log_eta(name)
-        infer = {"ar_unit_gumbel": True}  # lets ClosedFormELBO skip checking the scale
         if self.local_step == "natural":
             loc = log_eta_all.detach().index_select(0, idx)
-            infer["ar_natural_step"] = partial(self._natural_step, name, idx)
-            if self.local_first:
-                infer["ar_local_first"] = True
+            record = LocalStep(True, partial(self._natural_step, name, idx), self.local_first)
             self._num_forward += 1
             if self._num_forward > 3 and self._num_updates == 0 and not self._warned \
                     and torch.is_grad_enabled():
@@ -248,7 +246,8 @@ class GumbelLocalGuide(_LocalGuide):
                     "local_step='gradient'", RuntimeWarning)
         else:
             loc = self._gather(log_eta_all, idx)
-        return FastGumbel(loc, torch.ones_like(loc)), infer
+            record = LocalStep(unit_gumbel=True)  # lets ClosedFormELBO skip checking the scale
+        return FastGumbel(loc, torch.ones_like(loc)), {INFER_KEY: record}
 
     @torch.no_grad()
     def _natural_step(self, name, idx, log_eta_target):
