@@ -37,8 +37,8 @@ LABELS = [
     '      natural eta step',
     '    ELBO: loss (KL + factors)',
     '    backward',
-    '  PyroOptim (one LazyAdam per parameter)',
-    '    LazyAdam.step',
+    '  PyroOptim (lazy_adam: one LazyAdam per parameter)',
+    '    LazyAdam update',
 ]
 
 
@@ -56,7 +56,6 @@ def main(argv=None):
     import pyro
     import pyro.infer.svi as svi_mod
     import pyro.infer.trace_mean_field_elbo as tmf
-    import pyro.optim.optim as po
     import pyro.poutine.trace_messenger as tm
     import pyro.poutine.trace_struct as ts
 
@@ -103,8 +102,8 @@ def main(argv=None):
     wrap(arl.GumbelLocalGuide, "_natural_step", "      natural eta step")
     wrap(tmf.TraceMeanField_ELBO, "_differentiable_loss_particle", "    ELBO: loss (KL + factors)")
     wrap(torch.Tensor, "backward", "    backward")
-    wrap(po.PyroOptim, "__call__", "  PyroOptim (one LazyAdam per parameter)")
-    wrap(aro._LazyOptimizer, "step", "    LazyAdam.step")
+    wrap(aro._LazyPyroOptim, "__call__", "  PyroOptim (lazy_adam: one LazyAdam per parameter)")
+    wrap(aro._LazyOptimizer, "_update", "    LazyAdam update")
 
     x, y = scaling._data(20_000, 128, a.K, "cpu")
     step = scaling._build(a.method, x, y, a.K, 512, 64)[0]
