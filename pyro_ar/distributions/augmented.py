@@ -30,6 +30,7 @@ import torch
 from torch.distributions import constraints
 
 import pyro
+from pyro.distributions import Gumbel
 from pyro.distributions.util import broadcast_shape
 
 from ..negatives import Negatives
@@ -37,6 +38,7 @@ from ..noise import get_noise
 from ..utility import as_utility
 from .categorical import UtilityCategorical
 from .class_sum import ClassSumLikelihood, masked_weighted_sum
+from .noise_distribution import FastGumbel
 
 __all__ = ["AugmentedCategorical", "sample_categorical", "NoiseSite", "LocalStep", "INFER_KEY",
            "site_record"]
@@ -221,7 +223,9 @@ _PRIOR_CACHE_SIZE = 32
 def _noise_prior(nz, dtype, device, batch_shape):
     """``nz.distribution(0, 1).expand(batch_shape)``, built once per (noise, dtype, device,
     batch shape, validation flag): distributions are immutable, and building one (a torch
-    Gumbel is a TransformedDistribution) costs more than the rest of a small model step."""
+    Gumbel is a TransformedDistribution) costs more than the rest of a small model step.
+    A Gumbel prior is a :class:`~pyro_ar.distributions.FastGumbel` (the same distribution):
+    ``pyro.plate`` re-expands every site's distribution at every call."""
     ident = nz.cache_key
     key = (type(nz), ident if ident is not None else id(nz), dtype, str(device), tuple(batch_shape),
            torch.distributions.Distribution._validate_args)
@@ -229,7 +233,10 @@ def _noise_prior(nz, dtype, device, batch_shape):
     if hit is not None and (ident is not None or hit[0] is nz):
         return hit[1]
     zero = torch.zeros((), dtype=dtype, device=device)
-    prior = nz.distribution(zero, torch.ones_like(zero)).expand(batch_shape)
+    prior = nz.distribution(zero, torch.ones_like(zero))
+    if type(prior) is Gumbel:  # the same law, with an O(1) expand (each plate expands its sites)
+        prior = FastGumbel(prior.loc, prior.scale)
+    prior = prior.expand(batch_shape)
     if len(_PRIOR_CACHE) >= _PRIOR_CACHE_SIZE:
         _PRIOR_CACHE.pop(next(iter(_PRIOR_CACHE)))
     _PRIOR_CACHE[key] = (nz, prior)

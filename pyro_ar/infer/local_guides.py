@@ -213,9 +213,9 @@ class GumbelLocalGuide(_LocalGuide):
         self.local_first = bool(local_first)
         self.rho = rho or _default_rho
         self.init_log_eta = init_log_eta
-        self._num_forward = 0
-        self._num_updates = 0
-        self._warned = False
+        # forward calls, natural steps, warned (a plain list: a PyroModule attribute
+        # assignment per step costs more than the rest of q)
+        self._counts = [0, 0, False]
         super().__init__(model, sites=sites, sparse=sparse, create_plates=create_plates)
 
     def _init_site(self, name, info):
@@ -235,11 +235,12 @@ class GumbelLocalGuide(_LocalGuide):
         log_eta_all = self.log_eta(name)
         if self.local_step == "natural":
             loc = log_eta_all.detach().index_select(0, idx)
-            record = LocalStep(True, partial(self._natural_step, name, idx), self.local_first)
-            self._num_forward += 1
-            if self._num_forward > 3 and self._num_updates == 0 and not self._warned \
-                    and torch.is_grad_enabled():
-                self._warned = True
+            record = LocalStep(True, partial(self._natural_step, name, idx, log_eta_all),
+                               self.local_first)
+            counts = self._counts
+            counts[0] += 1
+            if counts[0] > 3 and counts[1] == 0 and not counts[2] and torch.is_grad_enabled():
+                counts[2] = True
                 warnings.warn(
                     "GumbelLocalGuide(local_step='natural') has not been updated: its eta step is "
                     "performed by pyro_ar.infer.ClosedFormELBO; with other ELBOs use "
@@ -250,16 +251,17 @@ class GumbelLocalGuide(_LocalGuide):
         return FastGumbel(loc, torch.ones_like(loc)), {INFER_KEY: record}
 
     @torch.no_grad()
-    def _natural_step(self, name, idx, log_eta_target):
-        r""":math:`\eta \leftarrow (1-\rho)\eta + \rho\tilde\eta` in log space for the rows ``idx``."""
-        log_eta_all = self.log_eta(name).unconstrained()
+    def _natural_step(self, name, idx, log_eta_all, log_eta_target):
+        r""":math:`\eta \leftarrow (1-\rho)\eta + \rho\tilde\eta` in log space for the rows ``idx``
+        of ``log_eta_all`` (the site's parameter as the guide read it)."""
+        log_eta_all = log_eta_all.unconstrained()
         visits = getattr(self, f"{name}_visits")
         rho = self.rho(visits.index_select(0, idx)).to(log_eta_all.dtype)
         old = log_eta_all.index_select(0, idx)
         new = torch.logaddexp(torch.log1p(-rho) + old, torch.log(rho) + log_eta_target.to(old.dtype))
         log_eta_all.index_copy_(0, idx, new)
         visits.index_add_(0, idx, torch.ones_like(idx))
-        self._num_updates += 1
+        self._counts[1] += 1
         return new
 
 
