@@ -24,6 +24,7 @@ so that models and guides import them alike.
 """
 
 import dataclasses
+import math
 from typing import Callable, Optional
 
 import torch
@@ -202,14 +203,15 @@ class AugmentedCategorical(ClassSumLikelihood):
         :class:`pyro_ar.infer.ClosedFormELBO`). Computed in log space, so no overflow; a
         subsample holding only the label gives :math:`-\infty` with zero (not NaN) gradients.
         """
-        d, weight = self.utility_differences(value)
-        d, weight = torch.broadcast_tensors(d, weight)
-        keep = weight > 0
-        x = torch.where(keep, weight.clamp(min=torch.finfo(d.dtype).tiny).log() - d,
-                        torch.full_like(d, -float("inf")))
-        any_keep = keep.any(-1)  # (no data-dependent branch: no device sync in the hot path)
-        safe = torch.where(any_keep.unsqueeze(-1), x, torch.zeros_like(x))
-        return torch.where(any_keep, safe.logsumexp(-1), torch.full_like(safe[..., 0], -float("inf")))
+        g = self.gather_utilities(value)
+        w = g.weight
+        # log a_j + psi_k'_j - psi_y where a_j > 0; -inf where a_j = 0 (the label itself)
+        x = torch.where(w > 0, w.log() + (g.negatives - g.label), -math.inf)
+        # a row without any other class is all -inf: clamped to the lowest finite value its
+        # gradient is 0 instead of NaN (clamped entries pass none), then log S_hat = -inf
+        lowest = torch.finfo(x.dtype).min
+        log_s = x.clamp(min=lowest).logsumexp(-1)
+        return log_s.masked_fill(log_s <= lowest, -math.inf)  # (no data-dependent branch)
 
     def __repr__(self):
         return (f"AugmentedCategorical(batch_shape={tuple(self.batch_shape)}, num_classes="
