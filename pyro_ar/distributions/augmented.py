@@ -229,7 +229,7 @@ def _noise_prior(nz, dtype, device, batch_shape):
     A Gumbel prior is a :class:`~pyro_ar.distributions.FastGumbel` (the same distribution):
     ``pyro.plate`` re-expands every site's distribution at every call."""
     ident = nz.cache_key
-    key = (type(nz), ident if ident is not None else id(nz), dtype, str(device), tuple(batch_shape),
+    key = (type(nz), ident if ident is not None else id(nz), dtype, device, tuple(batch_shape),
            torch.distributions.Distribution._validate_args)
     hit = _PRIOR_CACHE.get(key)
     if hit is not None and (ident is not None or hit[0] is nz):

@@ -165,6 +165,29 @@ def test_guide_without_record_goes_through_trace_mean_field():
     assert abs(draws.mean() - ref.mean()) < 4 * se
 
 
+@pytest.mark.parametrize("local_first", [False, True])
+def test_without_validation_kl_only_sites_skip_their_densities(local_first, validation_off):
+    """Validation off: the noise sites whose term is the Gumbel KL get no log_prob / score
+    parts (nothing reads them), and the loss and the eta step are exactly those computed
+    with every density (validation on)."""
+    psi, y = _problem(B=6, K=11)
+    model = _dense_model(psi, y, num_negatives=4)
+    results = []
+    for validate in (False, True):
+        pyro.clear_param_store()
+        pyro.set_rng_seed(3)
+        pyro.enable_validation(validate)
+        guide = GumbelLocalGuide(model, local_first=local_first)
+        elbo = ClosedFormELBO()
+        loss = elbo.loss_and_grads(model, guide)
+        model_trace, guide_trace = elbo._get_trace(model, guide, (), {})
+        assert ("log_prob" in model_trace.nodes["y_eps"]) == validate
+        assert ("score_parts" in guide_trace.nodes["y_eps"]) == validate
+        results.append((loss, guide.log_eta("y_eps").detach().clone()))
+    pyro.enable_validation(False)
+    assert results[0][0] == results[1][0] and torch.equal(results[0][1], results[1][1])
+
+
 def test_noise_site_record_reaches_the_guides():
     """sample_categorical marks the noise site with a NoiseSite; is_noise_site and the local
     guides read it (noise, num_classes); a hand-made NoiseSite works the same way."""
