@@ -29,7 +29,8 @@ robust on a shared machine). ``torch.set_num_threads(1)`` in every worker.
 Two paired measurements, each in ONE process alternating blocks of 10 steps so that load
 changes hit all variants alike (separate processes measured minutes apart differ by up to
 1.7x on this shared machine): the Pyro-overhead ratio (``--paired``, K = 10^5: the Pyro A&R
-step with validation on and off, and the hand-written steps), and the flatness ratio
+step with validation on and off, and the hand-written steps; reported as the ratio of the
+medians and as the median over rounds of the per-round ratio), and the flatness ratio
 (``--paired-flat``: the Pyro A&R step and the hand-written one at the smallest and the
 largest K).
 
@@ -323,8 +324,17 @@ def paired(K, D, B, S, N, device, blocks, block):
     pyro.enable_validation(True)
     out = dict(K=K, D=D, B=B, S=S, N=N, device=device, blocks=blocks, block=block,
                wall_median={k: statistics.median(v) for k, v in wall.items()},
-               cpu_median={k: statistics.median(v) for k, v in cpu.items()})
+               cpu_median={k: statistics.median(v) for k, v in cpu.items()},
+               cpu_round_ratio=_round_ratios(cpu, block, "ar_torch_lazy"))
     print("RESULT " + json.dumps(out), flush=True)
+
+
+def _round_ratios(times, block, reference):
+    """Median over rounds of (a variant's median step / the reference's median step in the
+    same round): each round runs every variant for one block, back to back, so a load change
+    between rounds cancels (steadier than the ratio of overall medians on a busy machine)."""
+    med = {k: [statistics.median(v[i:i + block]) for i in range(0, len(v), block)] for k, v in times.items()}
+    return {k: statistics.median(a / b for a, b in zip(v, med[reference])) for k, v in med.items()}
 
 
 def paired_flat(K_lo, K_hi, D, B, S, N, device, blocks, block):
@@ -499,6 +509,9 @@ def main(argv=None):
             ratios[f"paired_pyro_novalidate_over_torch_lazy_K{pair['K']}_{tag}"] = (
                 med["pyro_novalidate"] / med["ar_torch_lazy"])
             ratios[f"paired_pyro_over_torch_sparseadam_K{pair['K']}_{tag}"] = med["pyro_validate"] / med["ar_torch"]
+        for k, r in pair.get("cpu_round_ratio", {}).items():
+            if k != "ar_torch_lazy":
+                ratios[f"paired_{k}_over_torch_lazy_K{pair['K']}_cpu_per_round"] = r
         print(f"  paired at K={pair['K']} (ms, wall / cpu): " + ", ".join(
             f"{k} {1e3 * pair['wall_median'][k]:.2f} / {1e3 * pair['cpu_median'][k]:.2f}"
             for k in pair["wall_median"]))

@@ -94,6 +94,12 @@ def sample_without_replacement(n: int, k: int, shape=(), device=None, generator=
     # (about k^2/(2n) for k << n), so that a redraw is rare
     repeats = k * k / (2.0 * n)
     m = k + int(math.ceil(repeats + 6.0 * math.sqrt(repeats) + 2))
+    if rows == 1:  # one row (a plate's subsample, shared negatives): fewer, flat ops
+        draws = torch.randint(0, n, (m,), device=device, generator=generator)
+        filled = _first_distinct(draws)
+        if filled.numel() >= k:
+            return filled[:k].reshape(shape + (k,))
+        m = 2 * m  # rare: redraw, as below
     todo = None  # rows still to fill (None: all)
     while True:
         r = rows if todo is None else todo.numel()
@@ -121,6 +127,14 @@ def sample_without_replacement(n: int, k: int, shape=(), device=None, generator=
             if todo.numel() == 0:
                 return out.reshape(shape + (k,))
         m = 2 * m
+
+
+def _first_distinct(draws: torch.Tensor) -> torch.Tensor:
+    """The distinct values of a 1-D tensor, each at its first occurrence, in draw order."""
+    sorted_draws, perm = draws.sort(stable=True)
+    first_sorted = torch.ones_like(sorted_draws, dtype=torch.bool)
+    torch.ne(sorted_draws[1:], sorted_draws[:-1], out=first_sorted[1:])
+    return draws[torch.empty_like(first_sorted).scatter_(0, perm, first_sorted)]
 
 
 def _check_num_negatives(num_negatives):

@@ -50,6 +50,45 @@ def test_sample_without_replacement_uniform_over_subsets(n, k):
     assert _chisquare_uniform(counts) > ALPHA
 
 
+@pytest.mark.parametrize("n,k", [(20_000, 512), (100_000, 64), (41, 10), (9, 2)])
+def test_single_row_fast_path_equals_the_batched_path(n, k):
+    """One row (shape ()) takes a flat path: on the same draws it returns exactly what the
+    batched path returns for a batch of one row (the first k distinct draws, in order)."""
+    for seed in range(30):
+        torch.manual_seed(seed)
+        one = sample_without_replacement(n, k)
+        torch.manual_seed(seed)
+        batched = sample_without_replacement(n, k, (1,))[0]
+        assert torch.equal(one, batched), (n, k, seed)
+
+
+def test_single_row_path_is_uniform_ordered():
+    """n = 41, k = 10 one row at a time: each position of the ordered subset is uniform
+    over range(n) (chi-square at level ALPHA / 10 per position)."""
+    out = torch.stack([sample_without_replacement(41, 10) for _ in range(4000)])
+    s, _ = out.sort(-1)
+    assert (s[:, 1:] != s[:, :-1]).all()
+    for j in range(10):
+        assert _chisquare_uniform(torch.bincount(out[:, j], minlength=41)) > ALPHA / 10
+
+
+def test_single_row_path_redraws_when_too_few_distinct(monkeypatch):
+    """If a single row's draws hold fewer than k distinct values (rare: forced here), the
+    row is redrawn by the general path and the result is still k distinct values."""
+    import pyro_ar.negatives as negatives
+
+    calls, first_distinct = [], negatives._first_distinct
+
+    def too_few(draws):
+        calls.append(1)
+        return first_distinct(draws)[:3]
+
+    monkeypatch.setattr(negatives, "_first_distinct", too_few)
+    out = sample_without_replacement(1000, 20)
+    assert calls and out.shape == (20,) and out.unique().numel() == 20
+    assert out.min() >= 0 and out.max() < 1000
+
+
 @pytest.mark.parametrize("n,k", [(50, 5), (41, 10), (12, 5), (30, 30)])
 def test_sample_without_replacement_uniform_marginals(n, k):
     # (41, 10) draws enough repeats that some rows take the redraw path

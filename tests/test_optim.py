@@ -3,8 +3,9 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
-from pyro_ar.optim import ADVIStepSize, LazyAdam
+from pyro_ar.optim import ADVIStepSize, LazyAdam, advi_step_size, lazy_adam
 
 
 def _quadratic_grads(p, target):
@@ -116,3 +117,73 @@ def test_state_dict_round_trip_continues_bit_identically(cls, sparse):
     run(W_resumed, opt_resumed, rows[4:])
     assert torch.equal(W_resumed.detach(), W_ref.detach())
     assert torch.equal(opt_resumed.state[W_resumed]["row_step"], opt_ref.state[W_ref]["row_step"])
+
+
+# ---------------------------------------------------------------- the Pyro wrappers
+def _svi_run(optim, steps=6, natural=True, seed=0):
+    """A&R softmax SVI steps (natural eta: the guide's eta never has a gradient)."""
+    import pyro
+    from pyro.infer import SVI
+
+    from pyro_ar.datasets import make_linear_teacher
+    from pyro_ar.infer import ClosedFormELBO, GumbelLocalGuide
+    from pyro_ar.models import LinearClassifier
+
+    pyro.clear_param_store()
+    pyro.set_rng_seed(seed)
+    data = make_linear_teacher(300, 4, 40, seed=0)
+    model = LinearClassifier(4, 40, num_negatives=5, strategy="shared", subsample_size=32, sparse=True)
+    guide = GumbelLocalGuide(model, create_plates=model.create_plates,
+                             local_step="natural" if natural else "gradient")
+    svi = SVI(model, guide, optim, ClosedFormELBO())
+    losses = [svi.step(data.x, data.y) for _ in range(steps)]
+    store = pyro.get_param_store()
+    params = {n: store[n].detach().clone() for n in store.keys()}
+    state = svi.optim.get_state()
+    pyro.clear_param_store()
+    return losses, params, state
+
+
+@pytest.mark.parametrize("natural", [True, False])
+@pytest.mark.parametrize("make,cls", [(lazy_adam, LazyAdam), (advi_step_size, ADVIStepSize)])
+def test_pyro_wrapper_steps_exactly_like_pyro_optim(make, cls, natural):
+    """lazy_adam / advi_step_size (skip gradient-free params, direct updates, released
+    grads) give bit-identical trajectories to the stock PyroOptim of the same optimizer,
+    create no optimizer for a parameter that never gets a gradient (the natural eta), and
+    keep PyroOptim's per-parameter state format."""
+    from pyro.optim import PyroOptim
+
+    losses, params, state = _svi_run(make({"lr": 0.05}), natural=natural)
+    ref_losses, ref_params, ref_state = _svi_run(PyroOptim(cls, {"lr": 0.05}), natural=natural)
+    assert losses == ref_losses
+    assert params.keys() == ref_params.keys()
+    assert all(torch.equal(params[n], ref_params[n]) for n in params)
+    eta = [n for n in ref_state if "log_eta" in n]
+    assert eta and (eta[0] in state) == (not natural)
+    for n in state:
+        for key, value in state[n]["state"][0].items():
+            ref = ref_state[n]["state"][0][key]
+            assert torch.equal(value, ref) if torch.is_tensor(value) else value == ref
+
+
+def test_pyro_wrapper_runs_step_hooks_and_releases_grads():
+    """With an optimizer step hook registered, the hook still runs every step; the
+    gradients consumed by a step are released (None), those of skipped params untouched."""
+    calls = []
+    handle = register_optimizer_step_post_hook(lambda opt, a, k: calls.append(1))
+    try:
+        _svi_run(lazy_adam({"lr": 0.05}), steps=3)
+    finally:
+        handle.remove()
+    assert len(calls) == 3 * 2  # W and b, each step
+    optim = lazy_adam({"lr": 0.1})
+    import pyro
+
+    pyro.clear_param_store()
+    w = pyro.param("w", torch.zeros(3)).unconstrained()
+    frozen = pyro.param("frozen", torch.zeros(2)).unconstrained()
+    (w - 1).pow(2).sum().backward()
+    optim([w, frozen])
+    assert w.grad is None and frozen.grad is None and w.detach().abs().sum() > 0
+    assert list(optim.optim_objs) == [w]
+    pyro.clear_param_store()

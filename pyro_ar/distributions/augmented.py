@@ -14,14 +14,24 @@ is an unbiased estimate from a fresh class subsample at every call
 (:mod:`pyro_ar.negatives`). The :math:`\log\phi(\varepsilon)` term belongs to the noise
 sample site, whose prior is ``noise.distribution()``; :func:`sample_categorical` emits both
 sites in one line of a Pyro model.
+
+The components that meet at the noise site talk through typed records under one ``infer``
+key, :data:`INFER_KEY`: the model side marks the site with a :class:`NoiseSite` (found by
+:func:`pyro_ar.infer.is_noise_site` and the local guides), and a local guide marks its
+:math:`q(\varepsilon)` site with a :class:`LocalStep` (read by
+:class:`pyro_ar.infer.ClosedFormELBO`). Both are defined here, below the inference layer,
+so that models and guides import them alike.
 """
 
-from typing import Optional
+import dataclasses
+import math
+from typing import Callable, Optional
 
 import torch
 from torch.distributions import constraints
 
 import pyro
+from pyro.distributions import Gumbel
 from pyro.distributions.util import broadcast_shape
 
 from ..negatives import Negatives
@@ -29,8 +39,77 @@ from ..noise import get_noise
 from ..utility import as_utility
 from .categorical import UtilityCategorical
 from .class_sum import ClassSumLikelihood, masked_weighted_sum
+from .noise_distribution import FastGumbel
 
-__all__ = ["AugmentedCategorical", "sample_categorical"]
+__all__ = ["AugmentedCategorical", "sample_categorical", "NoiseSite", "LocalStep", "INFER_KEY",
+           "site_record"]
+
+#: The one ``infer`` key of a noise site (model side: a :class:`NoiseSite`; guide side: a
+#: :class:`LocalStep`).
+INFER_KEY = "pyro_ar"
+
+
+@dataclasses.dataclass(frozen=True)
+class NoiseSite:
+    r"""What the model says about a noise site: ``infer={INFER_KEY: NoiseSite(...)}``.
+
+    :param noise: the :class:`~pyro_ar.noise.Noise` of the utility model (prior :math:`\phi`).
+    :param str label_site: name of the label site whose factor uses this noise.
+    :param num_classes: K (None if unknown).
+
+    Example:
+
+    >>> import torch, pyro.poutine as poutine
+    >>> import pyro_ar as ar
+    >>> from pyro_ar.distributions.augmented import NoiseSite, site_record
+    >>> tr = poutine.trace(lambda: ar.sample_categorical("y", torch.zeros(2, 5), obs=torch.tensor([0, 1]))).get_trace()
+    >>> rec = site_record(tr.nodes["y_eps"], NoiseSite)
+    >>> rec.noise.name, rec.label_site, rec.num_classes
+    ('gumbel', 'y', 5)
+    """
+
+    noise: object
+    label_site: str
+    num_classes: Optional[int] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalStep:
+    r"""What a local guide says about its :math:`q(\varepsilon)` site: ``infer={INFER_KEY: LocalStep(...)}``.
+
+    :param bool unit_gumbel: q is :math:`\mathrm{Gumbel}(\cdot, 1)` by construction (so the
+        ELBO need not check the scale tensor: a device sync).
+    :param natural_step: ``log_eta_target -> updated log_eta`` for the minibatch's rows, the
+        closed-form natural-gradient step that :class:`~pyro_ar.infer.ClosedFormELBO` applies
+        (None: q's parameters are trained by the optimizer only).
+    :param bool local_first: apply ``natural_step`` before the gradient step (Algorithm 1
+        of Ruiz et al. 2018) rather than after it.
+
+    Example:
+
+    >>> from pyro_ar.distributions.augmented import INFER_KEY, LocalStep, site_record
+    >>> site = {"type": "sample", "infer": {INFER_KEY: LocalStep(unit_gumbel=True)}}
+    >>> site_record(site, LocalStep)
+    LocalStep(unit_gumbel=True, natural_step=None, local_first=False)
+    """
+
+    unit_gumbel: bool = False
+    natural_step: Optional[Callable] = None
+    local_first: bool = False
+
+
+def site_record(msg, kind):
+    """The record of type ``kind`` (:class:`NoiseSite` or :class:`LocalStep`) a Pyro
+    message or trace node carries under :data:`INFER_KEY`, or None.
+
+    Example:
+
+    >>> from pyro_ar.distributions.augmented import LocalStep, NoiseSite, site_record
+    >>> site_record({"type": "sample", "infer": {}}, NoiseSite) is None
+    True
+    """
+    rec = (msg.get("infer") or {}).get(INFER_KEY)
+    return rec if isinstance(rec, kind) else None
 
 
 class AugmentedCategorical(ClassSumLikelihood):
@@ -124,14 +203,15 @@ class AugmentedCategorical(ClassSumLikelihood):
         :class:`pyro_ar.infer.ClosedFormELBO`). Computed in log space, so no overflow; a
         subsample holding only the label gives :math:`-\infty` with zero (not NaN) gradients.
         """
-        d, weight = self.utility_differences(value)
-        d, weight = torch.broadcast_tensors(d, weight)
-        keep = weight > 0
-        x = torch.where(keep, weight.clamp(min=torch.finfo(d.dtype).tiny).log() - d,
-                        torch.full_like(d, -float("inf")))
-        any_keep = keep.any(-1)  # (no data-dependent branch: no device sync in the hot path)
-        safe = torch.where(any_keep.unsqueeze(-1), x, torch.zeros_like(x))
-        return torch.where(any_keep, safe.logsumexp(-1), torch.full_like(safe[..., 0], -float("inf")))
+        g = self.gather_utilities(value)
+        w = g.weight
+        # log a_j + psi_k'_j - psi_y where a_j > 0; -inf where a_j = 0 (the label itself)
+        x = torch.where(w > 0, w.log() + (g.negatives - g.label), -math.inf)
+        # a row without any other class is all -inf: clamped to the lowest finite value its
+        # gradient is 0 instead of NaN (clamped entries pass none), then log S_hat = -inf
+        lowest = torch.finfo(x.dtype).min
+        log_s = x.clamp(min=lowest).logsumexp(-1)
+        return log_s.masked_fill(log_s <= lowest, -math.inf)  # (no data-dependent branch)
 
     def __repr__(self):
         return (f"AugmentedCategorical(batch_shape={tuple(self.batch_shape)}, num_classes="
@@ -145,15 +225,20 @@ _PRIOR_CACHE_SIZE = 32
 def _noise_prior(nz, dtype, device, batch_shape):
     """``nz.distribution(0, 1).expand(batch_shape)``, built once per (noise, dtype, device,
     batch shape, validation flag): distributions are immutable, and building one (a torch
-    Gumbel is a TransformedDistribution) costs more than the rest of a small model step."""
+    Gumbel is a TransformedDistribution) costs more than the rest of a small model step.
+    A Gumbel prior is a :class:`~pyro_ar.distributions.FastGumbel` (the same distribution):
+    ``pyro.plate`` re-expands every site's distribution at every call."""
     ident = nz.cache_key
-    key = (type(nz), ident if ident is not None else id(nz), dtype, str(device), tuple(batch_shape),
+    key = (type(nz), ident if ident is not None else id(nz), dtype, device, tuple(batch_shape),
            torch.distributions.Distribution._validate_args)
     hit = _PRIOR_CACHE.get(key)
     if hit is not None and (ident is not None or hit[0] is nz):
         return hit[1]
     zero = torch.zeros((), dtype=dtype, device=device)
-    prior = nz.distribution(zero, torch.ones_like(zero)).expand(batch_shape)
+    prior = nz.distribution(zero, torch.ones_like(zero))
+    if type(prior) is Gumbel:  # the same law, with an O(1) expand (each plate expands its sites)
+        prior = FastGumbel(prior.loc, prior.scale)
+    prior = prior.expand(batch_shape)
     if len(_PRIOR_CACHE) >= _PRIOR_CACHE_SIZE:
         _PRIOR_CACHE.pop(next(iter(_PRIOR_CACHE)))
     _PRIOR_CACHE[key] = (nz, prior)
@@ -196,8 +281,7 @@ def sample_categorical(name: str, utility, obs: Optional[torch.Tensor] = None, n
     nz = get_noise(noise)
     eps_site = f"{name}_eps"
     prior = _noise_prior(nz, psi.dtype, psi.device, psi.batch_shape)
-    eps = pyro.sample(eps_site, prior, infer={"ar_noise": nz, "ar_label_site": name,
-                                                "ar_num_classes": psi.num_classes})
+    eps = pyro.sample(eps_site, prior, infer={INFER_KEY: NoiseSite(nz, name, psi.num_classes)})
     if obs is None:
         return pyro.sample(name, UtilityCategorical(psi.full(), nz))
     d = AugmentedCategorical(psi, eps, nz, num_negatives=num_negatives, strategy=strategy,

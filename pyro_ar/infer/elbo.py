@@ -38,6 +38,7 @@ from pyro.poutine.util import prune_subsample_sites
 from pyro.util import check_model_guide_match, check_site_shape
 
 from ..distributions import AugmentedCategorical, FastGumbel, GumbelExpectedFactor  # noqa: F401 (re-exported)
+from ..distributions.augmented import LocalStep, site_record
 from ..noise import GumbelNoise
 
 __all__ = ["ClosedFormELBO"]  # FastGumbel, GumbelExpectedFactor: see pyro_ar.distributions
@@ -54,6 +55,9 @@ def _gumbel_unit_scale(fn):
     return isinstance(fn, Gumbel) and bool((fn.scale == 1).all())
 
 
+_NO_RECORD = LocalStep()  # a guide that says nothing: check the scale, no natural step
+
+
 class _ExpectedFactorMessenger(Messenger):
     """Replaces closed-form-eligible A&R softmax factors by their expectation under q."""
 
@@ -61,6 +65,7 @@ class _ExpectedFactorMessenger(Messenger):
         super().__init__()
         self.guide_trace = guide_trace
         self.updating = updating
+        self.noise_sites = set()  # noise sites of the factors replaced
 
     def _pyro_sample(self, msg):
         fn = msg["fn"]
@@ -69,12 +74,20 @@ class _ExpectedFactorMessenger(Messenger):
             return
         node = self.guide_trace.nodes[fn.eps_site]
         guide_fn = node["fn"]
+        record = site_record(node, LocalStep) or _NO_RECORD
         # GumbelLocalGuide marks its sites (no check of the scale tensor: a device sync)
-        if node["infer"].get("ar_unit_gumbel") or _gumbel_unit_scale(guide_fn):
-            local_step = None
-            if self.updating and node["infer"].get("ar_local_first"):
-                local_step = node["infer"].get("ar_natural_step")
+        if record.unit_gumbel or _gumbel_unit_scale(guide_fn):
+            local_step = record.natural_step if self.updating and record.local_first else None
             msg["fn"] = GumbelExpectedFactor(fn, _unwrap(guide_fn).loc.expand(fn.batch_shape), local_step)
+            self.noise_sites.add(fn.eps_site)
+
+
+def _kl_only_sites(names, model_trace, guide_trace):
+    """Noise sites whose term ``TraceMeanField_ELBO`` takes from the registered Gumbel--Gumbel
+    KL divergence: their log-densities and score parts are never read."""
+    return {n for n in names if n in model_trace.nodes and not model_trace.nodes[n]["is_observed"]
+            and isinstance(model_trace.nodes[n]["fn"], Gumbel)
+            and isinstance(guide_trace.nodes[n]["fn"], Gumbel)}
 
 
 class ClosedFormELBO(TraceMeanField_ELBO):
@@ -108,18 +121,24 @@ class ClosedFormELBO(TraceMeanField_ELBO):
 
     def _get_trace(self, model, guide, args, kwargs):
         guide_trace = poutine.trace(guide, graph_type="flat").get_trace(*args, **kwargs)
-        model = _ExpectedFactorMessenger(guide_trace, self._updating)(model)
-        model_trace = poutine.trace(poutine.replay(model, trace=guide_trace),
+        messenger = _ExpectedFactorMessenger(guide_trace, self._updating)
+        model_trace = poutine.trace(poutine.replay(messenger(model), trace=guide_trace),
                                     graph_type="flat").get_trace(*args, **kwargs)
-        if is_validation_enabled():
+        validating = is_validation_enabled()
+        if validating:
             check_model_guide_match(model_trace, guide_trace, self.max_plate_nesting)
         guide_trace = prune_subsample_sites(guide_trace)
         model_trace = prune_subsample_sites(model_trace)
-        model_trace.compute_log_prob()
+        # without validation (which checks every site's log_prob shape), the densities of
+        # the KL-only noise sites are not computed: nothing reads them
+        skip = set() if validating else _kl_only_sites(messenger.noise_sites, model_trace, guide_trace)
+        model_trace.compute_log_prob(site_filter=lambda name, site: name not in skip)
         if self._updating:
             self._local_first_guide_sites(model_trace, guide_trace)
-        guide_trace.compute_score_parts()
-        if is_validation_enabled():
+        if not skip or any(site["type"] == "sample" and name not in skip
+                           for name, site in guide_trace.nodes.items()):
+            guide_trace.compute_score_parts()
+        if validating:
             for site in list(model_trace.nodes.values()) + list(guide_trace.nodes.values()):
                 if site["type"] == "sample":
                     check_site_shape(site, self.max_plate_nesting)
@@ -146,7 +165,7 @@ class ClosedFormELBO(TraceMeanField_ELBO):
             if site["type"] != "sample" or not isinstance(fn, GumbelExpectedFactor) \
                     or fn.local_step is not None:  # local-first: already stepped
                 continue
-            step = guide_trace.nodes[fn.base.eps_site]["infer"].get("ar_natural_step")
+            step = (site_record(guide_trace.nodes[fn.base.eps_site], LocalStep) or _NO_RECORD).natural_step
             if step is not None and fn.last_log_s is not None:
                 # eta~ = 1 + S_hat, in log space
                 step(torch.logaddexp(torch.zeros_like(fn.last_log_s), fn.last_log_s))

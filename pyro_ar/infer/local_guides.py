@@ -40,6 +40,7 @@ from pyro.infer.autoguide import AutoGuide
 from pyro.nn import PyroParam
 
 from ..distributions import FastGumbel
+from ..distributions.augmented import INFER_KEY, LocalStep, NoiseSite, site_record
 
 __all__ = [
     "GumbelLocalGuide",
@@ -68,7 +69,7 @@ def is_noise_site(msg) -> bool:
     >>> [name for name, site in tr.nodes.items() if site["type"] == "sample" and is_noise_site(site)]
     ['y_eps']
     """
-    return msg.get("type") == "sample" and "ar_noise" in (msg.get("infer") or {})
+    return msg.get("type") == "sample" and site_record(msg, NoiseSite) is not None
 
 
 def hide_noise_sites(model):
@@ -114,12 +115,12 @@ class _LocalGuide(AutoGuide):
                     f"{tuple(batch_shape)} and plates {[f.name for f in frames]}"
                 )
             frame = frames[0]
-            num_classes = site["infer"].get("ar_num_classes")
+            record = site_record(site, NoiseSite)
             self._sites[name] = dict(
                 plate=frame.name,
                 num_data=frame.full_size or frame.size,
-                noise=site["infer"]["ar_noise"],
-                num_classes=num_classes,
+                noise=record.noise,
+                num_classes=record.num_classes,
                 dtype=site["value"].dtype,
                 device=site["value"].device,
             )
@@ -212,9 +213,9 @@ class GumbelLocalGuide(_LocalGuide):
         self.local_first = bool(local_first)
         self.rho = rho or _default_rho
         self.init_log_eta = init_log_eta
-        self._num_forward = 0
-        self._num_updates = 0
-        self._warned = False
+        # forward calls, natural steps, warned (a plain list: a PyroModule attribute
+        # assignment per step costs more than the rest of q)
+        self._counts = [0, 0, False]
         super().__init__(model, sites=sites, sparse=sparse, create_plates=create_plates)
 
     def _init_site(self, name, info):
@@ -232,35 +233,35 @@ class GumbelLocalGuide(_LocalGuide):
 
     def _site_distribution(self, name, info, idx, *args, **kwargs):
         log_eta_all = self.log_eta(name)
-        infer = {"ar_unit_gumbel": True}  # lets ClosedFormELBO skip checking the scale
         if self.local_step == "natural":
             loc = log_eta_all.detach().index_select(0, idx)
-            infer["ar_natural_step"] = partial(self._natural_step, name, idx)
-            if self.local_first:
-                infer["ar_local_first"] = True
-            self._num_forward += 1
-            if self._num_forward > 3 and self._num_updates == 0 and not self._warned \
-                    and torch.is_grad_enabled():
-                self._warned = True
+            record = LocalStep(True, partial(self._natural_step, name, idx, log_eta_all),
+                               self.local_first)
+            counts = self._counts
+            counts[0] += 1
+            if counts[0] > 3 and counts[1] == 0 and not counts[2] and torch.is_grad_enabled():
+                counts[2] = True
                 warnings.warn(
                     "GumbelLocalGuide(local_step='natural') has not been updated: its eta step is "
                     "performed by pyro_ar.infer.ClosedFormELBO; with other ELBOs use "
                     "local_step='gradient'", RuntimeWarning)
         else:
             loc = self._gather(log_eta_all, idx)
-        return FastGumbel(loc, torch.ones_like(loc)), infer
+            record = LocalStep(unit_gumbel=True)  # lets ClosedFormELBO skip checking the scale
+        return FastGumbel(loc, torch.ones_like(loc)), {INFER_KEY: record}
 
     @torch.no_grad()
-    def _natural_step(self, name, idx, log_eta_target):
-        r""":math:`\eta \leftarrow (1-\rho)\eta + \rho\tilde\eta` in log space for the rows ``idx``."""
-        log_eta_all = self.log_eta(name).unconstrained()
+    def _natural_step(self, name, idx, log_eta_all, log_eta_target):
+        r""":math:`\eta \leftarrow (1-\rho)\eta + \rho\tilde\eta` in log space for the rows ``idx``
+        of ``log_eta_all`` (the site's parameter as the guide read it)."""
+        log_eta_all = log_eta_all.unconstrained()
         visits = getattr(self, f"{name}_visits")
         rho = self.rho(visits.index_select(0, idx)).to(log_eta_all.dtype)
         old = log_eta_all.index_select(0, idx)
         new = torch.logaddexp(torch.log1p(-rho) + old, torch.log(rho) + log_eta_target.to(old.dtype))
         log_eta_all.index_copy_(0, idx, new)
         visits.index_add_(0, idx, torch.ones_like(idx))
-        self._num_updates += 1
+        self._counts[1] += 1
         return new
 
 

@@ -81,6 +81,7 @@ import pyro.distributions as dist
 import pyro.poutine as poutine
 
 from ..distributions import AugmentedCategorical, UtilityCategorical
+from ..distributions.augmented import INFER_KEY, NoiseSite
 from ..negatives import Negatives, sample_without_replacement
 from ..likelihoods import AR, Exact
 from .base import CategoricalModel, check_positive_int
@@ -441,8 +442,7 @@ class BayesianLinearClassifier(CategoricalModel):
             zero = torch.zeros((), dtype=x.dtype, device=x.device)
             prior = self.noise.distribution(zero, torch.ones_like(zero)).expand([xb.shape[0]])
             eps = pyro.sample(self.eps_site, prior,
-                              infer={"ar_noise": self.noise, "ar_label_site": self.site,
-                                     "ar_num_classes": self.num_classes})
+                              infer={INFER_KEY: NoiseSite(self.noise, self.site, self.num_classes)})
             neg = Negatives(st.neg_index, st.neg_weight.to(psi.dtype), True)
             d = AugmentedCategorical(psi, eps, self.noise, negatives=neg, eps_site=self.eps_site)
             return pyro.sample(self.site, d, obs=st.label_pos)

@@ -1,6 +1,7 @@
 """Tests of pyro_ar.infer: local guides, the closed-form ELBO, SVI recovery."""
 
 import math
+import pathlib
 
 import pytest
 import torch
@@ -19,7 +20,9 @@ from pyro_ar.infer import (
     GumbelLocalGuide,
     NoiseLocalGuide,
     hide_noise_sites,
+    is_noise_site,
 )
+from pyro_ar.distributions.augmented import INFER_KEY, LocalStep, NoiseSite, site_record
 from pyro_ar.models import LinearClassifier
 from pyro_ar.optim import lazy_adam
 
@@ -104,6 +107,114 @@ def test_natural_step_reaches_optimal_eta():
     before = guide.log_eta("y_eps").detach().clone()
     svi.evaluate_loss()
     assert torch.equal(before, guide.log_eta("y_eps").detach())
+
+
+# ---------------------------------------------------------------- the typed guide -> ELBO record
+def _record_guide(log_eta, record=None, scale=1.0):
+    """A hand-written guide q = Gumbel(log_eta, scale), with an optional LocalStep record."""
+    def guide():
+        with pyro.plate("data", len(log_eta)):
+            infer = {} if record is None else {INFER_KEY: record}
+            pyro.sample("y_eps", dist.Gumbel(log_eta, torch.full_like(log_eta, scale)), infer=infer)
+    return guide
+
+
+@pytest.mark.parametrize("local_first", [False, True])
+def test_closed_form_elbo_applies_the_guides_local_step_record(local_first):
+    """ClosedFormELBO finds the guide's LocalStep under INFER_KEY: its natural_step is called
+    once per SVI step with eta~ = 1 + S (no subsampling: exactly 1/p(y)), before the factor
+    (local_first) or after the gradient; ``loss`` never calls it."""
+    psi, y = _problem(B=5, K=9)
+    model, log_eta = _dense_model(psi, y), torch.zeros(len(y), dtype=torch.float64)
+    targets = []
+
+    def natural_step(target):
+        targets.append(target)
+        return target
+
+    guide = _record_guide(log_eta, LocalStep(True, natural_step, local_first))
+    elbo = ClosedFormELBO()
+    elbo.loss(model, guide)
+    assert targets == []
+    loss = elbo.loss_and_grads(model, guide)
+    assert len(targets) == 1
+    log_eta_star = -psi.log_softmax(-1).gather(-1, y[:, None]).squeeze(-1)
+    assert torch.allclose(targets[0], log_eta_star, atol=1e-10)
+    exact = -psi.log_softmax(-1).gather(-1, y[:, None]).sum().item()
+    if local_first:  # the bound at the updated eta = eta*: tight
+        assert loss == pytest.approx(exact, abs=1e-9)
+    else:            # the bound at eta = 1, strictly looser
+        assert loss > exact + 1e-6
+
+
+def test_guide_without_record_goes_through_trace_mean_field():
+    """No record: a unit-scale Gumbel guide still gets the closed form (the scale is checked),
+    any other guide the stock TraceMeanField estimate (same value in expectation, 4 SE)."""
+    psi, y = _problem(B=4, K=8)
+    model = _dense_model(psi, y)
+    log_eta = torch.log(torch.rand(len(y), dtype=torch.float64) * 10 + 1)
+    marked = ClosedFormELBO().loss(model, _record_guide(log_eta, LocalStep(unit_gumbel=True)))
+    unmarked = ClosedFormELBO().loss(model, _record_guide(log_eta))
+    assert unmarked == pytest.approx(marked, abs=1e-12)
+    # scale 1.5: no closed form; ClosedFormELBO == TraceMeanField_ELBO in distribution
+    guide = _record_guide(log_eta, scale=1.5)
+    draws = torch.tensor([ClosedFormELBO().loss(model, guide) for _ in range(2000)])
+    ref = torch.tensor([TraceMeanField_ELBO().loss(model, guide) for _ in range(2000)])
+    se = (draws.var() / len(draws) + ref.var() / len(ref)).sqrt()
+    assert draws.std() > 0  # Monte Carlo, not the closed form
+    assert abs(draws.mean() - ref.mean()) < 4 * se
+
+
+@pytest.mark.parametrize("local_first", [False, True])
+def test_without_validation_kl_only_sites_skip_their_densities(local_first, validation_off):
+    """Validation off: the noise sites whose term is the Gumbel KL get no log_prob / score
+    parts (nothing reads them), and the loss and the eta step are exactly those computed
+    with every density (validation on)."""
+    psi, y = _problem(B=6, K=11)
+    model = _dense_model(psi, y, num_negatives=4)
+    results = []
+    for validate in (False, True):
+        pyro.clear_param_store()
+        pyro.set_rng_seed(3)
+        pyro.enable_validation(validate)
+        guide = GumbelLocalGuide(model, local_first=local_first)
+        elbo = ClosedFormELBO()
+        loss = elbo.loss_and_grads(model, guide)
+        model_trace, guide_trace = elbo._get_trace(model, guide, (), {})
+        assert ("log_prob" in model_trace.nodes["y_eps"]) == validate
+        assert ("score_parts" in guide_trace.nodes["y_eps"]) == validate
+        results.append((loss, guide.log_eta("y_eps").detach().clone()))
+    pyro.enable_validation(False)
+    assert results[0][0] == results[1][0] and torch.equal(results[0][1], results[1][1])
+
+
+def test_noise_site_record_reaches_the_guides():
+    """sample_categorical marks the noise site with a NoiseSite; is_noise_site and the local
+    guides read it (noise, num_classes); a hand-made NoiseSite works the same way."""
+    psi, y = _problem(B=3, K=7)
+    tr = poutine.trace(_dense_model(psi, y, noise="normal")).get_trace()
+    rec = site_record(tr.nodes["y_eps"], NoiseSite)
+    assert (rec.noise.name, rec.label_site, rec.num_classes) == ("normal", "y", 7)
+    assert is_noise_site(tr.nodes["y_eps"]) and not is_noise_site(tr.nodes["y"])
+
+    def model():
+        with pyro.plate("data", 3):
+            pyro.sample("z", dist.Normal(torch.zeros(3), 1.0),
+                        infer={INFER_KEY: NoiseSite(ar.get_noise("normal"), "w", 11)})
+    guide = NoiseLocalGuide(model)
+    guide()
+    assert guide._sites["z"]["num_classes"] == 11 and guide._sites["z"]["noise"].name == "normal"
+    with pytest.raises(ValueError, match="no noise site"):  # a string key is not a record
+        NoiseLocalGuide(lambda: pyro.sample("z", dist.Normal(0.0, 1.0), infer={INFER_KEY: "normal"}))()
+
+
+def test_no_loose_string_infer_keys_left():
+    """The records replaced the loose infer keys everywhere in the package."""
+    root = pathlib.Path(ar.__file__).parent
+    old = ("ar_noise", "ar_label_site", "ar_num_classes", "ar_unit_gumbel", "ar_natural_step",
+           "ar_local_first")
+    hits = [(str(p.relative_to(root)), k) for p in root.rglob("*.py") for k in old if k in p.read_text()]
+    assert not hits, hits
 
 
 # ---------------------------------------------------------------- bounds for any q
