@@ -11,7 +11,9 @@ into one error that names the path and what is wrong.
 
 import contextlib
 import os
+import pickle
 import tempfile
+import zipfile
 from typing import Dict, Optional, Type
 
 import torch
@@ -46,10 +48,12 @@ def atomic_save(payload, path) -> None:
         raise
 
 
-def load_payload(path, fmt: str, version: int, error: Type[Exception] = ValueError,
-                 map_location=None, what: Optional[str] = None) -> Dict:
+def load_payload(path, fmt: str, version, error: Type[Exception] = ValueError,
+                 map_location=None, what: Optional[str] = None, weights_only: bool = True) -> Dict:
     """Read a payload written by :func:`atomic_save` whose ``"format"`` is ``fmt`` and
-    ``"version"`` is ``version``; any other file raises ``error`` naming ``path``.
+    ``"version"`` is ``version`` (an int, or a tuple of the versions read); any other file
+    raises ``error`` naming ``path``.
+    ``weights_only=False`` unpickles arbitrary objects: only for files you trust.
 
     Example:
 
@@ -72,13 +76,19 @@ def load_payload(path, fmt: str, version: int, error: Type[Exception] = ValueErr
     if os.path.getsize(path_s) == 0:
         raise error(f"{path_s!r} is empty, not {what}")
     try:
-        payload = torch.load(path_s, map_location=map_location, weights_only=True)
+        payload = torch.load(path_s, map_location=map_location, weights_only=weights_only)
     except Exception as e:  # noqa: BLE001  (corrupt, truncated, pickled objects, not torch)
-        raise error(f"cannot read the file {path_s!r} as {what} (corrupt, truncated, or not a weights-only "
+        if weights_only and isinstance(e, pickle.UnpicklingError) and zipfile.is_zipfile(path_s):
+            raise error(f"{path_s!r} holds Python objects other than tensors, containers, numbers "
+                        f"and strings, so it is not loaded with weights_only=True; if you wrote "
+                        f"it yourself and trust it, load it with weights_only=False") from e
+        raise error(f"cannot read the file {path_s!r} as {what} (corrupt, truncated, or not a "
                     f"torch file): {type(e).__name__}: {str(e)[:200]}") from e
     if not (isinstance(payload, dict) and payload.get("format") == fmt):
         raise error(f"{path_s!r} is not {what}")
-    if payload.get("version") != version:
+    versions = version if isinstance(version, tuple) else (version,)
+    if payload.get("version") not in versions:
         raise error(f"{path_s!r} has format version {payload.get('version')!r}; this pyro_ar "
-                    f"reads version {version}")
+                    f"reads version{'s' if len(versions) > 1 else ''} "
+                    f"{', '.join(map(str, versions))}")
     return payload

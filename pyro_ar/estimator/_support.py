@@ -26,7 +26,7 @@ _WEIGHTS = ("mle", "map", "bayes")
 _LIKELIHOODS = ("auto", "ar", "exact")
 _SITE = "y"  # the label site of LinearClassifier; its noise site is "y_eps"
 _FORMAT = "pyro_ar.ARClassifier"
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2  # 2: standardisation and likelihood_; 1 is still read
 _MAX_SEED = 2**31 - 1
 
 
@@ -141,14 +141,18 @@ class SparseRows:
 def fit_scaler(X):
     """Per-feature ``(mean, scale)`` for standardising ``X``: dense -- mean and standard
     deviation; sparse -- no centring (mean 0, the sparsity is kept) and the root mean square.
-    Constant features get scale 1."""
+
+    Each scale is floored at the median of the features' (nonzero) scales, so that a nearly
+    constant feature (e.g. a border pixel that is almost always 0) is not blown up into huge
+    values at the few points where it is not; constant features get that floor too."""
     if sp is not None and sp.issparse(X):
         mean = np.zeros(X.shape[1])
         scale = np.sqrt(np.asarray(X.multiply(X).mean(axis=0)).reshape(-1))
     else:
         mean, scale = X.mean(axis=0), X.std(axis=0)
-    scale = np.where(scale > 0, scale, 1.0)
-    return mean, scale
+    positive = scale[scale > 0]
+    floor = np.median(positive) if positive.size else 1.0
+    return mean, np.maximum(scale, floor)
 
 
 def apply_scaler(X, mean, scale):

@@ -11,6 +11,7 @@ import pyro
 from pyro.distributions import constraints as pyro_constraints
 from pyro.infer import SVI
 
+from ..files import atomic_save, load_payload
 from ..evaluation import UtilitySource, log_likelihood, predict_log_proba, top_k
 from ..infer import ClosedFormELBO, EarlyStopping, LearningRateDecay, default_guide, train
 from ..models import LinearClassifier
@@ -58,15 +59,19 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     :param strategy: ``"per_datapoint"`` (the paper's), ``"shared"`` (one set per
         minibatch) or ``"importance"`` (shared draws from the training class
         frequencies^0.75).
-    :param weights: ``"mle"``, ``"map"`` (Gaussian prior) or ``"bayes"`` (mean-field
-        Gaussian posterior, ``AutoNormal``).
+    :param weights: ``"map"`` (default: Gaussian prior, like scikit-learn's L2 penalty with
+        ``C = prior_scale**2``), ``"mle"`` or ``"bayes"`` (mean-field Gaussian posterior,
+        ``AutoNormal``).
     :param prior_scale: standard deviation s of the prior N(0, s^2) on every weight and
         bias (``"map"`` and ``"bayes"``).
     :param batch_size: datapoints per SVI step (clipped to the training size).
     :param max_epochs: passes over the data (one epoch = ceil(n_train / batch_size)
-        steps on random minibatches).
-    :param num_steps: if given, the exact number of SVI steps (overrides ``max_epochs``).
-    :param learning_rate: Adam step size of the global parameters (lazy Adam: sparse rows).
+        steps on random minibatches); small data sets get more, up to ``min_steps`` steps.
+    :param num_steps: if given, the exact number of SVI steps (overrides ``max_epochs`` and
+        ``min_steps``).
+    :param learning_rate: initial Adam step size of the global parameters (lazy Adam:
+        sparse rows), decayed linearly to 5% of it over the run
+        (:class:`~pyro_ar.infer.LearningRateDecay`).
     :param local_learning_rate: Adam step size of the per-datapoint variational
         parameters (non-Gumbel noises; the Gumbel local step is a natural-gradient step).
     :param num_posterior_samples: posterior draws averaged by ``predict_proba`` and the
@@ -82,8 +87,18 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         pyro (and the validation split) during fit; two fits with the same int give
         identical predictions (on CPU).
     :param device: torch device for training and prediction (``"cpu"``, ``"cuda"``, ...).
-    :param verbose: show a tqdm progress bar with the running ELBO per datapoint (and the
-        validation log-likelihood) during fit.
+    :param verbose: show a tqdm progress bar with the running loss (and the validation
+        log-likelihood) during fit.
+    :param standardize: standardise the features inside the estimator (the fitted scaling
+        is applied again at prediction): dense -- centred and divided by their standard
+        deviation, floored at the median one; sparse -- divided by their root mean square
+        (no centring, the sparsity is kept). Raw, unscaled features then work with the
+        default step size.
+    :param likelihood: ``"auto"`` (default: the exact softmax when the noise is Gumbel and
+        ``num_negatives >= K - 1`` -- the class sum would be exact anyway, at the same cost
+        per step and without a bound to tighten --, A&R otherwise), ``"ar"`` or
+        ``"exact"``. The choice made is ``likelihood_``.
+    :param min_steps: at least this many SVI steps (unless ``num_steps`` is given).
 
     Fitted attributes: ``classes_`` (labels, position = class index), ``n_features_in_``
     (and ``feature_names_in_`` for data frames), ``param_state_`` (the Pyro param store
@@ -92,7 +107,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     ``AutoNormal`` locations and scales for ``"bayes"``), ``n_iter_`` (epochs run),
     ``n_steps_`` (SVI steps), ``loss_curve_`` (mean negative ELBO per training datapoint,
     per epoch), ``validation_scores_`` and ``best_validation_score_`` (mean validation
-    log-likelihood; None without early stopping).
+    log-likelihood; None without early stopping), ``feature_mean_`` / ``feature_scale_``
+    (the standardisation; None with ``standardize=False``), ``likelihood_``.
 
     Example:
 
@@ -101,7 +117,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     >>> rng = np.random.RandomState(0)
     >>> X = rng.randn(300, 4)
     >>> y = X[:, :3].argmax(1)
-    >>> clf = ARClassifier(num_negatives=2, max_epochs=30, random_state=0).fit(X, y)
+    >>> clf = ARClassifier(num_negatives=2, min_steps=300, random_state=0).fit(X, y)
     >>> clf.predict_proba(X[:2]).shape
     (2, 3)
     >>> clf.score(X, y) > 0.8
@@ -109,11 +125,11 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, noise="gumbel", num_negatives=20, strategy="per_datapoint",
-                 weights="mle", prior_scale=1.0, batch_size=256, max_epochs=50,
-                 num_steps=None, learning_rate=0.05, local_learning_rate=0.1,
+                 weights="map", prior_scale=1.0, batch_size=256, max_epochs=20,
+                 num_steps=None, learning_rate=0.01, local_learning_rate=0.1,
                  num_posterior_samples=32, early_stopping=False, validation_fraction=0.1,
                  n_iter_no_change=5, tol=1e-4, random_state=None, device="cpu",
-                 verbose=False, standardize=True, likelihood="auto"):
+                 verbose=False, standardize=True, likelihood="auto", min_steps=2000):
         if _SKLEARN_IMPORT_ERROR is not None:  # pragma: no cover
             raise ImportError("ARClassifier needs scikit-learn and scipy "
                               "(pip install scikit-learn scipy)") from _SKLEARN_IMPORT_ERROR
@@ -137,6 +153,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         self.verbose = verbose
         self.standardize = standardize
         self.likelihood = likelihood
+        self.min_steps = min_steps
 
     # ------------------------------------------------------------------ sklearn plumbing
     def __sklearn_tags__(self):
@@ -184,6 +201,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             prior_scale=check_float("prior_scale", self.prior_scale, low=0.0),
             batch_size=check_int("batch_size", self.batch_size, 1),
             max_epochs=check_int("max_epochs", self.max_epochs, 1),
+            min_steps=check_int("min_steps", self.min_steps, 0),
             num_steps=check_int("num_steps", self.num_steps, 1, allow_none=True),
             learning_rate=check_float("learning_rate", self.learning_rate, low=0.0),
             local_learning_rate=check_float("local_learning_rate", self.local_learning_rate, low=0.0),
@@ -326,7 +344,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                     source = self._source(X_val, p, K, self._live_weights(p, model, guide, predict_seed))
                     return {"val_log_lik": log_likelihood(source, y_val, p["noise"])}
                 early = EarlyStopping("val_log_lik", patience=p["n_iter_no_change"], min_delta=p["tol"])
-            history = train(svi, x, y, num_steps=p["num_steps"] or p["max_epochs"] * steps_per_epoch,
+            num_steps = p["num_steps"] or max(p["max_epochs"] * steps_per_epoch, p["min_steps"])
+            history = train(svi, x, y, num_steps=num_steps,
                             eval_fn=eval_fn, eval_every=steps_per_epoch, log_every=steps_per_epoch,
                             eval_at_start=False, early_stopping=early, callbacks=[LearningRateDecay()],
                             progress={"desc": "ARClassifier", "disable": not self.verbose})
@@ -434,7 +453,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ save / load
     def save(self, path):
-        """Save a fitted estimator: hyper-parameters, classes and the param store state.
+        """Save a fitted estimator: hyper-parameters, classes, standardisation and the param
+        store state, atomically (a failed save leaves an existing file untouched).
 
         The file is a ``torch.save`` of plain Python containers and tensors, loadable with
         ``torch.load(..., weights_only=True)`` when the labels and hyper-parameters are
@@ -444,7 +464,9 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         state = copy_state(self.param_state_, "cpu")
         state["constraints"] = {n: constraint_name(c) for n, c in state["constraints"].items()}
-        torch.save({
+        scaling = None if self.feature_mean_ is None else \
+            [torch.as_tensor(self.feature_mean_), torch.as_tensor(self.feature_scale_)]
+        atomic_save({
             "format": _FORMAT, "version": _FORMAT_VERSION,
             "hyperparameters": {k: plain(v) for k, v in self.get_params(deep=False).items()},
             "classes": [plain(c) for c in self.classes_.tolist()],
@@ -452,6 +474,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             "n_features_in": int(self.n_features_in_),
             "feature_names_in": (None if not hasattr(self, "feature_names_in_")
                                  else [str(f) for f in self.feature_names_in_]),
+            "feature_scaling": scaling, "likelihood": self.likelihood_,  # (version 2)
             "param_state": state,
             "fit": {"n_iter_": self.n_iter_, "n_steps_": self.n_steps_,
                     "loss_curve_": [float(v) for v in self.loss_curve_],
@@ -463,24 +486,33 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
 
     @classmethod
     def load(cls, path, map_location="cpu", weights_only=True):
-        """Load an estimator written by :meth:`save` (ready to predict)."""
+        """Load an estimator written by :meth:`save` (ready to predict).
+
+        Damaged, foreign or inconsistent files (another format or version, parameters whose
+        shapes do not match the classes and features the file claims) raise ``ValueError``
+        naming the path."""
+        d = load_payload(path, _FORMAT, (1, _FORMAT_VERSION), ValueError, map_location,
+                         "a file written by ARClassifier.save", weights_only)
         try:
-            d = torch.load(path, map_location=map_location, weights_only=weights_only)
-        except pickle.UnpicklingError as e:
-            raise ValueError(
-                f"could not load {path!r} with weights_only=True (it holds Python objects "
-                "other than plain numbers/strings, e.g. custom labels or a Noise); if you trust "
-                "the file, use ARClassifier.load(path, weights_only=False)") from e
-        if not isinstance(d, dict) or d.get("format") != _FORMAT:
-            raise ValueError(f"{path!r} is not a file written by ARClassifier.save")
+            return cls._from_payload(d)
+        except (KeyError, TypeError, ValueError, IndexError) as e:
+            raise ValueError(f"{str(path)!r} is not a valid ARClassifier file: "
+                             f"{type(e).__name__}: {e}") from e
+
+    @classmethod
+    def _from_payload(cls, d):
         est = cls(**d["hyperparameters"])
+        p = est._validated_params()
         classes = np.empty(len(d["classes"]), dtype=np.dtype(d["classes_dtype"]))
         for i, c in enumerate(d["classes"]):
             classes[i] = c
-        est.classes_ = classes
-        est.n_features_in_ = d["n_features_in"]
+        est.classes_, est.n_features_in_ = classes, int(d["n_features_in"])
         if d["feature_names_in"] is not None:
             est.feature_names_in_ = np.asarray(d["feature_names_in"], dtype=object)
+        scaling = d.get("feature_scaling")  # version 1 files: no standardisation
+        est.feature_mean_, est.feature_scale_ = (None, None) if scaling is None else \
+            (scaling[0].numpy(), scaling[1].numpy())
+        est.likelihood_ = check_choice("likelihood", d.get("likelihood", "ar"), _LIKELIHOODS[1:])
         state = d["param_state"]
         state["constraints"] = {n: getattr(pyro_constraints, c) if isinstance(c, str) else c
                                 for n, c in state["constraints"].items()}
@@ -490,5 +522,18 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         est.loss_curve_, est.validation_scores_ = fit["loss_curve_"], fit["validation_scores_"]
         est.best_validation_score_ = fit["best_validation_score_"]
         est._predict_seed = fit["predict_seed"]
+        est._check_loaded_shapes(p)
         return est
 
+    def _check_loaded_shapes(self, p):
+        """The stored parameters and scaling must fit the stored classes and features."""
+        K, D = len(self.classes_), self.n_features_in_
+        if K < 2:
+            raise ValueError(f"the file holds {K} class(es); a classifier needs at least 2")
+        for t in (self.feature_mean_, self.feature_scale_):
+            if t is not None and t.shape != (D,):
+                raise ValueError(f"feature scaling of shape {t.shape}, expected ({D},)")
+        W, b = (t[0] for t in self._weights(p, K, D))
+        if W.shape != (K, D) or b.shape != (K,):
+            raise ValueError(f"weights of shapes {tuple(W.shape)} and {tuple(b.shape)}, expected "
+                             f"({K}, {D}) and ({K},) for {K} classes and {D} features")
