@@ -2,44 +2,41 @@
 
 import math
 import numbers
-import pickle
 
 import numpy as np
 import torch
 
 import pyro
-from pyro.distributions import constraints as pyro_constraints
 from pyro.infer import SVI
 
-from ..files import atomic_save, load_payload
 from ..evaluation import UtilitySource, log_likelihood, predict_log_proba, top_k
 from ..infer import ClosedFormELBO, EarlyStopping, LearningRateDecay, default_guide, train
 from ..models import LinearClassifier
 from ..noise import Noise, get_noise
 from ..optim import lazy_adam
+from ._files import load_estimator, save_estimator
 from ._support import (
-    _FORMAT, _FORMAT_VERSION, _MAX_SEED, _NOISES, _SITE, _STRATEGIES, _WEIGHTS,
-    _LIKELIHOODS, DENSIFY_MAX_ELEMENTS, apply_scaler, check_choice, fit_scaler, check_float, check_int, constraint_name, copy_state,
-    dummy_datapoint, encode_labels, global_state, label_array, plain, seeded, torch_seeded,
-    training_features,
+    _LIKELIHOODS, _MAX_SEED, _NOISES, _SITE, _STRATEGIES, _WEIGHTS, DENSIFY_MAX_ELEMENTS,
+    apply_scaler, check_choice, check_float, check_int, copy_state, dummy_datapoint,
+    encode_labels, fit_scaler, global_state, label_array, seeded, torch_seeded, training_features,
 )
 
 try:  # scikit-learn is an optional dependency of pyro_ar (extras "data" / "test")
     import scipy.sparse as sp
     from sklearn.base import BaseEstimator, ClassifierMixin
     from sklearn.utils import check_random_state
+    from sklearn.utils.class_weight import compute_sample_weight
     from sklearn.utils.multiclass import type_of_target
-    from sklearn.utils.validation import check_is_fitted
+    from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
     try:
         from sklearn.utils.validation import validate_data as _validate_data
     except ImportError:  # scikit-learn < 1.6
         def _validate_data(estimator, *args, **kwargs):
             return estimator._validate_data(*args, **kwargs)
-    _SKLEARN_IMPORT_ERROR = None
-except ImportError as e:  # pragma: no cover
-    BaseEstimator = ClassifierMixin = object
-    _SKLEARN_IMPORT_ERROR = e
+except ImportError as e:  # pragma: no cover  (tested in a subprocess without scikit-learn)
+    raise ImportError("pyro_ar.ARClassifier needs scikit-learn and scipy: pip install "
+                      "scikit-learn scipy (or the extra: pip install 'pyro-ar[data]')") from e
 
 __all__ = ["ARClassifier", "DENSIFY_MAX_ELEMENTS"]
 
@@ -99,6 +96,10 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         per step and without a bound to tighten --, A&R otherwise), ``"ar"`` or
         ``"exact"``. The choice made is ``likelihood_``.
     :param min_steps: at least this many SVI steps (unless ``num_steps`` is given).
+    :param class_weight: None, ``"balanced"`` (weights inversely proportional to the class
+        frequencies) or a dict label -> weight; multiplies ``sample_weight``.
+    :param warm_start: start ``fit`` from the current weights (when the classes are the
+        same; the standardisation of the first fit is kept).
 
     Fitted attributes: ``classes_`` (labels, position = class index), ``n_features_in_``
     (and ``feature_names_in_`` for data frames), ``param_state_`` (the Pyro param store
@@ -129,10 +130,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                  num_steps=None, learning_rate=0.01, local_learning_rate=0.1,
                  num_posterior_samples=32, early_stopping=False, validation_fraction=0.1,
                  n_iter_no_change=5, tol=1e-4, random_state=None, device="cpu",
-                 verbose=False, standardize=True, likelihood="auto", min_steps=2000):
-        if _SKLEARN_IMPORT_ERROR is not None:  # pragma: no cover
-            raise ImportError("ARClassifier needs scikit-learn and scipy "
-                              "(pip install scikit-learn scipy)") from _SKLEARN_IMPORT_ERROR
+                 verbose=False, standardize=True, likelihood="auto", min_steps=2000,
+                 class_weight=None, warm_start=False):
         self.noise = noise
         self.num_negatives = num_negatives
         self.strategy = strategy
@@ -154,6 +153,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         self.standardize = standardize
         self.likelihood = likelihood
         self.min_steps = min_steps
+        self.class_weight = class_weight
+        self.warm_start = warm_start
 
     # ------------------------------------------------------------------ sklearn plumbing
     def __sklearn_tags__(self):
@@ -212,7 +213,10 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             device=self._torch_device(),
             likelihood=check_choice("likelihood", self.likelihood, _LIKELIHOODS),
         )
-        for name in ("early_stopping", "verbose", "standardize"):
+        if not (self.class_weight is None or self.class_weight == "balanced"
+                or isinstance(self.class_weight, dict)):
+            raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {self.class_weight!r}")
+        for name in ("early_stopping", "verbose", "standardize", "warm_start"):
             v = getattr(self, name)
             if not isinstance(v, (bool, np.bool_, numbers.Integral)):
                 raise ValueError(f"{name} must be a bool, got {v!r}")
@@ -265,35 +269,93 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             sparse=p["weights"] != "bayes", site=_SITE)
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X, y):
-        """Fit the classifier by SVI.
+    def fit(self, X, y, sample_weight=None):
+        """Fit the classifier by SVI (from scratch, or from the current fit with ``warm_start``).
 
         :param X: array-like or ``scipy.sparse`` matrix, shape (n_samples, n_features).
         :param y: array-like of hashable labels, shape (n_samples,).
+        :param sample_weight: non-negative weights, shape (n_samples,): a datapoint of weight
+            2 counts as two copies (multiplied by ``class_weight`` when given).
         :returns: self.
         """
+        return self._fit(X, y, sample_weight, partial=False)
+
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
+        """One pass over (X, y), continuing from the current fit: for data that arrive in
+        chunks or do not fit in memory. The first call needs ``classes`` (every label that
+        will ever occur) and fixes the standardisation from its chunk; the step size stays
+        at ``learning_rate`` (no decay: the length of the stream is unknown).
+
+        :returns: self.
+        """
+        return self._fit(X, y, sample_weight, partial=True, classes=classes)
+
+    def _fit(self, X, y, sample_weight, partial, classes=None):
         p = self._validated_params(fitting=True)
-        X, y = _validate_data(self, X, y, accept_sparse="csr", dtype=(np.float64, np.float32))
+        first = not (partial and hasattr(self, "classes_"))
+        X, y = _validate_data(self, X, y, accept_sparse="csr", dtype=(np.float64, np.float32),
+                              reset=first)
         self._check_labels(y)
-        classes, codes = encode_labels(y)
+        classes, codes = self._encode(y, classes, partial, first)
         K, (N, D) = len(classes), X.shape
         if K < 2:
             raise ValueError(f"ARClassifier needs samples of at least 2 classes, but the data "
                              f"contains only one class: {classes[0]!r}")
-        self.feature_mean_, self.feature_scale_ = fit_scaler(X) if self.standardize else (None, None)
+        warm = not first or (self.warm_start and hasattr(self, "param_state_")
+                             and np.array_equal(self.classes_, classes))
+        if not warm:
+            self.feature_mean_, self.feature_scale_ = fit_scaler(X) if self.standardize else (None, None)
+            self.likelihood_ = self._resolve_likelihood(p, K)
+            self._predict_seed, self.n_partial_fits_ = None, 0
         X = apply_scaler(X, self.feature_mean_, self.feature_scale_)
-        self.likelihood_ = self._resolve_likelihood(p, K)
-        device = p["device"]
-        with seeded(p["seed"], device):
+        weights = self._sample_weights(y, codes, classes, sample_weight)
+        with seeded(p["seed"] + (self.n_partial_fits_ if partial else 0), p["device"]):
             rng = np.random.RandomState(p["seed"])
-            train_idx, val_idx = self._split(codes, p, rng)
-            predict_seed = int(rng.randint(_MAX_SEED))
-            result = self._fit_svi(X, codes, train_idx, val_idx, K, D, p, predict_seed)
-        self.classes_ = classes
+            train_idx, val_idx = (np.arange(N), None) if partial else self._split(codes, p, rng)
+            predict_seed = int(rng.randint(_MAX_SEED)) if self._predict_seed is None else self._predict_seed
+            result = self._fit_svi(X, codes, weights, train_idx, val_idx, K, D, p, predict_seed,
+                                   self.param_state_ if warm else None, partial)
+        self.classes_, self._predict_seed = classes, predict_seed
         (self.param_state_, self.n_iter_, self.n_steps_, self.loss_curve_,
          self.validation_scores_, self.best_validation_score_) = result
-        self._predict_seed = predict_seed
+        self.n_partial_fits_ += int(partial)
         return self
+
+    def _encode(self, y, classes, partial, first):
+        """(classes, codes): labels to their positions in ``classes_``."""
+        if not partial:
+            return encode_labels(y)
+        if first:
+            if classes is None:
+                raise ValueError("partial_fit needs classes= (all labels) on its first call")
+            classes = encode_labels(label_array(np.asarray(classes, dtype=object)
+                                                if not isinstance(classes, np.ndarray) else classes))[0]
+        else:
+            classes = self.classes_
+        index = {c: k for k, c in enumerate(classes.tolist())}
+        try:
+            codes = np.fromiter((index[v] for v in label_array(y).tolist()), dtype=np.int64, count=len(y))
+        except KeyError as e:
+            raise ValueError(f"y contains a label not in classes: {e.args[0]!r}") from None
+        return classes, codes
+
+    def _sample_weights(self, y, codes, classes, sample_weight):
+        """Per-datapoint weights from ``sample_weight`` and ``class_weight`` (None: all 1)."""
+        if sample_weight is None and self.class_weight is None:
+            return None
+        w = _check_sample_weight(sample_weight, np.empty((len(codes), 0)), dtype=np.float64)
+        if np.any(w < 0):
+            raise ValueError(f"sample_weight must be >= 0, got {w[w < 0][:5].tolist()}")
+        if self.class_weight is not None:
+            if isinstance(self.class_weight, dict):
+                missing = set(self.class_weight) - set(classes.tolist())
+                if missing:
+                    raise ValueError(f"class_weight names labels not in y: {sorted(map(repr, missing))}")
+            w = w * compute_sample_weight(
+                self.class_weight if not isinstance(self.class_weight, dict) else
+                {k: v for k, v in zip(range(len(classes)), (self.class_weight.get(c, 1.0) for c in classes))},
+                codes)
+        return w
 
     def _split(self, codes, p, rng):
         N = len(codes)
@@ -312,48 +374,65 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             train_idx, val_idx = perm[n_val:], perm[:n_val]
         return np.sort(train_idx), np.sort(val_idx)
 
-    def _fit_svi(self, X, codes, train_idx, val_idx, K, D, p, predict_seed):
-        """Train with :func:`pyro_ar.infer.train` in a private param store; returns the fit's
-        attributes (global parameter state, epochs, steps, loss curve, validation scores)."""
+    def _fit_svi(self, X, codes, weights, train_idx, val_idx, K, D, p, predict_seed, init_state,
+                 partial):
+        """Train with :func:`pyro_ar.infer.train` in a private param store (started from
+        ``init_state`` when warm); returns the fit's attributes (global parameter state,
+        epochs, steps, loss curve, validation scores)."""
         device = p["device"]
         n_train = len(train_idx)
         x = training_features(X if val_idx is None else X[train_idx], torch.float32, device)
         y = torch.as_tensor(codes[train_idx], dtype=torch.long, device=device)
-        proposal = None
-        if p["strategy"] == "importance":  # training class frequencies ^ 0.75 (the authors')
-            proposal = torch.bincount(y, minlength=K).double().clamp(min=1.0) ** 0.75
+        data = (x, y) if weights is None else \
+            (x, y, torch.as_tensor(weights[train_idx], dtype=torch.float32, device=device))
         batch_size = min(p["batch_size"], n_train)
         steps_per_epoch = math.ceil(n_train / batch_size)
-        with pyro.get_param_store().scope():  # a fresh, private param store for this fit
-            model = self._model(p, K, D, num_negatives=None if p["num_negatives"] is None else
-                                min(p["num_negatives"], K - 1), strategy=p["strategy"],
-                                proposal=proposal, subsample_size=batch_size,
-                                likelihood=self.likelihood_)
-            guide = default_guide(model, local_first=True) if model.likelihood.has_local_latent \
-                else default_guide(model)
-            lr, local_lr = p["learning_rate"], p["local_learning_rate"]
-            optim = lazy_adam(lambda name: {"lr": local_lr if name.rsplit(".", 1)[-1].startswith(
-                f"{_SITE}_eps_") else lr})
-            svi = SVI(model, guide, optim, ClosedFormELBO())
+        init = None if init_state is None else copy_state(init_state, device)
+        for t in (init or {"params": {}})["params"].values():
+            t.requires_grad_(True)  # as pyro.param leaves the tensors it creates
+        with pyro.get_param_store().scope(init):  # a private param store for this fit
+            model, guide, svi = self._svi(p, K, D, y, batch_size)
             eval_fn = early = None
             if val_idx is not None:
                 X_val = X[val_idx]
                 y_val = torch.as_tensor(codes[val_idx], dtype=torch.long, device=device)
 
-                def eval_fn():
+                w_val = None if weights is None else torch.as_tensor(weights[val_idx], device=device)
+
+                def eval_fn():  # the mean validation log-likelihood, weighted like the data
                     source = self._source(X_val, p, K, self._live_weights(p, model, guide, predict_seed))
-                    return {"val_log_lik": log_likelihood(source, y_val, p["noise"])}
+                    if w_val is None:
+                        return {"val_log_lik": log_likelihood(source, y_val, p["noise"])}
+                    lp = log_likelihood(source, y_val, p["noise"], reduce="none")
+                    return {"val_log_lik": float((w_val * lp).sum() / w_val.sum().clamp(min=1e-300))}
                 early = EarlyStopping("val_log_lik", patience=p["n_iter_no_change"], min_delta=p["tol"])
-            num_steps = p["num_steps"] or max(p["max_epochs"] * steps_per_epoch, p["min_steps"])
-            history = train(svi, x, y, num_steps=num_steps,
+            num_steps = steps_per_epoch if partial else \
+                p["num_steps"] or max(p["max_epochs"] * steps_per_epoch, p["min_steps"])
+            history = train(svi, *data, num_steps=num_steps,
                             eval_fn=eval_fn, eval_every=steps_per_epoch, log_every=steps_per_epoch,
-                            eval_at_start=False, early_stopping=early, callbacks=[LearningRateDecay()],
+                            eval_at_start=False, early_stopping=early,
+                            callbacks=[] if partial else [LearningRateDecay()],
                             progress={"desc": "ARClassifier", "disable": not self.verbose})
             state = global_state(model, guide)
         loss_curve = [r["loss"] / n_train for r in history if r["step"] > 0]
         scores = [r["val_log_lik"] for r in history if "val_log_lik" in r] if early else None
         return (state, len(loss_curve), history[-1]["step"], loss_curve, scores,
                 early.best if early else None)
+
+    def _svi(self, p, K, D, y, batch_size):
+        """The model, its guide and ``SVI`` (lazy Adam; its own step size for local params)."""
+        proposal = None
+        if p["strategy"] == "importance":  # training class frequencies ^ 0.75 (the authors')
+            proposal = torch.bincount(y, minlength=K).double().clamp(min=1.0) ** 0.75
+        model = self._model(p, K, D, num_negatives=None if p["num_negatives"] is None else
+                            min(p["num_negatives"], K - 1), strategy=p["strategy"],
+                            proposal=proposal, subsample_size=batch_size, likelihood=self.likelihood_)
+        guide = default_guide(model, local_first=True) if model.likelihood.has_local_latent \
+            else default_guide(model)
+        lr, local_lr = p["learning_rate"], p["local_learning_rate"]
+        optim = lazy_adam(lambda name: {"lr": local_lr if name.rsplit(".", 1)[-1].startswith(
+            f"{_SITE}_eps_") else lr})
+        return model, guide, SVI(model, guide, optim, ClosedFormELBO())
 
     # ------------------------------------------------------------------ prediction core
     def _live_weights(self, p, model, guide, seed):
@@ -409,6 +488,20 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         X, p, K = self._prepare(X)
         return predict_log_proba(self._fitted_source(X, p, K), p["noise"]).cpu().numpy()
 
+    def decision_function(self, X):
+        """Class scores, shape (n_samples, n_classes) (binary: (n_samples,), the second
+        class's score minus the first's): the mean utilities :math:`\\psi = W x + b` for point
+        weights (the argmax is :meth:`predict`), the predictive log-probabilities for
+        ``weights="bayes"``."""
+        X, p, K = self._prepare(X)
+        source = self._fitted_source(X, p, K)
+        if p["weights"] == "bayes":
+            scores = predict_log_proba(source, p["noise"])
+        else:
+            scores = source(torch.arange(X.shape[0]))
+        scores = scores.cpu().numpy()
+        return scores[:, 1] - scores[:, 0] if K == 2 else scores
+
     def predict_proba(self, X):
         """Class probabilities p(y = classes_[k] | x), shape (n_samples, n_classes).
 
@@ -462,27 +555,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         ``ARClassifier.load(path, weights_only=False)`` (for trusted files only).
         """
         check_is_fitted(self)
-        state = copy_state(self.param_state_, "cpu")
-        state["constraints"] = {n: constraint_name(c) for n, c in state["constraints"].items()}
-        scaling = None if self.feature_mean_ is None else \
-            [torch.as_tensor(self.feature_mean_), torch.as_tensor(self.feature_scale_)]
-        atomic_save({
-            "format": _FORMAT, "version": _FORMAT_VERSION,
-            "hyperparameters": {k: plain(v) for k, v in self.get_params(deep=False).items()},
-            "classes": [plain(c) for c in self.classes_.tolist()],
-            "classes_dtype": self.classes_.dtype.str,
-            "n_features_in": int(self.n_features_in_),
-            "feature_names_in": (None if not hasattr(self, "feature_names_in_")
-                                 else [str(f) for f in self.feature_names_in_]),
-            "feature_scaling": scaling, "likelihood": self.likelihood_,  # (version 2)
-            "param_state": state,
-            "fit": {"n_iter_": self.n_iter_, "n_steps_": self.n_steps_,
-                    "loss_curve_": [float(v) for v in self.loss_curve_],
-                    "validation_scores_": (None if self.validation_scores_ is None
-                                           else [float(v) for v in self.validation_scores_]),
-                    "best_validation_score_": self.best_validation_score_,
-                    "predict_seed": self._predict_seed},
-        }, path)
+        save_estimator(self, path)
 
     @classmethod
     def load(cls, path, map_location="cpu", weights_only=True):
@@ -491,49 +564,4 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         Damaged, foreign or inconsistent files (another format or version, parameters whose
         shapes do not match the classes and features the file claims) raise ``ValueError``
         naming the path."""
-        d = load_payload(path, _FORMAT, (1, _FORMAT_VERSION), ValueError, map_location,
-                         "a file written by ARClassifier.save", weights_only)
-        try:
-            return cls._from_payload(d)
-        except (KeyError, TypeError, ValueError, IndexError) as e:
-            raise ValueError(f"{str(path)!r} is not a valid ARClassifier file: "
-                             f"{type(e).__name__}: {e}") from e
-
-    @classmethod
-    def _from_payload(cls, d):
-        est = cls(**d["hyperparameters"])
-        p = est._validated_params()
-        classes = np.empty(len(d["classes"]), dtype=np.dtype(d["classes_dtype"]))
-        for i, c in enumerate(d["classes"]):
-            classes[i] = c
-        est.classes_, est.n_features_in_ = classes, int(d["n_features_in"])
-        if d["feature_names_in"] is not None:
-            est.feature_names_in_ = np.asarray(d["feature_names_in"], dtype=object)
-        scaling = d.get("feature_scaling")  # version 1 files: no standardisation
-        est.feature_mean_, est.feature_scale_ = (None, None) if scaling is None else \
-            (scaling[0].numpy(), scaling[1].numpy())
-        est.likelihood_ = check_choice("likelihood", d.get("likelihood", "ar"), _LIKELIHOODS[1:])
-        state = d["param_state"]
-        state["constraints"] = {n: getattr(pyro_constraints, c) if isinstance(c, str) else c
-                                for n, c in state["constraints"].items()}
-        est.param_state_ = state
-        fit = d["fit"]
-        est.n_iter_, est.n_steps_ = fit["n_iter_"], fit["n_steps_"]
-        est.loss_curve_, est.validation_scores_ = fit["loss_curve_"], fit["validation_scores_"]
-        est.best_validation_score_ = fit["best_validation_score_"]
-        est._predict_seed = fit["predict_seed"]
-        est._check_loaded_shapes(p)
-        return est
-
-    def _check_loaded_shapes(self, p):
-        """The stored parameters and scaling must fit the stored classes and features."""
-        K, D = len(self.classes_), self.n_features_in_
-        if K < 2:
-            raise ValueError(f"the file holds {K} class(es); a classifier needs at least 2")
-        for t in (self.feature_mean_, self.feature_scale_):
-            if t is not None and t.shape != (D,):
-                raise ValueError(f"feature scaling of shape {t.shape}, expected ({D},)")
-        W, b = (t[0] for t in self._weights(p, K, D))
-        if W.shape != (K, D) or b.shape != (K,):
-            raise ValueError(f"weights of shapes {tuple(W.shape)} and {tuple(b.shape)}, expected "
-                             f"({K}, {D}) and ({K},) for {K} classes and {D} features")
+        return load_estimator(cls, path, map_location, weights_only)

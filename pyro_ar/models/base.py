@@ -38,7 +38,7 @@ from .. import evaluation
 from ..likelihoods import DataSubsample, Likelihood, get_likelihood
 from ..negatives import sample_without_replacement
 
-__all__ = ["CategoricalModel", "take_rows", "check_positive_int"]
+__all__ = ["CategoricalModel", "WeightedPlate", "take_rows", "check_positive_int", "check_sample_weight"]
 
 _WEIGHTS = ("mle", "map", "bayes")
 
@@ -74,6 +74,61 @@ def take_rows(x, index: Optional[torch.Tensor]):
     if index is None:
         return x
     return x.index_select(0, index) if isinstance(x, torch.Tensor) else x[index]
+
+
+def check_sample_weight(sample_weight, num_data: int):
+    """Validate per-datapoint weights: a finite, non-negative tensor of shape (N,).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.models.base import check_sample_weight
+    >>> check_sample_weight(torch.ones(3), 3)
+    >>> check_sample_weight(torch.tensor([1.0, -1.0]), 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: sample_weight must be finite and >= 0, got [-1.0]
+    """
+    if not isinstance(sample_weight, torch.Tensor) or sample_weight.shape != (num_data,):
+        raise ValueError(f"sample_weight must be a tensor of shape ({num_data},), got "
+                         f"{getattr(sample_weight, 'shape', sample_weight)!r}")
+    bad = ~torch.isfinite(sample_weight) | (sample_weight < 0)
+    if bad.any():
+        raise ValueError(f"sample_weight must be finite and >= 0, got {sample_weight[bad][:5].tolist()}")
+
+
+class WeightedPlate(pyro.plate):
+    r"""A data plate whose sites are weighted per datapoint: the ELBO becomes
+    :math:`\sum_n w_n\,\mathrm{ELBO}_n`, estimated on the subsample as
+    :math:`\frac{N}{B}\sum_{n\in\text{batch}} w_n\,\mathrm{ELBO}_n`.
+
+    Model and guide sites inside it get the same weights (both open the plate through
+    ``model.create_plates``), so the likelihood, the noise prior and q(eps) are weighted
+    alike -- what ``sample_weight`` means in scikit-learn (a datapoint of weight 2 counts as
+    two copies).
+
+    Example:
+
+    >>> import torch, pyro, pyro.distributions as dist, pyro.poutine as poutine
+    >>> from pyro_ar.models.base import WeightedPlate
+    >>> def model():
+    ...     with WeightedPlate("data", 3, weight=torch.tensor([1.0, 2.0, 0.5])):
+    ...         pyro.sample("x", dist.Normal(0.0, 1.0), obs=torch.zeros(3))
+    >>> poutine.trace(model).get_trace().nodes["x"]["scale"].tolist()
+    [1.0, 2.0, 0.5]
+    """
+
+    def __init__(self, name, size, subsample=None, weight=None, dim=None):
+        super().__init__(name, size, subsample=subsample, dim=dim)
+        self.weight = weight
+
+    def _process_message(self, msg):
+        super()._process_message(msg)
+        if self.weight is None:
+            return
+        w = self.weight.index_select(0, self.indices.to(self.weight.device))
+        w = w.reshape(w.shape + (1,) * (-1 - self.dim))
+        msg["scale"] = msg["scale"] * w
 
 
 class CategoricalModel:
@@ -183,7 +238,8 @@ class CategoricalModel:
             return torch.gather(p, 0, rows, sparse_grad=self.sparse)
         return torch.nn.functional.embedding(rows, p, sparse=self.sparse)
 
-    def create_plates(self, x, y: Optional[torch.Tensor] = None):
+    def create_plates(self, x, y: Optional[torch.Tensor] = None,
+                      sample_weight: Optional[torch.Tensor] = None):
         """The ``"data"`` plate of one step, with O(B) subsample indices.
 
         ``pyro.plate("data", N, subsample_size=B)`` draws ``torch.randperm(N)``: O(N) work per
@@ -191,19 +247,24 @@ class CategoricalModel:
         :func:`~pyro_ar.negatives.sample_without_replacement` (uniform over B-subsets) and
         are passed as the plate's explicit ``subsample``; a guide built with
         ``create_plates=model.create_plates`` draws them and Pyro's replay hands them to the
-        model. Without labels (prediction) or without ``subsample_size``: all rows.
+        model. Without labels (prediction) or without ``subsample_size``: all rows. With
+        ``sample_weight`` (N,) the plate is a :class:`WeightedPlate`.
         """
         N = len(x)
         B = None if y is None else self.subsample_size
-        if B is None or B >= N:
-            return pyro.plate("data", N)
-        return pyro.plate("data", N, subsample=sample_without_replacement(N, B, device=x.device))
+        subsample = None if B is None or B >= N else sample_without_replacement(N, B, device=x.device)
+        if sample_weight is not None:
+            return WeightedPlate("data", N, subsample=subsample, weight=sample_weight)
+        return pyro.plate("data", N, subsample=subsample)
 
-    def __call__(self, x, y: Optional[torch.Tensor] = None):
+    def __call__(self, x, y: Optional[torch.Tensor] = None,
+                 sample_weight: Optional[torch.Tensor] = None):
         self.check_inputs(x, y)
+        if sample_weight is not None:
+            check_sample_weight(sample_weight, len(x))
         params = self.parameters(self._like(x))
         N = len(x)
-        with self.create_plates(x, y) as idx:
+        with self.create_plates(x, y, sample_weight) as idx:
             index = None if idx.shape[0] == N else idx
             psi = self.minibatch_utility(take_rows(x, index), params)
             obs = None if y is None else take_rows(y, index)

@@ -71,7 +71,6 @@ are drawn by Floyd's algorithm (O(s^2)), not by a permutation of K.
 """
 
 import contextlib
-import math
 from typing import NamedTuple, Optional
 
 import torch

@@ -171,3 +171,26 @@ def test_checkpoint_round_trip_continues_the_same_trajectory(case, tmp_path):
     assert resumed.keys() == params.keys()
     assert all(torch.equal(resumed[n], params[n]) for n in params)
 
+
+
+@pytest.mark.parametrize("name", ["linear-ar-gumbel", "linear-ove-shared", "bigram-ar"])
+def test_sample_weight_counts_a_datapoint_as_copies(name):
+    """Full batch, every class: the loss with weight 2 on datapoint 0 and 0 on datapoint 1
+    equals the loss on the data set where datapoint 0 appears twice and 1 not at all
+    (deterministic: exact class sums, closed-form bound at the initial eta)."""
+    make_model, make_data = MODELS[name]
+    x, y = (t[:40] for t in make_data())
+    w = torch.ones(40)
+    w[0], w[1] = 2.0, 0.0
+    keep = torch.cat([torch.tensor([0, 0]), torch.arange(2, 40)])
+    losses = []
+    for args in ((x, y, w), (x[keep], y[keep])):
+        pyro.clear_param_store()
+        pyro.set_rng_seed(0)
+        model = make_model()
+        model.subsample_size = None
+        if model.likelihood.sampler.num_negatives is not None:
+            model.likelihood.sampler.num_negatives = None
+        guide = model.default_guide()
+        losses.append(model.default_elbo(local_updates=False).loss(model, guide, *args))
+    assert losses[0] == pytest.approx(losses[1], rel=1e-6)
