@@ -549,15 +549,15 @@ def train(svi, *args, num_steps: int = 1000, time_budget: Optional[float] = None
 
     Example:
 
-    >>> from pyro.infer import SVI
-    >>> from pyro_ar.datasets import make_linear_teacher
+    >>> import torch, pyro, pyro.distributions as dist
+    >>> from pyro.infer import SVI, Trace_ELBO
     >>> from pyro_ar.infer import train
-    >>> from pyro_ar.models import LinearClassifier
-    >>> from pyro_ar.optim import lazy_adam
-    >>> data = make_linear_teacher(500, 4, 20, seed=0)
-    >>> model = LinearClassifier(4, 20, num_negatives=5, subsample_size=50, sparse=True)
-    >>> svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
-    >>> history = train(svi, data.x, data.y, num_steps=30, eval_every=10)
+    >>> def model(x):                                   # any Pyro model and guide
+    ...     loc = pyro.param("loc", torch.tensor(0.0))
+    ...     with pyro.plate("data", len(x)):
+    ...         pyro.sample("x", dist.Normal(loc, 1.0), obs=x)
+    >>> svi = SVI(model, lambda x: None, pyro.optim.Adam({"lr": 0.1}), Trace_ELBO())
+    >>> history = train(svi, torch.full((10,), 3.0), num_steps=30, eval_every=10)
     >>> [h["step"] for h in history]
     [0, 10, 20, 30]
     """
