@@ -37,7 +37,7 @@ import torch
 import pyro
 from pyro.infer import SVI
 
-from pyro_ar import evaluation, metrics  (metrics.bound: a training bound at a fit)
+from pyro_ar import evaluation, metrics  # metrics.bound: a training bound at a fit
 from pyro_ar.datasets import load_bibtex, make_toy
 from pyro_ar.infer import train
 from pyro_ar.likelihoods import AR, OVE, Exact
