@@ -119,7 +119,7 @@ def load_svmlight(
         y = _first_labels(label_sets, reduction, seed)
         rows = np.flatnonzero(y >= 0)
         parts[s] = (np.asarray(x[rows].todense(), dtype=np.float32), y[rows], rows, int(len(y) - len(rows)))
-    L = max(int(v[1].max(initial=-1)) for v in parts.values()) + 1
+    L = int(max((max(ls) for y in ys for ls in y if ls), default=-1)) + 1  # every label, not only those kept
     if num_labels is not None:
         if L > num_labels:
             raise ValueError(f"load_svmlight: label {L - 1} found, but num_labels is {num_labels}")
