@@ -86,11 +86,12 @@ def load_svmlight(
 
     Example:
 
-    >>> import tempfile, pathlib
+    >>> import os, tempfile
     >>> from pyro_ar.datasets import load_svmlight
-    >>> p = pathlib.Path(tempfile.mkdtemp()) / "train.txt"
-    >>> _ = p.write_text("3 5 4\n2,0 0:1.5 3:0.5\n1 1:2.0\n3,2 4:1.0\n")
-    >>> d = load_svmlight(p)
+    >>> rows = "3 5 4\n2,0 0:1.5 3:0.5\n1 1:2.0\n3,2 4:1.0\n"   # header N D L, then the rows
+    >>> with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+    ...     _ = f.write(rows)
+    >>> d = load_svmlight(f.name); os.remove(f.name)
     >>> d.y_train.tolist(), d.num_classes, d.x_train.shape
     ([0, 1, 2], 4, torch.Size([3, 5]))
     """
