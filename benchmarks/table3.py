@@ -41,6 +41,10 @@ the end of training; median step time and time per epoch. Traces of the ELBO and
 test log-likelihood against training wall time go to a PNG (the paper's Figure 2).
 
     python benchmarks/table3.py --dataset mnist [--quick] [--optim authors|adam] [--methods ...]
+    python benchmarks/table3.py --arff-train Corel5k-train.arff --arff-test Corel5k-test.arff [--out DIR]
+    python benchmarks/table3.py --svmlight train.txt test.txt [--out DIR]
+
+Results (JSON and a figure) go to --out, by default a new temporary folder.
 
 Bibtex is loaded with ``load_bibtex(remap_classes=True)``: K = 148 classes (those that are
 a first label in train or test, the authors' K), and the 3 test rows whose first label
@@ -49,6 +53,9 @@ did), leaving 2,512 test rows.
 """
 
 import argparse
+import json
+import tempfile
+from pathlib import Path
 import math
 import time
 
@@ -60,7 +67,7 @@ from pyro.infer import SVI
 
 import paper_common as common
 from pyro_ar import evaluation, metrics  # metrics.bound: a training bound at fitted parameters
-from pyro_ar.datasets import load_bibtex, load_mnist
+from pyro_ar.datasets import load_arff_multilabel, load_bibtex, load_mnist, load_svmlight
 from pyro_ar.infer import GumbelLocalGuide, NoiseLocalGuide, train
 from pyro_ar.likelihoods import AR, OVE, Bouchard, Exact, Sampled
 from pyro_ar.models import LinearClassifier
@@ -82,6 +89,8 @@ SETTINGS = {
     # batch, negatives, iterations (the authors'); quick: iterations, evaluations
     "mnist": dict(batch=500, negatives=1, steps=35_000, quick_steps=1_500, utility="lazy"),
     "bibtex": dict(batch=488, negatives=20, steps=5_000, quick_steps=300, utility="dense"),
+    # any other data set given by path (--arff-train / --svmlight): Bibtex's settings
+    "custom": dict(batch=488, negatives=20, steps=5_000, quick_steps=300, utility="dense"),
 }
 METHODS = {  # "likelihood" names the bound for metrics.bound; "make" builds the likelihood object
     "exact": dict(likelihood="exact", noise="gumbel", make=lambda s: Exact()),
@@ -98,7 +107,15 @@ LABELS = {"exact": "exact softmax", "ove": "OVE", "ar_softmax": "A&R softmax",
           "bouchard": "Bouchard (a_n)"}
 
 
-def load(name):
+def load(name, args=None):
+    """``(x_train, y_train, x_test, y_test, K)`` of a named data set or of the files in ``args``."""
+    if name == "custom":
+        if args.svmlight:
+            d = load_svmlight(*args.svmlight, remap_classes=True)
+        else:
+            d = load_arff_multilabel(args.arff_train, args.arff_test, num_labels=args.num_labels,
+                                     remap_classes=True)  # first label; unseen test classes dropped
+        return d.x_train, d.y_train, d.x_test, d.y_test, d.num_classes
     if name == "mnist":
         d = load_mnist()  # pixels / 255, as the authors
         K = 10
@@ -190,13 +207,13 @@ def run_method(method, args, data, K):
     ove_here = metrics.bound(model.utility(x), y, "ove")["mean"] if noise == "gumbel" else None
     if args.save_params:
         state = {k: v.detach().clone() for k, v in pyro.get_param_store().items()}
-        torch.save(state, common.OUT / f"params_{args.dataset}_{args.optim}{args.tag}_{method}.pt")
+        torch.save(state, Path(args.out) / f"params_{args.dataset}_{args.optim}{args.tag}_{method}.pt")
     # gap between the bound and the log-likelihood of the same fit, on the same rows
     gap = None if b["mean"] is None else b["pointwise"][rows_ll].mean().item() - train_ll
     losses = [h["loss"] for h in history[1:]]
     tail = losses[-max(1, len(losses) // 20):]  # last 5% of the loss records
     med = common.median(step_times)
-    paper = PAPER[args.dataset].get(method)
+    paper = PAPER.get(args.dataset, {}).get(method)
     row = {
         "method": method, "label": LABELS[method], "steps": final["step"],
         "train_seconds": final["time"], "wall_seconds_incl_eval": wall,
@@ -208,7 +225,7 @@ def run_method(method, args, data, K):
         "elbo_stochastic_end": -sum(tail) / len(tail) / N,
         "train_ll": train_ll,
         "paper_test_ll": paper[0] if paper else None, "paper_test_acc": paper[1] if paper else None,
-        "paper_epoch_seconds": PAPER_EPOCH_TIME[args.dataset].get(method),
+        "paper_epoch_seconds": PAPER_EPOCH_TIME.get(args.dataset, {}).get(method),
     }
     trace = [{"step": h["step"], "time": h["time"],
               "elbo": (-h["loss"] / N) if h["step"] else None,
@@ -235,7 +252,7 @@ def plot(results, args, path):
         axes[1].plot([p[0] for p in ev], [p[1] for p in ev], marker="o", ms=3, label=LABELS[m])
     if exact_ll is not None:
         axes[0].axhline(exact_ll, color="k", ls=":", lw=1, label="exact softmax MLE: train log-lik")
-    for m, (ll, _) in PAPER[args.dataset].items():
+    for m, (ll, _) in PAPER.get(args.dataset, {}).items():
         if m in ("exact", "ar_softmax"):
             axes[1].axhline(ll, ls=":", lw=1, color="k" if m == "exact" else "tab:green")
     axes[0].set_title(f"{args.dataset}: stochastic ELBO / N (moving average) vs training time")
@@ -270,7 +287,16 @@ COLUMNS = [
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--dataset", choices=sorted(SETTINGS), required=True)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--dataset", choices=["mnist", "bibtex"], help="a data set of the paper")
+    which.add_argument("--arff-train", help="any multi-label ARFF training file (Mulan / MEKA)")
+    which.add_argument("--svmlight", nargs=2, metavar=("TRAIN", "TEST"),
+                       help="extreme-classification (svmlight) train and test files")
+    p.add_argument("--arff-test", help="the ARFF test file (with --arff-train)")
+    p.add_argument("--num-labels", type=int, default=None,
+                   help="labels = the last L attributes (default: from the Mulan XML / MEKA header)")
+    p.add_argument("--out", default=None,
+                   help="folder for the results (default: a new temporary folder, never the repository)")
     p.add_argument("--quick", action="store_true", help="a short run (under 2 minutes) of every method")
     p.add_argument("--methods", nargs="+", choices=sorted(METHODS), default=DEFAULT_METHODS)
     p.add_argument("--optim", choices=["authors", "adam"], default="authors")
@@ -297,6 +323,12 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tag", default="", help="suffix of the output file names")
     args = p.parse_args(argv)
+    if args.arff_train and not args.arff_test:
+        p.error("--arff-train needs --arff-test")
+    if args.dataset is None:
+        args.dataset = "custom"
+    args.out = args.out or tempfile.mkdtemp(prefix="pyro_ar_table3_")
+    Path(args.out).mkdir(parents=True, exist_ok=True)
     st = SETTINGS[args.dataset]
     args.utility = args.utility or st["utility"]
     args.batch = args.batch or st["batch"]
@@ -311,9 +343,12 @@ def main(argv=None):
     if args.local_lr is None:
         args.local_lr = args.lr
     env = common.setup(args.seed)
-    data = load(args.dataset)
+    data = load(args.dataset, args)
     K = data[4]
     data = data[:4]
+    if args.negatives > K - 1:  # a small custom data set
+        print(f"{args.negatives} negatives > K - 1 = {K - 1}: using {K - 1}")
+        args.negatives = K - 1
     print(f"{args.dataset}: N={data[0].shape[0]} train, {data[2].shape[0]} test, D={data[0].shape[1]}, K={K}; "
           f"batch {args.batch}, {args.negatives} negatives/datapoint, {args.steps} steps, optim={args.optim} "
           f"(lr {args.lr}, local lr {args.local_lr}), utility={args.utility}, torch threads=1", flush=True)
@@ -331,9 +366,11 @@ def main(argv=None):
     name = f"table3_{args.dataset}_{args.optim}{'_quick' if args.quick else ''}{args.tag}"
     out = {"benchmark": "table3", "dataset": args.dataset, "settings": vars(args), "environment": env,
            "rows": rows, "traces": {r["row"]["method"]: r["trace"] for r in results}}
-    path = common.write_json(name + ".json", out)
-    plot(results, args, common.OUT / (name + ".png"))
-    print(f"\nwrote {path} and {common.OUT / (name + '.png')}")
+    path = Path(args.out) / (name + ".json")
+    with open(path, "w") as f:
+        json.dump(out, f, indent=1, default=common._json_default)
+    plot(results, args, Path(args.out) / (name + ".png"))
+    print(f"\nwrote {path} and {Path(args.out) / (name + '.png')}")
     return out
 
 

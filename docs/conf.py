@@ -8,7 +8,9 @@ sys.path.insert(0, os.path.abspath(".."))
 project = "pyro_ar"
 author = "the pyro_ar developers"
 copyright = "2026, the pyro_ar developers"
-release = "0.2.0.dev0"
+from pyro_ar import __version__ as release  # noqa: E402  (the version lives in pyro_ar/__init__.py only)
+
+version = ".".join(release.split(".")[:2])
 
 extensions = [
     "sphinx.ext.autodoc",

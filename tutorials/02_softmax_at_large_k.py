@@ -29,35 +29,26 @@
 # `benchmarks/toy.py` and `benchmarks/table3.py`; results in `benchmarks/RESULTS.md`.
 
 # %%
-import argparse
 import math
 import os
 
-import matplotlib
+import torch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
+import pyro
+from pyro.infer import SVI
 
-import pyro  # noqa: E402
-from pyro.infer import SVI  # noqa: E402
+from pyro_ar import evaluation, metrics  # metrics.bound: a training bound at a fit
+from pyro_ar.datasets import load_bibtex, make_toy
+from pyro_ar.infer import train
+from pyro_ar.likelihoods import AR, OVE, Exact
+from pyro_ar.models import LinearClassifier
+from pyro_ar.optim import advi_step_size
 
-from pyro_ar import evaluation, metrics  # noqa: E402  (metrics.bound: a training bound at a fit)
-from pyro_ar.datasets import load_bibtex, make_toy  # noqa: E402
-from pyro_ar.infer import train  # noqa: E402
-from pyro_ar.likelihoods import AR, OVE, Exact  # noqa: E402
-from pyro_ar.models import LinearClassifier  # noqa: E402
-from pyro_ar.optim import advi_step_size  # noqa: E402
+import _tutorial  # tutorials/_tutorial.py: size (--quick or PYRO_AR_QUICK=1), figures inline in notebooks
+from _tutorial import plt
 
 FIGURES = ("02_toy.png", "02_bibtex.png")
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-parser = argparse.ArgumentParser(description="Tutorial 2: softmax at large K")
-parser.add_argument("--quick", action="store_true", help="CI size")
-parser.add_argument("--out", default=os.path.join(HERE, "figures"), help="folder for the figures")
-parser.add_argument("--seed", type=int, default=0)
-args, _ = parser.parse_known_args()
-os.makedirs(args.out, exist_ok=True)
+args = _tutorial.parse_args("Tutorial 2: softmax at large K")
 torch.set_num_threads(1)
 # each method is a likelihood object, built for a number of negative classes per datapoint
 METHODS = {"A&R softmax": lambda s: AR("gumbel", negatives=s),
@@ -66,11 +57,7 @@ METHODS = {"A&R softmax": lambda s: AR("gumbel", negatives=s),
 
 
 def save(fig, name):
-    path = os.path.join(args.out, name)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    print(f"saved {path}")
+    _tutorial.save(fig, os.path.join(args.out, name))
 
 
 def authors_optim():

@@ -26,38 +26,29 @@
 #     python tutorials/03_beyond_softmax.py --quick    # CI size, ~30 s
 
 # %%
-import argparse
 import math
 import os
 import time
 
-import matplotlib
+import torch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
+import pyro
+from pyro.infer import SVI, TraceMeanField_ELBO
 
-import pyro  # noqa: E402
-from pyro.infer import SVI, TraceMeanField_ELBO  # noqa: E402
+import pyro_ar as ar
+from pyro_ar.datasets import make_linear_teacher
+from pyro_ar.evaluation import log_likelihood
+from pyro_ar.infer import NoiseLocalGuide, train
+from pyro_ar.likelihoods import AR
+from pyro_ar.models import LinearClassifier
+from pyro_ar.optim import lazy_adam
+from pyro_ar.testing import check_noise
 
-import pyro_ar as ar  # noqa: E402
-from pyro_ar.datasets import make_linear_teacher  # noqa: E402
-from pyro_ar.evaluation import log_likelihood  # noqa: E402
-from pyro_ar.infer import NoiseLocalGuide, train  # noqa: E402
-from pyro_ar.likelihoods import AR  # noqa: E402
-from pyro_ar.models import LinearClassifier  # noqa: E402
-from pyro_ar.optim import lazy_adam  # noqa: E402
-from pyro_ar.testing import check_noise  # noqa: E402
+import _tutorial  # tutorials/_tutorial.py: size (--quick or PYRO_AR_QUICK=1), figures inline in notebooks
+from _tutorial import plt
 
 FIGURES = ("03_noise_densities.png", "03_fits.png")
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-parser = argparse.ArgumentParser(description="Tutorial 3: beyond softmax")
-parser.add_argument("--quick", action="store_true", help="CI size")
-parser.add_argument("--out", default=os.path.join(HERE, "figures"), help="folder for the figures")
-parser.add_argument("--seed", type=int, default=0)
-args, _ = parser.parse_known_args()
-os.makedirs(args.out, exist_ok=True)
+args = _tutorial.parse_args("Tutorial 3: beyond softmax")
 pyro.set_rng_seed(args.seed)
 K, D = 20, 5
 N = 1_500 if args.quick else 5_000
@@ -65,11 +56,7 @@ steps = 400 if args.quick else 2_000
 
 
 def save(fig, name):
-    path = os.path.join(args.out, name)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    print(f"saved {path}")
+    _tutorial.save(fig, os.path.join(args.out, name))
 
 
 # %% [markdown]

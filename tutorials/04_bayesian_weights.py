@@ -35,25 +35,20 @@
 # Figures go to tutorials/figures/04_*.png (or --out DIR).
 
 # %%
-import argparse
 import math
 import os
 import time
 
-import matplotlib
+import torch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
+import pyro
+from pyro.infer import MCMC, NUTS, SVI, Predictive, TraceMeanField_ELBO
+from pyro.infer.autoguide import AutoGuideList, AutoNormal
 
-import pyro  # noqa: E402
-from pyro.infer import MCMC, NUTS, SVI, Predictive, TraceMeanField_ELBO  # noqa: E402
-from pyro.infer.autoguide import AutoGuideList, AutoNormal  # noqa: E402
-
-import pyro_ar as ar  # noqa: E402
-from pyro_ar.datasets import make_linear_teacher  # noqa: E402
-from pyro_ar.evaluation import log_likelihood  # noqa: E402
-from pyro_ar.infer import (  # noqa: E402
+import pyro_ar as ar
+from pyro_ar.datasets import make_linear_teacher
+from pyro_ar.evaluation import log_likelihood
+from pyro_ar.infer import (
     ClassSubsampledNormal,
     ClosedFormELBO,
     GumbelLocalGuide,
@@ -66,21 +61,19 @@ from pyro_ar.infer import (  # noqa: E402
     predictive_top_k,
     train,
 )
-from pyro_ar.likelihoods import AR, Exact  # noqa: E402
-from pyro_ar.models import BayesianLinearClassifier, LinearClassifier  # noqa: E402
-from pyro_ar.optim import LazyAdam, lazy_adam  # noqa: E402
+from pyro_ar.likelihoods import AR, Exact
+from pyro_ar.models import BayesianLinearClassifier, LinearClassifier
+from pyro_ar.optim import LazyAdam, lazy_adam
+
+import _tutorial  # tutorials/_tutorial.py: size (--quick or PYRO_AR_QUICK=1), figures inline in notebooks
+from _tutorial import plt
 
 FIGURES = ("04_a_small_k.png", "04_b_large_k.png", "04_c_digits.png", "04_d_nuts.png")
-FIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "figures")
+FIG = _tutorial.DEFAULT_OUT  # set by main() from --out
 
 
 def savefig(fig, name):
-    os.makedirs(FIG, exist_ok=True)
-    path = os.path.join(FIG, f"04_{name}.png")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    print(f"  saved {path}")
+    _tutorial.save(fig, os.path.join(FIG, f"04_{name}.png"))
 
 
 def fit(svi, x, y, steps, scheduler, summary_fn=None):
@@ -120,14 +113,19 @@ def part_a(small):
     g = torch.linspace(-2.2, 2.2, n)
     grid = torch.stack(torch.meshgrid(g, g, indexing="xy"), -1).reshape(-1, 2)
     mean, sd = predictive_probs(post, grid, noise="normal")
-    fig, axes = plt.subplots(1, 2, figsize=(9, 4))
-    for ax, z, title in ((axes[0], mean[:, 0], "predictive p(y=0 | x)"), (axes[1], sd[:, 0], "posterior sd of p(y=0 | x, W)")):
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.3))
+    panels = ((axes[0], mean[:, 0], "predictive p(y = 0 | x)", "posterior mean of p(y = 0 | x, W)"),
+              (axes[1], sd[:, 0], "posterior sd of p(y = 0 | x, W)", "posterior sd of p(y = 0 | x, W)"))
+    cmap = plt.get_cmap("tab10")
+    for ax, z, title, bar_label in panels:
         im = ax.imshow(z.reshape(n, n), origin="lower", extent=(-2.2, 2.2, -2.2, 2.2), cmap="viridis")
-        ax.scatter(data.x[:200, 0], data.x[:200, 1], c=data.y[:200], s=6, cmap="tab10", edgecolors="none")
-        ax.set_title(title)
-        ax.set_xlim(-2.2, 2.2)
-        ax.set_ylim(-2.2, 2.2)
-        fig.colorbar(im, ax=ax)
+        for k in range(K):  # the first 200 training points, coloured by their class
+            pts = data.x[:200][data.y[:200] == k]
+            ax.scatter(pts[:, 0], pts[:, 1], color=cmap(k), s=8, edgecolors="white", linewidths=0.3,
+                       label=f"class {k}")
+        ax.set(title=title, xlabel="feature x_1", ylabel="feature x_2", xlim=(-2.2, 2.2), ylim=(-2.2, 2.2))
+        fig.colorbar(im, ax=ax, label=bar_label)
+    axes[0].legend(fontsize=7, loc="upper left", title="training points", title_fontsize=7)
     savefig(fig, "a_small_k")
 
 
@@ -331,11 +329,10 @@ def part_d(small, seed):
 # %%
 def main(argv=None):
     global FIG
-    p = argparse.ArgumentParser(description="Tutorial 4: Bayesian weights for categoricals with many classes")
-    p.add_argument("--quick", "--small", action="store_true", help="CI size (< 1 min)")
-    p.add_argument("--out", default=FIG, help="folder for the figures")
-    p.add_argument("--seed", type=int, default=0)
-    args, _ = p.parse_known_args(argv)
+    args = _tutorial.parse_args(
+        "Tutorial 4: Bayesian weights for categoricals with many classes", argv=argv,
+        add_arguments=lambda p: p.add_argument("--small", dest="quick", action="store_true",
+                                               help="same as --quick"))
     FIG = args.out
     torch.set_num_threads(1)
     pyro.set_rng_seed(args.seed)

@@ -4,12 +4,16 @@ Real data sets (read from local copies, never downloaded), one module per file f
 
 * :func:`load_bibtex` (:mod:`~pyro_ar.datasets.arff`) -- Bibtex multi-label text data
   reduced to its first label (K = 159 label space, 146 classes seen in train), as in the
-  A&R paper; :func:`read_arff` reads any other numeric ARFF file (e.g. Mulan's Delicious or
-  Corel5k);
+  A&R paper; :func:`load_arff_multilabel` loads any other multi-label ARFF data set by path
+  (e.g. Mulan's Delicious or Corel5k) the same way, and :func:`read_arff` reads any numeric
+  ARFF file;
+* :func:`load_svmlight` (:mod:`~pyro_ar.datasets.svmlight`) -- multi-label data in the
+  extreme-classification repository's text format (or scikit-learn's svmlight format);
 * :func:`load_mnist` (:mod:`~pyro_ar.datasets.idx`) -- MNIST digits from the raw IDX files
   (K = 10, D = 784);
 * :func:`load_brown` (:mod:`~pyro_ar.datasets.text`) -- next-word (bigram) prediction on the
-  Brown corpus (K of about 26,000 words);
+  Brown corpus (K of about 26,000 words); :func:`load_text_corpus` does the same for any
+  plain-text corpus and returns its :class:`Vocabulary`;
 * :func:`load_digits` (:mod:`~pyro_ar.datasets.digits`) -- scikit-learn's 8x8 digits (ships
   with scikit-learn, K = 10, D = 64).
 
@@ -28,11 +32,13 @@ All features are float32 and all labels / ids int64.
 """
 
 from ._common import DATA_ENV_VAR, EMBEDDED_DATA_DIR, Dataset, default_data_dir, verify_checksums
-from .arff import BIBTEX_FILES, BIBTEX_NUM_FEATURES, BIBTEX_NUM_LABELS, ArffData, load_bibtex, read_arff
+from .arff import (BIBTEX_FILES, BIBTEX_NUM_FEATURES, BIBTEX_NUM_LABELS, ArffData, load_arff_multilabel,
+                   load_bibtex, read_arff, reduce_multilabel)
 from .digits import load_digits
 from .idx import MNIST_FILES, load_mnist
 from .synthetic import TeacherData, ToyData, make_linear_teacher, make_toy
-from .text import BROWN_ARCHIVE, BROWN_BOUNDARY, BROWN_UNK, load_brown
+from .svmlight import load_svmlight
+from .text import BROWN_ARCHIVE, BROWN_BOUNDARY, BROWN_UNK, Vocabulary, load_brown, load_text_corpus
 
 __all__ = [
     "Dataset",
@@ -43,6 +49,11 @@ __all__ = [
     "verify_checksums",
     "read_arff",
     "load_bibtex",
+    "load_arff_multilabel",
+    "reduce_multilabel",
+    "load_svmlight",
+    "load_text_corpus",
+    "Vocabulary",
     "load_mnist",
     "load_brown",
     "load_digits",

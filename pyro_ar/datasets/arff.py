@@ -11,15 +11,16 @@ labels -- into an ``(N, A)`` tensor :math:`X` with :math:`X_{nj}` the value of a
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
-from typing import Any, Dict, List, NamedTuple, Optional
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
 from ._common import Dataset, PathLike, _dataset_dir, _require, verify_checksums
 
-__all__ = ["ArffData", "read_arff", "load_bibtex"]
+__all__ = ["ArffData", "read_arff", "load_bibtex", "load_arff_multilabel", "reduce_multilabel"]
 
 BIBTEX_NUM_FEATURES = 1836
 BIBTEX_NUM_LABELS = 159
@@ -201,8 +202,7 @@ def _bibtex_split(p: Path):
         i, j = (int(v) for v in np.argwhere(bad)[0])
         raise ValueError(f"{p}: label {names[BIBTEX_NUM_FEATURES + j]!r} of data row {i} is "
                          f"{labels[i, j]}, expected 0 or 1")
-    positive = labels == 1
-    first = np.where(positive.any(1), positive.argmax(1), -1).astype(np.int64)
+    first = reduce_multilabel(labels, "first")
     return np.ascontiguousarray(data[:, :BIBTEX_NUM_FEATURES]), first, names
 
 
@@ -330,7 +330,7 @@ def _bibtex_classes(kept, info, label_names, drop_unseen_test, remap_classes):
 
     if remap_classes:
         old = np.asarray(info["all_classes"], dtype=np.int64)
-        lookup = np.full(BIBTEX_NUM_LABELS, -1, dtype=np.int64)
+        lookup = np.full(len(label_names), -1, dtype=np.int64)
         lookup[old] = np.arange(old.shape[0])
         kept = {s: (x, lookup[y], r) for s, (x, y, r) in kept.items()}
         class_names = [label_names[i] for i in old]
@@ -340,7 +340,7 @@ def _bibtex_classes(kept, info, label_names, drop_unseen_test, remap_classes):
         info["all_classes"] = list(range(old.shape[0]))
     else:
         class_names = list(label_names)
-        info["original_class_index"] = torch.arange(BIBTEX_NUM_LABELS)
+        info["original_class_index"] = torch.arange(len(label_names))
 
     if info["unseen_test_dropped"]:
         x, y, r = kept["test"]
@@ -369,3 +369,184 @@ def _bibtex_dataset(kept, split, info, class_names) -> Dataset:
         class_names=class_names,
         info=info,
     )
+
+
+# ---------------------------------------------------------------------------
+# Any multi-label ARFF (Mulan, MEKA): features, labels, one label per row
+# ---------------------------------------------------------------------------
+
+_MEKA_C = re.compile(r"-C\s+(-?\d+)")
+
+
+def reduce_multilabel(labels: np.ndarray, reduction: str = "first", seed: int = 0,
+                      where: str = "labels") -> np.ndarray:
+    r"""One class per row of a 0/1 label matrix ``(N, L)``; ``-1`` for rows without a label.
+
+    ``"first"``: the lowest positive label index (the A&R paper's reduction of Bibtex);
+    ``"last"``: the highest; ``"random"``: a positive label drawn uniformly per row
+    (``numpy.random.default_rng(seed)``).
+
+    Example:
+
+    >>> import numpy as np
+    >>> from pyro_ar.datasets import reduce_multilabel
+    >>> reduce_multilabel(np.array([[0, 1, 1], [0, 0, 0], [1, 0, 1]])).tolist()
+    [1, -1, 0]
+    >>> reduce_multilabel(np.array([[0, 1, 1], [0, 0, 0], [1, 0, 1]]), "last").tolist()
+    [2, -1, 2]
+    """
+    labels = np.asarray(labels)
+    bad = (labels != 0) & (labels != 1)
+    if bad.any():
+        i, j = (int(v) for v in np.argwhere(bad)[0])
+        raise ValueError(f"{where}: label {j} of data row {i} is {labels[i, j]}, expected 0 or 1")
+    positive = labels == 1
+    has = positive.any(1)
+    if reduction == "first":
+        out = positive.argmax(1)
+    elif reduction == "last":
+        out = labels.shape[1] - 1 - positive[:, ::-1].argmax(1)
+    elif reduction == "random":
+        u = np.random.default_rng(seed).random(labels.shape) * positive  # argmax of uniforms over positives
+        out = u.argmax(1)
+    else:
+        raise ValueError(f"reduction must be 'first', 'last' or 'random', got {reduction!r}")
+    return np.where(has, out, -1).astype(np.int64)
+
+
+def _label_columns(p: Path, arff: ArffData, num_labels: Optional[int],
+                   label_names: Optional[Sequence[str]]) -> Tuple[np.ndarray, str]:
+    """Attribute indices of the labels and how they were found (see load_arff_multilabel)."""
+    A = len(arff.attributes)
+    if label_names is not None:
+        pos = {n: j for j, n in enumerate(arff.attributes)}
+        missing = [n for n in label_names if n not in pos]
+        if missing:
+            raise ValueError(f"{p}: label attributes {missing[:5]} not in the file")
+        return np.asarray([pos[n] for n in label_names], np.int64), "label_names"
+    if num_labels is None:
+        xml = p.with_suffix(".xml")
+        siblings = sorted(p.parent.glob("*.xml"))
+        xml = xml if xml.is_file() else (siblings[0] if len(siblings) == 1 else None)
+        if xml is not None:
+            names = re.findall(r'<label\s+name="([^"]+)"', xml.read_text(encoding="utf-8"))
+            if names:
+                return _label_columns(p, arff, None, names)[0], f"Mulan XML {xml.name}"
+        m = _MEKA_C.search(arff.relation)
+        if m is None:
+            raise ValueError(
+                f"{p}: cannot tell which attributes are labels: no Mulan XML file next to it and no "
+                "MEKA '-C <L>' in @relation; pass num_labels= (the last L attributes) or label_names=")
+        c = int(m.group(1))
+        if not 0 < abs(c) < A:
+            raise ValueError(f"{p}: MEKA header says -C {c}, but the file has {A} attributes")
+        cols = np.arange(c) if c > 0 else np.arange(A + c, A)
+        return cols, f"MEKA -C {c}"
+    if not 0 < int(num_labels) < A:
+        raise ValueError(f"load_arff_multilabel: num_labels must be between 1 and {A - 1} "
+                         f"(the file {p.name} has {A} attributes), got {num_labels}")
+    return np.arange(A - int(num_labels), A), f"last {int(num_labels)} attributes"
+
+
+def _multilabel_split(p: Path, num_labels, label_names, reduction, seed):
+    """``(features, reduced labels, feature names, label names, how)`` of one ARFF file."""
+    arff = read_arff(p)
+    cols, how = _label_columns(p, arff, num_labels, label_names)
+    data = arff.data.numpy()
+    is_label = np.zeros(data.shape[1], bool)
+    is_label[cols] = True
+    names = [arff.attributes[j] for j in cols]
+    y = reduce_multilabel(data[:, cols], reduction, seed, where=str(p))
+    feature_names = [n for n, lab in zip(arff.attributes, is_label) if not lab]
+    return np.ascontiguousarray(data[:, ~is_label]), y, feature_names, names, how
+
+
+def load_arff_multilabel(
+    train: PathLike,
+    test: Optional[PathLike] = None,
+    num_labels: Optional[int] = None,
+    label_names: Optional[Sequence[str]] = None,
+    reduction: str = "first",
+    drop_unseen_test: bool = True,
+    remap_classes: bool = False,
+    seed: int = 0,
+) -> Dataset:
+    r"""Any multi-label ARFF data set (Mulan, MEKA) as a single-label :class:`Dataset`.
+
+    Which attributes are the L labels: ``label_names`` if given; else the last
+    ``num_labels`` attributes (Mulan's convention); else read from the files -- the
+    labels named in a Mulan XML file next to ``train`` (same stem, or the folder's only
+    ``.xml``), or MEKA's ``-C L`` in ``@relation`` (the first L attributes; ``-C -L`` the
+    last L). All other attributes are the D features. Each row's label set is reduced to
+    one class by ``reduction`` (:func:`reduce_multilabel`: ``"first"``, the paper's
+    choice, ``"last"`` or ``"random"``); rows without a label are dropped. Test rows whose
+    class never occurs in train are marked, and dropped unless ``drop_unseen_test=False``,
+    and ``remap_classes`` keeps only the classes that occur -- exactly as
+    :func:`load_bibtex`, which is this loader with Bibtex's file names and checks.
+
+    Args:
+        train: the training ``.arff`` file.
+        test: the test ``.arff`` file (same attributes), or ``None`` (test fields ``None``).
+        num_labels: L, the labels being the last L attributes.
+        label_names: the label attributes by name (overrides ``num_labels``).
+        reduction: ``"first"`` (default), ``"last"`` or ``"random"``.
+        drop_unseen_test: drop test rows whose class never occurs in train (default True).
+        remap_classes: relabel to the classes occurring in train or test.
+        seed: seed of ``reduction="random"``.
+
+    Returns:
+        :class:`Dataset` with ``x_*`` float32 ``(N, D)``, ``y_*`` int64 ``(N,)`` and
+        ``num_classes`` L (or the classes kept by ``remap_classes``); ``class_names`` the
+        label attribute names. ``info`` has the keys of :func:`load_bibtex` plus
+        ``label_source`` (how the labels were found) and ``reduction``.
+
+    Example (a tiny Mulan-style file; the labels are its last 2 attributes):
+
+    >>> import tempfile, pathlib
+    >>> from pyro_ar.datasets import load_arff_multilabel
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "tiny.arff"
+    >>> _ = p.write_text("@relation tiny\n@attribute x1 numeric\n@attribute x2 numeric\n"
+    ...                  "@attribute a {0,1}\n@attribute b {0,1}\n@data\n1,2,0,1\n3,4,1,1\n{0 5}\n")
+    >>> d = load_arff_multilabel(p, num_labels=2)
+    >>> d.x_train.tolist(), d.y_train.tolist(), d.class_names, d.info["num_unlabeled_dropped"]
+    ([[1.0, 2.0], [3.0, 4.0]], [1, 0], ['a', 'b'], {'train': 1})
+    """
+    if reduction not in ("first", "last", "random"):
+        raise ValueError(f"load_arff_multilabel: reduction must be 'first', 'last' or 'random', got {reduction!r}")
+    files = {"train": Path(train)} if test is None else {"train": Path(train), "test": Path(test)}
+    for f in files.values():
+        if not f.is_file():
+            raise FileNotFoundError(f"load_arff_multilabel: file {f} not found")
+    parts, meta = {}, None
+    for s, f in files.items():
+        x, y, feat, labs, how = _multilabel_split(f, num_labels, label_names, reduction, seed)
+        if meta is None:
+            meta = (feat, labs, how)
+        elif (feat, labs) != meta[:2]:
+            raise ValueError(f"{f}: attributes differ from those of {files['train']}")
+        rows = np.flatnonzero(y >= 0)
+        parts[s] = (x[rows], y[rows], rows, int(y.shape[0] - rows.shape[0]))
+    assert meta is not None
+    feature_names, names, how = meta
+    extra = {"preprocessing": f"features as in the file; label = {reduction} positive label ({how})",
+             "label_source": how, "feature_names": feature_names}
+    return _multilabel_dataset(files, parts, names, reduction, extra, drop_unseen_test, remap_classes)
+
+
+def _multilabel_dataset(files, parts, label_names, reduction, extra, drop_unseen_test, remap_classes) -> Dataset:
+    """The :class:`Dataset` of a reduced multi-label data set, classes handled as for Bibtex.
+
+    ``parts[split] = (x, y, rows kept, number of unlabeled rows dropped)``.
+    """
+    kept = {s: v[:3] for s, v in parts.items()}
+    info: Dict[str, Any] = {
+        "name": files["train"].stem, "source": str(files["train"]), "folder": str(files["train"].parent),
+        "reduction": reduction, "num_unlabeled_dropped": {s: v[3] for s, v in parts.items()},
+        "train_classes": np.unique(kept["train"][1]).tolist(), **extra,
+    }
+    if "test" in kept:
+        info["all_classes"] = np.union1d(kept["train"][1], kept["test"][1]).tolist()
+    else:
+        info["all_classes"] = list(info["train_classes"])
+    kept, class_names = _bibtex_classes(kept, info, label_names, drop_unseen_test, remap_classes)
+    return _bibtex_dataset(kept, "both", info, class_names)

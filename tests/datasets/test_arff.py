@@ -164,3 +164,81 @@ def test_bibtex_label_values_must_be_binary(tmp_path):
     _write_arff(tmp_path / "bibtex-test.arff", ["{0 1}"])
     with pytest.raises(ValueError, match=r"label 'TAG_4' of data row 0 is -1.0, expected 0 or 1"):
         load_bibtex(path=tmp_path)
+
+
+# ---------------------------------------------------------------------------
+# load_arff_multilabel: any multi-label ARFF by path (issue 11)
+# ---------------------------------------------------------------------------
+
+MULTI = ("@relation {rel}\n@attribute x1 numeric\n@attribute x2 numeric\n@attribute a {{0,1}}\n"
+         "@attribute b {{0,1}}\n@attribute c {{0,1}}\n@data\n")
+
+
+def _multi(path, rows, rel="tiny"):
+    path.write_text(MULTI.format(rel=rel) + "\n".join(rows) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("reduction, expected", [("first", [1, 0, 2]), ("last", [2, 2, 2])])
+def test_load_arff_multilabel_reduction_and_unseen(tmp_path, reduction, expected):
+    train = _multi(tmp_path / "train.arff", ["1,2,0,1,1", "3,4,1,0,1", "{0 9}", "5,6,0,0,1"])
+    test = _multi(tmp_path / "test.arff", ["7,8,1,0,0", "0,1,0,0,1"])
+    d = ds.load_arff_multilabel(train, test, num_labels=3, reduction=reduction, drop_unseen_test=False)
+    assert d.x_train.tolist() == [[1, 2], [3, 4], [5, 6]] and d.y_train.tolist() == expected
+    assert d.info["num_unlabeled_dropped"] == {"train": 1, "test": 0}
+    assert d.num_classes == 3 and d.class_names == ["a", "b", "c"]
+    assert d.info["feature_names"] == ["x1", "x2"] and d.info["train_rows"].tolist() == [0, 1, 3]
+    # test row 0's class ("a") is a training class only with reduction="first"
+    assert d.info["unseen_test_mask"].tolist() == [reduction == "last", False]
+    dropped = ds.load_arff_multilabel(train, test, num_labels=3, reduction=reduction)
+    assert dropped.num_test == 2 - int(reduction == "last")
+
+
+def test_load_arff_multilabel_reads_label_count_from_files(tmp_path):
+    """Mulan XML next to the file, or MEKA's -C in @relation; else a named error."""
+    rows = ["1,2,0,1,1", "3,4,1,0,0"]
+    meka = _multi(tmp_path / "meka.arff", rows, rel="'tiny: -C -3'")
+    assert ds.load_arff_multilabel(meka).y_train.tolist() == [1, 0]
+    folder = tmp_path / "mulan"
+    folder.mkdir()
+    mulan = _multi(folder / "corel.arff", rows)
+    (folder / "corel.xml").write_text('<labels><label name="b"></label><label name="c"></label></labels>')
+    d = ds.load_arff_multilabel(mulan)
+    assert d.class_names == ["b", "c"] and d.y_train.tolist() == [0]  # row 2 has no b/c label
+    assert d.info["feature_names"] == ["x1", "x2", "a"] and "corel.xml" in d.info["label_source"]
+    bare = _multi(tmp_path / "bare.arff", rows)
+    with pytest.raises(ValueError, match="pass num_labels"):
+        ds.load_arff_multilabel(bare)
+    with pytest.raises(ValueError, match="num_labels must be between 1 and 4"):
+        ds.load_arff_multilabel(bare, num_labels=5)
+    with pytest.raises(ValueError, match="reduction must be"):
+        ds.load_arff_multilabel(bare, num_labels=3, reduction="most")
+    with pytest.raises(FileNotFoundError, match="nothere.arff"):
+        ds.load_arff_multilabel(tmp_path / "nothere.arff", num_labels=3)
+
+
+def test_load_arff_multilabel_matches_load_bibtex(tmp_path):
+    """load_bibtex is the general loader with Bibtex's names: same data on the same files."""
+    F = ds.BIBTEX_NUM_FEATURES
+    _write_arff(tmp_path / "bibtex-train.arff", [f"{{0 1,{F + 7} 1,{F + 3} 1}}", f"{{2 1,{F + 0} 1}}"])
+    _write_arff(tmp_path / "bibtex-test.arff", [f"{{4 1,{F + 3} 1}}", f"{{{F + 9} 1}}"])
+    a = load_bibtex(path=tmp_path, remap_classes=True)
+    b = ds.load_arff_multilabel(tmp_path / "bibtex-train.arff", tmp_path / "bibtex-test.arff",
+                                num_labels=ds.BIBTEX_NUM_LABELS, remap_classes=True)
+    for f in ("x_train", "y_train", "x_test", "y_test"):
+        assert torch.equal(getattr(a, f), getattr(b, f)), f
+    assert a.class_names == b.class_names and a.num_classes == b.num_classes
+
+
+def test_reduce_multilabel_random_picks_a_positive_label():
+    import numpy as np
+
+    labels = np.random.default_rng(0).random((500, 6)) < 0.4
+    y = ds.reduce_multilabel(labels.astype(int), "random", seed=1)
+    has = labels.any(1)
+    assert (y[~has] == -1).all() and labels[np.flatnonzero(has), y[has]].all()
+    # uniform over the positives: each of a row's labels is chosen (chi-square-free check:
+    # every column is picked at least once among ~500 rows)
+    assert set(y[has].tolist()) == set(range(6))
+    with pytest.raises(ValueError, match="label 0 of data row 0 is 2"):
+        ds.reduce_multilabel(np.array([[2, 0]]))

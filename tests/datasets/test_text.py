@@ -77,3 +77,66 @@ def test_brown_seed_changes_split(brown):
     other = load_brown(seed=1)
     assert other.info["train_docs"] != brown.info["train_docs"]
     assert other.info["num_tokens"] == brown.info["num_tokens"]
+
+
+# ---------------------------------------------------------------------------
+# load_text_corpus and Vocabulary: any plain-text corpus (issue 11)
+# ---------------------------------------------------------------------------
+
+BOOK = ("It was a dark night. The cat sat on the mat! The dog sat on the cat? "
+        "A dark cat ran. The mat was dark. ") * 5
+
+
+def test_text_corpus_pairs_match_the_sentences(tmp_path):
+    from pyro_ar.datasets import load_text_corpus
+
+    path = tmp_path / "book.txt"
+    path.write_text(BOOK)
+    data, vocab = load_text_corpus(path, min_count=2, test_fraction=0.2, seed=0)
+    assert data.num_classes == len(vocab) == len(data.class_names) and vocab.words[:2] == ["<unk>", "<s>"]
+    assert data.info["num_train_sentences"] + data.info["num_test_sentences"] == 25
+    assert data.info["num_test_sentences"] == 5
+    # one pair per token and one per sentence end, as for Brown
+    assert data.num_train == data.info["num_train_tokens"] + data.info["num_train_sentences"]
+    assert torch.equal(vocab.counts, torch.bincount(data.y_train, minlength=len(vocab)))
+    assert (data.x_train == 1).sum() == data.info["num_train_sentences"]
+    # the same text as a string gives the same data; a different seed a different split
+    again, _ = load_text_corpus(BOOK, min_count=2, test_fraction=0.2, seed=0)
+    assert torch.equal(again.y_train, data.y_train)
+    other, _ = load_text_corpus(BOOK, min_count=2, test_fraction=0.2, seed=3)
+    assert not torch.equal(other.y_test, data.y_test) or other.num_test != data.num_test
+
+
+def test_vocabulary_proposal_is_valid_when_a_word_is_never_a_target():
+    """A word seen only as a previous word has count 0 as a target: count ** 0.75 would
+    give it probability 0; the vocabulary's proposal is positive everywhere."""
+    from pyro_ar.datasets import load_text_corpus
+    from pyro_ar.negatives import ImportanceNegatives
+
+    data, vocab = load_text_corpus("a b. a b. a c.", min_count=1, test_fraction=0)
+    assert (vocab.counts == 0).any()  # <unk> (and "a", never after another word) are never targets
+    q = vocab.proposal()
+    assert (q > 0).all() and torch.isclose(q.sum(), torch.tensor(1.0, dtype=q.dtype))
+    ImportanceNegatives(2, q)  # accepted
+    with pytest.raises(ValueError, match="smoothing must be > 0"):
+        vocab.proposal(smoothing=0.0)
+
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    (dict(min_count=0), "min_count must be >= 1"),
+    (dict(test_fraction=1.0), "test_fraction must be in"),
+])
+def test_text_corpus_bad_arguments(kwargs, fragment):
+    from pyro_ar.datasets import load_text_corpus
+
+    with pytest.raises(ValueError, match=fragment):
+        load_text_corpus("a b.", **kwargs)
+
+
+def test_text_corpus_missing_file_and_empty_text(tmp_path):
+    from pyro_ar.datasets import load_text_corpus
+
+    with pytest.raises(FileNotFoundError, match="nothere.txt"):
+        load_text_corpus(str(tmp_path / "nothere.txt"))
+    with pytest.raises(ValueError, match="no tokens"):
+        load_text_corpus("   ")

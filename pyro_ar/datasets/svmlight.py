@@ -1,0 +1,130 @@
+r"""Multi-label data in the extreme-classification text format: :func:`load_svmlight`.
+
+The format of the Extreme Classification Repository (Bhatia et al.; e.g. Eurlex-4K,
+Wiki10-31K, AmazonCat-13K) is scikit-learn's multi-label svmlight format with an optional
+header line ``N D L`` (points, features, labels)::
+
+    3 5 4
+    0,2 0:1.5 3:0.5
+    1 1:2.0
+    2,3 4:1.0
+
+Each row is ``l_1,l_2,... j:v j:v ...`` with 0-based label and feature indices. Rows are
+read by :func:`sklearn.datasets.load_svmlight_files` (so scikit-learn is needed), the label
+set of row :math:`n` is reduced to one class (:func:`~pyro_ar.datasets.reduce_multilabel`,
+by default the lowest label, as for Bibtex) and unseen test classes are handled as by
+:func:`~pyro_ar.datasets.load_bibtex`.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple
+
+import numpy as np
+
+from ._common import Dataset, PathLike
+from .arff import _multilabel_dataset
+
+__all__ = ["load_svmlight"]
+
+
+def _read(p: Path) -> Tuple[Optional[Tuple[int, int, int]], io.BytesIO]:
+    """The ``(N, D, L)`` header (or None) and the rows of one file."""
+    if not p.is_file():
+        raise FileNotFoundError(f"load_svmlight: file {p} not found")
+    raw = p.read_bytes()
+    first, _, rest = raw.partition(b"\n")
+    parts = first.split()
+    if len(parts) == 3 and all(t.isdigit() for t in parts):
+        n, d, k = (int(t) for t in parts)
+        return (n, d, k), io.BytesIO(rest)
+    return None, io.BytesIO(raw)
+
+
+def _first_labels(label_sets, reduction: str, seed: int) -> np.ndarray:
+    """One class per row from scikit-learn's tuples of labels (``-1`` for an empty set)."""
+    rng = np.random.default_rng(seed)
+    out = np.full(len(label_sets), -1, dtype=np.int64)
+    for n, labels in enumerate(label_sets):  # loading, not a hot path
+        if labels:
+            ls = sorted(int(v) for v in labels)
+            out[n] = ls[0] if reduction == "first" else ls[-1] if reduction == "last" else rng.choice(ls)
+    return out
+
+
+def load_svmlight(
+    train: PathLike,
+    test: Optional[PathLike] = None,
+    num_features: Optional[int] = None,
+    num_labels: Optional[int] = None,
+    reduction: str = "first",
+    drop_unseen_test: bool = True,
+    remap_classes: bool = False,
+    seed: int = 0,
+) -> Dataset:
+    r"""A multi-label data set in the extreme-classification (svmlight) format, one label per row.
+
+    Args:
+        train: the training file.
+        test: the test file, or ``None`` (test fields ``None``).
+        num_features: D (default: the header's, else the largest feature index + 1).
+        num_labels: the size of the label space L (default: the header's, else the largest
+            label + 1).
+        reduction: ``"first"`` (the lowest label of a row, default), ``"last"`` or ``"random"``.
+        drop_unseen_test: drop test rows whose class never occurs in train (default True).
+        remap_classes: relabel to the classes occurring in train or test.
+        seed: seed of ``reduction="random"``.
+
+    Returns:
+        :class:`Dataset` with ``x_*`` float32 ``(N, D)`` (dense), ``y_*`` int64 ``(N,)``,
+        ``num_classes`` L; ``info`` as :func:`~pyro_ar.datasets.load_arff_multilabel`.
+
+    Raises:
+        ImportError: scikit-learn is not installed (``pip install scikit-learn``).
+
+    Example:
+
+    >>> import os, tempfile
+    >>> from pyro_ar.datasets import load_svmlight
+    >>> rows = "3 5 4\n2,0 0:1.5 3:0.5\n1 1:2.0\n3,2 4:1.0\n"   # header N D L, then the rows
+    >>> with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+    ...     _ = f.write(rows)
+    >>> d = load_svmlight(f.name); os.remove(f.name)
+    >>> d.y_train.tolist(), d.num_classes, d.x_train.shape
+    ([0, 1, 2], 4, torch.Size([3, 5]))
+    """
+    try:
+        from sklearn.datasets import load_svmlight_files
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise ImportError("load_svmlight needs scikit-learn: pip install scikit-learn "
+                          "(or pip install 'pyro-ar[data]')") from None
+    if reduction not in ("first", "last", "random"):
+        raise ValueError(f"load_svmlight: reduction must be 'first', 'last' or 'random', got {reduction!r}")
+    files = {"train": Path(train)} if test is None else {"train": Path(train), "test": Path(test)}
+    read = {s: _read(p) for s, p in files.items()}
+    headers = [h for h, _ in read.values() if h is not None]
+    if num_features is None and headers:
+        num_features = headers[0][1]
+    if num_labels is None and headers:
+        num_labels = headers[0][2]
+    try:
+        loaded = load_svmlight_files([b for _, b in read.values()], n_features=num_features,
+                                     multilabel=True, zero_based=True, dtype=np.float32)
+    except ValueError as e:
+        raise ValueError(f"load_svmlight: cannot read {', '.join(map(str, files.values()))}: {e}") from None
+    xs, ys = loaded[0::2], loaded[1::2]
+    parts: Dict[str, Any] = {}
+    for s, x, label_sets in zip(files, xs, ys):
+        y = _first_labels(label_sets, reduction, seed)
+        rows = np.flatnonzero(y >= 0)
+        parts[s] = (np.asarray(x[rows].todense(), dtype=np.float32), y[rows], rows, int(len(y) - len(rows)))
+    L = int(max((max(ls) for y in ys for ls in y if ls), default=-1)) + 1  # every label, not only those kept
+    if num_labels is not None:
+        if L > num_labels:
+            raise ValueError(f"load_svmlight: label {L - 1} found, but num_labels is {num_labels}")
+        L = int(num_labels)
+    extra = {"preprocessing": f"features as in the file; label = {reduction} label of the row"}
+    return _multilabel_dataset(files, parts, [str(k) for k in range(L)], reduction, extra,
+                               drop_unseen_test, remap_classes)

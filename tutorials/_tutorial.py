@@ -1,0 +1,75 @@
+"""What every tutorial shares: its size and output folder, and how it shows a figure.
+
+The tutorials run unchanged as scripts (``python tutorials/01_augmented_model.py --quick``)
+and as notebooks (jupytext opens the ``# %%`` cells; the notebook's folder is
+``tutorials/``, from where ``import _tutorial`` finds this file):
+
+* the size: ``--quick`` on the command line, or ``PYRO_AR_QUICK=1`` in the environment
+  (a notebook has no command line); ``parse_known_args`` ignores the arguments a Jupyter
+  kernel is started with (``-f kernel.json``);
+* the figures: always saved as PNG files in ``--out`` (default ``tutorials/figures/``,
+  or ``$PYRO_AR_FIGURES``); inside IPython / Jupyter they are also shown inline
+  (``plt.show()``), in a script they are closed (the non-interactive Agg backend is used
+  unless ``MPLBACKEND`` says otherwise).
+"""
+
+import argparse
+import os
+import sys
+
+import matplotlib
+
+#: environment variable selecting the quick (CI) size, e.g. ``PYRO_AR_QUICK=1``
+QUICK_ENV_VAR = "PYRO_AR_QUICK"
+#: environment variable naming the folder for the figures
+FIGURES_ENV_VAR = "PYRO_AR_FIGURES"
+DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "figures")
+
+
+def in_notebook() -> bool:
+    """True inside IPython / Jupyter (an IPython shell is running), without importing IPython."""
+    ipython = sys.modules.get("IPython")
+    get = getattr(ipython, "get_ipython", None)
+    return get is not None and get() is not None
+
+
+if not in_notebook() and "MPLBACKEND" not in os.environ:
+    matplotlib.use("Agg")  # a script writes PNG files; it does not open windows
+
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def env_flag(name: str) -> bool:
+    """``True`` when the environment variable is set to 1 / true / yes / on."""
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def parse_args(description: str, add_arguments=None, argv=None) -> argparse.Namespace:
+    """The tutorial's options: ``--quick`` (or ``$PYRO_AR_QUICK``), ``--out``, ``--seed``.
+
+    ``add_arguments(parser)`` adds a tutorial's own options. Unknown arguments (a Jupyter
+    kernel's ``-f kernel.json``) are ignored. The output folder is created.
+    """
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true",
+                        help=f"CI size (also selected by {QUICK_ENV_VAR}=1, e.g. in a notebook)")
+    parser.add_argument("--out", default=os.environ.get(FIGURES_ENV_VAR, DEFAULT_OUT),
+                        help="folder for the figures")
+    parser.add_argument("--seed", type=int, default=0)
+    if add_arguments is not None:
+        add_arguments(parser)
+    args, _ = parser.parse_known_args(argv)
+    args.quick = args.quick or env_flag(QUICK_ENV_VAR)
+    os.makedirs(args.out, exist_ok=True)
+    return args
+
+
+def save(fig, path: str) -> None:
+    """Save ``fig`` as a PNG at ``path``; show it inline in a notebook, close it in a script."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    print(f"saved {path}")
+    if in_notebook():
+        plt.show()
+    else:
+        plt.close(fig)
