@@ -58,8 +58,6 @@ def test_import_pyro_ar_does_not_need_sklearn():
     assert "PYRO_AR IMPORTED" in _run_without_sklearn().stdout
 
 
-@pytest.mark.xfail(strict=True, reason="pyro_ar/estimator/classifier.py falls back to object bases "
-                   "(TypeError: duplicate base class object); fix pending on main")
 def test_estimator_without_sklearn_raises_the_install_hint():
     proc = _run_without_sklearn()
     assert proc.returncode == 0, proc.stderr[-2000:]
