@@ -69,10 +69,12 @@ def run(name, quick, Cs):
     rows = []
     est, cpu, wall = timed_fit(ARClassifier(random_state=0), Xtr, ytr)
     rows.append({"method": "ARClassifier()", **scores(est, Xte, yte), "cpu_s": cpu, "wall_s": wall})
+    print(name, rows[-1], flush=True)
     for C in Cs:
         lr, cpu, wall = timed_fit(LogisticRegression(C=C, max_iter=1000), Xtr, ytr)
         rows.append({"method": f"LogisticRegression(C={C})", **scores(lr, Xte, yte),
                      "cpu_s": cpu, "wall_s": wall})
+        print(name, rows[-1], flush=True)
     best = min(rows[1:], key=lambda r: r["log_loss"])
     return {"dataset": name, "n_train": len(ytr), "n_test": len(yte), "rows": rows,
             "best_sklearn": best["method"],
