@@ -132,12 +132,34 @@ class DenseUtility(Utility):
         return f"DenseUtility(batch_shape={tuple(self.batch_shape)}, num_classes={self.num_classes})"
 
 
+def _check_same_kind(x, weight, bias):
+    """x, weight and bias must share one floating dtype and one device (named ValueError)."""
+    if not weight.is_floating_point():
+        raise ValueError(f"weight must be a floating point tensor, got dtype={weight.dtype}")
+    for name, t in (("x", x), ("bias", bias)):
+        if t is None:
+            continue
+        if t.dtype != weight.dtype:
+            raise ValueError(
+                f"{name} must have the dtype of weight ({weight.dtype}), got {name}.dtype={t.dtype}; "
+                f"cast one of them, e.g. {name}.to(weight.dtype)"
+            )
+        if t.device != weight.device:
+            raise ValueError(
+                f"{name} must be on the device of weight ({weight.device}), got "
+                f"{name}.device={t.device}; move one of them, e.g. {name}.to(weight.device)"
+            )
+
+
 class LinearUtility(Utility):
     r"""Lazy linear utilities :math:`\psi_{nk} = x_n \cdot w_k + b_k`.
 
     :param x: features, shape ``batch_shape + (D,)``.
     :param weight: class weights, shape ``(K, D)``.
     :param bias: class biases, shape ``(K,)``, or None.
+
+    ``x``, ``weight`` and ``bias`` must share one floating dtype and one device (a
+    ``ValueError`` naming the argument otherwise: no silent promotion).
     :param bool sparse: gather rows with ``F.embedding(..., sparse=True)`` so that the
         gradients of ``weight`` and ``bias`` are sparse (only the gathered rows). Use an
         optimizer that accepts sparse gradients (e.g. ``pyro.optim.SparseAdam``, or
@@ -156,6 +178,11 @@ class LinearUtility(Utility):
 
     def __init__(self, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
                  sparse: bool = False):
+        for name, t in (("weight", weight), ("bias", bias)):
+            if not (isinstance(t, torch.Tensor) or (name == "bias" and t is None)):
+                raise ValueError(f"{name} must be a tensor, got {name}={t!r}")
+        if not all(hasattr(x, a) for a in ("dim", "shape", "dtype", "device")):
+            raise ValueError(f"x must be a tensor of shape batch_shape + (D,), got x={x!r}")
         if weight.dim() != 2:
             raise ValueError(f"weight must have shape (num_classes, D), got {tuple(weight.shape)}")
         if x.dim() < 1 or x.shape[-1] != weight.shape[-1]:
@@ -167,6 +194,7 @@ class LinearUtility(Utility):
             raise ValueError(
                 f"bias must have shape (num_classes,)=({weight.shape[0]},), got {tuple(bias.shape)}"
             )
+        _check_same_kind(x, weight, bias)
         self.x, self.weight, self.bias, self.sparse = x, weight, bias, sparse
         self.num_classes = weight.shape[0]
         self.batch_shape = x.shape[:-1]
