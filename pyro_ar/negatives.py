@@ -214,6 +214,7 @@ class NegativeSampler:
         return self.num_negatives is None or self.num_negatives >= num_classes - 1
 
     def __call__(self, labels: torch.Tensor, num_classes: int) -> Negatives:
+        num_classes = check_int("num_classes", num_classes, low=1)
         if self.is_exact(num_classes):
             index = torch.arange(num_classes, device=labels.device)
             weight = (index != labels.unsqueeze(-1))

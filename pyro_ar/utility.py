@@ -20,7 +20,37 @@ import torch.nn.functional as F
 
 from pyro.distributions.util import broadcast_shape
 
-__all__ = ["Utility", "DenseUtility", "LinearUtility", "as_utility"]
+__all__ = ["Utility", "DenseUtility", "LinearUtility", "as_utility", "check_index"]
+
+
+def check_index(index, num_classes: int, name: str = "index") -> None:
+    """Class indices must be an integer tensor in ``[0, num_classes)`` (named ``ValueError``).
+
+    Run by the gathers of :class:`DenseUtility` and :class:`LinearUtility` while Pyro's
+    validation is on (one ``aminmax`` reduction); the distributions pass indices that are
+    valid by construction (checked labels, sampled classes).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.utility import check_index
+    >>> check_index(torch.tensor([0, 7]), 5)
+    Traceback (most recent call last):
+    ...
+    ValueError: index must lie in [0, 5), got values in [0, 7]
+    """
+    if not isinstance(index, torch.Tensor) or index.is_floating_point() or index.is_complex() \
+            or index.dtype == torch.bool:
+        raise ValueError(f"{name} must be an integer tensor of class indices, got "
+                         f"{getattr(index, 'dtype', type(index).__name__)}")
+    if index.numel():
+        lo, hi = (int(v) for v in torch.aminmax(index))
+        if lo < 0 or hi >= num_classes:
+            raise ValueError(f"{name} must lie in [0, {num_classes}), got values in [{lo}, {hi}]")
+
+
+def _validating() -> bool:
+    return torch.distributions.Distribution._validate_args
 
 
 class Utility:
@@ -115,11 +145,15 @@ class DenseUtility(Utility):
         return self.logits.device
 
     def gather(self, index):
+        if _validating():
+            check_index(index, self.num_classes)
         shape = broadcast_shape(self.batch_shape, index.shape[:-1])
         logits = self.logits.expand(shape + (self.num_classes,))
         return torch.gather(logits, -1, index.expand(shape + index.shape[-1:]))
 
     def gather_shared(self, index):
+        if _validating():
+            check_index(index, self.num_classes)
         return self.logits.index_select(-1, index)
 
     def full(self):
@@ -209,6 +243,8 @@ class LinearUtility(Utility):
 
     def rows(self, index):
         """``(weight[index], bias[index])`` -- sparse-gradient gathers when ``sparse``."""
+        if _validating():
+            check_index(index, self.num_classes)
         w = F.embedding(index, self.weight, sparse=self.sparse)
         b = None
         if self.bias is not None:
