@@ -126,7 +126,8 @@ def load_mnist(path: Optional[PathLike] = None, verify: bool = False) -> Dataset
         if lab.size and (lab.min() < 0 or lab.max() > 9):
             raise ValueError(f"{paths[s + '_labels']}: labels outside 0..9")
         image_shapes[s] = tuple(int(n) for n in img.shape[1:])
-        x = torch.from_numpy(img.reshape(img.shape[0], -1).astype(np.float32))
+        # explicit width: reshape(n, -1) is ambiguous for a file of 0 images
+        x = torch.from_numpy(img.reshape(img.shape[0], int(np.prod(img.shape[1:]))).astype(np.float32))
         x.div_(255.0)
         out["x_" + s] = x
         out["y_" + s] = torch.from_numpy(lab.astype(np.int64))

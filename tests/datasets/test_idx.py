@@ -89,3 +89,10 @@ def test_mnist_counts(mnist):
     assert test_counts == [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]
     assert sum(train_counts) == 60000 and sum(test_counts) == 10000
     assert d.num_classes == 10 and d.num_features == 784
+
+
+def test_files_of_zero_images(tmp_path):
+    """Found by the fuzz suite: a file of 0 images failed in ``reshape(0, -1)``."""
+    _write_mnist(tmp_path, n_train=0, n_test=0)
+    d = load_mnist(path=tmp_path)
+    assert d.x_train.shape == (0, 784) and d.y_test.shape == (0,)

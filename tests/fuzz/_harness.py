@@ -83,5 +83,5 @@ def lost_file():
 
 def summary():
     return (f"{STATS['inputs']} inputs ({STATS['values']} values, {STATS['named_errors']} named "
-            f"errors), {STATS['unnamed']} unnamed errors, {STATS['non_finite']} non-finite, "
-            f"{STATS['lost_files']} lost files")
+            f"errors, {STATS['failed_writes']} failed writes), {STATS['unnamed']} unnamed errors, "
+            f"{STATS['non_finite']} non-finite, {STATS['lost_files']} lost files")

@@ -29,11 +29,14 @@ def tensors(draw, shape, dtypes=(torch.float32, torch.float64), scale=None, bad_
 
 
 @st.composite
-def utility_and_labels(draw, max_b=3, max_k=6, min_k=0, dtypes=(torch.float32, torch.float64)):
+def utility_and_labels(draw, max_b=3, max_k=6, min_k=0, dtypes=(torch.float32, torch.float64),
+                       batch_dims=True):
     """``(utility, labels)``: usually a valid (B, K) pair, sometimes off in shape, range or dtype."""
-    B = draw(st.integers(0, max_b))
+    B = draw(st.integers(0 if draw(st.integers(0, 9)) == 0 else 1, max_b))
     K = draw(st.integers(min_k, max_k)) if draw(st.integers(0, 9)) == 0 else draw(st.integers(2, max_k))
-    shape = draw(st.sampled_from([(B, K), (B, K), (B, K), (K,), (B, 1, K)]))
+    shape = (B, K)
+    if batch_dims and draw(st.integers(0, 4)) == 0:
+        shape = draw(st.sampled_from([(K,), (B, 1, K)]))
     utility = draw(tensors(shape, dtypes))
     labels = draw(labels_for(B, K))
     return utility, labels
@@ -86,3 +89,15 @@ def proposals(draw, K, strategy):
         return -torch.ones(max(K, 1))
     vals = draw(st.lists(st.floats(0.01, 100.0), min_size=K, max_size=K))
     return torch.tensor(vals, dtype=torch.float64)
+
+
+@st.composite
+def arguments(draw, good, bad):
+    """Keyword arguments: each from its ``good`` values, except at most one (half of the
+    time) taken from its ``bad`` values -- so that half the inputs exercise a valid call."""
+    out = {name: draw(st.sampled_from(values)) for name, values in good.items()}
+    names = sorted(bad)
+    which = draw(st.integers(0, 2 * len(names) - 1))
+    if which < len(names):
+        out[names[which]] = draw(st.sampled_from(bad[names[which]]))
+    return out
