@@ -27,6 +27,8 @@ from typing import NamedTuple, Optional
 
 import torch
 
+from .numerics import check_int
+
 __all__ = [
     "Negatives",
     "NegativeSampler",
@@ -60,6 +62,54 @@ class Negatives(NamedTuple):
     weight: torch.Tensor
     shared: bool
 
+    def check(self, num_classes: int, batch_shape=(), name: str = "negatives") -> None:
+        """Raise ``ValueError`` naming ``name`` unless these are valid negatives over K classes.
+
+        ``index`` must be an integer tensor in ``[0, num_classes)``, 1-D when ``shared``
+        (else ``batch_shape``-broadcastable leading dims); ``weight`` a finite tensor
+        ``>= 0`` broadcastable to the indices (a negative weight would turn the estimate of a
+        sum of log-CDFs positive). Used for user-supplied ``negatives=`` of the distributions.
+
+        Example:
+
+        >>> import torch
+        >>> from pyro_ar.negatives import Negatives
+        >>> Negatives(torch.tensor([1, 2]), torch.tensor(-1.0), True).check(5)
+        Traceback (most recent call last):
+        ...
+        ValueError: negatives.weight must be >= 0 (estimator weights a_j), got [-1.0]
+        """
+        index, weight = self.index, self.weight
+        if not isinstance(index, torch.Tensor) or index.is_floating_point() or index.is_complex() \
+                or index.dtype == torch.bool:
+            raise ValueError(f"{name}.index must be an integer tensor of class indices, got "
+                             f"{getattr(index, 'dtype', type(index).__name__)}")
+        if self.shared and index.dim() != 1:
+            raise ValueError(f"{name}.index must be 1-D when shared=True, got shape {tuple(index.shape)}")
+        if not self.shared:
+            try:
+                torch.broadcast_shapes(index.shape[:-1], torch.Size(batch_shape))
+            except RuntimeError:
+                raise ValueError(f"{name}.index of shape {tuple(index.shape)} does not broadcast with "
+                                 f"the batch shape {tuple(batch_shape)} (+ (s,))") from None
+        outside = (index < 0) | (index >= num_classes)
+        if outside.any():
+            raise ValueError(f"{name}.index must lie in [0, {num_classes}), got {index[outside][:5].tolist()}")
+        if not isinstance(weight, torch.Tensor):
+            raise ValueError(f"{name}.weight must be a tensor, got {weight!r}")
+        try:
+            torch.broadcast_shapes(weight.shape, index.shape if not self.shared
+                                   else weight.shape[:-1] + index.shape)
+        except RuntimeError:
+            raise ValueError(f"{name}.weight of shape {tuple(weight.shape)} does not broadcast with "
+                             f"{name}.index of shape {tuple(index.shape)}") from None
+        w = weight.detach()
+        if not w.is_floating_point():
+            w = w.double()
+        bad = ~torch.isfinite(w) | (w < 0)
+        if bad.any():
+            raise ValueError(f"{name}.weight must be >= 0 (estimator weights a_j), got {w[bad][:5].tolist()}")
+
 
 def sample_without_replacement(n: int, k: int, shape=(), device=None, generator=None) -> torch.Tensor:
     """``shape + (k,)`` integers, each row a uniform random k-subset of ``range(n)``.
@@ -81,7 +131,9 @@ def sample_without_replacement(n: int, k: int, shape=(), device=None, generator=
     (torch.Size([512]), 512)
     """
     shape = torch.Size(shape)
-    if not 0 <= k <= n:
+    n = check_int("n", n, low=0)
+    k = check_int("k", k, low=0)
+    if not k <= n:
         raise ValueError(f"cannot draw k={k} distinct classes out of n={n}")
     if 4 * k >= n:
         keys = torch.rand(shape + (n,), device=device, generator=generator)
@@ -138,11 +190,7 @@ def _first_distinct(draws: torch.Tensor) -> torch.Tensor:
 
 
 def _check_num_negatives(num_negatives):
-    if num_negatives is None:
-        return None
-    if isinstance(num_negatives, bool) or not isinstance(num_negatives, int) or num_negatives < 1:
-        raise ValueError(f"num_negatives must be a positive integer or None, got {num_negatives!r}")
-    return num_negatives
+    return check_int("num_negatives", num_negatives, low=1, allow_none=True)
 
 
 class NegativeSampler:
@@ -166,6 +214,7 @@ class NegativeSampler:
         return self.num_negatives is None or self.num_negatives >= num_classes - 1
 
     def __call__(self, labels: torch.Tensor, num_classes: int) -> Negatives:
+        num_classes = check_int("num_classes", num_classes, low=1)
         if self.is_exact(num_classes):
             index = torch.arange(num_classes, device=labels.device)
             weight = (index != labels.unsqueeze(-1))

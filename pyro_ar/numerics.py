@@ -15,8 +15,12 @@ r"""Numerical primitives shared by the whole package (the ground layer: imports 
 * :func:`check_finite`, :func:`check_nonnegative`, :func:`check_positive` -- validation
   raising ``ValueError`` that names the argument and shows the offending values
   (:func:`show`).
+* :func:`check_int` -- an integer argument (Python or numpy integer, not ``bool``) within
+  bounds, returned as a Python ``int``; ``ValueError`` naming it otherwise.
 * :func:`as_tensor` / :func:`as_tensors` -- numbers to tensors of a reference dtype/device.
 """
+
+import operator
 
 import torch
 
@@ -29,6 +33,7 @@ __all__ = [
     "check_finite",
     "check_nonnegative",
     "check_positive",
+    "check_int",
     "as_tensor",
     "as_tensors",
 ]
@@ -163,6 +168,50 @@ def check_positive(t: torch.Tensor, name: str) -> None:
     check_finite(t, name)
     if (t <= 0).any():
         raise ValueError(f"{name} must be > 0, got {show(t[t <= 0])}")
+
+
+def check_int(name: str, value, low: int = None, high: int = None, allow_none: bool = False,
+              what: str = ""):
+    """``value`` as a Python ``int`` if it is an integer in ``[low, high]``, else a named error.
+
+    Python and numpy integers (and 0-d integer tensors) are accepted; ``bool``, floats (even
+    integral ones such as ``2.0``), other types and values out of bounds raise ``ValueError``
+    (as every argument check of the package does) naming the argument, the value and what
+    is expected.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from pyro_ar.numerics import check_int
+    >>> check_int("num_negatives", np.int64(2), low=1)
+    2
+    >>> check_int("num_nodes", 0, low=5, high=4097)
+    Traceback (most recent call last):
+    ...
+    ValueError: num_nodes must be an integer in [5, 4097], got num_nodes=0
+    """
+    if value is None and allow_none:
+        return None
+    if low is not None and high is not None:
+        expected = f"an integer in [{low}, {high}]"
+    elif low is not None:
+        expected = f"an integer >= {low}"
+    elif high is not None:
+        expected = f"an integer <= {high}"
+    else:
+        expected = "an integer"
+    expected += " or None" if allow_none else ""
+    expected += what
+    if isinstance(value, bool) or (isinstance(value, torch.Tensor) and value.dtype == torch.bool):
+        raise ValueError(f"{name} must be {expected}, got {name}={value!r}")
+    try:
+        out = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{name} must be {expected}, got {name}={value!r} "
+                        f"({type(value).__name__})") from None
+    if (low is not None and out < low) or (high is not None and out > high):
+        raise ValueError(f"{name} must be {expected}, got {name}={value!r}")
+    return int(out)
 
 
 def as_tensor(x, like: torch.Tensor, name: str) -> torch.Tensor:

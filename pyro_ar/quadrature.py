@@ -42,10 +42,17 @@ import numpy as np
 import torch
 
 from .noise import get_noise
+from .numerics import check_int
 
-__all__ = ["log_marginal", "log_marginal_all", "DEFAULT_NUM_NODES"]
+__all__ = ["log_marginal", "log_marginal_all", "check_quadrature_args", "DEFAULT_NUM_NODES",
+           "MAX_NUM_NODES"]
 
 DEFAULT_NUM_NODES = 257
+#: upper bound on ``num_nodes``: the rule converges exponentially, so 257 nodes (refined up
+#: to 2049) reach float64 precision; each node costs O(K) per datapoint (10^7 nodes took 6 s
+#: for one row), so more only spends time
+MAX_NUM_NODES = 4097
+_MIN_NUM_NODES = 5
 _MAX_REFINEMENTS = 3
 _MAX_NEWTON_STEPS = 100
 _MAX_HALVINGS = 40
@@ -262,6 +269,33 @@ def _log_integral(noise, d, mask, num_nodes):
     return values[torch.argsort(index)] + log_sigma
 
 
+def check_quadrature_args(utility, num_nodes):
+    """Validate the utility tensor and ``num_nodes`` of a quadrature; returns ``num_nodes`` as an int.
+
+    The utility must be a float32 or float64 tensor with at least one class (half precision
+    cannot hold the log-integrand: ``log Phi`` underflows and Newton's curvature overflows);
+    ``num_nodes`` an integer in ``[5, MAX_NUM_NODES]`` (numpy integers accepted).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.quadrature import check_quadrature_args
+    >>> check_quadrature_args(torch.zeros(2, 3), 257)
+    257
+    >>> check_quadrature_args(torch.zeros(2, 3, dtype=torch.float16), 257)
+    Traceback (most recent call last):
+    ...
+    ValueError: utility must be float32 or float64 for the quadrature over a non-Gumbel noise, got dtype=torch.float16; cast it with utility.float()
+    """
+    if not isinstance(utility, torch.Tensor) or utility.dim() < 1:
+        raise ValueError("utility must be a tensor of shape batch_shape + (K,), got "
+                         f"{tuple(utility.shape) if isinstance(utility, torch.Tensor) else utility!r}")
+    if utility.dtype not in (torch.float32, torch.float64):
+        raise ValueError("utility must be float32 or float64 for the quadrature over a non-Gumbel "
+                         f"noise, got dtype={utility.dtype}; cast it with utility.float()")
+    return check_int("num_nodes", num_nodes, low=_MIN_NUM_NODES, high=MAX_NUM_NODES)
+
+
 def log_marginal(utility: torch.Tensor, value: torch.Tensor, noise="normal",
                  num_nodes: int = DEFAULT_NUM_NODES) -> torch.Tensor:
     r""":math:`\log p(y = value \mid \psi)` by quadrature (eq. 5), for any noise.
@@ -269,8 +303,10 @@ def log_marginal(utility: torch.Tensor, value: torch.Tensor, noise="normal",
     :param utility: tensor ``batch_shape + (K,)``.
     :param value: integer labels broadcastable to ``batch_shape``.
     :param noise: a :class:`~pyro_ar.noise.Noise` or its name.
-    :param int num_nodes: initial number of nodes (odd; doubled where needed).
-    :returns: tensor of shape ``broadcast(value.shape, batch_shape)``.
+    :param int num_nodes: initial number of nodes, in ``[5, MAX_NUM_NODES]`` (made odd;
+        doubled where needed).
+    :returns: tensor of shape ``broadcast(value.shape, batch_shape)`` (empty for an empty batch).
+    :raises ValueError: see :func:`check_quadrature_args`.
 
     Example:
 
@@ -281,9 +317,15 @@ def log_marginal(utility: torch.Tensor, value: torch.Tensor, noise="normal",
     >>> torch.allclose(log_marginal(psi, torch.tensor([0]), "gumbel"), exact, atol=1e-12)
     True
     """
+    num_nodes = check_quadrature_args(utility, num_nodes)
     noise = get_noise(noise)
     K = utility.shape[-1]
     shape = torch.broadcast_shapes(utility.shape[:-1], value.shape)
+    if shape.numel() == 0 or K == 0:
+        # nothing to integrate (an empty batch); K = 0 has no class to be observed
+        if K == 0 and shape.numel():
+            raise ValueError(f"utility needs at least one class, got shape {tuple(utility.shape)}")
+        return (utility.sum(-1) * 0.0).expand(shape)  # (keeps the autograd graph)
     psi = utility.expand(shape + (K,)).reshape(-1, K)
     y = value.expand(shape).reshape(-1)
     chunk = max(1, _CHUNK_ELEMENTS // (K * num_nodes))
@@ -308,6 +350,7 @@ def log_marginal_all(utility: torch.Tensor, noise="normal",
     >>> torch.allclose(p.sum(-1), torch.ones(2, dtype=torch.float64), atol=1e-10)
     True
     """
+    check_quadrature_args(utility, num_nodes)
     K = utility.shape[-1]
     labels = torch.arange(K, device=utility.device).reshape((K,) + (1,) * (utility.dim() - 1))
     lp = log_marginal(utility.unsqueeze(0), labels, noise, num_nodes)  # (K,) + batch_shape

@@ -20,7 +20,37 @@ import torch.nn.functional as F
 
 from pyro.distributions.util import broadcast_shape
 
-__all__ = ["Utility", "DenseUtility", "LinearUtility", "as_utility"]
+__all__ = ["Utility", "DenseUtility", "LinearUtility", "as_utility", "check_index"]
+
+
+def check_index(index, num_classes: int, name: str = "index") -> None:
+    """Class indices must be an integer tensor in ``[0, num_classes)`` (named ``ValueError``).
+
+    Run by the gathers of :class:`DenseUtility` and :class:`LinearUtility` while Pyro's
+    validation is on (one ``aminmax`` reduction); the distributions pass indices that are
+    valid by construction (checked labels, sampled classes).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.utility import check_index
+    >>> check_index(torch.tensor([0, 7]), 5)
+    Traceback (most recent call last):
+    ...
+    ValueError: index must lie in [0, 5), got values in [0, 7]
+    """
+    if not isinstance(index, torch.Tensor) or index.is_floating_point() or index.is_complex() \
+            or index.dtype == torch.bool:
+        raise ValueError(f"{name} must be an integer tensor of class indices, got "
+                         f"{getattr(index, 'dtype', type(index).__name__)}")
+    if index.numel():
+        lo, hi = (int(v) for v in torch.aminmax(index))
+        if lo < 0 or hi >= num_classes:
+            raise ValueError(f"{name} must lie in [0, {num_classes}), got values in [{lo}, {hi}]")
+
+
+def _validating() -> bool:
+    return torch.distributions.Distribution._validate_args
 
 
 class Utility:
@@ -115,11 +145,15 @@ class DenseUtility(Utility):
         return self.logits.device
 
     def gather(self, index):
+        if _validating():
+            check_index(index, self.num_classes)
         shape = broadcast_shape(self.batch_shape, index.shape[:-1])
         logits = self.logits.expand(shape + (self.num_classes,))
         return torch.gather(logits, -1, index.expand(shape + index.shape[-1:]))
 
     def gather_shared(self, index):
+        if _validating():
+            check_index(index, self.num_classes)
         return self.logits.index_select(-1, index)
 
     def full(self):
@@ -132,12 +166,34 @@ class DenseUtility(Utility):
         return f"DenseUtility(batch_shape={tuple(self.batch_shape)}, num_classes={self.num_classes})"
 
 
+def _check_same_kind(x, weight, bias):
+    """x, weight and bias must share one floating dtype and one device (named ValueError)."""
+    if not weight.is_floating_point():
+        raise ValueError(f"weight must be a floating point tensor, got dtype={weight.dtype}")
+    for name, t in (("x", x), ("bias", bias)):
+        if t is None:
+            continue
+        if t.dtype != weight.dtype:
+            raise ValueError(
+                f"{name} must have the dtype of weight ({weight.dtype}), got {name}.dtype={t.dtype}; "
+                f"cast one of them, e.g. {name}.to(weight.dtype)"
+            )
+        if t.device != weight.device:
+            raise ValueError(
+                f"{name} must be on the device of weight ({weight.device}), got "
+                f"{name}.device={t.device}; move one of them, e.g. {name}.to(weight.device)"
+            )
+
+
 class LinearUtility(Utility):
     r"""Lazy linear utilities :math:`\psi_{nk} = x_n \cdot w_k + b_k`.
 
     :param x: features, shape ``batch_shape + (D,)``.
     :param weight: class weights, shape ``(K, D)``.
     :param bias: class biases, shape ``(K,)``, or None.
+
+    ``x``, ``weight`` and ``bias`` must share one floating dtype and one device (a
+    ``ValueError`` naming the argument otherwise: no silent promotion).
     :param bool sparse: gather rows with ``F.embedding(..., sparse=True)`` so that the
         gradients of ``weight`` and ``bias`` are sparse (only the gathered rows). Use an
         optimizer that accepts sparse gradients (e.g. ``pyro.optim.SparseAdam``, or
@@ -156,6 +212,11 @@ class LinearUtility(Utility):
 
     def __init__(self, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
                  sparse: bool = False):
+        for name, t in (("weight", weight), ("bias", bias)):
+            if not (isinstance(t, torch.Tensor) or (name == "bias" and t is None)):
+                raise ValueError(f"{name} must be a tensor, got {name}={t!r}")
+        if not all(hasattr(x, a) for a in ("dim", "shape", "dtype", "device")):
+            raise ValueError(f"x must be a tensor of shape batch_shape + (D,), got x={x!r}")
         if weight.dim() != 2:
             raise ValueError(f"weight must have shape (num_classes, D), got {tuple(weight.shape)}")
         if x.dim() < 1 or x.shape[-1] != weight.shape[-1]:
@@ -167,6 +228,7 @@ class LinearUtility(Utility):
             raise ValueError(
                 f"bias must have shape (num_classes,)=({weight.shape[0]},), got {tuple(bias.shape)}"
             )
+        _check_same_kind(x, weight, bias)
         self.x, self.weight, self.bias, self.sparse = x, weight, bias, sparse
         self.num_classes = weight.shape[0]
         self.batch_shape = x.shape[:-1]
@@ -181,6 +243,8 @@ class LinearUtility(Utility):
 
     def rows(self, index):
         """``(weight[index], bias[index])`` -- sparse-gradient gathers when ``sparse``."""
+        if _validating():
+            check_index(index, self.num_classes)
         w = F.embedding(index, self.weight, sparse=self.sparse)
         b = None
         if self.bias is not None:

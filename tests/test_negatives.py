@@ -5,8 +5,10 @@ goodness-of-fit tests at significance level 1e-3 (every expected cell count >= 5
 """
 
 import itertools
+import re
 import math
 
+import numpy as np
 import pytest
 import scipy.stats
 import torch
@@ -216,8 +218,19 @@ def test_samplers_follow_labels_device(strategy, device):
 @pytest.mark.parametrize("strategy", ["per_datapoint", "shared", "importance"])
 def test_num_negatives_validation(strategy, bad):
     proposal = torch.ones(4) if strategy == "importance" else None
-    with pytest.raises(ValueError, match=rf"num_negatives must be a positive integer or None, got {bad!r}"):
+    with pytest.raises(ValueError, match=r"num_negatives must be an integer >= 1 or None, got "
+                                         rf"num_negatives={re.escape(repr(bad))}"):
         get_negative_sampler(strategy, bad, proposal)
+
+
+@pytest.mark.parametrize("strategy", ["per_datapoint", "shared", "importance"])
+def test_numpy_integer_num_negatives_accepted(strategy):
+    """Issue 12: the estimator accepts numpy integers, so the samplers must too."""
+    proposal = torch.ones(6) if strategy == "importance" else None
+    sampler = get_negative_sampler(strategy, np.int64(2), proposal)
+    assert sampler.num_negatives == 2 and type(sampler.num_negatives) is int
+    neg = sampler(torch.tensor([0, 3]), 6)
+    assert neg.index.shape[-1] == 2
 
 
 def test_strategy_and_proposal_errors():

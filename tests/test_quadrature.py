@@ -158,3 +158,43 @@ def test_large_utilities_finite(name, dtype):
     assert torch.isfinite(lp).all() and torch.isfinite(g).all()
     rel = ((lp.double() - ref).abs() / ref.abs().clamp(min=1.0)).max().item()
     assert rel < (1e-4 if dtype == torch.float32 else 1e-10)
+
+
+# ---- issue 12: named errors instead of errors from inside torch -----------------------------
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("noise", ["normal", "logistic"])
+def test_half_precision_is_refused_by_name(noise, dtype):
+    psi = torch.randn(2, 3).to(dtype)
+    with pytest.raises(ValueError, match=rf"utility must be float32 or float64 .* dtype={dtype}"):
+        UtilityCategorical(psi, noise)
+    with pytest.raises(ValueError, match="utility must be float32 or float64"):
+        log_marginal(psi, torch.tensor([0, 1]), noise)
+    # Gumbel noise is a closed form: half precision works there
+    assert UtilityCategorical(psi, "gumbel").log_prob(torch.tensor([0, 1])).dtype == dtype
+
+
+@pytest.mark.parametrize("noise", ["normal", "logistic"])
+def test_empty_batch_gives_empty_log_probs(noise):
+    """Issue 12: was ``torch.cat(): expected a non-empty list``."""
+    psi = torch.randn(0, 4, requires_grad=True)
+    d = UtilityCategorical(psi, noise)
+    lp = d.log_prob(torch.zeros(0, dtype=torch.long))
+    assert lp.shape == (0,)
+    assert d.logits.shape == (0, 4) and log_marginal_all(psi, noise).shape == (0, 4)
+    lp.sum().backward()  # still part of the graph
+    assert psi.grad.shape == (0, 4)
+
+
+@pytest.mark.parametrize("bad", [0, -3, 4, None, 2.5, True, "257", 10 ** 7])
+def test_num_nodes_is_validated(bad):
+    with pytest.raises(ValueError, match=rf"num_nodes must be an integer in \[5, 4097\], got num_nodes="):
+        UtilityCategorical(torch.randn(2, 3), "normal", num_nodes=bad)
+    with pytest.raises(ValueError, match="num_nodes must be"):
+        log_marginal(torch.randn(2, 3), torch.tensor([0, 1]), "normal", num_nodes=bad)
+
+
+def test_num_nodes_accepts_numpy_integers():
+    psi = torch.randn(2, 3, dtype=torch.float64)
+    a = UtilityCategorical(psi, "normal", num_nodes=np.int64(65)).log_prob(torch.tensor([0, 1]))
+    b = UtilityCategorical(psi, "normal", num_nodes=65).log_prob(torch.tensor([0, 1]))
+    assert torch.equal(a, b)

@@ -105,3 +105,18 @@ def test_linear_utility_errors():
         LinearUtility(torch.randn(3, 5), w)
     with pytest.raises(ValueError, match=r"bias must have shape \(num_classes,\)=\(7,\), got \(6,\)"):
         LinearUtility(torch.randn(3, D), w, torch.randn(6))
+
+
+# ---- issue 12: mismatched dtypes are a named error, not a matmul RuntimeError ---------------
+def test_linear_utility_refuses_mismatched_dtypes():
+    W = torch.randn(5, 3)
+    with pytest.raises(ValueError, match=r"x must have the dtype of weight \(torch.float32\), got x.dtype=torch.float64"):
+        LinearUtility(torch.randn(2, 3, dtype=torch.float64), W)
+    with pytest.raises(ValueError, match=r"bias must have the dtype of weight .* bias.dtype=torch.float64"):
+        LinearUtility(torch.randn(2, 3), W, torch.zeros(5, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"x must have the dtype of weight .* x.dtype=torch.int64"):
+        LinearUtility(torch.ones(2, 3, dtype=torch.long), W)
+    with pytest.raises(ValueError, match=r"weight must be a floating point tensor"):
+        LinearUtility(torch.ones(2, 3, dtype=torch.long), torch.ones(5, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"weight must be a tensor"):
+        LinearUtility(torch.randn(2, 3), [[1.0, 2.0, 3.0]])

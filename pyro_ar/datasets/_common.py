@@ -12,7 +12,7 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 import torch
@@ -143,6 +143,20 @@ def _sha256(p: Path) -> str:
     return h.hexdigest()
 
 
+def _check_inside(name: str, sums_path: Path) -> None:
+    """Refuse a file name that leaves the data set folder (absolute, drive, or ``..``).
+
+    Checked on the name's text (not by resolving symbolic links: a data folder may link
+    its files from elsewhere). Names in sub-folders (``images/a.gz``) are allowed.
+    """
+    pure = PurePosixPath(name.replace("\\", "/"))
+    if not name or pure.is_absolute() or PureWindowsPath(name).drive or ".." in pure.parts:
+        raise ValueError(
+            f"{sums_path}: file name {name!r} points outside the data set folder; SHA256SUMS "
+            "entries must be relative paths inside it (no absolute path, no '..')"
+        )
+
+
 def verify_checksums(folder: PathLike, files: Optional[Sequence[str]] = None) -> Dict[str, str]:
     """Check files in ``folder`` against the ``SHA256SUMS`` file there.
 
@@ -155,7 +169,9 @@ def verify_checksums(folder: PathLike, files: Optional[Sequence[str]] = None) ->
 
     Raises:
         FileNotFoundError: ``SHA256SUMS`` or a file to check is missing.
-        ValueError: ``SHA256SUMS`` is malformed, a file is not listed, or a digest differs.
+        ValueError: ``SHA256SUMS`` is malformed, a file is not listed, a name points outside
+            ``folder`` (absolute or with ``..``: such entries are never hashed), or a digest
+            differs.
 
     Example:
 
@@ -178,6 +194,7 @@ def verify_checksums(folder: PathLike, files: Optional[Sequence[str]] = None) ->
     names = list(expected) if files is None else list(files)
     checked = {}
     for name in names:
+        _check_inside(name, sums_path)
         if name not in expected:
             raise ValueError(f"{sums_path}: no checksum listed for '{name}'")
         p = folder / name

@@ -82,6 +82,9 @@ def load_mnist(path: Optional[PathLike] = None, verify: bool = False) -> Dataset
     60,000 training and 10,000 test images of 28 x 28 uint8 pixels.
 
     Preprocessing: pixels divided by 255 (as in the A&R paper) and flattened row-major.
+    The image shape is read from the files' headers (28 x 28 for MNIST; a file of 14 x 14
+    images gives D = 196 and ``info["image_shape"] == (14, 14)``); training and test images
+    must agree.
 
     Args:
         path: folder with the files (default ``default_data_dir() / "mnist"``).
@@ -111,7 +114,7 @@ def load_mnist(path: Optional[PathLike] = None, verify: bool = False) -> Dataset
         paths[key] = p
     if verify:
         verify_checksums(folder, [p.name for p in paths.values()])
-    out = {}
+    out, image_shapes = {}, {}
     for s in ("train", "test"):
         img = _read_idx(paths[s + "_images"], 3)
         lab = _read_idx(paths[s + "_labels"], 1)
@@ -122,10 +125,19 @@ def load_mnist(path: Optional[PathLike] = None, verify: bool = False) -> Dataset
             )
         if lab.size and (lab.min() < 0 or lab.max() > 9):
             raise ValueError(f"{paths[s + '_labels']}: labels outside 0..9")
-        x = torch.from_numpy(img.reshape(img.shape[0], -1).astype(np.float32))
+        image_shapes[s] = tuple(int(n) for n in img.shape[1:])
+        # explicit width: reshape(n, -1) is ambiguous for a file of 0 images
+        x = torch.from_numpy(img.reshape(img.shape[0], int(np.prod(img.shape[1:]))).astype(np.float32))
         x.div_(255.0)
         out["x_" + s] = x
         out["y_" + s] = torch.from_numpy(lab.astype(np.int64))
+    # the image shape is the files' (not assumed 28 x 28): D = height * width
+    if image_shapes["train"] != image_shapes["test"]:
+        raise ValueError(
+            f"{paths['test_images']}: images of shape {image_shapes['test']} but the training "
+            f"images in {paths['train_images'].name} are {image_shapes['train']}"
+        )
+    height, width = image_shapes["train"]
     return Dataset(
         num_classes=10,
         class_names=[str(i) for i in range(10)],
@@ -133,8 +145,8 @@ def load_mnist(path: Optional[PathLike] = None, verify: bool = False) -> Dataset
             "name": "mnist",
             "source": "MNIST (LeCun, Cortes, Burges), raw IDX files",
             "folder": str(folder),
-            "preprocessing": "pixels / 255, flattened to 784",
-            "image_shape": (28, 28),
+            "preprocessing": f"pixels / 255, flattened to {height * width}",
+            "image_shape": (height, width),
         },
         **out,
     )

@@ -15,8 +15,9 @@ from pyro.distributions.torch_distribution import TorchDistribution
 from pyro.distributions.util import broadcast_shape
 
 from ..noise import GumbelNoise, get_noise
-from ..numerics import show
-from ..quadrature import DEFAULT_NUM_NODES, log_marginal, log_marginal_all
+from ..numerics import check_int, show
+from ..quadrature import (DEFAULT_NUM_NODES, MAX_NUM_NODES, check_quadrature_args, log_marginal,
+                          log_marginal_all)
 from ..utility import DenseUtility, as_utility
 from ._params import ParamsMixin
 
@@ -82,7 +83,9 @@ class UtilityCategorical(ParamsMixin, TorchDistribution):
     :param noise: ``"gumbel"``, ``"normal"``, ``"logistic"`` or a :class:`~pyro_ar.noise.Noise`.
     :param str method: ``"auto"`` (closed form for Gumbel, quadrature otherwise) or
         ``"quadrature"`` (always).
-    :param int num_nodes: initial number of quadrature nodes.
+    :param int num_nodes: initial number of quadrature nodes, in ``[5, 4097]``
+        (:data:`~pyro_ar.quadrature.MAX_NUM_NODES`). The quadrature needs float32 or float64
+        utilities (``ValueError`` for half precision with a non-Gumbel noise).
 
     ``infer_shapes(utility=shape)`` gives ``(shape[:-1], ())``; a
     :class:`~pyro_ar.utility.Utility` object is materialised with ``full()`` (O(K)), so pass
@@ -109,10 +112,14 @@ class UtilityCategorical(ParamsMixin, TorchDistribution):
         self.noise = get_noise(noise)
         if method not in ("auto", "quadrature"):
             raise ValueError(f"method must be 'auto' or 'quadrature', got {method!r}")
-        self.method, self.num_nodes = method, num_nodes
+        self.method = method
         self.utility = DenseUtility(utility).logits
         if self.utility.shape[-1] < 2:
             raise ValueError(f"utility needs at least 2 classes, got shape {tuple(utility.shape)}")
+        if self._closed_form:
+            self.num_nodes = check_int("num_nodes", num_nodes, low=5, high=MAX_NUM_NODES)
+        else:  # the quadrature's dtype and node count, checked here rather than at log_prob
+            self.num_nodes = check_quadrature_args(self.utility, num_nodes)
         self._init_shape(self.utility.shape[:-1], validate_args)
 
     @property

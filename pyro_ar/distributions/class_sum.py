@@ -92,7 +92,8 @@ class ClassSumLikelihood(ParamsMixin, TorchDistribution):
     :param strategy: ``"per_datapoint"``, ``"shared"``, ``"importance"`` or a
         :class:`~pyro_ar.negatives.NegativeSampler`.
     :param proposal: class weights for ``strategy="importance"``.
-    :param negatives: fixed :class:`~pyro_ar.negatives.Negatives` used instead of sampling.
+    :param negatives: fixed :class:`~pyro_ar.negatives.Negatives` used instead of sampling
+        (checked by :meth:`~pyro_ar.negatives.Negatives.check` when validation is on).
 
     ``infer_shapes(utility=shape)`` gives ``(shape[:-1], ())`` (the utility has one event
     dim, the classes); for a :class:`~pyro_ar.utility.Utility` object pass
@@ -134,6 +135,11 @@ class ClassSumLikelihood(ParamsMixin, TorchDistribution):
                 f"proposal is over {self.sampler.num_classes} classes but the utility has "
                 f"num_classes={K}"
             )
+
+    def _validate_params(self):
+        super()._validate_params()
+        if self.negatives is not None:  # user-supplied: indices in range, weights >= 0
+            self.negatives.check(self.num_classes, self.batch_shape)
 
     @property
     def utility(self):

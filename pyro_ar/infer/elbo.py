@@ -100,6 +100,9 @@ class ClosedFormELBO(TraceMeanField_ELBO):
     :param bool local_updates: apply the guides' natural-gradient steps during
         ``loss_and_grads`` (``SVI.step``); ``loss`` / ``evaluate_loss`` never update.
 
+    ``vectorize_particles=True`` with ``num_particles > 1`` is refused at construction
+    (``ValueError``); ``num_particles > 1`` in a loop works.
+
     Example:
 
     >>> import torch, pyro, pyro.distributions as dist
@@ -116,6 +119,15 @@ class ClosedFormELBO(TraceMeanField_ELBO):
 
     def __init__(self, *args, local_updates=True, **kwargs):
         super().__init__(*args, **kwargs)
+        if self.vectorize_particles and self.num_particles > 1:
+            # the natural step updates one eta per datapoint from one class subsample; a
+            # particle dimension would give it num_particles candidate updates per row
+            raise ValueError(
+                f"ClosedFormELBO does not support vectorize_particles=True with num_particles="
+                f"{self.num_particles} > 1: its natural eta step needs one draw per datapoint. Use "
+                "vectorize_particles=False (particles in a loop), or num_particles=1 (the softmax "
+                "factor is already in closed form, so extra particles only average global latents)"
+            )
         self.local_updates = local_updates
         self._updating = False
 

@@ -27,6 +27,7 @@ parameters), :meth:`check_inputs` (what its inputs look like) and :meth:`minibat
 (how the utilities of a minibatch are computed from its inputs and the parameters).
 """
 
+import numbers
 from typing import Dict, Optional, Tuple
 
 import torch
@@ -37,6 +38,7 @@ import pyro.distributions as dist
 from .. import evaluation
 from ..likelihoods import DataSubsample, Likelihood, get_likelihood
 from ..negatives import sample_without_replacement
+from ..numerics import check_int
 
 __all__ = ["CategoricalModel", "WeightedPlate", "take_rows", "check_positive_int", "check_sample_weight"]
 
@@ -44,7 +46,8 @@ _WEIGHTS = ("mle", "map", "bayes")
 
 
 def check_positive_int(name: str, value, allow_none: bool = False, low: int = 1):
-    """Validate an integer argument (``bool`` is rejected); returns it.
+    """Validate an integer argument >= ``low`` (``bool`` and floats are rejected, numpy
+    integers accepted); returns it as a Python ``int`` (:func:`pyro_ar.numerics.check_int`).
 
     Example:
 
@@ -52,12 +55,7 @@ def check_positive_int(name: str, value, allow_none: bool = False, low: int = 1)
     >>> check_positive_int("subsample_size", 64)
     64
     """
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        extra = " or None" if allow_none else ""
-        raise ValueError(f"{name} must be an integer >= {low}{extra}, got {name}={value!r}")
-    return value
+    return check_int(name, value, low=low, allow_none=allow_none)
 
 
 def take_rows(x, index: Optional[torch.Tensor]):
@@ -158,6 +156,8 @@ class CategoricalModel:
 
     #: whether the default local guide takes the natural step before the gradient step
     default_local_first = False
+    #: names of the inputs and labels in error messages (a subclass may rename them)
+    input_names = ("x", "y")
 
     def __init__(self, num_classes: int, likelihood="ar", *, noise="gumbel", num_negatives=None,
                  strategy="per_datapoint", proposal=None, weights: str = "mle",
@@ -167,7 +167,8 @@ class CategoricalModel:
         self.num_classes = check_positive_int("num_classes", num_classes, low=2)
         if weights not in _WEIGHTS:
             raise ValueError(f"weights must be one of {_WEIGHTS}, got weights={weights!r}")
-        if not (isinstance(prior_scale, (int, float)) and 0 < prior_scale < float("inf")):
+        if isinstance(prior_scale, bool) or not isinstance(prior_scale, numbers.Real) \
+                or not 0 < prior_scale < float("inf"):
             raise ValueError(f"prior_scale must be a finite number > 0, got prior_scale={prior_scale!r}")
         self.likelihood: Likelihood = get_likelihood(likelihood, noise, num_negatives, strategy,
                                                      proposal, **likelihood_kwargs)
@@ -257,9 +258,17 @@ class CategoricalModel:
             return WeightedPlate("data", N, subsample=subsample, weight=sample_weight)
         return pyro.plate("data", N, subsample=subsample)
 
+    def _check_nonempty(self, x):
+        """A data set needs at least one datapoint (a 0-row plate has nothing to scale by)."""
+        if len(x) == 0:
+            xn, yn = self.input_names
+            raise ValueError(f"{xn} has 0 rows: a model needs at least one datapoint, got "
+                             f"{xn} of shape {tuple(x.shape)}")
+
     def __call__(self, x, y: Optional[torch.Tensor] = None,
                  sample_weight: Optional[torch.Tensor] = None):
         self.check_inputs(x, y)
+        self._check_nonempty(x)
         if sample_weight is not None:
             check_sample_weight(sample_weight, len(x))
         params = self.parameters(self._like(x))
@@ -306,11 +315,15 @@ class CategoricalModel:
     def log_likelihood(self, x, y: torch.Tensor, **kwargs):
         """Exact predictive log-likelihood over all K classes under the fitted parameters
         (:func:`pyro_ar.evaluation.log_likelihood`; ``kwargs`` go there)."""
+        self.check_inputs(x, y if isinstance(y, torch.Tensor) else None)
+        self._check_nonempty(x)
         source, rows = self.evaluation_source(x)
         return evaluation.log_likelihood(source, y, self.noise, rows=rows, **kwargs)
 
     def evaluate(self, x, y: torch.Tensor, metrics=("log_lik", "accuracy", "top5"), **kwargs):
         """Several metrics in one chunked pass (:func:`pyro_ar.evaluation.evaluate`)."""
+        self.check_inputs(x, y if isinstance(y, torch.Tensor) else None)
+        self._check_nonempty(x)
         source, rows = self.evaluation_source(x)
         return evaluation.evaluate(source, y, metrics, self.noise, rows=rows, **kwargs)
 

@@ -95,6 +95,7 @@ class BigramLanguageModel(CategoricalModel):
     """
 
     default_local_first = True
+    input_names = ("prev", "next")
 
     def __init__(self, num_words: int, embedding_dim: int = 64, noise="gumbel", likelihood="ar",
                  num_negatives: Optional[int] = 256, strategy="importance", proposal=None,

@@ -60,3 +60,26 @@ def test_verify_checksums(tmp_path):
     (tmp_path / "SHA256SUMS").unlink()
     with pytest.raises(FileNotFoundError, match="SHA256SUMS"):
         verify_checksums(tmp_path)
+
+
+@pytest.mark.parametrize("entry", ["../outside.txt", "/etc/hostname", "sub/../../outside.txt",
+                                   "C:\\Windows\\win.ini", "..\\outside.txt"])
+def test_verify_checksums_refuses_names_outside_the_folder(tmp_path, entry):
+    """Issue 12: SHA256SUMS entries must not make verify hash files outside its folder."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (tmp_path / "outside.txt").write_text("secret")
+    digest = hashlib.sha256(b"secret").hexdigest()
+    (folder / "SHA256SUMS").write_text(f"{digest}  {entry}\n")
+    with pytest.raises(ValueError, match="outside the data set folder"):
+        verify_checksums(folder)
+    with pytest.raises(ValueError, match="outside the data set folder"):
+        verify_checksums(folder, [entry])
+
+
+def test_verify_checksums_allows_subfolders(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "a.txt").write_text("x")
+    digest = hashlib.sha256(b"x").hexdigest()
+    (tmp_path / "SHA256SUMS").write_text(f"{digest}  sub/a.txt\n")
+    assert verify_checksums(tmp_path) == {"sub/a.txt": digest}

@@ -17,10 +17,11 @@ def _idx_bytes(arr, magic):
     return header + arr.astype(np.uint8).tobytes()
 
 
-def _write_mnist(folder, n_train=5, n_test=3, image_magic=0x00000803, truncate=False):
+def _write_mnist(folder, n_train=5, n_test=3, image_magic=0x00000803, truncate=False,
+                 shape=(28, 28), test_shape=None):
     rng = np.random.default_rng(0)
     for prefix, n in (("train", n_train), ("t10k", n_test)):
-        img = rng.integers(0, 256, size=(n, 28, 28))
+        img = rng.integers(0, 256, size=(n,) + (shape if prefix == "train" else test_shape or shape))
         lab = rng.integers(0, 10, size=(n,))
         raw = _idx_bytes(img, image_magic)
         if truncate:
@@ -35,6 +36,17 @@ def test_mnist_small_synthetic_idx(tmp_path):
     assert d.x_train.shape == (5, 784) and d.x_test.shape == (3, 784)
     assert d.x_train.dtype == torch.float32 and d.y_train.dtype == torch.int64
     assert 0.0 <= d.x_train.min() and d.x_train.max() <= 1.0
+
+
+def test_image_shape_is_read_from_the_files(tmp_path):
+    """Issue 12: 14 x 14 images gave D = 196 while info said 28 x 28."""
+    _write_mnist(tmp_path, shape=(14, 14))
+    d = load_mnist(path=tmp_path)
+    assert d.x_train.shape == (5, 196) and d.x_test.shape == (3, 196)
+    assert d.info["image_shape"] == (14, 14) and "196" in d.info["preprocessing"]
+    _write_mnist(tmp_path, shape=(14, 14), test_shape=(12, 12))
+    with pytest.raises(ValueError, match=r"t10k-images.*\(12, 12\).*\(14, 14\)"):
+        load_mnist(path=tmp_path)
 
 
 def test_malformed_idx_magic(tmp_path):
@@ -77,3 +89,10 @@ def test_mnist_counts(mnist):
     assert test_counts == [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]
     assert sum(train_counts) == 60000 and sum(test_counts) == 10000
     assert d.num_classes == 10 and d.num_features == 784
+
+
+def test_files_of_zero_images(tmp_path):
+    """Found by the fuzz suite: a file of 0 images failed in ``reshape(0, -1)``."""
+    _write_mnist(tmp_path, n_train=0, n_test=0)
+    d = load_mnist(path=tmp_path)
+    assert d.x_train.shape == (0, 784) and d.y_test.shape == (0,)

@@ -179,9 +179,9 @@ def test_shape_mismatch_between_utility_and_eps():
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5])
 def test_bad_num_negatives(bad):
-    with pytest.raises(ValueError, match=rf"num_negatives must be a positive integer or None, got {bad}"):
+    with pytest.raises(ValueError, match=rf"num_negatives must be an integer >= 1 or None, got num_negatives={bad}"):
         AugmentedCategorical(torch.randn(3, 5), torch.zeros(3), num_negatives=bad)
-    with pytest.raises(ValueError, match=rf"got {bad}"):
+    with pytest.raises(ValueError, match=rf"got num_negatives={bad}"):
         with poutine.trace():
             sample_categorical("y", torch.randn(3, 5), obs=torch.zeros(3, dtype=torch.long),
                                num_negatives=bad)

@@ -125,3 +125,29 @@ def test_a_user_subclass_gets_the_plumbing(validation_on):
         Hinge(torch.tensor([[0.0, float("nan")]]))
     with pytest.raises(NotImplementedError, match="Hinge is a likelihood factor"):
         d.sample()
+
+
+# ---- issue 12: user-supplied negatives are checked ------------------------------------------
+@pytest.mark.parametrize("index, weight, shared, match", [
+    (torch.tensor([[1, 2]]), torch.tensor(-2.0), False, r"negatives.weight must be >= 0 .* \[-2.0\]"),
+    (torch.tensor([[1, 2]]), torch.tensor(float("nan")), False, r"negatives.weight must be >= 0"),
+    (torch.tensor([[1, 9]]), torch.tensor(1.0), False, r"negatives.index must lie in \[0, 5\), got \[9\]"),
+    (torch.tensor([[-1, 2]]), torch.tensor(1.0), False, r"negatives.index must lie in \[0, 5\)"),
+    (torch.tensor([[1.0, 2.0]]), torch.tensor(1.0), False, r"negatives.index must be an integer tensor"),
+    (torch.tensor([[1, 2]]), torch.tensor(1.0), True, r"negatives.index must be 1-D when shared=True"),
+    (torch.tensor([[1, 2], [3, 4], [1, 3]]), torch.tensor(1.0), False, r"negatives.index of shape \(3, 2\)"),
+    (torch.tensor([1, 2]), torch.ones(3), True, r"negatives.weight of shape \(3,\)"),
+])
+@pytest.mark.parametrize("cls", [AugmentedCategorical, OVECategorical, BouchardBound])
+def test_user_negatives_are_validated(cls, index, weight, shared, match):
+    psi = torch.randn(2, 5)
+    extra = (torch.zeros(2),) if cls is AugmentedCategorical else ()
+    with pytest.raises(ValueError, match=match):
+        cls(psi, *extra, negatives=Negatives(index, weight, shared), validate_args=True)
+
+
+def test_valid_user_negatives_pass_and_give_a_nonpositive_log_prob():
+    neg = Negatives(torch.tensor([[1, 2], [3, 4]]), torch.tensor(2.0), False)
+    lp = AugmentedCategorical(torch.randn(2, 5), torch.zeros(2), "normal", negatives=neg,
+                              validate_args=True).log_prob(torch.tensor([0, 0]))
+    assert (lp <= 0).all()

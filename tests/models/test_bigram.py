@@ -139,3 +139,13 @@ def test_cuda_step_and_log_likelihood():
     assert math.isfinite(svi.step(prev, nxt))
     assert pyro.param("output").device.type == "cuda"
     assert math.isfinite(model.log_likelihood(prev, nxt))
+
+
+def test_log_likelihood_of_empty_input_is_a_named_error():
+    """Issue 12: was NaN (then 'rows is empty', naming an internal argument)."""
+    model = BigramLanguageModel(10, 4, num_negatives=None)
+    empty = torch.zeros(0, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"prev has 0 rows: a model needs at least one datapoint"):
+        model.log_likelihood(empty, empty)
+    with pytest.raises(ValueError, match=r"next must have shape \(3,\)"):
+        model.log_likelihood(torch.zeros(3, dtype=torch.long), empty)

@@ -3,6 +3,7 @@ guide/ELBO), metrics.bound (the exact training bounds) and train()'s records."""
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -245,3 +246,43 @@ def test_default_guide_plate_is_o_of_b_and_shared_with_the_model(noise, monkeypa
         changed = (store[n].detach() != before[n]).nonzero().flatten()
         moved.update(changed.tolist())
     assert 0 < len(moved) <= B  # at most the minibatch's rows (a row may not change by chance)
+
+
+# ---- issue 12: argument checks name the argument --------------------------------------------
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(subsample_size=0), r"subsample_size must be an integer >= 1 or None, got subsample_size=0"),
+    (dict(subsample_size=-5), r"subsample_size must be an integer >= 1 or None, got subsample_size=-5"),
+    (dict(subsample_size=2.0), r"subsample_size must be an integer >= 1 or None, got subsample_size=2.0"),
+    (dict(num_classes=4.0), r"num_classes must be an integer >= 2, got num_classes=4.0"),
+    (dict(num_classes=1), r"num_classes must be an integer >= 2, got num_classes=1"),
+    (dict(num_features=2.5), r"num_features must be an integer >= 1, got num_features=2.5"),
+    (dict(num_features=True), r"num_features must be an integer >= 1, got num_features=True"),
+    (dict(num_negatives=0), r"num_negatives must be an integer >= 1 or None, got num_negatives=0"),
+    (dict(weights="map", prior_scale=float("inf")), r"prior_scale must be a finite number > 0, got prior_scale=inf"),
+    (dict(weights="map", prior_scale=float("nan")), r"prior_scale must be a finite number > 0, got prior_scale=nan"),
+    (dict(weights="map", prior_scale=0.0), r"prior_scale must be a finite number > 0"),
+])
+def test_bad_constructor_arguments_are_named(kwargs, match):
+    args = dict(num_features=3, num_classes=4) | kwargs
+    with pytest.raises(ValueError, match=match):
+        LinearClassifier(args.pop("num_features"), args.pop("num_classes"), **args)
+
+
+def test_numpy_integers_are_accepted_everywhere():
+    """The estimator accepts numpy integers; the models (and their samplers) must too."""
+    model = LinearClassifier(np.int64(3), np.int32(6), num_negatives=np.int64(2),
+                             subsample_size=np.int64(4), weights="map", prior_scale=np.float32(2.0))
+    assert (model.num_features, model.num_classes, model.num_negatives, model.subsample_size) == (3, 6, 2, 4)
+    assert all(type(v) is int for v in (model.num_features, model.num_classes, model.subsample_size))
+    svi = SVI(model, model.default_guide(), pyro.optim.Adam({"lr": 0.01}), model.default_elbo())
+    assert math.isfinite(svi.step(torch.randn(10, 3), torch.randint(0, 6, (10,))))
+
+
+def test_zero_row_inputs_are_named():
+    """Issue 12: a 0-row x gave ZeroDivisionError from inside Pyro's plate."""
+    model = LinearClassifier(3, 4, subsample_size=2)
+    svi = SVI(model, model.default_guide(), pyro.optim.Adam({"lr": 0.01}), model.default_elbo())
+    with pytest.raises(ValueError, match=r"x has 0 rows: a model needs at least one datapoint"):
+        svi.step(torch.zeros(0, 3), torch.zeros(0, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"x has 0 rows"):
+        model.log_likelihood(torch.zeros(0, 3), torch.zeros(0, dtype=torch.long))
