@@ -66,14 +66,16 @@ class Utility:
 
     num_classes: int
     batch_shape: torch.Size
+    #: name of the tensor attribute whose dtype and device the utilities have
+    _reference = None
 
     @property
     def dtype(self):
-        raise NotImplementedError
+        return getattr(self, self._reference).dtype
 
     @property
     def device(self):
-        raise NotImplementedError
+        return getattr(self, self._reference).device
 
     def gather(self, index: torch.Tensor) -> torch.Tensor:
         """Utilities at per-element class indices.
@@ -136,13 +138,7 @@ class DenseUtility(Utility):
         self.num_classes = logits.shape[-1]
         self.batch_shape = logits.shape[:-1]
 
-    @property
-    def dtype(self):
-        return self.logits.dtype
-
-    @property
-    def device(self):
-        return self.logits.device
+    _reference = "logits"
 
     def gather(self, index):
         if _validating():
@@ -233,13 +229,7 @@ class LinearUtility(Utility):
         self.num_classes = weight.shape[0]
         self.batch_shape = x.shape[:-1]
 
-    @property
-    def dtype(self):
-        return self.weight.dtype
-
-    @property
-    def device(self):
-        return self.weight.device
+    _reference = "weight"
 
     def rows(self, index):
         """``(weight[index], bias[index])`` -- sparse-gradient gathers when ``sparse``."""
