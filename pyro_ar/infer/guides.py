@@ -1,4 +1,4 @@
-"""The guide and the ELBO that go with a model: the one place that chooses them.
+r"""The guide and the ELBO that go with a model: the one place that chooses them.
 
 * The likelihood has no local latent (exact, OVE, sampled softmax, Bouchard): no local guide.
 * A&R with Gumbel noise: :class:`~pyro_ar.infer.GumbelLocalGuide` (closed-form bound and

@@ -52,10 +52,10 @@ from pyro.nn import PyroParam
 
 from ..distributions import AugmentedCategorical, FastGumbel
 from ..distributions.augmented import INFER_KEY, LocalStep, NoiseSite, site_record
-from ..distributions.class_sum import masked_weighted_sum
+from ..distributions.class_sum import weighted_sum
 from ..likelihoods import _as_sampler
 from ..models.base import take_rows
-from ..noise import GumbelNoise
+from ..noise import GumbelNoise, LogisticNoise, NormalNoise
 
 __all__ = [
     "GumbelLocalGuide",
@@ -406,16 +406,62 @@ class _DefaultEncoder(nn.Module):
 
 
 # ====================================================================== conditional local guide
+def _normal_log_cdf_derivs(x):
+    # (log Phi)' = r = phi/Phi (the inverse Mills ratio), (log Phi)'' = -r (x + r); in float64
+    # (torch's double backward of log_ndtr takes ~10 us per element in the lower tail)
+    x64 = x.double()
+    r = torch.exp(-0.5 * x64 * x64 - 0.5 * math.log(2 * math.pi) - torch.special.log_ndtr(x64))
+    return r.to(x.dtype), (-r * (x64 + r)).to(x.dtype)
+
+
+def _logistic_log_cdf_derivs(x):
+    s = torch.sigmoid(-x)  # (log Phi)' = sigmoid(-x), (log Phi)'' = -sigmoid(x) sigmoid(-x)
+    return s, -s * (1 - s)
+
+
+#: analytic (f', f'') of (log phi, log Phi) for library noises (others: autograd)
+_DERIVATIVES = {
+    NormalNoise: (lambda e: (-e, -torch.ones_like(e)), _normal_log_cdf_derivs),
+    LogisticNoise: (lambda e: (-torch.tanh(0.5 * e), -0.5 / torch.cosh(0.5 * e) ** 2),
+                    _logistic_log_cdf_derivs),
+}
+
+
+def _autograd_derivs(fn, x):
+    """Elementwise first and second derivatives of the elementwise ``fn`` at ``x``."""
+    with torch.enable_grad():
+        x = x.detach().requires_grad_(True)
+        g, = torch.autograd.grad(fn(x).sum(), x, create_graph=True)
+        h, = torch.autograd.grad(g.sum(), x)
+    return g.detach(), h
+
+
+def local_derivatives(noise, e, d, w):
+    r""":math:`f'(e)`, :math:`f''(e)` of :math:`f(e) = \log\phi(e) + \sum_j w_j\log\Phi(e + d_j)`
+    (analytic for Normal and Logistic noise, autograd otherwise; differentiable in ``d`` and
+    ``w`` along the analytic path)."""
+    density, cdf = _DERIVATIVES.get(type(noise), (None, None))
+    if density is None:
+        g0, h0 = _autograd_derivs(noise.log_density, e)
+        g1, h1 = _autograd_derivs(noise.log_cdf, e.unsqueeze(-1) + d)
+        g1, h1 = g1 + 0 * d, h1 + 0 * d  # (keep d's graph: no derivative along this path)
+    else:
+        (g0, h0), (g1, h1) = density(e), cdf(e.unsqueeze(-1) + d)
+    return g0 + weighted_sum(w, g1), (h0 + weighted_sum(w, h1)).clamp(max=-1e-6)
+
+
 def laplace_local(noise, d: torch.Tensor, w: torch.Tensor, steps: int = 8, tol: float = 1e-6):
     r"""Laplace approximation :math:`N(\hat e, -1/f''(\hat e))` of the local posterior
     :math:`q^*(e) \propto \exp f(e)`, :math:`f(e) = \log\phi(e) + \sum_j w_j\log\Phi(e + d_j)`.
 
     :math:`\hat e` comes from damped Newton steps (each at most 2 in size, curvature clamped
     negative) on detached inputs, started at ``noise.mode_hint`` and stopped when every step
-    is below ``tol``; then one differentiable Newton step from the converged point, so that
-    when ``d`` carries a graph the mode's derivative is the implicit-function derivative
-    :math:`\partial\hat e/\partial d = -\partial_d f'/f''`. The derivatives of :math:`f` come
-    from autograd, so any :class:`~pyro_ar.noise.Noise` works.
+    is below ``tol``; then one differentiable Newton step from the converged point
+    :math:`e_0`, so that when ``d`` carries a graph the mode's derivative is the
+    implicit-function derivative :math:`\partial\hat e/\partial d = -\partial_d f'/f''`
+    (Normal and Logistic noise; for other noises ``d``'s gradient is zero). Derivatives of
+    :math:`f` are analytic for Normal and Logistic noise and from autograd for any other
+    :class:`~pyro_ar.noise.Noise`.
 
     :param noise: the :class:`~pyro_ar.noise.Noise`.
     :param d: :math:`\psi_y - \psi_{k_j}`, shape ``batch + (s,)``.
@@ -432,29 +478,17 @@ def laplace_local(noise, d: torch.Tensor, w: torch.Tensor, steps: int = 8, tol: 
     """
     d, w = torch.broadcast_tensors(d, w.to(d.dtype))
     dd, wd = d.detach(), w.detach()
-
-    def derivs(e, dd, ww, create_graph):
-        with torch.enable_grad():
-            e = e.detach().requires_grad_(True)
-            f = noise.log_density(e) + masked_weighted_sum(noise.log_cdf, e.unsqueeze(-1) + dd, ww)
-            g, = torch.autograd.grad(f.sum(), e, create_graph=True)
-            h, = torch.autograd.grad(g.sum(), e, create_graph=create_graph)
-        return e, g, h.clamp(max=-1e-6)
-
     log_terms = torch.where(wd > 0, wd.clamp(min=1e-300).log() - dd, torch.full_like(dd, -math.inf))
     e = noise.mode_hint(log_terms.logsumexp(-1))  # (-inf without terms: the hint at 0)
     e = e.nan_to_num(0.0, 0.0, 0.0).detach()
     for _ in range(steps):
-        _, g, h = derivs(e, dd, wd, False)
+        g, h = local_derivatives(noise, e, dd, wd)
         step = (-g / h).clamp(-2.0, 2.0).detach()
         e = e + step
         if step.numel() == 0 or step.abs().max().item() < tol:
             break
-    if not (d.requires_grad or w.requires_grad):
-        _, g, h = derivs(e, dd, wd, False)
-        return (e - g / h).detach(), (-h).rsqrt().detach()
-    e0, g, h = derivs(e, d, w, True)  # e* = e0 - g(e0, d)/h(e0, d): implicit-function gradient
-    return e0.detach() - g / h, (-h).rsqrt()
+    g, h = local_derivatives(noise, e, d, w)  # e* = e0 - g(e0, d)/h(e0, d)
+    return e - g / h, (-h).rsqrt()
 
 
 class ConditionalLocalGuide(_LocalGuide):
