@@ -82,7 +82,7 @@ def test_analytic_derivatives_match_autograd(name):
     g_ad, = torch.autograd.grad(_f(noise, e, d, w).sum(), e, create_graph=True)
     h_ad, = torch.autograd.grad(g_ad.sum(), e)
     assert torch.allclose(g, g_ad, atol=1e-10)
-    assert torch.allclose(h, h_ad.clamp(max=-1e-6), atol=1e-10)
+    assert torch.allclose(h, h_ad, atol=1e-10)
 
 
 @pytest.mark.parametrize("name", ["normal", "logistic"])
@@ -119,10 +119,11 @@ def _gaussian_elbo(noise, m, sd, d, w, nodes=80):
 @pytest.mark.parametrize("name", ["normal", "logistic", "student_t3"])
 def test_gaussian_local_is_the_best_gaussian(name):
     """gaussian_local maximises the local bound over Gaussians: the bound there is at least
-    the Laplace q's, and no coordinate perturbation of (m, log sd) by 1e-2 increases it."""
+    the Laplace q's, and no coordinate perturbation of (m, log sd) by 1e-2 increases it
+    (converged, with 40 nodes: Student-t's heavy tails need more than the default 12)."""
     noise = make_noise(name)
     d, w = _local_problem()
-    m, sd = gaussian_local(noise, d, w, refine_steps=6)
+    m, sd = gaussian_local(noise, d, w, refine_steps=50, tol=1e-8, num_nodes=40)
     lap_m, lap_sd = laplace_local(noise, d, w)
     best = _gaussian_elbo(noise, m, sd, d, w)
     assert torch.all(best >= _gaussian_elbo(noise, lap_m, lap_sd, d, w) - 1e-9)
