@@ -34,7 +34,7 @@ from pyro.nn import PyroParam
 from ..evaluation import linear_source, log_likelihood, predict_proba
 from ..models.bayesian_linear import BayesianLinearClassifier, ClassPlate
 from ..noise import GumbelNoise
-from .local_guides import laplace_local
+from .local_fit import laplace_local
 
 __all__ = [
     "ClassSubsampledNormal",

@@ -1,4 +1,4 @@
-"""Tests of the conditional local guide: laplace_local and ConditionalLocalGuide."""
+"""Tests of the conditional local guide: pyro_ar.infer.local_fit and ConditionalLocalGuide."""
 
 import math
 
@@ -12,12 +12,8 @@ from pyro.infer import SVI, Trace_ELBO, TraceMeanField_ELBO
 import pyro_ar as ar
 from pyro_ar.datasets import make_linear_teacher
 from pyro_ar.infer import ClosedFormELBO, NoiseLocalGuide, default_guide, default_local_guide
-from pyro_ar.infer.local_guides import (
-    ConditionalLocalGuide,
-    gaussian_local,
-    laplace_local,
-    local_derivatives,
-)
+from pyro_ar.infer.local_fit import gaussian_local, laplace_local, local_derivatives
+from pyro_ar.infer.local_guides import ConditionalLocalGuide
 from pyro_ar.models import LinearClassifier
 from pyro_ar.optim import lazy_adam
 from tests.helpers import LIBRARY_NOISES, USER_NOISES, make_noise
