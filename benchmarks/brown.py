@@ -147,7 +147,7 @@ class PyroLM:
             from scipy.stats import norm
 
             init_loc = float(norm.isf(1.0 / K)) if noise == "normal" else math.log(K - 1)
-            guide = self.model.default_guide(init_loc=init_loc)
+            guide = self.model.default_guide(local="noise", init_loc=init_loc)
             optim = lazy_adam(lambda name: {"lr": local_lr if "y_eps" in name else lr})
         self.svi = SVI(self.model, guide, optim, elbo)
         self.x, self.y = x, y

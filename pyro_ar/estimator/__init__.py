@@ -33,9 +33,9 @@ summed over minibatches of ``batch_size`` datapoints with ``SVI``. For softmax,
 :math:`1 - \log\eta_n - (1 + \hat S_n)/\eta_n` with
 :math:`\hat S_n \approx \sum_{k' \ne y_n} e^{\psi_{nk'} - \psi_{ny_n}}`; :math:`\eta_n`
 takes natural-gradient steps (:class:`~pyro_ar.infer.GumbelLocalGuide`). For the other
-noises :math:`q(\varepsilon_n)` is the noise family with a per-datapoint location and
-scale, reparameterised (:class:`~pyro_ar.infer.NoiseLocalGuide`, step size
-``local_learning_rate``).
+noises :math:`q(\varepsilon_n\mid\psi_n)` is refitted at every step from the current
+utilities -- the best Gaussian for the local bound, drawn reparameterised
+(:class:`~pyro_ar.infer.local_guides.ConditionalLocalGuide`; no per-datapoint state).
 
 The weights are point estimates (``weights="mle"``), point estimates with the Gaussian
 prior :math:`w_{kd}, b_k \sim N(0, s^2)`, ``s = prior_scale`` (``"map"``), or random

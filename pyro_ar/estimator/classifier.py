@@ -2,6 +2,7 @@
 
 import math
 import numbers
+import warnings
 
 import numpy as np
 import torch
@@ -69,8 +70,10 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     :param learning_rate: initial Adam step size of the global parameters (lazy Adam:
         sparse rows), decayed linearly to 5% of it over the run
         (:class:`~pyro_ar.infer.LearningRateDecay`).
-    :param local_learning_rate: Adam step size of the per-datapoint variational
-        parameters (non-Gumbel noises; the Gumbel local step is a natural-gradient step).
+    :param local_learning_rate: Adam step size of per-datapoint variational parameters,
+        if the local guide has any (the default ones have none to train: the Gumbel local
+        step is a natural-gradient step, and for other noises q is refitted at each step by
+        :class:`~pyro_ar.infer.local_guides.ConditionalLocalGuide`).
     :param num_posterior_samples: posterior draws averaged by ``predict_proba`` and the
         validation score (``"bayes"`` only).
     :param early_stopping: hold out ``validation_fraction`` of the data (stratified when
@@ -255,9 +258,13 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         """``"ar"`` or ``"exact"``: ``"auto"`` takes the exact softmax when the class sum is
         exact anyway (Gumbel noise and ``num_negatives >= K - 1``: the same cost per step,
         and no bound to tighten), A&R otherwise."""
+        exact_sum = p["num_negatives"] is None or p["num_negatives"] >= K - 1
+        if p["likelihood"] == "ar" and exact_sum and p["noise"].name == "gumbel":
+            warnings.warn(f"likelihood='ar' with num_negatives={p['num_negatives']} >= K - 1 = {K - 1}: "
+                          "the class sum is exact, so likelihood='exact' (or 'auto') costs no more "
+                          "per step and has no bound to tighten", UserWarning, stacklevel=3)
         if p["likelihood"] != "auto":
             return p["likelihood"]
-        exact_sum = p["num_negatives"] is None or p["num_negatives"] >= K - 1
         return "exact" if exact_sum and p["noise"].name == "gumbel" else "ar"
 
     def _model(self, p, K, D, *, num_negatives=None, strategy="per_datapoint", proposal=None,

@@ -10,6 +10,7 @@ from .elbo import ClosedFormELBO
 from .guides import default_elbo, default_guide, default_local_guide, empty_guide
 from .local_guides import (
     AmortizedLocalGuide,
+    ConditionalLocalGuide,
     GumbelLocalGuide,
     NoiseLocalGuide,
     hide_noise_sites,
@@ -39,6 +40,7 @@ __all__ = [
     "GumbelLocalGuide",
     "NoiseLocalGuide",
     "AmortizedLocalGuide",
+    "ConditionalLocalGuide",
     "is_noise_site",
     "hide_noise_sites",
     "default_guide",

@@ -1,11 +1,17 @@
-"""The guide and the ELBO that go with a model: the one place that chooses them.
+r"""The guide and the ELBO that go with a model: the one place that chooses them.
 
 * The likelihood has no local latent (exact, OVE, sampled softmax, Bouchard): no local guide.
 * A&R with Gumbel noise: :class:`~pyro_ar.infer.GumbelLocalGuide` (closed-form bound and
   natural eta step with :class:`~pyro_ar.infer.ClosedFormELBO`).
-* A&R with any other noise: :class:`~pyro_ar.infer.NoiseLocalGuide` (reparameterised).
+* A&R with any other noise: :class:`~pyro_ar.infer.local_guides.ConditionalLocalGuide`, the
+  Laplace approximation of the optimal :math:`q(\varepsilon_n\mid\psi_n)` refitted from the
+  current utilities at every step (no per-datapoint state; see ``benchmarks/probit_convergence.py``:
+  its bound converges where the per-datapoint :class:`~pyro_ar.infer.NoiseLocalGuide`, whose
+  parameters move only when their datapoint is visited, stays loose). ``local="noise"``
+  keeps the NoiseLocalGuide.
 * ``weights="bayes"``: an ``AutoNormal`` over the per-class parameters (the noise sites
-  hidden from it) joined with the local guide in an ``AutoGuideList``.
+  hidden from it) joined with the local guide in an ``AutoGuideList``; the conditional
+  local guide then conditions on the posterior mean of the per-class parameters.
 * :class:`~pyro_ar.models.BayesianLinearClassifier`: its class-subsampled posterior
   :class:`~pyro_ar.infer.ClassSubsampledNormal`.
 
@@ -13,11 +19,13 @@ Every guide opens the model's data plate with ``create_plates=model.create_plate
 subsample indices, shared with the model through Pyro's replay).
 """
 
+from functools import partial
+
 from pyro.infer.autoguide import AutoGuideList, AutoNormal
 
 from ..noise import GumbelNoise
 from .elbo import ClosedFormELBO
-from .local_guides import GumbelLocalGuide, NoiseLocalGuide, hide_noise_sites
+from .local_guides import ConditionalLocalGuide, GumbelLocalGuide, NoiseLocalGuide, hide_noise_sites
 
 __all__ = ["default_guide", "default_local_guide", "default_elbo", "empty_guide"]
 
@@ -33,21 +41,29 @@ def empty_guide(*args, **kwargs):
     """
 
 
-def default_local_guide(model, local_first=None, part_of_list: bool = False, **kwargs):
+_LOCAL = ("conditional", "noise")
+
+
+def default_local_guide(model, local_first=None, part_of_list: bool = False, local=None, **kwargs):
     """The local guide of ``model``'s noise sites, or None when its likelihood has none.
 
     :param local_first: for Gumbel noise, natural step before the gradient step (default:
         the model's ``default_local_first``).
     :param bool part_of_list: the guide will be part of an ``AutoGuideList`` (which opens
         the plates); otherwise it opens the model's O(B) data plate itself.
+    :param str local: non-Gumbel noise: ``"conditional"`` (default,
+        :class:`~pyro_ar.infer.local_guides.ConditionalLocalGuide`) or ``"noise"``
+        (:class:`~pyro_ar.infer.NoiseLocalGuide`, per-datapoint parameters).
 
     Example:
 
     >>> from pyro_ar.infer import default_local_guide
     >>> from pyro_ar.models import LinearClassifier
     >>> type(default_local_guide(LinearClassifier(3, 10, noise="normal"))).__name__
-    'NoiseLocalGuide'
+    'ConditionalLocalGuide'
     """
+    if local is not None and local not in _LOCAL:
+        raise ValueError(f"local must be one of {_LOCAL} or None, got local={local!r}")
     if not model.likelihood.has_local_latent:
         return None
     kwargs.setdefault("create_plates", None if part_of_list else model.create_plates)
@@ -55,7 +71,9 @@ def default_local_guide(model, local_first=None, part_of_list: bool = False, **k
         if local_first is None:
             local_first = getattr(model, "default_local_first", False)
         return GumbelLocalGuide(model, local_first=local_first, **kwargs)
-    return NoiseLocalGuide(model, **kwargs)
+    if local == "noise":
+        return NoiseLocalGuide(model, **kwargs)
+    return ConditionalLocalGuide(model, **kwargs)
 
 
 def default_guide(model, **kwargs):
@@ -76,14 +94,24 @@ def default_guide(model, **kwargs):
 
         return ClassSubsampledNormal(model, **kwargs)
     bayes = getattr(model, "weights", "mle") == "bayes"
-    local = default_local_guide(model, part_of_list=bayes, **kwargs)
     if not bayes:
+        local = default_local_guide(model, **kwargs)
         return empty_guide if local is None else local
     guide = AutoGuideList(model, create_plates=model.create_plates)
-    guide.append(AutoNormal(hide_noise_sites(model)))
+    weights = AutoNormal(hide_noise_sites(model))
+    guide.append(weights)
+    if not isinstance(model.noise, GumbelNoise) and kwargs.get("local") in (None, "conditional"):
+        kwargs.setdefault("parameters", partial(_posterior_mean, model, weights))
+    local = default_local_guide(model, part_of_list=True, **kwargs)
     if local is not None:
         guide.append(local)
     return guide
+
+
+def _posterior_mean(model, weights, like):
+    """The per-class parameters at ``weights``' (an AutoNormal's) posterior median, detached."""
+    median = weights.median()
+    return {n: median[model.prefix + n].detach() for n in model.parameter_shapes()}
 
 
 def default_elbo(model=None, **kwargs):

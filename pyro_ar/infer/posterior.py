@@ -34,6 +34,7 @@ from pyro.nn import PyroParam
 from ..evaluation import linear_source, log_likelihood, predict_proba
 from ..models.bayesian_linear import BayesianLinearClassifier, ClassPlate
 from ..noise import GumbelNoise
+from .local_fit import laplace_local
 
 __all__ = [
     "ClassSubsampledNormal",
@@ -208,7 +209,7 @@ class ClassSubsampledNormal(AutoGuide):
             terms = torch.cat([torch.zeros_like(psi_y).unsqueeze(-1), logw - d], -1)
             log_eta = torch.logsumexp(terms, -1)
             return pyro.sample(model.eps_site, self._local_distribution("gumbel", log_eta, None))
-        loc, sd = _laplace_local(model.noise, d, w, self.newton_steps)
+        loc, sd = laplace_local(model.noise, d, w, self.newton_steps)
         return pyro.sample(model.eps_site, self._local_distribution("normal", loc, sd))
 
     def _row_distribution(self, loc, scale, classes):
@@ -278,37 +279,6 @@ class ClassSubsampledNormal(AutoGuide):
         if bloc is not None:
             out["bias"] = bloc + z.reshape((-1, 1)) * bscale
         return out
-
-
-def _laplace_local(noise, d, w, steps):
-    r"""Laplace approximation N(mode, -1/f'') of :math:`f(e)=\log\phi(e)+\sum_j w_j\log\Phi(e+d_j)`.
-
-    Damped Newton on detached inputs, then one differentiable Newton step from the
-    converged mode (its derivative w.r.t. d is the implicit-function derivative).
-    """
-    def derivs(e, dd, create_graph):
-        with torch.enable_grad():
-            e = e if e.requires_grad else e.detach().requires_grad_(True)
-            f = noise.log_density(e) + (w * noise.log_cdf(e.unsqueeze(-1) + dd)).sum(-1)
-            g, = torch.autograd.grad(f.sum(), e, create_graph=True)
-            h, = torch.autograd.grad(g.sum(), e, create_graph=create_graph)
-        return g, h
-
-    dd = d.detach()
-    e = torch.zeros_like(dd[..., 0])
-    for _ in range(steps):
-        g, h = derivs(e, dd, False)
-        step = (-g / h.clamp(max=-1e-6)).clamp(-2.0, 2.0)
-        e = (e + step).detach()
-    # differentiable final step: e* = e0 - g(e0, d)/h(e0, d), sd = (-h(e*, d))^-1/2
-    e0 = e.detach().requires_grad_(True)
-    with torch.enable_grad():
-        f = noise.log_density(e0) + (w * noise.log_cdf(e0.unsqueeze(-1) + d)).sum(-1)
-        g, = torch.autograd.grad(f.sum(), e0, create_graph=True)
-        h, = torch.autograd.grad(g.sum(), e0, create_graph=True)
-    h = h.clamp(max=-1e-6)
-    mode = e0.detach() - g / h
-    return mode, (-h).rsqrt()
 
 
 # ====================================================================== posterior predictive

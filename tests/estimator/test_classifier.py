@@ -361,3 +361,43 @@ def test_class_weight_balanced_raises_the_recall_of_a_rare_class():
         ARClassifier(class_weight="heavy").fit(X, y)
     with pytest.raises(ValueError, match="sample_weight"):
         ARClassifier(min_steps=0, max_epochs=1).fit(X, y, sample_weight=-np.ones(len(y)))
+
+
+# ------------------------------------------------------------------------ local guide, exact-cost warning
+def test_probit_estimator_uses_the_conditional_local_guide(monkeypatch):
+    """noise="normal" gets the default local guide for non-Gumbel noise (ConditionalLocalGuide,
+    through default_guide): nothing per datapoint ends up in the fitted state."""
+    from pyro_ar.infer.local_guides import ConditionalLocalGuide
+
+    built = []
+    original = estimator_module.classifier.default_guide
+
+    def spy(model, **kwargs):
+        built.append(original(model, **kwargs))
+        return built[-1]
+    monkeypatch.setattr(estimator_module.classifier, "default_guide", spy)
+    X, y = _small()
+    clf = ARClassifier(noise="normal", num_negatives=1, min_steps=0, max_epochs=2, random_state=0).fit(X, y)
+    assert isinstance(built[0], ConditionalLocalGuide)
+    assert set(clf.param_state_["params"]) == {"weight", "bias"}
+    assert clf.predict_proba(X[:2]).shape == (2, 3)
+
+
+@pytest.mark.parametrize("likelihood,num_negatives,noise,warns", [
+    ("ar", 2, "gumbel", True),        # K = 3: 2 negatives are every other class
+    ("ar", None, "gumbel", True),
+    ("ar", 1, "gumbel", False),       # a real subsample
+    ("auto", 2, "gumbel", False),     # auto takes exact itself
+    ("ar", 2, "normal", False),       # exact probit is quadrature: costs more
+])
+def test_warns_once_when_forced_ar_costs_as_much_as_exact(likelihood, num_negatives, noise, warns):
+    import warnings
+
+    X, y = _small()
+    clf = ARClassifier(likelihood=likelihood, num_negatives=num_negatives, noise=noise, min_steps=0,
+                       max_epochs=1, random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        clf.fit(X, y)
+    hits = [w for w in caught if issubclass(w.category, UserWarning) and "costs no more" in str(w.message)]
+    assert len(hits) == (1 if warns else 0), [str(w.message) for w in caught]

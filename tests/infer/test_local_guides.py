@@ -352,3 +352,35 @@ def test_svi_recovers_exact_mle_predictive_loglik(noise):
     fit_ll = ar.metrics.log_likelihood(model.utility(xt), yt, noise)["raw"]
     assert abs(fit_ll - exact_ll) < 0.05, (fit_ll, exact_ll, true_ll)
     assert abs(true_ll - exact_ll) < 0.05
+
+
+@pytest.mark.usefixtures("one_thread")
+@pytest.mark.parametrize("noise", ["normal", "logistic"])
+def test_conditional_guide_recovers_exact_mle_in_fewer_steps(noise):
+    """K = 20 (the setting above): after 400 steps the ConditionalLocalGuide fit is within
+    0.05 nats of the exact MLE in held-out log-likelihood, and closer to it than the
+    NoiseLocalGuide fit after the same 400 steps (measured: conditional 0.00-0.02 from
+    300 steps on; NoiseLocalGuide 0.05-0.13 at 300, 0.003 only by 1500)."""
+    from pyro_ar.infer.local_guides import ConditionalLocalGuide
+
+    K, D, N = 20, 5, 3000
+    data = make_linear_teacher(2 * N, D, K, noise, weight_scale=2.0, seed=4)
+    x, y, xt, yt = data.x[:N], data.y[:N], data.x[N:], data.y[N:]
+    W, b = _exact_mle(x, y, K, noise)
+    exact_ll = ar.UtilityCategorical(xt @ W.T + b, noise).log_prob(yt).mean().item()
+    fits = {}
+    for kind in ("conditional", "noise"):
+        pyro.clear_param_store()
+        pyro.set_rng_seed(0)
+        model = LinearClassifier(D, K, noise=noise, num_negatives=5, subsample_size=500, sparse=True)
+        if kind == "conditional":
+            guide, optim = ConditionalLocalGuide(model, create_plates=model.create_plates), lazy_adam({"lr": 0.03})
+        else:
+            guide = NoiseLocalGuide(model)
+            optim = lazy_adam(lambda name: {"lr": 0.1 if name.startswith("NoiseLocalGuide") else 0.03})
+        svi = SVI(model, guide, optim, TraceMeanField_ELBO())
+        for _ in range(400):
+            svi.step(x, y)
+        fits[kind] = model.log_likelihood(xt, yt)
+    assert abs(fits["conditional"] - exact_ll) < 0.05, (fits, exact_ll)
+    assert abs(fits["conditional"] - exact_ll) < abs(fits["noise"] - exact_ll), (fits, exact_ll)

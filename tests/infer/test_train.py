@@ -61,7 +61,7 @@ def _mle(noise_data):
 def _map(noise_data):
     model = LinearClassifier(D, K, noise="normal", weights="map", num_negatives=4,
                              subsample_size=32, sparse=True)
-    guide = model.default_guide()
+    guide = model.default_guide(local="noise")
     assert isinstance(guide, NoiseLocalGuide)  # sparse per-datapoint params
     optim = lazy_adam(lambda name: {"lr": 0.1 if "_eps_" in name else 0.05})
     return SVI(model, guide, optim, model.default_elbo()), {}

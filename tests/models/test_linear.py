@@ -15,7 +15,7 @@ import pyro_ar as ar
 from pyro_ar import metrics
 from pyro_ar.distributions import BouchardBound, OVECategorical, optimal_bouchard_a
 from pyro_ar.datasets import make_linear_teacher
-from pyro_ar.infer import GumbelLocalGuide, NoiseLocalGuide, train
+from pyro_ar.infer import ConditionalLocalGuide, GumbelLocalGuide, train
 from pyro_ar.models import LinearClassifier
 from pyro_ar.optim import advi_step_size, lazy_adam
 
@@ -39,7 +39,7 @@ def test_one_switch_runs_every_likelihood(likelihood, noise, utility):
                              subsample_size=50, sparse=True, utility=utility)
     guide = model.default_guide()
     if likelihood == "ar":
-        assert isinstance(guide, GumbelLocalGuide if noise == "gumbel" else NoiseLocalGuide)
+        assert isinstance(guide, GumbelLocalGuide if noise == "gumbel" else ConditionalLocalGuide)
     svi = SVI(model, guide, lazy_adam({"lr": 0.01}), model.default_elbo())
     assert all(math.isfinite(svi.step(data.x, data.y)) for _ in range(3))
 

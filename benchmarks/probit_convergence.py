@@ -1,0 +1,178 @@
+"""Do probit and logistic A&R approach their exact-likelihood optimum like softmax A&R does?
+
+Synthetic linear teachers (``make_linear_teacher``) with K classes, one per noise: Normal
+(probit), Logistic, Gumbel (softmax). Each is fitted by SVI (lazy Adam, fixed step size,
+minibatches of B, s uniform negatives per datapoint) with the local guides compared here:
+
+* ``noise``        ``NoiseLocalGuide``: per-datapoint (mu_n, sigma_n), the weights' step size
+  (the state of the library before issue 17);
+* ``noise_lr10``   the same with a separate, 10x larger local step size (the authors' fix);
+* ``conditional``  ``ConditionalLocalGuide`` (the new default): q(eps_n | psi_n) refitted at
+  every step, the ELBO-optimal Gaussian on an independent class subsample;
+* ``laplace``      ``ConditionalLocalGuide(fit="laplace")``: its Laplace approximation only;
+* ``gumbel``       softmax A&R: ``GumbelLocalGuide(local_first=True)`` + ``ClosedFormELBO``.
+
+At each evaluation step it reports, per datapoint: the bound on the training set (one Monte
+Carlo draw of the ELBO over all N training points, s negatives), the exact training
+log-likelihood at the same weights (quadrature for probit/logistic, log-softmax for softmax),
+their gap (for the conditional guides also the gap of the same guide with T = all classes,
+its best q), and the exact test log-likelihood; and, as the reference, the exact-likelihood fit
+(full-batch L-BFGS on the exact training log-likelihood): its training and test
+log-likelihoods.
+
+    python benchmarks/probit_convergence.py --quick [--out /tmp/probit_convergence]
+
+``--quick``: K = 100, D = 5, N = 2000, 600 steps (about 3 minutes on one shared core; the
+exact quadrature fit dominates); the default K = 300, D = 10, N = 20000, 4000 steps. Writes ``<out>.json`` and ``<out>.md`` (the table).
+"""
+
+import argparse
+import json
+import math
+import time
+
+import torch
+
+import pyro
+import pyro.poutine as poutine
+from pyro.infer import SVI, TraceMeanField_ELBO
+
+import pyro_ar as ar
+from pyro_ar.datasets import make_linear_teacher
+from pyro_ar.infer import ClosedFormELBO, GumbelLocalGuide, NoiseLocalGuide
+from pyro_ar.infer.local_guides import ConditionalLocalGuide
+from pyro_ar.models import LinearClassifier
+from pyro_ar.optim import lazy_adam
+
+GUIDES = {"normal": ["noise", "noise_lr10", "conditional", "laplace"],
+          "logistic": ["noise", "noise_lr10", "conditional", "laplace"],
+          "gumbel": ["gumbel"]}
+
+
+def exact_fit(x, y, K, noise, iters):
+    """The library's exact-likelihood model (``likelihood="exact"``: log-softmax or
+    quadrature), maximised by full-batch L-BFGS: the reference optimum."""
+    pyro.clear_param_store()
+    model = LinearClassifier(x.shape[1], K, noise=noise, likelihood="exact", init_scale=0.0,
+                             bias_init_scale=0.0)
+    model(x[:1], y[:1])  # creates weight and bias
+    params = [pyro.param(n).unconstrained() for n in ("weight", "bias")]
+    opt = torch.optim.LBFGS(params, max_iter=iters, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        loss = -poutine.trace(model).get_trace(x, y).log_prob_sum() / len(y)
+        loss.backward()
+        return loss
+    opt.step(closure)
+    return pyro.param("weight").detach(), pyro.param("bias").detach()
+
+
+def exact_ll(x, y, W, b, noise):
+    with torch.no_grad():
+        return ar.UtilityCategorical(x @ W.T + b, noise).log_prob(y).mean().item()
+
+
+def build(kind, noise, D, K, s, B, lr):
+    model = LinearClassifier(D, K, noise=noise, num_negatives=s, subsample_size=B, sparse=True)
+    plates = model.create_plates
+    if kind == "gumbel":
+        return model, GumbelLocalGuide(model, local_first=True, create_plates=plates), \
+            lazy_adam({"lr": lr}), ClosedFormELBO()
+    if kind.startswith("noise"):
+        local_lr = 10 * lr if kind == "noise_lr10" else lr
+        optim = lazy_adam(lambda name: {"lr": local_lr if name.startswith("NoiseLocalGuide") else lr})
+        return model, NoiseLocalGuide(model, create_plates=plates), optim, TraceMeanField_ELBO()
+    fit = "laplace" if kind == "laplace" else "gaussian"
+    return model, ConditionalLocalGuide(model, fit=fit, create_plates=plates), \
+        lazy_adam({"lr": lr}), TraceMeanField_ELBO()
+
+
+def evaluate(model, guide, elbo, x, y, xt, yt, noise):
+    """(bound, bound with T = all classes (conditional guides), exact train log-lik, exact
+    test log-lik), per datapoint."""
+    W, b = pyro.param("weight").detach(), pyro.param("bias").detach()
+    B = model.subsample_size
+    model.subsample_size = None  # the full training set in one plate (model and guide)
+    elbo = ClosedFormELBO(local_updates=False) if isinstance(elbo, ClosedFormELBO) else elbo
+    try:
+        with torch.no_grad():
+            bound = -elbo.loss(model, guide, x, y) / len(y)
+            best = None
+            if isinstance(guide, ConditionalLocalGuide):
+                exact_q = ConditionalLocalGuide(model, negatives=None, fit=guide.fit,
+                                                create_plates=model.create_plates)
+                best = -elbo.loss(model, exact_q, x, y) / len(y)
+    finally:
+        model.subsample_size = B
+    return bound, best, exact_ll(x, y, W, b, noise), exact_ll(xt, yt, W, b, noise)
+
+
+def run_noise(noise, args):
+    data = make_linear_teacher(args.n + args.n_test, args.d, args.k, noise, weight_scale=2.0, seed=0)
+    x, y, xt, yt = data.x[:args.n], data.y[:args.n], data.x[args.n:], data.y[args.n:]
+    t = time.perf_counter()
+    W, b = exact_fit(x, y, args.k, noise, args.lbfgs_iters)
+    rows = [dict(noise=noise, guide="exact fit", step=args.lbfgs_iters, bound=None, bound_all=None,
+                 train_ll=exact_ll(x, y, W, b, noise), test_ll=exact_ll(xt, yt, W, b, noise),
+                 seconds=time.perf_counter() - t)]
+    print(rows[-1], flush=True)
+    for kind in GUIDES[noise]:
+        pyro.clear_param_store()
+        pyro.set_rng_seed(1)
+        model, guide, optim, elbo = build(kind, noise, args.d, args.k, args.s, args.b, args.lr)
+        svi = SVI(model, guide, optim, elbo)
+        t, elapsed = time.perf_counter(), 0.0
+        for step in range(1, args.steps + 1):
+            svi.step(x, y)
+            if step in args.eval_at:
+                elapsed += time.perf_counter() - t
+                bound, best, train_ll, test_ll = evaluate(model, guide, elbo, x, y, xt, yt, noise)
+                rows.append(dict(noise=noise, guide=kind, step=step, bound=bound, bound_all=best,
+                                 train_ll=train_ll,
+                                 test_ll=test_ll, seconds=elapsed))
+                print(rows[-1], flush=True)
+                t = time.perf_counter()
+    return rows
+
+
+def table(rows, ref):
+    lines = ["| noise | guide | step | bound | gap | gap, q on all classes | exact train ll | test ll "
+             "| test ll - exact fit's | s (train) |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    fmt = lambda v: "" if v is None else f"{v:.3f}"  # noqa: E731
+    for r in rows:
+        gap = None if r["bound"] is None else r["train_ll"] - r["bound"]
+        gap_all = None if r["bound_all"] is None else r["train_ll"] - r["bound_all"]
+        lines.append(f"| {r['noise']} | {r['guide']} | {r['step']} | {fmt(r['bound'])} | {fmt(gap)} | "
+                     f"{fmt(gap_all)} | {r['train_ll']:.3f} | "
+                     f"{r['test_ll']:.3f} | {r['test_ll'] - ref[r['noise']]:+.3f} | {r['seconds']:.1f} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--out", default="/tmp/probit_convergence")
+    p.add_argument("--noises", default="normal,logistic,gumbel")
+    args = p.parse_args(argv)
+    torch.set_num_threads(1)
+    if args.quick:
+        args.k, args.d, args.n, args.n_test, args.steps, args.eval_at, args.lbfgs_iters = \
+            100, 5, 2000, 1000, 600, (100, 300, 600), 15
+    else:
+        args.k, args.d, args.n, args.n_test, args.steps, args.eval_at, args.lbfgs_iters = \
+            300, 10, 20000, 3000, 4000, (200, 1000, 4000), 40
+    args.s, args.b, args.lr = 10, 256, 0.03
+    rows = [r for noise in args.noises.split(",") for r in run_noise(noise, args)]
+    ref = {r["noise"]: r["test_ll"] for r in rows if r["guide"] == "exact fit"}
+    md = (f"K = {args.k}, D = {args.d}, N = {args.n} (test {args.n_test}), B = {args.b}, "
+          f"s = {args.s} negatives, Adam lr {args.lr}, one thread\n\n" + table(rows, ref))
+    print(md)
+    with open(args.out + ".json", "w") as f:
+        json.dump(dict(config={k: v for k, v in vars(args).items()}, rows=rows), f, indent=1)
+    with open(args.out + ".md", "w") as f:
+        f.write(md + "\n")
+
+
+if __name__ == "__main__":
+    main()

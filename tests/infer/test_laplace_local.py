@@ -1,0 +1,244 @@
+"""Tests of the conditional local guide: pyro_ar.infer.local_fit and ConditionalLocalGuide."""
+
+import math
+
+import pytest
+import torch
+
+import pyro
+import pyro.poutine as poutine
+from pyro.infer import SVI, Trace_ELBO, TraceMeanField_ELBO
+
+import pyro_ar as ar
+from pyro_ar.datasets import make_linear_teacher
+from pyro_ar.infer import ClosedFormELBO, NoiseLocalGuide, default_guide, default_local_guide
+from pyro_ar.infer.local_fit import gaussian_local, laplace_local, local_derivatives
+from pyro_ar.infer.local_guides import ConditionalLocalGuide
+from pyro_ar.models import LinearClassifier
+from pyro_ar.optim import lazy_adam
+from tests.helpers import LIBRARY_NOISES, USER_NOISES, make_noise
+
+pytestmark = pytest.mark.usefixtures("seeded", "one_thread")
+SMOOTH_NOISES = [n for n in LIBRARY_NOISES + USER_NOISES if n != "laplace"]
+
+
+def _local_problem(B=5, s=4, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    d = 2.0 * torch.randn(B, s, generator=g, dtype=torch.float64)
+    w = torch.rand(B, s, generator=g, dtype=torch.float64) * 3.0
+    w[0, 1] = 0.0  # a dropped term (the label itself)
+    return d, w
+
+
+def _f(noise, e, d, w):
+    terms = torch.where(w > 0, w * noise.log_cdf(e.unsqueeze(-1) + d), torch.zeros_like(d))
+    return noise.log_density(e) + terms.sum(-1)
+
+
+# ---------------------------------------------------------------- laplace_local
+@pytest.mark.parametrize("name", LIBRARY_NOISES + USER_NOISES)
+def test_mode_is_the_brute_force_maximum_of_the_integrand(name):
+    """The Newton mode equals the arg max of f on a grid of spacing 5e-4 (within two
+    spacings; Laplace noise has kinks, where Newton stops within its tolerance)."""
+    noise = make_noise(name)
+    d, w = _local_problem()
+    mode, sd = laplace_local(noise, d, w, steps=50)
+    grid = torch.linspace(-10.0, 15.0, 50001, dtype=torch.float64)
+    f = _f(noise, grid.unsqueeze(-1).expand(-1, 5), d, w)  # (G, B)
+    brute = grid[f.argmax(0)]
+    assert torch.all((mode.detach() - brute).abs() < 1e-3), (mode, brute)
+    assert torch.all(sd > 0) and torch.all(torch.isfinite(sd))
+
+
+def test_gumbel_mode_is_the_closed_form():
+    """Gumbel: p(eps | y) is Gumbel(log(1 + S), 1), whose mode is log(1 + sum_j w_j e^{-d_j})."""
+    d, w = _local_problem()
+    mode, _ = laplace_local(ar.get_noise("gumbel"), d, w, steps=50)
+    exact = torch.log1p((w * torch.exp(-d)).sum(-1))
+    assert torch.allclose(mode, exact, atol=1e-8)
+
+
+@pytest.mark.parametrize("name", SMOOTH_NOISES)
+def test_sd_is_the_curvature_at_the_mode(name):
+    """sd = (-f''(mode))^(-1/2), f'' by central finite differences (h = 1e-4: error ~1e-7)."""
+    noise = make_noise(name)
+    d, w = _local_problem()
+    mode, sd = laplace_local(noise, d, w, steps=50)
+    h = 1e-4
+    f2 = (_f(noise, mode + h, d, w) - 2 * _f(noise, mode, d, w) + _f(noise, mode - h, d, w)) / h ** 2
+    assert torch.allclose(sd, (-f2).rsqrt(), rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["normal", "logistic"])
+def test_analytic_derivatives_match_autograd(name):
+    noise = make_noise(name)
+    d, w = _local_problem()
+    e = torch.linspace(-3.0, 4.0, 5, dtype=torch.float64).requires_grad_(True)
+    g, h = local_derivatives(noise, e, d, w)
+    g_ad, = torch.autograd.grad(_f(noise, e, d, w).sum(), e, create_graph=True)
+    h_ad, = torch.autograd.grad(g_ad.sum(), e)
+    assert torch.allclose(g, g_ad, atol=1e-10)
+    assert torch.allclose(h, h_ad, atol=1e-10)
+
+
+@pytest.mark.parametrize("name", ["normal", "logistic"])
+def test_mode_gradient_is_the_implicit_function_derivative(name):
+    """d mode / d d_j by autograd equals central finite differences of the converged mode."""
+    noise = make_noise(name)
+    d, w = _local_problem()
+    d = d.requires_grad_(True)
+    mode, _ = laplace_local(noise, d, w, steps=50)
+    grad, = torch.autograd.grad(mode.sum(), d)
+    delta = 1e-6
+    fd = torch.zeros_like(d)
+    for j in range(d.shape[-1]):
+        step = torch.zeros_like(d)
+        step[:, j] = delta
+        up = laplace_local(noise, d.detach() + step, w, steps=50)[0]
+        down = laplace_local(noise, d.detach() - step, w, steps=50)[0]
+        fd[:, j] = (up - down) / (2 * delta)
+    assert torch.allclose(grad, fd, atol=1e-6)
+
+
+def _gaussian_elbo(noise, m, sd, d, w, nodes=80):
+    """E_q[f] + entropy of q = N(m, sd^2), by 80-point Gauss-Hermite quadrature."""
+    import numpy as np
+
+    z, wz = np.polynomial.hermite.hermgauss(nodes)
+    z = torch.tensor(z * math.sqrt(2.0), dtype=torch.float64)
+    wz = torch.tensor(wz / math.sqrt(math.pi), dtype=torch.float64)
+    e = m.unsqueeze(-1) + sd.unsqueeze(-1) * z                        # (B, nodes)
+    f = _f(noise, e, d.unsqueeze(-2), w.unsqueeze(-2))
+    return (f * wz).sum(-1) + torch.log(sd) + 0.5 * math.log(2 * math.pi * math.e)
+
+
+@pytest.mark.parametrize("name", ["normal", "logistic", "student_t3"])
+def test_gaussian_local_is_the_best_gaussian(name):
+    """gaussian_local maximises the local bound over Gaussians: the bound there is at least
+    the Laplace q's, and no coordinate perturbation of (m, log sd) by 1e-2 increases it
+    (converged, with 40 nodes: Student-t's heavy tails need more than the default 12)."""
+    noise = make_noise(name)
+    d, w = _local_problem()
+    m, sd = gaussian_local(noise, d, w, refine_steps=50, tol=1e-8, num_nodes=40)
+    lap_m, lap_sd = laplace_local(noise, d, w)
+    best = _gaussian_elbo(noise, m, sd, d, w)
+    assert torch.all(best >= _gaussian_elbo(noise, lap_m, lap_sd, d, w) - 1e-9)
+    for dm, dls in [(1e-2, 0), (-1e-2, 0), (0, 1e-2), (0, -1e-2)]:
+        other = _gaussian_elbo(noise, m + dm, sd * math.exp(dls), d, w)
+        assert torch.all(other <= best + 1e-9)
+
+
+# ---------------------------------------------------------------- the guide
+def _fixed_model(noise, K=6, D=3, N=30, num_negatives=None, seed=5):
+    data = make_linear_teacher(N, D, K, noise if noise in ("gumbel", "normal", "logistic") else "normal",
+                               weight_scale=2.0, seed=seed, dtype=torch.float64)
+    model = LinearClassifier(D, K, noise=make_noise(noise), num_negatives=num_negatives)
+    pyro.param("weight", data.W.double().clone())
+    pyro.param("bias", data.b.double().clone())
+    exact = ar.UtilityCategorical(data.x @ data.W.T + data.b, make_noise(noise)).log_prob(data.y).sum().item()
+    return data, model, exact
+
+
+def _elbo_draws(model, guide, data, n, elbo=TraceMeanField_ELBO):
+    loss = elbo()
+    return torch.tensor([-loss.loss(model, guide, data.x, data.y) for _ in range(n)])
+
+
+def test_gumbel_guide_is_the_exact_optimum():
+    """Gumbel noise, T = all classes: q = Gumbel(log(1 + S_y), 1), and the closed-form bound
+    equals the exact log-likelihood (the bound is tight at the optimum)."""
+    data, model, exact = _fixed_model("gumbel")
+    guide = ConditionalLocalGuide(model, negatives=None, create_plates=model.create_plates)
+    tr = poutine.trace(guide).get_trace(data.x, data.y)
+    psi = data.x.double() @ data.W.double().T + data.b.double()
+    log_eta = torch.logsumexp(psi - psi.gather(-1, data.y[:, None]), -1)  # log(1 + S_y)
+    assert torch.allclose(tr.nodes["y_eps"]["fn"].loc, log_eta, atol=1e-10)
+    bound = -ClosedFormELBO(local_updates=False).loss(model, guide, data.x, data.y)
+    assert bound == pytest.approx(exact, abs=1e-8)
+
+
+def test_normal_bound_is_nearly_tight_at_small_k():
+    """Probit, K = 6, all classes: the ELBO is below the exact log-likelihood (mean - 4 SE)
+    and within 0.05 nats per datapoint of it (a Gaussian q of the skewed posterior is not
+    exact, unlike the Gumbel closed form)."""
+    data, model, exact = _fixed_model("normal")
+    guide = ConditionalLocalGuide(model, negatives=None, create_plates=model.create_plates)
+    draws = _elbo_draws(model, guide, data, 300)
+    se = draws.std() / math.sqrt(len(draws))
+    assert draws.mean() - 4 * se <= exact
+    assert (exact - draws.mean()) / len(data.y) < 0.05
+
+
+@pytest.mark.parametrize("name", ["normal", "logistic", "user_t3"])
+def test_elbo_estimate_under_subsampling_is_unbiased_and_a_bound(name):
+    """T (the guide's classes) independent of S (the model's): the ELBO estimate with S of
+    2 classes has the same mean as with S = all classes, for the same guide (T of 2
+    classes), within 4 standard errors of the difference; and it stays below log p(y)."""
+    data, model_sub, exact = _fixed_model(name, K=8, num_negatives=2)
+    model_all = LinearClassifier(3, 8, noise=make_noise(name))
+    guide = ConditionalLocalGuide(model_sub, negatives=2, create_plates=model_sub.create_plates)
+    sub = _elbo_draws(model_sub, guide, data, 1500, Trace_ELBO)
+    full = _elbo_draws(model_all, guide, data, 1500, Trace_ELBO)
+    se = math.sqrt(sub.var() / len(sub) + full.var() / len(full))
+    assert abs(sub.mean() - full.mean()) < 4 * se, (sub.mean(), full.mean(), se)
+    assert sub.mean() - 4 * sub.std() / math.sqrt(len(sub)) <= exact
+
+
+def test_no_per_datapoint_state_and_new_data():
+    data = make_linear_teacher(300, 4, 9, "normal", seed=2)
+    model = LinearClassifier(4, 9, noise="normal", num_negatives=3, subsample_size=40, sparse=True)
+    guide = ConditionalLocalGuide(model, create_plates=model.create_plates)
+    svi = SVI(model, guide, lazy_adam({"lr": 0.05}), TraceMeanField_ELBO())
+    for _ in range(3):
+        svi.step(data.x, data.y)
+    assert list(guide.parameters()) == []
+    assert set(pyro.get_param_store().keys()) == {"weight", "bias"}
+    new = make_linear_teacher(77, 4, 9, "normal", seed=3)  # other data, other N
+    tr = poutine.trace(guide).get_trace(new.x, new.y)
+    assert tr.nodes["y_eps"]["value"].shape == (40,)
+
+
+@pytest.mark.parametrize("grad", ["envelope", "implicit"])
+@pytest.mark.parametrize("name", ["normal", "logistic", "laplace", "student_t3", "user_t3"])
+def test_gradients_are_finite(grad, name):
+    data = make_linear_teacher(200, 4, 12, "normal", weight_scale=3.0, seed=1)
+    model = LinearClassifier(4, 12, noise=make_noise(name), num_negatives=3, subsample_size=64)
+    guide = ConditionalLocalGuide(model, grad=grad, create_plates=model.create_plates)
+    loss = Trace_ELBO().differentiable_loss(model, guide, data.x, data.y)
+    loss.backward()
+    assert math.isfinite(loss.item())
+    for name_ in ("weight", "bias"):
+        g = pyro.param(name_).grad
+        assert g is not None and torch.isfinite(g).all()
+
+
+def test_default_local_guide_for_non_gumbel_noise():
+    model = LinearClassifier(3, 10, noise="logistic", num_negatives=2)
+    assert isinstance(default_local_guide(model), ConditionalLocalGuide)
+    assert isinstance(default_local_guide(model, local="noise"), NoiseLocalGuide)
+    with pytest.raises(ValueError, match="local"):
+        default_local_guide(model, local="laplace")
+    # Bayesian weights: conditioned on the AutoNormal's posterior median
+    data = make_linear_teacher(100, 3, 10, "logistic", seed=0)
+    bayes = LinearClassifier(3, 10, noise="logistic", weights="bayes", num_negatives=2, subsample_size=20)
+    guide = default_guide(bayes)
+    assert isinstance(guide[1], ConditionalLocalGuide)
+    svi = SVI(bayes, guide, pyro.optim.Adam({"lr": 0.01}), TraceMeanField_ELBO())
+    assert all(math.isfinite(svi.step(data.x, data.y)) for _ in range(3))
+
+
+def test_errors_are_clear():
+    model = LinearClassifier(3, 10, noise="normal", num_negatives=2)
+    with pytest.raises(ValueError, match="grad"):
+        ConditionalLocalGuide(model, grad="exact")
+    with pytest.raises(ValueError, match="newton_steps"):
+        ConditionalLocalGuide(model, newton_steps=0)
+    with pytest.raises(ValueError, match="negatives"):
+        ConditionalLocalGuide(model, negatives="all")
+    with pytest.raises(ValueError, match="minibatch_utility"):
+        ConditionalLocalGuide(lambda x, y: None)
+    guide = ConditionalLocalGuide(model, create_plates=model.create_plates)
+    data = make_linear_teacher(20, 3, 10, "normal", seed=0)
+    guide(data.x, data.y)
+    with pytest.raises(ValueError, match="labels"):
+        guide(data.x)
