@@ -8,14 +8,8 @@ from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from ..distributions import GumbelExpectedFactor
 from .elbo import ClosedFormELBO
 from .guides import default_elbo, default_guide, default_local_guide, empty_guide
-from .local_guides import (
-    AmortizedLocalGuide,
-    ConditionalLocalGuide,
-    GumbelLocalGuide,
-    NoiseLocalGuide,
-    hide_noise_sites,
-    is_noise_site,
-)
+from . import local_guides
+from .local_guides import *  # noqa: F401,F403  (its __all__)
 from .loop import (
     Callback,
     DivergenceCheck,
@@ -34,15 +28,9 @@ from .posterior import (
     predictive_top_k,
 )
 
-__all__ = [
+__all__ = local_guides.__all__ + [
     "ClosedFormELBO",
     "GumbelExpectedFactor",
-    "GumbelLocalGuide",
-    "NoiseLocalGuide",
-    "AmortizedLocalGuide",
-    "ConditionalLocalGuide",
-    "is_noise_site",
-    "hide_noise_sites",
     "default_guide",
     "default_local_guide",
     "default_elbo",

@@ -206,16 +206,11 @@ class GumbelLocalGuide(_LocalGuide):
 
     Example:
 
-    >>> import pyro
-    >>> from pyro.infer import SVI
-    >>> from pyro_ar.datasets import make_linear_teacher
-    >>> from pyro_ar.infer import ClosedFormELBO, GumbelLocalGuide
-    >>> from pyro_ar.models import LinearClassifier
-    >>> from pyro_ar.optim import lazy_adam
-    >>> data = make_linear_teacher(1000, 5, 50, seed=0)
-    >>> model = LinearClassifier(5, 50, num_negatives=5, subsample_size=100, sparse=True)
-    >>> guide = GumbelLocalGuide(model, create_plates=model.create_plates, local_first=True)
-    >>> svi = SVI(model, guide, lazy_adam({"lr": 0.05}), ClosedFormELBO())
+    >>> import pyro, pyro_ar as ar
+    >>> data = ar.datasets.make_linear_teacher(1000, 5, 50, seed=0)
+    >>> model = ar.LinearClassifier(5, 50, num_negatives=5, subsample_size=100, sparse=True)
+    >>> guide = ar.infer.GumbelLocalGuide(model, create_plates=model.create_plates, local_first=True)
+    >>> svi = pyro.infer.SVI(model, guide, ar.optim.lazy_adam({"lr": 0.05}), ar.infer.ClosedFormELBO())
     >>> losses = [svi.step(data.x, data.y) for _ in range(20)]
     >>> guide.log_eta("y_eps").shape          # one eta_n per datapoint
     torch.Size([1000])
@@ -344,15 +339,12 @@ class AmortizedLocalGuide(_LocalGuide):
 
     Example:
 
-    >>> from pyro.infer import SVI, TraceMeanField_ELBO
-    >>> from pyro_ar.datasets import make_linear_teacher
-    >>> from pyro_ar.infer import AmortizedLocalGuide
-    >>> from pyro_ar.models import LinearClassifier
-    >>> from pyro_ar.optim import lazy_adam
-    >>> data = make_linear_teacher(1000, 5, 50, "logistic", seed=0)
-    >>> model = LinearClassifier(5, 50, noise="logistic", num_negatives=5, subsample_size=100, sparse=True)
-    >>> guide = AmortizedLocalGuide(model, hidden_dim=16)   # no per-datapoint state
-    >>> loss = SVI(model, guide, lazy_adam({"lr": 0.01}), TraceMeanField_ELBO()).step(data.x, data.y)
+    >>> import pyro, pyro_ar as ar
+    >>> data = ar.datasets.make_linear_teacher(1000, 5, 50, "logistic", seed=0)
+    >>> model = ar.LinearClassifier(5, 50, noise="logistic", num_negatives=5, subsample_size=100)
+    >>> guide = ar.infer.AmortizedLocalGuide(model, hidden_dim=16)   # no per-datapoint state
+    >>> elbo = pyro.infer.TraceMeanField_ELBO()
+    >>> loss = pyro.infer.SVI(model, guide, ar.optim.lazy_adam({"lr": 0.01}), elbo).step(data.x, data.y)
     """
 
     def __init__(self, model, num_features=None, hidden_dim=64, data_fn=None, encoder=None,
