@@ -108,6 +108,9 @@ def hide_noise_sites(model):
 class _LocalGuide(AutoGuide):
     """Finds the noise sites and their data plate; subclasses define the family."""
 
+    #: whether the guide stores parameters per training datapoint (sized at set-up)
+    _per_datapoint_state = False
+
     def __init__(self, model, sites=None, sparse=True, create_plates=None):
         self._requested_sites = sites
         self.sparse = sparse
@@ -168,7 +171,14 @@ class _LocalGuide(AutoGuide):
         plates = self._create_plates(*args, **kwargs)
         result = {}
         for name, info in self._sites.items():
-            with plates[info["plate"]] as idx:
+            plate = plates[info["plate"]]
+            if self._per_datapoint_state and plate.size != info["num_data"]:
+                raise ValueError(
+                    f"{type(self).__name__} holds one local parameter per training datapoint "
+                    f"({info['num_data']} for site {name!r}) but the data now have {plate.size} "
+                    f"rows: build a new guide for new data (or use ConditionalLocalGuide, which "
+                    f"has no per-datapoint state)")
+            with plate as idx:
                 fn, infer = self._site_distribution(name, info, idx, *args, **kwargs)
                 result[name] = pyro.sample(name, fn, infer=infer)
         return result
@@ -215,6 +225,8 @@ class GumbelLocalGuide(_LocalGuide):
     >>> guide.log_eta("y_eps").shape          # one eta_n per datapoint
     torch.Size([1000])
     """
+
+    _per_datapoint_state = True
 
     def __init__(self, model, local_step="natural", rho=None, init_log_eta=None, sites=None,
                  sparse=True, create_plates=None, local_first=False):
@@ -301,6 +313,8 @@ class NoiseLocalGuide(_LocalGuide):
     >>> svi = SVI(model, NoiseLocalGuide(model), lazy_adam({"lr": 0.05}), TraceMeanField_ELBO())
     >>> loss = svi.step(data.x, data.y)
     """
+
+    _per_datapoint_state = True
 
     def __init__(self, model, init_loc=0.0, init_scale=1.0, sites=None, sparse=True,
                  create_plates=None):

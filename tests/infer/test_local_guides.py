@@ -384,3 +384,16 @@ def test_conditional_guide_recovers_exact_mle_in_fewer_steps(noise):
         fits[kind] = model.log_likelihood(xt, yt)
     assert abs(fits["conditional"] - exact_ll) < 0.05, (fits, exact_ll)
     assert abs(fits["conditional"] - exact_ll) < abs(fits["noise"] - exact_ll), (fits, exact_ll)
+
+
+@pytest.mark.parametrize("noise", ["gumbel", "normal"])
+def test_a_fitted_per_datapoint_guide_refuses_a_larger_data_set(noise):
+    """Issue 12: reusing a guide with one parameter per training datapoint on other data is a
+    named error, not an IndexError from inside torch."""
+    data = make_linear_teacher(200, 3, 7, noise, seed=0)
+    model = LinearClassifier(3, 7, noise=noise, num_negatives=3, subsample_size=20, sparse=True)
+    guide = model.default_guide(local="noise") if noise == "normal" else model.default_guide()
+    svi = SVI(model, guide, lazy_adam({"lr": 0.05}), model.default_elbo())
+    svi.step(data.x[:100], data.y[:100])
+    with pytest.raises(ValueError, match="per training datapoint.*100.*200 rows"):
+        svi.step(data.x, data.y)
