@@ -187,13 +187,13 @@ class LinearUtility(Utility):
     :param x: features, shape ``batch_shape + (D,)``.
     :param weight: class weights, shape ``(K, D)``.
     :param bias: class biases, shape ``(K,)``, or None.
-
-    ``x``, ``weight`` and ``bias`` must share one floating dtype and one device (a
-    ``ValueError`` naming the argument otherwise: no silent promotion).
     :param bool sparse: gather rows with ``F.embedding(..., sparse=True)`` so that the
         gradients of ``weight`` and ``bias`` are sparse (only the gathered rows). Use an
         optimizer that accepts sparse gradients (e.g. ``pyro.optim.SparseAdam``, or
         :class:`pyro_ar.optim` ones).
+
+    ``x``, ``weight`` and ``bias`` must share one floating dtype and one device (a
+    ``ValueError`` naming the argument otherwise: no silent promotion).
 
     Example:
 

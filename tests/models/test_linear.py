@@ -224,7 +224,7 @@ def test_default_guide_plate_is_o_of_b_and_shared_with_the_model(noise, monkeypa
     N, B = 5000, 64
     data = make_linear_teacher(N, 3, 7, noise, seed=0)
     model = LinearClassifier(3, 7, noise=noise, num_negatives=3, subsample_size=B, sparse=True)
-    guide = model.default_guide()
+    guide = model.default_guide(local="noise")  # a guide with per-datapoint rows, for the check
     svi = SVI(model, guide, lazy_adam({"lr": 0.05}), model.default_elbo())
     svi.step(data.x, data.y)  # create the parameters
 
