@@ -29,12 +29,7 @@ LEVEL = 1e-3  # significance level of every chi-square test below
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    pyro.clear_param_store()
-    pyro.set_rng_seed(0)
-    yield
-    pyro.clear_param_store()
+pytestmark = pytest.mark.usefixtures("seeded")
 
 
 def _chi2_pvalue(counts):

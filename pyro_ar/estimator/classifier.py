@@ -434,8 +434,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         model = self._model(p, K, D, num_negatives=None if p["num_negatives"] is None else
                             min(p["num_negatives"], K - 1), strategy=p["strategy"],
                             proposal=proposal, subsample_size=batch_size, likelihood=self.likelihood_)
-        guide = default_guide(model, local_first=True) if model.likelihood.has_local_latent \
-            else default_guide(model)
+        guide = default_guide(model, local_first=True)  # (ignored without a local latent)
         lr, local_lr = p["learning_rate"], p["local_learning_rate"]
         optim = lazy_adam(lambda name: {"lr": local_lr if name.rsplit(".", 1)[-1].startswith(
             f"{_SITE}_eps_") else lr})

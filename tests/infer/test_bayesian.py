@@ -14,7 +14,7 @@ import pyro.distributions as dist
 from torch.distributions import kl_divergence
 import pyro.poutine as poutine
 from pyro.infer import SVI, Predictive, Trace_ELBO, TraceMeanField_ELBO
-from pyro.infer.autoguide import AutoGuideList, AutoNormal
+from pyro.infer.autoguide import AutoGuideList
 
 import pyro_ar as ar
 from pyro_ar.datasets import make_linear_teacher
@@ -24,7 +24,6 @@ from pyro_ar.infer import (
     ClosedFormELBO,
     GumbelLocalGuide,
     NoiseLocalGuide,
-    hide_noise_sites,
     posterior_summary,
     predictive_log_likelihood,
     predictive_probs,
@@ -252,9 +251,7 @@ def test_small_k_stock_autonormal_path_for_every_noise():
         pyro.clear_param_store()
         data = make_linear_teacher(120, 3, 5, noise, seed=2)
         model = LinearClassifier(3, 5, noise=noise, weights="bayes", num_negatives=2, subsample_size=40)
-        guide = AutoGuideList(model)
-        guide.append(AutoNormal(hide_noise_sites(model)))
-        guide.append(NoiseLocalGuide(model, sparse=False))
+        guide = model.default_guide(local="noise", sparse=False)  # AutoNormal + NoiseLocalGuide
         svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.02}), TraceMeanField_ELBO())
         for _ in range(5):
             assert math.isfinite(svi.step(data.x, data.y))

@@ -27,12 +27,7 @@ from pyro_ar.models import LinearClassifier
 from pyro_ar.optim import lazy_adam
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    pyro.clear_param_store()
-    pyro.set_rng_seed(0)
-    yield
-    pyro.clear_param_store()
+pytestmark = pytest.mark.usefixtures("seeded")
 
 
 def _dense_model(psi, y, noise="gumbel", num_negatives=None, subsample_size=None):
