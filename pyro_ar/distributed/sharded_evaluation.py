@@ -1,0 +1,72 @@
+r"""Evaluation over all K classes when each rank holds one block of them.
+
+For softmax (Gumbel noise) :math:`\log p(y\mid\psi) = \psi_y - \log\sum_k e^{\psi_k}`. Rank r
+computes, chunk by chunk of datapoints, its shard's :math:`\ell_r = \log\sum_{k\in C_r}
+e^{\psi_k}` and :math:`\max_{k\in C_r}\psi_k`, and :math:`\psi_y` where it owns y; two
+all-reduces per chunk combine them with a max-shift,
+
+.. math::  \log\sum_k e^{\psi_k} = M + \log\sum_r e^{\ell_r - M}, \qquad M = \max_r \ell_r,
+
+and the prediction is correct when :math:`\psi_y \ge \max_r\max_{k\in C_r}\psi_k` (ties
+count as correct). Work per rank :math:`O(N K_r D)`, communication :math:`O(N)` numbers,
+independent of K. Results are accumulated in float64.
+"""
+
+from typing import Dict, Optional
+
+import torch
+
+from ..noise import GumbelNoise, get_noise
+from .collectives import all_reduce_sum, max_across
+
+__all__ = ["sharded_evaluate"]
+
+
+def sharded_evaluate(utility, labels: torch.Tensor, noise="gumbel", *, chunk_size: Optional[int] = None,
+                     reduce: str = "mean", group=None) -> Dict[str, object]:
+    r"""``{"log_lik", "accuracy"}`` of ``labels`` under a
+    :class:`~pyro_ar.distributed.ShardedLinearUtility` with batch shape (N,), over all K
+    classes (see the module docstring). ``reduce``: ``"mean"`` (floats), ``"sum"`` or
+    ``"none"`` (per-datapoint float64 tensors). Every rank must call it with the same data.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.distributed import ShardedLinearUtility, class_shard
+    >>> from pyro_ar.distributed.sharded_evaluation import sharded_evaluate
+    >>> x, W, b = torch.randn(6, 3), torch.randn(40, 3), torch.randn(40)
+    >>> y = torch.tensor([0, 1, 2, 3, 4, 39])
+    >>> out = sharded_evaluate(ShardedLinearUtility(x, W, b, class_shard(40, 0, 1)), y, reduce="none")
+    >>> torch.allclose(out["log_lik"], torch.log_softmax((x @ W.T + b).double(), -1)[range(6), y])
+    True
+    """
+    if not isinstance(get_noise(noise), GumbelNoise):
+        raise NotImplementedError(f"sharded evaluation is implemented for Gumbel noise (softmax), got "
+                                  f"noise={get_noise(noise).name!r}")
+    if reduce not in ("mean", "sum", "none"):
+        raise ValueError(f"reduce must be 'mean', 'sum' or 'none', got reduce={reduce!r}")
+    x, n = utility.x, len(labels)
+    if tuple(labels.shape) != (x.shape[0],) or x.dim() != 2:
+        raise ValueError(f"labels must have shape ({x.shape[0]},), got {tuple(labels.shape)}")
+    shard = utility.shard
+    chunk = chunk_size or max(1, (1 << 22) // max(1, shard.size))
+    log_lik, correct = [], []
+    for lo in range(0, n, chunk):
+        xs, ys = x[lo:lo + chunk], labels[lo:lo + chunk]
+        psi = torch.addmm(utility.bias, xs, utility.weight.T) if utility.bias is not None else xs @ utility.weight.T
+        psi = psi.double()
+        stats = max_across(torch.stack([psi.logsumexp(-1), psi.amax(-1)]), group)  # (2, c)
+        local = ys - shard.start
+        own = (local >= 0) & (local < shard.size)
+        psi_y = torch.where(own, psi.gather(-1, local.clamp(0, shard.size - 1).unsqueeze(-1)).squeeze(-1),
+                            torch.zeros_like(psi[:, 0]))
+        mass = torch.exp(psi.logsumexp(-1) - stats[0])
+        summed = all_reduce_sum(torch.stack([mass, psi_y]), group)
+        log_lik.append(summed[1] - stats[0] - summed[0].log())
+        correct.append((summed[1] >= stats[1]).double())
+    ll, acc = torch.cat(log_lik), torch.cat(correct)
+    if reduce == "none":
+        return {"log_lik": ll, "accuracy": acc}
+    if reduce == "sum":
+        return {"log_lik": ll.sum(), "accuracy": acc.sum()}
+    return {"log_lik": float(ll.mean()), "accuracy": float(acc.mean())}
