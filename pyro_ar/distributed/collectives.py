@@ -22,7 +22,9 @@ payload per rank over the wire. Without a process group every collective is the 
 (one rank) and counts nothing.
 """
 
-from typing import List, Tuple
+import contextlib
+import time
+from typing import List, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
@@ -33,13 +35,17 @@ __all__ = ["CommCounter", "COMM", "sum_across", "max_across", "all_gather_rows",
 
 
 class CommCounter:
-    """Bytes and calls of the collectives of this process (payload this rank contributes).
+    """Bytes, calls and time (wall and CPU seconds of this process) of the collectives.
+
+    ``bytes`` is the payload this rank contributes. The times include waiting for the other
+    ranks (on a loaded machine, mostly that).
 
     Example:
 
     >>> from pyro_ar.distributed.collectives import CommCounter
     >>> c = CommCounter()
-    >>> c.add(3, 8)
+    >>> with c.count(3, 8):
+    ...     pass                       # a collective of 3 eight-byte numbers
     >>> c.bytes, c.calls
     (24, 1)
     """
@@ -48,11 +54,18 @@ class CommCounter:
         self.reset()
 
     def reset(self) -> None:
-        self.bytes, self.calls = 0, 0
+        self.bytes, self.calls, self.wall, self.cpu = 0, 0, 0.0, 0.0
 
-    def add(self, numel: int, element_size: int) -> None:
+    @contextlib.contextmanager
+    def count(self, numel: int, element_size: int):
         self.bytes += int(numel) * int(element_size)
         self.calls += 1
+        w0, c0 = time.perf_counter(), time.process_time()
+        try:
+            yield
+        finally:
+            self.wall += time.perf_counter() - w0
+            self.cpu += time.process_time() - c0
 
 
 #: the process-wide counter of :mod:`pyro_ar.distributed`'s collectives
@@ -75,8 +88,8 @@ def all_reduce_sum(t: torch.Tensor, group=None) -> torch.Tensor:
     """
     out = t.detach().clone()
     if _active(group):
-        COMM.add(out.numel(), out.element_size())
-        dist.all_reduce(out, op=dist.ReduceOp.SUM, group=group)
+        with COMM.count(out.numel(), out.element_size()):
+            dist.all_reduce(out, op=dist.ReduceOp.SUM, group=group)
     return out
 
 
@@ -121,43 +134,77 @@ def max_across(t: torch.Tensor, group=None) -> torch.Tensor:
     """
     out = t.detach().clone()
     if _active(group):
-        COMM.add(out.numel(), out.element_size())
-        dist.all_reduce(out, op=dist.ReduceOp.MAX, group=group)
+        with COMM.count(out.numel(), out.element_size()):
+            dist.all_reduce(out, op=dist.ReduceOp.MAX, group=group)
     return out
 
 
-def all_gather_rows(rows: torch.Tensor, values: torch.Tensor, group=None) -> Tuple[torch.Tensor, torch.Tensor]:
-    """Concatenate the ``(rows (n_r,), values (n_r, ...))`` of every rank, in rank order.
+def all_gather_rows(pairs: Sequence[Tuple[torch.Tensor, torch.Tensor]], group=None) -> List[Tuple[torch.Tensor, torch.Tensor]]:
+    """For each ``(rows (n,), values (n, ...))`` of ``pairs`` (e.g. the sparse gradients of
+    several parameters), the concatenation of every rank's, in rank order.
 
-    Two collectives: the counts :math:`n_r`, then the rows and values padded to
-    :math:`\\max_r n_r` (the padding is dropped again, so no spurious row appears).
+    Three collectives whatever the number of pairs: the counts, then all rows (int64) and
+    all values (one buffer per dtype), each pair padded to its largest count over the
+    ranks; the padding is dropped again, so no spurious row appears.
 
     Example:
 
     >>> import torch
     >>> from pyro_ar.distributed.collectives import all_gather_rows
-    >>> rows, values = all_gather_rows(torch.tensor([3, 5]), torch.ones(2, 4))
+    >>> [(rows, values)] = all_gather_rows([(torch.tensor([3, 5]), torch.ones(2, 4))])
     >>> rows.tolist(), tuple(values.shape)
     ([3, 5], (2, 4))
     """
-    if not _active(group):
-        return rows, values
+    pairs = list(pairs)
+    if not _active(group) or not pairs:
+        return pairs
     world = get_world_size(group)
-    n = torch.tensor([rows.numel()], dtype=torch.long, device=rows.device)
-    counts = [torch.zeros_like(n) for _ in range(world)]
-    COMM.add(1, n.element_size())
-    dist.all_gather(counts, n, group=group)
-    counts = [int(c) for c in counts]
-    m = max(counts)
-    pad_rows = rows.new_zeros((m,))
-    pad_rows[: rows.numel()] = rows
-    pad_values = values.new_zeros((m,) + values.shape[1:])
-    pad_values[: rows.numel()] = values
-    all_rows: List[torch.Tensor] = [torch.empty_like(pad_rows) for _ in range(world)]
-    all_values: List[torch.Tensor] = [torch.empty_like(pad_values) for _ in range(world)]
-    COMM.add(pad_rows.numel(), pad_rows.element_size())
-    dist.all_gather(all_rows, pad_rows, group=group)
-    COMM.add(pad_values.numel(), pad_values.element_size())
-    dist.all_gather(all_values, pad_values, group=group)
-    return (torch.cat([r[:c] for r, c in zip(all_rows, counts)]),
-            torch.cat([v[:c] for v, c in zip(all_values, counts)]))
+    device = pairs[0][0].device
+    n = torch.tensor([r.numel() for r, _ in pairs], dtype=torch.long, device=device)
+    counts = [torch.empty_like(n) for _ in range(world)]
+    with COMM.count(n.numel(), n.element_size()):
+        dist.all_gather(counts, n, group=group)
+    counts = torch.stack(counts).tolist()              # [rank][pair]
+    m = [max(c[i] for c in counts) for i in range(len(pairs))]
+    rows = torch.cat([torch.cat([r, r.new_zeros(mi - r.numel())]) for (r, _), mi in zip(pairs, m)])
+    gathered_rows = _gather_flat(rows, world, group)
+    by_dtype = {}
+    for i, (_, v) in enumerate(pairs):
+        by_dtype.setdefault(v.dtype, []).append(i)
+    gathered_values = {}
+    for dtype, ids in by_dtype.items():
+        flat = torch.cat([torch.cat([pairs[i][1].reshape(-1),
+                                     pairs[i][1].new_zeros((m[i] - pairs[i][0].numel()) * _row_numel(pairs[i][1]))])
+                          for i in ids])
+        gathered_values[dtype] = (ids, _gather_flat(flat, world, group))
+    out_rows = _split(gathered_rows, m, [1] * len(pairs), counts)
+    out_values = [None] * len(pairs)
+    for dtype, (ids, chunks) in gathered_values.items():
+        sizes = [_row_numel(pairs[i][1]) for i in ids]
+        parts = _split(chunks, [m[i] for i in ids], sizes, [[c[i] for i in ids] for c in counts])
+        for i, part in zip(ids, parts):
+            out_values[i] = part.reshape((-1,) + pairs[i][1].shape[1:])
+    return list(zip(out_rows, out_values))
+
+
+def _row_numel(values: torch.Tensor) -> int:
+    return int(torch.Size(values.shape[1:]).numel())
+
+
+def _gather_flat(flat: torch.Tensor, world: int, group) -> List[torch.Tensor]:
+    out = [torch.empty_like(flat) for _ in range(world)]
+    with COMM.count(flat.numel(), flat.element_size()):
+        dist.all_gather(out, flat, group=group)
+    return out
+
+
+def _split(chunks, padded, row_sizes, counts) -> List[torch.Tensor]:
+    """From each rank's flat chunk (pairs padded to ``padded`` rows of ``row_sizes``), the
+    concatenation over ranks of each pair's first ``counts[rank][pair]`` rows (flat)."""
+    out = [[] for _ in padded]
+    for chunk, rank_counts in zip(chunks, counts):
+        offset = 0
+        for i, (mi, size) in enumerate(zip(padded, row_sizes)):
+            out[i].append(chunk[offset: offset + rank_counts[i] * size])
+            offset += mi * size
+    return [torch.cat(parts) for parts in out]

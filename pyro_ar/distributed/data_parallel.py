@@ -216,7 +216,9 @@ def reduce_gradients(params, is_local: Callable[[str], bool] = lambda name: Fals
 
     Parameters are visited in the order of their names (the same on every rank); those for
     which ``is_local(name)`` is true, or without a gradient, are skipped (every rank must
-    skip the same ones). Sparse gradients travel as (rows, values) and are coalesced.
+    skip the same ones). Sparse gradients travel as (rows, values), all of them in three
+    collectives (:func:`~pyro_ar.distributed.collectives.all_gather_rows`), and are
+    coalesced; dense ones in one all-reduce per dtype.
 
     Example:
 
@@ -232,16 +234,20 @@ def reduce_gradients(params, is_local: Callable[[str], bool] = lambda name: Fals
     if world == 1:
         return
     store = pyro.get_param_store()
-    for name, p in sorted(((store.param_name(p), p) for p in params), key=lambda t: t[0]):
-        if p.grad is None or is_local(name):
-            continue
-        g = p.grad
-        if g.is_sparse:
-            g = g.coalesce()
-            rows, values = all_gather_rows(g.indices()[0], g.values(), group)
-            p.grad = torch.sparse_coo_tensor(rows.unsqueeze(0), values / world, g.shape).coalesce()
-        else:
-            p.grad = all_reduce_sum(g, group) / world
+    named = sorted(((store.param_name(p), p) for p in params), key=lambda t: t[0])
+    named = [p for name, p in named if p.grad is not None and not is_local(name)]
+    sparse = [p for p in named if p.grad.is_sparse]
+    dense = [p for p in named if not p.grad.is_sparse]
+    grads = [p.grad.coalesce() for p in sparse]
+    gathered = all_gather_rows([(g.indices()[0], g.values()) for g in grads], group)
+    for p, g, (rows, values) in zip(sparse, grads, gathered):
+        p.grad = torch.sparse_coo_tensor(rows.unsqueeze(0), values / world, g.shape,
+                                         check_invariants=False).coalesce()
+    for dtype in {p.grad.dtype for p in dense}:  # one all-reduce per dtype
+        ps = [p for p in dense if p.grad.dtype == dtype]
+        flat = all_reduce_sum(torch.cat([p.grad.reshape(-1) for p in ps]), group) / world
+        for p, part in zip(ps, flat.split([p.grad.numel() for p in ps])):
+            p.grad = part.reshape(p.grad.shape)
 
 
 class _DataParallelMixin:

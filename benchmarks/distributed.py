@@ -1,0 +1,304 @@
+r"""Distributed A&R: one vs two processes, data-parallel and class-sharded, and a scaling model.
+
+Two roles in one file:
+
+* the **worker** (also the runnable example of docs/distributed.rst), started by ``torchrun``::
+
+      torchrun --standalone --nproc_per_node=2 benchmarks/distributed.py --worker --mode dp \
+          --num-classes 100000 --steps 50 --checkpoint /tmp/run.pt --eval
+
+  trains a linear softmax classifier with A&R (shared negatives, lazy Adam) data-parallel
+  (``--mode dp``: each rank its data shard and a B/R minibatch, gradients averaged) or
+  class-sharded (``--mode cs``: each rank K/R classes, the whole minibatch), with per-rank
+  checkpoints (re-run the command to resume) and optionally the test log-likelihood over
+  all K (``--eval``). Multi-node: ``torchrun --nnodes=2 --node_rank=<0|1>
+  --nproc_per_node=8 --rdzv_backend=c10d --rdzv_endpoint=<host of node 0>:29400 ...``.
+
+* the **benchmark** (no ``--worker``): launches the worker with ``torchrun`` for
+  R in {1, 2} processes, both modes, K in {10^5, 10^6}, and prints per-step wall and CPU
+  time, datapoints per second, model-state bytes and peak RSS per rank, and collective
+  bytes per step (payload per rank, counted by :data:`pyro_ar.distributed.COMM`); then the
+  scaling model below fitted to the one-process points and checked against the others.
+
+Scaling model, per step and rank (B the global minibatch, s shared negatives, D features,
+R ranks, 4-byte floats, 8-byte row indices; each collective of small messages costs a
+latency ``alpha * ceil(log2 R)`` (tree / recursive doubling); a ring all-reduce of n numbers
+moves ``2 (R-1)/R * 4n`` bytes per rank, an all-gather of n numbers per rank ``(R-1) * 4n``):
+
+* data-parallel: compute ``t0 + c * (B/R) * s * D`` (the B/R x s utilities dominate; the
+  gathers, scatters and lazy Adam rows are O((B/R + s) D)); 3 collectives (all-gathers of
+  the counts, the rows of W and b, their values) with a payload of
+  ``m (4D + 20) + 16`` bytes per rank, ``m <= B/R + s`` distinct rows, and
+  ``(R-1)`` times that on the wire; memory ``~3 K D * 4`` bytes per rank (W and the two
+  Adam moments, replicated: independent of R -- 10^8 x 128 needs class sharding).
+* class-sharded: compute ``t0 + c * B * (s/R) * D``; 3 all-reduces of B numbers (psi_y,
+  the max-shift, the partial sums): payload ``12 B`` bytes, ``2 (R-1)/R`` times that on
+  the wire; memory ``~3 (K/R) D * 4`` bytes per rank.
+
+Neither depends on K except the memory. ``t0`` and ``c`` are fitted on the one-process
+points (CPU time); ``alpha`` is measured in the two-process runs (a loop of 200
+all-reduces of B floats, wall time). Quote every number with the command that produced it::
+
+    python benchmarks/distributed.py            # ~6 min on a loaded 2-core machine
+    python benchmarks/distributed.py --quick    # K = 10^5 only, fewer steps
+"""
+
+import argparse
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+# ============================================================================ the worker
+def _state_bytes(svi, tensors=()):
+    import pyro
+    import torch
+
+    total = sum(p.numel() * p.element_size() for _, p in pyro.get_param_store().named_parameters())
+    for opt in getattr(svi.optim, "optim_objs", {}).values():
+        total += sum(t.numel() * t.element_size() for s in opt.state.values() for t in s.values()
+                     if torch.is_tensor(t))
+    return total + sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _build(args, rank, world, x, y):
+    """(svi, training x, training y, modules, test function) of one rank."""
+    from pyro.infer import SVI
+
+    from pyro_ar.distributed import ClassShardedLinearClassifier, ShardedDataPlate, data_parallel, mean_across
+    from pyro_ar.likelihoods import AR
+    from pyro_ar.models import LinearClassifier
+    from pyro_ar.negatives import SharedNegatives
+    from pyro_ar.optim import lazy_adam
+
+    K, D, B, s = args.num_classes, args.num_features, args.batch, args.num_negatives
+    if args.mode == "dp":  # B is per rank: weak scaling (the global minibatch is R B)
+        plate = ShardedDataPlate(len(x), B * world, seed=1)
+        model = plate.attach(LinearClassifier(D, K, likelihood=AR(negatives=SharedNegatives(s)), sparse=True))
+        guide = model.default_guide()
+        svi = SVI(model, guide, data_parallel(lazy_adam({"lr": args.lr}), local=guide), model.default_elbo())
+        xs, ys = plate.shard_rows(x), plate.shard_rows(y)
+
+        def test(xt, yt):
+            start = rank * len(xt) // world
+            stop = (rank + 1) * len(xt) // world
+            out = model.evaluate(xt[start:stop], yt[start:stop], metrics=("log_lik", "accuracy"))
+            return mean_across(out, stop - start)
+
+        return svi, xs, ys, [plate], test
+    model = ClassShardedLinearClassifier(D, K, num_negatives=s, subsample_size=B, seed=1)
+    svi = SVI(model, model.default_guide(), lazy_adam({"lr": args.lr}), model.default_elbo())
+    return svi, x, y, [model.stream], lambda xt, yt: model.evaluate(xt, yt)
+
+
+def worker(args):
+    import torch
+    import torch.distributed as dist
+
+    import pyro
+
+    from pyro_ar.distributed import COMM, init_process_group, rank_path
+    from pyro_ar.infer import train
+
+    rank, world = init_process_group()
+    torch.set_num_threads(1)
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    pyro.set_rng_seed(0)  # the same seed on every rank
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(args.num_data + args.num_test, args.num_features, generator=g)
+    y = torch.randint(args.num_classes, (len(x),), generator=g)
+    xt, yt, x, y = x[args.num_data:], y[args.num_data:], x[:args.num_data], y[:args.num_data]
+    svi, xs, ys, modules, test = _build(args, rank, world, x, y)
+    kw = dict(modules=modules, eval_at_start=False)
+    if args.checkpoint is None:  # (a resumed example run does not warm up again)
+        train(svi, xs, ys, num_steps=args.warmup, **kw)
+    COMM.reset()
+    if dist.is_initialized():
+        dist.barrier()
+    w0, c0 = time.perf_counter(), time.process_time()
+    ck = None if args.checkpoint is None else rank_path(args.checkpoint)
+    history = train(svi, xs, ys, num_steps=args.steps, checkpoint=ck, checkpoint_every=args.steps // 2 or None, **kw)
+    wall, cpu = (time.perf_counter() - w0) / args.steps, (time.process_time() - c0) / args.steps
+    out = {"rank": rank, "world": world, "mode": args.mode, "K": args.num_classes, "wall_step": wall,
+           "cpu_step": cpu, "comm_bytes_step": COMM.bytes / args.steps, "comm_calls_step": COMM.calls / args.steps,
+           "comm_wall_step": COMM.wall / args.steps, "comm_cpu_step": COMM.cpu / args.steps,
+           "state_bytes": _state_bytes(svi, (xs, ys)), "rss_growth_kb": resource.getrusage(
+               resource.RUSAGE_SELF).ru_maxrss - rss0, "rows_per_step": args.batch, "steps": history[-1]["step"],
+           "loss": history[-1]["loss"]}
+    if world > 1:  # the latency of one small collective (B floats), wall and CPU time
+        buf = torch.zeros(args.batch)
+        dist.barrier()
+        w0, c0 = time.perf_counter(), time.process_time()
+        for _ in range(200):
+            dist.all_reduce(buf)
+        out.update(alpha_wall=(time.perf_counter() - w0) / 200, alpha_cpu=(time.process_time() - c0) / 200)
+    if args.eval:
+        out.update(test(xt, yt))
+    if args.out:
+        with open(os.path.join(args.out, f"{args.mode}-K{args.num_classes}-R{world}-rank{rank}.json"), "w") as f:
+            json.dump(out, f)
+    if rank == 0:
+        print(json.dumps(out))
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+# ============================================================================ the benchmark
+def _launch(mode, K, R, args, out):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={R}",
+           os.path.abspath(__file__), "--worker", "--mode", mode, "--num-classes", str(K),
+           "--steps", str(args.steps), "--warmup", str(args.warmup), "--out", out,
+           "--batch", str(args.batch)]
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               OMP_NUM_THREADS="1")
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+    return [json.load(open(os.path.join(out, f"{mode}-K{K}-R{R}-rank{r}.json"))) for r in range(R)]
+
+
+def _fit(rows):
+    """``t0``, ``c`` (least squares on the one-process CPU times) and the measured ``alpha``."""
+    one = [r for r in rows if r["world"] == 1]
+    xs = [_work(r["mode"], r["global_batch"], 1, 64, 16) for r in one]
+    ys = [r["cpu_step"] for r in one]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    var = sum((a - mx) ** 2 for a in xs)
+    c = sum((a - mx) * (b - my) for a, b in zip(xs, ys)) / var if var > 0 else my / mx
+    alphas = [r["alpha_wall"] for r in rows if r.get("alpha_wall")]
+    return {"t0": my - c * mx, "c": c, "alpha": sum(alphas) / max(1, len(alphas))}
+
+
+def _work(mode, B, R, s, D):
+    """Multiply-adds of the dominant utilities of one rank's step."""
+    return (B / R) * s * D if mode == "dp" else B * (s / R) * D
+
+
+def predict(mode, K, R, B, s, D, consts, alpha=None, bandwidth=None):
+    """Per-step seconds, collective payload bytes per rank (what COMM counts), wire bytes per
+    rank and model-state bytes per rank of the scaling model (module docstring). ``B`` is
+    the global minibatch; without ``bandwidth`` (bytes/s) the wire time is left out (on
+    localhost it is inside ``alpha``)."""
+    alpha = consts["alpha"] if alpha is None else alpha
+    compute = consts["t0"] + consts["c"] * _work(mode, B, R, s, D)
+    if mode == "dp":
+        m = B / R + s                                  # rows of W (and b) in the sparse gradient
+        payload = (m * (4 * D + 20) + 16) if R > 1 else 0.0   # counts, rows (int64), values
+        wire = (R - 1) * payload                       # all-gather: every other rank's rows arrive
+        mem = 3 * K * D * 4                            # replicated W and Adam moments (+ b, counts)
+    else:
+        payload = 3 * B * 4 if R > 1 else 0.0          # psi_y, max-shift, partial sums
+        wire = 2 * (R - 1) / R * payload               # ring all-reduce
+        mem = 3 * (K / R) * D * 4
+    latency = 3 * alpha * math.ceil(math.log2(R)) if R > 1 else 0.0
+    seconds = compute + latency + (wire / bandwidth if bandwidth else 0.0)
+    return {"seconds": seconds, "payload": payload, "wire": wire, "memory": mem}
+
+
+def benchmark(args):
+    out = tempfile.mkdtemp(prefix="pyro_ar_distributed_")
+    Ks = [10 ** 5] if args.quick else [10 ** 5, 10 ** 6]
+    rows = []
+    for K in Ks:
+        for mode in ("dp", "cs"):
+            for R in (1, 2):  # interleaved: each configuration right after its pair
+                t = time.time()
+                ranks = _launch(mode, K, R, args, out)
+                r0 = dict(ranks[0])
+                for key in ("cpu_step", "wall_step", "comm_wall_step", "comm_cpu_step"):
+                    r0[key] = max(r[key] for r in ranks)
+                r0["state_bytes"] = max(r["state_bytes"] for r in ranks)
+                r0["rss_growth_kb"] = max(r["rss_growth_kb"] for r in ranks)
+                r0["global_batch"] = r0["rows_per_step"] * (R if mode == "dp" else 1)
+                r0["alpha_wall"] = max(r.get("alpha_wall", 0.0) for r in ranks)
+                rows.append(r0)
+                print(f"  launched {mode} K={K} R={R} in {time.time() - t:.0f}s", file=sys.stderr)
+    header = (f"{'mode':4} {'K':>8} {'R':>2} {'B':>5} {'wall ms':>8} {'cpu ms':>7} {'comm wall':>9} "
+              f"{'comm cpu':>8} {'pts/s wall':>10} {'pts/s cpu':>10} {'state MB':>9} {'RSS+ MB':>8} "
+              f"{'comm B/step':>11} {'calls':>5}")
+    print(header)
+    for r in rows:
+        print(f"{r['mode']:4} {r['K']:>8} {r['world']:>2} {r['global_batch']:>5} {1e3 * r['wall_step']:8.2f} "
+              f"{1e3 * r['cpu_step']:7.2f} {1e3 * r['comm_wall_step']:9.2f} {1e3 * r['comm_cpu_step']:8.2f} "
+              f"{r['global_batch'] / r['wall_step']:10.0f} {r['global_batch'] / r['cpu_step']:10.0f} "
+              f"{r['state_bytes'] / 2**20:9.1f} {r['rss_growth_kb'] / 1024:8.1f} {r['comm_bytes_step']:11.0f} "
+              f"{r['comm_calls_step']:5.0f}")
+    summary = _summary(rows)
+    consts = _fit(rows)
+    print(f"\nscaling model constants: t0={consts['t0'] * 1e3:.3f} ms, c={consts['c'] * 1e9:.3f} ns per "
+          f"multiply-add (CPU time, one process), alpha={consts['alpha'] * 1e6:.0f} us per collective "
+          "(wall, measured, localhost gloo, 2 processes)")
+    print(f"{'mode':4} {'K':>9} {'R':>3} {'pred ms':>8} {'cpu ms':>8} {'wall ms':>8} {'pred B':>9} {'meas B':>9} "
+          f"{'pred state MB':>13} {'meas MB':>8}")
+    for r in rows:
+        p = predict(r["mode"], r["K"], r["world"], r["global_batch"], 64, 16, consts)
+        r["predicted"] = p
+        print(f"{r['mode']:4} {r['K']:>9} {r['world']:>3} {p['seconds'] * 1e3:8.2f} {r['cpu_step'] * 1e3:8.2f} "
+              f"{r['wall_step'] * 1e3:8.2f} {p['payload']:9.0f} {r['comm_bytes_step']:9.0f} "
+              f"{p['memory'] / 2**20:13.1f} {r['state_bytes'] / 2**20:8.1f}")
+    for mode, B in (("dp", args.batch * 16), ("cs", args.batch)):
+        for D in (16, 128):
+            p = predict(mode, 10 ** 8, 16, B, 64, D, consts, alpha=50e-6, bandwidth=10e9)
+            print(f"prediction K=10^8, R=16, D={D}, {mode}, B={B}: {p['seconds'] * 1e3:.2f} ms/step "
+                  f"(alpha=50us, 10 GB/s), payload {p['payload'] / 1e3:.1f} kB, wire {p['wire'] / 1e3:.1f} kB "
+                  f"per rank, state {p['memory'] / 2**30:.1f} GiB/rank")
+    path = os.path.join(out, "distributed.json")
+    with open(path, "w") as f:
+        json.dump({"rows": rows, "summary": summary, "constants": consts}, f, indent=1)
+    print(json.dumps(summary, indent=1))
+    print(f"saved {path}")
+
+
+def _summary(rows):
+    def get(mode, K, R):
+        return next((r for r in rows if (r["mode"], r["K"], r["world"]) == (mode, K, R)), None)
+
+    out = {}
+    for K in sorted({r["K"] for r in rows}):
+        dp1, dp2, cs1, cs2 = get("dp", K, 1), get("dp", K, 2), get("cs", K, 1), get("cs", K, 2)
+        out[f"K={K}"] = {
+            "dp_throughput_ratio_wall": (dp2["global_batch"] / dp2["wall_step"]) / (dp1["global_batch"] / dp1["wall_step"]),
+            "dp_throughput_ratio_cpu": (dp2["global_batch"] / dp2["cpu_step"]) / (dp1["global_batch"] / dp1["cpu_step"]),
+            # CPU time outside the collectives (what each process computes), plus the
+            # measured latency alpha of the step's 3 collectives on an idle pair of cores
+            "dp_throughput_ratio_compute_cpu": (dp2["global_batch"] / (dp2["cpu_step"] - dp2["comm_cpu_step"]))
+            / (dp1["global_batch"] / dp1["cpu_step"]),
+            "cs_state_memory_ratio": cs2["state_bytes"] / cs1["state_bytes"],
+            "cs_rss_growth_ratio": cs2["rss_growth_kb"] / max(1, cs1["rss_growth_kb"]),
+            "cs_comm_bytes_step": cs2["comm_bytes_step"], "dp_comm_bytes_step": dp2["comm_bytes_step"]}
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--worker", action="store_true", help="run as a torchrun worker (the example)")
+    p.add_argument("--mode", choices=("dp", "cs"), default="dp")
+    p.add_argument("--num-classes", type=int, default=10 ** 5)
+    p.add_argument("--num-features", type=int, default=16)
+    p.add_argument("--num-data", type=int, default=20000)
+    p.add_argument("--num-test", type=int, default=200)
+    p.add_argument("--batch", type=int, default=512, help="dp: per rank; cs: the minibatch")
+    p.add_argument("--num-negatives", type=int, default=64)
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--checkpoint", default=None, help="per-rank checkpoints <name>.rank<r>-of-<R>.pt")
+    p.add_argument("--eval", action="store_true", help="test log-likelihood over all K at the end")
+    p.add_argument("--out", default=None)
+    p.add_argument("--quick", action="store_true")
+    args = p.parse_args(argv)
+    if args.worker:
+        return worker(args)
+    if args.quick:
+        args.steps, args.warmup = 20, 3
+    return benchmark(args)
+
+
+if __name__ == "__main__":
+    main()
