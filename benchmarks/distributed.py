@@ -29,15 +29,21 @@ moves ``2 (R-1)/R * 4n`` bytes per rank, an all-gather of n numbers per rank ``(
   gathers, scatters and lazy Adam rows are O((B/R + s) D)); 3 collectives (all-gathers of
   the counts, the rows of W and b, their values) with a payload of
   ``m (4D + 20) + 16`` bytes per rank, ``m <= B/R + s`` distinct rows, and
-  ``(R-1)`` times that on the wire; memory ``~3 K D * 4`` bytes per rank (W and the two
-  Adam moments, replicated: independent of R -- 10^8 x 128 needs class sharding).
-* class-sharded: compute ``t0 + c * B * (s/R) * D``; 3 all-reduces of B numbers (psi_y,
+  ``(R-1)`` times that on the wire; memory ``K (12 (D+1) + 16)`` bytes per rank (W, b, two
+  Adam moments, two int64 row counts; replicated: independent of R -- 10^8 x 128 needs class sharding).
+* class-sharded: compute ``t0 + o + c * B * (s/R) * D`` (``o`` the sharded path's O(B) extra work); 3 all-reduces of B numbers (psi_y,
   the max-shift, the partial sums): payload ``12 B`` bytes, ``2 (R-1)/R`` times that on
-  the wire; memory ``~3 (K/R) D * 4`` bytes per rank.
+  the wire; memory ``(K/R) (12 (D+1) + 16)`` bytes per rank.
 
-Neither depends on K except the memory. ``t0`` and ``c`` are fitted on the one-process
-points (CPU time); ``alpha`` is measured in the two-process runs (a loop of 200
-all-reduces of B floats, wall time). Quote every number with the command that produced it::
+Neither depends on K except the memory. ``c`` is calibrated (the utilities' matrix product,
+forward and backward), ``t0`` (the rest of a step: Pyro's traces, the ELBO, the optimizer)
+taken from the one-process points of each mode, the extra fixed cost of the sharded path
+(O(B) gathers and scatters) from the class-sharded two-process points, and ``alpha`` is
+measured in the two-process runs (a loop of 200 all-reduces of B floats, wall time). The
+check compares, for every measured point, the predicted compute time with the CPU time
+outside the collectives, the predicted collective time with the measured wall time inside
+them (on a loaded machine mostly waiting for the other rank), and the bytes and the state
+exactly. Quote every number with the command that produced it::
 
     python benchmarks/distributed.py            # ~6 min on a loaded 2-core machine
     python benchmarks/distributed.py --quick    # K = 10^5 only, fewer steps
@@ -163,16 +169,34 @@ def _launch(mode, K, R, args, out):
     return [json.load(open(os.path.join(out, f"{mode}-K{K}-R{R}-rank{r}.json"))) for r in range(R)]
 
 
+def _calibrate_c(B=512, s=64, D=16, reps=300):
+    """CPU seconds per multiply-add of the utilities x W_neg^T, forward and backward (one thread)."""
+    import torch
+
+    torch.set_num_threads(1)
+    x = torch.randn(B, D)
+    w = torch.randn(s, D, requires_grad=True)
+    c0 = time.process_time()
+    for _ in range(reps):
+        (x @ w.T).exp().sum().backward()
+    return (time.process_time() - c0) / reps / (B * s * D)
+
+
 def _fit(rows):
-    """``t0``, ``c`` (least squares on the one-process CPU times) and the measured ``alpha``."""
-    one = [r for r in rows if r["world"] == 1]
-    xs = [_work(r["mode"], r["global_batch"], 1, 64, 16) for r in one]
-    ys = [r["cpu_step"] for r in one]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    var = sum((a - mx) ** 2 for a in xs)
-    c = sum((a - mx) * (b - my) for a, b in zip(xs, ys)) / var if var > 0 else my / mx
+    """The model's constants: ``c`` (calibrated), the fixed per-step CPU time of each mode
+    (one-process points), the extra fixed CPU time of the sharded path (class-sharded at
+    R = 2, outside the collectives) and ``alpha`` (measured loop of small all-reduces)."""
+    c = _calibrate_c()
+    fixed = {}
+    for mode in ("dp", "cs"):
+        one = [r for r in rows if r["world"] == 1 and r["mode"] == mode]
+        fixed[mode] = sum(r["cpu_step"] - c * _work(mode, r["global_batch"], 1, 64, 16) for r in one) / len(one)
+    two = [r for r in rows if r["world"] == 2 and r["mode"] == "cs"]
+    shard_overhead = sum(r["cpu_step"] - r["comm_cpu_step"] - fixed["cs"]
+                         - c * _work("cs", r["global_batch"], 2, 64, 16) for r in two) / max(1, len(two))
     alphas = [r["alpha_wall"] for r in rows if r.get("alpha_wall")]
-    return {"t0": my - c * mx, "c": c, "alpha": sum(alphas) / max(1, len(alphas))}
+    return {"c": c, "fixed": fixed, "shard_overhead": max(0.0, shard_overhead),
+            "alpha": sum(alphas) / max(1, len(alphas))}
 
 
 def _work(mode, B, R, s, D):
@@ -181,24 +205,49 @@ def _work(mode, B, R, s, D):
 
 
 def predict(mode, K, R, B, s, D, consts, alpha=None, bandwidth=None):
-    """Per-step seconds, collective payload bytes per rank (what COMM counts), wire bytes per
-    rank and model-state bytes per rank of the scaling model (module docstring). ``B`` is
-    the global minibatch; without ``bandwidth`` (bytes/s) the wire time is left out (on
-    localhost it is inside ``alpha``)."""
+    """Per-step compute seconds (CPU outside the collectives), collective latency seconds,
+    payload bytes per rank (what COMM counts), wire bytes per rank and state bytes per rank
+    of the scaling model (module docstring); ``B`` is the global minibatch. Without
+    ``bandwidth`` (bytes/s) the wire time is left out (on localhost it is inside ``alpha``)."""
     alpha = consts["alpha"] if alpha is None else alpha
-    compute = consts["t0"] + consts["c"] * _work(mode, B, R, s, D)
+    compute = consts["fixed"][mode] + consts["c"] * _work(mode, B, R, s, D)
     if mode == "dp":
         m = B / R + s                                  # rows of W (and b) in the sparse gradient
         payload = (m * (4 * D + 20) + 16) if R > 1 else 0.0   # counts, rows (int64), values
         wire = (R - 1) * payload                       # all-gather: every other rank's rows arrive
-        mem = 3 * K * D * 4                            # replicated W and Adam moments (+ b, counts)
+        mem = K * (12 * (D + 1) + 16)                  # replicated W, b, 2 Adam moments, 2 row counts
     else:
+        compute += consts["shard_overhead"] if R > 1 else 0.0
         payload = 3 * B * 4 if R > 1 else 0.0          # psi_y, max-shift, partial sums
         wire = 2 * (R - 1) / R * payload               # ring all-reduce
-        mem = 3 * (K / R) * D * 4
-    latency = 3 * alpha * math.ceil(math.log2(R)) if R > 1 else 0.0
-    seconds = compute + latency + (wire / bandwidth if bandwidth else 0.0)
-    return {"seconds": seconds, "payload": payload, "wire": wire, "memory": mem}
+        mem = (K / R) * (12 * (D + 1) + 16)
+    latency = 3 * alpha * math.ceil(math.log2(R)) + (wire / bandwidth if bandwidth else 0.0) if R > 1 else 0.0
+    return {"compute": compute, "latency": latency, "seconds": compute + latency, "payload": payload,
+            "wire": wire, "memory": mem}
+
+
+def _model_report(rows, args):
+    consts = _fit(rows)
+    print(f"\nscaling model: c={consts['c'] * 1e9:.2f} ns per multiply-add (calibrated), fixed CPU per step "
+          f"dp {consts['fixed']['dp'] * 1e3:.2f} ms, cs {consts['fixed']['cs'] * 1e3:.2f} ms (one process), "
+          f"sharded-path overhead {consts['shard_overhead'] * 1e3:.2f} ms (cs, R=2), alpha="
+          f"{consts['alpha'] * 1e6:.0f} us per collective (measured, localhost gloo)")
+    print(f"{'mode':4} {'K':>8} {'R':>2} {'compute ms':>10} {'(meas)':>7} {'comm ms':>8} {'(meas)':>7} "
+          f"{'bytes':>7} {'(meas)':>7} {'state MB':>8} {'(meas)':>7}")
+    for r in rows:
+        p = r["predicted"] = predict(r["mode"], r["K"], r["world"], r["global_batch"], 64, 16, consts)
+        print(f"{r['mode']:4} {r['K']:>8} {r['world']:>2} {p['compute'] * 1e3:10.2f} "
+              f"{(r['cpu_step'] - r['comm_cpu_step']) * 1e3:7.2f} {p['latency'] * 1e3:8.2f} "
+              f"{r['comm_wall_step'] * 1e3:7.2f} {p['payload']:7.0f} {r['comm_bytes_step']:7.0f} "
+              f"{p['memory'] / 2**20:8.1f} {r['state_bytes'] / 2**20:7.1f}")
+    for mode, B in (("dp", args.batch * 16), ("cs", args.batch)):
+        for D in (16, 128):
+            p = predict(mode, 10 ** 8, 16, B, 64, D, consts, alpha=50e-6, bandwidth=10e9)
+            print(f"prediction K=10^8, R=16, D={D}, {mode}, B={B}: {p['seconds'] * 1e3:.2f} ms/step "
+                  f"({p['compute'] * 1e3:.2f} compute + {p['latency'] * 1e3:.2f} collectives at 50 us, 10 GB/s), "
+                  f"payload {p['payload'] / 1e3:.1f} kB, wire {p['wire'] / 1e3:.1f} kB per rank, "
+                  f"state {p['memory'] / 2**30:.1f} GiB/rank")
+    return consts
 
 
 def benchmark(args):
@@ -230,24 +279,7 @@ def benchmark(args):
               f"{r['state_bytes'] / 2**20:9.1f} {r['rss_growth_kb'] / 1024:8.1f} {r['comm_bytes_step']:11.0f} "
               f"{r['comm_calls_step']:5.0f}")
     summary = _summary(rows)
-    consts = _fit(rows)
-    print(f"\nscaling model constants: t0={consts['t0'] * 1e3:.3f} ms, c={consts['c'] * 1e9:.3f} ns per "
-          f"multiply-add (CPU time, one process), alpha={consts['alpha'] * 1e6:.0f} us per collective "
-          "(wall, measured, localhost gloo, 2 processes)")
-    print(f"{'mode':4} {'K':>9} {'R':>3} {'pred ms':>8} {'cpu ms':>8} {'wall ms':>8} {'pred B':>9} {'meas B':>9} "
-          f"{'pred state MB':>13} {'meas MB':>8}")
-    for r in rows:
-        p = predict(r["mode"], r["K"], r["world"], r["global_batch"], 64, 16, consts)
-        r["predicted"] = p
-        print(f"{r['mode']:4} {r['K']:>9} {r['world']:>3} {p['seconds'] * 1e3:8.2f} {r['cpu_step'] * 1e3:8.2f} "
-              f"{r['wall_step'] * 1e3:8.2f} {p['payload']:9.0f} {r['comm_bytes_step']:9.0f} "
-              f"{p['memory'] / 2**20:13.1f} {r['state_bytes'] / 2**20:8.1f}")
-    for mode, B in (("dp", args.batch * 16), ("cs", args.batch)):
-        for D in (16, 128):
-            p = predict(mode, 10 ** 8, 16, B, 64, D, consts, alpha=50e-6, bandwidth=10e9)
-            print(f"prediction K=10^8, R=16, D={D}, {mode}, B={B}: {p['seconds'] * 1e3:.2f} ms/step "
-                  f"(alpha=50us, 10 GB/s), payload {p['payload'] / 1e3:.1f} kB, wire {p['wire'] / 1e3:.1f} kB "
-                  f"per rank, state {p['memory'] / 2**30:.1f} GiB/rank")
+    consts = _model_report(rows, args)
     path = os.path.join(out, "distributed.json")
     with open(path, "w") as f:
         json.dump({"rows": rows, "summary": summary, "constants": consts}, f, indent=1)

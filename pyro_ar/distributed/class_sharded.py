@@ -274,7 +274,8 @@ class ClassShardedLinearClassifier(LinearClassifier):
     :func:`~pyro_ar.infer.train` so checkpoints carry it. ``weights="map"`` estimates the
     prior from :math:`U_r \approx U K_r/K` rows per shard, summed across ranks.
 
-    :param shard: this rank's shard (default: the rank); :param num_shards: (default: the world size).
+    :param shard: this rank's shard (default: the rank).
+    :param num_shards: the number of shards (default: the world size).
     :param int seed: the shard's stream is ``RandomStream(seed + 104729 * (shard + 1))``.
     :param group: the process group. Other arguments as :class:`~pyro_ar.models.LinearClassifier`.
 
