@@ -133,8 +133,8 @@ print(f"unigram model (no context) test log-likelihood: {unigram_ll:.3f}")
 #
 # The exact softmax is the same model with `likelihood=Exact()`: dense gradients, Pyro's
 # `Adam` (its step is as cheap as the plain PyTorch loop's, see above). Both start from the
-# same initialisation (biases at the log unigram frequencies); the step sizes are those of
-# `benchmarks/time_to_quality.py` (lazy Adam 0.01 for A&R, Adam 0.003 for exact).
+# same initialisation (biases at the log unigram frequencies); step sizes: lazy Adam 0.01
+# for A&R, Adam 0.003 for exact (the plain loop's step size in `benchmarks/brown.py`).
 
 # %%
 init_bias = unigram_log_probs(counts).float()

