@@ -1,48 +1,52 @@
-"""Next-word prediction on the Brown corpus: test log-likelihood against wall time.
+"""Next-word prediction on the Brown corpus: early stopping on validation, best test
+log-likelihood and the CPU time to reach it.
 
-Data: ``pyro_ar.datasets.load_brown()`` -- bigram pairs (previous word, next word) from the
-POS-tagged Brown corpus, 450 training / 50 test documents (seed 0), vocabulary K = 26,101
-(words seen twice in training + ``<unk>`` + the sentence boundary); 1,096,283 training
-and 122,249 test pairs.
+Data: ``pyro_ar.datasets.load_brown(num_valid_docs=25)`` -- bigram pairs (previous word,
+next word) from the POS-tagged Brown corpus, 425 training / 25 validation / 50 test
+documents (seed 0; the test documents are those of the default 450 / 50 split), vocabulary
+K = 25,275 (words seen twice in the 425 training documents + ``<unk>`` + the sentence
+boundary); 1,035,609 training, 60,674 validation and 122,249 test pairs.
 
 Model: log-bilinear bigram, psi_k(u) = e_u . w_k + b_k, D = 64, learned context and output
 embeddings (``pyro_ar.models.BigramLanguageModel``); all methods start from the same
 initialisation (embeddings N(0, 0.1^2); softmax-family biases at the smoothed log unigram
 frequencies, probit/logistic biases at 0), minibatch B = 512.
 
-Methods (same training-time budget each; the softmax-family ones run concurrently, one
-torch thread each, so that they share the machine alike):
+Methods (each in its own process, one torch thread, run concurrently):
 
 * ``ar_softmax``  -- A&R softmax through stock ``pyro.infer.SVI``: ``GumbelLocalGuide``
   (eta_n per bigram, natural step rho = (1 + visits)^-0.9) + ``ClosedFormELBO``, shared
-  negatives drawn from q(k) proportional to (train count)^0.75 with weights 1/(s q), the
-  label's draws dropped (``strategy="importance"``), ``lazy_adam``;
-* ``exact``       -- exact softmax as a user writes it: ``F.cross_entropy`` over all K
-  logits, ``torch.optim.Adam`` (dense), pure torch;
+  negatives drawn from q(k) proportional to (train count + 1)^0.75 (``--power``) with
+  weights 1/(s q), the label's draws dropped (``strategy="importance"``), ``lazy_adam``;
+* ``exact``       -- exact softmax as a user writes it in plain PyTorch
+  (``benchmarks/plain_loop.py``: ``F.cross_entropy`` over all K logits, dense
+  ``torch.optim.Adam``); the library's exact path is no slower per step (same file);
 * ``ove``         -- OVE bound (Titsias 2016), the same negatives and optimizer;
 * ``botev``       -- sampled softmax (Botev et al. 2017; the importance weights make it the
   usual log-q-corrected sampled softmax), the same negatives and optimizer;
 * ``ar_probit`` / ``ar_logistic`` -- A&R with Normal / Logistic noise,
   ``NoiseLocalGuide``; their test log-likelihood is the model's own marginal by quadrature
   (O(K) nodes per test pair), so it is computed at the end only, on a fixed random subset of
-  test pairs (``--quad-pairs``), next to the softmax-family models' exact log-likelihood on
-  the same subset.
+  test pairs (``--quad-pairs``); they run without early stopping (no validation LL).
 
-Ablations (``--methods``): ``ar_softmax_uniform`` (uniform shared negatives instead of the
-count^0.75 proposal) and ``ar_softmax_global`` (the gradient step at the current eta, then
-the eta step -- ``GumbelLocalGuide``'s default order -- instead of Algorithm 1's eta first).
+Ablations (``--methods``): ``ar_softmax_uniform`` (uniform shared negatives) and
+``ar_softmax_global`` (the gradient step at the current eta, then the eta step).
 
-Evaluation: exact test log-likelihood per pair (log-softmax over all K classes; the
-normaliser is computed once per distinct previous word) at checkpoints spread over the
-budget; evaluation time is excluded from the training time. Perplexity = exp(-LL).
-Reported: each method's curve (wall and CPU seconds), exact softmax's best value L*, the
-time each method first reaches L* - 0.05 (linear interpolation between checkpoints), the
-ratio of exact's time to A&R's, and the values at the end of the common budget.
+Training: ``pyro_ar.infer.train`` (the library's one loop) on the CPU clock of the worker
+(``time.process_time``, one thread: robust to the machine's load), evaluations at fixed
+CPU times (evaluation excluded), ``EarlyStopping`` on the validation log-likelihood
+(``--patience`` evaluations; the best evaluation's parameters are restored), a cap of
+``--budget`` CPU seconds. Evaluation: exact log-likelihood per pair (log-softmax over all K
+classes, the normaliser once per distinct previous word) on the validation and test pairs.
+Reported per method: its best validation point, the test log-likelihood there (its honest
+best: chosen on validation) and the CPU time; exact softmax's best test LL L* (at its best
+validation point), the CPU time each method's test LL first reaches L* (linear
+interpolation between evaluations) and exact's time over it.
 
-    python benchmarks/brown.py [--quick] [--budget SECONDS] [--device cpu|cuda]
+    python benchmarks/brown.py [--quick] [--budget SECONDS] [--patience 4] [--device cpu|cuda]
 
-``--quick`` (under 2 minutes): 20 s budgets, 20 quadrature pairs. Writes
-``benchmarks/results/brown[_quick].json`` and ``.png``.
+``--quick`` (about a minute): 20 s caps, 10,000 evaluation pairs. Writes
+``$TMPDIR/pyro_ar_brown[_quick].json`` and ``.png`` (``--out`` to change).
 """
 
 import argparse
@@ -56,6 +60,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 SOFTMAX_FAMILY = ["ar_softmax", "exact", "ove", "botev"]
 OTHER_NOISE = ["ar_probit", "ar_logistic"]
 LABELS = {
@@ -80,42 +85,14 @@ def grouped_log_softmax_ll(E, W, b, prev, nxt, chunk=256):
 
 
 # --------------------------------------------------------------------------- methods
-class ExactTorch:
-    """Exact softmax bigram model, the usual user loop (dense Adam, F.cross_entropy)."""
-
-    def __init__(self, K, D, x, y, B, lr, init_bias, device):
-        import torch
-
-        self.x, self.y, self.B = x, y, B
-        self.E = (0.1 * torch.randn(K, D, device=device)).requires_grad_()
-        self.W = (0.1 * torch.randn(K, D, device=device)).requires_grad_()
-        self.b = init_bias.float().to(device).clone().requires_grad_()
-        self.opt = torch.optim.Adam([self.E, self.W, self.b], lr=lr)
-
-    def step(self):
-        import torch
-        import torch.nn.functional as F
-
-        idx = torch.randint(0, self.x.shape[0], (self.B,), device=self.x.device)
-        logits = F.linear(F.embedding(self.x[idx], self.E), self.W, self.b)
-        loss = F.cross_entropy(logits, self.y[idx])
-        self.opt.zero_grad()
-        loss.backward()
-        self.opt.step()
-        return loss.item()
-
-    def evaluate(self, prev, nxt):
-        return grouped_log_softmax_ll(self.E.detach(), self.W.detach(), self.b.detach(), prev, nxt)
-
-    def log_likelihood_pairs(self, prev, nxt):
-        return self.evaluate(prev, nxt)
+from plain_loop import PlainExactBigram as ExactTorch  # noqa: E402  (the plain user loop)
 
 
 class PyroLM:
     """BigramLanguageModel + SVI for A&R (any noise) and the subsampled baselines."""
 
     def __init__(self, method, K, D, x, y, B, lr, init_bias, counts, negatives, strategy, device,
-                 local_first=True, local_lr=0.05):
+                 local_first=True, local_lr=0.05, power=0.75, local_step="natural"):
         import pyro
         import torch
         from pyro.infer import SVI, Trace_ELBO
@@ -126,7 +103,8 @@ class PyroLM:
         from pyro_ar.optim import lazy_adam
 
         noise = {"ar_probit": "normal", "ar_logistic": "logistic"}.get(method, "gumbel")
-        proposal = counts.double().to(device) ** 0.75 if strategy == "importance" else None
+        # count^power, smoothed by 1 so that no class has probability 0 (Vocabulary.proposal)
+        proposal = (counts.double().to(device) + 1) ** power if strategy == "importance" else None
         negs = ImportanceNegatives(negatives, proposal) if strategy == "importance" else SharedNegatives(negatives)
         likelihood = {"ove": OVE, "botev": Sampled}.get(method, lambda negatives: AR(noise, negatives))(
             negatives=negs)
@@ -139,7 +117,7 @@ class PyroLM:
                                          init_bias=bias_scale * init_bias)
         elbo = self.model.default_elbo() if isinstance(likelihood, AR) else Trace_ELBO()
         if noise == "gumbel":
-            guide = self.model.default_guide(local_first=local_first)
+            guide = self.model.default_guide(local_first=local_first, local_step=local_step)
             optim = lazy_adam({"lr": lr})
         else:
             # q(eps_n) starts near the noise's (1 - 1/K) quantile (the observed class's noise
@@ -176,10 +154,11 @@ class PyroLM:
         return torch.cat(vals).mean().item()
 
 
-def _checkpoints(budget, n):
-    """Training-time checkpoints (s): a few early ones, then every budget/n."""
-    pts = [t for t in (2, 5, 10, 20, 40, 80) if t < budget / 4] if n >= 10 else []
-    pts += [budget * i / n for i in range(1, n + 1)]
+def _checkpoints(budget, n, every=None):
+    """Training-time checkpoints (s): a few early ones, then every budget/n (or ``every`` s)."""
+    pts = [t for t in (1, 2, 5, 10, 20, 40, 80) if t < budget / 4] if n >= 10 or every else []
+    step = every or budget / n
+    pts += [step * i for i in range(1, int(budget / step) + 1)]
     return sorted(set(round(p, 3) for p in pts if p > 0))
 
 
@@ -194,9 +173,13 @@ def worker(a):
     dev = torch.device(a.device)
     x, y = data["x_train"].to(dev), data["y_train"].to(dev)
     xt, yt = data["x_test"].to(dev), data["y_test"].to(dev)
-    if a.eval_pairs and a.eval_pairs < xt.shape[0]:  # (--quick) a fixed random subset
+    xv, yv = data["x_valid"].to(dev), data["y_valid"].to(dev)
+    if a.eval_pairs and a.eval_pairs < xt.shape[0]:  # a fixed random subset
         keep = torch.randperm(xt.shape[0], generator=torch.Generator().manual_seed(99))[: a.eval_pairs]
         xt, yt = xt[keep], yt[keep]
+    if a.eval_pairs and a.eval_pairs < xv.shape[0]:
+        keep = torch.randperm(xv.shape[0], generator=torch.Generator().manual_seed(98))[: a.eval_pairs]
+        xv, yv = xv[keep], yv[keep]
     counts = data["counts"]
     K = int(counts.shape[0])
     from pyro_ar.infer import train
@@ -211,7 +194,7 @@ def worker(a):
         method = "ar_softmax" if a.method in ("ar_softmax_uniform", "ar_softmax_global") else a.method
         m = PyroLM(method, K, a.D, x, y, a.B, lr, init_bias, counts, a.negatives, strategy, dev,
                    local_first=not (a.global_first or a.method == "ar_softmax_global"),
-                   local_lr=a.local_lr)
+                   local_lr=a.local_lr, power=a.power, local_step=a.local_step)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
 
     class Stepper:  # what pyro_ar.infer.train drives: .step() -> loss (SVI or the plain torch loop)
@@ -223,8 +206,9 @@ def worker(a):
     def evaluate():
         t0 = time.perf_counter()
         ll = m.evaluate(xt, yt)
-        return dict(test_ll=ll, perplexity=None if ll is None else math.exp(-ll),
-                    eval_seconds=time.perf_counter() - t0)
+        vll = m.evaluate(xv, yv)
+        return dict(test_ll=ll, valid_ll=float("nan") if vll is None else vll,
+                    perplexity=None if ll is None else math.exp(-ll), eval_seconds=time.perf_counter() - t0)
 
     def progress(r):
         ll = r["test_ll"]
@@ -234,19 +218,28 @@ def worker(a):
     # the library's training loop: a wall-clock budget, evaluations at the training times of
     # the checkpoints (evaluation time excluded), the loss averaged between evaluations
     step_times = []
+    # (CPU clock of this process, one thread: robust to the load of the machine) and early
+    # stopping on the validation log-likelihood (the best evaluation's parameters restored)
+    from pyro_ar.infer import EarlyStopping
+
+    stop = EarlyStopping("valid_ll", patience=a.patience) if a.patience else None
     history = train(Stepper(), num_steps=10**12, time_budget=a.budget, eval_fn=evaluate,
-                    eval_times=_checkpoints(a.budget, a.checkpoints), eval_every=10**12,
-                    step_times=step_times, callbacks=[progress])
-    hist = [dict(step=r["step"], time=r["time"], cpu_time=r["cpu_time"], test_ll=r["test_ll"],
+                    eval_times=_checkpoints(a.budget, a.checkpoints, a.eval_every), eval_every=10**12,
+                    step_times=step_times, callbacks=[progress], clock="process", early_stopping=stop)
+    hist = [dict(step=r["step"], time=r["time"], wall_time=r["wall_time"], cpu_time=r["cpu_time"],
+                 test_ll=r["test_ll"], valid_ll=r["valid_ll"],
                  perplexity=r["perplexity"], loss=None if r["step"] == 0 else r["loss"],
                  eval_seconds=r["eval_seconds"]) for r in history]
+    valid = [h for h in hist if h["valid_ll"] == h["valid_ll"]]  # not NaN
+    best = max(valid, key=lambda h: h["valid_ll"]) if valid else None
     step = hist[-1]["step"]
     # fixed subset of test pairs for the quadrature log-likelihoods (and the same pairs exactly)
     g = torch.Generator().manual_seed(1234)
     sub = torch.randperm(xt.shape[0], generator=g)[: a.quad_pairs].to(dev)
     t0 = time.perf_counter()
     sub_ll = m.log_likelihood_pairs(xt[sub], yt[sub]) if a.quad_pairs else None
-    out = dict(method=a.method, history=hist, steps=step,
+    out = dict(method=a.method, history=hist, steps=step, best=best,
+               stopped_early=bool(stop and stop.stopped),
                step_time_median=statistics.median(step_times[len(step_times) // 10:]) if step_times else None,
                final_test_ll=hist[-1]["test_ll"], subset_test_ll=sub_ll, subset_pairs=a.quad_pairs,
                subset_eval_seconds=time.perf_counter() - t0, lr=lr, negatives=a.negatives,
@@ -258,11 +251,14 @@ def worker(a):
 # --------------------------------------------------------------------------- driver
 def _launch(method, a, data_path, lr):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", method, "--data", data_path,
-           "--budget", str(a.budget if method not in OTHER_NOISE else a.other_budget),
+           "--budget", str(a.other_budget if method in OTHER_NOISE else
+                           getattr(a, "exact_budget", None) or a.budget if method == "exact" else a.budget),
            "--device", a.device, "--D", str(a.D), "--B", str(a.B), "--negatives", str(a.negatives),
            "--strategy", a.strategy, "--lr", str(lr), "--seed", str(a.seed),
            "--quad-pairs", str(a.quad_pairs), "--checkpoints", str(a.checkpoints),
-           "--eval-pairs", str(a.eval_pairs), "--local-lr", str(a.local_lr)] + (["--global-first"] if a.global_first else [])
+           "--eval-pairs", str(a.eval_pairs), "--local-lr", str(a.local_lr), "--power", str(a.power),
+           "--patience", str(a.patience), "--eval-every", str(a.eval_every or 0),
+           "--local-step", a.local_step] + (["--global-first"] if a.global_first else [])
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -297,23 +293,8 @@ def time_to_reach(history, target, key="time"):
     return None
 
 
-def value_at(history, t, key="time"):
-    """test_ll at training time t (linear interpolation; the last value past the end)."""
-    pts = [(h[key], h["test_ll"]) for h in history if h["test_ll"] is not None]
-    if not pts:
-        return None
-    for (t0, l0), (t1, l1) in zip(pts, pts[1:]):
-        if t0 <= t <= t1:
-            return l0 + (l1 - l0) * (t - t0) / (t1 - t0) if t1 > t0 else l1
-    return pts[-1][1] if t >= pts[-1][0] else pts[0][1]
-
-
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--budget", type=float, default=None, help="training seconds per softmax-family method")
-    p.add_argument("--other-budget", type=float, default=None, help="training seconds for probit/logistic")
-    p.add_argument("--methods", default=",".join(SOFTMAX_FAMILY + OTHER_NOISE))
+def add_common_arguments(p):
+    """The options shared by the driver, its workers and benchmarks/time_to_quality.py."""
     p.add_argument("--device", default="cpu")
     p.add_argument("--D", type=int, default=64)
     p.add_argument("--B", type=int, default=512)
@@ -322,17 +303,90 @@ def main(argv=None):
     p.add_argument("--lr", type=float, default=None, help="lr of the Pyro methods (lazy Adam)")
     p.add_argument("--exact-lr", type=float, default=3e-3)
     p.add_argument("--ar-lr", type=float, default=None, help="lr of the A&R methods (default --lr)")
-    p.add_argument("--quad-pairs", type=int, default=None)
     p.add_argument("--local-lr", type=float, default=0.05,
                    help="lazy-Adam lr of the probit/logistic local parameters (mu_n, sigma_n)")
-    p.add_argument("--checkpoints", type=int, default=None, help="evaluations over the budget")
-    p.add_argument("--eval-pairs", type=int, default=None, help="test pairs per evaluation (0: all)")
     p.add_argument("--global-first", action="store_true",
                    help="A&R softmax: gradient step before the eta step (default: Algorithm 1, eta first)")
+    p.add_argument("--local-step", default="natural", choices=["natural", "gradient"],
+                   help="A&R softmax: eta_n by its closed-form natural step or by the optimizer")
+    p.add_argument("--power", type=float, default=0.75, help="proposal exponent: (count + 1)^power")
+    p.add_argument("--patience", type=int, default=4,
+                   help="early stopping: evaluations without a better validation LL (0: off)")
+    p.add_argument("--eval-every", type=float, default=None, help="CPU seconds between evaluations")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=None)
     p.add_argument("--worker", default=None)
     p.add_argument("--data", default=None)
+
+
+def run_methods(a, methods, data):
+    """Train ``methods`` in concurrent worker processes (one thread each) on ``data`` (a dict
+    of tensors: x/y_train, x/y_valid, x/y_test, counts); ``{method: result}``. A method may
+    be a ``(label, method, args)`` triple (a variant with its own options)."""
+    import torch
+
+    tmp = tempfile.NamedTemporaryFile(suffix=".pt", delete=False)
+    torch.save(data, tmp.name)
+    runs = [m if isinstance(m, tuple) else (m, m, a) for m in methods]
+    results = {}
+    try:
+        for group in ([r for r in runs if r[1] not in OTHER_NOISE], [r for r in runs if r[1] in OTHER_NOISE]):
+            procs = {}
+            for label, m, args in group:
+                lr = args.exact_lr if m == "exact" else (args.ar_lr if m.startswith("ar_") else args.lr)
+                procs[label] = _launch(m, args, tmp.name, lr)
+            results.update(_collect(procs))
+    finally:
+        os.unlink(tmp.name)
+    return results
+
+
+def summarize(ok, skip=OTHER_NOISE):
+    """Each method's best validation point (its test LL there: the honest best) and the CPU
+    time at which its test LL first reaches exact softmax's best (at exact's best validation
+    point), with exact's time over it."""
+    summary = {}
+    for m, r in ok.items():
+        if r.get("best"):
+            summary[f"{m}_best"] = {k: r["best"][k] for k in ("step", "cpu_time", "valid_ll", "test_ll")}
+    if "exact" in ok and ok["exact"].get("best"):
+        target = ok["exact"]["best"]["test_ll"]
+        t_ex = time_to_reach(ok["exact"]["history"], target, "cpu_time")
+        summary.update(exact_best_test_ll=target, exact_cpu_time_to_best=t_ex,
+                       exact_stopped_early=ok["exact"].get("stopped_early"))
+        for m in ok:
+            if m == "exact" or m in skip:
+                continue
+            t_m = time_to_reach(ok[m]["history"], target, "cpu_time")
+            summary[f"{m}_cpu_time_to_exact_best"] = t_m
+            summary[f"exact_over_{m}"] = t_ex / t_m if t_m and t_ex else None
+    return summary
+
+
+def print_table(ok, summary):
+    print("\nmethod                                        steps  ms CPU/step  stop   best valid LL  "
+          "test LL there  CPU s there  CPU s to exact's best  speed-up")
+    for m, r in ok.items():
+        b = r.get("best") or {}
+        t = summary.get(f"{m}_cpu_time_to_exact_best", summary.get("exact_cpu_time_to_best") if m == "exact" else None)
+        ratio = summary.get(f"exact_over_{m}", 1.0 if m == "exact" else None)
+        fmt = lambda v, f: "-" if v is None or v != v else format(v, f)  # noqa: E731
+        print(f"{LABELS.get(m, m):45s} {r['steps']:6d} {fmt(1e3 * (r['step_time_median'] or 0), '11.2f')} "
+              f"{'early' if r.get('stopped_early') else 'cap':5s} {fmt(b.get('valid_ll'), '14.4f')} "
+              f"{fmt(b.get('test_ll'), '14.4f')} {fmt(b.get('cpu_time'), '12.1f')} {fmt(t, '22.1f')} "
+              f"{fmt(ratio, '8.1f')}")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--budget", type=float, default=None, help="cap on the training CPU seconds per softmax-family method")
+    p.add_argument("--other-budget", type=float, default=None, help="training CPU seconds for probit/logistic")
+    p.add_argument("--methods", default=",".join(SOFTMAX_FAMILY + OTHER_NOISE))
+    p.add_argument("--quad-pairs", type=int, default=None)
+    p.add_argument("--checkpoints", type=int, default=None, help="evaluations over the budget")
+    p.add_argument("--eval-pairs", type=int, default=None, help="test / validation pairs per evaluation (0: all)")
+    add_common_arguments(p)
+    p.add_argument("--out", default=None)
     a = p.parse_args(argv)
     if a.worker:
         a.method = a.worker
@@ -344,7 +398,7 @@ def main(argv=None):
     a.eval_pairs = a.eval_pairs if a.eval_pairs is not None else (10_000 if a.quick else 0)
     a.lr = a.lr or 3e-3
     a.ar_lr = a.ar_lr or a.lr
-    out = a.out or os.path.join(HERE, "results", "brown_quick" if a.quick else "brown")
+    out = a.out or os.path.join(tempfile.gettempdir(), "pyro_ar_brown_quick" if a.quick else "pyro_ar_brown")
     methods = a.methods.split(",")
 
     import torch
@@ -352,65 +406,23 @@ def main(argv=None):
     from pyro_ar.datasets import load_brown
 
     t_start = time.time()
-    d = load_brown()
-    tmp = tempfile.NamedTemporaryFile(suffix=".pt", delete=False)
-    torch.save(dict(x_train=d.x_train, y_train=d.y_train, x_test=d.x_test, y_test=d.y_test,
-                    counts=d.info["class_counts"]), tmp.name)
+    d = load_brown(num_valid_docs=25)
     load = {"start": os.getloadavg()}
-    print(f"Brown: K={d.num_classes}, {d.num_train} train / {d.num_test} test pairs; D={a.D} B={a.B} "
-          f"negatives={a.negatives} ({a.strategy}); budget {a.budget:.0f} s (probit/logistic "
-          f"{a.other_budget:.0f} s); load average {load['start']}", flush=True)
-    results = {}
-    try:
-        for group in ([m for m in methods if m not in OTHER_NOISE], [m for m in methods if m in OTHER_NOISE]):
-            if not group:
-                continue
-            procs = {}
-            for m in group:
-                lr = a.exact_lr if m == "exact" else (a.ar_lr if m.startswith("ar_") else a.lr)
-                procs[m] = _launch(m, a, tmp.name, lr)
-            results.update(_collect(procs))
-            load[f"after_{group[0]}"] = os.getloadavg()
-    finally:
-        os.unlink(tmp.name)
+    print(f"Brown: K={d.num_classes}, {d.num_train} train / {d.info['x_valid'].shape[0]} validation / "
+          f"{d.num_test} test pairs; D={a.D} B={a.B} negatives={a.negatives} ({a.strategy}); CPU cap "
+          f"{a.budget:.0f} s (probit/logistic {a.other_budget:.0f} s), early stopping patience "
+          f"{a.patience}; load average {load['start']}", flush=True)
+    results = run_methods(a, methods, dict(x_train=d.x_train, y_train=d.y_train, x_valid=d.info["x_valid"],
+                                           y_valid=d.info["y_valid"], x_test=d.x_test, y_test=d.y_test,
+                                           counts=d.info["class_counts"]))
     elapsed = time.time() - t_start
-
-    summary = {}
     ok = {m: r for m, r in results.items() if "history" in r}
-    print("\nmethod                                   steps  ms/step  final test LL  perplexity  "
-          f"subset LL ({a.quad_pairs} pairs)")
+    summary = summarize(ok)
+    print_table(ok, summary)
     for m, r in ok.items():
-        ll = r["final_test_ll"]
-        print(f"{LABELS.get(m, m):40s} {r['steps']:6d} {1e3 * r['step_time_median']:8.2f} "
-              f"{'' if ll is None else f'{ll:13.4f}'} {'' if ll is None else f'{math.exp(-ll):11.1f}'}"
-              f"  {r['subset_test_ll'] if r['subset_test_ll'] is None else round(r['subset_test_ll'], 4)}")
-    if "exact" in ok:
-        best = max(h["test_ll"] for h in ok["exact"]["history"])
-        target = best - 0.05
-        summary.update(exact_best=best, target=target)
-        for key in ("time", "cpu_time"):
-            t_ex = time_to_reach(ok["exact"]["history"], target, key)
-            summary[f"exact_time_to_target_{key}"] = t_ex
-            for m in ok:
-                if m == "exact" or m in OTHER_NOISE:
-                    continue
-                t_m = time_to_reach(ok[m]["history"], target, key)
-                summary[f"{m}_time_to_target_{key}"] = t_m
-                if t_m and t_ex:
-                    summary[f"exact_over_{m}_time_to_target_{key}"] = t_ex / t_m
-        print(f"\nexact softmax best test LL {best:.4f}; target {target:.4f}")
-        for k, v in summary.items():
-            if "time_to_target" in k:
-                print(f"  {k:50s} {v if v is None else round(v, 2)}")
-    ends = [r["history"][-1]["time"] for m, r in ok.items() if m in SOFTMAX_FAMILY]
-    T = min(ends) if ends else None
-    if T:
-        summary["common_time"] = T
-        for m, r in ok.items():
-            if m in SOFTMAX_FAMILY or m.startswith("ar_softmax"):
-                summary[f"{m}_ll_at_common_time"] = value_at(r["history"], T)
-        print(f"test LL at the common training time {T:.0f} s: " + ", ".join(
-            f"{m} {summary[f'{m}_ll_at_common_time']:.4f}" for m in ok if f"{m}_ll_at_common_time" in summary))
+        if r.get("subset_test_ll") is not None:
+            print(f"  {m}: test LL on {a.quad_pairs} fixed pairs (quadrature for probit/logistic) "
+                  f"{r['subset_test_ll']:.4f}")
     load["end"] = os.getloadavg()
     print(f"load average {load}; elapsed {elapsed:.0f} s")
     meta = dict(torch=torch.__version__, cpus=os.cpu_count(), threads_per_worker=1, load_average=load,
@@ -423,35 +435,38 @@ def main(argv=None):
     print(f"wrote {out}.json and {out}.png")
 
 
-def _plot(ok, summary, path, a):
+def _plot(ok, summary, path, a, title="Brown bigram LM"):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(13, 5))
-    for ax, key, xlabel in ((axes[0], "time", "training wall time (s)"),
-                            (axes[1], "cpu_time", "training CPU time (s)")):
+    for ax, key, ylabel in ((axes[0], "test_ll", "test log-likelihood per pair (exact)"),
+                            (axes[1], "valid_ll", "validation log-likelihood per pair (early stopping)")):
         for m, r in ok.items():
-            hs = [h for h in r["history"] if h["test_ll"] is not None]
+            hs = [h for h in r["history"] if h[key] is not None and h[key] == h[key]]
             if not hs:
                 continue
-            ax.plot([max(h[key], 0.5) for h in hs], [h["test_ll"] for h in hs], marker=".",
-                    label=LABELS.get(m, m))
-        if "target" in summary:
-            ax.axhline(summary["target"], color="k", ls=":", lw=1,
-                       label=f"exact best - 0.05 = {summary['target']:.3f}")
+            line, = ax.plot([max(h["cpu_time"], 0.5) for h in hs], [h[key] for h in hs], marker=".",
+                            label=LABELS.get(m, m))
+            if r.get("best"):
+                ax.plot([max(r["best"]["cpu_time"], 0.5)], [r["best"][key]], marker="*", ms=12,
+                        color=line.get_color())
+        if key == "test_ll" and summary.get("exact_best_test_ll") is not None:
+            ax.axhline(summary["exact_best_test_ll"], color="k", ls=":", lw=1,
+                       label=f"exact's best = {summary['exact_best_test_ll']:.3f}")
         ax.set_xscale("log")
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("test log-likelihood per pair (exact)")
+        ax.set_xlabel("training CPU time (s, one thread)")
+        ax.set_ylabel(ylabel)
         ax.grid(True, which="both", alpha=0.3)
-        lows = [h["test_ll"] for r in ok.values() for h in r["history"] if h["test_ll"] is not None]
+        lows = [h[key] for r in ok.values() for h in r["history"] if h[key] is not None and h[key] == h[key]]
         if lows:
             top = max(lows)
             ax.set_ylim(max(min(lows), top - 1.5), top + 0.05)
     axes[0].legend(fontsize=8)
-    fig.suptitle(f"Brown bigram LM, K=26,101, D={a.D}, B={a.B}, {a.negatives} negatives ({a.strategy}); "
-                 "concurrent runs, 1 thread each")
+    fig.suptitle(f"{title}, D={a.D}, B={a.B}, {a.negatives} negatives ({a.strategy}); stars: best "
+                 "validation points")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 

@@ -180,7 +180,9 @@ class Exact(Likelihood):
         super().__init__(noise, None)
 
     def distribution(self, utility, data):
-        return UtilityCategorical(utility.full(), self.noise)
+        # the model's (lazy) utility: materialised once, checked through the B log-probabilities
+        # (O(B)) rather than all B x K values (see UtilityCategorical)
+        return UtilityCategorical(utility, self.noise)
 
     def __repr__(self):
         return f"Exact(noise={self.noise.name!r})"

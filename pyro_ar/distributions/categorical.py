@@ -6,9 +6,19 @@ r"""The categorical in utility form, :math:`y = \arg\max_k(\psi_k + \varepsilon_
 
 log-softmax for Gumbel noise, quadrature (:mod:`pyro_ar.quadrature`) for any other noise.
 :func:`check_labels` validates class labels for every distribution of the package.
+
+The Gumbel log-probability of the labels, :math:`\log p(y_n\mid\psi_n) = \psi_{n y_n} -
+\log\sum_k e^{\psi_{nk}}`, has the gradient :math:`\partial/\partial\psi_{nk} =
+\delta_{k y_n} - \mathrm{softmax}(\psi_n)_k`. When the utilities need a gradient,
+:func:`softmax_log_prob` computes it in the B x K buffer of the forward pass's log-softmax
+(one in-place ``exp`` and one in-place scaling), instead of autograd's zero-filled B x K
+gradient of the gather plus a new B x K gradient of the log-softmax: the exact softmax
+step of the library is then no slower than a plain ``F.cross_entropy`` loop
+(``benchmarks/plain_loop.py``).
 """
 
 import torch
+from torch.autograd.function import once_differentiable
 from torch.distributions import constraints
 
 from pyro.distributions.torch_distribution import TorchDistribution
@@ -21,7 +31,7 @@ from ..quadrature import (DEFAULT_NUM_NODES, MAX_NUM_NODES, check_quadrature_arg
 from ..utility import DenseUtility, as_utility
 from ._params import ParamsMixin
 
-__all__ = ["UtilityCategorical", "check_labels"]
+__all__ = ["UtilityCategorical", "check_labels", "softmax_log_prob"]
 
 
 def check_labels(value: torch.Tensor, num_classes: int, batch_shape, name="value") -> torch.Tensor:
@@ -63,6 +73,57 @@ def check_labels(value: torch.Tensor, num_classes: int, batch_shape, name="value
     return value.long()
 
 
+class _SoftmaxLogProb(torch.autograd.Function):
+    """``log_softmax(logits)[..., label]``; backward turns the saved log-softmax into the
+    gradient in place (so it supports one backward pass per forward)."""
+
+    @staticmethod
+    def forward(ctx, logits, labels):
+        logp = torch.log_softmax(logits, -1)
+        ctx.save_for_backward(logp, labels)
+        ctx.used = False
+        return logp.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        if ctx.used:
+            raise RuntimeError("softmax_log_prob supports one backward pass per forward pass (its "
+                               "B x K buffer becomes the gradient); recompute the log-probabilities "
+                               "for a second pass")
+        ctx.used = True
+        logp, labels = ctx.saved_tensors
+        g = grad.unsqueeze(-1)
+        out = logp.exp_().mul_(-g)  # -g softmax(psi), in the log-softmax's buffer
+        return out.scatter_add_(-1, labels.unsqueeze(-1), g), None
+
+
+def softmax_log_prob(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    r""":math:`\log\mathrm{softmax}(\psi)_y` for ``logits`` of shape ``batch_shape + (K,)`` and
+    int64 ``labels`` of shape ``batch_shape``, with the memory-lean backward of the module
+    docstring when ``logits`` needs a gradient (one backward pass per call; no double
+    backward). Without a gradient it is ``log_softmax`` and ``gather``.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.distributions.categorical import softmax_log_prob
+    >>> psi = torch.randn(3, 5, requires_grad=True)
+    >>> y = torch.tensor([0, 4, 2])
+    >>> lp = softmax_log_prob(psi, y)
+    >>> torch.allclose(lp, psi.log_softmax(-1).gather(-1, y[:, None]).squeeze(-1))
+    True
+    >>> (g,) = torch.autograd.grad(lp.sum(), psi)
+    >>> torch.allclose(g, torch.nn.functional.one_hot(y, 5) - psi.softmax(-1))
+    True
+    """
+    if labels.shape != logits.shape[:-1]:
+        raise ValueError(f"labels must have shape {tuple(logits.shape[:-1])}, got {tuple(labels.shape)}")
+    if torch.is_grad_enabled() and logits.requires_grad:
+        return _SoftmaxLogProb.apply(logits, labels)
+    return logits.log_softmax(-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+
+
 class UtilityCategorical(ParamsMixin, TorchDistribution):
     r"""Marginal categorical of the random-utility model :math:`y = \arg\max_k(\psi_k + \varepsilon_k)`.
 
@@ -89,7 +150,13 @@ class UtilityCategorical(ParamsMixin, TorchDistribution):
 
     ``infer_shapes(utility=shape)`` gives ``(shape[:-1], ())``; a
     :class:`~pyro_ar.utility.Utility` object is materialised with ``full()`` (O(K)), so pass
-    ``utility.batch_shape + (utility.num_classes,)`` for it.
+    ``utility.batch_shape + (utility.num_classes,)`` for it. As for every distribution of
+    the package, lazy utilities (a :class:`~pyro_ar.utility.Utility` other than
+    :class:`~pyro_ar.utility.DenseUtility`, e.g. a model's) are not checked at construction
+    -- checking all B x K materialised values would cost a quarter of an exact softmax step
+    -- but through what they produce: with validation on, ``log_prob`` raises a
+    ``ValueError`` naming ``utility`` when a log-probability is not finite (a NaN or
+    :math:`+\infty` utility in the row, or :math:`-\infty` at the label).
 
     Example:
 
@@ -108,6 +175,7 @@ class UtilityCategorical(ParamsMixin, TorchDistribution):
 
     def __init__(self, utility, noise="gumbel", method="auto", num_nodes=DEFAULT_NUM_NODES,
                  validate_args=None):
+        self._lazy = not isinstance(utility, (torch.Tensor, DenseUtility))
         utility = as_utility(utility).full() if not isinstance(utility, torch.Tensor) else utility
         self.noise = get_noise(noise)
         if method not in ("auto", "quadrature"):
@@ -125,6 +193,10 @@ class UtilityCategorical(ParamsMixin, TorchDistribution):
     @property
     def num_classes(self):
         return self.utility.shape[-1]
+
+    def _validate_params(self):
+        if not self._lazy:  # lazy utilities: checked through log_prob's values (O(B))
+            super()._validate_params()
 
     @constraints.dependent_property(is_discrete=True, event_dim=0)
     def support(self):
@@ -155,11 +227,21 @@ class UtilityCategorical(ParamsMixin, TorchDistribution):
         if self._validate_args:
             value = check_labels(value, self.num_classes, self.batch_shape)
         value = value.long()
-        if self._closed_form:
+        if not self._closed_form:
+            out = log_marginal(self.utility, value, self.noise, self.num_nodes)
+        elif value.shape == self.batch_shape:
+            out = softmax_log_prob(self.utility, value)
+        else:
             shape = broadcast_shape(value.shape, self.batch_shape)
             logp = self.utility.log_softmax(-1).expand(shape + (self.num_classes,))
-            return logp.gather(-1, value.expand(shape).unsqueeze(-1)).squeeze(-1)
-        return log_marginal(self.utility, value, self.noise, self.num_nodes)
+            out = logp.gather(-1, value.expand(shape).unsqueeze(-1)).squeeze(-1)
+        if self._validate_args and self._lazy:
+            bad = ~torch.isfinite(out)
+            if bad.any():
+                raise ValueError(f"utility must be finite: log_prob got non-finite log-probabilities "
+                                 f"{show(out[bad])} (a NaN or +inf utility in their rows, or -inf at "
+                                 "their labels)")
+        return out
 
     def enumerate_support(self, expand=True):
         values = torch.arange(self.num_classes, device=self.utility.device)

@@ -40,6 +40,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
+from ..likelihoods import Exact
 from ..utility import LinearUtility
 from .base import CategoricalModel, check_positive_int
 
@@ -77,7 +78,11 @@ class BigramLanguageModel(CategoricalModel):
     :param float init_scale: embeddings initialised N(0, init_scale^2).
     :param init_bias: initial output biases (a (K,) tensor, e.g. :func:`unigram_log_probs`)
         or None for N(0, 0.001^2).
-    :param bool sparse: sparse gradients (default True; use :func:`pyro_ar.optim.lazy_adam`).
+    :param sparse: sparse gradients (use :func:`pyro_ar.optim.lazy_adam`); default (None):
+        sparse for every likelihood but the exact one, whose step touches every output row
+        anyway -- ``BigramLanguageModel(K, D, likelihood="exact")`` trains with any Pyro
+        optimizer (e.g. ``pyro.optim.Adam``), as fast as a plain ``F.cross_entropy`` loop
+        (``benchmarks/plain_loop.py``).
 
     Example:
 
@@ -101,12 +106,15 @@ class BigramLanguageModel(CategoricalModel):
                  num_negatives: Optional[int] = 256, strategy="importance", proposal=None,
                  subsample_size: Optional[int] = 512, weights="mle", prior_scale: float = 1.0,
                  init_scale: float = 0.1, init_bias: Optional[torch.Tensor] = None,
-                 sparse: bool = True, prefix: str = "", site: str = "y"):
+                 sparse: Optional[bool] = None, prefix: str = "", site: str = "y"):
+        exact = likelihood == "exact" or isinstance(likelihood, Exact)
         if strategy == "importance" and num_negatives is not None and proposal is None \
-                and not hasattr(likelihood, "sampler"):
+                and not exact and not hasattr(likelihood, "sampler"):
             raise ValueError("strategy='importance' needs a proposal (class weights over the K words)")
-        if num_negatives is None and strategy == "importance":  # every class: no proposal needed
+        if num_negatives is None and strategy == "importance" or exact:  # every class: no proposal
             strategy, proposal = "shared", None
+        if sparse is None:  # exact: every output row gets a gradient, so dense (any optimizer)
+            sparse = not exact
         super().__init__(num_words, likelihood, noise=noise, num_negatives=num_negatives,
                          strategy=strategy, proposal=proposal, weights=weights,
                          prior_scale=prior_scale, subsample_size=subsample_size, sparse=sparse,

