@@ -12,7 +12,7 @@ from pyro_ar.distributions import (RelaxedUtilityCategorical, RelaxedUtilityCate
                                    UtilityCategorical)
 from pyro_ar.utility import LinearUtility
 
-pytestmark = pytest.mark.usefixtures("seeded")
+pytestmark = pytest.mark.usefixtures("seeded", "one_thread")
 
 PSI = torch.tensor([[1.0, 0.0, -0.5, 0.3], [-1.0, 2.0, 0.0, 0.5]], dtype=torch.float64)
 NOISES = ["gumbel", "normal", "logistic"]

@@ -17,7 +17,7 @@ from pyro_ar.models import NeuralClassifier
 from pyro_ar.negatives import SharedNegatives
 from pyro_ar.optim import lazy_adam
 
-pytestmark = pytest.mark.usefixtures("seeded")
+pytestmark = pytest.mark.usefixtures("seeded", "one_thread")
 
 N, D, F, K, B = 300, 6, 16, 40, 32
 
