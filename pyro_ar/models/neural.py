@@ -18,8 +18,20 @@ so its sites read ``"<prefix>body.<parameter>"``); its ``PyroSample`` priors, if
 guide of their own (e.g. an ``AutoNormal`` in an ``AutoGuideList``).
 
 The output layer is maximum likelihood (``weights="mle"``), MAP under
-:math:`w_k\sim N(0, s^2 I)` (``"map"``, prior estimated on a class subsample), or Bayesian
-(``"bayes"``: sample sites for an AutoGuide, O(K F) per step -- for moderate K). Every
+:math:`w_k\sim N(0, s^2 I)` (``"map"``, prior estimated on a class subsample), Bayesian
+(``"bayes"``: sample sites for an AutoGuide, O(K F) per step -- for moderate K), or
+Bayesian with an analytic bound (``"gaussian"``, seeds/002): a mean-field posterior
+:math:`q(w_{kf}) = N(\mu_{kf}, \sigma_{kf}^2)` (params ``weight``, ``bias`` -- the means --
+and ``weight_scale_unconstrained``, ``bias_scale_unconstrained``, with :math:`\sigma =
+\mathrm{softplus}(\cdot)` applied to the gathered rows only) whose utilities
+are Gaussian, :math:`\psi_{nk}\sim N(h_n\cdot\mu_k + \mu_{b_k}, h_n^2\cdot\sigma_k^2 +
+\sigma_{b_k}^2)` (:class:`~pyro_ar.likelihoods.GaussianUtility`, both lazy), for a likelihood
+that takes them (:class:`~pyro_ar.likelihoods.JaakkolaJordan`,
+:class:`~pyro_ar.likelihoods.GaussianBouchard`: no Monte Carlo;
+:class:`~pyro_ar.likelihoods.LocalReparameterization`), and the model adds
+:math:`-\mathrm{KL}(q\,\|\,p)` as a factor (estimated as :math:`(K/|U|)\sum_{k\in U}\mathrm{KL}_k`
+on a uniform class subsample U): the model's log-joint is then the ELBO itself, maximised
+with the empty guide (:meth:`default_guide`) by plain SGD. Every
 likelihood of :mod:`pyro_ar.likelihoods` works (AR with any noise, Exact, OVE, Sampled,
 Bouchard). For A&R with non-Gumbel noise the default local guide
 (:class:`~pyro_ar.infer.local_guides.ConditionalLocalGuide`) refits q from the current
@@ -33,6 +45,10 @@ import torch
 import pyro
 from pyro.nn import PyroModule
 
+from ..likelihoods import GaussianUtility
+from ..negatives import sample_without_replacement
+from ..numerics import softplus, softplus_inverse
+from ..utility import LinearUtility
 from .base import check_positive_int
 from .linear import LinearClassifier
 
@@ -74,6 +90,7 @@ class NeuralClassifier(LinearClassifier):
     """
 
     input_names = ("x", "y")
+    _GAUSSIAN_SCALES = {"weight": "weight_scale_unconstrained", "bias": "bias_scale_unconstrained"}
 
     def __init__(self, body: torch.nn.Module, num_features: int, num_classes: int, noise="gumbel",
                  likelihood="ar", num_negatives: Optional[int] = None, strategy="per_datapoint",
@@ -88,11 +105,19 @@ class NeuralClassifier(LinearClassifier):
         num_features = check_positive_int("num_features", num_features)
         if init_scale is None:
             init_scale = num_features ** -0.5
+        gaussian = weights == "gaussian"
         super().__init__(num_features, num_classes, noise=noise, likelihood=likelihood,
                          num_negatives=num_negatives, strategy=strategy, proposal=proposal,
-                         weights=weights, prior_scale=prior_scale, subsample_size=subsample_size,
-                         sparse=sparse, init_scale=init_scale, bias_init_scale=bias_init_scale,
-                         prefix=prefix, site=site, utility=utility, bouchard_a=bouchard_a)
+                         weights="mle" if gaussian else weights, prior_scale=prior_scale,
+                         subsample_size=subsample_size, sparse=sparse, init_scale=init_scale,
+                         bias_init_scale=bias_init_scale, prefix=prefix, site=site,
+                         utility=utility, bouchard_a=bouchard_a)
+        if gaussian:
+            if not getattr(self.likelihood, "gaussian_utilities", False):
+                raise ValueError(f"weights='gaussian' needs a likelihood of Gaussian utilities "
+                                 f"(JaakkolaJordan, GaussianBouchard, LocalReparameterization), got "
+                                 f"likelihood={self.likelihood!r}")
+            self.weights = "gaussian"
         if isinstance(body, PyroModule) and not body._pyro_name:
             # an unnamed root PyroModule's sites ("weight", ...) would clash with the output
             # layer's: name it "<prefix>body" (its parameters become "<prefix>body.weight", ...)
@@ -119,9 +144,43 @@ class NeuralClassifier(LinearClassifier):
         return h
 
     # ---- what the base asks for ---------------------------------------------------------
+    def parameter_shapes(self):
+        shapes = super().parameter_shapes()
+        if self.weights == "gaussian":
+            shapes.update({s: shapes[n] for n, s in self._GAUSSIAN_SCALES.items()})
+        return shapes
+
+    def init_parameter(self, name, shape, like):
+        if name in self._GAUSSIAN_SCALES.values():  # posterior sds start at a tenth of the prior's
+            sd = torch.full(shape, 0.1 * self.prior_scale, dtype=like.dtype, device=like.device)
+            return softplus_inverse(sd)
+        return super().init_parameter(name, shape, like)
+
     def parameters(self, like: Optional[torch.Tensor] = None):
         self.register_body()
-        return super().parameters(like)
+        if self.weights != "gaussian":
+            return super().parameters(like)
+        like = torch.zeros(()) if like is None else like
+        params = {n: pyro.param(self.prefix + n, lambda n=n, s=s: self.init_parameter(n, s, like))
+                  for n, s in self.parameter_shapes().items()}
+        pyro.factor(self.prefix + "weight_kl", -self.kl_estimate(params))
+        return params
+
+    def kl_estimate(self, params) -> torch.Tensor:
+        r"""Unbiased estimate of :math:`\mathrm{KL}(q\,\|\,p)` of the Gaussian output layer,
+        :math:`\sum_{kf}\log(s/\sigma_{kf}) + (\sigma_{kf}^2+\mu_{kf}^2)/(2s^2) - 1/2` (biases
+        alike), from a uniform subsample of ``num_prior_classes`` (default: the negatives') rows."""
+        K = self.num_classes
+        U = self.num_prior_classes or self.num_negatives or K
+        rows = None if U >= K else sample_without_replacement(K, U, device=params["weight"].device)
+        total = 0.0
+        for n, s in self._GAUSSIAN_SCALES.items():
+            mu, raw = params[n], params[s]
+            if rows is not None:
+                mu, raw = self._gather_rows(mu, rows), self._gather_rows(raw, rows)
+            var, prior_var = softplus(raw) ** 2, self.prior_scale ** 2
+            total = total + 0.5 * (torch.log(prior_var / var) + (var + mu * mu) / prior_var - 1).sum()
+        return total if rows is None else (K / U) * total
 
     def check_inputs(self, x, y):
         if not isinstance(x, torch.Tensor) or x.dim() < 1:
@@ -138,7 +197,13 @@ class NeuralClassifier(LinearClassifier):
         return super()._like(x)
 
     def minibatch_utility(self, x, params):
-        return super().minibatch_utility(self.features(x), params)
+        h = self.features(x)
+        if self.weights != "gaussian":
+            return super().minibatch_utility(h, params)
+        mean = LinearUtility(h, params["weight"], params["bias"], sparse=self.sparse)
+        scales = [params[s] for s in self._GAUSSIAN_SCALES.values()]
+        var = _VarianceUtility(h * h, *scales, sparse=self.sparse)
+        return GaussianUtility(mean, var)
 
     def utility(self, x, weight=None, bias=None):
         """Lazy utilities of new inputs under the fitted (or given) output layer: the body
@@ -159,3 +224,21 @@ class NeuralClassifier(LinearClassifier):
 
     def _repr_fields(self):
         return {"body": type(self.body).__name__, "F": self.num_features, "K": self.num_classes}
+
+
+class _VarianceUtility(LinearUtility):
+    r"""Lazy :math:`v_{nk} = x_n\cdot\mathrm{softplus}(\rho_k)^2 + \mathrm{softplus}(\rho_{b_k})^2`
+    (``x`` = squared features, :math:`\rho` the unconstrained posterior scales): the variances
+    of Gaussian utilities, transforming only the gathered rows."""
+
+    def rows(self, index):
+        w, b = super().rows(index)
+        return softplus(w) ** 2, None if b is None else softplus(b) ** 2
+
+    def full(self):
+        v = self.x @ (softplus(self.weight) ** 2).T
+        return v if self.bias is None else v + softplus(self.bias) ** 2
+
+    def expand(self, batch_shape):
+        x = self.x.expand(torch.Size(batch_shape) + self.x.shape[-1:])
+        return _VarianceUtility(x, self.weight, self.bias, self.sparse)
