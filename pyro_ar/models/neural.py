@@ -31,7 +31,7 @@ that takes them (:class:`~pyro_ar.likelihoods.JaakkolaJordan`,
 :class:`~pyro_ar.likelihoods.LocalReparameterization`), and the model adds
 :math:`-\mathrm{KL}(q\,\|\,p)` as a factor (estimated as :math:`(K/|U|)\sum_{k\in U}\mathrm{KL}_k`
 on a uniform class subsample U): the model's log-joint is then the ELBO itself, maximised
-with the empty guide (:meth:`default_guide`) by plain SGD. Every
+with the empty guide (:func:`~pyro_ar.infer.default_guide`) by plain SGD. Every
 likelihood of :mod:`pyro_ar.likelihoods` works (AR with any noise, Exact, OVE, Sampled,
 Bouchard). For A&R with non-Gumbel noise the default local guide
 (:class:`~pyro_ar.infer.local_guides.ConditionalLocalGuide`) refits q from the current
