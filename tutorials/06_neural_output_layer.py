@@ -27,7 +27,7 @@
 #
 # Run it:
 #
-#     python tutorials/06_neural_output_layer.py            # ~4 min (60,000 images)
+#     python tutorials/06_neural_output_layer.py            # ~4 min of CPU (60,000 images, 60 s per method)
 #     python tutorials/06_neural_output_layer.py --quick    # CI size, a few seconds
 #
 # MNIST is read from `../shared/data/mnist` (or `$PYRO_AR_DATA/mnist`); without it the
