@@ -56,6 +56,10 @@ __all__ = [
     "Sampled",
     "Bouchard",
     "get_likelihood",
+    "GaussianUtility",
+    "JaakkolaJordan",
+    "GaussianBouchard",
+    "LocalReparameterization",
 ]
 
 
@@ -297,3 +301,174 @@ def get_likelihood(likelihood="ar", noise="gumbel", num_negatives: Optional[int]
         raise ValueError(f"likelihood={likelihood!r} is a softmax baseline; it needs noise='gumbel', "
                          f"got noise={get_noise(noise).name!r}")
     return cls(negatives=sampler, **kwargs)
+
+
+# ------------------------------------------------------------------------------------------
+# Bayesian output layers: Gaussian utilities and analytic bounds (seeds/002, section 2)
+# ------------------------------------------------------------------------------------------
+
+
+class GaussianUtility:
+    r"""Independent Gaussian utilities :math:`\psi_{nk}\sim N(m_{nk}, v_{nk})`: what a
+    Bayesian output layer with a mean-field Gaussian posterior
+    :math:`w_k\sim N(\mu_k, \mathrm{diag}\,\sigma_k^2)` gives on features :math:`h_n`
+    (:math:`m_{nk} = h_n\cdot\mu_k + \mu_{b_k}`, :math:`v_{nk} = h_n^2\cdot\sigma_k^2 + \sigma_{b_k}^2`).
+
+    :param mean: the means, a :class:`~pyro_ar.utility.Utility` (lazy or dense) or a tensor.
+    :param var: the variances over the same classes, same forms.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.likelihoods import GaussianUtility
+    >>> u = GaussianUtility(torch.zeros(3, 4), torch.ones(3, 4))
+    >>> u.num_classes, tuple(u.batch_shape)
+    (4, (3,))
+    """
+
+    gaussian = True
+
+    def __init__(self, mean, var):
+        from .utility import as_utility
+
+        self.mean, self.var = as_utility(mean), as_utility(var)
+        if self.var.num_classes != self.mean.num_classes:
+            raise ValueError(f"var is over {self.var.num_classes} classes but mean over "
+                             f"{self.mean.num_classes}")
+        self.num_classes, self.batch_shape = self.mean.num_classes, self.mean.batch_shape
+        self.dtype, self.device = self.mean.dtype, self.mean.device
+
+    def __repr__(self):
+        return f"GaussianUtility(batch_shape={tuple(self.batch_shape)}, num_classes={self.num_classes})"
+
+
+def _mean_and_var(utility):
+    """(mean, var) of a :class:`GaussianUtility`; (utility, None) for point utilities."""
+    from .utility import as_utility
+
+    if isinstance(utility, GaussianUtility):
+        return utility.mean, utility.var
+    return as_utility(utility), None
+
+
+class JaakkolaJordan(Likelihood):
+    r"""Binary (K = 2) logistic likelihood with the Jaakkola--Jordan bound for Gaussian utilities.
+
+    The logit is :math:`t = \psi_1 - \psi_0` (so the model is the 2-class softmax). With
+    point utilities the factor is the exact :math:`\log\sigma(\pm t)`; with a
+    :class:`GaussianUtility` (:math:`t\sim N(m_1-m_0, v_0+v_1)`) it is the analytic lower bound
+    :class:`~pyro_ar.distributions.JaakkolaJordanBernoulli` on :math:`\mathbb{E}_q\log p(y\mid t)`
+    with :math:`\xi_n` at its closed-form (EM) update :math:`\sqrt{m^2+v}`: a deterministic
+    objective for plain SGD (seeds/002 section 2; no Monte Carlo).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.likelihoods import DataSubsample, GaussianUtility, JaakkolaJordan
+    >>> import pyro.poutine as poutine
+    >>> psi = GaussianUtility(torch.tensor([[0.0, 1.0]]), torch.tensor([[0.5, 0.5]]))
+    >>> tr = poutine.trace(JaakkolaJordan().sample).get_trace("y", psi, torch.tensor([1]), DataSubsample(None, 1))
+    >>> bool(tr.log_prob_sum() < torch.nn.functional.logsigmoid(torch.tensor(1.0)))   # below log sigma(E t)
+    True
+    """
+
+    gaussian_utilities = True
+
+    def __init__(self):
+        super().__init__("gumbel", None)
+
+    def check(self, num_classes: int):
+        if num_classes != 2:
+            raise ValueError(f"JaakkolaJordan is a binary likelihood: it needs num_classes=2, "
+                             f"got num_classes={num_classes}")
+
+    def sample(self, site, utility, obs, data):
+        from .distributions import JaakkolaJordanBernoulli
+
+        mean, var = _mean_and_var(utility)
+        if obs is None:
+            return super().sample(site, mean, obs, data)
+        both = torch.arange(2, device=mean.device)
+        m = mean.gather_shared(both)
+        t = m[..., 1] - m[..., 0]
+        v = 0.0 if var is None else var.gather_shared(both).sum(-1)
+        return pyro.sample(site, JaakkolaJordanBernoulli(t, v), obs=obs.to(t.dtype))
+
+    def __repr__(self):
+        return "JaakkolaJordan()"
+
+
+class GaussianBouchard(Bouchard):
+    r""":class:`Bouchard`'s bound for Gaussian utilities: the multiclass analytic bound of seeds/002.
+
+    With a :class:`GaussianUtility` every :math:`\mathbb{E}\log(1+e^{\psi_k-a})` is bounded by
+    Jaakkola--Jordan at :math:`\xi_k=\sqrt{(m_k-a)^2+v_k}` (closed form), so
+    :math:`\mathbb{E}_q\log p(y\mid\psi)\ge m_y - a - \sum_k[\dots]` has no Monte Carlo; the
+    class sum is subsampled without bias (``negatives``), ``a`` as in :class:`Bouchard`.
+    Point utilities give :class:`Bouchard`'s bound.
+
+    Example:
+
+    >>> from pyro_ar.likelihoods import GaussianBouchard
+    >>> GaussianBouchard(negatives=10)
+    GaussianBouchard(a='local', negatives=PerDatapointNegatives(num_negatives=10))
+    """
+
+    gaussian_utilities = True
+
+    def distribution(self, utility, data, site="y"):
+        mean, var = _mean_and_var(utility)
+        d = super().distribution(mean, data, site)
+        if var is None:
+            return d
+        return self.distribution_class(mean, a=d.a, strategy=self.sampler, utility_var=var)
+
+    def sample(self, site, utility, obs, data):
+        if obs is None:
+            return Likelihood.sample(self, site, _mean_and_var(utility)[0], obs, data)
+        return super().sample(site, utility, obs, data)
+
+    def __repr__(self):
+        return "Gaussian" + super().__repr__()
+
+
+class LocalReparameterization(Likelihood):
+    r"""The local reparameterisation trick (Kingma et al. 2015) around any likelihood.
+
+    For a :class:`GaussianUtility` it draws :math:`\psi = m + \sqrt v\odot z`,
+    :math:`z\sim N(0, I)` (reparameterised, one draw per step) and hands it to ``base``:
+    an unbiased Monte Carlo estimate of :math:`\mathbb{E}_q[\text{base factor}]`. All K
+    utilities are drawn (O(K) per datapoint). Point utilities go to ``base`` unchanged.
+
+    :param base: the likelihood of the sampled utilities (default :class:`Exact`).
+
+    Example:
+
+    >>> from pyro_ar.likelihoods import LocalReparameterization
+    >>> LocalReparameterization()
+    LocalReparameterization(base=Exact(noise='gumbel'))
+    """
+
+    gaussian_utilities = True
+
+    def __init__(self, base: Optional[Likelihood] = None):
+        self.base = Exact() if base is None else base
+        if not isinstance(self.base, Likelihood) or self.base.has_local_latent:
+            raise ValueError(f"base must be a Likelihood without local latent variables, got base={base!r}")
+        self.noise, self.sampler = self.base.noise, self.base.sampler
+
+    def check(self, num_classes: int):
+        self.base.check(num_classes)
+
+    def sample(self, site, utility, obs, data):
+        from .utility import DenseUtility
+
+        mean, var = _mean_and_var(utility)
+        if var is None or obs is None:
+            return self.base.sample(site, mean, obs, data)
+        m = mean.full()
+        psi = m + var.full().sqrt() * torch.randn_like(m)
+        return self.base.sample(site, DenseUtility(psi), obs, data)
+
+    def __repr__(self):
+        return f"LocalReparameterization(base={self.base!r})"

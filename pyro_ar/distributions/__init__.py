@@ -17,6 +17,8 @@ module                                              contents
                                                     :class:`JaakkolaJordanBernoulli`
 :mod:`~pyro_ar.distributions.noise_distribution`    :class:`NoiseDistribution`, :class:`FastGumbel`
 :mod:`~pyro_ar.distributions.expected_factor`       :class:`GumbelExpectedFactor`
+:mod:`~pyro_ar.distributions.relaxed`               :class:`RelaxedUtilityCategorical` (softmax of
+                                                    :math:`(\psi+\varepsilon)/\tau`, any noise)
 ==================================================  ================================================
 
 Every distribution declares real ``arg_constraints`` and ``support`` (so Pyro's
@@ -25,7 +27,7 @@ validation and ``infer_shapes`` work), keeps every attribute in ``expand``, and 
 """
 
 from . import analytic_bounds, augmented, baselines, categorical, class_sum, expected_factor
-from . import noise_distribution
+from . import noise_distribution, relaxed
 from .analytic_bounds import *  # noqa: F401,F403  (each submodule's __all__)
 from .augmented import *  # noqa: F401,F403
 from .augmented import _noise_prior  # noqa: F401
@@ -34,6 +36,7 @@ from .categorical import *  # noqa: F401,F403
 from .class_sum import *  # noqa: F401,F403
 from .expected_factor import *  # noqa: F401,F403
 from .noise_distribution import *  # noqa: F401,F403
+from .relaxed import *  # noqa: F401,F403
 
 __all__ = [name for module in (categorical, class_sum, augmented, baselines, analytic_bounds,
-                               noise_distribution, expected_factor) for name in module.__all__]
+                               noise_distribution, expected_factor, relaxed) for name in module.__all__]

@@ -1,0 +1,175 @@
+"""Per-step cost of a K = 10^5 output layer on an MLP body: A&R vs exact softmax (issue 14).
+
+One process, one torch thread, CPU time (``time.process_time``); the variants alternate in
+rounds of ``--steps`` steps each so that load changes on the shared machine hit them alike:
+
+* ``body``      the body's own step: forward, backward of a stand-in loss on its features,
+  Adam step on its parameters (pure torch: the cost of the network without any output layer);
+* ``ar``        one stock ``SVI.step`` of :class:`pyro_ar.models.NeuralClassifier` with
+  ``AR(negatives=SharedNegatives(s))`` (Gumbel noise, ``GumbelLocalGuide`` + ``ClosedFormELBO``),
+  ``sparse=True`` and ``lazy_adam`` -- body and output layer trained jointly;
+* ``sampled``   the same with the sampled softmax (``Sampled(SharedNegatives(s))``);
+* ``exact``     the same model with ``Exact()`` and dense utilities (all K logits, dense Adam);
+* ``exact_torch`` the exact softmax as a user writes it: ``F.cross_entropy(head(body(x)), y)``
+  with ``torch.optim.Adam`` over body and head.
+
+The output layer's share of a step is ``step - body`` (Pyro's per-step overhead is charged
+to the output layer). Targets: ``ar`` layer <= 1.2 x body; exact layer >= 50 x the ``ar``
+layer. Ratios are given as ratios of the medians and as medians of the per-round ratios.
+
+    python benchmarks/neural_output_layer.py [--quick] [--num-classes 100000] [--out DIR]
+
+Writes ``neural_output_layer.json`` to ``--out`` (default: the system temp directory).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+import torch.nn.functional as F
+
+import pyro
+from pyro.infer import SVI
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from paper_common import environment, table  # noqa: E402
+
+from pyro_ar.likelihoods import AR, Exact, Sampled  # noqa: E402
+from pyro_ar.models import NeuralClassifier  # noqa: E402
+from pyro_ar.negatives import SharedNegatives  # noqa: E402
+from pyro_ar.optim import lazy_adam  # noqa: E402
+
+
+def mlp(d_in, hidden, features):
+    return torch.nn.Sequential(torch.nn.Linear(d_in, hidden), torch.nn.ReLU(),
+                               torch.nn.Linear(hidden, hidden), torch.nn.ReLU(),
+                               torch.nn.Linear(hidden, features), torch.nn.ReLU())
+
+
+def make_steps(args, x, y):
+    """name -> a function doing one training step (each variant has its own body and params)."""
+    K, Fdim, s = args.num_classes, args.features, args.negatives
+    steps = {}
+
+    body = mlp(x.shape[1], args.hidden, Fdim)
+    opt = torch.optim.Adam(body.parameters(), lr=1e-3)
+
+    def body_step():
+        idx = torch.randint(0, len(x), (args.batch,))
+        loss = body(x[idx]).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    steps["body"] = body_step
+
+    def svi_step(name, likelihood, **kw):
+        model = NeuralClassifier(mlp(x.shape[1], args.hidden, Fdim), Fdim, K, likelihood=likelihood,
+                                 subsample_size=args.batch, prefix=name + "_", site=name, **kw)
+        svi = SVI(model, model.default_guide(), lazy_adam({"lr": 1e-3}), model.default_elbo())
+        steps[name] = lambda: svi.step(x, y)
+
+    svi_step("ar", AR(negatives=SharedNegatives(s)), sparse=True)
+    svi_step("sampled", Sampled(SharedNegatives(s)), sparse=True)
+    svi_step("exact", Exact(), utility="dense")
+
+    tbody, head = mlp(x.shape[1], args.hidden, Fdim), torch.nn.Linear(Fdim, K)
+    topt = torch.optim.Adam(list(tbody.parameters()) + list(head.parameters()), lr=1e-3)
+
+    def exact_torch():
+        idx = torch.randint(0, len(x), (args.batch,))
+        loss = F.cross_entropy(head(tbody(x[idx])), y[idx])
+        topt.zero_grad()
+        loss.backward()
+        topt.step()
+    steps["exact_torch"] = exact_torch
+    return steps
+
+
+def run(args):
+    torch.set_num_threads(1)
+    pyro.set_rng_seed(0)
+    pyro.enable_validation(False)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(args.num_data, args.input_dim, generator=g)
+    y = torch.randint(0, args.num_classes, (args.num_data,), generator=g)
+    steps = make_steps(args, x, y)
+    slow = {"exact", "exact_torch"}
+    for name, f in steps.items():  # warm-up (parameter creation, allocator)
+        for _ in range(2):
+            f()
+    times = {name: [] for name in steps}
+    rounds = []
+    for r in range(args.rounds):
+        med = {}
+        for name, f in steps.items():
+            n = max(1, args.steps // 4) if name in slow else args.steps
+            ts = []
+            for _ in range(n):
+                t0 = time.process_time()
+                f()
+                ts.append(time.process_time() - t0)
+            times[name] += ts
+            med[name] = statistics.median(ts)
+        rounds.append(med)
+        print(f"round {r + 1}/{args.rounds}: " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in med.items()),
+              flush=True)
+    return times, rounds
+
+
+def summarise(times, rounds):
+    med = {k: statistics.median(v) for k, v in times.items()}
+    layer = {k: med[k] - med["body"] for k in ("ar", "sampled", "exact")}
+    per_round = lambda f: statistics.median(f(r) for r in rounds)  # noqa: E731
+    rows = []
+    for k in ("body", "ar", "sampled", "exact", "exact_torch"):
+        row = {"method": k, "step_ms": 1e3 * med[k], "steps": len(times[k])}
+        if k in layer:
+            row["layer_ms"] = 1e3 * layer[k]
+            row["layer_over_body"] = layer[k] / med["body"]
+            row["layer_over_body_rounds"] = per_round(lambda r: (r[k] - r["body"]) / r["body"])
+            row["exact_layer_over_this"] = layer["exact"] / layer[k]
+            row["exact_step_over_this"] = med["exact"] / med[k]
+        rows.append(row)
+    return rows
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="K = 10^4, fewer rounds")
+    p.add_argument("--num-classes", type=int, default=100_000)
+    p.add_argument("--input-dim", type=int, default=784)
+    p.add_argument("--hidden", type=int, default=512)
+    p.add_argument("--features", type=int, default=128)
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--negatives", type=int, default=64)
+    p.add_argument("--num-data", type=int, default=10_000)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--steps", type=int, default=12, help="steps per round (exact: a quarter)")
+    p.add_argument("--out", default=tempfile.gettempdir())
+    args = p.parse_args(argv)
+    if args.quick:
+        args.num_classes, args.rounds, args.steps = 10_000, 2, 8
+    env = environment()
+    times, rounds = run(args)
+    rows = summarise(times, rounds)
+    cols = [("method", "method", ""), ("step ms", "step_ms", ".1f"), ("layer ms", "layer_ms", ".1f"),
+            ("layer/body", "layer_over_body", ".2f"), ("(per round)", "layer_over_body_rounds", ".2f"),
+            ("exact layer / layer", "exact_layer_over_this", ".1f"),
+            ("exact step / step", "exact_step_over_this", ".1f"), ("steps", "steps", "d")]
+    print(f"\nK={args.num_classes}, MLP {args.input_dim}-{args.hidden}-{args.hidden}-{args.features}, "
+          f"B={args.batch}, {args.negatives} shared negatives, CPU time, 1 thread")
+    print(table(rows, cols))
+    path = os.path.join(args.out, "neural_output_layer.json")
+    with open(path, "w") as f:
+        json.dump({"environment": env, "args": vars(args), "rows": rows, "times": times}, f, indent=1)
+    print(f"wrote {path}")
+    return rows
+
+
+if __name__ == "__main__":
+    main()

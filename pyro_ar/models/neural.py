@@ -1,0 +1,244 @@
+r"""A neural network body followed by a lazy output layer over K classes.
+
+.. math::  h_n = g_\phi(x_n) \in \mathbb{R}^F, \qquad
+           \psi_{nk} = w_k \cdot h_n + b_k, \qquad y_n \sim \text{likelihood}(\psi_n),
+
+where :math:`g_\phi` is any ``torch.nn.Module`` (or :class:`~pyro.nn.PyroModule`) mapping a
+minibatch of inputs to feature vectors, and :math:`(W, b)` the K-row output layer.
+:class:`NeuralClassifier` is a :class:`~pyro_ar.models.LinearClassifier` on the body's
+features: the output layer is a :class:`~pyro_ar.utility.LinearUtility`, so an A&R step
+computes the body on the B inputs (O(B cost(g))) and only the rows of W of the labels and
+the negatives (O(B s F) instead of O(B K F)); with ``sparse=True`` the gradient of W and b
+is row-sparse (use :func:`pyro_ar.optim.lazy_adam`, which also updates the body's dense
+parameters). The body's parameters :math:`\phi` are registered in Pyro's param store
+(``pyro.module``, names ``"<prefix>body$$$<parameter>"``) on every model call, so the same
+SVI step (or :func:`pyro_ar.infer.train`) trains body and output layer jointly. A
+``PyroModule`` body registers its own parameters (an unnamed one is named ``"<prefix>body"``,
+so its sites read ``"<prefix>body.<parameter>"``); its ``PyroSample`` priors, if any, need a
+guide of their own (e.g. an ``AutoNormal`` in an ``AutoGuideList``).
+
+The output layer is maximum likelihood (``weights="mle"``), MAP under
+:math:`w_k\sim N(0, s^2 I)` (``"map"``, prior estimated on a class subsample), Bayesian
+(``"bayes"``: sample sites for an AutoGuide, O(K F) per step -- for moderate K), or
+Bayesian with an analytic bound (``"gaussian"``, seeds/002): a mean-field posterior
+:math:`q(w_{kf}) = N(\mu_{kf}, \sigma_{kf}^2)` (params ``weight``, ``bias`` -- the means --
+and ``weight_scale_unconstrained``, ``bias_scale_unconstrained``, with :math:`\sigma =
+\mathrm{softplus}(\cdot)` applied to the gathered rows only) whose utilities
+are Gaussian, :math:`\psi_{nk}\sim N(h_n\cdot\mu_k + \mu_{b_k}, h_n^2\cdot\sigma_k^2 +
+\sigma_{b_k}^2)` (:class:`~pyro_ar.likelihoods.GaussianUtility`, both lazy), for a likelihood
+that takes them (:class:`~pyro_ar.likelihoods.JaakkolaJordan`,
+:class:`~pyro_ar.likelihoods.GaussianBouchard`: no Monte Carlo;
+:class:`~pyro_ar.likelihoods.LocalReparameterization`), and the model adds
+:math:`-\mathrm{KL}(q\,\|\,p)` as a factor (estimated as :math:`(K/|U|)\sum_{k\in U}\mathrm{KL}_k`
+on a uniform class subsample U): the model's log-joint is then the ELBO itself, maximised
+with the empty guide (:func:`~pyro_ar.infer.default_guide`) by plain SGD. Every
+likelihood of :mod:`pyro_ar.likelihoods` works (AR with any noise, Exact, OVE, Sampled,
+Bouchard). For A&R with non-Gumbel noise the default local guide
+(:class:`~pyro_ar.infer.local_guides.ConditionalLocalGuide`) refits q from the current
+utilities, which runs the body a second time (without gradient) per step.
+"""
+
+from typing import Optional
+
+import torch
+
+import pyro
+from pyro.nn import PyroModule
+
+from ..likelihoods import GaussianUtility
+from ..negatives import sample_without_replacement
+from ..numerics import softplus, softplus_inverse
+from ..utility import LinearUtility
+from .base import check_positive_int
+from .linear import LinearClassifier
+
+__all__ = ["NeuralClassifier"]
+
+
+class NeuralClassifier(LinearClassifier):
+    r"""Pyro model of a network body with a lazy K-class output layer (see the module docstring).
+
+    :param body: a ``torch.nn.Module`` mapping inputs ``x`` (a tensor with N rows) to
+        features of shape ``(N, num_features)``.
+    :param int num_features: F, the body's output width.
+    :param int num_classes: K.
+    :param float init_scale: output weights initialised N(0, init_scale^2) (default
+        :math:`1/\sqrt F`).
+    :param int eval_batch_size: rows per body call in :meth:`utility` (evaluation).
+
+    The remaining arguments are those of :class:`~pyro_ar.models.LinearClassifier`
+    (``noise``, ``likelihood``, ``num_negatives``, ``strategy``, ``weights``,
+    ``subsample_size``, ``sparse``, ``utility``, ...).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro.infer import SVI
+    >>> from pyro_ar.datasets import make_linear_teacher
+    >>> from pyro_ar.models import NeuralClassifier
+    >>> from pyro_ar.optim import lazy_adam
+    >>> data = make_linear_teacher(500, 8, 1000, seed=0)
+    >>> body = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU())
+    >>> model = NeuralClassifier(body, 32, 1000, num_negatives=10, subsample_size=64, sparse=True)
+    >>> svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
+    >>> before = body[0].weight.detach().clone()
+    >>> losses = [svi.step(data.x, data.y) for _ in range(3)]
+    >>> bool((body[0].weight != before).any())       # the body is trained by the same step
+    True
+    >>> model.utility(data.x[:2]).full().shape
+    torch.Size([2, 1000])
+    """
+
+    input_names = ("x", "y")
+    _GAUSSIAN_SCALES = {"weight": "weight_scale_unconstrained", "bias": "bias_scale_unconstrained"}
+
+    def __init__(self, body: torch.nn.Module, num_features: int, num_classes: int, noise="gumbel",
+                 likelihood="ar", num_negatives: Optional[int] = None, strategy="per_datapoint",
+                 proposal=None, weights="mle", prior_scale: float = 1.0,
+                 subsample_size: Optional[int] = None, sparse: bool = False,
+                 init_scale: Optional[float] = None, bias_init_scale: float = 1e-3,
+                 prefix: str = "", site: str = "y", utility: str = "lazy",
+                 bouchard_a: str = "local", eval_batch_size: int = 4096):
+        if not isinstance(body, torch.nn.Module):
+            raise ValueError(f"body must be a torch.nn.Module mapping inputs to (N, num_features) "
+                             f"features, got body={body!r}")
+        num_features = check_positive_int("num_features", num_features)
+        if init_scale is None:
+            init_scale = num_features ** -0.5
+        gaussian = weights == "gaussian"
+        super().__init__(num_features, num_classes, noise=noise, likelihood=likelihood,
+                         num_negatives=num_negatives, strategy=strategy, proposal=proposal,
+                         weights="mle" if gaussian else weights, prior_scale=prior_scale,
+                         subsample_size=subsample_size, sparse=sparse, init_scale=init_scale,
+                         bias_init_scale=bias_init_scale, prefix=prefix, site=site,
+                         utility=utility, bouchard_a=bouchard_a)
+        if gaussian:
+            if not getattr(self.likelihood, "gaussian_utilities", False):
+                raise ValueError(f"weights='gaussian' needs a likelihood of Gaussian utilities "
+                                 f"(JaakkolaJordan, GaussianBouchard, LocalReparameterization), got "
+                                 f"likelihood={self.likelihood!r}")
+            self.weights = "gaussian"
+        if isinstance(body, PyroModule) and not body._pyro_name:
+            # an unnamed root PyroModule's sites ("weight", ...) would clash with the output
+            # layer's: name it "<prefix>body" (its parameters become "<prefix>body.weight", ...)
+            body._pyro_set_supermodule(prefix + "body", body._pyro_context)
+        self.body = body
+        self.eval_batch_size = check_positive_int("eval_batch_size", eval_batch_size)
+
+    # ---- the body ---------------------------------------------------------------------------
+    def register_body(self) -> torch.nn.Module:
+        """Register the body's parameters in Pyro's param store (a ``PyroModule`` does it
+        itself when called); values already in the store (e.g. from a checkpoint) are
+        loaded into the body."""
+        if not isinstance(self.body, PyroModule):
+            pyro.module(self.prefix + "body", self.body, update_module_params=True)
+        return self.body
+
+    def features(self, x) -> torch.Tensor:
+        """The body's features of the inputs ``x``, checked to be ``(N, num_features)``."""
+        h = self.body(x)
+        if not isinstance(h, torch.Tensor) or h.dim() != 2 or h.shape != (len(x), self.num_features):
+            raise ValueError(f"body must map x with {len(x)} rows to features of shape "
+                             f"({len(x)}, {self.num_features}), got "
+                             f"{tuple(h.shape) if isinstance(h, torch.Tensor) else h!r}")
+        return h
+
+    # ---- what the base asks for ---------------------------------------------------------
+    def parameter_shapes(self):
+        shapes = super().parameter_shapes()
+        if self.weights == "gaussian":
+            shapes.update({s: shapes[n] for n, s in self._GAUSSIAN_SCALES.items()})
+        return shapes
+
+    def init_parameter(self, name, shape, like):
+        if name in self._GAUSSIAN_SCALES.values():  # posterior sds start at a tenth of the prior's
+            sd = torch.full(shape, 0.1 * self.prior_scale, dtype=like.dtype, device=like.device)
+            return softplus_inverse(sd)
+        return super().init_parameter(name, shape, like)
+
+    def parameters(self, like: Optional[torch.Tensor] = None):
+        self.register_body()
+        if self.weights != "gaussian":
+            return super().parameters(like)
+        like = torch.zeros(()) if like is None else like
+        params = {n: pyro.param(self.prefix + n, lambda n=n, s=s: self.init_parameter(n, s, like))
+                  for n, s in self.parameter_shapes().items()}
+        pyro.factor(self.prefix + "weight_kl", -self.kl_estimate(params))
+        return params
+
+    def kl_estimate(self, params) -> torch.Tensor:
+        r"""Unbiased estimate of :math:`\mathrm{KL}(q\,\|\,p)` of the Gaussian output layer,
+        :math:`\sum_{kf}\log(s/\sigma_{kf}) + (\sigma_{kf}^2+\mu_{kf}^2)/(2s^2) - 1/2` (biases
+        alike), from a uniform subsample of ``num_prior_classes`` (default: the negatives') rows."""
+        K = self.num_classes
+        U = self.num_prior_classes or self.num_negatives or K
+        rows = None if U >= K else sample_without_replacement(K, U, device=params["weight"].device)
+        total = 0.0
+        for n, s in self._GAUSSIAN_SCALES.items():
+            mu, raw = params[n], params[s]
+            if rows is not None:
+                mu, raw = self._gather_rows(mu, rows), self._gather_rows(raw, rows)
+            var, prior_var = softplus(raw) ** 2, self.prior_scale ** 2
+            total = total + 0.5 * (torch.log(prior_var / var) + (var + mu * mu) / prior_var - 1).sum()
+        return total if rows is None else (K / U) * total
+
+    def check_inputs(self, x, y):
+        if not isinstance(x, torch.Tensor) or x.dim() < 1:
+            raise ValueError(f"x must be a tensor with one row per datapoint, got x={x!r}")
+        if y is not None and (not isinstance(y, torch.Tensor) or tuple(y.shape) != (x.shape[0],)):
+            raise ValueError(f"y must have shape ({x.shape[0]},), got y of shape "
+                             f"{tuple(getattr(y, 'shape', ())) if isinstance(y, torch.Tensor) else y!r}")
+
+    def _like(self, x) -> torch.Tensor:
+        """Parameters take the dtype and device of the body (inputs may be integer tokens)."""
+        p = next(self.body.parameters(), None)
+        if p is not None:
+            return torch.zeros((), dtype=p.dtype, device=p.device)
+        return super()._like(x)
+
+    def minibatch_utility(self, x, params):
+        h = self.features(x)
+        if self.weights != "gaussian":
+            return super().minibatch_utility(h, params)
+        mean = LinearUtility(h, params["weight"], params["bias"], sparse=self.sparse)
+        scales = [params[s] for s in self._GAUSSIAN_SCALES.values()]
+        var = _VarianceUtility(h * h, *scales, sparse=self.sparse)
+        return GaussianUtility(mean, var)
+
+    def utility(self, x, weight=None, bias=None):
+        """Lazy utilities of new inputs under the fitted (or given) output layer: the body
+        runs in eval mode without gradient, ``eval_batch_size`` rows at a time."""
+        was_training = self.body.training
+        self.body.eval()
+        try:
+            with torch.no_grad():
+                h = torch.cat([self.features(x[i:i + self.eval_batch_size])
+                               for i in range(0, len(x), self.eval_batch_size)])
+        finally:
+            self.body.train(was_training)
+        if weight is None or bias is None:
+            fitted = self.fitted_parameters(self._like(x))
+            weight = fitted["weight"] if weight is None else weight
+            bias = fitted["bias"] if bias is None else bias
+        return super().utility(h, weight, bias)
+
+    def _repr_fields(self):
+        return {"body": type(self.body).__name__, "F": self.num_features, "K": self.num_classes}
+
+
+class _VarianceUtility(LinearUtility):
+    r"""Lazy :math:`v_{nk} = x_n\cdot\mathrm{softplus}(\rho_k)^2 + \mathrm{softplus}(\rho_{b_k})^2`
+    (``x`` = squared features, :math:`\rho` the unconstrained posterior scales): the variances
+    of Gaussian utilities, transforming only the gathered rows."""
+
+    def rows(self, index):
+        w, b = super().rows(index)
+        return softplus(w) ** 2, None if b is None else softplus(b) ** 2
+
+    def full(self):
+        v = self.x @ (softplus(self.weight) ** 2).T
+        return v if self.bias is None else v + softplus(self.bias) ** 2
+
+    def expand(self, batch_shape):
+        x = self.x.expand(torch.Size(batch_shape) + self.x.shape[-1:])
+        return _VarianceUtility(x, self.weight, self.bias, self.sparse)

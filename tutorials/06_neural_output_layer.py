@@ -1,0 +1,139 @@
+# %% [markdown]
+# # A&R inside a neural network
+#
+# Any `torch.nn.Module` that maps inputs to a feature vector $h_n = g_\phi(x_n)\in\mathbb{R}^F$
+# becomes the body of a categorical model with `NeuralClassifier(body, F, K, likelihood=...)`:
+#
+# $$\psi_{nk} = w_k\cdot h_n + b_k, \qquad y_n \sim \text{likelihood}(\psi_n).$$
+#
+# The output layer is lazy (`LinearUtility`): an A&R or sampled-softmax step computes the
+# body on the minibatch and only the rows of $W$ of the labels and the negative classes,
+# with row-sparse gradients; the body's parameters are registered in Pyro's param store
+# (`pyro.module`) so that **one** `SVI.step` trains body and output layer together. The
+# likelihood is the same one switch as for the linear models (`pyro_ar.likelihoods`):
+#
+# * `Exact()` — the softmax over all K classes, $O(K F)$ per datapoint;
+# * `Sampled(SharedNegatives(s))` — the sampled softmax (biased);
+# * `AR(negatives=SharedNegatives(s))` — Augment & Reduce (Gumbel noise, closed-form
+#   bound and natural step for the local $\eta_n$).
+#
+# Below: a multilayer perceptron on MNIST (K = 10), each output layer trained for the
+# **same CPU time**, test log-likelihood and accuracy against time. At K = 10 the exact
+# softmax costs little, so the three curves mostly show that the body learns the same with
+# any output layer; the saving is at large K: `benchmarks/neural_output_layer.py` measures,
+# for an MLP body at K = 100,000, the A&R layer at about 0.6x the body's own
+# forward+backward time and about 80x cheaper than the exact softmax layer per step
+# (`benchmarks/RESULTS.md`).
+#
+# Run it:
+#
+#     python tutorials/06_neural_output_layer.py            # ~4 min of CPU (60,000 images, 60 s per method)
+#     python tutorials/06_neural_output_layer.py --quick    # CI size, a few seconds
+#
+# MNIST is read from `../shared/data/mnist` (or `$PYRO_AR_DATA/mnist`); without it the
+# tutorial uses scikit-learn's 8 x 8 digits.
+
+# %%
+import os
+
+import torch
+
+import pyro
+from pyro.infer import SVI
+
+from pyro_ar.datasets import load_digits, load_mnist
+from pyro_ar.infer import train
+from pyro_ar.likelihoods import AR, Exact, Sampled
+from pyro_ar.models import NeuralClassifier
+from pyro_ar.negatives import SharedNegatives
+from pyro_ar.optim import lazy_adam
+
+import _tutorial  # tutorials/_tutorial.py: size (--quick or PYRO_AR_QUICK=1), figures inline in notebooks
+from _tutorial import plt
+
+FIGURES = ("06_mnist_equal_time.png",)
+args = _tutorial.parse_args("Tutorial 6: A&R inside a neural network")
+torch.set_num_threads(1)
+
+try:
+    data = load_mnist()
+except FileNotFoundError as err:
+    print(f"MNIST not found ({err}); using scikit-learn's 8 x 8 digits")
+    data = load_digits()
+n_train = 3_000 if args.quick else len(data.x_train)
+n_test = 1_000 if args.quick else len(data.x_test)
+x, y = data.x_train[:n_train], data.y_train[:n_train]
+xt, yt = data.x_test[:n_test], data.y_test[:n_test]
+K, D = data.num_classes, x.shape[1]
+print(f"{data.info.get('name', 'digits')}: {len(x)} training / {len(xt)} test images, D = {D}, K = {K}")
+
+# %% [markdown]
+# ## The network and the three output layers
+#
+# A two-layer perceptron body with 64 output features; the output layer's $W$ (K x 64)
+# and $b$ are the model's parameters. The same minibatch size (128), optimiser
+# (`lazy_adam`: lazy rows for the sparse output gradients, plain Adam for the body) and
+# CPU-time budget for every method; A&R and the sampled softmax use 3 shared negative
+# classes per step.
+
+# %%
+F, hidden, batch = 64, (64 if args.quick else 256), 128
+budget = 0.8 if args.quick else 60.0  # CPU seconds per method
+LIKELIHOODS = {"A&R (3 negatives)": AR("gumbel", negatives=SharedNegatives(3)),
+               "sampled softmax (3 negatives)": Sampled(SharedNegatives(3)),
+               "exact softmax": Exact()}
+
+
+def body():
+    return torch.nn.Sequential(torch.nn.Linear(D, hidden), torch.nn.ReLU(),
+                               torch.nn.Linear(hidden, F), torch.nn.ReLU())
+
+
+def fit(likelihood):
+    pyro.clear_param_store()
+    pyro.set_rng_seed(args.seed)
+    sparse = not isinstance(likelihood, Exact)
+    model = NeuralClassifier(body(), F, K, likelihood=likelihood, subsample_size=batch, sparse=sparse)
+    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 3e-3}), model.default_elbo())
+    pyro.poutine.block(model)(x, y)  # create the parameters, so the step-0 evaluation can run
+    svi.step(x, y)  # one untimed warm-up step: a process's first step imports torch's lazy modules (~1 s)
+    history = train(svi, x, y, num_steps=10**9, time_budget=budget, clock="process",
+                    eval_fn=lambda: model.evaluate(xt, yt, metrics=("log_lik", "accuracy")),
+                    eval_times=[budget * i / 8 for i in range(1, 8)], eval_every=10**9)
+    return model, history
+
+
+results = {name: fit(lik) for name, lik in LIKELIHOODS.items()}
+print(f"{'method':30s} {'steps':>6s} {'ms/step':>8s} {'test ll':>8s} {'accuracy':>8s}")
+for name, (model, history) in results.items():
+    last = history[-1]
+    print(f"{name:30s} {last['step']:6d} {1e3 * last['time'] / last['step']:8.2f} "
+          f"{last['log_lik']:8.4f} {last['accuracy']:8.4f}")
+
+# %% [markdown]
+# ## Equal-time curves
+#
+# Test log-likelihood (exact, all classes) and accuracy at the evaluation points, against
+# the CPU time spent training (evaluation excluded).
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+for name, (model, history) in results.items():
+    evals = [h for h in history if "log_lik" in h]
+    axes[0].plot([h["time"] for h in evals], [h["log_lik"] for h in evals], "o-", ms=3, label=name)
+    axes[1].plot([h["time"] for h in evals], [h["accuracy"] for h in evals], "o-", ms=3, label=name)
+axes[0].set(xlabel="training CPU time (s)", ylabel="test log-likelihood per image",
+            title=f"MLP body + K = {K} output layer")
+axes[1].set(xlabel="training CPU time (s)", ylabel="test accuracy", title="same runs")
+axes[0].legend(fontsize=8)
+_tutorial.save(fig, os.path.join(args.out, FIGURES[0]))
+
+# %% [markdown]
+# ## Where to go from here
+#
+# * A Bayesian output layer without Monte Carlo: `weights="gaussian"` with
+#   `likelihood=GaussianBouchard(negatives=s)` (multiclass) or `JaakkolaJordan()`
+#   (binary) — the analytic bounds of seeds/002, compared with NUTS in
+#   `benchmarks/bayes_output_layer.py`.
+# * Relaxed samples of a large categorical for any noise:
+#   `pyro_ar.distributions.RelaxedUtilityCategorical(psi, noise, temperature)`.
