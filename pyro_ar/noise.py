@@ -189,7 +189,7 @@ class Noise:
 
     @property
     def cache_key(self):
-        """A hashable identity of the noise family for caches (None: compare by identity).
+        """A hashable identity of the noise family for caches (``None`` to compare by identity).
 
         Library noises return their class name and parameters; user-built noises None.
         """

@@ -79,7 +79,7 @@ def jaakkola_jordan_softplus_bound(m: torch.Tensor, v=0.0, xi: Optional[torch.Te
 
     It is tight (for :math:`v=0`) at :math:`t=\pm\xi`; for given :math:`(m, v)` the best
     :math:`\xi` is :math:`\sqrt{m^2+v}` (used when ``xi`` is None; held fixed in the
-    gradient, see :func:`_optimal_xi`), where the bound reduces to
+    gradient, see ``_optimal_xi``), where the bound reduces to
     :math:`m/2 + \log(2\cosh(\xi/2))`. This is an **upper bound** (so ``-`` it is a lower
     bound on :math:`-\mathbb{E}\,\mathrm{softplus}`).
 

@@ -188,7 +188,10 @@ class BouchardBound(ClassSumLikelihood):
         at every ``log_prob`` (O(K): for evaluation, or to get the tightest bound).
     :param utility_var: variances :math:`v` of Gaussian utilities (tensor or
         :class:`Utility` over the same K classes, >= 0), or None for point utilities.
-    :param num_negatives, strategy, proposal, negatives: as in :class:`pyro_ar.AugmentedCategorical`.
+    :param num_negatives: as in :class:`pyro_ar.AugmentedCategorical`.
+    :param strategy: as in :class:`pyro_ar.AugmentedCategorical`.
+    :param proposal: as in :class:`pyro_ar.AugmentedCategorical`.
+    :param negatives: as in :class:`pyro_ar.AugmentedCategorical`.
 
     ``infer_shapes(utility=..., a=..., utility_var=...)`` broadcasts ``utility[:-1]``,
     ``a`` and ``utility_var[:-1]``.
@@ -237,7 +240,7 @@ class BouchardBound(ClassSumLikelihood):
 
     @property
     def utility_var(self):
-        """The variances: a tensor when dense, else the :class:`~pyro_ar.utility.Utility` (or None)."""
+        """The variances, a tensor when dense, else the :class:`~pyro_ar.utility.Utility` (or None)."""
         return self.var.logits if isinstance(self.var, DenseUtility) else self.var
 
     def optimal_a(self):

@@ -143,7 +143,7 @@ class ClassSumLikelihood(ParamsMixin, TorchDistribution):
 
     @property
     def utility(self):
-        """The utility: the logits tensor when dense, else the :class:`~pyro_ar.utility.Utility`."""
+        """The utility, as the logits tensor when dense, else the :class:`~pyro_ar.utility.Utility`."""
         return self.psi.logits if isinstance(self.psi, DenseUtility) else self.psi
 
     @property

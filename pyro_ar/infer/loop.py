@@ -297,6 +297,7 @@ class IterateAverage(Callback):
 
     @property
     def average(self) -> Optional[Dict]:
+        """The averaged summary (a dict like ``summary_fn()``'s), or None before the first averaged step."""
         if self._sum is None:
             return None
         return {k: None if v is None else v / self.count for k, v in self._sum.items()}
