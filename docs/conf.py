@@ -144,15 +144,17 @@ def _resolve_reexports(app, env, node, contnode):
         from sphinx.util.nodes import make_refnode
 
         return make_refnode(app.builder, node["refdoc"], entry.docname, entry.node_id, contnode, name)
-    if os.environ.get("PYRO_AR_DOCS_DEBUG"):
-        print("UNRESOLVED", target, module, cls, node.parent.astext()[:200].replace("\n", " "))
     if target != node["reftarget"] or node.get("reftype") != "obj":  # a foreign name: intersphinx
         from sphinx.ext import intersphinx
 
         aliased = node.deepcopy()
         aliased["reftarget"] = target
         aliased["reftype"] = "obj"  # any object type (``:class:`torch.Tensor.expand``` is a method)
-        return intersphinx.missing_reference(app, env, aliased, contnode)
+        found = intersphinx.missing_reference(app, env, aliased, contnode)
+        if found is None and os.environ.get("PYRO_AR_DOCS_RECORD"):  # make_inventories.py --scan
+            with open(os.environ["PYRO_AR_DOCS_RECORD"], "a") as f:
+                f.write(target + "\n")
+        return found
     return None
 
 
