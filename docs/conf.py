@@ -14,6 +14,7 @@ Built in CI (tests/test_docs.py) in nitpicky mode with warnings as errors
 import importlib
 import os
 import sys
+import tempfile
 
 DOCS_DIR = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(DOCS_DIR))
@@ -32,6 +33,7 @@ extensions = [
     "sphinx-mathjax-offline",  # MathJax from _static/, not from a CDN
     "sphinx.ext.intersphinx",
     "sphinx.ext.viewcode",
+    "myst_nb",  # the tutorials, executed as Jupyter notebooks
 ]
 autodoc_member_order = "bysource"
 autodoc_typehints = "none"  # signatures show the defaults; types are in the docstrings
@@ -39,9 +41,52 @@ autodoc_default_options = {"members": True, "show-inheritance": True}
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 nitpicky = True
-exclude_patterns = ["_build", "_inventories", "tutorials/figures"]
+exclude_patterns = ["_build", "_ext", "_inventories", "conf.py", "make_inventories.py", "tutorials/_*",
+                    "tutorials/figures", "**/.ipynb_checkpoints"]
 html_theme = "alabaster"
 html_static_path = []
+
+# ------------------------------------------------------------------------ the tutorials
+#: the repository's tutorials (``NN_slug.py``, jupytext percent format) are copied to
+#: ``docs/tutorials/`` (not committed) with their helper ``_tutorial.py``, so that every
+#: tutorial, including ones added later, becomes a page; myst-nb reads them through jupytext
+#: and executes them in a Jupyter kernel whose working directory is that folder.
+TUTORIALS_SRC = os.path.join(os.path.dirname(DOCS_DIR), "tutorials")
+TUTORIALS_DST = os.path.join(DOCS_DIR, "tutorials")
+
+
+def _copy_tutorials():
+    os.makedirs(TUTORIALS_DST, exist_ok=True)
+    wanted = {n for n in os.listdir(TUTORIALS_SRC)
+              if n == "_tutorial.py" or (n[:2].isdigit() and n[2] == "_" and n.endswith(".py"))}
+    for name in sorted(set(os.listdir(TUTORIALS_DST)) - wanted):
+        if name.endswith(".py"):  # a tutorial renamed or removed since the last build
+            os.remove(os.path.join(TUTORIALS_DST, name))
+    for name in sorted(wanted):
+        src, dst = os.path.join(TUTORIALS_SRC, name), os.path.join(TUTORIALS_DST, name)
+        with open(src, "rb") as f:
+            text = f.read()
+        if not os.path.exists(dst) or open(dst, "rb").read() != text:  # keep Sphinx's cache valid
+            with open(dst, "wb") as f:
+                f.write(text)
+
+
+_copy_tutorials()
+sys.path.insert(0, os.path.join(DOCS_DIR, "_ext"))
+nb_custom_formats = {".py": "percent_reader.read_percent_script"}
+#: ``PYRO_AR_DOCS_EXECUTE=off`` builds without running the tutorials (their pages then have no
+#: output); the default runs each one at its quick size
+nb_execution_mode = os.environ.get("PYRO_AR_DOCS_EXECUTE", "force")
+nb_execution_timeout = 900
+nb_execution_raise_on_error = True
+nb_execution_show_tb = True
+nb_merge_streams = True
+myst_enable_extensions = ["dollarmath", "amsmath"]
+myst_heading_anchors = 3
+# the kernel inherits this environment: quick size, inline figures, files outside the tree
+os.environ["PYRO_AR_QUICK"] = "1"
+os.environ.pop("MPLBACKEND", None)
+os.environ.setdefault("PYRO_AR_FIGURES", os.path.join(tempfile.gettempdir(), "pyro_ar_docs_figures"))
 
 # ---------------------------------------------------------------- intersphinx (offline)
 #: project -> (documentation root, local inventory): the links go to the online docs, the
