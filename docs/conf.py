@@ -66,9 +66,12 @@ def _copy_tutorials():
         src, dst = os.path.join(TUTORIALS_SRC, name), os.path.join(TUTORIALS_DST, name)
         with open(src, "rb") as f:
             text = f.read()
-        if not os.path.exists(dst) or open(dst, "rb").read() != text:  # keep Sphinx's cache valid
-            with open(dst, "wb") as f:
-                f.write(text)
+        if os.path.exists(dst):
+            with open(dst, "rb") as f:
+                if f.read() == text:  # unchanged: keep Sphinx's cache valid
+                    continue
+        with open(dst, "wb") as f:
+            f.write(text)
 
 
 _copy_tutorials()
