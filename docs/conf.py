@@ -16,6 +16,9 @@ import os
 import sys
 import tempfile
 
+from sphinx.ext import intersphinx
+from sphinx.util.nodes import make_refnode
+
 DOCS_DIR = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(DOCS_DIR))
 
@@ -133,9 +136,14 @@ def _import_path(path):
     return None
 
 
-def _documented_by_identity(env):
-    """``id(object) -> documented full name`` over every Python object in the API reference."""
-    cache = getattr(env, "_pyro_ar_by_identity", None)
+def _documented_by_identity(app, env):
+    """``id(object) -> documented full name`` over every Python object in the API reference.
+
+    Computed once per build, when the first reference is resolved (all documents are read
+    by then); kept on the application, not on the pickled environment (ids change between
+    processes).
+    """
+    cache = getattr(app, "_pyro_ar_by_identity", None)
     if cache is None:
         cache = {}
         for name, entry in sorted(env.get_domain("py").objects.items()):
@@ -144,8 +152,13 @@ def _documented_by_identity(env):
             obj = _import_path(name)
             if obj is not None and not isinstance(obj, (int, float, str, tuple, bool, type(None))):
                 cache.setdefault(id(_unwrap(obj)), name)
-        env._pyro_ar_by_identity = cache
+        app._pyro_ar_by_identity = cache
     return cache
+
+
+def _refnode(app, py, node, contnode, name):
+    entry = py.objects[name]
+    return make_refnode(app.builder, node["refdoc"], entry.docname, entry.node_id, contnode, name)
 
 
 def _unwrap(obj):
@@ -173,28 +186,19 @@ def _resolve_reexports(app, env, node, contnode):
     if module:
         candidates.append(f"{module}.{target}")
     py = env.get_domain("py")
-    by_identity = _documented_by_identity(env)
+    by_identity = _documented_by_identity(app, env)
     for candidate in candidates:
         if candidate in py.objects:  # (a role of another type: :func: for a class)
             name = candidate
         else:
             obj = _import_path(candidate)
             name = by_identity.get(id(_unwrap(obj))) if obj is not None else None
-        if name is None:
-            continue
-        entry = py.objects[name]
-        from sphinx.util.nodes import make_refnode
-
-        return make_refnode(app.builder, node["refdoc"], entry.docname, entry.node_id, contnode, name)
+        if name is not None:
+            return _refnode(app, py, node, contnode, name)
     name = _unique_suffix_match(py, target, module) if "." not in target else None
     if name is not None:
-        entry = py.objects[name]
-        from sphinx.util.nodes import make_refnode
-
-        return make_refnode(app.builder, node["refdoc"], entry.docname, entry.node_id, contnode, name)
+        return _refnode(app, py, node, contnode, name)
     if target != node["reftarget"] or node.get("reftype") != "obj":  # a foreign name: intersphinx
-        from sphinx.ext import intersphinx
-
         aliased = node.deepcopy()
         aliased["reftarget"] = target
         aliased["reftype"] = "obj"  # any object type (``:class:`torch.Tensor.expand``` is a method)
