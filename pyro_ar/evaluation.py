@@ -43,11 +43,11 @@ Bad input -- labels of the wrong count, dtype or range, empty input, ``k`` outsi
 import math
 import numbers
 import re
-from typing import Callable, Dict, Iterator, Optional, Sequence, Union
+from typing import Callable, Dict, Iterator, Optional, Sequence, Tuple, Union
 
 import torch
 
-from .noise import GumbelNoise, get_noise
+from .noise import GumbelNoise, Noise, get_noise
 from .quadrature import log_marginal, log_marginal_all
 from .utility import DenseUtility, LinearUtility, Utility
 
@@ -69,6 +69,9 @@ __all__ = [
 CHUNK_ELEMENTS = 1 << 22
 _DEFAULT_CALLABLE_CHUNK = 256
 _REDUCTIONS = ("mean", "sum", "none")
+#: what the functions below evaluate (see the module doc), and a noise argument
+Source = Union[torch.Tensor, Utility, "UtilitySource", Callable[[torch.Tensor], torch.Tensor]]
+NoiseArg = Union[str, Noise]
 
 
 # ============================================================================ sources
@@ -329,7 +332,8 @@ def _chunk_rows(src, chunk_size, num_draws=1):
     return max(1, min(4096, CHUNK_ELEMENTS // (src.num_classes * num_draws)))
 
 
-def iter_chunks(source, noise="gumbel", *, rows=None, num_rows=None, chunk_size=None) -> Iterator[Chunk]:
+def iter_chunks(source: Source, noise: NoiseArg = "gumbel", *, rows: Optional[torch.Tensor] = None,
+                num_rows: Optional[int] = None, chunk_size: Optional[int] = None) -> Iterator[Chunk]:
     """Walk the datapoints in chunks of at most ``chunk_size`` computed rows: yields :class:`Chunk`.
 
     Without ``rows`` datapoint n is row n (``num_rows`` datapoints for a plain callable);
@@ -429,8 +433,9 @@ def _check_reduce(reduce):
 
 
 @torch.no_grad()
-def evaluate(source, labels, metrics=("log_lik", "accuracy", "top5"), noise="gumbel", *,
-             rows=None, chunk_size=None, floor: float = -26.0, reduce: str = "mean") -> Dict:
+def evaluate(source: Source, labels: torch.Tensor, metrics: Sequence[str] = ("log_lik", "accuracy", "top5"),
+             noise: NoiseArg = "gumbel", *, rows: Optional[torch.Tensor] = None,
+             chunk_size: Optional[int] = None, floor: float = -26.0, reduce: str = "mean") -> Dict:
     r"""Several metrics in ONE chunked pass (each chunk's probabilities computed once).
 
     Metric names: ``"log_lik"`` (:math:`\log p(y_n\mid x_n)`), ``"log_lik_floored"``
@@ -457,8 +462,9 @@ def evaluate(source, labels, metrics=("log_lik", "accuracy", "top5"), noise="gum
 
 
 @torch.no_grad()
-def log_likelihood(source, labels, noise="gumbel", *, chunk_size=None, floor: Optional[float] = None,
-                   reduce: str = "mean", rows=None) -> Union[float, torch.Tensor]:
+def log_likelihood(source: Source, labels: torch.Tensor, noise: NoiseArg = "gumbel", *,
+                   chunk_size: Optional[int] = None, floor: Optional[float] = None, reduce: str = "mean",
+                   rows: Optional[torch.Tensor] = None) -> Union[float, torch.Tensor]:
     r"""Predictive log-likelihood :math:`\frac1N\sum_n\log p(y_n\mid x_n)` (see the module doc).
 
     :param floor: if given, each datapoint's value is floored at it first.
@@ -481,7 +487,8 @@ def log_likelihood(source, labels, noise="gumbel", *, chunk_size=None, floor: Op
 
 
 @torch.no_grad()
-def accuracy(source, labels, noise="gumbel", *, chunk_size=None, rows=None) -> float:
+def accuracy(source: Source, labels: torch.Tensor, noise: NoiseArg = "gumbel", *,
+             chunk_size: Optional[int] = None, rows: Optional[torch.Tensor] = None) -> float:
     """Top-1 accuracy: fraction of datapoints whose label is the most probable class.
 
     Example:
@@ -495,7 +502,8 @@ def accuracy(source, labels, noise="gumbel", *, chunk_size=None, rows=None) -> f
 
 
 @torch.no_grad()
-def top_k_accuracy(source, labels, k: int = 5, noise="gumbel", *, chunk_size=None, rows=None) -> float:
+def top_k_accuracy(source: Source, labels: torch.Tensor, k: int = 5, noise: NoiseArg = "gumbel", *,
+                   chunk_size: Optional[int] = None, rows: Optional[torch.Tensor] = None) -> float:
     """Fraction of datapoints whose label is among the ``k`` most probable classes (1 <= k <= K).
 
     Example:
@@ -511,7 +519,9 @@ def top_k_accuracy(source, labels, k: int = 5, noise="gumbel", *, chunk_size=Non
 
 
 @torch.no_grad()
-def predict_log_proba(source, noise="gumbel", *, chunk_size=None, rows=None, num_rows=None) -> torch.Tensor:
+def predict_log_proba(source: Source, noise: NoiseArg = "gumbel", *, chunk_size: Optional[int] = None,
+                      rows: Optional[torch.Tensor] = None,
+                      num_rows: Optional[int] = None) -> torch.Tensor:
     r"""``(N, K)`` float64 predictive log-probabilities :math:`\log p(k\mid x_n)` (O(N K) memory).
 
     Example:
@@ -531,7 +541,9 @@ def predict_log_proba(source, noise="gumbel", *, chunk_size=None, rows=None, num
     return out
 
 
-def predict_proba(source, noise="gumbel", *, chunk_size=None, rows=None, num_rows=None) -> torch.Tensor:
+def predict_proba(source: Source, noise: NoiseArg = "gumbel", *, chunk_size: Optional[int] = None,
+                  rows: Optional[torch.Tensor] = None,
+                  num_rows: Optional[int] = None) -> torch.Tensor:
     """``(N, K)`` float64 predictive probabilities, :func:`predict_log_proba` exponentiated.
 
     Example:
@@ -545,7 +557,9 @@ def predict_proba(source, noise="gumbel", *, chunk_size=None, rows=None, num_row
 
 
 @torch.no_grad()
-def top_k(source, k: int = 5, noise="gumbel", *, chunk_size=None, rows=None, num_rows=None):
+def top_k(source: Source, k: int = 5, noise: NoiseArg = "gumbel", *, chunk_size: Optional[int] = None,
+          rows: Optional[torch.Tensor] = None,
+          num_rows: Optional[int] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     """The ``k`` most probable classes of each datapoint and their predictive probabilities.
 
     :returns: ``(classes (N, k) int64, probs (N, k) float64)``, by decreasing probability.

@@ -14,14 +14,14 @@ import os
 import pickle
 import tempfile
 import zipfile
-from typing import Dict, Optional, Type
+from typing import Any, Dict, Optional, Tuple, Type, Union
 
 import torch
 
 __all__ = ["atomic_save", "load_payload"]
 
 
-def atomic_save(payload, path) -> None:
+def atomic_save(payload: Any, path: Union[str, os.PathLike]) -> None:
     """``torch.save(payload, path)``, atomically: the previous file survives any failure.
 
     Example:
@@ -48,8 +48,9 @@ def atomic_save(payload, path) -> None:
         raise
 
 
-def load_payload(path, fmt: str, version, error: Type[Exception] = ValueError,
-                 map_location=None, what: Optional[str] = None, weights_only: bool = True) -> Dict:
+def load_payload(path: Union[str, os.PathLike], fmt: str, version: Union[int, Tuple[int, ...]],
+                 error: Type[Exception] = ValueError, map_location: Any = None, what: Optional[str] = None,
+                 weights_only: bool = True) -> Dict:
     """Read a payload written by :func:`atomic_save` whose ``"format"`` is ``fmt`` and
     ``"version"`` is ``version`` (an int, or a tuple of the versions read); any other file
     raises ``error`` naming ``path``.

@@ -23,7 +23,7 @@ except the importance sampler's O(log K) binary search per draw.
 
 import math
 import weakref
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Sequence, Union
 
 import torch
 
@@ -62,7 +62,7 @@ class Negatives(NamedTuple):
     weight: torch.Tensor
     shared: bool
 
-    def check(self, num_classes: int, batch_shape=(), name: str = "negatives") -> None:
+    def check(self, num_classes: int, batch_shape: Sequence[int] = (), name: str = "negatives") -> None:
         """Raise ``ValueError`` naming ``name`` unless these are valid negatives over K classes.
 
         ``index`` must be an integer tensor in ``[0, num_classes)``, 1-D when ``shared``
@@ -111,7 +111,9 @@ class Negatives(NamedTuple):
             raise ValueError(f"{name}.weight must be >= 0 (estimator weights a_j), got {w[bad][:5].tolist()}")
 
 
-def sample_without_replacement(n: int, k: int, shape=(), device=None, generator=None) -> torch.Tensor:
+def sample_without_replacement(n: int, k: int, shape: Sequence[int] = (),
+                               device: Optional[Union[str, torch.device]] = None,
+                               generator: Optional[torch.Generator] = None) -> torch.Tensor:
     """``shape + (k,)`` integers, each row a uniform random k-subset of ``range(n)``.
 
     When k is small relative to n: iid uniform draws, keeping the first k distinct
@@ -207,7 +209,7 @@ class NegativeSampler:
 
     strategy = None
 
-    def __init__(self, num_negatives: Optional[int] = None):
+    def __init__(self, num_negatives: Optional[int] = None) -> None:
         self.num_negatives = _check_num_negatives(num_negatives)
 
     def is_exact(self, num_classes: int) -> bool:
@@ -291,7 +293,7 @@ class ImportanceNegatives(NegativeSampler):
 
     strategy = "importance"
 
-    def __init__(self, num_negatives: Optional[int], proposal):
+    def __init__(self, num_negatives: Optional[int], proposal: torch.Tensor) -> None:
         super().__init__(num_negatives)
         probs = _proposal_probs(proposal)
         self.num_classes = probs.shape[0]
@@ -326,7 +328,7 @@ class ImportanceNegatives(NegativeSampler):
         weight = (index != labels.unsqueeze(-1)) / (s * q)
         return Negatives(index, weight, True)
 
-    def is_exact(self, num_classes):
+    def is_exact(self, num_classes: int) -> bool:
         return self.num_negatives is None  # draws with replacement never cover K exactly
 
 
@@ -397,7 +399,8 @@ def _cached_importance_sampler(num_negatives, proposal) -> "ImportanceNegatives"
     return sampler
 
 
-def get_negative_sampler(strategy="per_datapoint", num_negatives=None, proposal=None) -> NegativeSampler:
+def get_negative_sampler(strategy: str = "per_datapoint", num_negatives: Optional[int] = None,
+                         proposal: Optional[torch.Tensor] = None) -> NegativeSampler:
     """Build a sampler from a strategy name (or pass a :class:`NegativeSampler` through).
 
     Example:

@@ -33,7 +33,7 @@ Every :meth:`Noise.sample` takes a ``torch.Generator`` (``generator=``).
 import inspect
 import math
 import re
-from typing import Callable, Optional, Union
+from typing import Callable, Hashable, Optional, Sequence, Union
 
 import torch
 
@@ -58,6 +58,10 @@ __all__ = [
 
 
 _SQRT_HALF = math.sqrt(0.5)
+Shape = Union[Sequence[int], torch.Size]  # (type aliases of the signatures)
+Device = Optional[Union[str, torch.device]]
+Number = Union[float, torch.Tensor]
+TorchDistribution = dist.TorchDistribution
 _LOG2 = math.log(2.0)
 
 
@@ -140,7 +144,7 @@ class Noise:
         log_cdf: Optional[Callable] = None,
         sample: Optional[Callable] = None,
         name: Optional[str] = None,
-    ):
+    ) -> None:
         if type(self) is Noise:
             missing = [
                 n for n, f in (("log_density", log_density), ("log_cdf", log_cdf)) if f is None
@@ -170,7 +174,8 @@ class Noise:
         r""":math:`\log\Phi(x)` of the standard noise, elementwise, stable in both tails."""
         return self._log_cdf(x)
 
-    def sample(self, shape, dtype=torch.float32, device=None, generator=None) -> torch.Tensor:
+    def sample(self, shape: Shape, dtype: torch.dtype = torch.float32, device: Device = None,
+               generator: Optional[torch.Generator] = None) -> torch.Tensor:
         """``shape`` iid standard draws (no gradient), from ``generator`` when given.
 
         See the class docstring for user ``sample`` functions without a ``generator``.
@@ -188,8 +193,8 @@ class Noise:
         return _call_with_generator(self._sample, shape, dtype, device, generator)
 
     @property
-    def cache_key(self):
-        """A hashable identity of the noise family for caches (None: compare by identity).
+    def cache_key(self) -> Optional[Hashable]:
+        """A hashable identity of the noise family for caches (``None`` to compare by identity).
 
         Library noises return their class name and parameters; user-built noises None.
         """
@@ -202,12 +207,12 @@ class Noise:
     def has_sample(self) -> bool:
         return type(self) is not Noise or self._sample is not None
 
-    def rsample_like(self, loc: torch.Tensor, scale: torch.Tensor, sample_shape=()):
+    def rsample_like(self, loc: torch.Tensor, scale: torch.Tensor, sample_shape: Shape = ()) -> torch.Tensor:
         r"""Reparameterised draws :math:`loc + scale \cdot \varepsilon`, :math:`\varepsilon\sim\phi`."""
         shape = torch.Size(sample_shape) + broadcast_shape(loc.shape, scale.shape)
         return loc + scale * self.sample(shape, dtype=loc.dtype, device=loc.device)
 
-    def distribution(self, loc=0.0, scale=1.0):
+    def distribution(self, loc: Number = 0.0, scale: Number = 1.0) -> TorchDistribution:
         r"""The location-scale Pyro distribution :math:`\phi((x - loc)/scale)/scale`.
 
         Library noises return Pyro's own distributions where they exist (so registered KL
@@ -228,7 +233,7 @@ class Noise:
         return softplus(x)
 
     @classmethod
-    def from_distribution(cls, d, name: Optional[str] = None) -> "Noise":
+    def from_distribution(cls, d: TorchDistribution, name: Optional[str] = None) -> "Noise":
         """A :class:`Noise` from a scalar torch/Pyro distribution with ``log_prob`` and ``cdf``.
 
         ``log Phi`` is ``log(cdf(x))`` clamped away from ``log 0``; provide a dedicated
@@ -271,20 +276,21 @@ class GumbelNoise(Noise):
 
     name = "gumbel"
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
 
-    def log_density(self, e):
+    def log_density(self, e: torch.Tensor) -> torch.Tensor:
         return -e - torch.exp(-e)
 
-    def log_cdf(self, x):
+    def log_cdf(self, x: torch.Tensor) -> torch.Tensor:
         return -torch.exp(-x)
 
-    def sample(self, shape, dtype=torch.float32, device=None, generator=None):
+    def sample(self, shape: Shape, dtype: torch.dtype = torch.float32, device: Device = None,
+               generator: Optional[torch.Generator] = None) -> torch.Tensor:
         u = uniform_open(shape, dtype=dtype, device=device, generator=generator)
         return -torch.log(-torch.log(u))
 
-    def distribution(self, loc=0.0, scale=1.0):
+    def distribution(self, loc: Number = 0.0, scale: Number = 1.0) -> TorchDistribution:
         loc, scale = as_tensors(loc, scale)
         return dist.Gumbel(loc, scale)
 
@@ -302,13 +308,13 @@ class NormalNoise(Noise):
     name = "normal"
     _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
 
-    def log_density(self, e):
+    def log_density(self, e: torch.Tensor) -> torch.Tensor:
         return -0.5 * e * e - self._HALF_LOG_2PI
 
-    def log_cdf(self, x):
+    def log_cdf(self, x: torch.Tensor) -> torch.Tensor:
         if x.dtype == torch.float64:
             return torch.special.log_ndtr(x)
         # In lower precision, torch's log_ndtr backward, exp(log phi - log Phi), loses the
@@ -321,14 +327,15 @@ class NormalNoise(Noise):
         lower = torch.log(0.5 * torch.special.erfcx(-_SQRT_HALF * xn)) - 0.5 * xn * xn
         return torch.where(x < 0, lower, torch.special.log_ndtr(x.clamp(min=0.0)))
 
-    def sample(self, shape, dtype=torch.float32, device=None, generator=None):
+    def sample(self, shape: Shape, dtype: torch.dtype = torch.float32, device: Device = None,
+               generator: Optional[torch.Generator] = None) -> torch.Tensor:
         return torch.randn(shape, dtype=dtype, device=device, generator=generator)
 
-    def distribution(self, loc=0.0, scale=1.0):
+    def distribution(self, loc: Number = 0.0, scale: Number = 1.0) -> TorchDistribution:
         loc, scale = as_tensors(loc, scale)
         return dist.Normal(loc, scale)
 
-    def mode_hint(self, x):
+    def mode_hint(self, x: torch.Tensor) -> torch.Tensor:
         # The probit integrand peaks a little above the Gumbel one's mode; Newton fixes
         # the rest. Bounded so that a huge x does not start the search far in the tail.
         return softplus(x).clamp(max=40.0)
@@ -348,16 +355,17 @@ class LogisticNoise(Noise):
 
     name = "logistic"
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
 
-    def log_density(self, e):
+    def log_density(self, e: torch.Tensor) -> torch.Tensor:
         return -softplus(-e) - softplus(e)
 
-    def log_cdf(self, x):
+    def log_cdf(self, x: torch.Tensor) -> torch.Tensor:
         return -softplus(-x)
 
-    def sample(self, shape, dtype=torch.float32, device=None, generator=None):
+    def sample(self, shape: Shape, dtype: torch.dtype = torch.float32, device: Device = None,
+               generator: Optional[torch.Generator] = None) -> torch.Tensor:
         u = uniform_open(shape, dtype=dtype, device=device, generator=generator)
         return torch.log(u) - torch.log1p(-u)
 
@@ -383,21 +391,22 @@ class LaplaceNoise(Noise):
 
     name = "laplace"
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
 
-    def log_density(self, e):
+    def log_density(self, e: torch.Tensor) -> torch.Tensor:
         return -e.abs() - _LOG2
 
-    def log_cdf(self, x):
+    def log_cdf(self, x: torch.Tensor) -> torch.Tensor:
         upper = torch.log1p(-0.5 * torch.exp(-x.clamp(min=0)))
         return torch.where(x < 0, x - _LOG2, upper)
 
-    def sample(self, shape, dtype=torch.float32, device=None, generator=None):
+    def sample(self, shape: Shape, dtype: torch.dtype = torch.float32, device: Device = None,
+               generator: Optional[torch.Generator] = None) -> torch.Tensor:
         u = uniform_open(shape, dtype=dtype, device=device, generator=generator)
         return torch.where(u < 0.5, torch.log(2 * u), -torch.log(2 * (1 - u)))
 
-    def distribution(self, loc=0.0, scale=1.0):
+    def distribution(self, loc: Number = 0.0, scale: Number = 1.0) -> TorchDistribution:
         loc, scale = as_tensors(loc, scale)
         return dist.Laplace(loc, scale)
 
@@ -498,7 +507,7 @@ class StudentTNoise(Noise):
     True
     """
 
-    def __init__(self, df: float):
+    def __init__(self, df: float) -> None:
         super().__init__()
         if isinstance(df, torch.Tensor) and df.numel() == 1:
             df = df.item()
@@ -508,22 +517,23 @@ class StudentTNoise(Noise):
         self.name = f"student_t{self.df:g}"
 
     @property
-    def cache_key(self):
+    def cache_key(self) -> Optional[Hashable]:
         return ("StudentTNoise", self.df)
 
-    def log_density(self, e):
+    def log_density(self, e: torch.Tensor) -> torch.Tensor:
         return _student_t_log_density(e, self.df)
 
-    def log_cdf(self, x):
+    def log_cdf(self, x: torch.Tensor) -> torch.Tensor:
         return _StudentTLogCDF.apply(x, self.df)
 
-    def sample(self, shape, dtype=torch.float32, device=None, generator=None):
+    def sample(self, shape: Shape, dtype: torch.dtype = torch.float32, device: Device = None,
+               generator: Optional[torch.Generator] = None) -> torch.Tensor:
         z = torch.randn(shape, dtype=dtype, device=device, generator=generator)
         alpha = torch.full(shape, self.df / 2, dtype=dtype, device=device)
         v = 2 * torch._standard_gamma(alpha, generator=generator)
         return z / torch.sqrt(v.clamp(min=torch.finfo(dtype).tiny) / self.df)
 
-    def distribution(self, loc=0.0, scale=1.0):
+    def distribution(self, loc: Number = 0.0, scale: Number = 1.0) -> TorchDistribution:
         loc, scale = as_tensors(loc, scale)
         return dist.StudentT(torch.tensor(self.df, dtype=loc.dtype, device=loc.device), loc, scale)
 

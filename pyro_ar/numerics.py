@@ -21,6 +21,7 @@ r"""Numerical primitives shared by the whole package (the ground layer: imports 
 """
 
 import operator
+from typing import Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -85,7 +86,9 @@ def log_sigmoid(x: torch.Tensor) -> torch.Tensor:
     return -softplus(-x)
 
 
-def uniform_open(shape, *, dtype=torch.float32, device=None, generator=None) -> torch.Tensor:
+def uniform_open(shape: Union[int, Sequence[int], torch.Size], *, dtype: torch.dtype = torch.float32,
+                 device: Optional[Union[str, torch.device]] = None,
+                 generator: Optional[torch.Generator] = None) -> torch.Tensor:
     r"""Uniform(0, 1) draws clamped to :math:`[\text{tiny}, 1 - \text{eps}]` (logs stay finite).
 
     :param shape: output shape.
@@ -170,8 +173,8 @@ def check_positive(t: torch.Tensor, name: str) -> None:
         raise ValueError(f"{name} must be > 0, got {show(t[t <= 0])}")
 
 
-def check_int(name: str, value, low: int = None, high: int = None, allow_none: bool = False,
-              what: str = ""):
+def check_int(name: str, value: object, low: Optional[int] = None, high: Optional[int] = None,
+              allow_none: bool = False, what: str = "") -> Optional[int]:
     """``value`` as a Python ``int`` if it is an integer in ``[low, high]``, else a named error.
 
     Python and numpy integers (and 0-d integer tensors) are accepted; ``bool``, floats (even
@@ -214,7 +217,7 @@ def check_int(name: str, value, low: int = None, high: int = None, allow_none: b
     return int(out)
 
 
-def as_tensor(x, like: torch.Tensor, name: str) -> torch.Tensor:
+def as_tensor(x: Union[float, torch.Tensor], like: torch.Tensor, name: str) -> torch.Tensor:
     """``x`` (a tensor or a real number) as a floating tensor of ``like``'s dtype and device.
 
     Integer tensors are cast to ``like.dtype``; other tensors pass through.
@@ -233,7 +236,8 @@ def as_tensor(x, like: torch.Tensor, name: str) -> torch.Tensor:
     raise ValueError(f"{name} must be a tensor or a number, got {x!r}")
 
 
-def as_tensors(loc, scale):
+def as_tensors(loc: Union[float, torch.Tensor],
+               scale: Union[float, torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
     """``(loc, scale)`` as tensors, numbers taking the other argument's dtype and device
     (the default dtype when both are numbers).
 

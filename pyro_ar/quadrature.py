@@ -38,10 +38,12 @@ import functools
 import math
 import warnings
 
+from typing import Union
+
 import numpy as np
 import torch
 
-from .noise import get_noise
+from .noise import Noise, get_noise
 from .numerics import check_int
 
 __all__ = ["log_marginal", "log_marginal_all", "check_quadrature_args", "DEFAULT_NUM_NODES",
@@ -269,7 +271,7 @@ def _log_integral(noise, d, mask, num_nodes):
     return values[torch.argsort(index)] + log_sigma
 
 
-def check_quadrature_args(utility, num_nodes):
+def check_quadrature_args(utility: torch.Tensor, num_nodes: int) -> int:
     """Validate the utility tensor and ``num_nodes`` of a quadrature; returns ``num_nodes`` as an int.
 
     The utility must be a float32 or float64 tensor with at least one class (half precision
@@ -296,7 +298,7 @@ def check_quadrature_args(utility, num_nodes):
     return check_int("num_nodes", num_nodes, low=_MIN_NUM_NODES, high=MAX_NUM_NODES)
 
 
-def log_marginal(utility: torch.Tensor, value: torch.Tensor, noise="normal",
+def log_marginal(utility: torch.Tensor, value: torch.Tensor, noise: Union[str, Noise] = "normal",
                  num_nodes: int = DEFAULT_NUM_NODES) -> torch.Tensor:
     r""":math:`\log p(y = value \mid \psi)` by quadrature (eq. 5), for any noise.
 
@@ -338,7 +340,7 @@ def log_marginal(utility: torch.Tensor, value: torch.Tensor, noise="normal",
     return torch.cat(out).reshape(shape)
 
 
-def log_marginal_all(utility: torch.Tensor, noise="normal",
+def log_marginal_all(utility: torch.Tensor, noise: Union[str, Noise] = "normal",
                      num_nodes: int = DEFAULT_NUM_NODES) -> torch.Tensor:
     """Log-probabilities of every class, shape ``batch_shape + (K,)`` (O(K^2) work).
 

@@ -23,8 +23,14 @@ with a class attribute ``noise``.
 """
 
 import math
+from typing import Tuple, Union
 
 import torch
+
+from .noise import Noise
+
+#: a device or its name
+Device = Union[str, torch.device]
 
 __all__ = ["check_noise", "NoiseContract"]
 
@@ -33,7 +39,8 @@ def _grid(lo, hi, n, dtype, device):
     return torch.linspace(lo, hi, n, dtype=dtype, device=device)
 
 
-def check_density_integrates_to_one(noise, lo=-60.0, hi=60.0, num_points=240001, tol=1e-6):
+def check_density_integrates_to_one(noise: Noise, lo: float = -60.0, hi: float = 60.0, num_points: int = 240001,
+                                    tol: float = 1e-6) -> None:
     """Check 1 (float64): trapezoid mass on [lo, hi] plus the tail masses from ``log_cdf``."""
     x = _grid(lo, hi, num_points, torch.float64, "cpu")
     mass = torch.trapezoid(noise.log_density(x).exp(), x).item()
@@ -42,7 +49,8 @@ def check_density_integrates_to_one(noise, lo=-60.0, hi=60.0, num_points=240001,
     assert abs(total - 1.0) < tol, f"{noise!r}: the density integrates to {total!r}, not 1 (tol {tol})"
 
 
-def check_log_cdf_is_integral_of_density(noise, lo=-30.0, hi=30.0, num_points=120001, tol=1e-6):
+def check_log_cdf_is_integral_of_density(noise: Noise, lo: float = -30.0, hi: float = 30.0,
+                                         num_points: int = 120001, tol: float = 1e-6) -> None:
     """Check 2 (float64): cumulative trapezoid of the density vs ``exp(log_cdf)``, and d Phi/dx = phi."""
     x = _grid(lo, hi, num_points, torch.float64, "cpu")
     pdf = noise.log_density(x).exp()
@@ -58,7 +66,8 @@ def check_log_cdf_is_integral_of_density(noise, lo=-30.0, hi=30.0, num_points=12
     assert err < 1e-8, f"{noise!r}: d/dx exp(log_cdf) differs from the density by {err:.3g}"
 
 
-def check_sample(noise, dtype=torch.float64, device="cpu", num_samples=20000, ks_alpha=1e-3, seed=0):
+def check_sample(noise: Noise, dtype: torch.dtype = torch.float64, device: Device = "cpu", num_samples: int = 20000,
+                 ks_alpha: float = 1e-3, seed: int = 0) -> None:
     """Check 3: shape/dtype/device, generator reproducibility, and a KS test against ``log_cdf``."""
     if not noise.has_sample:
         return
@@ -81,7 +90,8 @@ def check_sample(noise, dtype=torch.float64, device="cpu", num_samples=20000, ks
     assert stat < crit, f"{noise!r}: KS statistic {stat:.4g} >= {crit:.4g} (level {ks_alpha}, n={n})"
 
 
-def check_tails(noise, dtype=torch.float64, device="cpu", tail_range=(-30.0, 1000.0), num_points=4001):
+def check_tails(noise: Noise, dtype: torch.dtype = torch.float64, device: Device = "cpu",
+                tail_range: Tuple[float, float] = (-30.0, 1000.0), num_points: int = 4001) -> None:
     """Check 4: log_cdf finite, <= 0, non-decreasing on ``tail_range``; gradients finite."""
     x = _grid(tail_range[0], tail_range[1], num_points, dtype, device).requires_grad_()
     lp = noise.log_cdf(x)
@@ -93,7 +103,7 @@ def check_tails(noise, dtype=torch.float64, device="cpu", tail_range=(-30.0, 100
     assert (lp.diff() >= 0).all(), f"{noise!r}: log_cdf decreases at {x[1:][lp.diff() < 0][:5].tolist()}"
 
 
-def check_distribution(noise, dtype=torch.float64, device="cpu"):
+def check_distribution(noise: Noise, dtype: torch.dtype = torch.float64, device: Device = "cpu") -> None:
     """Check 5: ``distribution(loc, scale)`` is the location-scale family of the noise."""
     loc = torch.tensor([[0.0], [1.5]], dtype=dtype, device=device)
     scale = torch.tensor([1.0, 0.3, 4.0], dtype=dtype, device=device)
@@ -110,8 +120,9 @@ def check_distribution(noise, dtype=torch.float64, device="cpu"):
         assert d.expand((4, 2, 3)).batch_shape == (4, 2, 3)
 
 
-def check_noise(noise, dtype=torch.float64, device="cpu", tail_range=(-30.0, 1000.0),
-                num_samples=20000, ks_alpha=1e-3, seed=0):
+def check_noise(noise: Noise, dtype: torch.dtype = torch.float64, device: Device = "cpu",
+                tail_range: Tuple[float, float] = (-30.0, 1000.0), num_samples: int = 20000,
+                ks_alpha: float = 1e-3, seed: int = 0) -> None:
     """Run the whole noise contract (module docstring) on ``noise``; raise ``AssertionError`` on failure.
 
     The integral checks run in float64 on the CPU; the sampling, tail and distribution

@@ -1,7 +1,17 @@
-"""The documentation builds from the docstrings with Sphinx, warnings treated as errors."""
+"""The documentation builds offline in nitpicky mode with warnings as errors.
+
+One Sphinx build (``sphinx -n -W``, module fixture) serves every check: no broken
+cross-reference, MathJax served from the build's ``_static`` folder, intersphinx links to
+Python / torch / Pyro / NumPy / scikit-learn from the committed inventories, and every
+tutorial executed as a Jupyter notebook (myst-nb, quick size) with each declared figure
+shown inline on its page and written as a PNG (the notebook counterpart of
+``tests/test_tutorials.py``).
+"""
 
 import importlib
 import inspect
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_docstrings import _find_modules
+from tests.test_tutorials import TUTORIALS, check_figures, declared_figures
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -16,16 +27,82 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 #: skipped): each must be in the API reference
 PUBLIC_MODULES = [m for m in _find_modules() if not any(p.startswith("_") for p in m.split("."))]
 
+#: intersphinx project -> its documentation root (as in docs/conf.py)
+DOC_ROOTS = {
+    "python": "https://docs.python.org/3/",
+    "torch": "https://pytorch.org/docs/stable/",
+    "pyro": "https://docs.pyro.ai/en/stable/",
+    "numpy": "https://numpy.org/doc/stable/",
+    "sklearn": "https://scikit-learn.org/stable/",
+}
 
-def test_sphinx_build_has_no_warnings(tmp_path):
-    pytest.importorskip("sphinx")
+
+@pytest.fixture(scope="module")
+def built_docs(tmp_path_factory):
+    """The HTML build (tutorials executed) and the folder the tutorials wrote their figures to."""
+    for module in ("sphinx", "myst_nb", "jupytext", "ipykernel"):
+        pytest.importorskip(module)
+    tmp = tmp_path_factory.mktemp("docs")
+    env = dict(os.environ, PYRO_AR_FIGURES=str(tmp / "figures"), PYTHONHASHSEED="0")
+    env.pop("PYRO_AR_DOCS_EXECUTE", None)  # always execute the notebooks here
     proc = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", str(DOCS),
-         str(tmp_path / "html")],
-        capture_output=True, text=True, timeout=600,
+        [sys.executable, "-m", "sphinx", "-n", "-W", "--keep-going", "-q", "-b", "html",
+         str(DOCS), str(tmp / "html")],
+        capture_output=True, text=True, timeout=600 * (len(TUTORIALS) + 1), env=env,
     )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    assert (tmp_path / "html" / "api.html").is_file()
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-6000:]
+    return tmp / "html", tmp / "figures"
+
+
+def test_sphinx_build_is_nitpick_clean(built_docs):
+    html, _ = built_docs
+    assert (html / "api.html").is_file() and (html / "tutorials.html").is_file()
+
+
+def test_math_is_served_from_static_not_a_cdn(built_docs):
+    html, _ = built_docs
+    page = (html / "math.html").read_text()
+    scripts = re.findall(r'<script[^>]*src="([^"]*mathjax[^"]*)"', page, flags=re.I)
+    assert scripts and all(s.startswith("_static/mathjax/") for s in scripts), scripts
+    assert (html / "_static" / "mathjax" / "tex-chtml.js").is_file()
+
+
+def test_intersphinx_links_every_project(built_docs):
+    """Each project's objects are linked (resolved offline from docs/_inventories/)."""
+    html, _ = built_docs
+    text = "".join(p.read_text() for p in html.glob("*.html"))
+    for project, root in DOC_ROOTS.items():
+        assert f'href="{root}' in text, f"no link to the {project} docs"
+    assert f'href="{DOC_ROOTS["torch"]}tensors.html#torch.Tensor"' in text
+
+
+def test_inventories_are_small_and_readable():
+    from sphinx.util.inventory import InventoryFile
+
+    files = sorted((DOCS / "_inventories").glob("*.inv"))
+    assert {f.stem for f in files} == set(DOC_ROOTS)
+    assert sum(f.stat().st_size for f in files) < 200_000
+    for f in files:
+        with open(f, "rb") as stream:
+            inventory = InventoryFile.load(stream, DOC_ROOTS[f.stem], lambda base, uri: base + uri)
+        assert len(inventory) > 0, f.name
+
+
+@pytest.mark.parametrize("script", TUTORIALS, ids=[p.stem for p in TUTORIALS])
+def test_tutorial_page_shows_its_figures(built_docs, script):
+    """The notebook ran in a kernel and every declared figure is shown inline, once."""
+    html, _ = built_docs
+    page = html / "tutorials" / f"{script.stem}.html"
+    assert page.is_file(), f"{script.name} has no page"
+    images = re.findall(r'<img[^>]*src="([^"]+\.png)"', page.read_text())
+    assert len(images) == len(declared_figures(script)), images
+    assert all((page.parent / src).is_file() for src in images), images
+
+
+def test_tutorial_notebooks_write_their_figures(built_docs):
+    _, figures = built_docs
+    declared = tuple(f for script in TUTORIALS for f in declared_figures(script))
+    check_figures(figures, declared, "the tutorial notebooks")
 
 
 def test_every_public_module_is_in_the_api_reference():

@@ -1,5 +1,5 @@
 # %% [markdown]
-# Tutorial: Bayesian weights for categoricals with many classes.
+# # Bayesian weights for categoricals with many classes
 #
 # A linear classifier psi_n = W x_n + b with a Gaussian prior on every weight,
 # y_n = argmax_k (psi_nk + eps_nk), and a posterior over (W, b) fitted by SVI with the

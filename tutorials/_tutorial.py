@@ -8,9 +8,8 @@ and as notebooks (jupytext opens the ``# %%`` cells; the notebook's folder is
   (a notebook has no command line); ``parse_known_args`` ignores the arguments a Jupyter
   kernel is started with (``-f kernel.json``);
 * the figures: always saved as PNG files in ``--out`` (default ``tutorials/figures/``,
-  or ``$PYRO_AR_FIGURES``); inside IPython / Jupyter they are also shown inline
-  (``plt.show()``), in a script they are closed (the non-interactive Agg backend is used
-  unless ``MPLBACKEND`` says otherwise).
+  or ``$PYRO_AR_FIGURES``); inside IPython / Jupyter the saved PNG is also shown inline
+  (in a script the non-interactive Agg backend is used unless ``MPLBACKEND`` says otherwise).
 """
 
 import argparse
@@ -65,11 +64,16 @@ def parse_args(description: str, add_arguments=None, argv=None) -> argparse.Name
 
 
 def save(fig, path: str) -> None:
-    """Save ``fig`` as a PNG at ``path``; show it inline in a notebook, close it in a script."""
+    """Save ``fig`` as a PNG at ``path`` and close it; in a notebook, show that PNG inline.
+
+    The notebook displays the file just written (``IPython.display.Image``) rather than
+    letting the inline backend render the figure a second time.
+    """
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     print(f"saved {path}")
+    plt.close(fig)
     if in_notebook():
-        plt.show()
-    else:
-        plt.close(fig)
+        from IPython.display import Image, display
+
+        display(Image(filename=path))

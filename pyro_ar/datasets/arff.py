@@ -382,6 +382,8 @@ def reduce_multilabel(labels: np.ndarray, reduction: str = "first", seed: int = 
                       where: str = "labels") -> np.ndarray:
     r"""One class per row of a 0/1 label matrix ``(N, L)``; ``-1`` for rows without a label.
 
+    ``labels`` is anything :func:`numpy.asarray` accepts; the result is an integer
+    :class:`numpy.ndarray` of shape ``(N,)``.
     ``"first"``: the lowest positive label index (the A&R paper's reduction of Bibtex);
     ``"last"``: the highest; ``"random"``: a positive label drawn uniformly per row
     (``numpy.random.default_rng(seed)``).

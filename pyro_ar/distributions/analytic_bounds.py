@@ -16,7 +16,7 @@ r"""Analytic (deterministic) bounds: Jaakkola--Jordan and Bouchard.
 """
 
 import math
-from typing import Optional
+from typing import Optional, Sequence, Union
 
 import torch
 from torch.distributions import constraints
@@ -64,7 +64,8 @@ def _optimal_xi(m: torch.Tensor, v) -> torch.Tensor:
         return (m * m + v).sqrt()
 
 
-def jaakkola_jordan_softplus_bound(m: torch.Tensor, v=0.0, xi: Optional[torch.Tensor] = None) -> torch.Tensor:
+def jaakkola_jordan_softplus_bound(m: torch.Tensor, v: Union[float, torch.Tensor] = 0.0,
+                                   xi: Optional[torch.Tensor] = None) -> torch.Tensor:
     r"""Upper bound on :math:`\mathbb{E}\log(1+e^t)` for :math:`t\sim N(m, v)` (analytic).
 
     The Jaakkola--Jordan quadratic bound, valid for every :math:`t` and every :math:`\xi`,
@@ -79,7 +80,7 @@ def jaakkola_jordan_softplus_bound(m: torch.Tensor, v=0.0, xi: Optional[torch.Te
 
     It is tight (for :math:`v=0`) at :math:`t=\pm\xi`; for given :math:`(m, v)` the best
     :math:`\xi` is :math:`\sqrt{m^2+v}` (used when ``xi`` is None; held fixed in the
-    gradient, see :func:`_optimal_xi`), where the bound reduces to
+    gradient, see ``_optimal_xi``), where the bound reduces to
     :math:`m/2 + \log(2\cosh(\xi/2))`. This is an **upper bound** (so ``-`` it is a lower
     bound on :math:`-\mathbb{E}\,\mathrm{softplus}`).
 
@@ -101,7 +102,8 @@ def jaakkola_jordan_softplus_bound(m: torch.Tensor, v=0.0, xi: Optional[torch.Te
     return lam * (m * m + v - xi * xi) + (m - xi) / 2 + softplus(xi)
 
 
-def jaakkola_jordan_log_sigmoid_bound(m: torch.Tensor, v=0.0, xi: Optional[torch.Tensor] = None) -> torch.Tensor:
+def jaakkola_jordan_log_sigmoid_bound(m: torch.Tensor, v: Union[float, torch.Tensor] = 0.0,
+                                      xi: Optional[torch.Tensor] = None) -> torch.Tensor:
     r"""Lower bound on :math:`\mathbb{E}\log\sigma(t)` for :math:`t\sim N(m, v)` (analytic).
 
     .. math::  \log\sigma(t) \ge \log\sigma(\xi) + \frac{t-\xi}{2} - \lambda(\xi)(t^2-\xi^2)
@@ -139,7 +141,8 @@ def _softplus_bound_terms(mu: torch.Tensor, var: Optional[torch.Tensor]) -> torc
 # ------------------------------------------------------------------------------------------
 
 
-def bouchard_log_normalizer_bound(psi: torch.Tensor, a, utility_var: Optional[torch.Tensor] = None) -> torch.Tensor:
+def bouchard_log_normalizer_bound(psi: torch.Tensor, a: torch.Tensor,
+                                  utility_var: Optional[torch.Tensor] = None) -> torch.Tensor:
     r"""Bouchard's (2007) upper bound on the log normaliser, summed over all K classes.
 
     .. math::  \log\sum_k e^{\psi_k} \le a + \sum_k \log(1 + e^{\psi_k - a})
@@ -188,7 +191,8 @@ def _bouchard_slope(mu: torch.Tensor, var: Optional[torch.Tensor]):
     return d, h
 
 
-def optimal_bouchard_a(psi, utility_var=None, max_steps: int = 100, tol: Optional[float] = None) -> torch.Tensor:
+def optimal_bouchard_a(psi: torch.Tensor, utility_var: Optional[torch.Tensor] = None, max_steps: int = 100,
+                       tol: Optional[float] = None) -> torch.Tensor:
     r"""The :math:`a` that minimises Bouchard's bound :math:`F(a) = a + \sum_k G(\psi_k - a)`.
 
     :math:`G` is softplus (point utilities) or, with ``utility_var``, its Jaakkola--Jordan
@@ -299,7 +303,8 @@ class JaakkolaJordanBernoulli(ParamsMixin, TorchDistribution):
     support = constraints.boolean
     _expand_attrs = {"logits": 0, "logits_var": 0, "xi": 0}
 
-    def __init__(self, logits, logits_var=0.0, xi=None, validate_args=None):
+    def __init__(self, logits: torch.Tensor, logits_var: Union[float, torch.Tensor] = 0.0,
+                 xi: Optional[torch.Tensor] = None, validate_args: Optional[bool] = None) -> None:
         if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
             raise ValueError(f"logits must be a floating point tensor, got {logits!r}")
         self.logits = logits
@@ -312,13 +317,13 @@ class JaakkolaJordanBernoulli(ParamsMixin, TorchDistribution):
             raise ValueError(f"logits, logits_var and xi shapes {[tuple(s) for s in shapes]} do not broadcast") from None
         self._init_shape(batch_shape, validate_args)
 
-    def sample(self, sample_shape=torch.Size()):
+    def sample(self, sample_shape: Sequence[int] = torch.Size()) -> torch.Tensor:
         raise NotImplementedError(
             "JaakkolaJordanBernoulli is a likelihood factor (a lower bound) for observed labels; "
             "sample labels from pyro.distributions.Bernoulli(logits=...)"
         )
 
-    def log_prob(self, value):
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         if self._validate_args:
             if not isinstance(value, torch.Tensor):
                 raise ValueError(f"value must be a tensor of 0/1 labels, got {value!r}")

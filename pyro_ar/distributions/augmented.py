@@ -25,7 +25,7 @@ so that models and guides import them alike.
 
 import dataclasses
 import math
-from typing import Callable, Optional
+from typing import Callable, Dict, Optional, Tuple, Union
 
 import torch
 from torch.distributions import constraints
@@ -35,8 +35,8 @@ from pyro.distributions import Gumbel
 from pyro.distributions.util import broadcast_shape
 
 from ..negatives import Negatives
-from ..noise import get_noise
-from ..utility import as_utility
+from ..noise import Noise, get_noise
+from ..utility import Utility, as_utility
 from .categorical import UtilityCategorical
 from .class_sum import ClassSumLikelihood, masked_weighted_sum
 from .noise_distribution import FastGumbel
@@ -98,7 +98,7 @@ class LocalStep:
     local_first: bool = False
 
 
-def site_record(msg, kind):
+def site_record(msg: Dict, kind: type) -> Optional[object]:
     """The record of type ``kind`` (:class:`NoiseSite` or :class:`LocalStep`) a Pyro
     message or trace node carries under :data:`INFER_KEY`, or None.
 
@@ -162,9 +162,11 @@ class AugmentedCategorical(ClassSumLikelihood):
     arg_constraints = {"utility": constraints.real_vector, "eps": constraints.real}
     _expand_attrs = {"psi": 1, "eps": 0}
 
-    def __init__(self, utility, eps, noise="gumbel", num_negatives: Optional[int] = None,
-                 strategy="per_datapoint", proposal=None, negatives: Optional[Negatives] = None,
-                 eps_site: Optional[str] = None, validate_args=None):
+    def __init__(self, utility: Union[torch.Tensor, Utility], eps: torch.Tensor,
+                 noise: Union[str, Noise] = "gumbel", num_negatives: Optional[int] = None,
+                 strategy: str = "per_datapoint", proposal: Optional[torch.Tensor] = None,
+                 negatives: Optional[Negatives] = None, eps_site: Optional[str] = None,
+                 validate_args: Optional[bool] = None) -> None:
         self._setup(utility, num_negatives, strategy, proposal, negatives)
         self.eps_site = eps_site
         self.noise = get_noise(noise)
@@ -180,7 +182,7 @@ class AugmentedCategorical(ClassSumLikelihood):
         self.eps = eps
         self._init_shape(batch_shape, validate_args)
 
-    def utility_differences(self, value):
+    def utility_differences(self, value: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         r"""Subsampled differences :math:`d_j = \psi_y - \psi_{k'_j}` and their weights :math:`a_j`.
 
         Draws a fresh class subsample (unless ``negatives`` were fixed) and returns
@@ -190,11 +192,11 @@ class AugmentedCategorical(ClassSumLikelihood):
         g = self.gather_utilities(value)
         return g.label - g.negatives, g.weight
 
-    def log_prob(self, value):
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         d, weight = self.utility_differences(value)
         return masked_weighted_sum(self.noise.log_cdf, self.eps.unsqueeze(-1) + d, weight)
 
-    def log_sum_exp_negatives(self, value):
+    def log_sum_exp_negatives(self, value: torch.Tensor) -> torch.Tensor:
         r""":math:`\log \hat S_y`, the log of the subsampled :math:`\sum_{k'\ne y} e^{\psi_{k'} - \psi_y}`.
 
         For Gumbel noise :math:`\log\Phi(\varepsilon + d) = -e^{-\varepsilon} e^{-d}`, so the
@@ -245,9 +247,10 @@ def _noise_prior(nz, dtype, device, batch_shape):
     return prior
 
 
-def sample_categorical(name: str, utility, obs: Optional[torch.Tensor] = None, noise="gumbel",
-                       num_negatives: Optional[int] = None, strategy="per_datapoint",
-                       proposal=None, negatives: Optional[Negatives] = None):
+def sample_categorical(name: str, utility: Union[torch.Tensor, Utility], obs: Optional[torch.Tensor] = None,
+                       noise: Union[str, Noise] = "gumbel", num_negatives: Optional[int] = None,
+                       strategy: str = "per_datapoint", proposal: Optional[torch.Tensor] = None,
+                       negatives: Optional[Negatives] = None) -> torch.Tensor:
     r"""Emit the augmented model's two sites in a Pyro model.
 
     * ``f"{name}_eps"`` -- the observed class's noise, prior :math:`\phi` (``noise.distribution()``),

@@ -39,7 +39,7 @@ bounds each :math:`\mathbb{E}\log(1+e^{\psi_k-a})` by the Jaakkola--Jordan quadr
 """
 
 import math
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 from torch.distributions import constraints
@@ -48,7 +48,7 @@ from pyro.distributions.util import broadcast_shape
 
 from ..negatives import Negatives
 from ..numerics import as_tensor, log_sigmoid
-from ..utility import DenseUtility, as_utility
+from ..utility import DenseUtility, Utility, as_utility
 from .analytic_bounds import _softplus_bound_terms, optimal_bouchard_a
 from .class_sum import ClassSumLikelihood, masked_weighted_sum, weighted_sum
 
@@ -76,11 +76,11 @@ class ExactSoftmax(ClassSumLikelihood):
     """
 
     @property
-    def logits(self):
+    def logits(self) -> torch.Tensor:
         """Normalised log-probabilities, ``batch_shape + (K,)``."""
         return self.psi.full().log_softmax(-1)
 
-    def log_prob(self, value):
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         labels = self.labels(value)
         logp = self.logits.expand(labels.shape + (self.num_classes,))
         return logp.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
@@ -110,7 +110,7 @@ class OVECategorical(ClassSumLikelihood):
     True
     """
 
-    def log_prob(self, value):
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         psi_y, psi_neg, weight, _ = self.gather_utilities(value)
         return masked_weighted_sum(log_sigmoid, psi_y - psi_neg, weight)
 
@@ -145,7 +145,7 @@ class SampledSoftmax(ClassSumLikelihood):
     torch.Size([5])
     """
 
-    def log_prob(self, value):
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         psi_y, psi_neg, weight, _ = self.gather_utilities(value)
         shape = broadcast_shape(psi_y.shape[:-1], psi_neg.shape[:-1], weight.shape[:-1])
         log_w = torch.where(weight > 0, weight.clamp(min=torch.finfo(weight.dtype).tiny).log(),
@@ -188,7 +188,10 @@ class BouchardBound(ClassSumLikelihood):
         at every ``log_prob`` (O(K): for evaluation, or to get the tightest bound).
     :param utility_var: variances :math:`v` of Gaussian utilities (tensor or
         :class:`Utility` over the same K classes, >= 0), or None for point utilities.
-    :param num_negatives, strategy, proposal, negatives: as in :class:`pyro_ar.AugmentedCategorical`.
+    :param num_negatives: as in :class:`pyro_ar.AugmentedCategorical`.
+    :param strategy: as in :class:`pyro_ar.AugmentedCategorical`.
+    :param proposal: as in :class:`pyro_ar.AugmentedCategorical`.
+    :param negatives: as in :class:`pyro_ar.AugmentedCategorical`.
 
     ``infer_shapes(utility=..., a=..., utility_var=...)`` broadcasts ``utility[:-1]``,
     ``a`` and ``utility_var[:-1]``.
@@ -206,9 +209,11 @@ class BouchardBound(ClassSumLikelihood):
                        "utility_var": constraints.independent(constraints.nonnegative, 1)}
     _expand_attrs = {"psi": 1, "a": 0, "var": 1}
 
-    def __init__(self, utility, a=None, num_negatives: Optional[int] = None, strategy="per_datapoint",
-                 proposal=None, negatives: Optional[Negatives] = None, utility_var=None,
-                 validate_args=None):
+    def __init__(self, utility: Union[torch.Tensor, Utility], a: Optional[torch.Tensor] = None,
+                 num_negatives: Optional[int] = None, strategy: str = "per_datapoint",
+                 proposal: Optional[torch.Tensor] = None, negatives: Optional[Negatives] = None,
+                 utility_var: Optional[Union[torch.Tensor, Utility]] = None,
+                 validate_args: Optional[bool] = None) -> None:
         self._setup(utility, num_negatives, strategy, proposal, negatives)
         shapes = [self.psi.batch_shape]
         self.var = None
@@ -236,17 +241,17 @@ class BouchardBound(ClassSumLikelihood):
         self._init_shape(batch_shape, validate_args)
 
     @property
-    def utility_var(self):
-        """The variances: a tensor when dense, else the :class:`~pyro_ar.utility.Utility` (or None)."""
+    def utility_var(self) -> Optional[Union[torch.Tensor, Utility]]:
+        """The variances, a tensor when dense, else the :class:`~pyro_ar.utility.Utility` (or None)."""
         return self.var.logits if isinstance(self.var, DenseUtility) else self.var
 
-    def optimal_a(self):
+    def optimal_a(self) -> torch.Tensor:
         """:func:`optimal_bouchard_a` of this distribution's utilities, shape ``batch_shape`` (O(K))."""
         with torch.no_grad():
             a = optimal_bouchard_a(self.psi.full(), None if self.var is None else self.var.full())
         return a.expand(self.batch_shape)
 
-    def log_prob(self, value):
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         labels = self.labels(value)
         a = self.optimal_a() if self.a is None else self.a
         psi_y, psi_neg, weight, neg = self._gather(labels)

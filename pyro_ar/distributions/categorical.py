@@ -17,6 +17,8 @@ step of the library is then no slower than a plain ``F.cross_entropy`` loop
 (``benchmarks/plain_loop.py``).
 """
 
+from typing import Optional, Sequence, Union
+
 import torch
 from torch.autograd.function import once_differentiable
 from torch.distributions import constraints
@@ -24,17 +26,18 @@ from torch.distributions import constraints
 from pyro.distributions.torch_distribution import TorchDistribution
 from pyro.distributions.util import broadcast_shape
 
-from ..noise import GumbelNoise, get_noise
+from ..noise import GumbelNoise, Noise, get_noise
 from ..numerics import check_int, show
 from ..quadrature import (DEFAULT_NUM_NODES, MAX_NUM_NODES, check_quadrature_args, log_marginal,
                           log_marginal_all)
-from ..utility import DenseUtility, as_utility
+from ..utility import DenseUtility, Utility, as_utility
 from ._params import ParamsMixin
 
 __all__ = ["UtilityCategorical", "check_labels", "softmax_log_prob"]
 
 
-def check_labels(value: torch.Tensor, num_classes: int, batch_shape, name="value") -> torch.Tensor:
+def check_labels(value: torch.Tensor, num_classes: int, batch_shape: Sequence[int],
+                 name: str = "value") -> torch.Tensor:
     """Validate class labels and return them as int64.
 
     :raises ValueError: when ``value`` is not integer-valued, lies outside
@@ -173,8 +176,9 @@ class UtilityCategorical(ParamsMixin, TorchDistribution):
     has_enumerate_support = True
     _expand_attrs = {"utility": 1}
 
-    def __init__(self, utility, noise="gumbel", method="auto", num_nodes=DEFAULT_NUM_NODES,
-                 validate_args=None):
+    def __init__(self, utility: Union[torch.Tensor, Utility], noise: Union[str, Noise] = "gumbel",
+                 method: str = "auto", num_nodes: int = DEFAULT_NUM_NODES,
+                 validate_args: Optional[bool] = None) -> None:
         self._lazy = not isinstance(utility, (torch.Tensor, DenseUtility))
         utility = as_utility(utility).full() if not isinstance(utility, torch.Tensor) else utility
         self.noise = get_noise(noise)
@@ -191,7 +195,7 @@ class UtilityCategorical(ParamsMixin, TorchDistribution):
         self._init_shape(self.utility.shape[:-1], validate_args)
 
     @property
-    def num_classes(self):
+    def num_classes(self) -> int:
         return self.utility.shape[-1]
 
     def _validate_params(self):
@@ -199,7 +203,7 @@ class UtilityCategorical(ParamsMixin, TorchDistribution):
             super()._validate_params()
 
     @constraints.dependent_property(is_discrete=True, event_dim=0)
-    def support(self):
+    def support(self) -> constraints.Constraint:
         return constraints.integer_interval(0, self.num_classes - 1)
 
     @property
@@ -207,23 +211,23 @@ class UtilityCategorical(ParamsMixin, TorchDistribution):
         return self.method == "auto" and isinstance(self.noise, GumbelNoise)
 
     @property
-    def logits(self):
+    def logits(self) -> torch.Tensor:
         """Normalised log-probabilities of every class, ``batch_shape + (K,)``."""
         if self._closed_form:
             return self.utility.log_softmax(-1)
         return log_marginal_all(self.utility, self.noise, self.num_nodes)
 
     @property
-    def probs(self):
+    def probs(self) -> torch.Tensor:
         return self.logits.exp()
 
-    def sample(self, sample_shape=torch.Size()):
+    def sample(self, sample_shape: Sequence[int] = torch.Size()) -> torch.Tensor:
         shape = torch.Size(sample_shape) + self.utility.shape
         with torch.no_grad():
             eps = self.noise.sample(shape, dtype=self.utility.dtype, device=self.utility.device)
             return (self.utility + eps).argmax(-1)
 
-    def log_prob(self, value):
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         if self._validate_args:
             value = check_labels(value, self.num_classes, self.batch_shape)
         value = value.long()
@@ -243,7 +247,7 @@ class UtilityCategorical(ParamsMixin, TorchDistribution):
                                  "their labels)")
         return out
 
-    def enumerate_support(self, expand=True):
+    def enumerate_support(self, expand: bool = True) -> torch.Tensor:
         values = torch.arange(self.num_classes, device=self.utility.device)
         values = values.view((-1,) + (1,) * len(self.batch_shape))
         return values.expand((-1,) + self.batch_shape) if expand else values

@@ -19,7 +19,7 @@ a single matrix product for a :class:`~pyro_ar.utility.LinearUtility`, see
 observed labels: ``sample`` raises (draw labels from :class:`~pyro_ar.UtilityCategorical`).
 """
 
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Sequence, Union
 
 import torch
 from torch.distributions import constraints
@@ -29,7 +29,7 @@ from pyro.distributions.util import broadcast_shape
 
 from ..negatives import Negatives, get_negative_sampler
 from ..numerics import check_finite
-from ..utility import DenseUtility, as_utility
+from ..utility import DenseUtility, Utility, as_utility
 from ._params import ParamsMixin
 from .categorical import check_labels
 
@@ -116,12 +116,13 @@ class ClassSumLikelihood(ParamsMixin, TorchDistribution):
     arg_constraints = {"utility": constraints.real_vector}
     _expand_attrs = {"psi": 1}
 
-    def __init__(self, utility, num_negatives: Optional[int] = None, strategy="per_datapoint",
-                 proposal=None, negatives: Optional[Negatives] = None, validate_args=None):
+    def __init__(self, utility: Union[torch.Tensor, Utility], num_negatives: Optional[int] = None,
+                 strategy: str = "per_datapoint", proposal: Optional[torch.Tensor] = None,
+                 negatives: Optional[Negatives] = None, validate_args: Optional[bool] = None) -> None:
         self._setup(utility, num_negatives, strategy, proposal, negatives)
         self._init_shape(self.psi.batch_shape, validate_args)
 
-    def _setup(self, utility, num_negatives, strategy, proposal, negatives):
+    def _setup(self, utility: Union[torch.Tensor, Utility], num_negatives, strategy, proposal, negatives):
         self.psi = as_utility(utility)
         self.sampler = get_negative_sampler(strategy, num_negatives, proposal)
         if negatives is not None and not isinstance(negatives, Negatives):
@@ -142,37 +143,37 @@ class ClassSumLikelihood(ParamsMixin, TorchDistribution):
             self.negatives.check(self.num_classes, self.batch_shape)
 
     @property
-    def utility(self):
-        """The utility: the logits tensor when dense, else the :class:`~pyro_ar.utility.Utility`."""
+    def utility(self) -> Union[torch.Tensor, Utility]:
+        """The utility, as the logits tensor when dense, else the :class:`~pyro_ar.utility.Utility`."""
         return self.psi.logits if isinstance(self.psi, DenseUtility) else self.psi
 
     @property
-    def num_classes(self):
+    def num_classes(self) -> int:
         return self.psi.num_classes
 
     @constraints.dependent_property(is_discrete=True, event_dim=0)
-    def support(self):
+    def support(self) -> constraints.Constraint:
         return constraints.integer_interval(0, self.num_classes - 1)
 
-    def sample(self, sample_shape=torch.Size()):
+    def sample(self, sample_shape: Sequence[int] = torch.Size()) -> torch.Tensor:
         raise NotImplementedError(
             f"{type(self).__name__} is a likelihood factor for observed labels; sample labels "
             "from pyro_ar.UtilityCategorical (pyro_ar.sample_categorical does so when obs is None)"
         )
 
-    def labels(self, value):
+    def labels(self, value: torch.Tensor) -> torch.Tensor:
         """``value`` validated (when validation is on) and broadcast to the batch shape, int64."""
         if self._validate_args:
             value = check_labels(value, self.num_classes, self.batch_shape)
         return value.long().expand(broadcast_shape(value.shape, self.batch_shape))
 
-    def draw_negatives(self, labels) -> Negatives:
+    def draw_negatives(self, labels: torch.Tensor) -> Negatives:
         """The fixed ``negatives``, or a fresh class subsample for ``labels``."""
         if self.negatives is not None:
             return self.negatives
         return self.sampler(labels, self.num_classes)
 
-    def gather_utilities(self, value) -> GatheredUtilities:
+    def gather_utilities(self, value: torch.Tensor) -> GatheredUtilities:
         """Utilities of the labels and of a class subsample (see :class:`GatheredUtilities`).
 
         Shared negatives are gathered together with the labels in one call of

@@ -10,6 +10,8 @@ For Gumbel noise :math:`\log\Phi(\varepsilon + d) = -e^{-\varepsilon}e^{-d}`, so
 unbiased when :math:`\hat S_y` is (it is linear in :math:`\hat S_y`).
 """
 
+from typing import Callable, Optional, Sequence
+
 import torch
 from torch.distributions import constraints
 
@@ -54,8 +56,9 @@ class GumbelExpectedFactor(ParamsMixin, TorchDistribution):
     _expand_attrs = {"base": 0, "log_eta": 0}
     _state_attrs = ("last_log_s", "updated_log_eta")
 
-    def __init__(self, base: AugmentedCategorical, log_eta: torch.Tensor, local_step=None,
-                 validate_args=None):
+    def __init__(self, base: AugmentedCategorical, log_eta: torch.Tensor,
+                 local_step: Optional[Callable[[torch.Tensor], torch.Tensor]] = None,
+                 validate_args: Optional[bool] = None) -> None:
         if not isinstance(base, AugmentedCategorical):
             raise ValueError(f"base must be an AugmentedCategorical, got {base!r}")
         self.base, self.log_eta = base, log_eta
@@ -65,17 +68,17 @@ class GumbelExpectedFactor(ParamsMixin, TorchDistribution):
         self._init_shape(base.batch_shape, validate_args)
 
     @constraints.dependent_property(is_discrete=True, event_dim=0)
-    def support(self):
+    def support(self) -> constraints.Constraint:
         return self.base.support
 
     @property
-    def num_classes(self):
+    def num_classes(self) -> int:
         return self.base.num_classes
 
-    def sample(self, sample_shape=torch.Size()):
+    def sample(self, sample_shape: Sequence[int] = torch.Size()) -> torch.Tensor:
         return self.base.sample(sample_shape)
 
-    def log_prob(self, value):
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         log_s = self.base.log_sum_exp_negatives(value)
         self.last_log_s = log_s.detach()
         log_eta = self.log_eta

@@ -8,6 +8,8 @@ r"""Location-scale distributions of the noise sites.
   :math:`x = \mathrm{loc} - \mathrm{scale}\,\log(-\log u)`, :math:`u\sim U(0,1)`.
 """
 
+from typing import Optional, Sequence, Union
+
 import torch
 from torch.distributions import constraints
 from torch.distributions.utils import broadcast_all, lazy_property
@@ -15,6 +17,7 @@ from torch.distributions.utils import broadcast_all, lazy_property
 from pyro.distributions import Gumbel
 from pyro.distributions.torch_distribution import TorchDistribution
 
+from ..noise import Noise
 from ..numerics import as_tensors, uniform_open
 from ._params import ParamsMixin
 
@@ -43,28 +46,29 @@ class NoiseDistribution(ParamsMixin, TorchDistribution):
     support = constraints.real
     _expand_attrs = {"loc": 0, "scale": 0}
 
-    def __init__(self, noise, loc, scale, validate_args=None):
+    def __init__(self, noise: Noise, loc: Union[float, torch.Tensor], scale: Union[float, torch.Tensor],
+                 validate_args: Optional[bool] = None) -> None:
         self.noise = noise
         self.loc, self.scale = torch.broadcast_tensors(*as_tensors(loc, scale))
         self._init_shape(self.loc.shape, validate_args)
 
     @property
-    def has_rsample(self):
+    def has_rsample(self) -> bool:
         return self.noise.has_sample
 
-    def rsample(self, sample_shape=torch.Size()):
+    def rsample(self, sample_shape: Sequence[int] = torch.Size()) -> torch.Tensor:
         return self.noise.rsample_like(self.loc, self.scale, sample_shape)
 
-    def sample(self, sample_shape=torch.Size()):
+    def sample(self, sample_shape: Sequence[int] = torch.Size()) -> torch.Tensor:
         with torch.no_grad():
             return self.rsample(sample_shape)
 
-    def log_prob(self, value):
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         if self._validate_args:
             self._validate_sample(value)
         return self.noise.log_density((value - self.loc) / self.scale) - torch.log(self.scale)
 
-    def cdf(self, value):
+    def cdf(self, value: torch.Tensor) -> torch.Tensor:
         return self.noise.log_cdf((value - self.loc) / self.scale).exp()
 
     def __repr__(self):
@@ -93,7 +97,8 @@ class FastGumbel(Gumbel):
 
     has_rsample = True
 
-    def __init__(self, loc, scale, validate_args=None):
+    def __init__(self, loc: Union[float, torch.Tensor], scale: Union[float, torch.Tensor],
+                 validate_args: Optional[bool] = None) -> None:
         self.loc, self.scale = broadcast_all(loc, scale)
         TorchDistribution.__init__(self, self.loc.shape, torch.Size(), validate_args=validate_args)
 
@@ -104,7 +109,7 @@ class FastGumbel(Gumbel):
     base_dist = property(lambda self: self._transformed.base_dist)
     transforms = property(lambda self: self._transformed.transforms)
 
-    def expand(self, batch_shape, _instance=None):
+    def expand(self, batch_shape: Sequence[int], _instance: Optional["FastGumbel"] = None) -> "FastGumbel":
         new = self._get_checked_instance(FastGumbel, _instance)
         batch_shape = torch.Size(batch_shape)
         new.loc, new.scale = self.loc.expand(batch_shape), self.scale.expand(batch_shape)
@@ -114,12 +119,12 @@ class FastGumbel(Gumbel):
             new._validate_args = self._validate_args
         return new
 
-    def rsample(self, sample_shape=torch.Size()):
+    def rsample(self, sample_shape: Sequence[int] = torch.Size()) -> torch.Tensor:
         shape = self._extended_shape(sample_shape)
         u = uniform_open(shape, dtype=self.loc.dtype, device=self.loc.device)
         return self.loc - self.scale * torch.log(-torch.log(u))
 
-    def sample(self, sample_shape=torch.Size()):
+    def sample(self, sample_shape: Sequence[int] = torch.Size()) -> torch.Tensor:
         with torch.no_grad():
             return self.rsample(sample_shape)
 

@@ -27,7 +27,7 @@ import contextlib
 import importlib
 import os
 import random
-from typing import Dict, Optional
+from typing import Dict, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -36,6 +36,7 @@ from torch.distributions.constraints import Constraint
 import pyro
 import pyro.distributions.constraints as pyro_constraints
 import pyro.poutine as poutine
+from pyro.infer import SVI
 from pyro.infer.autoguide import AutoGuide
 from pyro.optim import PyroOptim
 
@@ -168,7 +169,7 @@ def set_rng_state(state: Dict) -> None:
 
 
 @contextlib.contextmanager
-def preserved_rng():
+def preserved_rng() -> Iterator[None]:
     """Run a block (e.g. an evaluation) without changing the RNG states seen after it.
 
     Example:
@@ -246,7 +247,9 @@ def _set_buffers(named, saved) -> None:
 
 
 # ------------------------------------------------------------------ save / load
-def save_checkpoint(path, svi, *, step: int, modules=(), history=None, extra=None) -> None:
+def save_checkpoint(path: Union[str, os.PathLike], svi: SVI, *, step: int,
+                    modules: Sequence[torch.nn.Module] = (), history: Optional[List[Dict]] = None,
+                    extra: Optional[Dict] = None) -> None:
     """Write the state of an SVI run at ``step`` to ``path`` atomically (see the module doc).
 
     :param svi: the :class:`~pyro.infer.SVI` object (its optimizer, guide, model).
@@ -296,7 +299,8 @@ def _read(path) -> Dict:
                         what="a pyro_ar checkpoint")
 
 
-def load_checkpoint(path, svi, *args, modules=(), **kwargs) -> Dict:
+def load_checkpoint(path: Union[str, os.PathLike], svi: SVI, *args,
+                    modules: Sequence[torch.nn.Module] = (), **kwargs) -> Dict:
     """Restore a run saved by :func:`save_checkpoint` into ``svi`` (fresh or used objects).
 
     ``*args, **kwargs`` are the arguments of ``svi.step`` (to set up the guide's lazily

@@ -32,11 +32,12 @@ import os
 import statistics
 import time
 import warnings
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Sequence, Union
 
 import torch
 
 import pyro
+from pyro.infer import SVI
 
 from .checkpoint import CheckpointError, load_checkpoint, preserved_rng, save_checkpoint
 
@@ -78,7 +79,7 @@ class DivergenceCheck:
     40.0
     """
 
-    def __init__(self, factor: float = 1e6, warmup: int = 10):
+    def __init__(self, factor: float = 1e6, warmup: int = 10) -> None:
         if not factor > 1:
             raise ValueError(f"factor must be > 1, got factor={factor!r}")
         if not (isinstance(warmup, int) and warmup >= 1):
@@ -123,7 +124,7 @@ class TrainState:
     0
     """
 
-    def __init__(self, svi, num_steps: int):
+    def __init__(self, svi: SVI, num_steps: int) -> None:
         self.svi, self.num_steps = svi, num_steps
         self.step, self.loss, self.time, self.history, self.stop = 0, None, 0.0, [], False
 
@@ -170,7 +171,7 @@ class _FunctionCallback(Callback):
     def __init__(self, fn):
         self.fn = fn
 
-    def on_record(self, record, state):
+    def on_record(self, record: Dict, state: TrainState) -> Optional[bool]:
         return self.fn(record)
 
 
@@ -196,7 +197,7 @@ class EarlyStopping(Callback):
     """
 
     def __init__(self, monitor: str, mode: str = "max", patience: int = 5, min_delta: float = 0.0,
-                 restore_best: bool = True, params=None):
+                 restore_best: bool = True, params: Optional[Sequence[str]] = None) -> None:
         if mode not in ("max", "min"):
             raise ValueError(f"mode must be 'max' or 'min', got mode={mode!r}")
         if not (isinstance(patience, int) and patience >= 1):
@@ -207,11 +208,11 @@ class EarlyStopping(Callback):
         self.restore_best, self.params = restore_best, params
         self.on_train_begin(None)
 
-    def on_train_begin(self, state):
+    def on_train_begin(self, state: TrainState) -> None:
         self.best = -math.inf if self.mode == "max" else math.inf
         self.best_step, self.wait, self.stopped, self._snapshot = None, 0, False, None
 
-    def on_record(self, record, state):
+    def on_record(self, record: Dict, state: TrainState) -> Optional[bool]:
         if self.monitor not in record:
             return False
         score = float(record[self.monitor])
@@ -235,7 +236,7 @@ class EarlyStopping(Callback):
             raise KeyError(f"EarlyStopping(params=...): {missing} are not in the param store")
         return {n: store[n].detach().clone() for n in names}
 
-    def on_train_end(self, state):
+    def on_train_end(self, state: TrainState) -> None:
         if not (self.restore_best and self._snapshot):
             return
         store = dict(pyro.get_param_store().named_parameters())
@@ -243,11 +244,11 @@ class EarlyStopping(Callback):
             for name, value in self._snapshot.items():
                 store[name].copy_(value)
 
-    def state_dict(self):
+    def state_dict(self) -> Dict:
         return {"best": self.best, "best_step": self.best_step, "wait": self.wait,
                 "stopped": self.stopped, "snapshot": self._snapshot}
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: Dict) -> None:
         self.best, self.best_step, self.wait = state["best"], state["best_step"], state["wait"]
         self.stopped, self._snapshot = state["stopped"], state["snapshot"]
 
@@ -272,18 +273,18 @@ class IterateAverage(Callback):
     tensor(3.5000)
     """
 
-    def __init__(self, summary_fn: Callable[[], Dict], start_fraction: float = 0.5):
+    def __init__(self, summary_fn: Callable[[], Dict], start_fraction: float = 0.5) -> None:
         if not 0.0 <= start_fraction <= 1.0:
             raise ValueError(f"start_fraction must lie in [0, 1], got start_fraction={start_fraction!r}")
         self.summary_fn, self.start_fraction = summary_fn, float(start_fraction)
         self.start, self._sum, self.count = None, None, 0
 
-    def on_train_begin(self, state):
+    def on_train_begin(self, state: TrainState) -> None:
         T = state.num_steps
         self.start, self._sum, self.count = T - int(round(self.start_fraction * T)), None, 0
 
     @torch.no_grad()
-    def on_step(self, state):
+    def on_step(self, state: TrainState) -> None:
         if state.step <= self.start:
             return
         snap = self.summary_fn()
@@ -297,14 +298,15 @@ class IterateAverage(Callback):
 
     @property
     def average(self) -> Optional[Dict]:
+        """The averaged summary (a dict like ``summary_fn()``'s), or None before the first averaged step."""
         if self._sum is None:
             return None
         return {k: None if v is None else v / self.count for k, v in self._sum.items()}
 
-    def state_dict(self):
+    def state_dict(self) -> Dict:
         return {"sum": self._sum, "count": self.count, "start": self.start}
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: Dict) -> None:
         if state["start"] != self.start:
             warnings.warn(f"IterateAverage: the averaging window now starts after step {self.start}, "
                           f"the checkpoint's after step {state['start']} (num_steps changed); the "
@@ -335,12 +337,12 @@ class LearningRateDecay(Callback):
     0.05
     """
 
-    def __init__(self, final_fraction: float = 0.05):
+    def __init__(self, final_fraction: float = 0.05) -> None:
         if not 0.0 <= final_fraction <= 1.0:
             raise ValueError(f"final_fraction must lie in [0, 1], got final_fraction={final_fraction!r}")
         self.final_fraction = float(final_fraction)
 
-    def on_step(self, state):
+    def on_step(self, state: TrainState) -> None:
         factor = 1.0 - (1.0 - self.final_fraction) * min(1.0, state.step / max(1, state.num_steps))
         for opt in getattr(state.svi.optim, "optim_objs", {}).values():
             for group in opt.param_groups:
@@ -505,13 +507,15 @@ class _Loop:
         return st.history
 
 
-def train(svi, *args, num_steps: int = 1000, time_budget: Optional[float] = None,
+def train(svi: SVI, *args, num_steps: int = 1000, time_budget: Optional[float] = None,
           eval_fn: Optional[Callable[[], Dict]] = None, eval_every: Optional[int] = None,
-          eval_times=(), eval_at_start: bool = True, log_every: Optional[int] = None,
-          callbacks=(), early_stopping: Optional[EarlyStopping] = None, scheduler=None,
-          checkpoint=None, checkpoint_every: Optional[int] = None, resume: bool = True,
-          modules=(), progress=False, clock: str = "wall",
-          step_times: Optional[List[float]] = None, divergence=True, **kwargs) -> List[Dict]:
+          eval_times: Sequence[float] = (), eval_at_start: bool = True, log_every: Optional[int] = None,
+          callbacks: Sequence[Union[Callback, Callable]] = (), early_stopping: Optional[EarlyStopping] = None,
+          scheduler: Optional[object] = None, checkpoint: Optional[Union[str, os.PathLike]] = None,
+          checkpoint_every: Optional[int] = None, resume: bool = True,
+          modules: Sequence[torch.nn.Module] = (), progress: Union[bool, Dict] = False,
+          clock: str = "wall", step_times: Optional[List[float]] = None,
+          divergence: Union[bool, DivergenceCheck] = True, **kwargs) -> List[Dict]:
     """Run ``svi.step(*args, **kwargs)`` and return a history of records (see the module doc).
 
     Each record has ``step``, ``time`` (training seconds so far on ``clock``; evaluation and

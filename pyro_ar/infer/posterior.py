@@ -20,7 +20,7 @@ The posterior predictive averages over draws :math:`W_s \sim q`:
 
 import contextlib
 import math
-from typing import Optional
+from typing import Callable, Dict, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -33,7 +33,7 @@ from pyro.nn import PyroParam
 
 from ..evaluation import linear_source, log_likelihood, predict_proba
 from ..models.bayesian_linear import BayesianLinearClassifier, ClassPlate
-from ..noise import GumbelNoise
+from ..noise import GumbelNoise, Noise
 from .local_fit import laplace_local
 
 __all__ = [
@@ -87,9 +87,10 @@ class ClassSubsampledNormal(AutoGuide):
     torch.Size([2, 8])
     """
 
-    def __init__(self, model, local: Optional[str] = "conditional", init_scale: float = 0.1,
-                 init_loc_scale: float = 0.0, sparse: bool = True, newton_steps: int = 8,
-                 create_plates=None, name: Optional[str] = None):
+    def __init__(self, model: BayesianLinearClassifier, local: Optional[str] = "conditional",
+                 init_scale: float = 0.1, init_loc_scale: float = 0.0, sparse: bool = True,
+                 newton_steps: int = 8, create_plates: Optional[Callable] = None,
+                 name: Optional[str] = None) -> None:
         if not isinstance(model, BayesianLinearClassifier):
             raise ValueError(f"ClassSubsampledNormal needs a BayesianLinearClassifier model, got model={model!r}")
         if local not in ("conditional", None):
@@ -161,7 +162,7 @@ class ClassSubsampledNormal(AutoGuide):
             bscale = F.softplus(gat(self.bias_scale_unconstrained))
         return loc, scale, bloc, bscale
 
-    def forward(self, x, y=None):
+    def forward(self, x: torch.Tensor, y: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
         model = self._ar_model
         if self.prototype_trace is None:
             self._setup_prototype(x, y)
@@ -224,7 +225,7 @@ class ClassSubsampledNormal(AutoGuide):
 
     # ---------------------------------------------------------------- posterior access
     @torch.no_grad()
-    def loc_and_scale(self, classes: Optional[torch.Tensor] = None):
+    def loc_and_scale(self, classes: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, ...]:
         r"""(:math:`\mu`, :math:`\sigma`, :math:`m`, :math:`\tau`) for the given classes (default all)."""
         if classes is None:
             classes = torch.arange(self._ar_model.num_classes, device=self.weight_loc.device)
@@ -233,7 +234,7 @@ class ClassSubsampledNormal(AutoGuide):
 
     @torch.no_grad()
     def sample_weights(self, num_samples: int, classes: Optional[torch.Tensor] = None,
-                       generator: Optional[torch.Generator] = None):
+                       generator: Optional[torch.Generator] = None) -> Tuple[torch.Tensor, torch.Tensor]:
         """Posterior draws of the rows of ``classes`` (default all): ``(S, m, D)``, ``(S, m)``."""
         loc, scale, bloc, bscale = self.loc_and_scale(classes)
         z = torch.randn((num_samples,) + loc.shape, generator=generator, dtype=loc.dtype).to(loc.device)
@@ -245,7 +246,8 @@ class ClassSubsampledNormal(AutoGuide):
         return W, b
 
     @torch.no_grad()
-    def credible_interval(self, classes, features=None, level: float = 0.9):
+    def credible_interval(self, classes: torch.Tensor, features: Optional[torch.Tensor] = None,
+                          level: float = 0.9) -> Tuple[torch.Tensor, torch.Tensor]:
         """Central credible intervals of chosen weights: ``(lower, upper)``.
 
         :param classes: 1-D class ids (rows).
@@ -264,14 +266,14 @@ class ClassSubsampledNormal(AutoGuide):
         z = dist.Normal(0.0, 1.0).icdf(torch.tensor(0.5 + level / 2)).item()
         return loc - z * scale, loc + z * scale
 
-    def median(self, *args, **kwargs):
+    def median(self, *args, **kwargs) -> Dict[str, torch.Tensor]:
         loc, _, bloc, _ = self.loc_and_scale()
         out = {"weight": loc}
         if bloc is not None:
             out["bias"] = bloc
         return out
 
-    def quantiles(self, quantiles, *args, **kwargs):
+    def quantiles(self, quantiles: Sequence[float], *args, **kwargs) -> Dict[str, torch.Tensor]:
         loc, scale, bloc, bscale = self.loc_and_scale()
         q = torch.as_tensor(quantiles, dtype=loc.dtype, device=loc.device)
         z = dist.Normal(torch.zeros((), dtype=loc.dtype), 1.0).icdf(q)
@@ -306,9 +308,15 @@ def _draw_probs(x, W, b, noise):
         yield predict_proba(linear_source(x, W[s], None if b is None else b[s]), noise)
 
 
+#: a fitted posterior over (W, b): the guide, or a dict of draws ``{"weight": (S, K, D), "bias": (S, K)}``
+Posterior = Union[ClassSubsampledNormal, Dict[str, torch.Tensor]]
+
+
 @torch.no_grad()
-def predictive_log_likelihood(posterior, x, y, noise="gumbel", num_samples: int = 100,
-                              chunk_size: int = 256, generator=None, return_pointwise=False):
+def predictive_log_likelihood(posterior: Posterior, x: torch.Tensor, y: torch.Tensor,
+                              noise: Union[str, Noise] = "gumbel", num_samples: int = 100,
+                              chunk_size: int = 256, generator: Optional[torch.Generator] = None,
+                              return_pointwise: bool = False) -> Dict:
     r"""Posterior predictive log-likelihood :math:`\frac1N\sum_n\log\frac1S\sum_s p(y_n\mid W_s)`.
 
     Each :math:`p(y\mid W_s)` is exact (log-softmax) for Gumbel noise and by quadrature
@@ -337,7 +345,9 @@ def predictive_log_likelihood(posterior, x, y, noise="gumbel", num_samples: int 
 
 
 @torch.no_grad()
-def predictive_probs(posterior, x, noise="gumbel", num_samples: int = 100, generator=None):
+def predictive_probs(posterior: Posterior, x: torch.Tensor, noise: Union[str, Noise] = "gumbel",
+                     num_samples: int = 100,
+                     generator: Optional[torch.Generator] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     r"""Predictive class probabilities :math:`\frac1S\sum_s p(k\mid x, W_s)` and their sd over draws.
 
     O(S N K D): for moderate K or few points. :returns: ``(mean (N, K), sd (N, K))``.
@@ -361,8 +371,9 @@ def predictive_probs(posterior, x, noise="gumbel", num_samples: int = 100, gener
 
 
 @torch.no_grad()
-def predictive_top_k(posterior, x, k: int = 5, noise="gumbel", num_samples: int = 100,
-                     level: float = 0.9, generator=None):
+def predictive_top_k(posterior: Posterior, x: torch.Tensor, k: int = 5, noise: Union[str, Noise] = "gumbel",
+                     num_samples: int = 100, level: float = 0.9,
+                     generator: Optional[torch.Generator] = None) -> Dict[str, torch.Tensor]:
     r"""Top-k classes by predictive probability, with their uncertainty over posterior draws.
 
     For each draw s the full distribution :math:`p(\cdot\mid x, W_s)` over the K classes is
@@ -407,7 +418,7 @@ def predictive_top_k(posterior, x, k: int = 5, noise="gumbel", num_samples: int 
     return {"classes": top.indices, "mean": top.values, "sd": chosen.std(0), "lower": lo, "upper": hi}
 
 
-def posterior_summary(posterior, num_samples=None):
+def posterior_summary(posterior: Posterior, num_samples: Optional[int] = None) -> Dict[str, torch.Tensor]:
     """(mean, sd) of W and b: from a :class:`ClassSubsampledNormal` (exact, all K) or a dict of
     samples (sample moments). Returns a dict with ``weight_mean``, ``weight_sd``,
     ``bias_mean``, ``bias_sd``.
