@@ -7,12 +7,14 @@ model                                 utilities
 :class:`LinearClassifier`             :math:`\\psi_n = W x_n + b`
 :class:`BigramLanguageModel`          :math:`\\psi_k(u) = e_u\\cdot w_k + b_k` (previous word u)
 :class:`BayesianLinearClassifier`     :math:`W x_n + b`, class-subsampled posterior over W, b
+:class:`CategoricalLatentModel`       :math:`\\Psi\\omega_u + \\rho`, a Gaussian latent per session u
 ====================================  ===========================================================
 """
 
 from .base import CategoricalModel
 from .bayesian_linear import BayesianLinearClassifier
 from .bigram import BigramLanguageModel, unigram_log_probs
+from .latent import CategoricalLatentModel, LatentGuide, LocalPosterior, SessionEncoder
 from .linear import LinearClassifier
 
 __all__ = [
@@ -21,4 +23,5 @@ __all__ = [
     "BigramLanguageModel",
     "BayesianLinearClassifier",
     "unigram_log_probs",
+    "CategoricalLatentModel", "SessionEncoder", "LocalPosterior", "LatentGuide",
 ]
