@@ -108,7 +108,7 @@ class LocalPosterior(nn.Module):
     >>> import torch
     >>> from pyro_ar.models import LocalPosterior
     >>> loc, scale, a = LocalPosterior(10, 3, num_items=50)(torch.tensor([2, 7]), None)
-    >>> loc.shape, float(a[0]) == float(torch.tensor(50.0).log())
+    >>> loc.shape, float(a[0].detach()) == float(torch.tensor(50.0).log())
     (torch.Size([2, 3]), True)
     """
 
