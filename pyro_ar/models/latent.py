@@ -57,7 +57,7 @@ from ..noise import GumbelNoise
 from ..utility import LinearUtility, as_utility
 from .base import CategoricalModel, check_positive_int, take_rows
 
-__all__ = ["CategoricalLatentModel", "SessionEncoder", "LocalPosterior", "LatentGuide"]
+__all__ = ["CategoricalLatentModel", "SessionEncoder", "LocalPosterior", "LatentGuide", "session_metrics"]
 
 
 class SessionEncoder(nn.Module):
@@ -169,6 +169,48 @@ def conditional_noise_guide(noise, utility, labels: torch.Tensor, sampler):
     d, w = factor.utility_differences(labels)
     loc, sd = gaussian_local(noise, d, w, 8)
     return dist.Normal(loc, sd), {}
+
+
+def session_metrics(score_fn, observed: torch.Tensor, heldout: torch.Tensor, k: int = 5,
+                    chunk_size: int = 256) -> dict:
+    r"""Recall@k, TDCG@k and the held-out log-likelihood of held-out sessions.
+
+    ``score_fn(observed_rows) -> (n, P)`` scores items from the observed (padded) items of n
+    sessions; the held-out items :math:`H_u` (distinct, padded ``heldout``) are the targets.
+    With the top-k items :math:`i_1..i_k` of each session (Liang et al. 2018, the seed's
+    reference): :math:`\mathrm{Recall@k} = \sum_r 1[i_r\in H_u]/\min(k, |H_u|)` and the
+    truncated discounted cumulative gain :math:`\mathrm{TDCG@k} = \sum_{r\le k}
+    1[i_r\in H_u]/\log_2(r+1)`, both averaged over sessions; ``log_lik`` is the mean over
+    held-out items of ``log_softmax(scores)`` at the item (the predictive log-probability
+    when the scores are log-probabilities or utilities of a softmax model).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.models.latent import session_metrics
+    >>> scores = lambda obs: torch.arange(10.0).expand(len(obs), 10)     # always ranks 9, 8, 7, ...
+    >>> m = session_metrics(scores, torch.tensor([[0], [1]]), torch.tensor([[9, 2], [3, -1]]), k=2)
+    >>> m["recall"], m["tdcg"]                     # session 1: 1 of 2 found at rank 1; session 2: none
+    (0.25, 0.5)
+    """
+    recall = tdcg = ll = 0.0
+    num_items = 0
+    discount = 1.0 / torch.log2(torch.arange(2, k + 2, dtype=torch.float64))
+    for start in range(0, len(observed), chunk_size):
+        held = heldout[start:start + chunk_size]
+        with torch.no_grad():
+            scores = score_fn(observed[start:start + chunk_size]).double()
+        top = scores.topk(k, -1).indices                                  # (n, k)
+        mask = held >= 0
+        hit = ((top.unsqueeze(-1) == held.unsqueeze(-2)) & mask.unsqueeze(-2)).any(-1).double()
+        distinct = torch.tensor([len(set(r[r >= 0].tolist())) for r in held], dtype=torch.float64)
+        recall += float((hit.sum(-1) / distinct.clamp(max=k)).sum())
+        tdcg += float((hit * discount).sum())
+        logp = scores.log_softmax(-1).gather(-1, held.clamp(min=0))
+        ll += float(logp[mask].sum())
+        num_items += int(mask.sum())
+    n = len(observed)
+    return {"recall": recall / n, "tdcg": tdcg / n, "log_lik": ll / max(num_items, 1)}
 
 
 class CategoricalLatentModel(CategoricalModel):
@@ -332,6 +374,11 @@ class CategoricalLatentModel(CategoricalModel):
         omega = loc + scale * torch.randn((num_samples,) + loc.shape, dtype=loc.dtype)
         logp = self.minibatch_utility(omega, params).full().log_softmax(-1)
         return logp.logsumexp(0) - math.log(num_samples)
+
+    def evaluate_sessions(self, observed: torch.Tensor, heldout: torch.Tensor, k: int = 5,
+                          num_samples: int = 0, chunk_size: int = 256) -> dict:
+        """:func:`session_metrics` of :meth:`scores` (``num_samples`` draws of q, 0: its mean)."""
+        return session_metrics(lambda obs: self.scores(obs, num_samples), observed, heldout, k, chunk_size)
 
     def _repr_fields(self):
         return {"P": self.num_classes, "Q": self.latent_dim, "posterior": repr(self.posterior_kind)}
