@@ -44,7 +44,7 @@ def declared_figures(script: Path) -> tuple:
 
 def test_tutorials_exist():
     names = [p.name[:2] for p in TUTORIALS]
-    assert names == ["01", "02", "03", "04", "05"], [p.name for p in TUTORIALS]
+    assert names == ["01", "02", "03", "04", "05", "07"], [p.name for p in TUTORIALS]
 
 
 @pytest.mark.parametrize("script", TUTORIALS, ids=[p.stem for p in TUTORIALS])
