@@ -228,6 +228,8 @@ class CategoricalLatentModel(CategoricalModel):
     :param str bouchard: ``"analytic"`` (Gaussian utilities, no Monte Carlo; linear only)
         or ``"sampled"`` (reparameterised :math:`\omega`).
     :param int hidden_dim: width of the encoder (and of the neural utility).
+    :param init_bias: initial :math:`\rho` (a (P,) tensor, e.g.
+        :func:`~pyro_ar.models.unigram_log_probs` of the item counts) or None for N(0, 0.001^2).
 
     Example:
 
@@ -250,7 +252,8 @@ class CategoricalLatentModel(CategoricalModel):
                  posterior: str = "amortised", num_sessions: Optional[int] = None,
                  utility: str = "linear", bouchard: str = "analytic", hidden_dim: int = 64,
                  weights: str = "mle", prior_scale: float = 1.0, subsample_size: Optional[int] = None,
-                 sparse: bool = True, init_scale: float = 0.1, prefix: str = "", site: str = "v"):
+                 sparse: bool = True, init_scale: float = 0.1, init_bias: Optional[torch.Tensor] = None,
+                 prefix: str = "", site: str = "v"):
         if likelihood == "bouchard":
             likelihood = Bouchard("local", get_negative_sampler(strategy, num_negatives, proposal),
                                   sparse=sparse)
@@ -275,7 +278,10 @@ class CategoricalLatentModel(CategoricalModel):
         self.bouchard = bouchard if utility == "linear" else "sampled"
         self.feature_map = nn.Sequential(nn.Linear(latent_dim, hidden_dim), nn.Tanh()) \
             if utility == "neural" else None
-        self.init_scale = init_scale
+        if init_bias is not None and tuple(init_bias.shape) != (num_items,):
+            raise ValueError(f"init_bias must have shape ({num_items},), got init_bias of shape "
+                             f"{tuple(init_bias.shape)}")
+        self.init_scale, self.init_bias = init_scale, init_bias
         self.latent_site = prefix + "omega"
 
     # ---- CategoricalModel hooks ---------------------------------------------------------
@@ -288,6 +294,8 @@ class CategoricalLatentModel(CategoricalModel):
         return {"weight": (self.num_classes, D), "bias": (self.num_classes,)}
 
     def init_parameter(self, name, shape, like):
+        if name == "bias" and self.init_bias is not None:
+            return self.init_bias.to(dtype=like.dtype, device=like.device).clone()
         scale = self.init_scale if name == "weight" else 1e-3
         return scale * torch.randn(shape, dtype=like.dtype, device=like.device)
 
