@@ -57,7 +57,8 @@ from ..noise import GumbelNoise
 from ..utility import LinearUtility, as_utility
 from .base import CategoricalModel, check_positive_int, take_rows
 
-__all__ = ["CategoricalLatentModel", "SessionEncoder", "LocalPosterior", "LatentGuide", "session_metrics"]
+__all__ = ["CategoricalLatentModel", "SessionEncoder", "LocalPosterior", "LatentGuide", "session_metrics",
+           "conditional_noise_guide"]
 
 
 class SessionEncoder(nn.Module):
@@ -142,7 +143,7 @@ class _SquaredLinearUtility(LinearUtility):
         return _SquaredLinearUtility(x, self.weight, None, self.sparse)
 
 
-def conditional_noise_guide(noise, utility, labels: torch.Tensor, sampler):
+def conditional_noise_guide(noise, utility, labels: torch.Tensor, sampler) -> Tuple[object, dict]:
     r"""``(distribution, infer)`` of the conditional local guide :math:`q(\varepsilon\mid\psi)`
     of :class:`~pyro_ar.infer.local_guides.ConditionalLocalGuide` for given utilities and
     labels: :math:`\mathrm{Gumbel}(\log(1+\hat S_y), 1)` for softmax, the Gaussian local fit
@@ -387,6 +388,13 @@ class CategoricalLatentModel(CategoricalModel):
                           num_samples: int = 0, chunk_size: int = 256) -> dict:
         """:func:`session_metrics` of :meth:`scores` (``num_samples`` draws of q, 0: its mean)."""
         return session_metrics(lambda obs: self.scores(obs, num_samples), observed, heldout, k, chunk_size)
+
+    def log_likelihood(self, *args, **kwargs):
+        """Not per datapoint: a session's items share a latent; use :meth:`evaluate_sessions`."""
+        raise NotImplementedError("CategoricalLatentModel: use evaluate_sessions(observed, heldout) "
+                                  "(held-out items of held-out sessions) or scores(items)")
+
+    evaluate = log_likelihood
 
     def _repr_fields(self):
         return {"P": self.num_classes, "Q": self.latent_dim, "posterior": repr(self.posterior_kind)}
