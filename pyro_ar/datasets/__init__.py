@@ -28,6 +28,10 @@ Synthetic generators with known ground truth (:mod:`~pyro_ar.datasets.synthetic`
 * :func:`make_linear_teacher` -- labels :math:`\arg\max_k(x W^\top + b + \varepsilon)_k` for
   Gumbel (softmax), Normal (probit) or Logistic noise, in row chunks so that K can reach 10^6.
 
+Sessions of items for latent-variable models (:mod:`~pyro_ar.datasets.sessions`):
+:func:`make_recogym_sessions` (RecoGym's organic sessions, simulated) and
+:func:`load_brown_sessions` (Brown sentences or documents over its vocabulary).
+
 All features are float32 and all labels / ids int64.
 """
 
@@ -37,6 +41,7 @@ from .arff import (BIBTEX_FILES, BIBTEX_NUM_FEATURES, BIBTEX_NUM_LABELS, ArffDat
 from .digits import load_digits
 from .idx import MNIST_FILES, load_mnist
 from .synthetic import TeacherData, ToyData, make_linear_teacher, make_toy
+from .sessions import SessionData, load_brown_sessions, make_recogym_sessions, pad_sessions, split_sessions
 from .svmlight import load_svmlight
 from .text import BROWN_ARCHIVE, BROWN_BOUNDARY, BROWN_UNK, Vocabulary, load_brown, load_text_corpus
 
@@ -59,4 +64,5 @@ __all__ = [
     "load_digits",
     "make_toy",
     "make_linear_teacher",
+    "SessionData", "pad_sessions", "split_sessions", "make_recogym_sessions", "load_brown_sessions",
 ]

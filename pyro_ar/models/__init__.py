@@ -8,12 +8,14 @@ model                                 utilities
 :class:`BigramLanguageModel`          :math:`\\psi_k(u) = e_u\\cdot w_k + b_k` (previous word u)
 :class:`BayesianLinearClassifier`     :math:`W x_n + b`, class-subsampled posterior over W, b
 :class:`NeuralClassifier`             :math:`W g_\\phi(x_n) + b`, any network body :math:`g_\\phi`
+:class:`CategoricalLatentModel`       :math:`\\Psi\\omega_u + \\rho`, a Gaussian latent per session u
 ====================================  ===========================================================
 """
 
 from .base import CategoricalModel
 from .bayesian_linear import BayesianLinearClassifier
 from .bigram import BigramLanguageModel, unigram_log_probs
+from .latent import CategoricalLatentModel, LatentGuide, LocalPosterior, SessionEncoder
 from .linear import LinearClassifier
 from .neural import NeuralClassifier
 
@@ -24,4 +26,5 @@ __all__ = [
     "BayesianLinearClassifier",
     "NeuralClassifier",
     "unigram_log_probs",
+    "CategoricalLatentModel", "SessionEncoder", "LocalPosterior", "LatentGuide",
 ]

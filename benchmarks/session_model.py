@@ -1,0 +1,223 @@
+"""Session model (seeds/002 section 3, issue 13): RecoGym table, Brown sessions, per-step time.
+
+(a) ``--part recogym``: the seed's setting. Organic sessions of the RecoGym simulator
+    (``recogym`` 0.1.3.0, ``RecoEnv1`` with ``env_1_args``, 1,000 products, 200 training and
+    1,000 test users; ``import recogym`` needs the shim ``scipy.rand = numpy.random.rand``
+    and the env class instantiated directly, see :func:`recogym_sessions`); without the
+    package, the re-implementation :func:`pyro_ar.datasets.make_recogym_sessions`. Each test
+    session's views are split at random, 20% held out. Metrics: Recall@5, TDCG@5
+    (:func:`pyro_ar.models.latent.session_metrics`), held-out log-likelihood (the MC
+    predictive over q). Methods: Pop, ItemKNN (correlation with the last observed item),
+    exact softmax with the reparameterisation trick (RT exact), Bouchard + encoder with the
+    analytic bound (Bouch/AE) and with 200 sampled negatives (Bouch/AE/NS), A&R softmax.
+(b) ``--part brown``: Brown sentences as sessions over the 26,101-word vocabulary, half of
+    each held-out sentence's words held out; A&R vs Bouchard vs exact softmax at equal CPU time.
+(c) ``--part timing``: per-step CPU time at P = 1,000 vs 100,000, paired in one process.
+
+Usage::
+
+    python benchmarks/session_model.py [--quick] [--part recogym|brown|timing|all] [--out DIR]
+
+Prints tables; writes session_model.json to ``--out`` (default: the temp directory).
+"""
+
+import argparse
+import json
+import math
+import os
+import pickle
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+import pyro
+from pyro.infer import SVI
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from pyro_ar.datasets import (SessionData, load_brown_sessions, make_recogym_sessions,  # noqa: E402
+                              pad_sessions, split_sessions)
+from pyro_ar.infer import train  # noqa: E402
+from pyro_ar.likelihoods import AR, Bouchard, Exact  # noqa: E402
+from pyro_ar.models import CategoricalLatentModel, unigram_log_probs  # noqa: E402
+from pyro_ar.models.latent import session_metrics  # noqa: E402
+from pyro_ar.negatives import ImportanceNegatives, SharedNegatives  # noqa: E402
+from pyro_ar.optim import lazy_adam  # noqa: E402
+
+
+def recogym_sessions(num_products=1000, num_train=200, num_test=1000, seed=0, cache=None) -> SessionData:
+    """Organic sessions of the real RecoGym simulator, or None (with the error printed)."""
+    if cache and os.path.exists(cache):
+        with open(cache, "rb") as f:
+            return pickle.load(f)
+    try:
+        import scipy
+        scipy.rand = np.random.rand  # recogym.agents imports scipy.rand (removed from SciPy)
+        from recogym import env_1_args
+        from recogym.envs.reco_env_v1 import RecoEnv1
+    except Exception as e:  # noqa: BLE001 -- report whatever stops the import
+        print(f"RecoGym unavailable ({type(e).__name__}: {e}); using make_recogym_sessions")
+        return None
+    args = dict(env_1_args, num_products=num_products, random_seed=seed)
+    env = RecoEnv1()
+    env.init_gym(args)
+    logs = env.generate_logs(num_train + 3 * num_test)
+    organic = logs[logs["z"] == "organic"]
+    users = [g["v"].astype(int).tolist() for _, g in organic.groupby("u", sort=True)]
+    train_s = users[:num_train]
+    test_s = [s for s in users[num_train:] if len(s) >= 2][:num_test]
+    train = pad_sessions(train_s)
+    observed, heldout = split_sessions(pad_sessions(test_s), 0.2, seed)
+    data = SessionData(train, observed, heldout, num_products,
+                       torch.bincount(train[train >= 0], minlength=num_products), None,
+                       {"name": "recogym-0.1.3.0", "seed": seed})
+    if cache:
+        with open(cache, "wb") as f:
+            pickle.dump(data, f)
+    return data
+
+
+# ------------------------------------------------------------------------------ baselines
+def pop_scores(data):
+    logp = (data.item_counts.double() + 0.5).log()
+    return lambda obs: logp.expand(len(obs), -1)
+
+
+def itemknn_scores(data):
+    """Correlation of item occurrence across training sessions, row of the last observed item."""
+    P, U = data.num_items, len(data.train)
+    X = torch.zeros(U, P, dtype=torch.float64)
+    rows = torch.arange(U).unsqueeze(-1).expand_as(data.train)[data.train >= 0]
+    X.index_put_((rows, data.train[data.train >= 0]), torch.ones(len(rows), dtype=torch.float64), accumulate=True)
+    X = X - X.mean(0)
+    cov = X.T @ X
+    sd = cov.diagonal().clamp(min=1e-12).sqrt()
+    corr = cov / sd / sd.unsqueeze(-1)
+
+    def scores(obs):
+        last = obs.gather(1, ((obs >= 0).sum(1, keepdim=True) - 1).clamp(min=0)).squeeze(1)
+        return corr[last]
+    return scores
+
+
+# ------------------------------------------------------------------------------ latent models
+def make_model(method, P, Q, subsample, negatives, hidden=64, prefix="", counts=None):
+    """The latent model of ``method``; with item ``counts``: unigram-initialised offsets and
+    importance-sampled negatives (proposal counts^0.75) for the subsampled likelihoods."""
+    sampler = SharedNegatives(negatives) if counts is None else \
+        ImportanceNegatives(negatives, (counts.double() + 1) ** 0.75)
+    lik = {"rt-exact": lambda: Exact(),
+           "bouch-ae": lambda: Bouchard("local", SharedNegatives(None)),
+           "bouch-ae-ns": lambda: Bouchard("local", sampler),
+           "ar": lambda: AR(negatives=sampler)}[method]()
+    bias = None if counts is None else unigram_log_probs(counts).float()
+    return CategoricalLatentModel(P, Q, lik, subsample_size=subsample, hidden_dim=hidden, prefix=prefix,
+                                  site=prefix + "v", init_bias=bias)
+
+
+def fit(method, data, Q, steps, subsample, negatives, lr, time_budget=None, seed=0, counts=None):
+    pyro.clear_param_store()
+    torch.manual_seed(seed)
+    model = make_model(method, data.num_items, Q, subsample, negatives, counts=counts)
+    svi = SVI(model, model.default_guide(), lazy_adam({"lr": lr}), model.default_elbo())
+    hist = train(svi, data.train, num_steps=steps, time_budget=time_budget, clock="process",
+                 eval_at_start=False, eval_every=max(steps, 1), divergence=False)
+    return model, hist[-1]
+
+
+def part_recogym(args, out):
+    cache = os.path.join(tempfile.gettempdir(), "recogym_sessions_seed0.pkl")
+    t0 = time.time()
+    data = recogym_sessions(cache=cache) or make_recogym_sessions(seed=0)
+    print(f"data: {data.info['name']}: {len(data.train)} train / {len(data.test_observed)} test sessions, "
+          f"P = {data.num_items}, {int((data.train >= 0).sum())} training views ({time.time() - t0:.0f} s)")
+    rows = {"pop": session_metrics(pop_scores(data), data.test_observed, data.test_heldout),
+            "itemknn": session_metrics(itemknn_scores(data), data.test_observed, data.test_heldout)}
+    rows["itemknn"]["log_lik"] = float("nan")
+    steps = 300 if args.quick else args.steps
+    for method in ("rt-exact", "bouch-ae", "bouch-ae-ns", "ar"):
+        model, last = fit(method, data, args.latent_dim, steps, 50, 200, args.lr)
+        m = model.evaluate_sessions(data.test_observed, data.test_heldout, num_samples=16)
+        m.update(train_cpu_s=last["cpu_time"], steps=last["step"])
+        rows[method] = m
+    print(f"\n(a) {data.info['name']}, Q = {args.latent_dim}, {steps} steps of 50 sessions")
+    print(f"{'method':<12} {'Recall@5':>9} {'TDCG@5':>8} {'held-out LL':>12} {'CPU s':>7}")
+    for k, m in rows.items():
+        print(f"{k:<12} {m['recall']:9.3f} {m['tdcg']:8.3f} {m['log_lik']:12.3f} {m.get('train_cpu_s', 0):7.1f}")
+    out["recogym"] = {"data": data.info, "rows": rows, "latent_dim": args.latent_dim, "steps": steps}
+
+
+def part_brown(args, out):
+    n_train, n_test = (2000, 200) if args.quick else (20000, 1000)
+    data = load_brown_sessions(num_train=n_train, num_test=n_test, max_items=30)
+    budget = 10.0 if args.quick else args.brown_budget
+    print(f"\n(b) Brown sentences: {len(data.train)} train / {len(data.test_observed)} test, P = {data.num_items}, "
+          f"{budget:.0f} CPU s each")
+    rows = {}
+    for method in ("ar", "bouch-ae-ns", "rt-exact"):
+        model, last = fit(method, data, args.latent_dim, 10 ** 6, 64, 500, args.lr, time_budget=budget,
+                          counts=data.item_counts)
+        m = model.evaluate_sessions(data.test_observed, data.test_heldout, num_samples=8, chunk_size=64)
+        m.update(steps=last["step"], train_cpu_s=last["cpu_time"])
+        rows[method] = m
+        print(f"{method:<12} steps {m['steps']:6d}  held-out LL {m['log_lik']:8.3f}  Recall@5 {m['recall']:.3f}")
+    out["brown"] = {"rows": rows, "budget": budget, "num_train": n_train, "num_test": n_test}
+
+
+def part_timing(args, out):
+    """Median CPU time of one step at P = 1e3 and 1e5, the two models stepped alternately."""
+    repeats = 20 if args.quick else 100
+    res = {}
+    # the full-sum Bouchard bound broadcasts a (B, T, P) term: 0.5 GB at P = 1e5, left out
+    for method in ("ar", "bouch-ae-ns", "rt-exact"):
+        svis, items = {}, {}
+        for P in (1000, 100_000):
+            g = torch.Generator().manual_seed(0)
+            items[P] = torch.randint(0, P, (1000, 20), generator=g)
+            model = make_model(method, P, 20, 64, 100, prefix=f"P{P}_")
+            svis[P] = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
+            for _ in range(3):
+                svis[P].step(items[P])
+        times = {P: [] for P in svis}
+        for _ in range(repeats):
+            for P in svis:
+                t = time.process_time()
+                svis[P].step(items[P])
+                times[P].append(time.process_time() - t)
+        med = {P: float(np.median(v)) for P, v in times.items()}
+        res[method] = {"P=1000_ms": 1e3 * med[1000], "P=100000_ms": 1e3 * med[100_000],
+                       "ratio": med[100_000] / med[1000]}
+    print("\n(c) per-step CPU time, B = 64 sessions x 20 items, Q = 20, 100 shared negatives")
+    print(f"{'method':<12} {'P=1e3 ms':>9} {'P=1e5 ms':>9} {'ratio':>6}")
+    for k, r in res.items():
+        print(f"{k:<12} {r['P=1000_ms']:9.2f} {r['P=100000_ms']:9.2f} {r['ratio']:6.2f}")
+    out["timing"] = res
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--part", default="all", choices=["recogym", "brown", "timing", "all"])
+    p.add_argument("--latent-dim", type=int, default=20)
+    p.add_argument("--steps", type=int, default=2000)
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--brown-budget", type=float, default=60.0)
+    p.add_argument("--out", default=tempfile.gettempdir())
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    pyro.enable_validation(False)
+    out = {"args": vars(args)}
+    for part, fn in (("recogym", part_recogym), ("timing", part_timing), ("brown", part_brown)):
+        if args.part in (part, "all"):
+            fn(args, out)
+    path = os.path.join(args.out, "session_model.json")
+    with open(path, "w") as f:
+        json.dump(out, f, indent=1, default=float)
+    print(f"\nwrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,444 @@
+r"""A categorical latent-variable model: each datapoint (session) has its own latent vector.
+
+The session model of seeds/002 (section 3): session :math:`u` has a latent
+:math:`\omega_u\sim N(0, I_Q)` and its observed items :math:`v_{u,1..T_u}` over P items are
+
+.. math::  \psi_u = g(\omega_u)\,\Psi^\top + \rho, \qquad
+           v_{u,t} = \arg\max_p(\psi_{u,p} + \varepsilon_{u,t,p})
+
+(softmax for Gumbel noise, probit / logistic for the other noises of :mod:`pyro_ar.noise`);
+:math:`g` is the identity (``utility="linear"``) or a small MLP (``utility="neural"``).
+The variational posterior :math:`q(\omega_u) = N(\mu_u, \mathrm{diag}\,\sigma_u^2)` is
+amortised by :class:`SessionEncoder` (a bag-of-items embedding and an MLP of the session's
+items, so the guide does not grow with the number of sessions U) or held per session by
+:class:`LocalPosterior` (for comparison). Any likelihood of :mod:`pyro_ar.likelihoods`:
+
+* :class:`~pyro_ar.likelihoods.AR` -- the noise :math:`\varepsilon_{u,t}` of each observed
+  item gets the conditional local guide :math:`q(\varepsilon\mid\psi)` (closed form
+  :math:`\mathrm{Gumbel}(\log(1+\hat S), 1)` for softmax, the Gaussian local fit otherwise)
+  and the class sum is subsampled: per step O(B T s Q) for B sessions, T items, s negatives;
+* :class:`~pyro_ar.likelihoods.Bouchard` -- the seed's bound
+  :math:`\log p(v\mid\psi)\ge\psi_v - a_u - \sum_p\log(1+e^{\psi_p-a_u})`, its class sum
+  subsampled (negative sampling) or exact, :math:`a_u` amortised by the same encoder
+  (``Bouchard(a="local")``) or optimal (``a="optimal"``, O(P)). With
+  ``bouchard="analytic"`` (the seed's method, linear utilities) the expectation over
+  :math:`q(\omega_u)` is analytic: :math:`\psi_{u,p}\sim N(m_{u,p}, s_{u,p})` with
+  :math:`m = \Psi_p\mu_u + \rho_p`, :math:`s = \sum_q\Psi_{pq}^2\sigma_{uq}^2`, each softplus
+  bounded by Jaakkola--Jordan at the closed-form :math:`\xi_{u,p}=\sqrt{s+(m-a_u)^2}`; the KL
+  term is analytic too (``TraceMeanField_ELBO``), so no Monte Carlo at all;
+  ``bouchard="sampled"`` uses the reparameterised draw of :math:`\omega_u`;
+* :class:`~pyro_ar.likelihoods.Exact` -- the reparameterisation trick with the exact
+  softmax (O(B P Q) per step).
+
+Sessions are ragged: ``items`` is a (U, T) integer tensor padded with -1
+(:func:`pyro_ar.datasets.pad_sessions`); the model opens a ``"sessions"`` plate (dim -2,
+O(B) subsample) and an ``"items"`` plate (dim -1) under ``poutine.mask(items >= 0)``.
+The utilities are lazy (:class:`~pyro_ar.utility.LinearUtility` of batch shape (B, 1)):
+only the observed and the negative items' rows of :math:`\Psi` are gathered, so a step costs
+O(B (T + s) Q) whatever P.
+"""
+
+import math
+from typing import Optional, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import pyro
+import pyro.distributions as dist
+import pyro.poutine as poutine
+
+from ..distributions import AugmentedCategorical, BouchardBound, FastGumbel
+from ..distributions.augmented import INFER_KEY, LocalStep
+from ..likelihoods import Bouchard, DataSubsample
+from ..negatives import get_negative_sampler, sample_without_replacement
+from ..noise import GumbelNoise
+from ..utility import LinearUtility, as_utility
+from .base import CategoricalModel, check_positive_int, take_rows
+
+__all__ = ["CategoricalLatentModel", "SessionEncoder", "LocalPosterior", "LatentGuide", "session_metrics",
+           "conditional_noise_guide"]
+
+
+class SessionEncoder(nn.Module):
+    r"""Amortised :math:`q(\omega_u) = N(\mu_u, \mathrm{diag}\,\sigma_u^2)` and Bouchard's
+    :math:`a_u` from the session's items: the mean of learned item embeddings and
+    :math:`\log(1+T_u)` through an MLP (``hidden_dim`` units), softplus scales.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.models import SessionEncoder
+    >>> enc = SessionEncoder(100, 4, hidden_dim=8)
+    >>> loc, scale, a = enc(torch.tensor([0, 1]), torch.tensor([[3, 5, -1], [7, -1, -1]]))
+    >>> loc.shape, scale.shape, a.shape
+    (torch.Size([2, 4]), torch.Size([2, 4]), torch.Size([2]))
+    """
+
+    def __init__(self, num_items: int, latent_dim: int, hidden_dim: int = 64, sparse: bool = True):
+        super().__init__()
+        self.latent_dim, self.sparse = latent_dim, sparse
+        self.embedding = nn.Parameter(0.1 * torch.randn(num_items, hidden_dim))
+        self.mlp = nn.Sequential(nn.Linear(hidden_dim + 1, hidden_dim), nn.Tanh(),
+                                 nn.Linear(hidden_dim, 2 * latent_dim + 1))
+        with torch.no_grad():  # start near q = N(0, 0.5^2), a = log P
+            last = self.mlp[-1]
+            last.weight.mul_(0.1)
+            last.bias.zero_()
+            last.bias[latent_dim:2 * latent_dim].fill_(math.log(math.expm1(0.5)))
+            last.bias[-1] = math.log(num_items)
+
+    def forward(self, idx: torch.Tensor, items: torch.Tensor):
+        mask = (items >= 0).unsqueeze(-1)
+        e = F.embedding(items.clamp(min=0), self.embedding, sparse=self.sparse)
+        m = mask.to(e.dtype)
+        count = m.sum(-2)
+        h = torch.cat([(e * m).sum(-2) / count.clamp(min=1), count.log1p()], -1)
+        out = self.mlp(h)
+        Q = self.latent_dim
+        return out[..., :Q], F.softplus(out[..., Q:2 * Q]) + 1e-4, out[..., -1]
+
+
+class LocalPosterior(nn.Module):
+    r"""Per-session :math:`(\mu_u, \sigma_u, a_u)` (O(U Q) parameters, gathered by the
+    plate's indices with sparse gradients): the non-amortised posterior, for comparison.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.models import LocalPosterior
+    >>> loc, scale, a = LocalPosterior(10, 3, num_items=50)(torch.tensor([2, 7]), None)
+    >>> loc.shape, float(a[0].detach()) == float(torch.tensor(50.0).log())
+    (torch.Size([2, 3]), True)
+    """
+
+    def __init__(self, num_data: int, latent_dim: int, num_items: int, sparse: bool = True):
+        super().__init__()
+        self.num_data, self.sparse = num_data, sparse
+        self.loc = nn.Parameter(0.01 * torch.randn(num_data, latent_dim))
+        self.raw_scale = nn.Parameter(torch.full((num_data, latent_dim), math.log(math.expm1(0.5))))
+        self.a = nn.Parameter(torch.full((num_data, 1), math.log(num_items)))
+
+    def forward(self, idx: torch.Tensor, items: Optional[torch.Tensor]):
+        if items is not None and int(idx.max()) >= self.num_data:
+            raise ValueError(f"LocalPosterior holds {self.num_data} sessions, got session index {int(idx.max())}")
+        rows = [F.embedding(idx, p, sparse=self.sparse) for p in (self.loc, self.raw_scale, self.a)]
+        return rows[0], F.softplus(rows[1]) + 1e-4, rows[2].squeeze(-1)
+
+
+class _SquaredLinearUtility(LinearUtility):
+    r""":math:`s_{u,p} = \sum_q \Psi_{pq}^2 \sigma^2_{uq}` (the variance of a linear utility
+    under a diagonal Gaussian), lazily: the rows are squared after the gather."""
+
+    def rows(self, index):
+        w, _ = super().rows(index)
+        return w * w, None
+
+    def full(self):
+        return self.x @ (self.weight * self.weight).T
+
+    def expand(self, batch_shape):
+        x = self.x.expand(torch.Size(batch_shape) + self.x.shape[-1:])
+        return _SquaredLinearUtility(x, self.weight, None, self.sparse)
+
+
+def conditional_noise_guide(noise, utility, labels: torch.Tensor, sampler) -> Tuple[object, dict]:
+    r"""``(distribution, infer)`` of the conditional local guide :math:`q(\varepsilon\mid\psi)`
+    of :class:`~pyro_ar.infer.local_guides.ConditionalLocalGuide` for given utilities and
+    labels: :math:`\mathrm{Gumbel}(\log(1+\hat S_y), 1)` for softmax, the Gaussian local fit
+    otherwise, on a class subsample drawn by ``sampler`` independently of the model's.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.models.latent import conditional_noise_guide
+    >>> from pyro_ar.noise import get_noise
+    >>> from pyro_ar.negatives import SharedNegatives
+    >>> q, _ = conditional_noise_guide(get_noise("gumbel"), torch.zeros(2, 1, 10), torch.zeros(2, 3, dtype=torch.long), SharedNegatives(4))
+    >>> q.batch_shape
+    torch.Size([2, 3])
+    """
+    from ..infer.local_fit import gaussian_local
+
+    utility = as_utility(utility)
+    zero = torch.zeros((), dtype=utility.dtype, device=utility.device)
+    factor = AugmentedCategorical(utility, zero, noise, strategy=sampler)
+    if isinstance(noise, GumbelNoise):
+        log_eta = F.softplus(factor.log_sum_exp_negatives(labels))
+        return FastGumbel(log_eta, torch.ones_like(log_eta)), {INFER_KEY: LocalStep(unit_gumbel=True)}
+    d, w = factor.utility_differences(labels)
+    loc, sd = gaussian_local(noise, d, w, 8)
+    return dist.Normal(loc, sd), {}
+
+
+def session_metrics(score_fn, observed: torch.Tensor, heldout: torch.Tensor, k: int = 5,
+                    chunk_size: int = 256) -> dict:
+    r"""Recall@k, TDCG@k and the held-out log-likelihood of held-out sessions.
+
+    ``score_fn(observed_rows) -> (n, P)`` scores items from the observed (padded) items of n
+    sessions; the held-out items :math:`H_u` (distinct, padded ``heldout``) are the targets.
+    With the top-k items :math:`i_1..i_k` of each session (Liang et al. 2018, the seed's
+    reference): :math:`\mathrm{Recall@k} = \sum_r 1[i_r\in H_u]/\min(k, |H_u|)` and the
+    truncated discounted cumulative gain :math:`\mathrm{TDCG@k} = \sum_{r\le k}
+    1[i_r\in H_u]/\log_2(r+1)`, both averaged over sessions; ``log_lik`` is the mean over
+    held-out items of ``log_softmax(scores)`` at the item (the predictive log-probability
+    when the scores are log-probabilities or utilities of a softmax model).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.models.latent import session_metrics
+    >>> scores = lambda obs: torch.arange(10.0).expand(len(obs), 10)     # always ranks 9, 8, 7, ...
+    >>> m = session_metrics(scores, torch.tensor([[0], [1]]), torch.tensor([[9, 2], [3, -1]]), k=2)
+    >>> m["recall"], m["tdcg"]                     # session 1: 1 of 2 found at rank 1; session 2: none
+    (0.25, 0.5)
+    """
+    recall = tdcg = ll = 0.0
+    num_items = 0
+    discount = 1.0 / torch.log2(torch.arange(2, k + 2, dtype=torch.float64))
+    for start in range(0, len(observed), chunk_size):
+        held = heldout[start:start + chunk_size]
+        with torch.no_grad():
+            scores = score_fn(observed[start:start + chunk_size]).double()
+        top = scores.topk(k, -1).indices                                  # (n, k)
+        mask = held >= 0
+        hit = ((top.unsqueeze(-1) == held.unsqueeze(-2)) & mask.unsqueeze(-2)).any(-1).double()
+        distinct = torch.tensor([len(set(r[r >= 0].tolist())) for r in held], dtype=torch.float64)
+        recall += float((hit.sum(-1) / distinct.clamp(max=k)).sum())
+        tdcg += float((hit * discount).sum())
+        logp = scores.log_softmax(-1).gather(-1, held.clamp(min=0))
+        ll += float(logp[mask].sum())
+        num_items += int(mask.sum())
+    n = len(observed)
+    return {"recall": recall / n, "tdcg": tdcg / n, "log_lik": ll / max(num_items, 1)}
+
+
+class CategoricalLatentModel(CategoricalModel):
+    r"""Pyro model of sessions of items with a Gaussian latent per session (module docstring).
+
+    :param int num_items: P, the number of categories.
+    :param int latent_dim: Q.
+    :param likelihood: a :class:`~pyro_ar.likelihoods.Likelihood` or a name (``"ar"``,
+        ``"exact"``, ``"bouchard"``, ...) with ``noise``, ``num_negatives``, ``strategy``,
+        ``proposal`` as in :class:`~pyro_ar.models.base.CategoricalModel`.
+    :param str posterior: ``"amortised"`` (:class:`SessionEncoder`) or ``"local"``
+        (:class:`LocalPosterior`, needs ``num_sessions``).
+    :param str utility: ``"linear"`` (:math:`\Psi\omega+\rho`) or ``"neural"``
+        (:math:`\Psi\,\mathrm{MLP}(\omega)+\rho`, ``hidden_dim`` units).
+    :param str bouchard: ``"analytic"`` (Gaussian utilities, no Monte Carlo; linear only)
+        or ``"sampled"`` (reparameterised :math:`\omega`).
+    :param int hidden_dim: width of the encoder (and of the neural utility).
+    :param init_bias: initial :math:`\rho` (a (P,) tensor, e.g.
+        :func:`~pyro_ar.models.unigram_log_probs` of the item counts) or None for N(0, 0.001^2).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro.infer import SVI
+    >>> from pyro_ar.models import CategoricalLatentModel
+    >>> from pyro_ar.optim import lazy_adam
+    >>> items = torch.randint(0, 500, (100, 6))            # 100 sessions of 6 items, P = 500
+    >>> model = CategoricalLatentModel(500, 4, num_negatives=20, subsample_size=32)
+    >>> svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
+    >>> loss = svi.step(items)                             # O(B (T + s) Q), whatever P
+    >>> model.scores(items[:3]).shape
+    torch.Size([3, 500])
+    """
+
+    input_names = ("items", "items")
+
+    def __init__(self, num_items: int, latent_dim: int = 8, likelihood="ar", *, noise="gumbel",
+                 num_negatives: Optional[int] = None, strategy="shared", proposal=None,
+                 posterior: str = "amortised", num_sessions: Optional[int] = None,
+                 utility: str = "linear", bouchard: str = "analytic", hidden_dim: int = 64,
+                 weights: str = "mle", prior_scale: float = 1.0, subsample_size: Optional[int] = None,
+                 sparse: bool = True, init_scale: float = 0.1, init_bias: Optional[torch.Tensor] = None,
+                 prefix: str = "", site: str = "v"):
+        if likelihood == "bouchard":
+            likelihood = Bouchard("local", get_negative_sampler(strategy, num_negatives, proposal),
+                                  sparse=sparse)
+        if weights == "bayes":
+            raise ValueError("CategoricalLatentModel supports weights='mle' or 'map', got weights='bayes'")
+        super().__init__(num_items, likelihood, noise=noise, num_negatives=num_negatives,
+                         strategy=strategy, proposal=proposal, weights=weights, prior_scale=prior_scale,
+                         subsample_size=subsample_size, sparse=sparse, prefix=prefix, site=site)
+        self.latent_dim = check_positive_int("latent_dim", latent_dim)
+        self.hidden_dim = check_positive_int("hidden_dim", hidden_dim)
+        for name, value, allowed in (("posterior", posterior, ("amortised", "local")),
+                                     ("utility", utility, ("linear", "neural")),
+                                     ("bouchard", bouchard, ("analytic", "sampled"))):
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {name}={value!r}")
+        if posterior == "local":
+            num_sessions = check_positive_int("num_sessions", num_sessions)
+            self.posterior = LocalPosterior(num_sessions, latent_dim, num_items, sparse)
+        else:
+            self.posterior = SessionEncoder(num_items, latent_dim, hidden_dim, sparse)
+        self.posterior_kind, self.utility_kind = posterior, utility
+        self.bouchard = bouchard if utility == "linear" else "sampled"
+        self.feature_map = nn.Sequential(nn.Linear(latent_dim, hidden_dim), nn.Tanh()) \
+            if utility == "neural" else None
+        if init_bias is not None and tuple(init_bias.shape) != (num_items,):
+            raise ValueError(f"init_bias must have shape ({num_items},), got init_bias of shape "
+                             f"{tuple(init_bias.shape)}")
+        self.init_scale, self.init_bias = init_scale, init_bias
+        self.latent_site = prefix + "omega"
+
+    # ---- CategoricalModel hooks ---------------------------------------------------------
+    @property
+    def num_items(self):
+        return self.num_classes
+
+    def parameter_shapes(self):
+        D = self.hidden_dim if self.utility_kind == "neural" else self.latent_dim
+        return {"weight": (self.num_classes, D), "bias": (self.num_classes,)}
+
+    def init_parameter(self, name, shape, like):
+        if name == "bias" and self.init_bias is not None:
+            return self.init_bias.to(dtype=like.dtype, device=like.device).clone()
+        scale = self.init_scale if name == "weight" else 1e-3
+        return scale * torch.randn(shape, dtype=like.dtype, device=like.device)
+
+    def check_inputs(self, items, y=None):
+        if not isinstance(items, torch.Tensor) or items.dim() != 2 or items.is_floating_point() \
+                or items.dtype == torch.bool:
+            raise ValueError(f"items must be a 2-D integer tensor (sessions, items) padded with -1, got "
+                             f"{getattr(items, 'dtype', type(items).__name__)} {tuple(getattr(items, 'shape', ()))}")
+        if items.numel() and (int(items.min()) < -1 or int(items.max()) >= self.num_classes):
+            raise ValueError(f"items must lie in [0, {self.num_classes}) or be -1 (padding), got values in "
+                             f"[{int(items.min())}, {int(items.max())}]")
+
+    def minibatch_utility(self, omega: torch.Tensor, params):
+        """Lazy utilities of latent draws ``omega`` (..., Q): linear in ``omega`` or in its MLP features."""
+        h = omega if self.feature_map is None else self.feature_map(omega)
+        return LinearUtility(h, params["weight"], params["bias"], sparse=self.sparse)
+
+    def create_plates(self, items, y=None, sample_weight=None):
+        """The ``"sessions"`` plate (dim -2) with O(B) subsample indices (as the base class)."""
+        N, B = len(items), self.subsample_size
+        sub = None if B is None or B >= N else sample_without_replacement(N, B, device=items.device)
+        return pyro.plate("sessions", N, subsample=sub, dim=-2)
+
+    def _modules(self):
+        pyro.module(self.prefix + "posterior", self.posterior)
+        if self.feature_map is not None:
+            pyro.module(self.prefix + "feature_map", self.feature_map)
+
+    def posterior_params(self, idx, items) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(mu, sigma, a)`` of the sessions ``idx`` with (padded) items ``items``."""
+        self._modules()
+        return self.posterior(idx, items)
+
+    # ---- the model ------------------------------------------------------------------------
+    def __call__(self, items: torch.Tensor):
+        self.check_inputs(items)
+        self._check_nonempty(items)
+        like = torch.zeros((), device=items.device)
+        params = self.parameters(like)
+        self._modules()
+        N, T = items.shape
+        with self.create_plates(items) as idx:
+            index = None if idx.shape[0] == N else idx
+            v = take_rows(items, index)
+            prior = dist.Normal(like, 1.0).expand([self.latent_dim]).to_event(1)
+            omega = pyro.sample(self.latent_site, prior)
+            with pyro.plate("items", T, dim=-1), poutine.mask(mask=v >= 0):
+                obs = v.clamp(min=0)
+                if isinstance(self.likelihood, Bouchard):
+                    return self._bouchard(idx, v, omega, params, obs)
+                utility = self.minibatch_utility(omega, params)
+                return self.likelihood.sample(self.site, utility, obs, DataSubsample(index, N))
+
+    def _bouchard(self, idx, v, omega, params, obs):
+        """The seed's bound: a_u amortised (or optimal), Gaussian utilities when analytic."""
+        loc, scale, a = self.posterior_params(idx, v)
+        a = None if self.likelihood.a == "optimal" else a.unsqueeze(-1)
+        var = None
+        if self.bouchard == "analytic":
+            utility = self.minibatch_utility(loc.unsqueeze(-2), params)
+            var = _SquaredLinearUtility((scale * scale).unsqueeze(-2), params["weight"], None, self.sparse)
+        else:
+            utility = self.minibatch_utility(omega, params)
+        d = BouchardBound(utility, a=a, strategy=self.likelihood.sampler, utility_var=var)
+        return pyro.sample(self.site, d, obs=obs)
+
+    def default_guide(self, **kwargs):
+        """A :class:`LatentGuide` of this model."""
+        return LatentGuide(self, **kwargs)
+
+    # ---- evaluation ---------------------------------------------------------------------
+    @torch.no_grad()
+    def scores(self, items: torch.Tensor, num_samples: int = 0) -> torch.Tensor:
+        r"""Predictive item utilities (U, P) of new sessions from their observed items: at the
+        posterior mean (``num_samples=0``) or :math:`\log\frac1S\sum_s\mathrm{softmax}(\psi(\omega_s))`
+        over S draws of :math:`q(\omega_u)` (softmax models)."""
+        self.check_inputs(items)
+        if self.posterior_kind == "local" and len(items) != self.posterior.num_data:
+            raise ValueError("posterior='local' holds the training sessions only; it cannot score new sessions")
+        params = self.fitted_parameters()
+        loc, scale, _ = self.posterior(torch.arange(len(items), device=items.device), items)
+        if num_samples == 0:
+            return self.minibatch_utility(loc, params).full()
+        omega = loc + scale * torch.randn((num_samples,) + loc.shape, dtype=loc.dtype)
+        logp = self.minibatch_utility(omega, params).full().log_softmax(-1)
+        return logp.logsumexp(0) - math.log(num_samples)
+
+    def evaluate_sessions(self, observed: torch.Tensor, heldout: torch.Tensor, k: int = 5,
+                          num_samples: int = 0, chunk_size: int = 256) -> dict:
+        """:func:`session_metrics` of :meth:`scores` (``num_samples`` draws of q, 0: its mean)."""
+        return session_metrics(lambda obs: self.scores(obs, num_samples), observed, heldout, k, chunk_size)
+
+    def log_likelihood(self, *args, **kwargs):
+        """Not per datapoint: a session's items share a latent; use :meth:`evaluate_sessions`."""
+        raise NotImplementedError("CategoricalLatentModel: use evaluate_sessions(observed, heldout) "
+                                  "(held-out items of held-out sessions) or scores(items)")
+
+    evaluate = log_likelihood
+
+    def _repr_fields(self):
+        return {"P": self.num_classes, "Q": self.latent_dim, "posterior": repr(self.posterior_kind)}
+
+
+class LatentGuide:
+    r"""Guide of a :class:`CategoricalLatentModel`: :math:`q(\omega_u)` from the model's
+    posterior module (reparameterised), and for A&R the conditional local guide
+    :math:`q(\varepsilon_{u,t}\mid\psi_u)` of every observed item (no per-item state), built
+    from detached utilities at the drawn :math:`\omega_u` (the envelope-theorem gradient of
+    :class:`~pyro_ar.infer.local_guides.ConditionalLocalGuide`).
+
+    :param model: the :class:`CategoricalLatentModel`.
+    :param negatives: sampler of the guide's class subsample (default: the model's).
+
+    Example:
+
+    >>> import torch, pyro.poutine as poutine
+    >>> from pyro_ar.models import CategoricalLatentModel
+    >>> model = CategoricalLatentModel(50, 2, num_negatives=5)
+    >>> tr = poutine.trace(model.default_guide()).get_trace(torch.tensor([[1, 2, -1], [3, -1, -1]]))
+    >>> tr.nodes["omega"]["value"].shape, tr.nodes["v_eps"]["value"].shape
+    (torch.Size([2, 1, 2]), torch.Size([2, 3]))
+    """
+
+    def __init__(self, model: CategoricalLatentModel, negatives="model"):
+        self.model = model
+        self.sampler = model.likelihood.sampler if negatives == "model" else get_negative_sampler(
+            "per_datapoint" if isinstance(negatives, int) else "shared", negatives)
+
+    def __call__(self, items: torch.Tensor):
+        model = self.model
+        N, T = items.shape
+        with model.create_plates(items) as idx:
+            v = take_rows(items, None if idx.shape[0] == N else idx)
+            loc, scale, _ = model.posterior_params(idx, v)
+            q = dist.Normal(loc.unsqueeze(-2), scale.unsqueeze(-2)).to_event(1)
+            omega = pyro.sample(model.latent_site, q)
+            if not model.likelihood.has_local_latent:
+                return omega
+            with pyro.plate("items", T, dim=-1), poutine.mask(mask=v >= 0):
+                with torch.no_grad():
+                    params = model.fitted_parameters(loc)
+                    utility = model.minibatch_utility(omega.detach(), params)
+                    fn, infer = conditional_noise_guide(model.noise, utility, v.clamp(min=0), self.sampler)
+                pyro.sample(model.site + "_eps", fn, infer=infer)
+        return omega
