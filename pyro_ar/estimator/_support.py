@@ -152,12 +152,14 @@ class TrainingPath(NamedTuple):
                 f"{self.strategy} negatives")
 
 
-def choose_path(X, K: int, strategy: str = "auto", rank="auto", batch_size: int = 256,
+def choose_path(num_rows: int, num_features: int, num_classes: int, nnz: Optional[int] = None,
+                strategy: str = "auto", rank="auto", batch_size: int = 256,
                 num_negatives: Optional[int] = 20) -> TrainingPath:
-    r"""The training path for X (N, D) and K classes (the rule ``ARClassifier.fit`` applies).
+    r"""The training path for N x D inputs with ``nnz`` non-zeros (None: a dense array) and
+    K classes: the rule ``ARClassifier.fit`` applies.
 
-    * sparse inputs: X is scipy.sparse with at least :data:`SPARSE_MIN_FEATURES` features and
-      a density of at most :data:`SPARSE_MAX_DENSITY` (a step then costs O(nnz x (1 + s)),
+    * sparse inputs: sparse X with at least :data:`SPARSE_MIN_FEATURES` features and a
+      density of at most :data:`SPARSE_MAX_DENSITY` (a step then costs O(nnz x (1 + s)),
       not O(B (1 + s) D)); otherwise dense rows;
     * ``rank="auto"``: full rank while :math:`16 K D` bytes (W, two Adam moments, the step
       counts) stay below :data:`FULL_RANK_MAX_BYTES`, else :data:`AUTO_RANK` (at most
@@ -169,15 +171,14 @@ def choose_path(X, K: int, strategy: str = "auto", rank="auto", batch_size: int 
 
     Example:
 
-    >>> import scipy.sparse as sp
     >>> from pyro_ar.estimator._support import choose_path
-    >>> X = sp.random(75_000, 27_000, density=10 / 27_000, format="csr", random_state=0)
-    >>> choose_path(X, 27_000).describe()
+    >>> choose_path(75_000, 27_000, 27_000, nnz=750_000).describe()   # the issue's problem
     'sparse inputs, low rank 128, per_datapoint negatives'
+    >>> choose_path(10_000, 27_000, 20).describe()                    # dense and wide
+    'dense inputs, full rank, shared negatives'
     """
-    N, D = X.shape
-    nnz = X.nnz if sp is not None and sp.issparse(X) else N * D
-    sparse_inputs = nnz < N * D and D >= SPARSE_MIN_FEATURES and nnz <= SPARSE_MAX_DENSITY * N * D
+    N, D, K = num_rows, num_features, num_classes
+    sparse_inputs = nnz is not None and D >= SPARSE_MIN_FEATURES and nnz <= SPARSE_MAX_DENSITY * N * D
     if rank == "auto":
         rank = None if 16 * K * D <= FULL_RANK_MAX_BYTES else min(AUTO_RANK, K, D)
     if strategy == "auto":

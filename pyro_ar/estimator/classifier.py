@@ -25,7 +25,7 @@ from ._support import (
 )
 
 try:  # scikit-learn is an optional dependency of pyro_ar (extras "data" / "test")
-    import scipy.sparse as sp  # noqa: F401  (needed: the error below names it)
+    import scipy.sparse as sp
     from sklearn.base import BaseEstimator, ClassifierMixin
     from sklearn.utils import check_random_state
     from sklearn.utils.class_weight import compute_sample_weight
@@ -331,8 +331,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             self.feature_mean_, self.feature_scale_ = fit_scaler(X) if self.standardize else (None, None)
             self.likelihood_ = self._resolve_likelihood(p, K)
             self._predict_seed, self.n_partial_fits_ = None, 0
-            self.training_path_ = choose_path(X, K, p["strategy"], p["rank"], p["batch_size"],
-                                              p["num_negatives"])
+            self.training_path_ = choose_path(N, D, K, X.nnz if sp.issparse(X) else None, p["strategy"],
+                                              p["rank"], p["batch_size"], p["num_negatives"])
         p["strategy"] = self.training_path_.strategy
         X = apply_scaler(X, self.feature_mean_, self.feature_scale_)
         weights = self._sample_weights(y, codes, classes, sample_weight)

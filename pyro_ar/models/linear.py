@@ -154,6 +154,8 @@ class LinearClassifier(CategoricalModel):
 
     def minibatch_utility(self, x, params):
         W, b = params["weight"], params["bias"]
+        if not isinstance(x, torch.Tensor):  # row-indexable inputs (e.g. the estimator's), all rows
+            x = x[torch.arange(len(x))]
         if self.rank is not None:  # h = E^T x, then the lazy output layer
             x = embed_inputs(x, params["embedding"], sparse=self.sparse)
         if self.utility_mode == "dense":
