@@ -266,13 +266,29 @@ class SparseRows:
                                        check_invariants=False).to(device=self.device, dtype=self.dtype)
 
 
-def fit_scaler(X):
+def fit_scaler(X, sparse_inputs: bool = False):
     """Per-feature ``(mean, scale)`` for standardising ``X``: dense -- mean and standard
     deviation; sparse -- no centring (mean 0, the sparsity is kept) and the root mean square.
 
     Each scale is floored at the median of the features' (nonzero) scales, so that a nearly
     constant feature (e.g. a border pixel that is almost always 0) is not blown up into huge
-    values at the few points where it is not; constant features get that floor too."""
+    values at the few points where it is not; constant features get that floor too.
+
+    With ``sparse_inputs`` (the sparse path: bags of words and the like, where most features
+    are rare and per-feature scaling would blow each rare word up) every feature gets one
+    scale, the root mean square row norm, so that rows have unit mean squared norm.
+
+    Example:
+
+    >>> import scipy.sparse as sp
+    >>> from pyro_ar.estimator._support import fit_scaler
+    >>> X = sp.csr_matrix([[3.0, 0.0, 0.0], [0.0, 4.0, 0.0]])
+    >>> fit_scaler(X, sparse_inputs=True)[1].tolist()    # sqrt((9 + 16) / 2)
+    [3.5355339059327378, 3.5355339059327378, 3.5355339059327378]
+    """
+    if sparse_inputs:
+        rms = math.sqrt(X.multiply(X).sum() / max(X.shape[0], 1)) or 1.0
+        return np.zeros(X.shape[1]), np.full(X.shape[1], rms)
     if sp is not None and sp.issparse(X):
         mean = np.zeros(X.shape[1])
         scale = np.sqrt(np.asarray(X.multiply(X).mean(axis=0)).reshape(-1))

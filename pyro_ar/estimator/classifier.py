@@ -95,8 +95,9 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     :param standardize: standardise the features inside the estimator (the fitted scaling
         is applied again at prediction): dense -- centred and divided by their standard
         deviation, floored at the median one; sparse -- divided by their root mean square
-        (no centring, the sparsity is kept). Raw, unscaled features then work with the
-        default step size.
+        (no centring, the sparsity is kept), or, on the sparse path, all by one number, the
+        root mean square row norm (rare features are not blown up). Raw, unscaled features
+        then work with the default step size.
     :param likelihood: ``"auto"`` (default: the exact softmax when the noise is Gumbel and
         ``num_negatives >= K - 1`` -- the class sum would be exact anyway, at the same cost
         per step and without a bound to tighten --, A&R otherwise), ``"ar"`` or
@@ -106,14 +107,13 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         frequencies) or a dict label -> weight; multiplies ``sample_weight``.
     :param warm_start: start ``fit`` from the current weights (when the classes are the
         same; the standardisation of the first fit is kept).
-    :param rank: ``"auto"`` (default: a full-rank W while it and its optimizer state fit
-        comfortably in memory, else the low rank :data:`~pyro_ar.estimator._support.AUTO_RANK`),
-        None (full rank) or r: :math:`W = V E^\top` with O((D + K) r) parameters
-        (:class:`~pyro_ar.models.LinearClassifier`'s ``rank``).
+    :param rank: ``"auto"`` (default: full rank while W and its optimizer state fit in memory
+        comfortably, else low rank), None (full rank) or r: :math:`W = V E^\top`, O((D + K) r)
+        parameters (:class:`~pyro_ar.models.LinearClassifier`'s ``rank``).
 
     The training path -- sparse inputs (utilities from the non-zeros of a scipy.sparse X,
-    cost O(nnz x (1 + s)) per step), the rank and the negatives -- is chosen from the data
-    by :func:`~pyro_ar.estimator._support.choose_path` and kept as ``training_path_``;
+    O(nnz x (1 + s)) per step), the rank and the negatives -- is chosen from the data by
+    :func:`~pyro_ar.estimator._support.choose_path` and kept as ``training_path_``;
     ``verbose=True`` prints it, then the steps per second and the estimated epoch time.
 
     Fitted attributes: ``classes_`` (labels, position = class index), ``n_features_in_``
@@ -328,11 +328,12 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         warm = not first or (self.warm_start and hasattr(self, "param_state_")
                              and np.array_equal(self.classes_, classes))
         if not warm:
-            self.feature_mean_, self.feature_scale_ = fit_scaler(X) if self.standardize else (None, None)
-            self.likelihood_ = self._resolve_likelihood(p, K)
-            self._predict_seed, self.n_partial_fits_ = None, 0
             self.training_path_ = choose_path(N, D, K, X.nnz if sp.issparse(X) else None, p["strategy"],
                                               p["rank"], p["batch_size"], p["num_negatives"])
+            self.feature_mean_, self.feature_scale_ = fit_scaler(
+                X, self.training_path_.sparse_inputs) if self.standardize else (None, None)
+            self.likelihood_ = self._resolve_likelihood(p, K)
+            self._predict_seed, self.n_partial_fits_ = None, 0
         p["strategy"] = self.training_path_.strategy
         X = apply_scaler(X, self.feature_mean_, self.feature_scale_)
         weights = self._sample_weights(y, codes, classes, sample_weight)
@@ -422,8 +423,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         with pyro.get_param_store().scope(init):  # a private param store for this fit
             model, guide, svi = self._svi(p, K, D, y, batch_size)
             if self.verbose:
-                print(f"ARClassifier: {path.describe()}; {steps_per_epoch} steps per epoch",
-                      file=sys.stderr, flush=True)
+                print(f"ARClassifier: {path.describe()}; {steps_per_epoch} steps per epoch", file=sys.stderr)
                 svi = StepRate(svi, steps_per_epoch)
             eval_fn = early = None
             if val_idx is not None:
@@ -483,17 +483,12 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                 draws.append([s[n].double() for n in names])
         return tuple(torch.stack(d) for d in zip(*draws))
 
-    def _fitted_rank(self):
-        """The rank of the fitted W (None: full rank), read from the parameters' shapes."""
-        for name, t in self.param_state_["params"].items():
-            if name.rsplit(".", 1)[-1] == "embedding":
-                return t.shape[-1]
-        return None
-
     def _weights(self, p, K, D):
         """The fitted weights as :meth:`_live_weights` gives them, from ``param_state_``."""
         with pyro.get_param_store().scope(copy_state(self.param_state_, p["device"])):
-            model = self._model(p, K, D, likelihood="exact", rank=self._fitted_rank())
+            rank = next((t.shape[-1] for n, t in self.param_state_["params"].items()  # (from E's shape)
+                         if n.rsplit(".", 1)[-1] == "embedding"), None)
+            model = self._model(p, K, D, likelihood="exact", rank=rank)
             guide = default_guide(model)
             if p["weights"] == "bayes":
                 with torch.no_grad():  # set up the prototype trace on one dummy datapoint
