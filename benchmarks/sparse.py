@@ -9,8 +9,8 @@ Parts (``--part``, default all):
   K = 10^5, A&R with per-datapoint and with shared negatives, and the full-rank sparse path
   (entry-sparse gradients, per-entry lazy Adam) at K = 10^3 (where a full K x D W plus its
   optimizer state fits: 1.6 GB at D = 10^5; at K = 10^5 it would be 160 GB). B = 256,
-  s = 20, ``weights="mle"``. Peak memory of each configuration in its own subprocess
-  (``resource.getrusage``): the peak resident set minus the resident set before the model
+  s = 20, ``weights="mle"``. Peak memory of each configuration in its own subprocess (run
+  first; ``VmHWM``): the peak resident set minus the resident set before the model
   was built, against the bytes of the parameters and the optimizer state, and against the
   B (1 + s) D floats a row-gathering step would hold.
 * ``brown`` -- next-word prediction on the shipped Brown corpus from the bag of the
@@ -66,6 +66,15 @@ def rss_bytes() -> int:
 
 
 def peak_bytes() -> int:
+    """Peak resident set of this process: ``VmHWM`` (``getrusage``'s ru_maxrss survives the
+    fork + exec of a worker, so a worker would report its parent's peak), else ru_maxrss."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
@@ -120,6 +129,9 @@ def run_scaling(quick, out):
     torch.set_num_threads(1)
     cfgs = scaling_configs(quick)
     rounds, block, warm = (3, 4, 3) if quick else (8, 5, 5)
+    mems = [json.loads(subprocess.run(  # each configuration alone, before this process grows
+        [sys.executable, __file__, "--worker", json.dumps(cfg), "--steps", str(warm + 3)],
+        capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]) for cfg in cfgs]
     built = []
     for i, cfg in enumerate(cfgs):
         pyro.set_rng_seed(i)
@@ -136,10 +148,7 @@ def run_scaling(quick, out):
             times[i].append((time.process_time() - t) / block)
     del built
     rows = []
-    for cfg, ts in zip(cfgs, times):
-        mem = json.loads(subprocess.run(
-            [sys.executable, __file__, "--worker", json.dumps(cfg), "--steps", str(warm + 3)],
-            capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1])
+    for cfg, ts, mem in zip(cfgs, times, mems):
         rows.append(dict(cfg, step_ms=1e3 * statistics.median(ts), step_ms_rounds=[1e3 * t for t in ts],
                          peak_minus_start_mb=(mem["peak"] - mem["rss_before"]) / 2**20,
                          data_mb=mem["data_bytes"] / 2**20,
@@ -166,7 +175,7 @@ def brown_data(quick):
     from pyro_ar.datasets import load_brown_bag_of_words
 
     d = load_brown_bag_of_words(window=10, max_train=75_000 if quick else 200_000,
-                                max_test=2_000 if quick else 5_000)
+                                max_test=2_000 if quick else 3_000)
     counts = torch.bincount(d.y_train, minlength=d.num_classes).double() + 1.0
     unigram = float((counts / counts.sum()).log()[d.y_test].mean())
     return d, unigram
@@ -198,7 +207,7 @@ def run_brown(quick, out):
     d, unigram = brown_data(quick)
     x, y = sparse_rows(d.x_train), d.y_train
     methods = brown_methods(d.num_classes, d.num_classes, rank=128)
-    rounds, slice_s = (3, 10.0) if quick else (8, 15.0)
+    rounds, slice_s = (3, 10.0) if quick else (6, 15.0)
     curves = {name: [] for name in methods}
     cpu = {name: 0.0 for name in methods}
     steps = {name: 0 for name in methods}

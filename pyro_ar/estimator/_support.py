@@ -322,7 +322,8 @@ def training_features(X, dtype, device, sparse_inputs: bool = False):
 
 def rows_source(X, K: int, weights, device):
     r"""The :class:`~pyro_ar.evaluation.UtilitySource` of the rows of ``X`` (a dense array,
-    or scipy.sparse: a sparse-dense product per chunk, never densified) in float64:
+    or scipy.sparse: a sparse-dense product per chunk when its density and width are those
+    of the sparse path, see :func:`choose_path`, else densified chunk by chunk) in float64:
     :math:`\psi^{(s)} = X W_s^\top + b_s` for ``weights`` = (W (S, K, D), b (S, K)), or
     :math:`(X E_s) V_s^\top + b_s` for (V (S, K, r), b (S, K), E (S, D, r)) (a rank).
 
@@ -342,6 +343,10 @@ def rows_source(X, K: int, weights, device):
 
     def utilities(ids):
         rows = X[ids.cpu().numpy()]
+        n = rows.shape[0] * rows.shape[1]
+        if sp is not None and sp.issparse(rows) and not (  # sparse enough for choose_path: kept sparse
+                rows.shape[1] >= SPARSE_MIN_FEATURES and rows.nnz <= SPARSE_MAX_DENSITY * n):
+            rows = rows.toarray()
         if sp is not None and sp.issparse(rows):
             coo = rows.tocoo()
             xb = torch.sparse_coo_tensor(np.stack([coo.row, coo.col]), coo.data, coo.shape,
