@@ -285,12 +285,12 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         return "exact" if exact_sum and p["noise"].name == "gumbel" else "ar"
 
     def _model(self, p, K, D, *, num_negatives=None, strategy="per_datapoint", proposal=None,
-               subsample_size=None, likelihood="ar", rank=None):
+               subsample_size=None, likelihood="ar", rank=None, bias_init=None):
         return LinearClassifier(
             D, K, noise=p["noise"], likelihood=likelihood, num_negatives=num_negatives,
             strategy=strategy, proposal=proposal, weights=p["weights"],
             prior_scale=p["prior_scale"], subsample_size=subsample_size,
-            sparse=p["weights"] != "bayes", site=_SITE, rank=rank)
+            sparse=p["weights"] != "bayes", site=_SITE, rank=rank, bias_init=bias_init)
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y, sample_weight=None):
@@ -454,13 +454,15 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
 
     def _svi(self, p, K, D, y, batch_size):
         """The model, its guide and ``SVI`` (lazy Adam; its own step size for local params)."""
-        proposal = None
+        proposal, counts, path = None, torch.bincount(y, minlength=K).double(), self.training_path_
         if p["strategy"] == "importance":  # training class frequencies ^ 0.75 (the authors')
-            proposal = torch.bincount(y, minlength=K).double().clamp(min=1.0) ** 0.75
+            proposal = counts.clamp(min=1.0) ** 0.75
+        log_freq = (counts + 1).log()  # sparse / low-rank paths (large K): b starts at the unigram
+        bias_init = (log_freq - log_freq.mean()).float() if path.sparse_inputs or path.rank else None
         model = self._model(p, K, D, num_negatives=None if p["num_negatives"] is None else
                             min(p["num_negatives"], K - 1), strategy=p["strategy"],
                             proposal=proposal, subsample_size=batch_size, likelihood=self.likelihood_,
-                            rank=self.training_path_.rank)
+                            rank=path.rank, bias_init=bias_init)
         guide = default_guide(model, local_first=True)  # (ignored without a local latent)
         lr, local_lr = p["learning_rate"], p["local_learning_rate"]
         optim = lazy_adam(lambda name: {"lr": local_lr if name.rsplit(".", 1)[-1].startswith(

@@ -58,6 +58,9 @@ class LinearClassifier(CategoricalModel):
         ``noise``, ``num_negatives``, ``strategy`` and ``proposal`` (the string shortcut).
     :param float init_scale: W initialised N(0, init_scale^2) (the authors: 0.1).
     :param float bias_init_scale: b initialised N(0, bias_init_scale^2) (the authors: 0.001).
+    :param bias_init: None, or a (K,) tensor added to that initial b, e.g. the centred log
+        class frequencies (the model then starts at the unigram model; the estimator does
+        so on its sparse and low-rank paths).
     :param str utility: ``"lazy"`` (gathers only the rows asked for, O(B s D) per step) or
         ``"dense"`` (all K utilities of the minibatch, O(B K D)).
     :param bouchard_a: ``"local"`` or ``"optimal"`` (string shortcut ``likelihood="bouchard"``).
@@ -92,7 +95,8 @@ class LinearClassifier(CategoricalModel):
                  weights="mle", prior_scale: float = 1.0, subsample_size: Optional[int] = None,
                  sparse: bool = False, init_scale: float = 0.1, bias_init_scale: float = 1e-3,
                  prefix: str = "", site: str = "y", utility: str = "lazy",
-                 bouchard_a: str = "local", rank: Optional[int] = None):
+                 bouchard_a: str = "local", rank: Optional[int] = None,
+                 bias_init: Optional[torch.Tensor] = None):
         self.num_features = check_positive_int("num_features", num_features)
         self.rank = check_positive_int("rank", rank, allow_none=True)
         if bouchard_a not in ("local", "optimal"):
@@ -108,6 +112,11 @@ class LinearClassifier(CategoricalModel):
             raise ValueError(f"utility must be 'lazy' or 'dense', got utility={utility!r}")
         self.utility_mode = utility
         self.init_scale, self.bias_init_scale = init_scale, bias_init_scale
+        if bias_init is not None and (not isinstance(bias_init, torch.Tensor)
+                                      or bias_init.shape != (self.num_classes,)):
+            raise ValueError(f"bias_init must be a tensor of shape ({self.num_classes},), got "
+                             f"{getattr(bias_init, 'shape', bias_init)!r}")
+        self.bias_init = bias_init
 
     def parameter_shapes(self):
         K, D, r = self.num_classes, self.num_features, self.rank
@@ -119,7 +128,10 @@ class LinearClassifier(CategoricalModel):
         scale = {"weight": self.init_scale, "bias": self.bias_init_scale}.get(name)
         if scale is None:  # the embedding: h = E^T x of order 1 for standardised x
             scale = self.rank ** -0.5
-        return scale * torch.randn(shape, dtype=like.dtype, device=like.device)
+        value = scale * torch.randn(shape, dtype=like.dtype, device=like.device)
+        if name == "bias" and self.bias_init is not None:
+            value += self.bias_init.to(value)
+        return value
 
     def check_inputs(self, x, y):
         if not hasattr(x, "shape") or len(x.shape) != 2 or x.shape[1] != self.num_features:
