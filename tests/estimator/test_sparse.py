@@ -46,7 +46,7 @@ def _sparse_problem(N=600, D=300, K=30, seed=0):
 @pytest.mark.parametrize("rank", ["auto", 6])
 def test_fit_on_sparse_input_takes_the_sparse_path_and_learns(rank, tmp_path):
     X, y = _sparse_problem()
-    clf = ARClassifier(rank=rank, max_epochs=10, min_steps=0, batch_size=64, learning_rate=0.05,
+    clf = ARClassifier(rank=rank, max_epochs=5, min_steps=0, batch_size=64, learning_rate=0.05,
                        random_state=0).fit(X, y)
     assert clf.training_path_ == TrainingPath(True, None if rank == "auto" else 6, "per_datapoint")
     names = set(clf.param_state_["params"])
