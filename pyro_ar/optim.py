@@ -15,6 +15,17 @@ optimizer serves every parameter of a model.
   (here a descent step on the loss), with the decay :math:`\lambda = 0.9` every
   :math:`T = 2000` steps of the optimizer.
 
+Entry-sparse gradients. A gradient that is sparse in *every* dimension of a parameter
+(a COO tensor whose ``sparse_dim()`` equals the parameter's ``dim()`` >= 2, e.g. that of
+:class:`~pyro_ar.utility.LinearUtility` with a sparse input: only the (class, feature)
+entries used) is applied entry by entry: the parameter, its moments and a per-entry step
+count ``entry_step`` (int32, created at the parameter's first such gradient from its per-row
+counts) are viewed flat, each entry a "row" of the same update, so a step costs
+O(entries used) and leaves every other entry -- value and state -- untouched. Memory: the
+optimizer state of such a parameter is three tensors of its shape (Adam: two moments and
+the step counts). Row-sparse and dense gradients of that parameter keep working (their
+rows' entries all step).
+
 Use them in Pyro through :class:`pyro.optim.PyroOptim` (helpers :func:`lazy_adam`,
 :func:`advi_step_size`); per-parameter options (e.g. a separate local step size) come
 from Pyro's callable ``optim_args``.
@@ -40,6 +51,34 @@ def _row_view(t):
     return t.reshape(1) if t.dim() == 0 else t
 
 
+def _is_entry_sparse(p, grad) -> bool:
+    """A gradient sparse in every dimension of a parameter of >= 2 dimensions."""
+    return grad.is_sparse and p.dim() >= 2 and grad.sparse_dim() == p.dim()
+
+
+def _entry_state(p, state):
+    """Switch a parameter's state to per-entry step counts (from its per-row ones)."""
+    if "entry_step" not in state:
+        counts = state.pop("row_step").to(torch.int32)
+        state["entry_step"] = counts.reshape((-1,) + (1,) * (p.dim() - 1)).expand(p.shape).clone()
+
+
+def _flat_view(p, grad, state):
+    """(param, rows, grad rows, state) as flat views: every entry a row (entry mode)."""
+    flat = {k: (v.reshape(-1) if isinstance(v, torch.Tensor) else v) for k, v in state.items()}
+    flat["row_step"] = flat.pop("entry_step")
+    if grad.is_sparse:
+        grad = grad.coalesce()
+        idx, vals = grad.indices(), grad.values()
+        strides = torch.tensor(p.stride()[:grad.sparse_dim()], device=p.device).unsqueeze(-1)
+        starts = (idx * strides).sum(0)  # flat index of each sparse entry (or row) start
+        if grad.sparse_dim() < p.dim():  # row-sparse: every entry of the rows present
+            width = vals[0].numel() if len(vals) else 1
+            starts = (starts.unsqueeze(-1) + torch.arange(width, device=p.device)).reshape(-1)
+        return p.view(-1), starts, vals.reshape(-1), flat
+    return p.view(-1), None, grad.reshape(-1), flat
+
+
 class _LazyOptimizer(Optimizer):
     """Shared row bookkeeping: per-row step counts, dense or sparse gradients."""
 
@@ -50,7 +89,7 @@ class _LazyOptimizer(Optimizer):
         raise NotImplementedError
 
     def load_state_dict(self, state_dict):
-        """Load a :meth:`state_dict`, keeping the per-row step counts ``row_step`` int64.
+        """Load a :meth:`state_dict`, keeping the step counts ``row_step`` int64 (``entry_step`` int32).
 
         ``torch.optim.Optimizer.load_state_dict`` casts every state tensor except ``step``
         to the parameter's dtype; a float ``row_step`` breaks the next sparse step
@@ -60,9 +99,10 @@ class _LazyOptimizer(Optimizer):
         saved_ids = [i for group in state_dict["param_groups"] for i in group["params"]]
         params = [p for group in self.param_groups for p in group["params"]]
         for i, p in zip(saved_ids, params):
-            row_step = state_dict["state"].get(i, {}).get("row_step")
-            if row_step is not None:
-                self.state[p]["row_step"] = row_step.to(device=p.device, dtype=torch.long, copy=True)
+            saved = state_dict["state"].get(i, {})
+            for name, dtype in (("row_step", torch.long), ("entry_step", torch.int32)):
+                if saved.get(name) is not None:
+                    self.state[p][name] = saved[name].to(device=p.device, dtype=dtype, copy=True)
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -92,6 +132,12 @@ class _LazyOptimizer(Optimizer):
                     state["step"] = 0
                     self._init_state(p, state)
                 state["step"] += 1
+                if _is_entry_sparse(p, p.grad):
+                    _entry_state(p, state)
+                if "entry_step" in state:  # entry mode: every entry a row of a flat view
+                    flat_p, rows, g, flat_state = _flat_view(p, p.grad, state)
+                    self._row_update(flat_p, rows, g, flat_state, group)
+                    continue
                 if p.grad.is_sparse:
                     rows, g = _rows_and_values(p.grad)
                 else:
@@ -150,7 +196,7 @@ class LazyAdam(_LazyOptimizer):
         # Sparse: rows are unique (coalesced). index_select / index_copy_ are much faster
         # than advanced indexing (m_all[rows]) for a few rows of a large tensor, and the
         # arithmetic runs in place on the gathered copies (few temporaries of rows x D).
-        t_all.index_add_(0, rows, torch.ones_like(rows))
+        t_all.index_add_(0, rows, torch.ones_like(rows, dtype=t_all.dtype))
         t = t_all.index_select(0, rows).to(g.dtype)
         m = m_all.index_select(0, rows).mul_(b1).add_(g, alpha=1 - b1)
         v = v_all.index_select(0, rows).mul_(b2).addcmul_(g, g, value=1 - b2)
@@ -202,7 +248,7 @@ class ADVIStepSize(_LazyOptimizer):
             t_all += 1
             G, t = G_all, t_all
         else:
-            t_all.index_add_(0, rows, torch.ones_like(rows))
+            t_all.index_add_(0, rows, torch.ones_like(rows, dtype=t_all.dtype))
             G, t = G_all.index_select(0, rows), t_all.index_select(0, rows)
         shape = (-1,) + (1,) * (g.dim() - 1)
         first = (t == 1).reshape(shape)

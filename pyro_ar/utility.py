@@ -11,6 +11,21 @@ subsample of other classes. A :class:`Utility` exposes exactly that:
 :class:`LinearUtility` (:math:`\psi_{nk} = x_n \cdot w_k + b_k`) never materialises the
 B x K matrix unless :meth:`full` is called, and with ``sparse=True`` its gradients with
 respect to ``weight`` and ``bias`` are sparse, touching only the rows gathered.
+
+Sparse inputs. When ``x`` is a torch sparse (COO or CSR) batch with non-zeros
+:math:`(n_e, j_e, v_e)_{e=1..E}`, the utilities are computed from the non-zeros only,
+
+.. math::  \psi_{n k} = b_k + \sum_{e:\, n_e = n} v_e\, W_{k j_e},
+
+by gathering the single entries :math:`W_{k j_e}` for the classes asked of row
+:math:`n_e` (:func:`gather_entries`): O(E m) work for m classes per row (labels and
+per-datapoint or shared negatives alike), never a row of D floats, and with
+``sparse=True`` a gradient of ``weight`` that is sparse in both dimensions (a COO tensor
+of W's shape holding only the (class, feature) entries used), which
+:class:`pyro_ar.optim.LazyAdam` updates entry by entry. :func:`embed_inputs` computes
+:math:`h = x E` from the non-zeros (O(E r), row-sparse gradient of E): the input embedding
+of the low-rank model :math:`W = V E^\top`, whose output layer is a :class:`LinearUtility`
+of h.
 """
 
 from typing import Optional
@@ -20,7 +35,8 @@ import torch.nn.functional as F
 
 from pyro.distributions.util import broadcast_shape
 
-__all__ = ["Utility", "DenseUtility", "LinearUtility", "as_utility", "check_index"]
+__all__ = ["Utility", "DenseUtility", "LinearUtility", "as_utility", "check_index", "gather_entries",
+           "embed_inputs", "is_sparse_tensor"]
 
 
 def check_index(index, num_classes: int, name: str = "index") -> None:
@@ -181,6 +197,97 @@ def _check_same_kind(x, weight, bias):
             )
 
 
+_SPARSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr)
+
+
+def is_sparse_tensor(x) -> bool:
+    """Whether ``x`` is a torch sparse COO or CSR tensor (the sparse inputs of this module).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.utility import is_sparse_tensor
+    >>> is_sparse_tensor(torch.eye(3).to_sparse()), is_sparse_tensor(torch.eye(3))
+    (True, False)
+    """
+    return isinstance(x, torch.Tensor) and x.layout in _SPARSE_LAYOUTS
+
+
+def _nonzeros(x):
+    """(rows, cols, values) of a 2-D sparse COO / CSR tensor, duplicates summed."""
+    if x.layout == torch.sparse_csr:
+        crow = x.crow_indices()
+        rows = torch.repeat_interleave(torch.arange(len(crow) - 1, device=x.device), crow.diff())
+        return rows, x.col_indices(), x.values()
+    x = x.coalesce()
+    return x.indices()[0], x.indices()[1], x.values()
+
+
+class _EntryGather(torch.autograd.Function):
+    """``weight[rows, cols]`` whose gradient is a COO tensor of the entries used."""
+
+    @staticmethod
+    def forward(ctx, weight, rows, cols):
+        ctx.save_for_backward(rows, cols)
+        ctx.shape = weight.shape
+        flat = (rows * weight.shape[1] + cols).reshape(-1)
+        return weight.reshape(-1).index_select(0, flat).reshape(rows.shape)
+
+    @staticmethod
+    def backward(ctx, grad):
+        rows, cols = ctx.saved_tensors
+        index = torch.stack([rows.reshape(-1), cols.reshape(-1)])
+        g = torch.sparse_coo_tensor(index, grad.reshape(-1), ctx.shape, check_invariants=False)
+        return g, None, None
+
+
+def gather_entries(weight: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor,
+                   sparse: bool = True) -> torch.Tensor:
+    """Single entries ``weight[rows, cols]`` of a 2-D tensor (``rows``, ``cols`` of one shape).
+
+    With ``sparse`` the gradient of ``weight`` is a sparse COO tensor of its shape holding
+    only the entries gathered (sparse in both dimensions; duplicates are summed when it is
+    coalesced): a step costs O(entries), not O(rows x D). Otherwise a dense gradient.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.utility import gather_entries
+    >>> W = torch.arange(12.0).reshape(3, 4).requires_grad_()
+    >>> gather_entries(W, torch.tensor([2, 0]), torch.tensor([1, 3])).sum().backward()
+    >>> W.grad.coalesce().indices().tolist()          # (class, feature) pairs
+    [[0, 2], [3, 1]]
+    """
+    if sparse:
+        return _EntryGather.apply(weight, rows, cols)
+    return weight[rows, cols]
+
+
+def embed_inputs(x, embedding: torch.Tensor, sparse: bool = True) -> torch.Tensor:
+    r"""The input embedding :math:`h = x E` of a batch ``x`` (B, D) with ``embedding`` E (D, r).
+
+    For a torch sparse ``x`` (COO or CSR) only the rows of E at the non-zero features are
+    gathered (O(nnz r); with ``sparse`` a row-sparse gradient of E); a dense ``x`` is one
+    matrix product.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.utility import embed_inputs
+    >>> x, E = torch.tensor([[0.0, 2.0, 0.0], [1.0, 0.0, 1.0]]), torch.randn(3, 2)
+    >>> torch.allclose(embed_inputs(x.to_sparse(), E), x @ E)
+    True
+    """
+    if not is_sparse_tensor(x):
+        return x @ embedding
+    if x.dim() != 2 or x.shape[1] != embedding.shape[0]:
+        raise ValueError(f"x must have shape (B, {embedding.shape[0]}) matching the embedding "
+                         f"{tuple(embedding.shape)}, got x.shape={tuple(x.shape)}")
+    rows, cols, vals = _nonzeros(x)
+    e = F.embedding(cols, embedding, sparse=sparse) * vals.unsqueeze(-1)
+    return e.new_zeros((x.shape[0], embedding.shape[1])).index_add(0, rows, e)
+
+
 class LinearUtility(Utility):
     r"""Lazy linear utilities :math:`\psi_{nk} = x_n \cdot w_k + b_k`.
 
@@ -194,6 +301,10 @@ class LinearUtility(Utility):
 
     ``x``, ``weight`` and ``bias`` must share one floating dtype and one device (a
     ``ValueError`` naming the argument otherwise: no silent promotion).
+
+    ``x`` may be a 2-D torch sparse (COO or CSR) batch: the utilities then come from its
+    non-zeros only (see the module docstring), O(nnz(x) m) for m classes per row, and with
+    ``sparse=True`` the gradient of ``weight`` is sparse in classes and features.
 
     Example:
 
@@ -224,10 +335,13 @@ class LinearUtility(Utility):
             raise ValueError(
                 f"bias must have shape (num_classes,)=({weight.shape[0]},), got {tuple(bias.shape)}"
             )
+        if is_sparse_tensor(x) and x.dim() != 2:
+            raise ValueError(f"a sparse x must be 2-D (B, D), got x.shape={tuple(x.shape)}")
         _check_same_kind(x, weight, bias)
         self.x, self.weight, self.bias, self.sparse = x, weight, bias, sparse
         self.num_classes = weight.shape[0]
         self.batch_shape = x.shape[:-1]
+        self._nz = _nonzeros(x) if is_sparse_tensor(x) else None
 
     _reference = "weight"
 
@@ -235,24 +349,54 @@ class LinearUtility(Utility):
         """``(weight[index], bias[index])`` -- sparse-gradient gathers when ``sparse``."""
         if _validating():
             check_index(index, self.num_classes)
-        w = F.embedding(index, self.weight, sparse=self.sparse)
-        b = None
-        if self.bias is not None:
-            flat = index.reshape(-1)
-            b = torch.gather(self.bias, 0, flat, sparse_grad=self.sparse).reshape(index.shape)
-        return w, b
+        return F.embedding(index, self.weight, sparse=self.sparse), self._bias(index)
+
+    def _bias(self, index):
+        """``bias[index]`` (sparse-gradient gather when ``sparse``), or None."""
+        if self.bias is None:
+            return None
+        flat = index.reshape(-1)
+        return torch.gather(self.bias, 0, flat, sparse_grad=self.sparse).reshape(index.shape)
+
+    def _sparse_x_psi(self, index):
+        r"""Utilities of a sparse x at classes ``index`` (B, m), from the non-zeros only:
+        :math:`\psi_{nj} = b_{k} + \sum_{e: n_e = n} v_e W_{k j_e}`, k = index[n, j]."""
+        if _validating():
+            check_index(index, self.num_classes)
+        rows, cols, vals = self._nz
+        classes = index.index_select(0, rows)  # (nnz, m): the classes asked of each non-zero
+        w = gather_entries(self.weight, classes, cols.unsqueeze(-1).expand_as(classes), self.sparse)
+        psi = w.new_zeros(index.shape).index_add(0, rows, w * vals.unsqueeze(-1))
+        b = self._bias(index)
+        return psi if b is None else psi + b
+
+    def _sparse_index(self, index):
+        """A class index broadcast to (B, m) for a sparse x (named error otherwise)."""
+        shape = broadcast_shape(self.batch_shape, index.shape[:-1])
+        if shape != self.batch_shape:
+            raise ValueError(f"with a sparse x of batch shape {tuple(self.batch_shape)} the class "
+                             f"index must broadcast to it, got index.shape={tuple(index.shape)}")
+        return index.expand(shape + index.shape[-1:])
 
     def gather(self, index):
+        if self._nz is not None:
+            return self._sparse_x_psi(self._sparse_index(index))
         w, b = self.rows(index)  # index.shape + (D,)
         psi = (w @ self.x.unsqueeze(-1)).squeeze(-1)  # batched (m, D) @ (D, 1)
         return psi if b is None else psi + b
 
     def gather_shared(self, index):
+        if self._nz is not None:
+            return self._sparse_x_psi(index.expand(self.batch_shape + index.shape))
         w, b = self.rows(index)  # (m, D)
         psi = self.x @ w.T
         return psi if b is None else psi + b
 
     def gather_label_and_shared(self, labels, index):
+        if self._nz is not None:  # one entry gather, one sparse gradient
+            labels = self._sparse_index(labels.unsqueeze(-1))
+            psi = self._sparse_x_psi(torch.cat([labels, index.expand(self.batch_shape + index.shape)], -1))
+            return psi[..., :1], psi[..., 1:]
         n = labels.numel()
         w, b = self.rows(torch.cat([labels.reshape(-1), index]))  # one gather, one sparse grad
         shape = broadcast_shape(self.batch_shape, labels.shape)
@@ -265,16 +409,22 @@ class LinearUtility(Utility):
         return psi_y, psi_neg
 
     def full(self):
-        psi = self.x @ self.weight.T
+        psi = self.x @ self.weight.T  # (a sparse x: torch's sparse-dense product)
         return psi if self.bias is None else psi + self.bias
 
     def expand(self, batch_shape):
+        if self._nz is not None:
+            if torch.Size(batch_shape) != self.batch_shape:
+                raise ValueError(f"a LinearUtility of a sparse x cannot be expanded from "
+                                 f"{tuple(self.batch_shape)} to {tuple(batch_shape)}")
+            return self
         x = self.x.expand(torch.Size(batch_shape) + self.x.shape[-1:])
         return LinearUtility(x, self.weight, self.bias, self.sparse)
 
     def __repr__(self):
         return (f"LinearUtility(batch_shape={tuple(self.batch_shape)}, num_classes="
-                f"{self.num_classes}, D={self.weight.shape[-1]}, sparse={self.sparse})")
+                f"{self.num_classes}, D={self.weight.shape[-1]}, sparse={self.sparse}"
+                f"{', sparse x' if self._nz is not None else ''})")
 
 
 def as_utility(utility) -> Utility:

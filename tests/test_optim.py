@@ -187,3 +187,51 @@ def test_pyro_wrapper_runs_step_hooks_and_releases_grads():
     assert w.grad is None and frozen.grad is None and w.detach().abs().sum() > 0
     assert list(optim.optim_objs) == [w]
     pyro.clear_param_store()
+
+
+# ------------------------------------------------------------------ entry-sparse gradients
+@pytest.mark.parametrize("cls", [LazyAdam, ADVIStepSize])
+def test_entry_sparse_step_touches_only_used_entries_and_equals_the_flat_row_update(cls):
+    """A gradient sparse in classes and features steps exactly its entries (values and
+    state), like the row update of the same parameter seen flat (each entry a row)."""
+    from pyro_ar.utility import gather_entries
+
+    torch.manual_seed(0)
+    K, D = 6, 5
+    W = torch.randn(K, D, dtype=torch.float64, requires_grad=True)
+    flat = W.detach().clone().reshape(-1).requires_grad_()
+    opt, ref = cls([W], lr=0.1), cls([flat], lr=0.1)
+    for _ in range(4):
+        rows, cols, g = torch.randint(K, (5,)), torch.randint(D, (5,)), torch.randn(5, dtype=torch.float64)
+        (gather_entries(W, rows, cols) * g).sum().backward()
+        (torch.gather(flat, 0, rows * D + cols, sparse_grad=True) * g).sum().backward()
+        before = {n: t.clone() for n, t in opt.state[W].items() if torch.is_tensor(t)} if opt.state[W] else {}
+        w_before = W.detach().clone()
+        opt.step(), ref.step()
+        W.grad = flat.grad = None
+        used = torch.zeros(K, D, dtype=torch.bool)
+        used[rows, cols] = True
+        assert torch.equal(W.detach()[~used], w_before[~used])
+        for name, old in before.items():  # untouched entries keep their state
+            assert torch.equal(opt.state[W][name][~used], old[~used]), name
+        assert torch.equal(W.detach().reshape(-1), flat.detach())
+    assert opt.state[W]["entry_step"].dtype == torch.int32
+    assert torch.equal(opt.state[W]["entry_step"].reshape(-1).long(), ref.state[flat]["row_step"])
+    # then a row-sparse gradient of the same parameter: its rows' entries all step
+    torch.nn.functional.embedding(torch.tensor([1, 3]), W, sparse=True).sum().backward()
+    torch.gather(flat, 0, torch.cat([torch.arange(D) + D, torch.arange(D) + 3 * D]), sparse_grad=True).sum().backward()
+    opt.step(), ref.step()
+    assert torch.equal(W.detach().reshape(-1), flat.detach())
+
+
+def test_entry_step_counts_survive_a_state_dict_round_trip():
+    from pyro_ar.utility import gather_entries
+
+    W = torch.zeros(4, 3, requires_grad=True)
+    opt = LazyAdam([W], lr=0.1)
+    gather_entries(W, torch.tensor([1]), torch.tensor([2])).sum().backward()
+    opt.step()
+    copy = LazyAdam([W], lr=0.1)
+    copy.load_state_dict(opt.state_dict())
+    assert copy.state[W]["entry_step"].dtype == torch.int32
+    assert copy.state[W]["entry_step"].sum() == 1

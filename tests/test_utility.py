@@ -120,3 +120,64 @@ def test_linear_utility_refuses_mismatched_dtypes():
         LinearUtility(torch.ones(2, 3, dtype=torch.long), torch.ones(5, 3, dtype=torch.long))
     with pytest.raises(ValueError, match=r"weight must be a tensor"):
         LinearUtility(torch.randn(2, 3), [[1.0, 2.0, 3.0]])
+
+
+# ------------------------------------------------------------------ sparse inputs
+def _sparse_problem(B=5, density=0.4, dtype=torch.float64):
+    x = torch.randn(B, D, dtype=dtype)
+    x[torch.rand(B, D) > density] = 0.0
+    x[0] = 0.0  # an all-zero row: utilities are the biases
+    W = torch.randn(K, D, dtype=dtype, requires_grad=True)
+    b = torch.randn(K, dtype=dtype, requires_grad=True)
+    return x, W, b
+
+
+def _objective(u, labels, shared, per_datapoint):
+    """A non-linear function of every gather, so that the gradients differ per entry."""
+    psi_y, psi_neg = u.gather_label_and_shared(labels, shared)
+    return (psi_y.sin().sum() + psi_neg.pow(2).sum() + u.gather(per_datapoint).exp().sum()
+            + u.gather_shared(shared).cos().sum())
+
+
+@pytest.mark.parametrize("layout", ["coo", "csr"])
+@pytest.mark.parametrize("sparse_grad", [True, False])
+def test_sparse_x_gives_the_dense_utilities_and_gradients(layout, sparse_grad):
+    """A sparse x gives the utilities and gradients of its dense copy (float64, to 1e-10)."""
+    x, W, b = _sparse_problem()
+    xs = x.to_sparse() if layout == "coo" else x.to_sparse_csr()
+    labels, shared, per_dp = torch.randint(K, (5,)), torch.randint(K, (3,)), torch.randint(K, (5, 4))
+    results = []
+    for xx in (x, xs):
+        u = LinearUtility(xx, W, b, sparse=sparse_grad)
+        values = (*u.gather_label_and_shared(labels, shared), u.gather(per_dp), u.gather_shared(shared), u.full())
+        grads = torch.autograd.grad(_objective(u, labels, shared, per_dp), [W, b])
+        results.append([*values, *(g.to_dense() for g in grads)])
+    for dense_value, sparse_value in zip(*results):
+        assert dense_value.shape == sparse_value.shape
+        assert torch.allclose(dense_value, sparse_value, atol=1e-10, rtol=0)
+
+
+def test_sparse_x_gradient_is_sparse_in_classes_and_features():
+    """Only the (class, feature) entries of the gathered classes at non-zero features."""
+    x, W, b = _sparse_problem()
+    u = LinearUtility(x.to_sparse(), W, b, sparse=True)
+    shared = torch.tensor([2, 5])
+    u.gather_shared(shared).sum().backward()
+    g = W.grad.coalesce()
+    assert g.sparse_dim() == 2
+    used_features = set(x.nonzero()[:, 1].tolist())
+    entries = set(map(tuple, g.indices().T.tolist()))
+    assert entries == {(k, j) for k in (2, 5) for j in used_features}
+
+
+def test_sparse_x_errors_are_named():
+    x, W, b = _sparse_problem()
+    with pytest.raises(ValueError, match="sparse x must be 2-D"):
+        LinearUtility(torch.zeros(2, 3, D).to_sparse(), W, b)
+    u = LinearUtility(x.to_sparse(), W, b)
+    with pytest.raises(ValueError, match="index must broadcast"):
+        u.gather(torch.zeros(2, 5, 1, dtype=torch.long))
+    with pytest.raises(ValueError, match="cannot be expanded"):
+        u.expand((2, 5))
+    with pytest.raises(ValueError, match=r"x must have the dtype of weight"):
+        LinearUtility(x.float().to_sparse(), W, b)

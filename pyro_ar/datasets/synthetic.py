@@ -5,7 +5,11 @@ r"""Synthetic problems with known ground truth (seeded, pure torch).
   paper's section 4.1);
 * :func:`make_linear_teacher` -- :math:`y_n = \arg\max_k (x_n\cdot w_k + b_k +
   \varepsilon_{nk})` with Gumbel (softmax), Normal (probit) or Logistic noise, in row chunks
-  so that K can reach 10^6.
+  so that K can reach 10^6;
+* :func:`make_sparse_teacher` -- sparse bag-of-features inputs (controllable D and
+  non-zeros per row, Zipf feature frequencies) labelled by a low-rank teacher
+  :math:`y_n = \arg\max_k (x_n E v_k / \sqrt{m} + b_k + \varepsilon_{nk})` with Zipf class
+  biases :math:`b_k = -a \log(k + 1)`: a learnable problem at any D and K.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from typing import Callable, NamedTuple, Optional, Union
 
 import torch
 
-__all__ = ["ToyData", "TeacherData", "make_toy", "make_linear_teacher"]
+__all__ = ["ToyData", "TeacherData", "SparseTeacherData", "make_toy", "make_linear_teacher",
+           "make_sparse_teacher"]
 
 
 class ToyData(NamedTuple):
@@ -196,3 +201,103 @@ def make_linear_teacher(
         eps.add_(b).addmm_(x[start:stop], W.t())
         y[start:stop] = eps.argmax(-1)
     return TeacherData(x=x, y=y, W=W, b=b)
+
+
+class SparseTeacherData(NamedTuple):
+    """Output of :func:`make_sparse_teacher`: ``x`` (a coalesced torch sparse COO (N, D)
+    matrix), ``y`` (N,), and the teacher: ``embedding`` E (D, r), ``weight`` V (K, r), ``b`` (K,).
+
+    Example:
+
+    >>> from pyro_ar.datasets import make_sparse_teacher
+    >>> data = make_sparse_teacher(6, 50, 20, nnz_per_row=3, rank=2, seed=0)
+    >>> data.x.layout, data.x.shape, data.weight.shape
+    (torch.sparse_coo, torch.Size([6, 50]), torch.Size([20, 2]))
+    """
+
+    x: torch.Tensor
+    y: torch.Tensor
+    embedding: torch.Tensor
+    weight: torch.Tensor
+    b: torch.Tensor
+
+
+def make_sparse_teacher(
+    num_samples: int,
+    num_features: int,
+    num_classes: int,
+    nnz_per_row: int = 10,
+    rank: int = 16,
+    weight_scale: float = 3.0,
+    feature_power: float = 1.0,
+    class_power: float = 1.0,
+    seed: Optional[int] = 0,
+    generator: Optional[torch.Generator] = None,
+    dtype: torch.dtype = torch.float32,
+    max_chunk_elements: int = 1 << 22,
+) -> SparseTeacherData:
+    r"""Sparse inputs labelled by a low-rank softmax teacher (a learnable problem at any D, K).
+
+    * Each row draws ``nnz_per_row`` = m features with replacement from the Zipf law
+      :math:`p_j \propto (j + 1)^{-\text{feature\_power}}` (0: uniform); the value of a
+      feature is its count, so a row has at most m non-zeros (bags of words).
+    * Teacher: E ~ N(0, 1) (D x r), V ~ N(0, weight_scale^2 / r) (K x r),
+      :math:`b_k = -\text{class\_power}\cdot\log(k + 1)` (Zipf class frequencies), and
+      :math:`y_n = \arg\max_k(x_n E v_k/\sqrt{m} + b_k + \varepsilon_{nk})`, Gumbel
+      :math:`\varepsilon`, so :math:`p(y\mid x)` is the softmax of those utilities (their
+      x-dependent part has standard deviation about ``weight_scale``).
+
+    The N x K utilities are computed in row chunks of at most ``max_chunk_elements // K``
+    rows; memory is O(nnz + (D + K) r + chunk).
+
+    Args:
+        num_samples: N.
+        num_features: D.
+        num_classes: K.
+        nnz_per_row: m, feature draws per row.
+        rank: r of the teacher.
+        weight_scale: scale of the x-dependent utilities.
+        feature_power: Zipf exponent of the feature frequencies.
+        class_power: Zipf exponent a of the class biases.
+        seed: seed of a fresh CPU ``torch.Generator`` (ignored when ``generator`` is given).
+        generator: a ``torch.Generator`` to draw from instead.
+        dtype: floating dtype of x and of the teacher.
+        max_chunk_elements: the largest number of utilities held at once.
+
+    Returns:
+        :class:`SparseTeacherData` ``(x, y, embedding, weight, b)``.
+
+    Example:
+
+    >>> from pyro_ar.datasets import make_sparse_teacher
+    >>> data = make_sparse_teacher(1000, 10_000, 500, nnz_per_row=10, seed=0)
+    >>> data.x.shape, data.x._nnz() <= 10 * 1000, int(data.y.max()) < 500
+    (torch.Size([1000, 10000]), True, True)
+    """
+    for name, v, low in (("num_samples", num_samples, 0), ("num_features", num_features, 1),
+                         ("num_classes", num_classes, 1), ("nnz_per_row", nnz_per_row, 1),
+                         ("rank", rank, 1), ("max_chunk_elements", max_chunk_elements, 1)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < low:
+            raise ValueError(f"make_sparse_teacher: {name} must be an integer >= {low}, got {v!r}")
+    if not (feature_power >= 0 and class_power >= 0 and weight_scale >= 0):
+        raise ValueError(f"make_sparse_teacher: feature_power, class_power and weight_scale must be "
+                         f">= 0, got {feature_power!r}, {class_power!r}, {weight_scale!r}")
+    g = _generator(seed, generator)
+    N, D, K, m = num_samples, num_features, num_classes, nnz_per_row
+    p = torch.arange(1, D + 1, dtype=torch.float64).pow(-float(feature_power))
+    cols = torch.multinomial(p, N * m, replacement=True, generator=g) if N else torch.zeros(0, dtype=torch.long)
+    rows = torch.arange(N).repeat_interleave(m)
+    x = torch.sparse_coo_tensor(torch.stack([rows, cols]), torch.ones(N * m, dtype=dtype), (N, D),
+                                check_invariants=False).coalesce()
+    E = torch.randn(D, rank, generator=g, dtype=dtype)
+    V = torch.randn(K, rank, generator=g, dtype=dtype) * (weight_scale / math.sqrt(rank))
+    b = -float(class_power) * torch.arange(1, K + 1, dtype=dtype).log()
+    h = torch.zeros(N, rank, dtype=dtype).index_add_(0, x.indices()[0], E[x.indices()[1]] * x.values()[:, None])
+    h /= math.sqrt(m)
+    y = torch.empty(N, dtype=torch.int64)
+    chunk = max(1, int(max_chunk_elements) // K)
+    for start in range(0, N, chunk):
+        stop = min(start + chunk, N)
+        eps = _sample_noise("gumbel", (stop - start, K), g, dtype)
+        y[start:stop] = eps.add_(b).addmm_(h[start:stop], V.t()).argmax(-1)
+    return SparseTeacherData(x=x, y=y, embedding=E, weight=V, b=b)

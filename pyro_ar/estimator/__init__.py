@@ -57,13 +57,20 @@ class, for every iid noise) and the argmax of the predictive average for ``"baye
 
 Costs and inputs
 ----------------
-A step costs O(``batch_size`` x ``num_negatives`` x D) for ``"mle"``/``"map"`` (sparse
+A step costs O(``batch_size`` x ``num_negatives`` x D) for dense inputs and ``"mle"``/``"map"`` (sparse
 gradients, lazy Adam: only the rows used move), whatever K and N; ``"bayes"`` costs
 O(K D) per step (the Gaussian posterior over all of W), for moderate K. The local
 variational parameters are O(N) training state; they are discarded after ``fit``
 (``param_state_`` keeps the global parameters only).
 
-``X`` may be a dense array or a ``scipy.sparse`` matrix/array. Sparse ``X`` with at most
+``X`` may be a dense array or a ``scipy.sparse`` matrix/array. Sparse ``X`` of the sparse
+path (at most 10% non-zeros and at least 128 features; the rule is
+:func:`~pyro_ar.estimator._support.choose_path`) is never densified: the utilities of a
+minibatch come from its non-zeros, O(nnz x (1 + s)) per step, with gradients (and lazy
+Adam updates) only at the (class, feature) entries used; when a full K x D W and its
+optimizer state would not fit comfortably in memory the model is low rank,
+:math:`W = V E^\top` (``rank=``), and where per-datapoint negatives would gather too much
+per step they are shared (``strategy="auto"``). Other sparse ``X`` with at most
 :data:`DENSIFY_MAX_ELEMENTS` entries (``n_samples * n_features``, 2^24 by default, i.e.
 64 MB in float32) is converted to one dense tensor for training; a larger one stays
 sparse (CSR) and only the rows of each minibatch are densified, so the whole matrix is

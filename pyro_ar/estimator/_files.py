@@ -109,7 +109,8 @@ def _check_loaded_shapes(est, p):
     for t in (est.feature_mean_, est.feature_scale_):
         if t is not None and t.shape != (D,):
             raise ValueError(f"feature scaling of shape {t.shape}, expected ({D},)")
-    W, b = (t[0] for t in est._weights(p, K, D))
-    if W.shape != (K, D) or b.shape != (K,):
-        raise ValueError(f"weights of shapes {tuple(W.shape)} and {tuple(b.shape)}, expected "
+    W, b, *E = (t[0] for t in est._weights(p, K, D))
+    width = D if not E else E[0].shape[-1]  # (a rank: W = V E^T, V (K, r), E (D, r))
+    if W.shape != (K, width) or b.shape != (K,) or (E and E[0].shape != (D, width)):
+        raise ValueError(f"weights of shapes {[tuple(t.shape) for t in (W, b, *E)]}, expected "
                          f"({K}, {D}) and ({K},) for {K} classes and {D} features")

@@ -3,7 +3,10 @@
 import math
 import numbers
 import random
+import sys
+import time
 from contextlib import contextmanager
+from typing import NamedTuple, Optional
 
 import numpy as np
 import torch
@@ -19,9 +22,21 @@ except ImportError:  # pragma: no cover
 #: Sparse training matrices with at most this many entries (rows x features) are
 #: densified once; larger ones are densified minibatch by minibatch.
 DENSIFY_MAX_ELEMENTS = 1 << 24
+#: A full-rank W is kept while its training memory -- W, the two Adam moments and the
+#: per-entry step counts, 16 bytes per entry -- stays below this; above, the low rank W = V E^T.
+FULL_RANK_MAX_BYTES = 1 << 31
+#: The rank chosen when ``rank="auto"`` goes low rank.
+AUTO_RANK = 128
+#: Sparse input takes the sparse path when at most this fraction of its entries are non-zero
+#: (and it has at least ``SPARSE_MIN_FEATURES`` features); denser input is densified.
+SPARSE_MAX_DENSITY = 0.1
+SPARSE_MIN_FEATURES = 128
+#: ``strategy="auto"`` uses per-datapoint negatives unless a step would then gather more than
+#: this many numbers (batch x (1 + s) x the width of a class's gathered weights): shared ones.
+GATHER_MAX_ELEMENTS = 1 << 24
 
 _NOISES = ("gumbel", "normal", "logistic")
-_STRATEGIES = ("per_datapoint", "shared", "importance")
+_STRATEGIES = ("auto", "per_datapoint", "shared", "importance")
 _WEIGHTS = ("mle", "map", "bayes")
 _LIKELIHOODS = ("auto", "ar", "exact")
 _SITE = "y"  # the label site of LinearClassifier; its noise site is "y_eps"
@@ -115,17 +130,124 @@ def plain(v):
     return v.item() if isinstance(v, np.generic) else v
 
 
+class TrainingPath(NamedTuple):
+    """How the estimator trains (chosen by :func:`choose_path`): ``sparse_inputs`` (utilities
+    from the non-zeros of a scipy.sparse X), ``rank`` (None: full-rank W) and ``strategy``
+    (of the negatives).
+
+    Example:
+
+    >>> from pyro_ar.estimator._support import TrainingPath
+    >>> TrainingPath(True, 128, "per_datapoint").describe()
+    'sparse inputs, low rank 128, per_datapoint negatives'
+    """
+
+    sparse_inputs: bool
+    rank: Optional[int]
+    strategy: str
+
+    def describe(self) -> str:
+        return (f"{'sparse' if self.sparse_inputs else 'dense'} inputs, "
+                f"{'full rank' if self.rank is None else f'low rank {self.rank}'}, "
+                f"{self.strategy} negatives")
+
+
+def choose_path(num_rows: int, num_features: int, num_classes: int, nnz: Optional[int] = None,
+                strategy: str = "auto", rank="auto", batch_size: int = 256,
+                num_negatives: Optional[int] = 20) -> TrainingPath:
+    r"""The training path for N x D inputs with ``nnz`` non-zeros (None: a dense array) and
+    K classes: the rule ``ARClassifier.fit`` applies.
+
+    * sparse inputs: sparse X with at least :data:`SPARSE_MIN_FEATURES` features and a
+      density of at most :data:`SPARSE_MAX_DENSITY` (a step then costs O(nnz x (1 + s)),
+      not O(B (1 + s) D)); otherwise dense rows;
+    * ``rank="auto"``: full rank while :math:`16 K D` bytes (W, two Adam moments, the step
+      counts) stay below :data:`FULL_RANK_MAX_BYTES`, else :data:`AUTO_RANK` (at most
+      min(K, D)); an int or None is kept;
+    * ``strategy="auto"``: per-datapoint negatives unless a step would gather
+      :math:`B (1 + s) w` > :data:`GATHER_MAX_ELEMENTS` numbers, w the width of a class's
+      gathered weights (r with a rank, the non-zeros per row on the sparse path, D
+      otherwise): then shared negatives (B + s rows).
+
+    Example:
+
+    >>> from pyro_ar.estimator._support import choose_path
+    >>> choose_path(75_000, 27_000, 27_000, nnz=750_000).describe()   # the issue's problem
+    'sparse inputs, low rank 128, per_datapoint negatives'
+    >>> choose_path(10_000, 27_000, 20).describe()                    # dense and wide
+    'dense inputs, full rank, shared negatives'
+    """
+    N, D, K = num_rows, num_features, num_classes
+    sparse_inputs = nnz is not None and D >= SPARSE_MIN_FEATURES and nnz <= SPARSE_MAX_DENSITY * N * D
+    if rank == "auto":
+        rank = None if 16 * K * D <= FULL_RANK_MAX_BYTES else min(AUTO_RANK, K, D)
+    if strategy == "auto":
+        s = K - 1 if num_negatives is None else min(num_negatives, K - 1)
+        width = rank if rank is not None else (nnz / max(N, 1) if sparse_inputs else D)
+        strategy = "shared" if min(batch_size, N) * (1 + s) * width > GATHER_MAX_ELEMENTS \
+            else "per_datapoint"
+    return TrainingPath(bool(sparse_inputs), rank, strategy)
+
+
+class StepRate:
+    """``svi`` whose first ``report_after`` steps are timed: then prints the steps per second
+    and the estimated epoch time (the estimator's ``verbose``); everything else delegates.
+
+    Example:
+
+    >>> import io
+    >>> from pyro_ar.estimator._support import StepRate
+    >>> class Svi:
+    ...     def step(self):
+    ...         return 0.0
+    >>> out = io.StringIO()
+    >>> svi = StepRate(Svi(), steps_per_epoch=100, report_after=2, file=out)
+    >>> _ = [svi.step() for _ in range(3)]
+    >>> out.getvalue().startswith("ARClassifier: ")
+    True
+    """
+
+    def __init__(self, svi, steps_per_epoch: int, report_after: int = 20, file=None):
+        self.svi, self.steps_per_epoch, self.report_after = svi, steps_per_epoch, report_after
+        self.file, self.count, self.seconds = file, 0, 0.0
+
+    def step(self, *args, **kwargs):
+        start = time.perf_counter()
+        loss = self.svi.step(*args, **kwargs)
+        self.count += 1
+        if self.count > 1:  # (the first step creates the parameters)
+            self.seconds += time.perf_counter() - start
+        if self.count == self.report_after + 1:
+            rate = self.report_after / max(self.seconds, 1e-9)
+            print(f"ARClassifier: {rate:.1f} steps/s, about {self.steps_per_epoch / rate:.1f} s per "
+                  f"epoch of {self.steps_per_epoch} steps", file=self.file or sys.stderr, flush=True)
+        return loss
+
+    def __getattr__(self, name):
+        return getattr(self.svi, name)
+
+
 class SparseRows:
     """A CSR matrix seen by :class:`~pyro_ar.models.LinearClassifier` as an (N, D) tensor.
 
     ``rows[idx]`` densifies only the rows ``idx`` (the data plate's subsample), so a large
-    sparse design matrix is never densified as a whole.
+    sparse design matrix is never densified as a whole; with ``sparse=True`` it returns
+    them as a torch sparse COO batch instead (never densified: the sparse path).
+
+    Example:
+
+    >>> import scipy.sparse as sp, torch
+    >>> from pyro_ar.estimator._support import SparseRows
+    >>> rows = SparseRows(sp.eye(5, format="csr"), torch.float32, "cpu", sparse=True)
+    >>> rows[torch.tensor([3, 0])].to_dense().tolist()[0]
+    [0.0, 0.0, 0.0, 1.0, 0.0]
     """
 
-    def __init__(self, X, dtype, device):
+    def __init__(self, X, dtype, device, sparse: bool = False):
         self.X = X.tocsr()
         self.shape = torch.Size(self.X.shape)
-        self.dtype, self.device = dtype, device
+        self.dtype, self.device, self.sparse = dtype, device, sparse
+        self.layout = torch.sparse_coo if sparse else torch.strided
 
     def dim(self):
         return 2
@@ -135,16 +257,38 @@ class SparseRows:
 
     def __getitem__(self, idx):
         rows = idx.detach().cpu().numpy() if torch.is_tensor(idx) else idx
-        return torch.tensor(self.X[rows].toarray(), dtype=self.dtype, device=self.device)
+        if not self.sparse:
+            return torch.tensor(self.X[rows].toarray(), dtype=self.dtype, device=self.device)
+        batch = self.X[rows]
+        nz = np.stack([np.repeat(np.arange(batch.shape[0]), np.diff(batch.indptr)), batch.indices])
+        return torch.sparse_coo_tensor(torch.as_tensor(nz, dtype=torch.long), torch.as_tensor(batch.data),
+                                       batch.shape, is_coalesced=bool(batch.has_canonical_format),
+                                       check_invariants=False).to(device=self.device, dtype=self.dtype)
 
 
-def fit_scaler(X):
+def fit_scaler(X, sparse_inputs: bool = False):
     """Per-feature ``(mean, scale)`` for standardising ``X``: dense -- mean and standard
     deviation; sparse -- no centring (mean 0, the sparsity is kept) and the root mean square.
 
     Each scale is floored at the median of the features' (nonzero) scales, so that a nearly
     constant feature (e.g. a border pixel that is almost always 0) is not blown up into huge
-    values at the few points where it is not; constant features get that floor too."""
+    values at the few points where it is not; constant features get that floor too.
+
+    With ``sparse_inputs`` (the sparse path: bags of words and the like, where most features
+    are rare and per-feature scaling would blow each rare word up) every feature gets one
+    scale, the root mean square row norm, so that rows have unit mean squared norm.
+
+    Example:
+
+    >>> import scipy.sparse as sp
+    >>> from pyro_ar.estimator._support import fit_scaler
+    >>> X = sp.csr_matrix([[3.0, 0.0, 0.0], [0.0, 4.0, 0.0]])
+    >>> fit_scaler(X, sparse_inputs=True)[1].tolist()    # sqrt((9 + 16) / 2)
+    [3.5355339059327378, 3.5355339059327378, 3.5355339059327378]
+    """
+    if sparse_inputs:
+        rms = math.sqrt(X.multiply(X).sum() / max(X.shape[0], 1)) or 1.0
+        return np.zeros(X.shape[1]), np.full(X.shape[1], rms)
     if sp is not None and sp.issparse(X):
         mean = np.zeros(X.shape[1])
         scale = np.sqrt(np.asarray(X.multiply(X).mean(axis=0)).reshape(-1))
@@ -164,12 +308,54 @@ def apply_scaler(X, mean, scale):
     return ((X - mean) / scale).astype(X.dtype, copy=False)
 
 
-def training_features(X, dtype, device):
+def training_features(X, dtype, device, sparse_inputs: bool = False):
+    """The training features as the model takes them: a tensor, or :class:`SparseRows`
+    (densified minibatch by minibatch, or sparse batches with ``sparse_inputs``)."""
     if sp.issparse(X):
+        if sparse_inputs:
+            return SparseRows(X, dtype, device, sparse=True)
         if X.shape[0] * X.shape[1] > DENSIFY_MAX_ELEMENTS:
             return SparseRows(X, dtype, device)
         X = X.toarray()
     return torch.tensor(np.asarray(X), dtype=dtype, device=device)
+
+
+def rows_source(X, K: int, weights, device):
+    r"""The :class:`~pyro_ar.evaluation.UtilitySource` of the rows of ``X`` (a dense array,
+    or scipy.sparse: a sparse-dense product per chunk when its density and width are those
+    of the sparse path, see :func:`choose_path`, else densified chunk by chunk) in float64:
+    :math:`\psi^{(s)} = X W_s^\top + b_s` for ``weights`` = (W (S, K, D), b (S, K)), or
+    :math:`(X E_s) V_s^\top + b_s` for (V (S, K, r), b (S, K), E (S, D, r)) (a rank).
+
+    Example:
+
+    >>> import numpy as np, scipy.sparse as sp, torch
+    >>> from pyro_ar.estimator._support import rows_source
+    >>> W, b = torch.randn(1, 4, 3, dtype=torch.float64), torch.zeros(1, 4, dtype=torch.float64)
+    >>> X = sp.random(5, 3, density=0.5, format="csr", random_state=0)
+    >>> src = rows_source(X, 4, (W, b), "cpu")
+    >>> torch.allclose(src(torch.arange(5)), torch.as_tensor(X.toarray()) @ W[0].T)
+    True
+    """
+    from ..evaluation import UtilitySource
+
+    W, b, *E = (t.to(device) for t in weights)
+
+    def utilities(ids):
+        rows = X[ids.cpu().numpy()]
+        n = rows.shape[0] * rows.shape[1]
+        if sp is not None and sp.issparse(rows) and not (  # sparse enough for choose_path: kept sparse
+                rows.shape[1] >= SPARSE_MIN_FEATURES and rows.nnz <= SPARSE_MAX_DENSITY * n):
+            rows = rows.toarray()
+        if sp is not None and sp.issparse(rows):
+            coo = rows.tocoo()
+            xb = torch.sparse_coo_tensor(np.stack([coo.row, coo.col]), coo.data, coo.shape,
+                                         dtype=torch.float64, device=device, check_invariants=False)
+        else:
+            xb = torch.as_tensor(np.asarray(rows), dtype=torch.float64, device=device)
+        psi = torch.stack([(xb @ E[0][s] if E else xb) @ W[s].T for s in range(len(W))]) + b.unsqueeze(1)
+        return psi[0] if psi.shape[0] == 1 else psi
+    return UtilitySource(utilities, num_rows=X.shape[0], num_classes=K)
 
 
 def dummy_datapoint(D, device):

@@ -2,6 +2,7 @@
 
 import math
 import numbers
+import sys
 import warnings
 
 import numpy as np
@@ -10,7 +11,7 @@ import torch
 import pyro
 from pyro.infer import SVI
 
-from ..evaluation import UtilitySource, log_likelihood, predict_log_proba, top_k
+from ..evaluation import log_likelihood, predict_log_proba, top_k
 from ..infer import ClosedFormELBO, EarlyStopping, LearningRateDecay, default_guide, train
 from ..models import LinearClassifier
 from ..noise import Noise, get_noise
@@ -18,8 +19,9 @@ from ..optim import lazy_adam
 from ._files import load_estimator, save_estimator
 from ._support import (
     _LIKELIHOODS, _MAX_SEED, _NOISES, _SITE, _STRATEGIES, _WEIGHTS, DENSIFY_MAX_ELEMENTS,
-    apply_scaler, check_choice, check_float, check_int, copy_state, dummy_datapoint,
-    encode_labels, fit_scaler, global_state, label_array, seeded, torch_seeded, training_features,
+    StepRate, apply_scaler, check_choice, check_float, check_int, choose_path, copy_state,
+    dummy_datapoint, encode_labels, fit_scaler, global_state, label_array, rows_source, seeded,
+    torch_seeded, training_features,
 )
 
 try:  # scikit-learn is an optional dependency of pyro_ar (extras "data" / "test")
@@ -54,9 +56,10 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         :class:`pyro_ar.Noise` instance (reparameterised local guide).
     :param num_negatives: classes sampled per likelihood estimate (clipped to K - 1,
         where the estimate is exact); None: all classes.
-    :param strategy: ``"per_datapoint"`` (the paper's), ``"shared"`` (one set per
-        minibatch) or ``"importance"`` (shared draws from the training class
-        frequencies^0.75).
+    :param strategy: ``"auto"`` (default: per-datapoint, or shared where per-datapoint
+        negatives would be memory-bound; see :func:`~pyro_ar.estimator._support.choose_path`),
+        ``"per_datapoint"`` (the paper's), ``"shared"`` (one set per minibatch) or
+        ``"importance"`` (shared draws from the training class frequencies^0.75).
     :param weights: ``"map"`` (default: Gaussian prior, like scikit-learn's L2 penalty with
         ``C = prior_scale**2``), ``"mle"`` or ``"bayes"`` (mean-field Gaussian posterior,
         ``AutoNormal``).
@@ -92,8 +95,9 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     :param standardize: standardise the features inside the estimator (the fitted scaling
         is applied again at prediction): dense -- centred and divided by their standard
         deviation, floored at the median one; sparse -- divided by their root mean square
-        (no centring, the sparsity is kept). Raw, unscaled features then work with the
-        default step size.
+        (no centring, the sparsity is kept), or, on the sparse path, all by one number, the
+        root mean square row norm (rare features are not blown up). Raw, unscaled features
+        then work with the default step size.
     :param likelihood: ``"auto"`` (default: the exact softmax when the noise is Gumbel and
         ``num_negatives >= K - 1`` -- the class sum would be exact anyway, at the same cost
         per step and without a bound to tighten --, A&R otherwise), ``"ar"`` or
@@ -103,6 +107,14 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         frequencies) or a dict label -> weight; multiplies ``sample_weight``.
     :param warm_start: start ``fit`` from the current weights (when the classes are the
         same; the standardisation of the first fit is kept).
+    :param rank: ``"auto"`` (default: full rank while W and its optimizer state fit in memory
+        comfortably, else low rank), None (full rank) or r: :math:`W = V E^\top`, O((D + K) r)
+        parameters (:class:`~pyro_ar.models.LinearClassifier`'s ``rank``).
+
+    The training path -- sparse inputs (utilities from the non-zeros of a scipy.sparse X,
+    O(nnz x (1 + s)) per step), the rank and the negatives -- is chosen from the data by
+    :func:`~pyro_ar.estimator._support.choose_path` and kept as ``training_path_``;
+    ``verbose=True`` prints it, then the steps per second and the estimated epoch time.
 
     Fitted attributes: ``classes_`` (labels, position = class index), ``n_features_in_``
     (and ``feature_names_in_`` for data frames), ``param_state_`` (the Pyro param store
@@ -128,13 +140,13 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     True
     """
 
-    def __init__(self, noise="gumbel", num_negatives=20, strategy="per_datapoint",
+    def __init__(self, noise="gumbel", num_negatives=20, strategy="auto",
                  weights="map", prior_scale=1.0, batch_size=256, max_epochs=20,
                  num_steps=None, learning_rate=0.01, local_learning_rate=0.1,
                  num_posterior_samples=32, early_stopping=False, validation_fraction=0.1,
                  n_iter_no_change=5, tol=1e-4, random_state=None, device="cpu",
                  verbose=False, standardize=True, likelihood="auto", min_steps=2000,
-                 class_weight=None, warm_start=False):
+                 class_weight=None, warm_start=False, rank="auto"):
         self.noise = noise
         self.num_negatives = num_negatives
         self.strategy = strategy
@@ -158,6 +170,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         self.min_steps = min_steps
         self.class_weight = class_weight
         self.warm_start = warm_start
+        self.rank = rank
 
     # ------------------------------------------------------------------ sklearn plumbing
     def __sklearn_tags__(self):
@@ -216,6 +229,10 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             device=self._torch_device(),
             likelihood=check_choice("likelihood", self.likelihood, _LIKELIHOODS),
         )
+        if not (self.rank is None or self.rank == "auto" or isinstance(self.rank, numbers.Integral)
+                and not isinstance(self.rank, bool) and self.rank >= 1):
+            raise ValueError(f"rank must be 'auto', None or an integer >= 1, got {self.rank!r}")
+        p["rank"] = self.rank
         if not (self.class_weight is None or self.class_weight == "balanced"
                 or isinstance(self.class_weight, dict)):
             raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {self.class_weight!r}")
@@ -268,12 +285,12 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         return "exact" if exact_sum and p["noise"].name == "gumbel" else "ar"
 
     def _model(self, p, K, D, *, num_negatives=None, strategy="per_datapoint", proposal=None,
-               subsample_size=None, likelihood="ar"):
+               subsample_size=None, likelihood="ar", rank=None, bias_init=None):
         return LinearClassifier(
             D, K, noise=p["noise"], likelihood=likelihood, num_negatives=num_negatives,
             strategy=strategy, proposal=proposal, weights=p["weights"],
             prior_scale=p["prior_scale"], subsample_size=subsample_size,
-            sparse=p["weights"] != "bayes", site=_SITE)
+            sparse=p["weights"] != "bayes", site=_SITE, rank=rank, bias_init=bias_init)
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y, sample_weight=None):
@@ -311,9 +328,13 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         warm = not first or (self.warm_start and hasattr(self, "param_state_")
                              and np.array_equal(self.classes_, classes))
         if not warm:
-            self.feature_mean_, self.feature_scale_ = fit_scaler(X) if self.standardize else (None, None)
+            self.training_path_ = choose_path(N, D, K, X.nnz if sp.issparse(X) else None, p["strategy"],
+                                              p["rank"], p["batch_size"], p["num_negatives"])
+            self.feature_mean_, self.feature_scale_ = fit_scaler(
+                X, self.training_path_.sparse_inputs) if self.standardize else (None, None)
             self.likelihood_ = self._resolve_likelihood(p, K)
             self._predict_seed, self.n_partial_fits_ = None, 0
+        p["strategy"] = self.training_path_.strategy
         X = apply_scaler(X, self.feature_mean_, self.feature_scale_)
         weights = self._sample_weights(y, codes, classes, sample_weight)
         with seeded(p["seed"] + (self.n_partial_fits_ if partial else 0), p["device"]):
@@ -388,7 +409,9 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         epochs, steps, loss curve, validation scores)."""
         device = p["device"]
         n_train = len(train_idx)
-        x = training_features(X if val_idx is None else X[train_idx], torch.float32, device)
+        path = self.training_path_
+        x = training_features(X if val_idx is None else X[train_idx], torch.float32, device,
+                              path.sparse_inputs)
         y = torch.as_tensor(codes[train_idx], dtype=torch.long, device=device)
         data = (x, y) if weights is None else \
             (x, y, torch.as_tensor(weights[train_idx], dtype=torch.float32, device=device))
@@ -399,6 +422,9 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             t.requires_grad_(True)  # as pyro.param leaves the tensors it creates
         with pyro.get_param_store().scope(init):  # a private param store for this fit
             model, guide, svi = self._svi(p, K, D, y, batch_size)
+            if self.verbose:
+                print(f"ARClassifier: {path.describe()}; {steps_per_epoch} steps per epoch", file=sys.stderr)
+                svi = StepRate(svi, steps_per_epoch)
             eval_fn = early = None
             if val_idx is not None:
                 X_val = X[val_idx]
@@ -428,12 +454,15 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
 
     def _svi(self, p, K, D, y, batch_size):
         """The model, its guide and ``SVI`` (lazy Adam; its own step size for local params)."""
-        proposal = None
+        proposal, counts, path = None, torch.bincount(y, minlength=K).double(), self.training_path_
         if p["strategy"] == "importance":  # training class frequencies ^ 0.75 (the authors')
-            proposal = torch.bincount(y, minlength=K).double().clamp(min=1.0) ** 0.75
+            proposal = counts.clamp(min=1.0) ** 0.75
+        log_freq = (counts + 1).log()  # sparse / low-rank paths (large K): b starts at the unigram
+        bias_init = (log_freq - log_freq.mean()).float() if path.sparse_inputs or path.rank else None
         model = self._model(p, K, D, num_negatives=None if p["num_negatives"] is None else
                             min(p["num_negatives"], K - 1), strategy=p["strategy"],
-                            proposal=proposal, subsample_size=batch_size, likelihood=self.likelihood_)
+                            proposal=proposal, subsample_size=batch_size, likelihood=self.likelihood_,
+                            rank=path.rank, bias_init=bias_init)
         guide = default_guide(model, local_first=True)  # (ignored without a local latent)
         lr, local_lr = p["learning_rate"], p["local_learning_rate"]
         optim = lazy_adam(lambda name: {"lr": local_lr if name.rsplit(".", 1)[-1].startswith(
@@ -443,21 +472,25 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------ prediction core
     def _live_weights(self, p, model, guide, seed):
         """(W (S, K, D), b (S, K)) in float64 from the live param store: the point weights
-        (S = 1) or ``num_posterior_samples`` draws of q(W, b) under ``seed``."""
+        (S = 1) or ``num_posterior_samples`` draws of q(W, b) under ``seed``; with a rank,
+        (V (S, K, r), b (S, K), E (S, D, r)) (W = V E^T is never formed)."""
+        names = list(model.parameter_shapes())
         if p["weights"] != "bayes":
             fitted = model.fitted_parameters()
-            return fitted["weight"].double()[None], fitted["bias"].double()[None]
+            return tuple(fitted[n].double()[None] for n in names)
         draws, dummy = [], dummy_datapoint(model.num_features, p["device"])
         with torch.no_grad(), torch_seeded(seed, p["device"]):
             for _ in range(p["num_posterior_samples"]):
                 s = guide[0](*dummy)  # the AutoNormal part: q(W, b)
-                draws.append((s["weight"].double(), s["bias"].double()))
-        return torch.stack([w for w, _ in draws]), torch.stack([b for _, b in draws])
+                draws.append([s[n].double() for n in names])
+        return tuple(torch.stack(d) for d in zip(*draws))
 
     def _weights(self, p, K, D):
         """The fitted weights as :meth:`_live_weights` gives them, from ``param_state_``."""
         with pyro.get_param_store().scope(copy_state(self.param_state_, p["device"])):
-            model = self._model(p, K, D, likelihood="exact")
+            rank = next((t.shape[-1] for n, t in self.param_state_["params"].items()  # (from E's shape)
+                         if n.rsplit(".", 1)[-1] == "embedding"), None)
+            model = self._model(p, K, D, likelihood="exact", rank=rank)
             guide = default_guide(model)
             if p["weights"] == "bayes":
                 with torch.no_grad():  # set up the prototype trace on one dummy datapoint
@@ -466,17 +499,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
 
     @staticmethod
     def _source(X, p, K, weights):
-        r"""The :class:`~pyro_ar.evaluation.UtilitySource` of the rows of ``X`` (dense or
-        sparse, densified chunk by chunk): :math:`\psi^{(s)} = X W_s^\top + b_s` in float64."""
-        W, b = (t.to(p["device"]) for t in weights)
-
-        def utilities(ids):
-            rows = X[ids.cpu().numpy()]
-            rows = rows.toarray() if sp.issparse(rows) else np.asarray(rows)
-            xb = torch.as_tensor(rows, dtype=torch.float64, device=p["device"])
-            psi = torch.einsum("nd,skd->snk", xb, W) + b.unsqueeze(1)
-            return psi[0] if psi.shape[0] == 1 else psi
-        return UtilitySource(utilities, num_rows=X.shape[0], num_classes=K)
+        """The utilities of the rows of ``X`` under ``weights`` (:func:`rows_source`)."""
+        return rows_source(X, K, weights, p["device"])
 
     def _prepare(self, X):
         check_is_fitted(self)

@@ -8,6 +8,24 @@ variables for an AutoGuide (``"bayes"``, O(K D) per step; for large K use
 (:class:`~pyro_ar.utility.LinearUtility`: only the rows of W the likelihood asks for are
 gathered, with sparse gradients when ``sparse=True``) or dense (one matrix product, the
 cheaper choice when K is small).
+
+Sparse inputs: ``x`` may be a torch sparse (COO) matrix (or any row-indexable object whose
+rows are torch sparse batches, such as the estimator's): the utilities of a minibatch then
+come from its non-zeros only, O(nnz(x_batch) x (1 + s)) per step, and with ``sparse=True``
+the gradient of W is sparse in classes *and* features
+(:func:`~pyro_ar.utility.gather_entries`, updated entry by entry by
+:class:`~pyro_ar.optim.LazyAdam`).
+
+Low rank (``rank=r``): :math:`W = V E^\top` with an input embedding E (D x r, parameter
+``"embedding"``) and output weights V (K x r, parameter ``"weight"``),
+
+.. math::  \psi_n = V (E^\top x_n) + b,
+
+O((D + K) r) parameters instead of O(K D); a step gathers the rows of E at the minibatch's
+non-zero features (:func:`~pyro_ar.utility.embed_inputs`) and the rows of V the likelihood
+asks for, so only those rows (and their optimizer state) change. With ``weights="map"``
+E gets the same Gaussian prior, estimated on a uniform subsample of its D rows,
+:math:`(D/|F|)\sum_{j\in F}\log N(e_j; 0, s^2 I)`.
 """
 
 from typing import Optional
@@ -16,10 +34,18 @@ import torch
 
 from ..likelihoods import Bouchard
 from ..negatives import get_negative_sampler
-from ..utility import DenseUtility, LinearUtility
+import pyro.distributions as dist
+
+from ..negatives import sample_without_replacement
+from ..utility import DenseUtility, LinearUtility, embed_inputs, gather_entries, is_sparse_tensor
 from .base import CategoricalModel, check_positive_int
 
 __all__ = ["LinearClassifier"]
+
+
+def _sparse_layout(x) -> bool:
+    """Whether x is a torch sparse matrix or rows whose batches are (the estimator's)."""
+    return getattr(x, "layout", None) in (torch.sparse_coo, torch.sparse_csr)
 
 
 class LinearClassifier(CategoricalModel):
@@ -32,9 +58,14 @@ class LinearClassifier(CategoricalModel):
         ``noise``, ``num_negatives``, ``strategy`` and ``proposal`` (the string shortcut).
     :param float init_scale: W initialised N(0, init_scale^2) (the authors: 0.1).
     :param float bias_init_scale: b initialised N(0, bias_init_scale^2) (the authors: 0.001).
+    :param bias_init: None, or a (K,) tensor added to that initial b, e.g. the centred log
+        class frequencies (the model then starts at the unigram model; the estimator does
+        so on its sparse and low-rank paths).
     :param str utility: ``"lazy"`` (gathers only the rows asked for, O(B s D) per step) or
         ``"dense"`` (all K utilities of the minibatch, O(B K D)).
     :param bouchard_a: ``"local"`` or ``"optimal"`` (string shortcut ``likelihood="bouchard"``).
+    :param rank: None (a full K x D weight matrix) or r: the low-rank model
+        :math:`W = V E^\top` (see the module docstring), O((D + K) r) parameters.
 
     The remaining arguments (``weights``, ``prior_scale``, ``subsample_size``, ``sparse``,
     ``prefix``, ``site``) are those of :class:`~pyro_ar.models.base.CategoricalModel`.
@@ -54,6 +85,9 @@ class LinearClassifier(CategoricalModel):
     >>> losses = [svi.step(data.x, data.y) for _ in range(10)]
     >>> model.utility(data.x[:3]).full().shape
     torch.Size([3, 500])
+    >>> low = LinearClassifier(8, 500, rank=4)            # W = V E^T: (8 + 500) x 4 numbers
+    >>> low.parameter_shapes()
+    {'weight': (500, 4), 'bias': (500,), 'embedding': (8, 4)}
     """
 
     def __init__(self, num_features: int, num_classes: int, noise="gumbel", likelihood="ar",
@@ -61,8 +95,10 @@ class LinearClassifier(CategoricalModel):
                  weights="mle", prior_scale: float = 1.0, subsample_size: Optional[int] = None,
                  sparse: bool = False, init_scale: float = 0.1, bias_init_scale: float = 1e-3,
                  prefix: str = "", site: str = "y", utility: str = "lazy",
-                 bouchard_a: str = "local"):
+                 bouchard_a: str = "local", rank: Optional[int] = None,
+                 bias_init: Optional[torch.Tensor] = None):
         self.num_features = check_positive_int("num_features", num_features)
+        self.rank = check_positive_int("rank", rank, allow_none=True)
         if bouchard_a not in ("local", "optimal"):
             raise ValueError(f"bouchard_a must be 'local' or 'optimal', got bouchard_a={bouchard_a!r}")
         if likelihood == "bouchard":  # the string shortcut's extra options
@@ -76,38 +112,89 @@ class LinearClassifier(CategoricalModel):
             raise ValueError(f"utility must be 'lazy' or 'dense', got utility={utility!r}")
         self.utility_mode = utility
         self.init_scale, self.bias_init_scale = init_scale, bias_init_scale
+        if bias_init is not None and (not isinstance(bias_init, torch.Tensor)
+                                      or bias_init.shape != (self.num_classes,)):
+            raise ValueError(f"bias_init must be a tensor of shape ({self.num_classes},), got "
+                             f"{getattr(bias_init, 'shape', bias_init)!r}")
+        self.bias_init = bias_init
 
     def parameter_shapes(self):
-        K, D = self.num_classes, self.num_features
-        return {"weight": (K, D), "bias": (K,)}
+        K, D, r = self.num_classes, self.num_features, self.rank
+        if r is None:
+            return {"weight": (K, D), "bias": (K,)}
+        return {"weight": (K, r), "bias": (K,), "embedding": (D, r)}
 
     def init_parameter(self, name, shape, like):
-        scale = self.init_scale if name == "weight" else self.bias_init_scale
-        return scale * torch.randn(shape, dtype=like.dtype, device=like.device)
+        scale = {"weight": self.init_scale, "bias": self.bias_init_scale}.get(name)
+        if scale is None:  # the embedding: h = E^T x of order 1 for standardised x
+            scale = self.rank ** -0.5
+        value = scale * torch.randn(shape, dtype=like.dtype, device=like.device)
+        if name == "bias" and self.bias_init is not None:
+            value += self.bias_init.to(value)
+        return value
 
     def check_inputs(self, x, y):
-        if x.dim() != 2 or x.shape[1] != self.num_features:
-            raise ValueError(f"x must have shape (N, {self.num_features}), got x of shape {tuple(x.shape)}")
+        if not hasattr(x, "shape") or len(x.shape) != 2 or x.shape[1] != self.num_features:
+            raise ValueError(f"x must have shape (N, {self.num_features}) (a tensor, a torch sparse "
+                             f"matrix or sparse rows), got x of shape {tuple(getattr(x, 'shape', ()))}")
         if y is not None and tuple(y.shape) != (x.shape[0],):
             raise ValueError(f"y must have shape ({x.shape[0]},), got y of shape {tuple(y.shape)}")
+        # full rank with sparse inputs: W's gradients are entry-sparse, so the prior's row
+        # gathers must be too (torch cannot add row- and entry-sparse gradients)
+        self._entry_grads = self.rank is None and self.sparse and _sparse_layout(x)
+
+    def _gather_rows(self, p, rows):
+        if p.dim() == 2 and getattr(self, "_entry_grads", False):
+            cols = torch.arange(p.shape[1], device=p.device)
+            return gather_entries(p, rows.unsqueeze(-1).expand(-1, p.shape[1]), cols.expand(len(rows), -1))
+        return super()._gather_rows(p, rows)
+
+    def log_prior_estimate(self, params):
+        r"""The base class's class-subsampled estimate for W (or V) and b, plus, with a rank,
+        :math:`(D/|F|)\sum_{j\in F}\log N(e_j; 0, s^2 I)` on a uniform subsample F of E's rows."""
+        if self.rank is None:
+            return super().log_prior_estimate(params)
+        E = params["embedding"]
+        total = super().log_prior_estimate({n: p for n, p in params.items() if n != "embedding"})
+        D = self.num_features
+        F = min(D, self.num_prior_classes or self.num_negatives or D)
+        prior = dist.Normal(E.new_zeros(()), self.prior_scale)
+        if F >= D:
+            return total + prior.log_prob(E).sum()
+        rows = sample_without_replacement(D, F, device=E.device)
+        return total + (D / F) * prior.log_prob(self._gather_rows(E, rows)).sum()
 
     def minibatch_utility(self, x, params):
         W, b = params["weight"], params["bias"]
+        if not isinstance(x, torch.Tensor):  # row-indexable inputs (e.g. the estimator's), all rows
+            x = x[torch.arange(len(x))]
+        if self.rank is not None:  # h = E^T x, then the lazy output layer
+            x = embed_inputs(x, params["embedding"], sparse=self.sparse)
         if self.utility_mode == "dense":
-            return DenseUtility(torch.nn.functional.linear(x, W, b))
+            psi = x @ W.T + b if is_sparse_tensor(x) else torch.nn.functional.linear(x, W, b)
+            return DenseUtility(psi)
         return LinearUtility(x, W, b, sparse=self.sparse)
 
     def weight_and_bias(self, like: torch.Tensor):
-        """``(W, b)`` as the model sees them (params, or prior samples for ``"bayes"``)."""
+        r"""``(W, b)`` as the model sees them (params, or prior samples for ``"bayes"``;
+        with a rank, W is the product :math:`V E^\top`, K x D)."""
         params = self.parameters(like)
-        return params["weight"], params["bias"]
+        W = params["weight"] if self.rank is None else params["weight"] @ params["embedding"].T
+        return W, params["bias"]
 
-    def utility(self, x, weight=None, bias=None):
+    def utility(self, x, weight=None, bias=None, embedding=None):
         """Lazy utilities of new data under the fitted (or given) weights (for evaluation)."""
-        fitted = {} if weight is not None and bias is not None else self.fitted_parameters()
-        W = fitted["weight"] if weight is None else weight
-        b = fitted["bias"] if bias is None else bias
-        return LinearUtility(x, W.detach(), b.detach())
+        given = weight is not None and bias is not None and (self.rank is None or embedding is not None)
+        fitted = {} if given else self.fitted_parameters()
+        params = {"weight": fitted["weight"] if weight is None else weight,
+                  "bias": fitted["bias"] if bias is None else bias}
+        if self.rank is not None:
+            params["embedding"] = fitted["embedding"] if embedding is None else embedding
+        params = {n: p.detach() for n, p in params.items()}
+        if self.rank is not None:
+            return LinearUtility(embed_inputs(x, params["embedding"], False), params["weight"], params["bias"])
+        return LinearUtility(x, params["weight"], params["bias"])
 
     def _repr_fields(self):
-        return {"D": self.num_features, "K": self.num_classes}
+        fields = {"D": self.num_features, "K": self.num_classes}
+        return fields if self.rank is None else {**fields, "rank": self.rank}

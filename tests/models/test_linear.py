@@ -286,3 +286,48 @@ def test_zero_row_inputs_are_named():
         svi.step(torch.zeros(0, 3), torch.zeros(0, dtype=torch.long))
     with pytest.raises(ValueError, match=r"x has 0 rows"):
         model.log_likelihood(torch.zeros(0, 3), torch.zeros(0, dtype=torch.long))
+
+
+# ------------------------------------------------------------------ sparse inputs, low rank
+def _sparse_data(N=40, D=30, K=25, nnz=3, seed=0):
+    data = ar.datasets.make_sparse_teacher(N, D, K, nnz_per_row=nnz, rank=2, seed=seed)
+    return data.x, data.y
+
+
+def _one_step(model, x, y):
+    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.1}), model.default_elbo())
+    svi.step(x, y)  # creates the parameters (and moves them)
+    before = {n: pyro.param(n).detach().clone() for n in model.parameter_shapes()}
+    svi.step(x, y)
+    return {n: pyro.param(n).detach() != before[n] for n in before}
+
+
+def test_sparse_x_step_changes_only_entries_of_batch_features():
+    """Full rank, sparse x: a step moves only W's entries at the minibatch's non-zero
+    features (and, per row, at most the classes gathered: labels + negatives)."""
+    x, y = _sparse_data()
+    model = LinearClassifier(30, 25, likelihood="ar", num_negatives=3, strategy="shared", sparse=True)
+    changed = _one_step(model, x, y)["weight"]
+    features = torch.zeros(30, dtype=torch.bool)
+    features[x.coalesce().indices()[1]] = True
+    assert changed.any() and not changed[:, ~features].any()
+    assert changed.any(-1).sum() <= len(set(y.tolist())) + 3
+
+
+def test_low_rank_shapes_parameter_counts_and_touched_rows():
+    N, D, K, r = 40, 30, 25, 4
+    x, y = _sparse_data(N, D, K)
+    model = LinearClassifier(D, K, rank=r, num_negatives=3, strategy="shared", sparse=True,
+                             subsample_size=8)
+    shapes = model.parameter_shapes()
+    assert shapes == {"weight": (K, r), "bias": (K,), "embedding": (D, r)}
+    assert sum(math.prod(s) for s in shapes.values()) == (D + K) * r + K
+    changed = _one_step(model, x, y)
+    assert changed["embedding"].any(-1).sum() <= 8 * 3  # rows of the batch's features only
+    assert changed["weight"].any(-1).sum() <= 8 + 3     # labels + shared negatives
+    W, b = model.weight_and_bias(torch.zeros(()))
+    assert W.shape == (K, D)
+    u = model.utility(x[:5] if not x.is_sparse else x.index_select(0, torch.arange(5)))
+    assert torch.allclose(u.full(), x.to_dense()[:5] @ W.detach().T + b.detach(), atol=1e-5)
+    with pytest.raises(ValueError, match="rank must be"):
+        LinearClassifier(D, K, rank=0)

@@ -1,0 +1,96 @@
+"""ARClassifier on scipy.sparse input: the path choice (sparse inputs, rank, negatives),
+training and prediction on the sparse / low-rank path, save / load, verbose, bad input."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from pyro_ar import ARClassifier
+from pyro_ar.datasets import make_sparse_teacher, to_scipy_csr
+from pyro_ar.estimator import _support
+from pyro_ar.estimator._support import TrainingPath, choose_path
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors: threads only add contention
+
+
+@pytest.mark.parametrize("N,D,nnz_row,K,kw,expected", [
+    # sparse, small W: sparse inputs, full rank, per-datapoint negatives
+    (75_000, 27_000, 10, 500, {}, TrainingPath(True, None, "per_datapoint")),
+    # the issue's problem: 16 K D bytes = 11.7 GB > 2 GiB -> low rank
+    (75_000, 27_000, 10, 27_000, {}, TrainingPath(True, 128, "per_datapoint")),
+    # dense, wide: per-datapoint rows would gather 256 x 21 x 27,000 numbers -> shared
+    (10_000, 27_000, None, 20, {}, TrainingPath(False, None, "shared")),
+    # dense and small: today's path
+    (1_000, 50, None, 10, {}, TrainingPath(False, None, "per_datapoint")),
+    # sparse but dense enough (half the entries): densified
+    (1_000, 500, 250, 10, {}, TrainingPath(False, None, "per_datapoint")),
+    # sparse with few features: densified
+    (1_000, 64, 1, 10, {}, TrainingPath(False, None, "per_datapoint")),
+    # explicit choices are kept
+    (75_000, 27_000, 10, 27_000, dict(rank=None, strategy="importance"), TrainingPath(True, None, "importance")),
+    (1_000, 50, None, 10, dict(rank=3), TrainingPath(False, 3, "per_datapoint")),
+    # a rank larger than min(K, D) is not chosen automatically
+    (1_000, 100, None, 50_000_000, {}, TrainingPath(False, 100, "per_datapoint")),
+])
+def test_choose_path_rule(N, D, nnz_row, K, kw, expected):
+    nnz = None if nnz_row is None else N * nnz_row
+    assert choose_path(N, D, K, nnz, **kw) == expected
+
+
+def _sparse_problem(N=600, D=300, K=30, seed=0):
+    data = make_sparse_teacher(N, D, K, nnz_per_row=5, rank=4, feature_power=0.5, class_power=0.5, seed=seed)
+    return to_scipy_csr(data.x), data.y.numpy()
+
+
+@pytest.mark.parametrize("rank", ["auto", 6])
+def test_fit_on_sparse_input_takes_the_sparse_path_and_learns(rank, tmp_path):
+    X, y = _sparse_problem()
+    clf = ARClassifier(rank=rank, max_epochs=5, min_steps=0, batch_size=64, learning_rate=0.05,
+                       random_state=0).fit(X, y)
+    assert clf.training_path_ == TrainingPath(True, None if rank == "auto" else 6, "per_datapoint")
+    names = set(clf.param_state_["params"])
+    assert ("embedding" in names) == (rank != "auto")
+    K = len(clf.classes_)
+    counts = np.bincount(np.searchsorted(clf.classes_, y), minlength=K) + 1.0
+    unigram = float(np.log(counts / counts.sum())[np.searchsorted(clf.classes_, y)].mean())
+    assert clf.log_likelihood(X, y) > unigram + 0.1  # learnt something beyond the frequencies
+    proba = clf.predict_proba(X[:7])
+    assert proba.shape == (7, K) and np.allclose(proba.sum(1), 1.0)
+    assert np.allclose(proba, clf.predict_proba(X[:7].toarray()), rtol=0, atol=1e-12)  # dense alike
+    path = tmp_path / "m.pt"
+    clf.save(path)
+    assert np.array_equal(ARClassifier.load(path).predict_proba(X[:7]), proba)
+
+
+def test_low_rank_memory_rule_switches_the_estimator(monkeypatch):
+    """With the memory limit lowered, the same data go low rank (AUTO_RANK patched small)."""
+    X, y = _sparse_problem(N=200)
+    monkeypatch.setattr(_support, "FULL_RANK_MAX_BYTES", 1000)
+    monkeypatch.setattr(_support, "AUTO_RANK", 5)
+    clf = ARClassifier(num_steps=3, random_state=0).fit(X, y)
+    assert clf.training_path_.rank == 5
+    assert clf.param_state_["params"]["embedding"].shape == (300, 5)
+
+
+def test_verbose_prints_the_path_and_the_step_rate(capsys):
+    X, y = _sparse_problem(N=200)
+    ARClassifier(num_steps=25, batch_size=16, verbose=True, random_state=0).fit(X, y)
+    err = capsys.readouterr().err
+    assert "sparse inputs, full rank, per_datapoint negatives" in err
+    assert "steps/s, about" in err and "s per epoch of 13 steps" in err
+
+
+@pytest.mark.parametrize("value", ["low", 0, -2, 2.5, True])
+def test_bad_rank_is_named(value):
+    X, y = _sparse_problem(N=50)
+    with pytest.raises(ValueError, match=r"rank must be 'auto', None or an integer >= 1, got"):
+        ARClassifier(rank=value).fit(X, y)
+
+
+def test_sparse_rows_batches_are_torch_sparse():
+    X, _ = _sparse_problem(N=50)
+    rows = _support.SparseRows(X, torch.float32, "cpu", sparse=True)
+    batch = rows[torch.tensor([4, 1])]
+    assert batch.layout == torch.sparse_coo and batch.shape == (2, 300)
+    assert np.array_equal(batch.to_dense().numpy(), X[[4, 1]].toarray())
