@@ -85,10 +85,10 @@ def main(argv=None):
     a = p.parse_args(argv)
     torch.set_num_threads(1)
     if a.quick:
-        grid = dict(K=[10, 100, 1000], D=[64, 784], B=[256], s=[5, 20])
+        grid = dict(K=[10, 100, 1000], D=[64, 784], B=[256, 1024], s=[5, 20])
     else:
         grid = dict(K=[10, 30, 100, 300, 1000, 3000], D=[64, 784], B=[256, 1024], s=[1, 5, 20])
-    steps = a.steps or (8 if a.quick else 12)
+    steps = a.steps or (6 if a.quick else 12)
     rows = []
     for K, D, B, s in itertools.product(grid["K"], grid["D"], grid["B"], grid["s"]):
         if s >= K - 1:

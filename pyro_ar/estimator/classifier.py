@@ -66,7 +66,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         bias (``"map"`` and ``"bayes"``); ``"auto"`` (default) or a list: chosen from
         :data:`PRIOR_SCALE_GRID` (``s = sqrt(C)`` for scikit-learn's C in {0.01, 0.1, 1, 10})
         or the list on a held-out ``validation_fraction``, then refitted on all the data (two
-        plain fits' steps in all; ``prior_scale_``, ``prior_scale_scores_``).
+        plain fits' steps in all; ``prior_scale_``, ``prior_scale_scores_``); a first
+        ``partial_fit`` takes 1 (or the list's middle).
     :param batch_size: datapoints per SVI step (clipped to the training size).
     :param max_epochs: passes over the data (one epoch = ceil(n_train / batch_size)
         steps on random minibatches); small data sets get more, up to ``min_steps`` steps.
@@ -386,10 +387,9 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         if p["weights"] == "mle" or len(grid) == 1:
             self.prior_scale_ = None if p["weights"] == "mle" else grid[0]
             return dict(p, prior_scale=grid[0]), init, 1.0
-        if partial:  # later chunks keep the first fit's choice
+        if partial:  # no held-out split: the previous fit's choice, else the grid's middle
             if getattr(self, "prior_scale_", None) is None:
-                raise ValueError(f"prior_scale={self.prior_scale!r} chooses the scale on a held-out "
-                                 "split: call fit() first, or give partial_fit a number")
+                self.prior_scale_ = 1.0 if 1.0 in grid else grid[len(grid) // 2]
             return dict(p, prior_scale=self.prior_scale_), init, 1.0
         train_idx, val_idx = self._split(codes, p, rng, force=True)
 

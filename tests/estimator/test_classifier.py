@@ -80,7 +80,7 @@ def test_fit_reaches_near_teacher_log_likelihood(noise, weights):
     0.05 nats of the generating model's (the ceiling; gaps seen: 0.014-0.03 over seeds)."""
     X, y, Xt, yt, teacher_ll = _teacher(noise)
     clf = ARClassifier(min_steps=0, noise=noise, weights=weights, num_negatives=5, batch_size=250,
-                       max_epochs=40, learning_rate=0.05, num_posterior_samples=16,
+                       max_epochs=40, learning_rate=0.05, num_posterior_samples=16, prior_scale=1.0,
                        random_state=0).fit(X, y)
     ll = clf.log_likelihood(Xt, yt)
     assert teacher_ll - 0.05 < ll < teacher_ll + 0.05, (ll, teacher_ll)
@@ -115,7 +115,7 @@ def test_labels_of_any_hashable_type():
 def test_verbose_progress_bar_shows_running_loss(capsys):
     X, y = _small()
     ARClassifier(min_steps=0, max_epochs=3, batch_size=40, verbose=True, early_stopping=True,
-                 random_state=0).fit(X, y)
+                 prior_scale=1.0, random_state=0).fit(X, y)
     err = capsys.readouterr().err
     assert "loss=" in err and "val_log_lik=" in err and "9/9" in err  # the one training loop's bar
 
@@ -218,8 +218,11 @@ def test_early_stopping_stops_and_keeps_the_best_epoch():
 
 def test_num_steps_overrides_max_epochs():
     X, y = _small()
-    clf = ARClassifier(min_steps=0, num_steps=7, batch_size=50, max_epochs=1000, random_state=0).fit(X, y)
+    clf = ARClassifier(min_steps=0, num_steps=7, batch_size=50, max_epochs=1000, prior_scale=1.0,
+                       random_state=0).fit(X, y)
     assert clf.n_steps_ == 7 and clf.n_iter_ == 3  # ceil(7 / ceil(120 / 50))
+    # prior_scale="auto": the final fit on all the data is half of it, after the selection
+    assert ARClassifier(min_steps=0, num_steps=8, random_state=0).fit(X, y).n_steps_ == 4
 
 
 # ------------------------------------------------------------------------ sparse input
@@ -436,12 +439,14 @@ def test_auto_prior_scale_chooses_on_validation_and_beats_a_weak_prior():
     assert set(custom.prior_scale_scores_) == {0.05, 3.0}
 
 
-def test_auto_prior_scale_partial_fit_needs_a_fit_first_and_mle_ignores_it():
+def test_auto_prior_scale_with_partial_fit_and_mle():
+    """partial_fit cannot hold data out: a first call takes s = 1, later calls keep the
+    scale of the fit before them; "mle" has no prior to choose."""
     X, y = _small()
-    with pytest.raises(ValueError, match="prior_scale"):
-        ARClassifier(prior_scale="auto").partial_fit(X, y, classes=[0, 1, 2])
+    assert ARClassifier(prior_scale="auto").partial_fit(X, y, classes=[0, 1, 2]).prior_scale_ == 1.0
     clf = ARClassifier(prior_scale="auto", min_steps=0, max_epochs=2).fit(X, y)
     chosen = clf.prior_scale_
+    assert chosen in clf.prior_scale_scores_
     clf.partial_fit(X, y)
     assert clf.prior_scale_ == chosen
     mle = ARClassifier(prior_scale="auto", weights="mle", min_steps=0, max_epochs=1).fit(X, y)
