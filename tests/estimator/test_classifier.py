@@ -81,7 +81,7 @@ def test_fit_reaches_near_teacher_log_likelihood(noise, weights):
     X, y, Xt, yt, teacher_ll = _teacher(noise)
     clf = ARClassifier(min_steps=0, noise=noise, weights=weights, num_negatives=5, batch_size=250,
                        max_epochs=40, learning_rate=0.05, num_posterior_samples=16, prior_scale=1.0,
-                       random_state=0).fit(X, y)
+                       likelihood="ar", random_state=0).fit(X, y)
     ll = clf.log_likelihood(Xt, yt)
     assert teacher_ll - 0.05 < ll < teacher_ll + 0.05, (ll, teacher_ll)
     assert len(clf.loss_curve_) == clf.n_iter_ == 40 and clf.n_steps_ == 40 * 8
@@ -128,7 +128,7 @@ def test_docstring_example_runs():
 # ------------------------------------------------------------------------ reproducibility
 def test_same_seed_same_predictions_and_global_state_untouched():
     X, y = _small(n=200)
-    kw = dict(num_negatives=1, max_epochs=5, batch_size=32, random_state=3, min_steps=0)
+    kw = dict(num_negatives=1, max_epochs=5, batch_size=32, random_state=3, min_steps=0, likelihood="ar")
     torch.manual_seed(123)
     np.random.seed(123)
     expected = torch.rand(3), np.random.rand(3)
@@ -326,7 +326,7 @@ def test_decision_function_ranks_like_predict_and_is_one_column_for_two_classes(
 
 def test_partial_fit_streams_chunks_and_improves():
     X, y, Xt, yt, _ = _teacher(n_train=1200, n_test=400)
-    clf = ARClassifier(num_negatives=2, batch_size=100, random_state=0)
+    clf = ARClassifier(num_negatives=2, batch_size=100, random_state=0, likelihood="ar")
     with pytest.raises(ValueError, match="classes"):
         clf.partial_fit(X[:300], y[:300])
     clf.partial_fit(X[:300], y[:300], classes=np.unique(y))
@@ -392,6 +392,7 @@ def test_probit_estimator_uses_the_conditional_local_guide(monkeypatch):
     ("ar", None, "gumbel", True),
     ("ar", 1, "gumbel", False),       # a real subsample
     ("auto", 2, "gumbel", False),     # auto takes exact itself
+    ("auto", 1, "gumbel", False),     # ... and when an exact step is cheaper (exact_step_is_cheaper)
     ("ar", 2, "normal", False),       # exact probit is quadrature: costs more
 ])
 def test_warns_once_when_forced_ar_costs_as_much_as_exact(likelihood, num_negatives, noise, warns):
@@ -451,3 +452,28 @@ def test_auto_prior_scale_with_partial_fit_and_mle():
     assert clf.prior_scale_ == chosen
     mle = ARClassifier(prior_scale="auto", weights="mle", min_steps=0, max_epochs=1).fit(X, y)
     assert mle.prior_scale_ is None and mle.prior_scale_scores_ is None
+
+
+# ------------------------------------------------------------------------ likelihood="auto"
+@pytest.mark.parametrize("K,D,B,s,cheaper", [
+    # measured by benchmarks/exact_vs_ar_cost.py --quick (CPU ms per step, exact / A&R)
+    (10, 784, 1024, 5, True),      # 4.2 / 23.1
+    (100, 784, 1024, 20, True),    # 8.0 / 178.7
+    (1000, 784, 256, 5, False),    # 16.5 / 10.1
+    (1000, 64, 1024, 5, False),    # 9.6 / 7.0
+    (1000, 784, 256, 20, True),    # 16.8 / 21.8
+    (100_000, 784, 256, 20, False),
+    (50, 10, 64, None, True), (50, 10, 64, 49, True),   # an exact class sum anyway
+])
+def test_exact_step_is_cheaper_follows_the_measured_costs(K, D, B, s, cheaper):
+    from pyro_ar.estimator.classifier import exact_step_is_cheaper
+
+    assert exact_step_is_cheaper(K, D, B, s) is cheaper
+
+
+def test_auto_likelihood_applies_the_cost_rule():
+    X, y = _small(n=60, K=3)
+    kw = dict(num_negatives=1, min_steps=0, max_epochs=1, prior_scale=1.0, random_state=0)
+    assert ARClassifier(**kw).fit(X, y).likelihood_ == "exact"        # K = 3: a matmul is cheaper
+    assert ARClassifier(likelihood="ar", **kw).fit(X, y).likelihood_ == "ar"
+    assert ARClassifier(noise="normal", **kw).fit(X, y).likelihood_ == "ar"  # exact probit: quadrature
