@@ -70,7 +70,7 @@ __all__ = [
 _SOFTPLUS_INV_ONE = math.log(math.e - 1.0)
 #: :class:`ConditionalLocalGuide`'s class subsample T for the local fit: this many times the
 #: model's negatives (benchmarks/probit_convergence.py, ``--oversample``)
-DEFAULT_OVERSAMPLE = 1
+DEFAULT_OVERSAMPLE = 3
 
 
 def is_noise_site(msg) -> bool:
