@@ -14,10 +14,7 @@ from ..infer import ClosedFormELBO, EarlyStopping, LearningRateDecay, default_gu
 from ..models import LinearClassifier
 from ..noise import Noise, get_noise
 from ..optim import lazy_adam
-from ._auto import (
-    _REFIT_BUDGET, PRIOR_SCALE_GRID, exact_step_is_cheaper, prior_scale_candidates, resolve_likelihood,
-    select_prior_scale,
-)
+from .choices import _REFIT_BUDGET, prior_scale_candidates, resolve_likelihood, select_prior_scale
 from ._files import load_estimator, save_estimator
 from ._support import (
     _LIKELIHOODS, _MAX_SEED, _NOISES, _SITE, _STRATEGIES, _WEIGHTS, DENSIFY_MAX_ELEMENTS,
@@ -42,7 +39,7 @@ except ImportError as e:  # pragma: no cover  (tested in a subprocess without sc
     raise ImportError("pyro_ar.ARClassifier needs scikit-learn and scipy: pip install "
                       "scikit-learn scipy (or the extra: pip install 'pyro-ar[data]')") from e
 
-__all__ = ["ARClassifier", "DENSIFY_MAX_ELEMENTS", "PRIOR_SCALE_GRID", "exact_step_is_cheaper"]
+__all__ = ["ARClassifier", "DENSIFY_MAX_ELEMENTS"]
 
 class ARClassifier(ClassifierMixin, BaseEstimator):
     r"""Linear classifier over many classes, fitted by Augment & Reduce (Pyro SVI).
@@ -64,8 +61,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         ``AutoNormal``).
     :param prior_scale: standard deviation s of the prior N(0, s^2) on every weight and
         bias (``"map"`` and ``"bayes"``); ``"auto"`` (default) or a list: chosen from
-        :data:`PRIOR_SCALE_GRID` (``s = sqrt(C)`` for scikit-learn's C in {0.01, 0.1, 1, 10})
-        or the list on a held-out ``validation_fraction``, then refitted on all the data (two
+        :data:`~pyro_ar.estimator.choices.PRIOR_SCALE_GRID` (``s = sqrt(C)`` for
+        scikit-learn's C in {0.01, 0.1, 1, 10}) or the list on a held-out ``validation_fraction``, then refitted on all the data (two
         plain fits' steps in all; ``prior_scale_``, ``prior_scale_scores_``); a first
         ``partial_fit`` takes 1 (or the list's middle).
     :param batch_size: datapoints per SVI step (clipped to the training size).
@@ -101,8 +98,9 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         (no centring, the sparsity is kept). Raw, unscaled features then work with the
         default step size.
     :param likelihood: ``"auto"`` (default: the exact softmax for Gumbel noise when its step
-        costs no more than an A&R step, :func:`exact_step_is_cheaper`; A&R otherwise),
-        ``"ar"`` or ``"exact"``. The choice made is ``likelihood_``.
+        costs no more than an A&R step,
+        :func:`~pyro_ar.estimator.choices.exact_step_is_cheaper`; A&R otherwise), ``"ar"``
+        or ``"exact"``. The choice made is ``likelihood_``.
     :param min_steps: at least this many SVI steps (unless ``num_steps`` is given).
     :param class_weight: None, ``"balanced"`` (weights inversely proportional to the class
         frequencies) or a dict label -> weight; multiplies ``sample_weight``.
@@ -379,7 +377,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
 
     def _choose_prior_scale(self, X, codes, weights, K, D, p, rng, predict_seed, init, partial):
         """``(p, init, budget)`` of the final fit, ``p["prior_scale"]`` a number: a grid is
-        scored on a held-out split (:func:`~pyro_ar.estimator._auto.select_prior_scale`), the
+        scored on a held-out split (:func:`~pyro_ar.estimator.choices.select_prior_scale`), the
         final fit starts from the best with ``_REFIT_BUDGET`` of a plain fit's steps. Sets
         ``prior_scale_`` (None for ``"mle"``) and ``prior_scale_scores_``."""
         grid, self.prior_scale_scores_ = p["prior_scale"], None

@@ -422,7 +422,7 @@ def test_auto_prior_scale_chooses_on_validation_and_beats_a_weak_prior():
     and refits; on data where a weak prior overfits (150 points, 38 noise features) it picks a
     strong one and its test log-likelihood beats the weakest grid scale's fit (by 0.05 nats
     or more here: measured 0.64)."""
-    from pyro_ar.estimator.classifier import PRIOR_SCALE_GRID
+    from pyro_ar.estimator.choices import PRIOR_SCALE_GRID
 
     X, y, Xt, yt = _overfit_prone()
     kw = dict(min_steps=0, max_epochs=20, batch_size=150, learning_rate=0.1, random_state=0)
@@ -466,7 +466,7 @@ def test_auto_prior_scale_with_partial_fit_and_mle():
     (50, 10, 64, None, True), (50, 10, 64, 49, True),   # an exact class sum anyway
 ])
 def test_exact_step_is_cheaper_follows_the_measured_costs(K, D, B, s, cheaper):
-    from pyro_ar.estimator.classifier import exact_step_is_cheaper
+    from pyro_ar.estimator.choices import exact_step_is_cheaper
 
     assert exact_step_is_cheaper(K, D, B, s) is cheaper
 

@@ -54,7 +54,7 @@ def exact_step_is_cheaper(num_classes: int, num_features: int, batch_size: int,
 
     Example:
 
-    >>> from pyro_ar.estimator.classifier import exact_step_is_cheaper
+    >>> from pyro_ar.estimator.choices import exact_step_is_cheaper
     >>> exact_step_is_cheaper(10, 784, 1024, 20), exact_step_is_cheaper(100_000, 784, 256, 20)
     (True, False)
     """
@@ -73,7 +73,7 @@ def prior_scale_candidates(value):
 
     Example:
 
-    >>> from pyro_ar.estimator._auto import prior_scale_candidates
+    >>> from pyro_ar.estimator.choices import prior_scale_candidates
     >>> prior_scale_candidates(2.0), prior_scale_candidates([3, 0.5])
     (2.0, (0.5, 3.0))
     """
@@ -99,7 +99,7 @@ def select_prior_scale(fit, grid, steps: int, init=None):
 
     Example:
 
-    >>> from pyro_ar.estimator._auto import select_prior_scale
+    >>> from pyro_ar.estimator.choices import select_prior_scale
     >>> fit = lambda s, n, state: (s, -abs(s - 0.3))     # a score peaking at s = 0.3
     >>> select_prior_scale(fit, (0.1, 0.3, 1.0), steps=100)[0]
     0.3
@@ -121,7 +121,7 @@ def resolve_likelihood(p, K: int, D: int) -> str:
     Example:
 
     >>> from pyro_ar import get_noise
-    >>> from pyro_ar.estimator._auto import resolve_likelihood
+    >>> from pyro_ar.estimator.choices import resolve_likelihood
     >>> p = dict(likelihood="auto", num_negatives=20, batch_size=1024, noise=get_noise("gumbel"))
     >>> resolve_likelihood(p, 10, 784), resolve_likelihood(p, 100_000, 784)
     ('exact', 'ar')
