@@ -62,9 +62,10 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     :param prior_scale: standard deviation s of the prior N(0, s^2) on every weight and
         bias (``"map"`` and ``"bayes"``); ``"auto"`` (default) or a list: chosen from
         :data:`~pyro_ar.estimator.choices.PRIOR_SCALE_GRID` (``s = sqrt(C)`` for
-        scikit-learn's C in {0.01, 0.1, 1, 10}) or the list on a held-out ``validation_fraction``, then refitted on all the data (two
-        plain fits' steps in all; ``prior_scale_``, ``prior_scale_scores_``); a first
-        ``partial_fit`` takes 1 (or the list's middle).
+        scikit-learn's C in {0.01, 0.1, 1, 10}) or the list on a held-out
+        ``validation_fraction``, then refitted on all the data (two plain fits' steps in all;
+        ``prior_scale_``, ``prior_scale_scores_``); a first ``partial_fit`` takes 1 (or the
+        list's middle).
     :param batch_size: datapoints per SVI step (clipped to the training size).
     :param max_epochs: passes over the data (one epoch = ceil(n_train / batch_size)
         steps on random minibatches); small data sets get more, up to ``min_steps`` steps.

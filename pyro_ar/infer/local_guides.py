@@ -455,7 +455,8 @@ class ConditionalLocalGuide(_LocalGuide):
         or a :class:`~pyro_ar.negatives.NegativeSampler`.
     :param int oversample: T has this many times the sampler's number of negatives (same
         strategy; all classes once that reaches K - 1): a larger T fits q closer to the
-        optimum over all classes, so the bound is tighter, at :math:`O(B |T|)` more work per step.
+        optimum over all classes, so the bound is tighter, at :math:`O(B |T|)` more work
+        per step (default 3: ``benchmarks/probit_convergence.py --oversample``).
     :param int newton_steps: at most this many Newton steps (non-Gumbel noise).
     :param str grad: ``"envelope"`` or ``"implicit"`` (see above).
     :param parameters: ``like -> {name: tensor}``, the per-class parameters to condition on
