@@ -176,7 +176,7 @@ def test_elbo_estimate_under_subsampling_is_unbiased_and_a_bound(name):
     classes), within 4 standard errors of the difference; and it stays below log p(y)."""
     data, model_sub, exact = _fixed_model(name, K=8, num_negatives=2)
     model_all = LinearClassifier(3, 8, noise=make_noise(name))
-    guide = ConditionalLocalGuide(model_sub, negatives=2, create_plates=model_sub.create_plates)
+    guide = ConditionalLocalGuide(model_sub, negatives=2, oversample=1, create_plates=model_sub.create_plates)
     sub = _elbo_draws(model_sub, guide, data, 1500, Trace_ELBO)
     full = _elbo_draws(model_all, guide, data, 1500, Trace_ELBO)
     se = math.sqrt(sub.var() / len(sub) + full.var() / len(full))
