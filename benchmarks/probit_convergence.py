@@ -9,6 +9,8 @@ minibatches of B, s uniform negatives per datapoint) with the local guides compa
 * ``noise_lr10``   the same with a separate, 10x larger local step size (the authors' fix);
 * ``conditional``  ``ConditionalLocalGuide`` (the new default): q(eps_n | psi_n) refitted at
   every step, the ELBO-optimal Gaussian on an independent class subsample;
+* ``conditional_xM`` the same with ``oversample=M``: the local fit's class subsample T has
+  M times the model's negatives (``--oversample M ...``);
 * ``laplace``      ``ConditionalLocalGuide(fit="laplace")``: its Laplace approximation only;
 * ``gumbel``       softmax A&R: ``GumbelLocalGuide(local_first=True)`` + ``ClosedFormELBO``.
 
@@ -84,7 +86,8 @@ def build(kind, noise, D, K, s, B, lr):
         optim = lazy_adam(lambda name: {"lr": local_lr if name.startswith("NoiseLocalGuide") else lr})
         return model, NoiseLocalGuide(model, create_plates=plates), optim, TraceMeanField_ELBO()
     fit = "laplace" if kind == "laplace" else "gaussian"
-    return model, ConditionalLocalGuide(model, fit=fit, create_plates=plates), \
+    oversample = int(kind.split("_x")[1]) if "_x" in kind else 1
+    return model, ConditionalLocalGuide(model, fit=fit, oversample=oversample, create_plates=plates), \
         lazy_adam({"lr": lr}), TraceMeanField_ELBO()
 
 
@@ -154,7 +157,14 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true")
     p.add_argument("--out", default="/tmp/probit_convergence")
     p.add_argument("--noises", default="normal,logistic,gumbel")
+    p.add_argument("--guides", default=None,
+                   help="comma-separated guide kinds for the non-Gumbel noises (default: all)")
+    p.add_argument("--oversample", type=int, nargs="*", default=[],
+                   help="also run conditional_xM for each M (T = M x the model's negatives)")
     args = p.parse_args(argv)
+    for noise in ("normal", "logistic"):
+        kinds = args.guides.split(",") if args.guides else GUIDES[noise]
+        GUIDES[noise] = kinds + [f"conditional_x{m}" for m in args.oversample]
     torch.set_num_threads(1)
     if args.quick:
         args.k, args.d, args.n, args.n_test, args.steps, args.eval_at, args.lbfgs_iters = \

@@ -10,9 +10,10 @@ exact          ``likelihood="exact"`` (all K classes)                  none / Cl
 ove            ``likelihood="ove"``, s negatives per datapoint         none / ClosedFormELBO*
 ar_softmax     ``likelihood="ar"``, Gumbel noise, s negatives          GumbelLocalGuide (natural
                                                                        eta step) / ClosedFormELBO
-ar_probit      ``likelihood="ar"``, Normal noise, s negatives          NoiseLocalGuide (Normal q_n)
+ar_probit      ``likelihood="ar"``, Normal noise, s negatives          ConditionalLocalGuide (q_n
+                                                                       refitted at each step)
                                                                        / ClosedFormELBO*
-ar_logistic    ``likelihood="ar"``, Logistic noise, s negatives        NoiseLocalGuide (Logistic q_n)
+ar_logistic    ``likelihood="ar"``, Logistic noise, s negatives        ConditionalLocalGuide
                                                                        / ClosedFormELBO*
 botev          ``likelihood="botev"`` (sampled softmax, biased)        none / ClosedFormELBO*
 bouchard       ``likelihood="bouchard"``, per-datapoint a_n            none / ClosedFormELBO*
@@ -68,7 +69,8 @@ from pyro.infer import SVI
 import paper_common as common
 from pyro_ar import evaluation, metrics  # metrics.bound: a training bound at fitted parameters
 from pyro_ar.datasets import load_arff_multilabel, load_bibtex, load_mnist, load_svmlight
-from pyro_ar.infer import GumbelLocalGuide, NoiseLocalGuide, train
+from pyro_ar.infer import EarlyStopping, GumbelLocalGuide, NoiseLocalGuide, train
+from pyro_ar.infer.local_guides import ConditionalLocalGuide
 from pyro_ar.likelihoods import AR, OVE, Bouchard, Exact, Sampled
 from pyro_ar.models import LinearClassifier
 from pyro_ar.optim import advi_step_size, lazy_adam
@@ -142,9 +144,41 @@ def make_optim(args):
     return lazy_adam(opts)
 
 
+def conditional_bound(model, guide, x, y, noise, num_nodes=32, chunk=500):
+    """The A&R bound with :class:`ConditionalLocalGuide`'s q at the fitted parameters, per
+    datapoint: :math:`E_q[\log\phi(e) + \sum_{k\ne y}\log\Phi(e + \psi_y - \psi_k)] + H(q)`
+    with the class sum over ALL classes and the expectation by Gauss-Hermite quadrature; q is
+    the guide's own fit (on its class subsample T: one draw of T per datapoint, so the mean
+    is an unbiased estimate of E_T[L(q_T)], the bound the training maximises)."""
+    from pyro_ar.infer.local_fit import _hermite
+    from pyro_ar.noise import get_noise
+
+    noise = get_noise(noise)
+    name, info = next(iter(guide._sites.items()))
+    out = []
+    with torch.no_grad():
+        for i in range(0, len(y), chunk):
+            idx = torch.arange(i, min(i + chunk, len(y)))
+            q, _ = guide._site_distribution(name, info, idx, x, y)
+            m, sd = q.loc.double(), q.scale.double()
+            psi = model.utility(x[idx]).full().double()
+            d = psi.gather(1, y[idx, None]) - psi                       # (n, K), 0 at the label
+            z, w = _hermite(num_nodes, m)
+            e = m[:, None] + sd[:, None] * z                            # (n, nodes)
+            terms = noise.log_cdf(e[:, :, None] + d[:, None, :])        # (n, nodes, K)
+            terms = terms.masked_fill(F.one_hot(y[idx], psi.shape[1]).bool()[:, None, :], 0.0)
+            f = noise.log_density(e) + terms.sum(-1)
+            out.append((f * w).sum(-1) + 0.5 * torch.log(2 * math.pi * math.e * sd ** 2))
+    pointwise = torch.cat(out)
+    return {"mean": pointwise.mean().item(), "se": (pointwise.std() / math.sqrt(len(pointwise))).item(),
+            "pointwise": pointwise}
+
+
 def fitted_bound(method, model, guide, x, y, K):
     """The training objective evaluated exactly (all classes) at the fitted parameters."""
     spec = METHODS[method]
+    if isinstance(guide, ConditionalLocalGuide):
+        return conditional_bound(model, guide, x, y, spec["noise"])
     u = model.utility(x)
     if spec["likelihood"] == "botev":
         return {"mean": None, "se": None, "note": "not a bound"}
@@ -162,6 +196,11 @@ def fitted_bound(method, model, guide, x, y, K):
 
 def run_method(method, args, data, K):
     x, y, xt, yt = data
+    xv = yv = None
+    if args.validation:  # a fixed held-out part of the training data
+        perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(12345))
+        n_val = int(round(args.validation * len(y)))
+        x, y, xv, yv = x[perm[n_val:]], y[perm[n_val:]], x[perm[:n_val]], y[perm[:n_val]]
     st = SETTINGS[args.dataset]
     spec = METHODS[method]
     pyro.clear_param_store()
@@ -170,8 +209,11 @@ def run_method(method, args, data, K):
     model = LinearClassifier(
         D, K, likelihood=spec["make"](args.negatives),
         subsample_size=args.batch, sparse=True, init_scale=0.1, bias_init_scale=1e-3,
-        utility=args.utility)
-    guide = model.default_guide()
+        utility=args.utility, weights="mle" if args.prior_scale is None else "map",
+        prior_scale=args.prior_scale or 1.0)
+    guide = model.default_guide(**({"oversample": args.oversample}
+                                   if spec["noise"] != "gumbel" and spec["likelihood"] == "ar"
+                                   and args.oversample else {}))
     if method == "ar_softmax" and (args.rho_power != 0.9 or args.rho_min > 0 or args.estep_first):
         guide = GumbelLocalGuide(model, rho=common.rho_schedule(args.rho_power, args.rho_min),
                                  local_first=args.estep_first)
@@ -185,15 +227,23 @@ def run_method(method, args, data, K):
         u = model.utility(xt)
         t0 = time.perf_counter()
         out = evaluation.evaluate(u, yt, ("log_lik", "log_lik_floored", "accuracy"), noise)
-        return {"test_ll": out["log_lik"], "test_ll_floored": out["log_lik_floored"],
-                "test_acc": out["accuracy"], "eval_seconds": time.perf_counter() - t0}
+        res = {"test_ll": out["log_lik"], "test_ll_floored": out["log_lik_floored"],
+               "test_acc": out["accuracy"]}
+        if xv is not None:
+            res["val_ll"] = evaluation.log_likelihood(model.utility(xv), yv, noise)
+        return {**res, "eval_seconds": time.perf_counter() - t0}
 
     steps = args.steps
     step_times = []
     t_start = time.perf_counter()
+    early = None if xv is None or not args.early_stopping else \
+        EarlyStopping("val_ll", patience=args.early_stopping)
     history = train(svi, x, y, num_steps=steps, eval_fn=evaluate,
                     eval_every=max(1, steps // args.num_evals), log_every=args.log_every,
-                    step_times=step_times)
+                    step_times=step_times, early_stopping=early)
+    if early is not None and early.best_step is not None:  # the restored best evaluation
+        final = next(h for h in history if h["step"] == early.best_step and "test_ll" in h)
+        history = history + [dict(final, step=history[-1]["step"], restored=early.best_step)]
     wall = time.perf_counter() - t_start
     final = history[-1]
     b = fitted_bound(method, model, guide, x, y, K)
@@ -210,6 +260,11 @@ def run_method(method, args, data, K):
         torch.save(state, Path(args.out) / f"params_{args.dataset}_{args.optim}{args.tag}_{method}.pt")
     # gap between the bound and the log-likelihood of the same fit, on the same rows
     gap = None if b["mean"] is None else b["pointwise"][rows_ll].mean().item() - train_ll
+    gap_all = None
+    if isinstance(guide, ConditionalLocalGuide):  # q fitted on all classes: the best q
+        best_q = ConditionalLocalGuide(model, negatives=None, create_plates=model.create_plates)
+        best_q._setup_prototype(x[:2], y[:2])
+        gap_all = conditional_bound(model, best_q, x[rows_ll], y[rows_ll], spec["noise"])["mean"] - train_ll
     losses = [h["loss"] for h in history[1:]]
     tail = losses[-max(1, len(losses) // 20):]  # last 5% of the loss records
     med = common.median(step_times)
@@ -221,6 +276,10 @@ def run_method(method, args, data, K):
         "test_ll": final["test_ll"], "test_ll_floored": final["test_ll_floored"],
         "test_acc": final["test_acc"],
         "bound": b["mean"], "bound_se": b["se"], "bound_minus_train_ll": gap,
+        "bound_minus_train_ll_q_all_classes": gap_all,
+        "val_ll": final.get("val_ll"), "restored_step": final.get("restored"),
+        "curve": [(h["step"], h.get("val_ll"), h["test_ll"]) for h in history
+                  if "test_ll" in h and "restored" not in h],
         "ove_bound_at_this_fit": ove_here,
         "elbo_stochastic_end": -sum(tail) / len(tail) / N,
         "train_ll": train_ll,
@@ -279,6 +338,7 @@ COLUMNS = [
     ("acc", "test_acc", ".4f"), ("paper ll", "paper_test_ll", ".3f"), ("paper acc", "paper_test_acc", ".3f"),
     ("bound/N (exact)", "bound", ".4f"), ("ELBO/N (SVI, end)", "elbo_stochastic_end", ".4f"),
     ("train ll*", "train_ll", ".4f"), ("bound - ll", "bound_minus_train_ll", ".4f"),
+    ("bound - ll, q on all", "bound_minus_train_ll_q_all_classes", ".4f"), ("val ll", "val_ll", ".4f"),
     ("OVE bound here", "ove_bound_at_this_fit", ".4f"), ("ms/step", "median_step_ms", ".2f"),
     ("s/epoch", "epoch_seconds", ".3f"), ("paper s/epoch", "paper_epoch_seconds", ".3f"),
     ("train s", "train_seconds", ".0f"),
@@ -320,6 +380,17 @@ def main(argv=None):
     p.add_argument("--estep-first", action="store_true",
                    help="A&R softmax: natural eta step before the global gradient (the authors' order)")
     p.add_argument("--save-params", action="store_true", help="save the fitted param store to out/*.pt")
+    p.add_argument("--validation", type=float, default=0.0,
+                   help="hold out this fraction of the training data; its log-likelihood is "
+                        "evaluated beside the test one (the curve is printed)")
+    p.add_argument("--early-stopping", type=int, default=0, metavar="PATIENCE",
+                   help="with --validation: stop after PATIENCE evaluations without a better "
+                        "validation log-likelihood and report the best evaluation")
+    p.add_argument("--prior-scale", type=float, default=None,
+                   help="MAP weights with the prior N(0, s^2) (default: the paper's maximum likelihood)")
+    p.add_argument("--oversample", type=int, default=None,
+                   help="probit/logistic: ConditionalLocalGuide's class subsample = this many "
+                        "times the negatives (default: the guide's default)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tag", default="", help="suffix of the output file names")
     args = p.parse_args(argv)
@@ -359,7 +430,10 @@ def main(argv=None):
         results.append({"row": row, "trace": trace})
         print(f"  {LABELS[m]:16s} test ll {row['test_ll']:.4f} (floored {row['test_ll_floored']:.4f}) "
               f"acc {row['test_acc']:.4f}  bound/N {common.fmt(row['bound'])}  "
+              f"gap {common.fmt(row['bound_minus_train_ll'])} (q on all {common.fmt(row['bound_minus_train_ll_q_all_classes'])})  "
               f"{row['median_step_ms']:.2f} ms/step  [{time.perf_counter() - t0:.0f} s]", flush=True)
+        print("    curve (step, val ll, test ll): " + ", ".join(
+            f"({st}, {common.fmt(v, '.4f')}, {t:.4f})" for st, v, t in row["curve"]), flush=True)
     rows = [r["row"] for r in results]
     print()
     print(common.table(rows, COLUMNS))

@@ -399,3 +399,44 @@ def encode_labels(y):
         for v, k in index.items():
             classes[k] = v
     return classes, np.asarray(codes, dtype=np.int64).reshape(-1)
+
+
+def encode_targets(y, classes, fitted_classes, partial: bool, first: bool):
+    """``(classes, codes)``: the labels ``y`` as positions in the classes (``fit``: the sorted
+    labels of ``y``; ``partial_fit``: ``classes=`` on the first call, the fitted ones after)."""
+    if not partial:
+        return encode_labels(y)
+    if first:
+        if classes is None:
+            raise ValueError("partial_fit needs classes= (all labels) on its first call")
+        classes = encode_labels(label_array(np.asarray(classes, dtype=object)
+                                            if not isinstance(classes, np.ndarray) else classes))[0]
+    else:
+        classes = fitted_classes
+    index = {c: k for k, c in enumerate(classes.tolist())}
+    try:
+        codes = np.fromiter((index[v] for v in label_array(y).tolist()), dtype=np.int64, count=len(y))
+    except KeyError as e:
+        raise ValueError(f"y contains a label not in classes: {e.args[0]!r}") from None
+    return classes, codes
+
+
+def combine_sample_weights(codes, classes, sample_weight, class_weight):
+    """Per-datapoint weights, ``sample_weight`` times the ``class_weight`` of each label
+    (None when both are None: every datapoint weighs 1)."""
+    if sample_weight is None and class_weight is None:
+        return None
+    from sklearn.utils.class_weight import compute_sample_weight
+    from sklearn.utils.validation import _check_sample_weight
+
+    w = _check_sample_weight(sample_weight, np.empty((len(codes), 0)), dtype=np.float64)
+    if np.any(w < 0):
+        raise ValueError(f"sample_weight must be >= 0, got {w[w < 0][:5].tolist()}")
+    if class_weight is not None:
+        if isinstance(class_weight, dict):
+            missing = set(class_weight) - set(classes.tolist())
+            if missing:
+                raise ValueError(f"class_weight names labels not in y: {sorted(map(repr, missing))}")
+            class_weight = dict(enumerate(class_weight.get(c, 1.0) for c in classes.tolist()))
+        w = w * compute_sample_weight(class_weight, codes)
+    return w

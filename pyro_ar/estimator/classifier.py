@@ -3,7 +3,6 @@
 import math
 import numbers
 import sys
-import warnings
 
 import numpy as np
 import torch
@@ -16,11 +15,12 @@ from ..infer import ClosedFormELBO, EarlyStopping, LearningRateDecay, default_gu
 from ..models import LinearClassifier
 from ..noise import Noise, get_noise
 from ..optim import lazy_adam
+from .choices import _REFIT_BUDGET, prior_scale_candidates, resolve_likelihood, select_prior_scale
 from ._files import load_estimator, save_estimator
 from ._support import (
     _LIKELIHOODS, _MAX_SEED, _NOISES, _SITE, _STRATEGIES, _WEIGHTS, DENSIFY_MAX_ELEMENTS,
-    StepRate, apply_scaler, check_choice, check_float, check_int, choose_path, copy_state,
-    dummy_datapoint, encode_labels, fit_scaler, global_state, label_array, rows_source, seeded,
+    StepRate, apply_scaler, check_choice, check_float, check_int, choose_path, combine_sample_weights,
+    copy_state, dummy_datapoint, encode_targets, fit_scaler, global_state, label_array, rows_source, seeded,
     torch_seeded, training_features,
 )
 
@@ -28,9 +28,8 @@ try:  # scikit-learn is an optional dependency of pyro_ar (extras "data" / "test
     import scipy.sparse as sp
     from sklearn.base import BaseEstimator, ClassifierMixin
     from sklearn.utils import check_random_state
-    from sklearn.utils.class_weight import compute_sample_weight
     from sklearn.utils.multiclass import type_of_target
-    from sklearn.utils.validation import _check_sample_weight, check_is_fitted
+    from sklearn.utils.validation import check_is_fitted
 
     try:
         from sklearn.utils.validation import validate_data as _validate_data
@@ -42,7 +41,6 @@ except ImportError as e:  # pragma: no cover  (tested in a subprocess without sc
                       "scikit-learn scipy (or the extra: pip install 'pyro-ar[data]')") from e
 
 __all__ = ["ARClassifier", "DENSIFY_MAX_ELEMENTS"]
-
 
 class ARClassifier(ClassifierMixin, BaseEstimator):
     r"""Linear classifier over many classes, fitted by Augment & Reduce (Pyro SVI).
@@ -64,7 +62,12 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         ``C = prior_scale**2``), ``"mle"`` or ``"bayes"`` (mean-field Gaussian posterior,
         ``AutoNormal``).
     :param prior_scale: standard deviation s of the prior N(0, s^2) on every weight and
-        bias (``"map"`` and ``"bayes"``).
+        bias (``"map"`` and ``"bayes"``); ``"auto"`` (default) or a list: chosen from
+        :data:`~pyro_ar.estimator.choices.PRIOR_SCALE_GRID` (``s = sqrt(C)`` for
+        scikit-learn's C in {0.01, 0.1, 1, 10}) or the list on a held-out
+        ``validation_fraction``, then refitted on all the data (two plain fits' steps in all;
+        ``prior_scale_``, ``prior_scale_scores_``); a first ``partial_fit`` takes 1 (or the
+        list's middle).
     :param batch_size: datapoints per SVI step (clipped to the training size).
     :param max_epochs: passes over the data (one epoch = ceil(n_train / batch_size)
         steps on random minibatches); small data sets get more, up to ``min_steps`` steps.
@@ -98,10 +101,10 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         (no centring, the sparsity is kept), or, on the sparse path, all by one number, the
         root mean square row norm (rare features are not blown up). Raw, unscaled features
         then work with the default step size.
-    :param likelihood: ``"auto"`` (default: the exact softmax when the noise is Gumbel and
-        ``num_negatives >= K - 1`` -- the class sum would be exact anyway, at the same cost
-        per step and without a bound to tighten --, A&R otherwise), ``"ar"`` or
-        ``"exact"``. The choice made is ``likelihood_``.
+    :param likelihood: ``"auto"`` (default: the exact softmax for Gumbel noise when its step
+        costs no more than an A&R step,
+        :func:`~pyro_ar.estimator.choices.exact_step_is_cheaper`; A&R otherwise), ``"ar"``
+        or ``"exact"``. The choice made is ``likelihood_``.
     :param min_steps: at least this many SVI steps (unless ``num_steps`` is given).
     :param class_weight: None, ``"balanced"`` (weights inversely proportional to the class
         frequencies) or a dict label -> weight; multiplies ``sample_weight``.
@@ -141,11 +144,11 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, noise="gumbel", num_negatives=20, strategy="auto",
-                 weights="map", prior_scale=1.0, batch_size=256, max_epochs=20,
+                 weights="map", prior_scale="auto", batch_size=1024, max_epochs=20,
                  num_steps=None, learning_rate=0.01, local_learning_rate=0.1,
                  num_posterior_samples=32, early_stopping=False, validation_fraction=0.1,
                  n_iter_no_change=5, tol=1e-4, random_state=None, device="cpu",
-                 verbose=False, standardize=True, likelihood="auto", min_steps=2000,
+                 verbose=False, standardize=True, likelihood="auto", min_steps=1000,
                  class_weight=None, warm_start=False, rank="auto"):
         self.noise = noise
         self.num_negatives = num_negatives
@@ -215,7 +218,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             num_negatives=check_int("num_negatives", self.num_negatives, 1, allow_none=True),
             strategy=check_choice("strategy", self.strategy, _STRATEGIES),
             weights=check_choice("weights", self.weights, _WEIGHTS),
-            prior_scale=check_float("prior_scale", self.prior_scale, low=0.0),
+            prior_scale=prior_scale_candidates(self.prior_scale),
             batch_size=check_int("batch_size", self.batch_size, 1),
             max_epochs=check_int("max_epochs", self.max_epochs, 1),
             min_steps=check_int("min_steps", self.min_steps, 0),
@@ -271,25 +274,13 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                              "multi-output targets")
 
     # ------------------------------------------------------------------ building blocks
-    def _resolve_likelihood(self, p, K):
-        """``"ar"`` or ``"exact"``: ``"auto"`` takes the exact softmax when the class sum is
-        exact anyway (Gumbel noise and ``num_negatives >= K - 1``: the same cost per step,
-        and no bound to tighten), A&R otherwise."""
-        exact_sum = p["num_negatives"] is None or p["num_negatives"] >= K - 1
-        if p["likelihood"] == "ar" and exact_sum and p["noise"].name == "gumbel":
-            warnings.warn(f"likelihood='ar' with num_negatives={p['num_negatives']} >= K - 1 = {K - 1}: "
-                          "the class sum is exact, so likelihood='exact' (or 'auto') costs no more "
-                          "per step and has no bound to tighten", UserWarning, stacklevel=3)
-        if p["likelihood"] != "auto":
-            return p["likelihood"]
-        return "exact" if exact_sum and p["noise"].name == "gumbel" else "ar"
-
     def _model(self, p, K, D, *, num_negatives=None, strategy="per_datapoint", proposal=None,
                subsample_size=None, likelihood="ar", rank=None, bias_init=None):
         return LinearClassifier(
             D, K, noise=p["noise"], likelihood=likelihood, num_negatives=num_negatives,
             strategy=strategy, proposal=proposal, weights=p["weights"],
-            prior_scale=p["prior_scale"], subsample_size=subsample_size,
+            prior_scale=p["prior_scale"] if not isinstance(p["prior_scale"], tuple) else
+            getattr(self, "prior_scale_", None) or 1.0, subsample_size=subsample_size,
             sparse=p["weights"] != "bayes", site=_SITE, rank=rank, bias_init=bias_init)
 
     # ------------------------------------------------------------------ fit
@@ -320,7 +311,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         X, y = _validate_data(self, X, y, accept_sparse="csr", dtype=(np.float64, np.float32),
                               reset=first)
         self._check_labels(y)
-        classes, codes = self._encode(y, classes, partial, first)
+        classes, codes = encode_targets(y, classes, getattr(self, "classes_", None), partial, first)
         K, (N, D) = len(classes), X.shape
         if K < 2:
             raise ValueError(f"ARClassifier needs samples of at least 2 classes, but the data "
@@ -332,62 +323,29 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                                               p["rank"], p["batch_size"], p["num_negatives"])
             self.feature_mean_, self.feature_scale_ = fit_scaler(
                 X, self.training_path_.sparse_inputs) if self.standardize else (None, None)
-            self.likelihood_ = self._resolve_likelihood(p, K)
+            self.likelihood_ = resolve_likelihood(p, K, D)
             self._predict_seed, self.n_partial_fits_ = None, 0
         p["strategy"] = self.training_path_.strategy
         X = apply_scaler(X, self.feature_mean_, self.feature_scale_)
-        weights = self._sample_weights(y, codes, classes, sample_weight)
+        weights = combine_sample_weights(codes, classes, sample_weight, self.class_weight)
         with seeded(p["seed"] + (self.n_partial_fits_ if partial else 0), p["device"]):
             rng = np.random.RandomState(p["seed"])
             train_idx, val_idx = (np.arange(N), None) if partial else self._split(codes, p, rng)
             predict_seed = int(rng.randint(_MAX_SEED)) if self._predict_seed is None else self._predict_seed
+            init = self.param_state_ if warm else None
+            p, init, budget = self._choose_prior_scale(X, codes, weights, K, D, p, rng, predict_seed,
+                                                       init, partial)
             result = self._fit_svi(X, codes, weights, train_idx, val_idx, K, D, p, predict_seed,
-                                   self.param_state_ if warm else None, partial)
+                                   init, partial, budget)
         self.classes_, self._predict_seed = classes, predict_seed
         (self.param_state_, self.n_iter_, self.n_steps_, self.loss_curve_,
          self.validation_scores_, self.best_validation_score_) = result
         self.n_partial_fits_ += int(partial)
         return self
 
-    def _encode(self, y, classes, partial, first):
-        """(classes, codes): labels to their positions in ``classes_``."""
-        if not partial:
-            return encode_labels(y)
-        if first:
-            if classes is None:
-                raise ValueError("partial_fit needs classes= (all labels) on its first call")
-            classes = encode_labels(label_array(np.asarray(classes, dtype=object)
-                                                if not isinstance(classes, np.ndarray) else classes))[0]
-        else:
-            classes = self.classes_
-        index = {c: k for k, c in enumerate(classes.tolist())}
-        try:
-            codes = np.fromiter((index[v] for v in label_array(y).tolist()), dtype=np.int64, count=len(y))
-        except KeyError as e:
-            raise ValueError(f"y contains a label not in classes: {e.args[0]!r}") from None
-        return classes, codes
-
-    def _sample_weights(self, y, codes, classes, sample_weight):
-        """Per-datapoint weights from ``sample_weight`` and ``class_weight`` (None: all 1)."""
-        if sample_weight is None and self.class_weight is None:
-            return None
-        w = _check_sample_weight(sample_weight, np.empty((len(codes), 0)), dtype=np.float64)
-        if np.any(w < 0):
-            raise ValueError(f"sample_weight must be >= 0, got {w[w < 0][:5].tolist()}")
-        if self.class_weight is not None:
-            if isinstance(self.class_weight, dict):
-                missing = set(self.class_weight) - set(classes.tolist())
-                if missing:
-                    raise ValueError(f"class_weight names labels not in y: {sorted(map(repr, missing))}")
-            w = w * compute_sample_weight(
-                self.class_weight if not isinstance(self.class_weight, dict) else
-                {k: v for k, v in zip(range(len(classes)), (self.class_weight.get(c, 1.0) for c in classes))},
-                codes)
-        return w
-
-    def _split(self, codes, p, rng):
+    def _split(self, codes, p, rng, force=False):
         N = len(codes)
-        if not self.early_stopping:
+        if not (self.early_stopping or force):
             return np.arange(N), None
         n_val = max(1, int(round(p["validation_fraction"] * N)))
         if N - n_val < 1:
@@ -402,11 +360,41 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             train_idx, val_idx = perm[n_val:], perm[:n_val]
         return np.sort(train_idx), np.sort(val_idx)
 
+    def _choose_prior_scale(self, X, codes, weights, K, D, p, rng, predict_seed, init, partial):
+        """``(p, init, budget)`` of the final fit, ``p["prior_scale"]`` a number: a grid is
+        scored on a held-out split (:func:`~pyro_ar.estimator.choices.select_prior_scale`), the
+        final fit starts from the best with ``_REFIT_BUDGET`` of a plain fit's steps. Sets
+        ``prior_scale_`` (None for ``"mle"``) and ``prior_scale_scores_``."""
+        grid, self.prior_scale_scores_ = p["prior_scale"], None
+        grid = grid if isinstance(grid, tuple) else (grid,)
+        if p["weights"] == "mle" or len(grid) == 1:
+            self.prior_scale_ = None if p["weights"] == "mle" else grid[0]
+            return dict(p, prior_scale=grid[0]), init, 1.0
+        if partial:  # no held-out split: the previous fit's choice, else the grid's middle
+            if getattr(self, "prior_scale_", None) is None:
+                self.prior_scale_ = 1.0 if 1.0 in grid else grid[len(grid) // 2]
+            return dict(p, prior_scale=self.prior_scale_), init, 1.0
+        train_idx, val_idx = self._split(codes, p, rng, force=True)
+
+        def fit(scale, num_steps, state):  # on the training split: (state, best validation score)
+            out = self._fit_svi(X, codes, weights, train_idx, val_idx, K, D,
+                                dict(p, prior_scale=scale, num_steps=num_steps), predict_seed, state, False)
+            return out[0], out[5]
+        self.prior_scale_, self.prior_scale_scores_, state = select_prior_scale(
+            fit, grid, self._num_steps(p, len(train_idx)), init)
+        return dict(p, prior_scale=self.prior_scale_), state, _REFIT_BUDGET
+
+    def _num_steps(self, p, n_train):
+        """SVI steps of a plain fit on ``n_train`` datapoints."""
+        steps_per_epoch = math.ceil(n_train / min(p["batch_size"], n_train))
+        return p["num_steps"] or max(p["max_epochs"] * steps_per_epoch, p["min_steps"])
+
     def _fit_svi(self, X, codes, weights, train_idx, val_idx, K, D, p, predict_seed, init_state,
-                 partial):
+                 partial, budget=1.0):
         """Train with :func:`pyro_ar.infer.train` in a private param store (started from
-        ``init_state`` when warm); returns the fit's attributes (global parameter state,
-        epochs, steps, loss curve, validation scores)."""
+        ``init_state`` when warm) for ``budget`` times a plain fit's steps; returns the fit's
+        attributes (global parameter state, epochs, steps, loss curve, validation scores,
+        best validation score)."""
         device = p["device"]
         n_train = len(train_idx)
         path = self.training_path_
@@ -440,7 +428,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                     return {"val_log_lik": float((w_val * lp).sum() / w_val.sum().clamp(min=1e-300))}
                 early = EarlyStopping("val_log_lik", patience=p["n_iter_no_change"], min_delta=p["tol"])
             num_steps = steps_per_epoch if partial else \
-                p["num_steps"] or max(p["max_epochs"] * steps_per_epoch, p["min_steps"])
+                max(1, round(budget * self._num_steps(p, n_train)))
             history = train(svi, *data, num_steps=num_steps,
                             eval_fn=eval_fn, eval_every=steps_per_epoch, log_every=steps_per_epoch,
                             eval_at_start=False, early_stopping=early,

@@ -37,6 +37,7 @@ only touches the minibatch's rows.
 """
 
 import contextlib
+import copy
 import math
 import warnings
 from functools import partial
@@ -67,6 +68,9 @@ __all__ = [
 ]
 
 _SOFTPLUS_INV_ONE = math.log(math.e - 1.0)
+#: :class:`ConditionalLocalGuide`'s class subsample T for the local fit: this many times the
+#: model's negatives (benchmarks/probit_convergence.py, ``--oversample``)
+DEFAULT_OVERSAMPLE = 3
 
 
 def is_noise_site(msg) -> bool:
@@ -449,6 +453,10 @@ class ConditionalLocalGuide(_LocalGuide):
     :param negatives: the sampler of T: ``"model"`` (default: the model likelihood's own
         sampler), None (every class: the exact local optimum, O(K) per datapoint), an int
         or a :class:`~pyro_ar.negatives.NegativeSampler`.
+    :param int oversample: T has this many times the sampler's number of negatives (same
+        strategy; all classes once that reaches K - 1): a larger T fits q closer to the
+        optimum over all classes, so the bound is tighter, at :math:`O(B |T|)` more work
+        per step (default 3: ``benchmarks/probit_convergence.py --oversample``).
     :param int newton_steps: at most this many Newton steps (non-Gumbel noise).
     :param str grad: ``"envelope"`` or ``"implicit"`` (see above).
     :param parameters: ``like -> {name: tensor}``, the per-class parameters to condition on
@@ -474,7 +482,7 @@ class ConditionalLocalGuide(_LocalGuide):
 
     def __init__(self, model, negatives="model", fit: str = "gaussian", newton_steps: int = 8,
                  grad: str = "envelope", parameters=None, utility_fn=None, sites=None,
-                 create_plates=None):
+                 create_plates=None, oversample: int = DEFAULT_OVERSAMPLE):
         if grad not in ("envelope", "implicit"):
             raise ValueError(f"grad must be 'envelope' or 'implicit', got grad={grad!r}")
         if fit not in ("gaussian", "laplace"):
@@ -485,7 +493,10 @@ class ConditionalLocalGuide(_LocalGuide):
         if utility_fn is None and not hasattr(model, "minibatch_utility"):
             raise ValueError(f"ConditionalLocalGuide needs a CategoricalModel (with minibatch_utility) "
                              f"or utility_fn=, got model={model!r}")
-        self.grad, self.newton_steps = grad, newton_steps
+        if isinstance(oversample, bool) or not isinstance(oversample, int) or oversample < 1:
+            raise ValueError(f"oversample must be an integer >= 1, got oversample={oversample!r}")
+        self.grad, self.newton_steps, self.oversample = grad, newton_steps, oversample
+        self._scaled = None  # (base sampler, its oversampled copy)
         self._negatives = negatives if isinstance(negatives, str) else _as_sampler(negatives)
         if isinstance(negatives, str) and negatives != "model":
             raise ValueError(f"negatives must be 'model', None, an int or a NegativeSampler, "
@@ -500,9 +511,14 @@ class ConditionalLocalGuide(_LocalGuide):
                              f"got {sorted(self._sites)} (pass sites=[...] or utility_fn=)")
 
     def _sampler(self):
-        if self._negatives == "model":
-            return self._ar_model.likelihood.sampler
-        return self._negatives
+        base = self._ar_model.likelihood.sampler if self._negatives == "model" else self._negatives
+        if self.oversample == 1 or base.num_negatives is None:
+            return base
+        if self._scaled is None or self._scaled[0] is not base:  # same strategy, more classes
+            scaled = copy.copy(base)
+            scaled.num_negatives = base.num_negatives * self.oversample
+            self._scaled = (base, scaled)
+        return self._scaled[1]
 
     def _utilities(self, idx, *args, **kwargs):
         if self._utility_fn is not None:

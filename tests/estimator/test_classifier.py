@@ -80,8 +80,8 @@ def test_fit_reaches_near_teacher_log_likelihood(noise, weights):
     0.05 nats of the generating model's (the ceiling; gaps seen: 0.014-0.03 over seeds)."""
     X, y, Xt, yt, teacher_ll = _teacher(noise)
     clf = ARClassifier(min_steps=0, noise=noise, weights=weights, num_negatives=5, batch_size=250,
-                       max_epochs=40, learning_rate=0.05, num_posterior_samples=16,
-                       random_state=0).fit(X, y)
+                       max_epochs=40, learning_rate=0.05, num_posterior_samples=16, prior_scale=1.0,
+                       likelihood="ar", random_state=0).fit(X, y)
     ll = clf.log_likelihood(Xt, yt)
     assert teacher_ll - 0.05 < ll < teacher_ll + 0.05, (ll, teacher_ll)
     assert len(clf.loss_curve_) == clf.n_iter_ == 40 and clf.n_steps_ == 40 * 8
@@ -115,7 +115,7 @@ def test_labels_of_any_hashable_type():
 def test_verbose_progress_bar_shows_running_loss(capsys):
     X, y = _small()
     ARClassifier(min_steps=0, max_epochs=3, batch_size=40, verbose=True, early_stopping=True,
-                 random_state=0).fit(X, y)
+                 prior_scale=1.0, random_state=0).fit(X, y)
     err = capsys.readouterr().err
     assert "loss=" in err and "val_log_lik=" in err and "9/9" in err  # the one training loop's bar
 
@@ -128,7 +128,7 @@ def test_docstring_example_runs():
 # ------------------------------------------------------------------------ reproducibility
 def test_same_seed_same_predictions_and_global_state_untouched():
     X, y = _small(n=200)
-    kw = dict(num_negatives=1, max_epochs=5, batch_size=32, random_state=3, min_steps=0)
+    kw = dict(num_negatives=1, max_epochs=5, batch_size=32, random_state=3, min_steps=0, likelihood="ar")
     torch.manual_seed(123)
     np.random.seed(123)
     expected = torch.rand(3), np.random.rand(3)
@@ -218,8 +218,11 @@ def test_early_stopping_stops_and_keeps_the_best_epoch():
 
 def test_num_steps_overrides_max_epochs():
     X, y = _small()
-    clf = ARClassifier(min_steps=0, num_steps=7, batch_size=50, max_epochs=1000, random_state=0).fit(X, y)
+    clf = ARClassifier(min_steps=0, num_steps=7, batch_size=50, max_epochs=1000, prior_scale=1.0,
+                       random_state=0).fit(X, y)
     assert clf.n_steps_ == 7 and clf.n_iter_ == 3  # ceil(7 / ceil(120 / 50))
+    # prior_scale="auto": the final fit on all the data is half of it, after the selection
+    assert ARClassifier(min_steps=0, num_steps=8, random_state=0).fit(X, y).n_steps_ == 4
 
 
 # ------------------------------------------------------------------------ sparse input
@@ -259,6 +262,7 @@ def test_sparse_input_equals_dense_input(monkeypatch, densify_limit):
 @pytest.mark.parametrize("name,value", [
     ("noise", "cauchy"), ("noise", 3), ("num_negatives", 0), ("num_negatives", 2.5),
     ("strategy", "random"), ("weights", "full"), ("prior_scale", 0.0), ("prior_scale", float("nan")),
+    ("prior_scale", "big"), ("prior_scale", []), ("prior_scale", [1.0, -1.0]),
     ("batch_size", 0), ("max_epochs", 0), ("num_steps", -1), ("learning_rate", -0.1),
     ("local_learning_rate", 0), ("num_posterior_samples", 0), ("early_stopping", "yes"),
     ("validation_fraction", 1.0), ("validation_fraction", 0.0), ("n_iter_no_change", 0),
@@ -322,7 +326,7 @@ def test_decision_function_ranks_like_predict_and_is_one_column_for_two_classes(
 
 def test_partial_fit_streams_chunks_and_improves():
     X, y, Xt, yt, _ = _teacher(n_train=1200, n_test=400)
-    clf = ARClassifier(num_negatives=2, batch_size=100, random_state=0)
+    clf = ARClassifier(num_negatives=2, batch_size=100, random_state=0, likelihood="ar")
     with pytest.raises(ValueError, match="classes"):
         clf.partial_fit(X[:300], y[:300])
     clf.partial_fit(X[:300], y[:300], classes=np.unique(y))
@@ -388,6 +392,7 @@ def test_probit_estimator_uses_the_conditional_local_guide(monkeypatch):
     ("ar", None, "gumbel", True),
     ("ar", 1, "gumbel", False),       # a real subsample
     ("auto", 2, "gumbel", False),     # auto takes exact itself
+    ("auto", 1, "gumbel", False),     # ... and when an exact step is cheaper (exact_step_is_cheaper)
     ("ar", 2, "normal", False),       # exact probit is quadrature: costs more
 ])
 def test_warns_once_when_forced_ar_costs_as_much_as_exact(likelihood, num_negatives, noise, warns):
@@ -401,3 +406,74 @@ def test_warns_once_when_forced_ar_costs_as_much_as_exact(likelihood, num_negati
         clf.fit(X, y)
     hits = [w for w in caught if issubclass(w.category, UserWarning) and "costs no more" in str(w.message)]
     assert len(hits) == (1 if warns else 0), [str(w.message) for w in caught]
+
+
+# ------------------------------------------------------------------------ prior_scale="auto"
+def _overfit_prone(seed=0, n=150, n_test=1000, D=40, K=3):
+    """Two informative features among D: few datapoints, so a weak prior overfits."""
+    rng = np.random.RandomState(seed)
+    X = rng.randn(n + n_test, D)
+    y = np.argmax(np.c_[X[:, :2] * 1.5, np.zeros(n + n_test)] + rng.gumbel(size=(n + n_test, K)), axis=1)
+    return X[:n], y[:n], X[n:], y[n:]
+
+
+def test_auto_prior_scale_chooses_on_validation_and_beats_a_weak_prior():
+    """prior_scale="auto" scores every scale of the grid on the held-out split, takes the best
+    and refits; on data where a weak prior overfits (150 points, 38 noise features) it picks a
+    strong one and its test log-likelihood beats the weakest grid scale's fit (by 0.05 nats
+    or more here: measured 0.64)."""
+    from pyro_ar.estimator.choices import PRIOR_SCALE_GRID
+
+    X, y, Xt, yt = _overfit_prone()
+    kw = dict(min_steps=0, max_epochs=20, batch_size=150, learning_rate=0.1, random_state=0)
+    auto = ARClassifier(prior_scale="auto", **kw).fit(X, y)
+    assert set(auto.prior_scale_scores_) == set(PRIOR_SCALE_GRID)
+    assert auto.prior_scale_ == max(auto.prior_scale_scores_, key=auto.prior_scale_scores_.get)
+    assert auto.prior_scale_ <= 10 ** -0.5
+    weak = ARClassifier(prior_scale=PRIOR_SCALE_GRID[-1], **kw).fit(X, y)
+    assert weak.prior_scale_ == PRIOR_SCALE_GRID[-1] and weak.prior_scale_scores_ is None
+    assert auto.log_likelihood(Xt, yt) > weak.log_likelihood(Xt, yt) + 0.05
+    # the same seed gives the same choice and predictions; a list is a custom grid
+    again = ARClassifier(prior_scale="auto", **kw).fit(X, y)
+    np.testing.assert_array_equal(again.predict_proba(Xt), auto.predict_proba(Xt))
+    custom = ARClassifier(prior_scale=[3.0, 0.05], **dict(kw, max_epochs=4)).fit(X, y)
+    assert set(custom.prior_scale_scores_) == {0.05, 3.0}
+
+
+def test_auto_prior_scale_with_partial_fit_and_mle():
+    """partial_fit cannot hold data out: a first call takes s = 1, later calls keep the
+    scale of the fit before them; "mle" has no prior to choose."""
+    X, y = _small()
+    assert ARClassifier(prior_scale="auto").partial_fit(X, y, classes=[0, 1, 2]).prior_scale_ == 1.0
+    clf = ARClassifier(prior_scale="auto", min_steps=0, max_epochs=2).fit(X, y)
+    chosen = clf.prior_scale_
+    assert chosen in clf.prior_scale_scores_
+    clf.partial_fit(X, y)
+    assert clf.prior_scale_ == chosen
+    mle = ARClassifier(prior_scale="auto", weights="mle", min_steps=0, max_epochs=1).fit(X, y)
+    assert mle.prior_scale_ is None and mle.prior_scale_scores_ is None
+
+
+# ------------------------------------------------------------------------ likelihood="auto"
+@pytest.mark.parametrize("K,D,B,s,cheaper", [
+    # measured by benchmarks/exact_vs_ar_cost.py --quick (CPU ms per step, exact / A&R)
+    (10, 784, 1024, 5, True),      # 4.2 / 23.1
+    (100, 784, 1024, 20, True),    # 8.0 / 178.7
+    (1000, 784, 256, 5, False),    # 16.5 / 10.1
+    (1000, 64, 1024, 5, False),    # 9.6 / 7.0
+    (1000, 784, 256, 20, True),    # 16.8 / 21.8
+    (100_000, 784, 256, 20, False),
+    (50, 10, 64, None, True), (50, 10, 64, 49, True),   # an exact class sum anyway
+])
+def test_exact_step_is_cheaper_follows_the_measured_costs(K, D, B, s, cheaper):
+    from pyro_ar.estimator.choices import exact_step_is_cheaper
+
+    assert exact_step_is_cheaper(K, D, B, s) is cheaper
+
+
+def test_auto_likelihood_applies_the_cost_rule():
+    X, y = _small(n=60, K=3)
+    kw = dict(num_negatives=1, min_steps=0, max_epochs=1, prior_scale=1.0, random_state=0)
+    assert ARClassifier(**kw).fit(X, y).likelihood_ == "exact"        # K = 3: a matmul is cheaper
+    assert ARClassifier(likelihood="ar", **kw).fit(X, y).likelihood_ == "ar"
+    assert ARClassifier(noise="normal", **kw).fit(X, y).likelihood_ == "ar"  # exact probit: quadrature

@@ -1,0 +1,137 @@
+r"""The estimator's automatic choices: the prior-scale grid and when exact softmax is cheaper.
+
+* ``ARClassifier(prior_scale="auto")`` chooses the scale s of the Gaussian prior
+  :math:`N(0, s^2)` on the weights from :data:`PRIOR_SCALE_GRID` on a held-out split
+  (``s = sqrt(C)`` for scikit-learn's ``LogisticRegression`` grid C in {0.01, 0.1, 1, 10}).
+* ``ARClassifier(likelihood="auto")`` takes the exact softmax when
+  :func:`exact_step_is_cheaper` says its SVI step costs no more than an A&R step.
+"""
+
+import numbers
+import warnings
+
+import numpy as np
+
+from ._support import check_float
+
+__all__ = ["PRIOR_SCALE_GRID", "exact_step_is_cheaper", "prior_scale_candidates", "resolve_likelihood",
+           "select_prior_scale"]
+
+#: The prior scales ``prior_scale="auto"`` chooses from: s = sqrt(C) for scikit-learn's
+#: ``LogisticRegression`` grid C in {0.01, 0.1, 1, 10}.
+PRIOR_SCALE_GRID = (0.1, 10 ** -0.5, 1.0, 10 ** 0.5)
+#: ``prior_scale="auto"``, in fractions of a plain fit's steps: a warm-up at the weakest prior
+#: scale on the training split, a branch per scale from it (scored on the held-out split),
+#: the refit on all the data from the best branch (2.0 plain fits in total with 4 scales).
+_WARMUP_BUDGET, _BRANCH_BUDGET, _REFIT_BUDGET = 0.5, 0.25, 0.5
+
+
+#: CPU seconds of one SVI step, fitted by ``benchmarks/exact_vs_ar_cost.py`` (one thread):
+#: exact softmax a0 + a1 B K D + a2 B K, softmax A&R c0 + c1 B (s + 1) D + c2 B (s + 1)
+#: (``python benchmarks/exact_vs_ar_cost.py --quick``: right in 20 of 20 configurations)
+_EXACT_COST = (2.2e-3, 5.8e-11, 3.4e-9)
+_AR_COST = (3.6e-3, 4.9e-9, 2.9e-7)
+
+
+def exact_step_is_cheaper(num_classes: int, num_features: int, batch_size: int,
+                          num_negatives) -> bool:
+    r"""Whether an exact-softmax SVI step costs less CPU time than a softmax A&R step.
+
+    The measured cost model of ``benchmarks/exact_vs_ar_cost.py`` (one thread; lazy
+    row-sparse Adam, MAP weights, the estimator's guide and ELBO):
+
+    .. math::  t_\text{exact} = a_0 + a_1 B K D + a_2 B K, \qquad
+               t_\text{A\&R} = c_0 + c_1 B (s + 1) D + c_2 B (s + 1),
+
+    K classes, D features, B datapoints per step, s negatives. The exact step is one dense
+    (B, D) x (D, K) product, at BLAS speed; the A&R step gathers B (s + 1) rows of W (per
+    datapoint negatives, with their sparse gradients) and has a larger fixed cost (the local
+    step, the sampler): per class touched, a gathered row costs about :math:`c_1/a_1 \approx
+    85` times a row of the matmul, so exact wins up to roughly
+    :math:`K \approx 85 (s + 1) + (c_0 - a_0)/(a_1 B D)` -- e.g. K ~ 1,900 at s = 20,
+    K ~ 630 at s = 5 (D = 784, B = 256): Bibtex (K = 148) and MNIST train exactly.
+    With ``num_negatives`` None or at least K - 1 the class sum is exact anyway: True.
+
+    Example:
+
+    >>> from pyro_ar.estimator.choices import exact_step_is_cheaper
+    >>> exact_step_is_cheaper(10, 784, 1024, 20), exact_step_is_cheaper(100_000, 784, 256, 20)
+    (True, False)
+    """
+    K, D, B = num_classes, num_features, batch_size
+    if num_negatives is None or num_negatives >= K - 1:
+        return True
+    a0, a1, a2 = _EXACT_COST
+    c0, c1, c2 = _AR_COST
+    s1 = num_negatives + 1
+    return a0 + a1 * B * K * D + a2 * B * K <= c0 + c1 * B * s1 * D + c2 * B * s1
+
+
+def prior_scale_candidates(value):
+    """``prior_scale`` checked: a float, or the sorted tuple of candidates of ``"auto"``
+    (:data:`PRIOR_SCALE_GRID`) or of a list (ValueError naming ``prior_scale`` otherwise).
+
+    Example:
+
+    >>> from pyro_ar.estimator.choices import prior_scale_candidates
+    >>> prior_scale_candidates(2.0), prior_scale_candidates([3, 0.5])
+    (2.0, (0.5, 3.0))
+    """
+    if isinstance(value, str) and value == "auto":
+        return PRIOR_SCALE_GRID
+    if isinstance(value, (list, tuple, np.ndarray)) and len(value) > 0:
+        return tuple(sorted(check_float("prior_scale", float(v) if isinstance(v, numbers.Real)
+                                        and not isinstance(v, bool) else v, low=0.0) for v in value))
+    if isinstance(value, (str, list, tuple, np.ndarray)):
+        raise ValueError(f"prior_scale must be a positive number, 'auto' or a non-empty list of "
+                         f"positive numbers, got {value!r}")
+    return check_float("prior_scale", value, low=0.0)
+
+
+def select_prior_scale(fit, grid, steps: int, init=None):
+    """``(best scale, {scale: score}, state of the best)`` on a held-out split.
+
+    ``fit(scale, num_steps, state) -> (state, validation score)`` trains from ``state``
+    (None: from scratch). A warm-up of ``_WARMUP_BUDGET * steps`` at the weakest prior
+    (the largest scale), then a branch of ``_BRANCH_BUDGET * steps`` from it per scale --
+    every scale from the same point with the same number of steps, so that none is
+    favoured by more training; the best score wins (ties: the stronger prior).
+
+    Example:
+
+    >>> from pyro_ar.estimator.choices import select_prior_scale
+    >>> fit = lambda s, n, state: (s, -abs(s - 0.3))     # a score peaking at s = 0.3
+    >>> select_prior_scale(fit, (0.1, 0.3, 1.0), steps=100)[0]
+    0.3
+    """
+    start = fit(grid[-1], max(1, round(_WARMUP_BUDGET * steps)), init)[0]
+    scores, states = {}, {}
+    for s in grid:
+        states[s], scores[s] = fit(s, max(1, round(_BRANCH_BUDGET * steps)), start)
+    best = max(grid, key=lambda s: (scores[s], -s))
+    return best, scores, states[best]
+
+
+def resolve_likelihood(p, K: int, D: int) -> str:
+    """``"ar"`` or ``"exact"`` for the checked hyper-parameters ``p``: ``"auto"`` takes the
+    exact softmax (Gumbel noise only) when its step is cheaper (:func:`exact_step_is_cheaper`:
+    always when the class sum is exact anyway, ``num_negatives >= K - 1``; and it has no
+    bound to tighten), A&R otherwise. Forcing ``"ar"`` on an exact class sum warns.
+
+    Example:
+
+    >>> from pyro_ar import get_noise
+    >>> from pyro_ar.estimator.choices import resolve_likelihood
+    >>> p = dict(likelihood="auto", num_negatives=20, batch_size=1024, noise=get_noise("gumbel"))
+    >>> resolve_likelihood(p, 10, 784), resolve_likelihood(p, 100_000, 784)
+    ('exact', 'ar')
+    """
+    exact_sum = p["num_negatives"] is None or p["num_negatives"] >= K - 1
+    if p["likelihood"] == "ar" and exact_sum and p["noise"].name == "gumbel":
+        warnings.warn(f"likelihood='ar' with num_negatives={p['num_negatives']} >= K - 1 = {K - 1}: "
+                      "the class sum is exact, so likelihood='exact' (or 'auto') costs no more "
+                      "per step and has no bound to tighten", UserWarning, stacklevel=4)
+    if p["likelihood"] != "auto":
+        return p["likelihood"]
+    cheaper = exact_sum or exact_step_is_cheaper(K, D, p["batch_size"], p["num_negatives"])
+    return "exact" if cheaper and p["noise"].name == "gumbel" else "ar"
