@@ -246,7 +246,7 @@ def test_sparse_input_equals_dense_input(monkeypatch, densify_limit):
         monkeypatch.setattr(estimator_support.SparseRows, "__getitem__", spy)
     # (standardize=False: sparse input is scaled without centring, dense input is centred)
     kw = dict(num_negatives=1, batch_size=batch, max_epochs=3, random_state=0, min_steps=0,
-              standardize=False)
+              standardize=False, likelihood="ar")
     dense = ARClassifier(**kw).fit(X, y)
     sparse = ARClassifier(**kw).fit(Xs, y)
     for name, value in dense.param_state_["params"].items():  # identical training runs

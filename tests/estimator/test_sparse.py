@@ -75,7 +75,7 @@ def test_low_rank_memory_rule_switches_the_estimator(monkeypatch):
 
 def test_verbose_prints_the_path_and_the_step_rate(capsys):
     X, y = _sparse_problem(N=200)
-    ARClassifier(num_steps=25, batch_size=16, verbose=True, random_state=0).fit(X, y)
+    ARClassifier(num_steps=25, batch_size=16, prior_scale=1.0, verbose=True, random_state=0).fit(X, y)
     err = capsys.readouterr().err
     assert "sparse inputs, full rank, per_datapoint negatives" in err
     assert "steps/s, about" in err and "s per epoch of 13 steps" in err
