@@ -51,7 +51,7 @@ NEEDED: Dict[str, List[str]] = {
         "torch.utils.data.DataLoader",
     ],
     "pyro": [
-        "pyro.plate", "pyro.param", "pyro.sample", "pyro.infer.SVI", "pyro.infer.Trace_ELBO",
+        "pyro.plate", "pyro.nn.PyroModule", "pyro.module", "pyro.param", "pyro.sample", "pyro.infer.SVI", "pyro.infer.Trace_ELBO",
         "pyro.infer.TraceMeanField_ELBO", "pyro.infer.autoguide.AutoGuide",
         "pyro.infer.autoguide.AutoGuideList", "pyro.infer.autoguide.AutoNormal",
         "pyro.infer.autoguide.AutoDelta", "pyro.optim.PyroOptim", "pyro.optim.PyroLRScheduler",

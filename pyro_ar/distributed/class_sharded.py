@@ -90,7 +90,7 @@ def class_shard(num_classes: int, shard: Optional[int] = None, num_shards: Optio
 class ShardedLinearUtility(Utility):
     r"""Linear utilities :math:`\psi_{nk} = x_n\cdot w_k + b_k` of which this rank holds the
     rows of its :class:`ClassShard`: ``weight`` (K_r, D), ``bias`` (K_r,). Over all K classes
-    (``num_classes`` is K); :attr:`local` is the shard's own :class:`~pyro_ar.utility.LinearUtility`
+    (``num_classes`` is K); ``local`` is the shard's own :class:`~pyro_ar.utility.LinearUtility`
     (local class indices). Gathers of global classes are not defined on one shard: use
     :class:`ShardedAugmentedCategorical` and :mod:`pyro_ar.distributed.sharded_evaluation`.
 
@@ -268,9 +268,9 @@ class ClassShardedLinearClassifier(LinearClassifier):
     r""":class:`~pyro_ar.models.LinearClassifier` whose rank holds only the rows of its class shard.
 
     The parameters ``weight`` (K_r, D) and ``bias`` (K_r,) are this rank's rows
-    (initialised from its own :attr:`stream`); the likelihood is :class:`ShardedAR`. Run
+    (initialised from its own ``stream``); the likelihood is :class:`ShardedAR`. Run
     the same script on every rank with the same seed and the whole training data (every
-    rank evaluates the same minibatch); pass :attr:`stream` in ``modules=`` of
+    rank evaluates the same minibatch); pass ``stream`` in ``modules=`` of
     :func:`~pyro_ar.infer.train` so checkpoints carry it. ``weights="map"`` estimates the
     prior from :math:`U_r \approx U K_r/K` rows per shard, summed across ranks.
 

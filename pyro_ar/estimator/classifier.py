@@ -55,7 +55,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     :param num_negatives: classes sampled per likelihood estimate (clipped to K - 1,
         where the estimate is exact); None: all classes.
     :param strategy: ``"auto"`` (default: per-datapoint, or shared where per-datapoint
-        negatives would be memory-bound; see :func:`~pyro_ar.estimator._support.choose_path`),
+        negatives would be memory-bound; see ``pyro_ar.estimator._support.choose_path``),
         ``"per_datapoint"`` (the paper's), ``"shared"`` (one set per minibatch) or
         ``"importance"`` (shared draws from the training class frequencies^0.75).
     :param weights: ``"map"`` (default: Gaussian prior, like scikit-learn's L2 penalty with
@@ -116,7 +116,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
 
     The training path -- sparse inputs (utilities from the non-zeros of a scipy.sparse X,
     O(nnz x (1 + s)) per step), the rank and the negatives -- is chosen from the data by
-    :func:`~pyro_ar.estimator._support.choose_path` and kept as ``training_path_``;
+    ``pyro_ar.estimator._support.choose_path`` and kept as ``training_path_``;
     ``verbose=True`` prints it, then the steps per second and the estimated epoch time.
 
     Fitted attributes: ``classes_`` (labels, position = class index), ``n_features_in_``

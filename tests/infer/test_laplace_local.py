@@ -173,12 +173,14 @@ def test_normal_bound_is_nearly_tight_at_small_k():
 def test_elbo_estimate_under_subsampling_is_unbiased_and_a_bound(name):
     """T (the guide's classes) independent of S (the model's): the ELBO estimate with S of
     2 classes has the same mean as with S = all classes, for the same guide (T of 2
-    classes), within 4 standard errors of the difference; and it stays below log p(y)."""
+    classes), within 4 standard errors of the difference; and it stays below log p(y).
+    (The user-defined noise has no fast paths, so fewer draws: the tolerance follows the SE.)"""
+    draws = 500 if name == "user_t3" else 1500
     data, model_sub, exact = _fixed_model(name, K=8, num_negatives=2)
     model_all = LinearClassifier(3, 8, noise=make_noise(name))
     guide = ConditionalLocalGuide(model_sub, negatives=2, oversample=1, create_plates=model_sub.create_plates)
-    sub = _elbo_draws(model_sub, guide, data, 1500, Trace_ELBO)
-    full = _elbo_draws(model_all, guide, data, 1500, Trace_ELBO)
+    sub = _elbo_draws(model_sub, guide, data, draws, Trace_ELBO)
+    full = _elbo_draws(model_all, guide, data, draws, Trace_ELBO)
     se = math.sqrt(sub.var() / len(sub) + full.var() / len(full))
     assert abs(sub.mean() - full.mean()) < 4 * se, (sub.mean(), full.mean(), se)
     assert sub.mean() - 4 * sub.std() / math.sqrt(len(sub)) <= exact
