@@ -34,6 +34,11 @@ SPARSE_MIN_FEATURES = 128
 #: ``strategy="auto"`` uses per-datapoint negatives unless a step would then gather more than
 #: this many numbers (batch x (1 + s) x the width of a class's gathered weights): shared ones.
 GATHER_MAX_ELEMENTS = 1 << 24
+#: ``strategy="auto"`` draws importance negatives (training class frequencies^0.75) when the
+#: labels are skewed: their effective number of classes, exp(entropy of the class
+#: frequencies), is below this fraction of K (uniform negatives then rarely hit the classes
+#: that carry the normaliser; measured on the Brown bag of words, ``benchmarks/sparse.py``).
+SKEWED_LABELS_FRACTION = 0.5
 
 _NOISES = ("gumbel", "normal", "logistic")
 _STRATEGIES = ("auto", "per_datapoint", "shared", "importance")
@@ -154,7 +159,7 @@ class TrainingPath(NamedTuple):
 
 def choose_path(num_rows: int, num_features: int, num_classes: int, nnz: Optional[int] = None,
                 strategy: str = "auto", rank="auto", batch_size: int = 256,
-                num_negatives: Optional[int] = 20) -> TrainingPath:
+                num_negatives: Optional[int] = 20, class_counts=None) -> TrainingPath:
     r"""The training path for N x D inputs with ``nnz`` non-zeros (None: a dense array) and
     K classes: the rule ``ARClassifier.fit`` applies.
 
@@ -164,7 +169,10 @@ def choose_path(num_rows: int, num_features: int, num_classes: int, nnz: Optiona
     * ``rank="auto"``: full rank while :math:`16 K D` bytes (W, two Adam moments, the step
       counts) stay below :data:`FULL_RANK_MAX_BYTES`, else :data:`AUTO_RANK` (at most
       min(K, D)); an int or None is kept;
-    * ``strategy="auto"``: per-datapoint negatives unless a step would gather
+    * ``strategy="auto"``: importance negatives (shared draws from the class
+      frequencies^0.75) when the labels are skewed -- ``class_counts`` given and
+      :math:`\exp H(\hat p) <` :data:`SKEWED_LABELS_FRACTION` K, :math:`\hat p` the class
+      frequencies --; otherwise per-datapoint negatives unless a step would gather
       :math:`B (1 + s) w` > :data:`GATHER_MAX_ELEMENTS` numbers, w the width of a class's
       gathered weights (r with a rank, the non-zeros per row on the sparse path, D
       otherwise): then shared negatives (B + s rows).
@@ -186,7 +194,23 @@ def choose_path(num_rows: int, num_features: int, num_classes: int, nnz: Optiona
         width = rank if rank is not None else (nnz / max(N, 1) if sparse_inputs else D)
         strategy = "shared" if min(batch_size, N) * (1 + s) * width > GATHER_MAX_ELEMENTS \
             else "per_datapoint"
+        if s < K - 1 and class_counts is not None and effective_classes(class_counts) < SKEWED_LABELS_FRACTION * K:
+            strategy = "importance"
     return TrainingPath(bool(sparse_inputs), rank, strategy)
+
+
+def effective_classes(class_counts) -> float:
+    """exp(entropy) of the class frequencies: K for balanced labels, 1 for a single class.
+
+    Example:
+
+    >>> from pyro_ar.estimator._support import effective_classes
+    >>> round(effective_classes([5, 5, 5, 5]), 6), round(effective_classes([1, 0, 0]), 6)
+    (4.0, 1.0)
+    """
+    p = np.asarray(class_counts, dtype=np.float64)
+    p = p[p > 0] / p.sum()
+    return float(np.exp(-(p * np.log(p)).sum()))
 
 
 class StepRate:

@@ -54,8 +54,9 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         :class:`pyro_ar.Noise` instance (reparameterised local guide).
     :param num_negatives: classes sampled per likelihood estimate (clipped to K - 1,
         where the estimate is exact); None: all classes.
-    :param strategy: ``"auto"`` (default: per-datapoint, or shared where per-datapoint
-        negatives would be memory-bound; see ``pyro_ar.estimator._support.choose_path``),
+    :param strategy: ``"auto"`` (default: importance negatives when the labels are skewed,
+        else per-datapoint, or shared where per-datapoint negatives would be memory-bound;
+        see ``pyro_ar.estimator._support.choose_path``),
         ``"per_datapoint"`` (the paper's), ``"shared"`` (one set per minibatch) or
         ``"importance"`` (shared draws from the training class frequencies^0.75).
     :param weights: ``"map"`` (default: Gaussian prior, like scikit-learn's L2 penalty with
@@ -320,7 +321,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                              and np.array_equal(self.classes_, classes))
         if not warm:
             self.training_path_ = choose_path(N, D, K, X.nnz if sp.issparse(X) else None, p["strategy"],
-                                              p["rank"], p["batch_size"], p["num_negatives"])
+                                              p["rank"], p["batch_size"], p["num_negatives"],
+                                              np.bincount(codes, minlength=K))
             self.feature_mean_, self.feature_scale_ = fit_scaler(
                 X, self.training_path_.sparse_inputs) if self.standardize else (None, None)
             self.likelihood_ = resolve_likelihood(p, K, D)

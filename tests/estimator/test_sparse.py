@@ -36,6 +36,20 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors: threads onl
 def test_choose_path_rule(N, D, nnz_row, K, kw, expected):
     nnz = None if nnz_row is None else N * nnz_row
     assert choose_path(N, D, K, nnz, **kw) == expected
+    if K <= 10 ** 6:  # balanced labels do not change the choice
+        assert choose_path(N, D, K, nnz, class_counts=np.full(K, 3), **kw) == expected
+
+
+@pytest.mark.parametrize("power, expected", [(0.0, "per_datapoint"), (0.5, "per_datapoint"),
+                                             (1.2, "importance")])
+def test_skewed_labels_take_importance_negatives(power, expected):
+    """Zipf-like class counts k^-power over K = 1,000: exp(entropy) is 1,000 (power 0),
+    about 787 (0.5) and about 69 (1.2); below K / 2 the rule draws importance negatives,
+    unless all classes are used anyway."""
+    K = 1_000
+    counts = 1e6 * np.arange(1, K + 1) ** -power
+    assert choose_path(50_000, 100, K, class_counts=counts).strategy == expected
+    assert choose_path(50_000, 100, K, class_counts=counts, num_negatives=None).strategy != "importance"
 
 
 def _sparse_problem(N=600, D=300, K=30, seed=0):
