@@ -3,7 +3,6 @@ training and prediction on the sparse / low-rank path, save / load, verbose, bad
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 import torch
 
 from pyro_ar import ARClassifier
