@@ -419,7 +419,7 @@ class LinearUtility(Utility):
                                  f"{tuple(self.batch_shape)} to {tuple(batch_shape)}")
             return self
         x = self.x.expand(torch.Size(batch_shape) + self.x.shape[-1:])
-        return LinearUtility(x, self.weight, self.bias, self.sparse)
+        return type(self)(x, self.weight, self.bias, self.sparse)  # subclasses keep their type
 
     def __repr__(self):
         return (f"LinearUtility(batch_shape={tuple(self.batch_shape)}, num_classes="

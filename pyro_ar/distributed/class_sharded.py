@@ -281,15 +281,13 @@ class ClassShardedLinearClassifier(LinearClassifier):
 
     Example:
 
-    >>> import pyro
-    >>> from pyro.infer import SVI
-    >>> from pyro_ar.datasets import make_linear_teacher
+    >>> import pyro, pyro_ar as ar
     >>> from pyro_ar.distributed import ClassShardedLinearClassifier
-    >>> from pyro_ar.optim import lazy_adam
-    >>> data = make_linear_teacher(500, 4, 100, seed=0)
+    >>> data = ar.datasets.make_linear_teacher(500, 4, 100, seed=0)
     >>> model = ClassShardedLinearClassifier(4, 100, num_negatives=10, subsample_size=50)
-    >>> svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
-    >>> losses = [svi.step(data.x, data.y) for _ in range(5)]
+    >>> optim, elbo = ar.optim.lazy_adam({"lr": 0.05}), model.default_elbo()
+    >>> svi = pyro.infer.SVI(model, model.default_guide(), optim, elbo)
+    >>> history = ar.infer.train(svi, data.x, data.y, num_steps=5, modules=[model.stream])
     >>> pyro.param("weight").shape                 # one process: the only shard holds every row
     torch.Size([100, 4])
     >>> sorted(model.evaluate(data.x, data.y))

@@ -24,7 +24,7 @@ import torch
 from ..distributions.class_sum import weighted_sum
 from ..noise import LogisticNoise, NormalNoise
 
-__all__ = ["laplace_local", "gaussian_local", "local_derivatives"]
+__all__ = ["laplace_local", "gaussian_local", "local_derivatives", "conditional_local_q"]
 
 
 def _normal_log_cdf_derivs(x):
@@ -179,3 +179,46 @@ def gaussian_local(noise, d: torch.Tensor, w: torch.Tensor, steps: int = 8, refi
         if change.numel() == 0 or change.max().item() < tol:
             break
     return fixed_point_step(m, sd, d, w)  # differentiable in d, w (implicit-function derivative)
+
+
+def conditional_local_q(noise, utility, labels: torch.Tensor, sampler, local_fit=None,
+                        newton_steps: int = 8, no_grad: bool = False):
+    r"""``(distribution, infer)`` of the conditional local guide :math:`q(\varepsilon\mid\psi)`
+    for given utilities and labels, on a class subsample drawn by ``sampler`` independently of
+    the model's: :math:`\mathrm{Gumbel}(\log(1+\hat S_y), 1)` for Gumbel noise (the closed
+    form), else :math:`N(\hat\mu, \hat\sigma^2)` from ``local_fit`` (default
+    :func:`~pyro_ar.infer.local_fit.gaussian_local`) of the utility differences. ``no_grad``: the subsample sums are
+    constants (the envelope gradient). The one implementation behind
+    :class:`~pyro_ar.infer.ConditionalLocalGuide` and the latent model's guide.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.infer.local_fit import conditional_local_q
+    >>> from pyro_ar.noise import get_noise
+    >>> from pyro_ar.negatives import SharedNegatives
+    >>> q, _ = conditional_local_q(get_noise("normal"), torch.zeros(4, 10), torch.zeros(4, dtype=torch.long),
+    ...                            SharedNegatives(3))
+    >>> q.batch_shape
+    torch.Size([4])
+    """
+    import contextlib
+
+    import pyro.distributions as dist
+    import torch.nn.functional as F
+
+    from ..distributions import AugmentedCategorical, FastGumbel
+    from ..distributions.augmented import INFER_KEY, LocalStep
+    from ..noise import GumbelNoise
+    from ..utility import as_utility
+
+    with torch.no_grad() if no_grad else contextlib.nullcontext():
+        utility = as_utility(utility)
+        zero = torch.zeros((), dtype=utility.dtype, device=utility.device)
+        factor = AugmentedCategorical(utility, zero, noise, strategy=sampler)
+        if isinstance(noise, GumbelNoise):
+            log_eta = F.softplus(factor.log_sum_exp_negatives(labels))  # log(1 + S_hat)
+            return FastGumbel(log_eta, torch.ones_like(log_eta)), {INFER_KEY: LocalStep(unit_gumbel=True)}
+        d, w = factor.utility_differences(labels)
+    loc, sd = (local_fit or gaussian_local)(noise, d, w, newton_steps)
+    return dist.Normal(loc, sd), {}

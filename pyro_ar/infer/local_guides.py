@@ -47,16 +47,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import pyro
-import pyro.distributions as dist
 from pyro.infer.autoguide import AutoGuide
 from pyro.nn import PyroParam
 
-from ..distributions import AugmentedCategorical, FastGumbel
+from ..distributions import FastGumbel
 from ..distributions.augmented import INFER_KEY, LocalStep, NoiseSite, site_record
 from ..likelihoods import _as_sampler
 from ..models.base import take_rows
-from ..noise import GumbelNoise
-from .local_fit import gaussian_local, laplace_local
+from .local_fit import conditional_local_q, gaussian_local, laplace_local
 
 __all__ = [
     "GumbelLocalGuide",
@@ -539,14 +537,9 @@ class ConditionalLocalGuide(_LocalGuide):
         return model.minibatch_utility(take_rows(x, index), params), take_rows(y, index)
 
     def _site_distribution(self, name, info, idx, *args, **kwargs):
-        with torch.no_grad() if self.grad == "envelope" else contextlib.nullcontext():
+        envelope = self.grad == "envelope"
+        with torch.no_grad() if envelope else contextlib.nullcontext():
             utility, labels = self._utilities(idx, *args, **kwargs)
-            zero = torch.zeros((), dtype=utility.dtype, device=utility.device)
-            factor = AugmentedCategorical(utility, zero, info["noise"], strategy=self._sampler())
-            if isinstance(info["noise"], GumbelNoise):
-                log_eta = F.softplus(factor.log_sum_exp_negatives(labels))  # log(1 + S_hat)
-                return FastGumbel(log_eta, torch.ones_like(log_eta)), {INFER_KEY: LocalStep(unit_gumbel=True)}
-            d, w = factor.utility_differences(labels)
-        local_fit = gaussian_local if self.fit == "gaussian" else laplace_local
-        loc, sd = local_fit(info["noise"], d, w, self.newton_steps)
-        return dist.Normal(loc, sd), {}
+        return conditional_local_q(info["noise"], utility, labels, self._sampler(),
+                                   gaussian_local if self.fit == "gaussian" else laplace_local,
+                                   self.newton_steps, no_grad=envelope)

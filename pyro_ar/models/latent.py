@@ -49,16 +49,13 @@ import pyro
 import pyro.distributions as dist
 import pyro.poutine as poutine
 
-from ..distributions import AugmentedCategorical, BouchardBound, FastGumbel
-from ..distributions.augmented import INFER_KEY, LocalStep
+from ..distributions import BouchardBound
 from ..likelihoods import Bouchard, DataSubsample
 from ..negatives import get_negative_sampler, sample_without_replacement
-from ..noise import GumbelNoise
-from ..utility import LinearUtility, as_utility
+from ..utility import LinearUtility
 from .base import CategoricalModel, check_positive_int, take_rows
 
-__all__ = ["CategoricalLatentModel", "SessionEncoder", "LocalPosterior", "LatentGuide", "session_metrics",
-           "conditional_noise_guide"]
+__all__ = ["CategoricalLatentModel", "SessionEncoder", "LocalPosterior", "LatentGuide", "session_metrics"]
 
 
 class SessionEncoder(nn.Module):
@@ -141,35 +138,6 @@ class _SquaredLinearUtility(LinearUtility):
     def expand(self, batch_shape):
         x = self.x.expand(torch.Size(batch_shape) + self.x.shape[-1:])
         return _SquaredLinearUtility(x, self.weight, None, self.sparse)
-
-
-def conditional_noise_guide(noise, utility, labels: torch.Tensor, sampler) -> Tuple[object, dict]:
-    r"""``(distribution, infer)`` of the conditional local guide :math:`q(\varepsilon\mid\psi)`
-    of :class:`~pyro_ar.infer.local_guides.ConditionalLocalGuide` for given utilities and
-    labels: :math:`\mathrm{Gumbel}(\log(1+\hat S_y), 1)` for softmax, the Gaussian local fit
-    otherwise, on a class subsample drawn by ``sampler`` independently of the model's.
-
-    Example:
-
-    >>> import torch
-    >>> from pyro_ar.models.latent import conditional_noise_guide
-    >>> from pyro_ar.noise import get_noise
-    >>> from pyro_ar.negatives import SharedNegatives
-    >>> q, _ = conditional_noise_guide(get_noise("gumbel"), torch.zeros(2, 1, 10), torch.zeros(2, 3, dtype=torch.long), SharedNegatives(4))
-    >>> q.batch_shape
-    torch.Size([2, 3])
-    """
-    from ..infer.local_fit import gaussian_local
-
-    utility = as_utility(utility)
-    zero = torch.zeros((), dtype=utility.dtype, device=utility.device)
-    factor = AugmentedCategorical(utility, zero, noise, strategy=sampler)
-    if isinstance(noise, GumbelNoise):
-        log_eta = F.softplus(factor.log_sum_exp_negatives(labels))
-        return FastGumbel(log_eta, torch.ones_like(log_eta)), {INFER_KEY: LocalStep(unit_gumbel=True)}
-    d, w = factor.utility_differences(labels)
-    loc, sd = gaussian_local(noise, d, w, 8)
-    return dist.Normal(loc, sd), {}
 
 
 def session_metrics(score_fn, observed: torch.Tensor, heldout: torch.Tensor, k: int = 5,
@@ -436,9 +404,11 @@ class LatentGuide:
             if not model.likelihood.has_local_latent:
                 return omega
             with pyro.plate("items", T, dim=-1), poutine.mask(mask=v >= 0):
+                from ..infer.local_fit import conditional_local_q  # (infer is the layer above)
+
                 with torch.no_grad():
                     params = model.fitted_parameters(loc)
                     utility = model.minibatch_utility(omega.detach(), params)
-                    fn, infer = conditional_noise_guide(model.noise, utility, v.clamp(min=0), self.sampler)
+                    fn, infer = conditional_local_q(model.noise, utility, v.clamp(min=0), self.sampler)
                 pyro.sample(model.site + "_eps", fn, infer=infer)
         return omega

@@ -238,7 +238,3 @@ class _VarianceUtility(LinearUtility):
     def full(self):
         v = self.x @ (softplus(self.weight) ** 2).T
         return v if self.bias is None else v + softplus(self.bias) ** 2
-
-    def expand(self, batch_shape):
-        x = self.x.expand(torch.Size(batch_shape) + self.x.shape[-1:])
-        return _VarianceUtility(x, self.weight, self.bias, self.sparse)
