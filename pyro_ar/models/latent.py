@@ -135,10 +135,6 @@ class _SquaredLinearUtility(LinearUtility):
     def full(self):
         return self.x @ (self.weight * self.weight).T
 
-    def expand(self, batch_shape):
-        x = self.x.expand(torch.Size(batch_shape) + self.x.shape[-1:])
-        return _SquaredLinearUtility(x, self.weight, None, self.sparse)
-
 
 def session_metrics(score_fn, observed: torch.Tensor, heldout: torch.Tensor, k: int = 5,
                     chunk_size: int = 256) -> dict:
