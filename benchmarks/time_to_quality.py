@@ -31,7 +31,7 @@ size (128, 2048), the local step (gradient step before the eta step; eta_n train
 optimizer), the learning rate (0.001, 0.01).
 
     python benchmarks/time_to_quality.py [--quick] [--corpora brown,kjv] [--ablations]
-        [--budget 240] [--exact-budget 600] [--kjv-path FILE]
+        [--budget 240] [--exact-budget 600] [--kjv-path FILE] [--methods ar_softmax,exact]
 
 Writes ``$TMPDIR/pyro_ar_time_to_quality[_quick].json`` (``--out`` to change).
 """
@@ -98,9 +98,13 @@ def main(argv=None):
     p.add_argument("--exact-budget", type=float, default=None, help="cap on CPU seconds of exact softmax")
     p.add_argument("--ablations", action="store_true", help="the A&R ablation grid on Brown")
     p.add_argument("--ablation-budget", type=float, default=None)
+    p.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ",".join(METHODS))
     p.add_argument("--out", default=None)
     brown.add_common_arguments(p)
     a = p.parse_args(argv)
+    unknown = sorted(set(a.methods.split(",")) - set(METHODS))
+    if unknown:
+        p.error(f"--methods: unknown {unknown}; choose from {METHODS}")
     a.corpora = a.corpora or ("brown" if a.quick else "brown,kjv")
     a.budget = a.budget or (10.0 if a.quick else 240.0)
     a.exact_budget = a.exact_budget or (20.0 if a.quick else 600.0)
@@ -120,7 +124,7 @@ def main(argv=None):
         if data is None:
             report["corpora"][name] = dict(skipped=desc)
             continue
-        results = brown.run_methods(a, METHODS, data)
+        results = brown.run_methods(a, a.methods.split(","), data)
         ok = {m: r for m, r in results.items() if "history" in r}
         summary = brown.summarize(ok)
         summary.update(targets(summary))
