@@ -18,13 +18,14 @@ from .bigram import BigramLanguageModel, unigram_log_probs
 from .latent import CategoricalLatentModel, LatentGuide, LocalPosterior, SessionEncoder
 from .linear import LinearClassifier
 from .neural import NeuralClassifier
+from .neural_lm import NGramBody, context_windows
 
 __all__ = [
     "CategoricalModel",
     "LinearClassifier",
     "BigramLanguageModel",
     "BayesianLinearClassifier",
-    "NeuralClassifier",
+    "NeuralClassifier", "NGramBody", "context_windows",
     "unigram_log_probs",
     "CategoricalLatentModel", "SessionEncoder", "LocalPosterior", "LatentGuide",
 ]

@@ -65,6 +65,8 @@ class NeuralClassifier(LinearClassifier):
     :param float init_scale: output weights initialised N(0, init_scale^2) (default
         :math:`1/\sqrt F`).
     :param int eval_batch_size: rows per body call in :meth:`utility` (evaluation).
+    :param bias_init: None, or a (K,) tensor added to the initial biases (e.g. the log class
+        frequencies, so that the model starts at the unigram model).
 
     The remaining arguments are those of :class:`~pyro_ar.models.LinearClassifier`
     (``noise``, ``likelihood``, ``num_negatives``, ``strategy``, ``weights``,
@@ -98,7 +100,8 @@ class NeuralClassifier(LinearClassifier):
                  subsample_size: Optional[int] = None, sparse: bool = False,
                  init_scale: Optional[float] = None, bias_init_scale: float = 1e-3,
                  prefix: str = "", site: str = "y", utility: str = "lazy",
-                 bouchard_a: str = "local", eval_batch_size: int = 4096):
+                 bouchard_a: str = "local", eval_batch_size: int = 4096,
+                 bias_init: Optional[torch.Tensor] = None):
         if not isinstance(body, torch.nn.Module):
             raise ValueError(f"body must be a torch.nn.Module mapping inputs to (N, num_features) "
                              f"features, got body={body!r}")
@@ -111,7 +114,7 @@ class NeuralClassifier(LinearClassifier):
                          weights="mle" if gaussian else weights, prior_scale=prior_scale,
                          subsample_size=subsample_size, sparse=sparse, init_scale=init_scale,
                          bias_init_scale=bias_init_scale, prefix=prefix, site=site,
-                         utility=utility, bouchard_a=bouchard_a)
+                         utility=utility, bouchard_a=bouchard_a, bias_init=bias_init)
         if gaussian:
             if not getattr(self.likelihood, "gaussian_utilities", False):
                 raise ValueError(f"weights='gaussian' needs a likelihood of Gaussian utilities "
