@@ -204,10 +204,15 @@ def main(argv=None):
             ("layer/body", "layer_over_body", ".2f"), ("(per round)", "layer_over_body_rounds", ".2f"),
             ("exact layer / layer", "exact_layer_over_this", ".1f"),
             ("exact step / step", "exact_step_over_this", ".1f"), ("steps", "steps", "d")]
-    print(f"\nK={args.num_classes}, MLP {args.input_dim}-{args.hidden}-{args.hidden}-{args.features}, "
+    return report(args, env, times, rows, cols, f"K={args.num_classes}", "neural_output_layer.json")
+
+
+def report(args, env, times, rows, cols, title, name):
+    """Print the table under ``title`` + the body's shape, write ``name`` (JSON) to ``--out``."""
+    print(f"\n{title}; MLP {args.input_dim}-{args.hidden}-{args.hidden}-{args.features}, "
           f"B={args.batch}, {args.negatives} shared negatives, CPU time, 1 thread")
     print(table(rows, cols))
-    path = os.path.join(args.out, "neural_output_layer.json")
+    path = os.path.join(args.out, name)
     with open(path, "w") as f:
         json.dump({"environment": env, "args": vars(args), "rows": rows, "times": times}, f, indent=1)
     print(f"wrote {path}")
@@ -219,15 +224,8 @@ def report_bayes(args, env, times, rounds):
     cols = [("method", "method", ""), ("step ms", "step_ms", ".1f"), ("layer ms", "layer_ms", ".1f"),
             ("layer/body", "layer_over_body", ".2f"), ("step / K=1000 step", "large_over_small", ".2f"),
             ("(per round)", "large_over_small_rounds", ".2f"), ("steps", "steps", "d")]
-    print(f"\nBayesian output layer (A&R, {args.negatives} negatives, W-conditioned local guide) at "
-          f"K = 1000 vs {args.num_classes}; MLP {args.input_dim}-{args.hidden}-{args.hidden}-{args.features}, "
-          f"B={args.batch}, CPU time, 1 thread")
-    print(table(rows, cols))
-    path = os.path.join(args.out, "neural_output_layer_bayes.json")
-    with open(path, "w") as f:
-        json.dump({"environment": env, "args": vars(args), "rows": rows, "times": times}, f, indent=1)
-    print(f"wrote {path}")
-    return rows
+    return report(args, env, times, rows, cols, f"Bayesian output layer (A&R, W-conditioned local guide) at "
+                  f"K = 1000 vs {args.num_classes}", "neural_output_layer_bayes.json")
 
 
 if __name__ == "__main__":
