@@ -20,7 +20,7 @@ from .latent import CategoricalLatentModel, LatentGuide, LocalPosterior, Session
 from .linear import LinearClassifier
 from .neural import NeuralClassifier
 from .neural_lm import NGramBody, context_windows
-from .bayesian_neural import BayesianNeuralClassifier, NeuralClassSubsampledNormal
+from .bayesian_neural import BayesianNeuralClassifier
 
 __all__ = [
     "CategoricalModel",
@@ -28,7 +28,7 @@ __all__ = [
     "BigramLanguageModel",
     "BayesianLinearClassifier",
     "NeuralClassifier", "NGramBody", "context_windows",
-    "BayesianNeuralClassifier", "NeuralClassSubsampledNormal",
+    "BayesianNeuralClassifier",
     "unigram_log_probs",
     "CategoricalLatentModel", "SessionEncoder", "LocalPosterior", "LatentGuide",
 ]

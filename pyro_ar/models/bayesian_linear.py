@@ -397,10 +397,11 @@ class BayesianLinearClassifier(CategoricalModel):
         return StepStructure(label_pos, neg_index, neg_weight, eta_index, eta_weight)
 
     # ------------------------------------------------------------------ the model
-    def minibatch_features(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-        """The inputs of the linear layer for the minibatch rows ``idx``: ``x[idx]`` (a
-        subclass maps them, e.g. through a network body,
-        :class:`~pyro_ar.models.BayesianNeuralClassifier`)."""
+    def minibatch_features(self, x: torch.Tensor, idx: torch.Tensor, for_guide: bool = False) -> torch.Tensor:
+        """The inputs of the linear layer for the minibatch rows ``idx`` (asked by the model,
+        and by :class:`~pyro_ar.infer.ClassSubsampledNormal`'s local guide with
+        ``for_guide=True``): ``x[idx]``. A subclass maps them, e.g. through a network body
+        (:class:`~pyro_ar.models.BayesianNeuralClassifier`)."""
         return x[idx]
 
     def _prior(self, like):

@@ -8,27 +8,27 @@ with the mean-field posterior :math:`q(w_k) = N(\mu_k, \mathrm{diag}\,\sigma_k^2
 K output rows. :class:`BayesianNeuralClassifier` is the
 :class:`~pyro_ar.models.BayesianLinearClassifier` of the body's features (the same class
 plate, step structure, KL weights and A&R likelihood: see that module for the estimator),
-and :class:`NeuralClassSubsampledNormal` the matching
-:class:`~pyro_ar.infer.ClassSubsampledNormal` (its W-conditioned closed-form local guide
-reads the same features). A step samples and updates only the rows of the class subsample
+trained with the same guide, :class:`~pyro_ar.infer.ClassSubsampledNormal` (its
+W-conditioned closed-form local guide reads the same features). A step samples and updates only the rows of the class subsample
 :math:`C = R\cup T\cup\{y_n\}` (negatives, local-guide classes, labels), so its cost is
 :math:`O(B\,\mathrm{cost}(g) + |C| F)` whatever K; the body :math:`\phi` is a point
 estimate trained by the same SVI step (registered in the param store as ``"body$$$..."``).
 
-The body runs **once** per step: the guide computes the minibatch's features for its local
-q and hands them to the model (matched by the minibatch's inputs; the model recomputes
-them when it runs without the guide, e.g. for prediction).
+The body runs **once** per step: the guide asks for the minibatch's features for its local
+q (``minibatch_features(x, idx, for_guide=True)``), and the model of the same step takes
+those (matched by the minibatch's inputs; the model computes them itself when it runs
+without the guide, e.g. for prediction). Posterior predictive log-likelihoods:
+:func:`pyro_ar.infer.predictive_log_likelihood` of :meth:`eval_features`.
 """
 
-from typing import Dict, Optional
+from typing import Optional
 
 import torch
 
-from ..infer.posterior import ClassSubsampledNormal, predictive_log_likelihood
 from .bayesian_linear import BayesianLinearClassifier
 from .neural import NetworkBody
 
-__all__ = ["BayesianNeuralClassifier", "NeuralClassSubsampledNormal"]
+__all__ = ["BayesianNeuralClassifier"]
 
 
 class BayesianNeuralClassifier(NetworkBody, BayesianLinearClassifier):
@@ -43,7 +43,7 @@ class BayesianNeuralClassifier(NetworkBody, BayesianLinearClassifier):
     The other arguments (``noise``, ``likelihood``, ``num_negatives``, ``num_kl_classes``,
     ``num_eta_classes``, ``stratify``, ``prior_scale``, ``subsample_size``, ``bias``,
     ``site``) are those of :class:`~pyro_ar.models.BayesianLinearClassifier`. Train with
-    :meth:`default_guide` (a :class:`NeuralClassSubsampledNormal`),
+    :meth:`default_guide` (a :class:`~pyro_ar.infer.ClassSubsampledNormal`),
     :class:`~pyro_ar.infer.ClosedFormELBO` and :func:`~pyro_ar.optim.lazy_adam`.
 
     Example:
@@ -51,7 +51,7 @@ class BayesianNeuralClassifier(NetworkBody, BayesianLinearClassifier):
     >>> import torch
     >>> from pyro.infer import SVI
     >>> from pyro_ar.datasets import make_linear_teacher
-    >>> from pyro_ar.infer import ClosedFormELBO
+    >>> from pyro_ar.infer import ClosedFormELBO, predictive_log_likelihood
     >>> from pyro_ar.models import BayesianNeuralClassifier
     >>> from pyro_ar.optim import lazy_adam
     >>> data = make_linear_teacher(500, 8, 5000, seed=0)
@@ -62,7 +62,8 @@ class BayesianNeuralClassifier(NetworkBody, BayesianLinearClassifier):
     >>> losses = [svi.step(data.x, data.y) for _ in range(3)]
     >>> guide.last_classes.numel() <= 32 + 32 + 64      # rows touched by the last step
     True
-    >>> model.predictive_log_likelihood(guide, data.x[:20], data.y[:20], num_samples=4)["log_lik"] < 0
+    >>> h = model.eval_features(data.x[:20])            # the body's features, then the posterior
+    >>> predictive_log_likelihood(guide, h, data.y[:20], num_samples=4)["log_lik"] < 0
     True
     """
 
@@ -79,16 +80,14 @@ class BayesianNeuralClassifier(NetworkBody, BayesianLinearClassifier):
                          prior_scale=prior_scale, subsample_size=subsample_size, bias=bias, site=site)
         self._step_features = None  # (inputs, features) computed by the guide for this step
 
-    def step_features(self, xb: torch.Tensor) -> torch.Tensor:
-        """The body's features of the minibatch inputs ``xb``, computed by the guide and kept
-        for the model of the same step (which takes them with :meth:`minibatch_features`)."""
-        self.register_body()
-        h = self.features(xb)
-        self._step_features = (xb, h)
-        return h
-
-    def minibatch_features(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    def minibatch_features(self, x: torch.Tensor, idx: torch.Tensor, for_guide: bool = False) -> torch.Tensor:
+        """The body's features of the minibatch rows ``idx``: computed (and kept) when the
+        guide asks, taken by the model of the same step (see the module docstring)."""
         xb = x[idx]
+        if for_guide:
+            self.register_body()
+            self._step_features = (xb, self.features(xb))
+            return self._step_features[1]
         kept, self._step_features = self._step_features, None
         if kept is not None and kept[0].shape == xb.shape and torch.equal(kept[0], xb):
             return kept[1]
@@ -101,40 +100,6 @@ class BayesianNeuralClassifier(NetworkBody, BayesianLinearClassifier):
     def sample_rows(self, C, like, train):
         return super().sample_rows(C, self._like(like), train)
 
-    def default_guide(self, **kwargs) -> "NeuralClassSubsampledNormal":
-        """A :class:`NeuralClassSubsampledNormal` of this model (``kwargs`` go to it)."""
-        return NeuralClassSubsampledNormal(self, **kwargs)
-
-    def predictive_log_likelihood(self, guide: ClassSubsampledNormal, x: torch.Tensor,
-                                  y: torch.Tensor, **kwargs) -> Dict:
-        """:func:`pyro_ar.infer.predictive_log_likelihood` of the inputs ``x`` (through the
-        body, :meth:`eval_features`) under the guide's posterior over the output layer."""
-        self.check_inputs(x, y)
-        return predictive_log_likelihood(guide, self.eval_features(x), y, self.noise, **kwargs)
-
     def _repr_fields(self):
         return {"body": type(self.body).__name__, **super()._repr_fields()}
 
-
-class NeuralClassSubsampledNormal(ClassSubsampledNormal):
-    r""":class:`~pyro_ar.infer.ClassSubsampledNormal` for a :class:`BayesianNeuralClassifier`:
-    the same mean-field rows, and the W-conditioned local guide :math:`q(\varepsilon_n\mid W)`
-    computed from the body's features of the minibatch (shared with the model's step).
-
-    Example:
-
-    >>> import torch
-    >>> from pyro_ar.models import BayesianNeuralClassifier
-    >>> model = BayesianNeuralClassifier(torch.nn.Linear(3, 4), 4, 100, num_negatives=8)
-    >>> type(model.default_guide()).__name__
-    'NeuralClassSubsampledNormal'
-    """
-
-    def __init__(self, model: BayesianNeuralClassifier, **kwargs):
-        if not isinstance(model, BayesianNeuralClassifier):
-            raise ValueError(f"NeuralClassSubsampledNormal needs a BayesianNeuralClassifier model, "
-                             f"got model={model!r}")
-        super().__init__(model, **kwargs)
-
-    def _local(self, xb, labels, C, W, b, T):
-        return super()._local(self.ar_model.step_features(xb), labels, C, W, b, T)
