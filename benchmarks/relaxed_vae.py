@@ -35,10 +35,10 @@ relaxation's solution is from the nearest optimum of the exact objective -- a li
 reading of the 2% target that does not depend on which local optimum training by
 enumeration from scratch reaches. Training by enumeration from scratch starts in a state
 where every image picks the same category (I = 0, ELBO about -202) and leaves it only after
-about 2,500 steps, hence the default of 6,000 steps (at 2,000 steps it had not yet left it,
+about 2,500 steps, hence the default of 5,000 steps (at 2,000 steps it had not yet left it,
 and the relaxations looked 15% better).
 
-    python benchmarks/relaxed_vae.py [--quick] [--steps 6000] [--eval-every 1000] [--refine 1000]
+    python benchmarks/relaxed_vae.py [--quick] [--steps 5000] [--eval-every 1000] [--refine 1000]
         [--methods exact,pyro_gumbel,gumbel,normal,logistic] [--out DIR]
 """
 
@@ -176,7 +176,7 @@ def run(name, x, xt, num_steps, seed, eval_every, refine):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--steps", type=int, default=6000, help="training steps per method")
+    p.add_argument("--steps", type=int, default=5000, help="training steps per method")
     p.add_argument("--eval-every", type=int, default=1000, help="steps between discrete test ELBOs")
     p.add_argument("--refine", type=int, default=1000,
                    help="enumeration steps continuing each relaxed model (0: none)")
