@@ -38,6 +38,10 @@ likelihood of :mod:`pyro_ar.likelihoods` works (AR with any noise, Exact, OVE, S
 Bouchard). For A&R with non-Gumbel noise the default local guide
 (:class:`~pyro_ar.infer.local_guides.ConditionalLocalGuide`) refits q from the current
 utilities, which runs the body a second time (without gradient) per step.
+
+:class:`NetworkBody` holds what every model with a body shares (registration, checked
+features, evaluation in eval mode); :class:`~pyro_ar.models.BayesianNeuralClassifier` is
+the other one.
 """
 
 from typing import Optional
