@@ -113,3 +113,21 @@ def test_ngram_body_trains_with_a_lazy_output_layer_touching_few_rows():
     assert 0 < int(changed.sum()) <= 8 * 3                       # only the minibatch's context words
     with pytest.raises(ValueError, match="3 word ids per row"):
         body(torch.zeros(2, 4, dtype=torch.long))
+
+
+@pytest.mark.parametrize("noise", ["gumbel", "normal"])
+def test_an_identity_body_gives_the_bayesian_linear_classifier(noise):
+    """Same seeds, same plates, same guide: the ELBO of BayesianNeuralClassifier(Identity)
+    equals BayesianLinearClassifier's to float precision."""
+    from pyro_ar.models import BayesianLinearClassifier
+
+    data = make_linear_teacher(N, D, K, seed=1)
+    losses = []
+    for model in (BayesianLinearClassifier(D, K, noise=noise, num_negatives=S, subsample_size=B),
+                  BayesianNeuralClassifier(torch.nn.Identity(), D, K, noise=noise, num_negatives=S,
+                                           subsample_size=B)):
+        pyro.clear_param_store()
+        pyro.set_rng_seed(3)
+        guide = model.default_guide(init_loc_scale=0.1)
+        losses.append(ClosedFormELBO().loss(model, guide, data.x, data.y))
+    assert losses[0] == pytest.approx(losses[1], rel=1e-6)
