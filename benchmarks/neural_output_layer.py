@@ -1,4 +1,5 @@
-"""Per-step cost of a K = 10^5 output layer on an MLP body: A&R vs exact softmax (issue 14).
+"""Per-step cost of a K = 10^5 output layer on an MLP body: A&R vs exact softmax, and a
+class-subsampled Bayesian output layer at K = 10^3 vs 10^5 (issue 14).
 
 One process, one torch thread, CPU time (``time.process_time``); the variants alternate in
 rounds of ``--steps`` steps each so that load changes on the shared machine hit them alike:
@@ -17,9 +18,17 @@ The output layer's share of a step is ``step - body`` (Pyro's per-step overhead 
 to the output layer). Targets: ``ar`` layer <= 1.2 x body; exact layer >= 50 x the ``ar``
 layer. Ratios are given as ratios of the medians and as medians of the per-round ratios.
 
-    python benchmarks/neural_output_layer.py [--quick] [--num-classes 100000] [--out DIR]
+``--part bayes``: the Bayesian output layer
+(:class:`pyro_ar.models.BayesianNeuralClassifier`: Gaussian mean-field rows, A&R likelihood
+with ``--negatives`` shared uniform negatives, its W-conditioned closed-form local guide
+``NeuralClassSubsampledNormal``, ``ClosedFormELBO``, ``lazy_adam``) on the same body at
+K = 10^3 and K = ``--num-classes``, interleaved with ``body`` in the same rounds; a step
+samples and updates only the rows of its class subsample, so its cost should not depend on
+K (reported: the K = 10^5 step over the K = 10^3 step, and each layer's share over the body).
 
-Writes ``neural_output_layer.json`` to ``--out`` (default: the system temp directory).
+    python benchmarks/neural_output_layer.py [--part layer|bayes] [--quick] [--num-classes 100000] [--out DIR]
+
+Writes ``neural_output_layer[_bayes].json`` to ``--out`` (default: the system temp directory).
 """
 
 import argparse
@@ -39,8 +48,9 @@ from pyro.infer import SVI
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from paper_common import environment, table  # noqa: E402
 
+from pyro_ar.infer import ClosedFormELBO  # noqa: E402
 from pyro_ar.likelihoods import AR, Exact, Sampled  # noqa: E402
-from pyro_ar.models import NeuralClassifier  # noqa: E402
+from pyro_ar.models import BayesianNeuralClassifier, NeuralClassifier  # noqa: E402
 from pyro_ar.negatives import SharedNegatives  # noqa: E402
 from pyro_ar.optim import lazy_adam  # noqa: E402
 
@@ -51,21 +61,37 @@ def mlp(d_in, hidden, features):
                                torch.nn.Linear(hidden, features), torch.nn.ReLU())
 
 
-def make_steps(args, x, y):
-    """name -> a function doing one training step (each variant has its own body and params)."""
-    K, Fdim, s = args.num_classes, args.features, args.negatives
-    steps = {}
-
-    body = mlp(x.shape[1], args.hidden, Fdim)
+def body_step(args, x):
+    """One step of the body alone: forward, a stand-in loss on its features, backward, Adam."""
+    body = mlp(x.shape[1], args.hidden, args.features)
     opt = torch.optim.Adam(body.parameters(), lr=1e-3)
 
-    def body_step():
+    def step():
         idx = torch.randint(0, len(x), (args.batch,))
         loss = body(x[idx]).square().mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
-    steps["body"] = body_step
+    return step
+
+
+def make_bayes_steps(args, x):
+    """body, and the Bayesian output layer's SVI step at K = 10^3 and K = --num-classes."""
+    steps = {"body": body_step(args, x)}
+    for K in (1_000, args.num_classes):
+        y = torch.randint(0, K, (len(x),), generator=torch.Generator().manual_seed(K))
+        model = BayesianNeuralClassifier(mlp(x.shape[1], args.hidden, args.features), args.features, K,
+                                         num_negatives=args.negatives, subsample_size=args.batch)
+        guide = model.default_guide(name=f"bayes_{K}")
+        svi = SVI(model, guide, lazy_adam({"lr": 1e-3}), ClosedFormELBO())
+        steps[f"bayes_K{K}"] = lambda svi=svi, y=y: svi.step(x, y)
+    return steps
+
+
+def make_steps(args, x, y):
+    """name -> a function doing one training step (each variant has its own body and params)."""
+    K, Fdim, s = args.num_classes, args.features, args.negatives
+    steps = {"body": body_step(args, x)}
 
     def svi_step(name, likelihood, **kw):
         model = NeuralClassifier(mlp(x.shape[1], args.hidden, Fdim), Fdim, K, likelihood=likelihood,
@@ -97,7 +123,7 @@ def run(args):
     g = torch.Generator().manual_seed(0)
     x = torch.randn(args.num_data, args.input_dim, generator=g)
     y = torch.randint(0, args.num_classes, (args.num_data,), generator=g)
-    steps = make_steps(args, x, y)
+    steps = make_bayes_steps(args, x) if args.part == "bayes" else make_steps(args, x, y)
     slow = {"exact", "exact_torch"}
     for name, f in steps.items():  # warm-up (parameter creation, allocator)
         for _ in range(2):
@@ -138,8 +164,23 @@ def summarise(times, rounds):
     return rows
 
 
+def summarise_bayes(times, rounds, num_classes):
+    med = {k: statistics.median(v) for k, v in times.items()}
+    small, large = "bayes_K1000", f"bayes_K{num_classes}"
+    rows = [{"method": "body", "step_ms": 1e3 * med["body"], "steps": len(times["body"])}]
+    for k in (small, large):
+        rows.append({"method": k, "step_ms": 1e3 * med[k], "layer_ms": 1e3 * (med[k] - med["body"]),
+                     "layer_over_body": (med[k] - med["body"]) / med["body"],
+                     "large_over_small": med[k] / med[small],
+                     "large_over_small_rounds": statistics.median(r[k] / r[small] for r in rounds),
+                     "steps": len(times[k])})
+    return rows
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--part", choices=("layer", "bayes"), default="layer",
+                   help="layer: A&R / sampled / exact at K; bayes: the Bayesian layer at 10^3 vs K")
     p.add_argument("--quick", action="store_true", help="K = 10^4, fewer rounds")
     p.add_argument("--num-classes", type=int, default=100_000)
     p.add_argument("--input-dim", type=int, default=784)
@@ -156,19 +197,35 @@ def main(argv=None):
         args.num_classes, args.rounds, args.steps = 10_000, 2, 8
     env = environment()
     times, rounds = run(args)
+    if args.part == "bayes":
+        return report_bayes(args, env, times, rounds)
     rows = summarise(times, rounds)
     cols = [("method", "method", ""), ("step ms", "step_ms", ".1f"), ("layer ms", "layer_ms", ".1f"),
             ("layer/body", "layer_over_body", ".2f"), ("(per round)", "layer_over_body_rounds", ".2f"),
             ("exact layer / layer", "exact_layer_over_this", ".1f"),
             ("exact step / step", "exact_step_over_this", ".1f"), ("steps", "steps", "d")]
-    print(f"\nK={args.num_classes}, MLP {args.input_dim}-{args.hidden}-{args.hidden}-{args.features}, "
+    return report(args, env, times, rows, cols, f"K={args.num_classes}", "neural_output_layer.json")
+
+
+def report(args, env, times, rows, cols, title, name):
+    """Print the table under ``title`` + the body's shape, write ``name`` (JSON) to ``--out``."""
+    print(f"\n{title}; MLP {args.input_dim}-{args.hidden}-{args.hidden}-{args.features}, "
           f"B={args.batch}, {args.negatives} shared negatives, CPU time, 1 thread")
     print(table(rows, cols))
-    path = os.path.join(args.out, "neural_output_layer.json")
+    path = os.path.join(args.out, name)
     with open(path, "w") as f:
         json.dump({"environment": env, "args": vars(args), "rows": rows, "times": times}, f, indent=1)
     print(f"wrote {path}")
     return rows
+
+
+def report_bayes(args, env, times, rounds):
+    rows = summarise_bayes(times, rounds, args.num_classes)
+    cols = [("method", "method", ""), ("step ms", "step_ms", ".1f"), ("layer ms", "layer_ms", ".1f"),
+            ("layer/body", "layer_over_body", ".2f"), ("step / K=1000 step", "large_over_small", ".2f"),
+            ("(per round)", "large_over_small_rounds", ".2f"), ("steps", "steps", "d")]
+    return report(args, env, times, rows, cols, f"Bayesian output layer (A&R, W-conditioned local guide) at "
+                  f"K = 1000 vs {args.num_classes}", "neural_output_layer_bayes.json")
 
 
 if __name__ == "__main__":

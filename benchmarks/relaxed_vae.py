@@ -16,14 +16,34 @@ Normal: probit; Logistic), its probabilities from
   0.5 for Gumbel, scaled by the noise's sd relative to Gumbel's, see its docstring).
 
 Every method takes the same number of steps (one thread, Adam 1e-3, minibatch 100; the
-CPU time is reported: the probit and logistic posteriors' probabilities need quadrature);
-reported: the exact discrete test ELBO per image of each fitted model and its ratio to
-``exact``'s (target: within 2%).
+CPU time is reported: the probit and logistic posteriors' probabilities need quadrature).
 
-    python benchmarks/relaxed_vae.py [--quick] [--steps 2000] [--out DIR]
+**One yardstick.** Every fitted model -- whatever objective trained it -- is scored with
+the same *discrete* ELBO, computed by exact enumeration over the K categories of its
+trained encoder and decoder (:meth:`VAE.exact_elbo`, checked against ``TraceEnum_ELBO`` on
+200 test images for every model): the relaxed objectives (a decoder fed continuous
+samples, the analytic discrete KL) are only how the models were trained; their values on
+the test set are reported beside it for reference, not compared. Reported per method: the
+discrete test ELBO per image every ``--eval-every`` steps (the curve) and at the end, its
+ratio to ``exact``'s and whether it lies within 2% (the target), and how much the latent is
+used: the mutual information :math:`I(x; z) = H(\bar q) - \overline{H(q(z\mid x))}` (nats,
+at most log K) and the number of categories that are some test image's most probable one.
+
+``--refine N``: each relaxed model then continues for N steps on the enumerated ELBO (a
+copy); the relative gap between its discrete ELBO and the refined one measures how far the
+relaxation's solution is from the nearest optimum of the exact objective -- a like-for-like
+reading of the 2% target that does not depend on which local optimum training by
+enumeration from scratch reaches. Training by enumeration from scratch starts in a state
+where every image picks the same category (I = 0, ELBO about -202) and leaves it only after
+about 2,500 steps, hence the default of 5,000 steps (at 2,000 steps it had not yet left it,
+and the relaxations looked 15% better).
+
+    python benchmarks/relaxed_vae.py [--quick] [--steps 5000] [--eval-every 1000] [--refine 1000]
+        [--methods exact,pyro_gumbel,gumbel,normal,logistic] [--out DIR]
 """
 
 import argparse
+import copy
 import json
 import math
 import os
@@ -58,6 +78,13 @@ class VAE(torch.nn.Module):
 
     def log_q(self, x):
         return UtilityCategorical(self.enc(x), self.noise).logits  # log q(k | x), (B, K)
+
+    def latent_use(self, x):
+        """``(I(x; z) in nats, number of categories that are some image's most probable)``."""
+        q = self.log_q(x).exp()
+        entropy = lambda p: -(p * p.clamp(min=1e-30).log()).sum(-1)  # noqa: E731
+        mi = entropy(q.mean(0)) - entropy(q).mean()
+        return mi.item(), int(q.argmax(-1).unique().numel())
 
     def exact_elbo(self, x):
         log_q = self.log_q(x)
@@ -95,33 +122,64 @@ def check_against_trace_enum(vae, x):
     return ours, pyro_elbo
 
 
-def run(name, x, xt, num_steps, seed):
-    torch.manual_seed(seed)
-    noise = "gumbel" if name in ("exact", "pyro_gumbel") else name
-    vae = VAE(noise)
-    opt = torch.optim.Adam(vae.parameters(), lr=1e-3)
-    temperature = 0.5 * NOISE_SD[noise] / GUMBEL_SD
-    cpu, steps = 0.0, 0
-    while steps < num_steps:
+def discrete_test_elbo(vae, xt):
+    """The yardstick: the enumerated discrete ELBO per test image."""
+    with torch.no_grad():
+        return torch.cat([vae.exact_elbo(xt[i:i + 500]) for i in range(0, len(xt), 500)]).mean().item()
+
+
+def train_steps(vae, objective, x, num_steps, lr=1e-3, on_step=None):
+    """``num_steps`` Adam steps (minibatch 100) maximising ``objective``; returns the CPU seconds."""
+    opt = torch.optim.Adam(vae.parameters(), lr=lr)
+    cpu = 0.0
+    for step in range(1, num_steps + 1):
         t0 = time.process_time()
-        idx = torch.randint(0, len(x), (100,))
-        xb = x[idx]
-        elbo = vae.exact_elbo(xb) if name == "exact" else vae.relaxed_elbo(xb, temperature, name == "pyro_gumbel")
+        elbo = objective(x[torch.randint(0, len(x), (100,))])
         opt.zero_grad()
         (-elbo.mean()).backward()
         opt.step()
         cpu += time.process_time() - t0
-        steps += 1
+        if on_step is not None:
+            on_step(step)
+    return cpu
+
+
+def run(name, x, xt, num_steps, seed, eval_every, refine):
+    torch.manual_seed(seed)
+    noise = "gumbel" if name in ("exact", "pyro_gumbel") else name
+    vae = VAE(noise)
+    temperature = 0.5 * NOISE_SD[noise] / GUMBEL_SD
+    objective = (lambda xb: vae.exact_elbo(xb)) if name == "exact" else \
+        (lambda xb: vae.relaxed_elbo(xb, temperature, name == "pyro_gumbel"))
+    curve = []
+
+    def evaluate(step):
+        if step % eval_every == 0 or step == num_steps:
+            curve.append((step, discrete_test_elbo(vae, xt)))
+            print(f"  {name:12s} step {step:5d}  discrete test ELBO {curve[-1][1]:8.2f}", flush=True)
+    cpu = train_steps(vae, objective, x, num_steps, on_step=evaluate)
     with torch.no_grad():
-        test = torch.cat([vae.exact_elbo(xt[i:i + 500]) for i in range(0, len(xt), 500)]).mean().item()
-    return vae, {"method": name, "steps": steps, "cpu_s": cpu, "temperature": temperature if name != "exact" else None,
-                 "test_elbo": test}
+        trained_objective = torch.cat([objective(xt[i:i + 500]) for i in range(0, len(xt), 500)]).mean().item()
+        mi, used = vae.latent_use(xt)
+    row = {"method": name, "steps": num_steps, "cpu_s": cpu, "temperature": temperature if name != "exact" else None,
+           "test_elbo": curve[-1][1], "curve": curve, "training_objective": trained_objective,
+           "mutual_info": mi, "categories_used": used}
+    if refine and name != "exact":
+        # the exact ELBO's optimum nearest to this solution: continue by enumeration
+        refined = copy.deepcopy(vae)
+        train_steps(refined, refined.exact_elbo, x, refine)
+        row["refined_elbo"] = discrete_test_elbo(refined, xt)
+        row["gap_to_refined"] = (row["refined_elbo"] - row["test_elbo"]) / abs(row["refined_elbo"])
+    return vae, row
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--steps", type=int, default=2000, help="training steps per method")
+    p.add_argument("--steps", type=int, default=5000, help="training steps per method")
+    p.add_argument("--eval-every", type=int, default=1000, help="steps between discrete test ELBOs")
+    p.add_argument("--refine", type=int, default=1000,
+                   help="enumeration steps continuing each relaxed model (0: none)")
     p.add_argument("--num-train", type=int, default=20000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--methods", default="exact,pyro_gumbel,gumbel,normal,logistic",
@@ -129,25 +187,32 @@ def main(argv=None):
     p.add_argument("--out", default=tempfile.gettempdir())
     args = p.parse_args(argv)
     if args.quick:
-        args.steps, args.num_train = 100, 5000
+        args.steps, args.num_train, args.eval_every, args.refine = 100, 5000, 50, 20
     torch.set_num_threads(1)
     data = load_mnist()
     x = (data.x_train[:args.num_train] > 0.5).float()
     xt = (data.x_test[:2000] > 0.5).float()
     rows = []
     for name in args.methods.split(","):
-        vae, row = run(name, x, xt, args.steps, args.seed)
-        if name == "exact":
-            ours, ref = check_against_trace_enum(vae, xt[:200])
-            print(f"enumerated ELBO {ours:.3f} vs TraceEnum_ELBO {ref:.3f} (200 test images)")
+        vae, row = run(name, x, xt, args.steps, args.seed, args.eval_every, args.refine)
+        ours, ref = check_against_trace_enum(vae, xt[:200])  # the yardstick is Pyro's enumerated ELBO
+        row["trace_enum_check"] = abs(ours - ref) / abs(ref)
+        print(f"{name}: enumerated ELBO {ours:.3f} vs TraceEnum_ELBO {ref:.3f} (200 test images)", flush=True)
         rows.append(row)
-        print(row, flush=True)
+    exact = next((r for r in rows if r["method"] == "exact"), None)
     for r in rows:
-        r["ratio_to_exact"] = r["test_elbo"] / rows[0]["test_elbo"] if rows[0]["method"] == "exact" else None
+        r["ratio_to_exact"] = r["test_elbo"] / exact["test_elbo"] if exact else None
+        r["within_2pct"] = None if exact is None else ("yes" if abs(r["ratio_to_exact"] - 1) <= 0.02 else "no")
     cols = [("method", "method", ""), ("temperature", "temperature", ".3f"), ("CPU s", "cpu_s", ".1f"),
-            ("test ELBO/image", "test_elbo", ".2f"), ("ratio to exact", "ratio_to_exact", ".4f")]
-    print(f"\nK = {K}, {len(x)} binarised MNIST training images, {args.steps} steps per method")
+            ("discrete test ELBO", "test_elbo", ".2f"), ("ratio to exact", "ratio_to_exact", ".4f"),
+            ("within 2%", "within_2pct", ""), ("I(x;z) nats", "mutual_info", ".3f"),
+            ("categories", "categories_used", "d"), ("training objective (test)", "training_objective", ".2f"),
+            (f"after {args.refine} enum. steps", "refined_elbo", ".2f"), ("gap to that", "gap_to_refined", ".4f")]
+    print(f"\nK = {K}, {len(x)} binarised MNIST training images, {args.steps} steps per method; every model "
+          "scored by the same discrete ELBO (exact enumeration over its K categories)")
     print(table(rows, cols))
+    print("discrete test ELBO during training: " + "; ".join(
+        f"{r['method']} " + " ".join(f"{v:.1f}" for _, v in r["curve"]) for r in rows))
     path = os.path.join(args.out, "relaxed_vae.json")
     with open(path, "w") as f:
         json.dump({"environment": environment(), "args": vars(args), "rows": rows}, f, indent=1)

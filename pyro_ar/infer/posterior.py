@@ -188,7 +188,8 @@ class ClassSubsampledNormal(AutoGuide):
         if train and self.local == "conditional":
             with data:
                 idx = data.indices
-                result[model.eps_site] = self._local(x[idx], y[idx], C, W, b, classes.eta_classes)
+                xb = model.minibatch_features(x, idx, for_guide=True)
+                result[model.eps_site] = self._local(xb, y[idx], C, W, b, classes.eta_classes)
         return result
 
     # ---------------------------------------------------------------- local guide

@@ -8,6 +8,7 @@ model                                 utilities
 :class:`BigramLanguageModel`          :math:`\\psi_k(u) = e_u\\cdot w_k + b_k` (previous word u)
 :class:`BayesianLinearClassifier`     :math:`W x_n + b`, class-subsampled posterior over W, b
 :class:`NeuralClassifier`             :math:`W g_\\phi(x_n) + b`, any network body :math:`g_\\phi`
+:class:`BayesianNeuralClassifier`     the same, class-subsampled posterior over W, b
 :class:`CategoricalLatentModel`       :math:`\\Psi\\omega_u + \\rho`, a Gaussian latent per session u
 ====================================  ===========================================================
 """
@@ -18,13 +19,16 @@ from .bigram import BigramLanguageModel, unigram_log_probs
 from .latent import CategoricalLatentModel, LatentGuide, LocalPosterior, SessionEncoder
 from .linear import LinearClassifier
 from .neural import NeuralClassifier
+from .neural_lm import NGramBody, context_windows
+from .bayesian_neural import BayesianNeuralClassifier
 
 __all__ = [
     "CategoricalModel",
     "LinearClassifier",
     "BigramLanguageModel",
     "BayesianLinearClassifier",
-    "NeuralClassifier",
+    "NeuralClassifier", "NGramBody", "context_windows",
+    "BayesianNeuralClassifier",
     "unigram_log_probs",
     "CategoricalLatentModel", "SessionEncoder", "LocalPosterior", "LatentGuide",
 ]

@@ -397,6 +397,13 @@ class BayesianLinearClassifier(CategoricalModel):
         return StepStructure(label_pos, neg_index, neg_weight, eta_index, eta_weight)
 
     # ------------------------------------------------------------------ the model
+    def minibatch_features(self, x: torch.Tensor, idx: torch.Tensor, for_guide: bool = False) -> torch.Tensor:
+        """The inputs of the linear layer for the minibatch rows ``idx`` (asked by the model,
+        and by :class:`~pyro_ar.infer.ClassSubsampledNormal`'s local guide with
+        ``for_guide=True``): ``x[idx]``. A subclass maps them, e.g. through a network body
+        (:class:`~pyro_ar.models.BayesianNeuralClassifier`)."""
+        return x[idx]
+
     def _prior(self, like):
         zero = torch.zeros((), dtype=like.dtype, device=like.device)
         return dist.Normal(zero, torch.full_like(zero, self.prior_scale))
@@ -424,7 +431,7 @@ class BayesianLinearClassifier(CategoricalModel):
             W, b = self.sample_rows(C, x, y is not None)
         with data as idx:
             idx = data.indices if idx is None else idx
-            xb = x[idx]
+            xb = self.minibatch_features(x, idx)
             psi = xb @ W.T
             if b is not None:
                 psi = psi + b
@@ -438,7 +445,7 @@ class BayesianLinearClassifier(CategoricalModel):
                 return pyro.sample(self.site, UtilityCategorical(self._full_order(psi, C), self.noise),
                                    obs=labels)
             st = self.step_structure(C, labels)
-            zero = torch.zeros((), dtype=x.dtype, device=x.device)
+            zero = torch.zeros((), dtype=psi.dtype, device=psi.device)
             prior = self.noise.distribution(zero, torch.ones_like(zero)).expand([xb.shape[0]])
             eps = pyro.sample(self.eps_site, prior,
                               infer={INFER_KEY: NoiseSite(self.noise, self.site, self.num_classes)})

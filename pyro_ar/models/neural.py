@@ -19,7 +19,9 @@ guide of their own (e.g. an ``AutoNormal`` in an ``AutoGuideList``).
 
 The output layer is maximum likelihood (``weights="mle"``), MAP under
 :math:`w_k\sim N(0, s^2 I)` (``"map"``, prior estimated on a class subsample), Bayesian
-(``"bayes"``: sample sites for an AutoGuide, O(K F) per step -- for moderate K), or
+(``"bayes"``: sample sites for an AutoGuide, O(K F) per step -- for moderate K; at large K
+use :class:`~pyro_ar.models.BayesianNeuralClassifier`, the same body with a mean-field
+posterior over the output rows of which a step samples only those it touches), or
 Bayesian with an analytic bound (``"gaussian"``, seeds/002): a mean-field posterior
 :math:`q(w_{kf}) = N(\mu_{kf}, \sigma_{kf}^2)` (params ``weight``, ``bias`` -- the means --
 and ``weight_scale_unconstrained``, ``bias_scale_unconstrained``, with :math:`\sigma =
@@ -36,6 +38,10 @@ likelihood of :mod:`pyro_ar.likelihoods` works (AR with any noise, Exact, OVE, S
 Bouchard). For A&R with non-Gumbel noise the default local guide
 (:class:`~pyro_ar.infer.local_guides.ConditionalLocalGuide`) refits q from the current
 utilities, which runs the body a second time (without gradient) per step.
+
+:class:`NetworkBody` holds what every model with a body shares (registration, checked
+features, evaluation in eval mode); :class:`~pyro_ar.models.BayesianNeuralClassifier` is
+the other one.
 """
 
 from typing import Optional
@@ -52,10 +58,81 @@ from ..utility import LinearUtility
 from .base import check_positive_int
 from .linear import LinearClassifier
 
-__all__ = ["NeuralClassifier"]
+__all__ = ["NeuralClassifier", "NetworkBody"]
 
 
-class NeuralClassifier(LinearClassifier):
+class NetworkBody:
+    """What every model with a network body shares (:class:`NeuralClassifier`,
+    :class:`~pyro_ar.models.BayesianNeuralClassifier`): the body's registration in Pyro's
+    param store, its checked features, its evaluation in eval mode, and inputs that may be
+    of any dtype (parameters take the body's dtype and device).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.models import NeuralClassifier
+    >>> from pyro_ar.models.neural import NetworkBody
+    >>> model = NeuralClassifier(torch.nn.Linear(3, 4), 4, 10)
+    >>> isinstance(model, NetworkBody), model.eval_features(torch.zeros(5, 3)).shape
+    (True, torch.Size([5, 4]))
+    """
+
+    def _init_body(self, body: torch.nn.Module, prefix: str, eval_batch_size: int):
+        if not isinstance(body, torch.nn.Module):
+            raise ValueError(f"body must be a torch.nn.Module mapping inputs to (N, num_features) "
+                             f"features, got body={body!r}")
+        if isinstance(body, PyroModule) and not body._pyro_name:
+            # an unnamed root PyroModule's sites ("weight", ...) would clash with the output
+            # layer's: name it "<prefix>body" (its parameters become "<prefix>body.weight", ...)
+            body._pyro_set_supermodule(prefix + "body", body._pyro_context)
+        self.body, self.body_name = body, prefix + "body"
+        self.eval_batch_size = check_positive_int("eval_batch_size", eval_batch_size)
+
+    def register_body(self) -> torch.nn.Module:
+        """Register the body's parameters in Pyro's param store (a ``PyroModule`` does it
+        itself when called); values already in the store (e.g. from a checkpoint) are
+        loaded into the body."""
+        if not isinstance(self.body, PyroModule):
+            pyro.module(self.body_name, self.body, update_module_params=True)
+        return self.body
+
+    def features(self, x) -> torch.Tensor:
+        """The body's features of the inputs ``x``, checked to be ``(N, num_features)``."""
+        h = self.body(x)
+        if not isinstance(h, torch.Tensor) or h.dim() != 2 or h.shape != (len(x), self.num_features):
+            raise ValueError(f"body must map x with {len(x)} rows to features of shape "
+                             f"({len(x)}, {self.num_features}), got "
+                             f"{tuple(h.shape) if isinstance(h, torch.Tensor) else h!r}")
+        return h
+
+    def eval_features(self, x) -> torch.Tensor:
+        """The features of new inputs for evaluation: the body in eval mode, without
+        gradient, ``eval_batch_size`` rows at a time."""
+        was_training = self.body.training
+        self.body.eval()
+        try:
+            with torch.no_grad():
+                return torch.cat([self.features(x[i:i + self.eval_batch_size])
+                                  for i in range(0, len(x), self.eval_batch_size)])
+        finally:
+            self.body.train(was_training)
+
+    def check_inputs(self, x, y):
+        if not isinstance(x, torch.Tensor) or x.dim() < 1:
+            raise ValueError(f"x must be a tensor with one row per datapoint, got x={x!r}")
+        if y is not None and (not isinstance(y, torch.Tensor) or tuple(y.shape) != (x.shape[0],)):
+            raise ValueError(f"y must have shape ({x.shape[0]},), got y of shape "
+                             f"{tuple(y.shape) if isinstance(y, torch.Tensor) else y!r}")
+
+    def _like(self, x) -> torch.Tensor:
+        """Parameters take the dtype and device of the body (inputs may be integer tokens)."""
+        p = next(self.body.parameters(), None)
+        if p is not None:
+            return torch.zeros((), dtype=p.dtype, device=p.device)
+        return super()._like(x)
+
+
+class NeuralClassifier(NetworkBody, LinearClassifier):
     r"""Pyro model of a network body with a lazy K-class output layer (see the module docstring).
 
     :param body: a ``torch.nn.Module`` mapping inputs ``x`` (a tensor with N rows) to
@@ -65,6 +142,8 @@ class NeuralClassifier(LinearClassifier):
     :param float init_scale: output weights initialised N(0, init_scale^2) (default
         :math:`1/\sqrt F`).
     :param int eval_batch_size: rows per body call in :meth:`utility` (evaluation).
+    :param bias_init: None, or a (K,) tensor added to the initial biases (e.g. the log class
+        frequencies, so that the model starts at the unigram model).
 
     The remaining arguments are those of :class:`~pyro_ar.models.LinearClassifier`
     (``noise``, ``likelihood``, ``num_negatives``, ``strategy``, ``weights``,
@@ -98,10 +177,9 @@ class NeuralClassifier(LinearClassifier):
                  subsample_size: Optional[int] = None, sparse: bool = False,
                  init_scale: Optional[float] = None, bias_init_scale: float = 1e-3,
                  prefix: str = "", site: str = "y", utility: str = "lazy",
-                 bouchard_a: str = "local", eval_batch_size: int = 4096):
-        if not isinstance(body, torch.nn.Module):
-            raise ValueError(f"body must be a torch.nn.Module mapping inputs to (N, num_features) "
-                             f"features, got body={body!r}")
+                 bouchard_a: str = "local", eval_batch_size: int = 4096,
+                 bias_init: Optional[torch.Tensor] = None):
+        self._init_body(body, prefix, eval_batch_size)
         num_features = check_positive_int("num_features", num_features)
         if init_scale is None:
             init_scale = num_features ** -0.5
@@ -111,37 +189,13 @@ class NeuralClassifier(LinearClassifier):
                          weights="mle" if gaussian else weights, prior_scale=prior_scale,
                          subsample_size=subsample_size, sparse=sparse, init_scale=init_scale,
                          bias_init_scale=bias_init_scale, prefix=prefix, site=site,
-                         utility=utility, bouchard_a=bouchard_a)
+                         utility=utility, bouchard_a=bouchard_a, bias_init=bias_init)
         if gaussian:
             if not getattr(self.likelihood, "gaussian_utilities", False):
                 raise ValueError(f"weights='gaussian' needs a likelihood of Gaussian utilities "
                                  f"(JaakkolaJordan, GaussianBouchard, LocalReparameterization), got "
                                  f"likelihood={self.likelihood!r}")
             self.weights = "gaussian"
-        if isinstance(body, PyroModule) and not body._pyro_name:
-            # an unnamed root PyroModule's sites ("weight", ...) would clash with the output
-            # layer's: name it "<prefix>body" (its parameters become "<prefix>body.weight", ...)
-            body._pyro_set_supermodule(prefix + "body", body._pyro_context)
-        self.body = body
-        self.eval_batch_size = check_positive_int("eval_batch_size", eval_batch_size)
-
-    # ---- the body ---------------------------------------------------------------------------
-    def register_body(self) -> torch.nn.Module:
-        """Register the body's parameters in Pyro's param store (a ``PyroModule`` does it
-        itself when called); values already in the store (e.g. from a checkpoint) are
-        loaded into the body."""
-        if not isinstance(self.body, PyroModule):
-            pyro.module(self.prefix + "body", self.body, update_module_params=True)
-        return self.body
-
-    def features(self, x) -> torch.Tensor:
-        """The body's features of the inputs ``x``, checked to be ``(N, num_features)``."""
-        h = self.body(x)
-        if not isinstance(h, torch.Tensor) or h.dim() != 2 or h.shape != (len(x), self.num_features):
-            raise ValueError(f"body must map x with {len(x)} rows to features of shape "
-                             f"({len(x)}, {self.num_features}), got "
-                             f"{tuple(h.shape) if isinstance(h, torch.Tensor) else h!r}")
-        return h
 
     # ---- what the base asks for ---------------------------------------------------------
     def parameter_shapes(self):
@@ -182,20 +236,6 @@ class NeuralClassifier(LinearClassifier):
             total = total + 0.5 * (torch.log(prior_var / var) + (var + mu * mu) / prior_var - 1).sum()
         return total if rows is None else (K / U) * total
 
-    def check_inputs(self, x, y):
-        if not isinstance(x, torch.Tensor) or x.dim() < 1:
-            raise ValueError(f"x must be a tensor with one row per datapoint, got x={x!r}")
-        if y is not None and (not isinstance(y, torch.Tensor) or tuple(y.shape) != (x.shape[0],)):
-            raise ValueError(f"y must have shape ({x.shape[0]},), got y of shape "
-                             f"{tuple(getattr(y, 'shape', ())) if isinstance(y, torch.Tensor) else y!r}")
-
-    def _like(self, x) -> torch.Tensor:
-        """Parameters take the dtype and device of the body (inputs may be integer tokens)."""
-        p = next(self.body.parameters(), None)
-        if p is not None:
-            return torch.zeros((), dtype=p.dtype, device=p.device)
-        return super()._like(x)
-
     def minibatch_utility(self, x, params):
         h = self.features(x)
         if self.weights != "gaussian":
@@ -208,14 +248,7 @@ class NeuralClassifier(LinearClassifier):
     def utility(self, x, weight=None, bias=None):
         """Lazy utilities of new inputs under the fitted (or given) output layer: the body
         runs in eval mode without gradient, ``eval_batch_size`` rows at a time."""
-        was_training = self.body.training
-        self.body.eval()
-        try:
-            with torch.no_grad():
-                h = torch.cat([self.features(x[i:i + self.eval_batch_size])
-                               for i in range(0, len(x), self.eval_batch_size)])
-        finally:
-            self.body.train(was_training)
+        h = self.eval_features(x)
         if weight is None or bias is None:
             fitted = self.fitted_parameters(self._like(x))
             weight = fitted["weight"] if weight is None else weight

@@ -1,0 +1,254 @@
+"""A neural language model on Brown: A&R vs exact softmax vs sampled softmax at equal CPU time (issue 14).
+
+The model (Bengio et al. 2003, :class:`pyro_ar.models.NGramBody` + the lazy output layer of
+:class:`pyro_ar.models.NeuralClassifier`): the ``--context`` previous words' embeddings
+(``--embedding`` each, concatenated), one tanh hidden layer of ``--features`` units, a
+K-class output layer over the Brown vocabulary (``load_brown(num_valid_docs=25)``:
+425 / 25 / 50 documents, K = 25,275; contexts from :func:`pyro_ar.models.context_windows`,
+across sentence boundaries). Output biases start at the log unigram frequencies.
+
+Methods (same body, minibatch ``--batch``, step size ``--lr``):
+
+* ``ar``       A&R softmax: ``AR(negatives=ImportanceNegatives(s, (count + 1)^0.75))``,
+  Gumbel local guide with its closed-form step, ``sparse=True``, ``lazy_adam`` (sparse input
+  embeddings and output rows);
+* ``sampled``  sampled softmax (``Sampled`` with the same negatives), same optimiser;
+* ``exact``    the exact softmax as a user writes it: ``F.cross_entropy(head(body(x)), y)``
+  with ``torch.optim.Adam`` over a dense body and head (issue 16: exact speed claims are made
+  against the plain loop).
+
+Each method trains with ``pyro_ar.infer.train`` (the library's one loop) for ``--budget``
+CPU seconds (``time.process_time``, one torch thread, evaluation excluded), evaluated at
+fixed CPU times on 5,000 validation and 5,000 test contexts (exact log-likelihood over all
+K classes, one evaluation path: :mod:`pyro_ar.evaluation`), with ``EarlyStopping`` on the
+validation log-likelihood (patience 4). The methods run one after the other in one process.
+Reported: each method's best validation point and its test log-likelihood / perplexity
+there, steps and CPU ms per step, and the CPU time at which A&R's test log-likelihood first
+reaches exact's best.
+
+    python benchmarks/neural_lm.py [--quick] [--budget 120] [--context 4] [--out DIR]
+
+Writes ``neural_lm.json`` (and ``neural_lm.png``) to ``--out`` (default: the temp directory).
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+
+import torch
+import torch.nn.functional as F
+
+import pyro
+from pyro.infer import SVI
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from paper_common import environment, table  # noqa: E402
+
+from pyro_ar import evaluation  # noqa: E402
+from pyro_ar.datasets import load_brown  # noqa: E402
+from pyro_ar.infer import EarlyStopping, train  # noqa: E402
+from pyro_ar.likelihoods import AR, Sampled  # noqa: E402
+from pyro_ar.models import NeuralClassifier, NGramBody, context_windows, unigram_log_probs  # noqa: E402
+from pyro_ar.negatives import ImportanceNegatives  # noqa: E402
+from pyro_ar.optim import lazy_adam  # noqa: E402
+
+METHODS = ("ar", "sampled", "exact")
+LABELS = {"ar": "A&R softmax", "sampled": "sampled softmax", "exact": "exact softmax (plain torch loop)"}
+
+
+def load(args):
+    """Brown as n-word contexts: ``dict(split -> (contexts, targets))``, K and the target counts."""
+    d = load_brown(num_valid_docs=25)
+    n = args.context
+    splits = {"train": (d.x_train, d.y_train), "valid": (d.info["x_valid"], d.info["y_valid"]),
+              "test": (d.x_test, d.y_test)}
+    out = {}
+    for i, (name, (x, y)) in enumerate(splits.items()):
+        c = context_windows(x, y, n)
+        if name != "train" and args.eval_pairs < len(y):  # a fixed random subset keeps evaluation quick
+            keep = torch.randperm(len(y), generator=torch.Generator().manual_seed(97 + i))[:args.eval_pairs]
+            c, y = c[keep], y[keep]
+        out[name] = (c, y)
+    return out, d.num_classes, d.info["class_counts"]
+
+
+class PlainExact:
+    """The exact-softmax neural LM in plain PyTorch: dense body and head, ``torch.optim.Adam``."""
+
+    def __init__(self, K, args, x, y, init_bias):
+        self.body = NGramBody(K, args.context, args.embedding, args.features, sparse=False)
+        self.head = torch.nn.Linear(args.features, K)
+        with torch.no_grad():
+            self.head.weight.normal_(0.0, args.features ** -0.5)
+            self.head.bias.copy_(init_bias)
+        params = list(self.body.parameters()) + list(self.head.parameters())
+        self.opt = torch.optim.Adam(params, lr=args.lr)
+        self.x, self.y, self.B = x, y, args.batch
+
+    def step(self):
+        idx = torch.randint(0, len(self.y), (self.B,))
+        loss = F.cross_entropy(self.head(self.body(self.x[idx])), self.y[idx])
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+        return loss.item()
+
+    @torch.no_grad()
+    def log_likelihood(self, x, y):
+        h = torch.cat([self.body(x[i:i + 4096]) for i in range(0, len(x), 4096)])
+        return evaluation.log_likelihood(evaluation.linear_source(h, self.head.weight, self.head.bias), y)
+
+
+class PyroLM:
+    """NeuralClassifier + SVI with a subsampled likelihood (A&R or sampled softmax)."""
+
+    def __init__(self, method, K, args, x, y, init_bias, counts):
+        negatives = ImportanceNegatives(args.negatives, (counts.double() + 1) ** args.power)
+        likelihood = AR(negatives=negatives) if method == "ar" else Sampled(negatives)
+        body = NGramBody(K, args.context, args.embedding, args.features, sparse=True)
+        self.model = NeuralClassifier(body, args.features, K, likelihood=likelihood,
+                                      subsample_size=args.batch, sparse=True, bias_init=init_bias,
+                                      bias_init_scale=0.0)
+        # local_first: the closed-form eta step before the gradient step (each context is seen
+        # about once per epoch, so a stale eta would leave the bound loose)
+        guide = self.model.default_guide(local_first=True) if method == "ar" else self.model.default_guide()
+        self.svi = SVI(self.model, guide, lazy_adam({"lr": args.lr}),
+                       self.model.default_elbo())
+        self.x, self.y = x, y
+        pyro.poutine.block(self.model)(x[:2], y[:2])  # create the parameters (step-0 evaluation)
+
+    def step(self):
+        return self.svi.step(self.x, self.y)
+
+    def log_likelihood(self, x, y):
+        return self.model.log_likelihood(x, y)
+
+
+def run_method(method, data, K, counts, args):
+    pyro.clear_param_store()
+    pyro.set_rng_seed(args.seed)
+    (x, y), (xv, yv), (xt, yt) = data["train"], data["valid"], data["test"]
+    init_bias = unigram_log_probs(counts).float()
+    m = PlainExact(K, args, x, y, init_bias) if method == "exact" else PyroLM(method, K, args, x, y, init_bias, counts)
+    m.step()  # one untimed warm-up step (lazy imports, allocations)
+
+    def evaluate():
+        ll = m.log_likelihood(xt, yt)
+        return dict(valid_ll=m.log_likelihood(xv, yv), test_ll=ll, perplexity=math.exp(-ll))
+
+    def progress(r):
+        if "test_ll" in r:
+            print(f"  {method:8s} step {r['step']:6d}  CPU {r['time']:6.1f} s  valid {r['valid_ll']:.4f}  "
+                  f"test {r['test_ll']:.4f}", flush=True)
+
+    stop = EarlyStopping("valid_ll", patience=args.patience)
+    marks = [t for t in (2, 5, 10) if t < args.budget / 3]
+    marks += [args.budget * i / args.evals for i in range(1, args.evals)]
+    t0 = time.time()
+    history = train(m, num_steps=10**12, time_budget=args.budget, clock="process", eval_fn=evaluate,
+                    eval_times=sorted(marks), eval_every=10**12, callbacks=[progress], early_stopping=stop)
+    evals = [dict(step=h["step"], time=h["time"], valid_ll=h["valid_ll"], test_ll=h["test_ll"])
+             for h in history if "test_ll" in h]
+    best = max(evals, key=lambda h: h["valid_ll"])
+    last = history[-1]
+    return dict(method=method, label=LABELS[method], curve=evals, best=best, steps=last["step"],
+                cpu_s=last["time"], ms_per_step=1e3 * last["time"] / max(1, last["step"]),
+                stopped_early=stop.stopped, wall_s=time.time() - t0)
+
+
+def time_to_reach(curve, target):
+    """First CPU time at which the test log-likelihood reaches ``target`` (linear interpolation)."""
+    for a, b in zip(curve, curve[1:]):
+        if b["test_ll"] >= target:
+            if a["test_ll"] >= target or b["test_ll"] == a["test_ll"]:
+                return b["time"]
+            return a["time"] + (target - a["test_ll"]) * (b["time"] - a["time"]) / (b["test_ll"] - a["test_ll"])
+    return None
+
+
+def summarise(results):
+    rows = []
+    exact = results.get("exact")
+    for r in results.values():
+        b = r["best"]
+        row = dict(method=r["label"], steps=r["steps"], ms_per_step=r["ms_per_step"], best_time=b["time"],
+                   valid_ll=b["valid_ll"], test_ll=b["test_ll"], perplexity=math.exp(-b["test_ll"]),
+                   stopped="early" if r["stopped_early"] else "budget")
+        if exact is not None:
+            row["step_cost_vs_exact"] = exact["ms_per_step"] / r["ms_per_step"]
+            t = time_to_reach(r["curve"], exact["best"]["test_ll"])
+            row["time_to_exact_best"] = t
+            row["speedup_to_exact_best"] = exact["best"]["time"] / t if t else None
+        rows.append(row)
+    return rows
+
+
+def plot(results, K, args, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for r in results.values():
+        ax.plot([h["time"] for h in r["curve"]], [h["test_ll"] for h in r["curve"]], "o-", ms=3, label=r["label"])
+    ax.set(xlabel="training CPU time (s, one thread)", ylabel="test log-likelihood per word",
+           title=f"Brown neural LM, {args.context}-word context, K = {K:,}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="8 CPU s per method, 2,000 evaluation pairs")
+    p.add_argument("--budget", type=float, default=120.0, help="CPU seconds of training per method")
+    p.add_argument("--methods", default=",".join(METHODS))
+    p.add_argument("--context", type=int, default=4, help="previous words per input")
+    p.add_argument("--embedding", type=int, default=64)
+    p.add_argument("--features", type=int, default=128, help="hidden units = the output layer's input")
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--negatives", type=int, default=256)
+    p.add_argument("--power", type=float, default=0.75, help="proposal (count + 1)^power")
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--evals", type=int, default=6, help="evaluations per budget (plus 2, 5, 10 s)")
+    p.add_argument("--patience", type=int, default=4)
+    p.add_argument("--eval-pairs", type=int, default=5_000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=tempfile.gettempdir())
+    args = p.parse_args(argv)
+    if args.quick:
+        args.budget, args.eval_pairs, args.evals = 8.0, 2_000, 4
+    torch.set_num_threads(1)
+    pyro.enable_validation(False)
+    env = environment()
+    data, K, counts = load(args)
+    print(f"Brown: K = {K:,}, {len(data['train'][1]):,} training contexts of {args.context} words; "
+          f"{args.budget:.0f} CPU s per method", flush=True)
+    results = {}
+    for method in args.methods.split(","):
+        results[method] = run_method(method, data, K, counts, args)
+    rows = summarise(results)
+    cols = [("method", "method", ""), ("steps", "steps", "d"), ("ms/step", "ms_per_step", ".2f"),
+            ("exact step / step", "step_cost_vs_exact", ".1f"), ("best at s", "best_time", ".1f"),
+            ("valid LL", "valid_ll", ".4f"), ("test LL", "test_ll", ".4f"), ("test ppl", "perplexity", ".1f"),
+            ("s to exact's best", "time_to_exact_best", ".1f"), ("x sooner", "speedup_to_exact_best", ".1f"),
+            ("stopped", "stopped", "")]
+    print(f"\nBrown neural LM: {args.context}-word context, E = {args.embedding}, F = {args.features}, "
+          f"K = {K:,}, B = {args.batch}, {args.negatives} negatives ~ (count+1)^{args.power}, lr {args.lr}, "
+          f"{args.budget:.0f} CPU s per method (one thread), early stopping on validation")
+    print(table(rows, cols))
+    path = os.path.join(args.out, "neural_lm.json")
+    with open(path, "w") as f:
+        json.dump({"environment": env, "args": vars(args), "rows": rows, "results": results}, f, indent=1)
+    plot(results, K, args, os.path.join(args.out, "neural_lm.png"))
+    print(f"wrote {path}")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
