@@ -37,7 +37,12 @@ s is the prior standard deviation of an entry of W whatever the rank. Full rank:
 :math:`\sqrt{r} s^2`: far too weak a prior for s > r^{-1/2}, far too strong below; the
 MAP penalty :math:`(\|V\|^2 + \|E\|^2)/(2 s_f^2)` is :math:`\sqrt{r}\,\|W\|_*/s` at
 its balanced optimum). E's log-prior is estimated on a uniform subsample F of its D rows,
-:math:`(D/|F|)\sum_{j\in F}\log N(e_j; 0, s_f^2 I)`. The bias:
+:math:`(D/|F|)\sum_{j\in F}\log N(e_j; 0, s_f^2 I)`, V's and b's on a class subsample U;
+with a rank both have max(B, s) rows (O(B r) per step, the order of the step itself): with
+only s rows (e.g. 20 of 10^4) a row's prior gradient comes once in hundreds of steps, a
+rare large kick that Adam's per-coordinate normalisation turns into a step of about the
+learning rate -- in effect no prior at all, whatever s (measured on the Brown bag of
+words, ``benchmarks/sparse.py``). The bias:
 :math:`b_k\sim N(\beta_k, s^2)` with :math:`\beta` = ``bias_init`` (0 by default), so a
 model started at the unigram (log class frequencies) is shrunk towards it, not towards
 uniform classes.
@@ -83,6 +88,9 @@ class LinearClassifier(CategoricalModel):
     :param bouchard_a: ``"local"`` or ``"optimal"`` (string shortcut ``likelihood="bouchard"``).
     :param rank: None (a full K x D weight matrix) or r: the low-rank model
         :math:`W = V E^\top` (see the module docstring), O((D + K) r) parameters.
+    :param num_prior_classes: rows of each parameter in one step's MAP log-prior estimate
+        (default: the likelihood's negatives; with a rank and subsampled negatives
+        max(``subsample_size``, negatives), see the module docstring).
 
     The remaining arguments (``weights``, ``prior_scale``, ``subsample_size``, ``sparse``,
     ``prefix``, ``site``) are those of :class:`~pyro_ar.models.base.CategoricalModel`.
@@ -113,7 +121,7 @@ class LinearClassifier(CategoricalModel):
                  sparse: bool = False, init_scale: float = 0.1, bias_init_scale: float = 1e-3,
                  prefix: str = "", site: str = "y", utility: str = "lazy",
                  bouchard_a: str = "local", rank: Optional[int] = None,
-                 bias_init: Optional[torch.Tensor] = None):
+                 bias_init: Optional[torch.Tensor] = None, num_prior_classes: Optional[int] = None):
         self.num_features = check_positive_int("num_features", num_features)
         self.rank = check_positive_int("rank", rank, allow_none=True)
         if bouchard_a not in ("local", "optimal"):
@@ -124,7 +132,7 @@ class LinearClassifier(CategoricalModel):
         super().__init__(num_classes, likelihood, noise=noise, num_negatives=num_negatives,
                          strategy=strategy, proposal=proposal, weights=weights,
                          prior_scale=prior_scale, subsample_size=subsample_size, sparse=sparse,
-                         prefix=prefix, site=site)
+                         prefix=prefix, site=site, num_prior_classes=num_prior_classes)
         if utility not in ("lazy", "dense"):
             raise ValueError(f"utility must be 'lazy' or 'dense', got utility={utility!r}")
         self.utility_mode = utility
@@ -134,6 +142,9 @@ class LinearClassifier(CategoricalModel):
             raise ValueError(f"bias_init must be a tensor of shape ({self.num_classes},), got "
                              f"{getattr(bias_init, 'shape', bias_init)!r}")
         self.bias_init = bias_init
+        if rank is not None and num_prior_classes is None and self.num_negatives is not None \
+                and self.subsample_size is not None:  # the prior on B rows: see prior_scales
+            self.num_prior_classes = max(self.subsample_size, self.num_negatives)
 
     def parameter_shapes(self):
         K, D, r = self.num_classes, self.num_features, self.rank
