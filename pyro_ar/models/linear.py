@@ -217,7 +217,7 @@ class LinearClassifier(CategoricalModel):
         r"""Unbiased estimate of :math:`\sum\log N` over the entries of every parameter under
         its prior (:meth:`prior_scales`): W (or V) and b on one uniform class subsample U,
         :math:`(K/|U|)\sum_{k\in U}`, E on a uniform subsample F of its D rows,
-        :math:`(D/|F|)\sum_{j\in F}` (both of the likelihood's number of negatives)."""
+        :math:`(D/|F|)\sum_{j\in F}`, each of ``num_prior_classes`` rows (None: exact)."""
         b = params["bias"]
         total = b.new_zeros(())
         m = self.num_prior_classes or self.num_negatives
