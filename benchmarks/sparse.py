@@ -14,13 +14,15 @@ Parts (``--part``, default all):
   was built, against the bytes of the parameters and the optimizer state, and against the
   B (1 + s) D floats a row-gathering step would hold.
 * ``brown`` / ``synthetic`` -- time to quality: the low-rank model (r = 128, sparse x, MAP
-  prior scale 0.1, the features divided by the rms row norm as the estimator does, biases at
-  the centred log frequencies) trained by A&R, the sampled softmax and OVE (SVI, lazy Adam,
-  the same s = 20 importance negatives drawn from the class counts^0.75) and the exact softmax
-  (a plain ``F.cross_entropy`` + ``torch.optim.Adam`` loop over all K classes of the same
-  model and prior), round-robin in one process with equal CPU slices; test log-likelihood,
-  top-1 and top-10 after every slice against the unigram baseline; peak memory of each
-  method alone in a subprocess. ``brown``: the estimator's problem below; ``synthetic``:
+  prior scale ``--prior-scale``, minibatch ``--batch`` = 1,024 as the estimator's, the
+  features divided by the rms row norm as the estimator does, biases at the centred log
+  frequencies) trained by A&R, the sampled softmax and OVE (SVI, lazy Adam, constant step
+  size, the same s = 20 importance negatives drawn from the class counts^0.75; A&R with the
+  estimator's local-first Gumbel guide) and the exact softmax (a plain ``F.cross_entropy`` +
+  ``torch.optim.Adam`` loop over all K classes of the same model and prior), round-robin in
+  one process with equal CPU slices; test log-likelihood, top-1 and top-10 after every
+  slice against the unigram baseline; peak memory of each method alone in a subprocess.
+  ``brown``: the estimator's problem below; ``synthetic``:
   :func:`pyro_ar.datasets.make_sparse_teacher` at ``--D``, ``--K``, ``--nnz``.
 * ``estimator`` -- ``ARClassifier()`` with default settings (or ``--estimator-kwargs``) on
   the Brown next-word problem: 75,000 training rows, the bag of the previous 10 words with
@@ -32,7 +34,7 @@ Parts (``--part``, default all):
 All timings are process CPU time (``time.process_time``) with ``torch.set_num_threads(1)``.
 
     python benchmarks/sparse.py [--quick] [--part scaling|brown|synthetic|estimator|all] [--out DIR]
-        [--D 50000 --K 20000 --nnz 10] [--rank 128 --prior-scale 0.1 --lr 0.01 --rounds 8 --slice 10]
+        [--D 50000 --K 20000 --nnz 10] [--rank 128 --prior-scale 0.1 --lr 0.01 --batch 1024 --rounds 8 --slice 10]
 
 Writes ``<out>/sparse_<part>.json`` (default out: the system temp directory).
 """
@@ -216,8 +218,8 @@ class ExactLoop:
     all K classes of :math:`\psi = V (E^\top x) + b` and ``torch.optim.Adam`` (dense), the
     same MAP objective (:meth:`LinearClassifier.log_prior_estimate` with every row, exact)."""
 
-    def __init__(self, model, lr):
-        self.model = model
+    def __init__(self, model, lr, batch_size):
+        self.model, self.batch_size = model, batch_size
         like = torch.zeros(())
         self.params = {n: model.init_parameter(n, shape, like).requires_grad_()
                        for n, shape in model.parameter_shapes().items()}
@@ -228,10 +230,10 @@ class ExactLoop:
         from pyro_ar.utility import embed_inputs
 
         N, m = len(y), self.model
-        idx = sample_without_replacement(N, B)
+        idx = sample_without_replacement(N, self.batch_size)
         p = self.params
         psi = embed_inputs(x[idx], p["embedding"], sparse=False) @ p["weight"].T + p["bias"]
-        loss = torch.nn.functional.cross_entropy(psi, y[idx], reduction="sum") * (N / B)
+        loss = torch.nn.functional.cross_entropy(psi, y[idx], reduction="sum") * (N / self.batch_size)
         if m.weights == "map":
             loss = loss - sum(m._prior(n, t).log_prob(t).sum() for n, t in p.items())
         self.opt.zero_grad()
@@ -242,7 +244,7 @@ class ExactLoop:
         return {n: t.detach() for n, t in self.params.items()}
 
 
-def ttq_methods(K, D, rank, counts, prior_scale, lr, names=None):
+def ttq_methods(K, D, rank, counts, prior_scale, lr, batch_size, names=None):
     """A&R, the sampled softmax and OVE (importance negatives, q ~ count^0.75, s = S, through
     SVI and lazy Adam) and the exact loop: the same low-rank model, initialisation (biases
     at the centred log frequencies) and MAP prior."""
@@ -257,13 +259,14 @@ def ttq_methods(K, D, rank, counts, prior_scale, lr, names=None):
     for name, lik in likelihoods.items():
         if names is not None and name not in names:
             continue
-        model = LinearClassifier(D, K, likelihood=lik, subsample_size=B, sparse=True, rank=rank,
+        model = LinearClassifier(D, K, likelihood=lik, subsample_size=batch_size, sparse=True, rank=rank,
                                  weights="map", prior_scale=prior_scale, bias_init=bias_init,
                                  prefix=f"{name}.", site=f"{name}_y")
         if name == "exact":
-            out[name] = ExactLoop(model, lr)
+            out[name] = ExactLoop(model, lr, batch_size)
             continue
-        svi = SVI(model, model.default_guide(), lazy_adam({"lr": lr}), model.default_elbo())
+        guide = model.default_guide(local_first=True) if name == "ar" else model.default_guide()  # (the estimator's)
+        svi = SVI(model, guide, lazy_adam({"lr": lr}), model.default_elbo())
         out[name] = svi
     return out
 
@@ -306,10 +309,10 @@ def run_ttq(part, quick, args):
     mems = [json.loads(subprocess.run(  # each method alone: peak resident set of a few steps
         [sys.executable, __file__, "--worker", json.dumps(dict(
             kind="ttq", part=part, method=m, D=args.D, K=args.K, nnz=args.nnz, quick=quick, rank=args.rank,
-            prior_scale=args.prior_scale, lr=args.lr)),
+            prior_scale=args.prior_scale, lr=args.lr, batch=args.batch)),
          "--steps", "5"], capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1])
         for m in METHODS]
-    methods = ttq_methods(K, D, args.rank, counts, args.prior_scale, args.lr)
+    methods = ttq_methods(K, D, args.rank, counts, args.prior_scale, args.lr, args.batch)
     rounds, slice_s = (4, 5.0) if quick else (args.rounds, args.slice)
     curves = {name: [] for name in methods}
     cpu = {name: 0.0 for name in methods}
@@ -322,11 +325,11 @@ def run_ttq(part, quick, args):
                 steps[name] += 1
             cpu[name] += time.process_time() - t
             m = test_metrics(fitted(method), x_test, d.y_test)
-            curves[name].append(dict(cpu_s=cpu[name], steps=steps[name], epochs=steps[name] * B / len(y), **m))
+            curves[name].append(dict(cpu_s=cpu[name], steps=steps[name], epochs=steps[name] * args.batch / len(y), **m))
             print(f"{name:<8} cpu {cpu[name]:7.1f} s  steps {steps[name]:6d}  test LL {m['log_lik']:8.3f}  "
                   f"top1 {m['accuracy']:.3f}  top10 {m['top10']:.3f}", flush=True)
     print(f"{title}: unigram test LL {unigram:.3f}; N_train = {len(y)}, N_test = {len(d.y_test)}, K = {K}, "
-          f"D = {D}, nnz/row = {d.x_train._nnz() / len(y):.2f}, rank {args.rank}, B = {B}, s = {S}, "
+          f"D = {D}, nnz/row = {d.x_train._nnz() / len(y):.2f}, rank {args.rank}, B = {args.batch}, s = {S}, "
           f"MAP prior scale {args.prior_scale}, lr {args.lr}")
     print(f"{'method':<8}{'steps/s':>9}{'best LL':>9}{'at CPU s':>9}{'final LL':>9}{'top1':>7}{'top10':>7}"
           f"{'peak-start MB':>15}")
@@ -350,7 +353,8 @@ def ttq_worker(cfg, steps):
     x, y = sparse_rows(d.x_train), d.y_train
     counts = torch.bincount(y, minlength=K).double()
     before = rss_bytes()
-    method = ttq_methods(K, D, cfg["rank"], counts, cfg["prior_scale"], cfg["lr"], [cfg["method"]])[cfg["method"]]
+    method = ttq_methods(K, D, cfg["rank"], counts, cfg["prior_scale"], cfg["lr"], cfg["batch"],
+                         [cfg["method"]])[cfg["method"]]
     for _ in range(steps):
         method.step(x, y)
     return dict(cfg, rss_before=before, peak=peak_bytes())
@@ -399,6 +403,7 @@ def main():
     ap.add_argument("--rank", type=int, default=128, help="time to quality: rank of the model")
     ap.add_argument("--prior-scale", type=float, default=0.1, help="time to quality: MAP prior scale")
     ap.add_argument("--lr", type=float, default=0.01, help="time to quality: Adam step size")
+    ap.add_argument("--batch", type=int, default=1024, help="time to quality: minibatch size (the estimator's)")
     ap.add_argument("--rounds", type=int, default=8, help="time to quality: rounds")
     ap.add_argument("--slice", type=float, default=10.0, help="time to quality: CPU s per method per round")
     ap.add_argument("--estimator-kwargs", default="{}", help="estimator: ARClassifier arguments (JSON)")

@@ -72,7 +72,8 @@ def make_bag_of_words(tokens: torch.Tensor, num_features: int, window: int = 10,
     >>> x = make_bag_of_words(torch.tensor([1, 4, 4, 2]), num_features=5, window=3)
     >>> x.to_dense().tolist()[2:]
     [[0.0, 1.0, 0.0, 0.0, 2.0], [0.0, 0.0, 1.0, 0.0, 2.0]]
-    >>> make_bag_of_words(torch.tensor([1, 4, 4, 2]), 5, window=3, position_weights="inverse").to_dense()[3].double().round(decimals=4).tolist()
+    >>> w = make_bag_of_words(torch.tensor([1, 4, 4, 2]), 5, window=3, position_weights="inverse")
+    >>> w.to_dense()[3].double().round(decimals=4).tolist()      # 2: 1, 4: 1/2 + 1/3
     [0.0, 0.0, 1.0, 0.0, 0.8333]
     """
     if not isinstance(tokens, torch.Tensor) or tokens.dim() != 1 or tokens.is_floating_point():
