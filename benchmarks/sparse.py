@@ -35,6 +35,7 @@ All timings are process CPU time (``time.process_time``) with ``torch.set_num_th
 
     python benchmarks/sparse.py [--quick] [--part scaling|brown|synthetic|estimator|all] [--out DIR]
         [--D 50000 --K 20000 --nnz 10] [--rank 128 --prior-scale 0.1 --lr 0.01 --batch 1024 --rounds 8 --slice 10]
+        [--window 10 --position-weights inverse|none] [--estimator-kwargs '{"prior_scale": 0.1}']
 
 Writes ``<out>/sparse_<part>.json`` (default out: the system temp directory).
 """
@@ -191,11 +192,13 @@ def run_scaling(quick, args):
 
 
 # ------------------------------------------------------------------ time to quality
-def brown_data(quick, max_test=None):
-    """The Brown problem of the estimator target (75,000 training rows, position-weighted bags)."""
+def brown_data(quick, args, max_test=None):
+    """The Brown problem of the estimator target (75,000 training rows, position-weighted bags;
+    ``--window``, ``--position-weights``)."""
     from pyro_ar.datasets import load_brown_bag_of_words
 
-    return load_brown_bag_of_words(window=WINDOW, position_weights=POSITION_WEIGHTS, max_train=75_000,
+    weights = None if args.position_weights == "none" else args.position_weights
+    return load_brown_bag_of_words(window=args.window, position_weights=weights, max_train=75_000,
                                    max_test=max_test or (2_000 if quick else 5_000))
 
 
@@ -300,13 +303,13 @@ def problem(name, quick, args):
     if name == "brown":  # as the estimator sees it: the classes seen in training, test rows of those
         from pyro_ar.datasets._common import Dataset
 
-        d = brown_data(quick)
+        d = brown_data(quick, args)
         seen = torch.bincount(d.y_train, minlength=d.num_classes) > 0
         code = torch.cumsum(seen.long(), 0) - 1
         keep = torch.nonzero(seen[d.y_test]).squeeze(-1)
         d = Dataset(d.x_train, code[d.y_train], d.x_test.index_select(0, keep).coalesce(), code[d.y_test[keep]],
                     int(seen.sum()), None, d.info)
-        return d, f"Brown bag of the previous {WINDOW} words (weights {POSITION_WEIGHTS}), seen classes"
+        return d, f"Brown bag of the previous {args.window} words (weights {args.position_weights}), seen classes"
     d = synthetic_data(quick, args.D, args.K, args.nnz)
     return d, d.info["name"]
 
@@ -325,7 +328,8 @@ def run_ttq(part, quick, args):
     mems = [json.loads(subprocess.run(  # each method alone: peak resident set of a few steps
         [sys.executable, __file__, "--worker", json.dumps(dict(
             kind="ttq", part=part, method=m, D=args.D, K=args.K, nnz=args.nnz, quick=quick, rank=args.rank,
-            prior_scale=args.prior_scale, lr=args.lr, batch=args.batch)),
+            prior_scale=args.prior_scale, lr=args.lr, batch=args.batch, window=args.window,
+            position_weights=args.position_weights)),
          "--steps", "5"], capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1])
         for m in METHODS]
     methods = ttq_methods(K, D, args.rank, counts, args.prior_scale, args.lr, args.batch)
@@ -363,7 +367,8 @@ def ttq_worker(cfg, steps):
     """Peak memory of one method alone (``--worker``): ``VmHWM`` after a few steps."""
     torch.set_num_threads(1)
     pyro.set_rng_seed(0)
-    args = argparse.Namespace(D=cfg["D"], K=cfg["K"], nnz=cfg["nnz"])
+    args = argparse.Namespace(D=cfg["D"], K=cfg["K"], nnz=cfg["nnz"], window=cfg["window"],
+                              position_weights=cfg["position_weights"])
     d, _ = problem(cfg["part"], cfg["quick"], args)
     K, D = d.num_classes, d.x_train.shape[1]
     x, y = sparse_rows(d.x_train), d.y_train
@@ -380,12 +385,11 @@ def ttq_worker(cfg, steps):
 # ------------------------------------------------------------------ the estimator target
 def run_estimator(quick, args):
     from pyro_ar import ARClassifier
-    from pyro_ar.datasets import load_brown_bag_of_words, to_scipy_csr
+    from pyro_ar.datasets import to_scipy_csr
     from pyro_ar.evaluation import evaluate
 
     torch.set_num_threads(1)
-    d = load_brown_bag_of_words(window=WINDOW, position_weights=POSITION_WEIGHTS, max_train=75_000,
-                                max_test=5_000 if quick else 20_000)
+    d = brown_data(quick, args, max_test=5_000 if quick else 20_000)
     X, y = to_scipy_csr(d.x_train), d.y_train.numpy()
     Xt, yt = to_scipy_csr(d.x_test), d.y_test.numpy()
     kw = dict(max_epochs=2) if quick else {}
@@ -402,7 +406,8 @@ def run_estimator(quick, args):
     unigram = float(np.log(counts / counts.sum())[codes.numpy()].mean())
     res = dict(path=clf.training_path_.describe(), n_train=len(y), K=K, D=X.shape[1],
                nnz_per_row=X.nnz / X.shape[0], epochs=clf.n_iter_, steps=clf.n_steps_, fit_cpu_s=fit_cpu,
-               epoch_cpu_s=fit_cpu / clf.n_iter_, test_known_fraction=float(known.mean()),
+               epoch_cpu_s=fit_cpu / clf.n_iter_,  # upper bound: the grid adds steps
+               test_known_fraction=float(known.mean()),
                unigram_log_lik=unigram, peak_mb=peak_bytes() / 2**20, start_rss_mb=start_rss / 2**20, **m)
     for k, v in res.items():
         print(f"{k:>22}: {v}")
@@ -423,6 +428,9 @@ def main():
     ap.add_argument("--batch", type=int, default=1024, help="time to quality: minibatch size (the estimator's)")
     ap.add_argument("--rounds", type=int, default=8, help="time to quality: rounds")
     ap.add_argument("--slice", type=float, default=10.0, help="time to quality: CPU s per method per round")
+    ap.add_argument("--window", type=int, default=WINDOW, help="Brown: previous words per bag")
+    ap.add_argument("--position-weights", default=POSITION_WEIGHTS, choices=["inverse", "none"],
+                    help="Brown: the i-th previous word weighs 1/i, or 1 (plain counts)")
     ap.add_argument("--estimator-kwargs", default="{}", help="estimator: ARClassifier arguments (JSON)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--steps", type=int, default=5, help=argparse.SUPPRESS)
