@@ -13,21 +13,29 @@ Parts (``--part``, default all):
   first; ``VmHWM``): the peak resident set minus the resident set before the model
   was built, against the bytes of the parameters and the optimizer state, and against the
   B (1 + s) D floats a row-gathering step would hold.
-* ``brown`` -- next-word prediction on the shipped Brown corpus from the bag of the
-  previous 10 words (:func:`pyro_ar.datasets.load_brown_bag_of_words`, D = K = 26,101),
-  low-rank linear model (r = 128, sparse x) trained by SVI with A&R (per-datapoint
-  negatives, s = 20), the sampled softmax, OVE (same negatives) and the exact softmax
-  (O(B K r) per step: fits at low rank), round-robin in one process with equal CPU time
-  per round; test log-likelihood, top-1 and top-10 accuracy after every round
-  (time-to-quality), against the unigram baseline.
-* ``estimator`` -- ``ARClassifier()`` with default settings on the Brown bag of words
-  (75,000 training rows, about 9.5 non-zeros per row): the path it chooses, CPU time per
-  epoch and in total, peak memory, test log-likelihood / top-1 / top-10 against the
-  unigram baseline (test labels among the training classes).
+* ``brown`` / ``synthetic`` -- time to quality: the low-rank model (r = 128, sparse x, MAP
+  prior scale ``--prior-scale``, minibatch ``--batch`` = 1,024 as the estimator's, the
+  features divided by the rms row norm as the estimator does, biases at the centred log
+  frequencies) trained by A&R, the sampled softmax and OVE (SVI, lazy Adam, constant step
+  size, the same s = 20 importance negatives drawn from the class counts^0.75; A&R with the
+  estimator's local-first Gumbel guide) and the exact softmax (a plain ``F.cross_entropy`` +
+  ``torch.optim.Adam`` loop over all K classes of the same model and prior), round-robin in
+  one process with equal CPU slices; test log-likelihood, top-1 and top-10 after every
+  slice against the unigram baseline; peak memory of each method alone in a subprocess.
+  ``brown``: the estimator's problem below; ``synthetic``:
+  :func:`pyro_ar.datasets.make_sparse_teacher` at ``--D``, ``--K``, ``--nnz``.
+* ``estimator`` -- ``ARClassifier()`` with default settings (or ``--estimator-kwargs``) on
+  the Brown next-word problem: 75,000 training rows, the bag of the previous 10 words with
+  the i-th previous word weighted 1/i (:func:`pyro_ar.datasets.load_brown_bag_of_words`,
+  ``position_weights="inverse"``; D = 26,101, about 9.5 non-zeros per row): the path it
+  chooses, CPU time per epoch and in total, peak memory, test log-likelihood / top-1 /
+  top-10 against the unigram baseline (test labels among the training classes).
 
 All timings are process CPU time (``time.process_time``) with ``torch.set_num_threads(1)``.
 
-    python benchmarks/sparse.py [--quick] [--part scaling|brown|estimator|all] [--out DIR]
+    python benchmarks/sparse.py [--quick] [--part scaling|brown|synthetic|estimator|all] [--out DIR]
+        [--D 50000 --K 20000 --nnz 10] [--rank 128 --prior-scale 0.1 --lr 0.01 --batch 1024 --rounds 8 --slice 10]
+        [--window 10 --position-weights inverse|none] [--estimator-kwargs '{"prior_scale": 0.1}']
 
 Writes ``<out>/sparse_<part>.json`` (default out: the system temp directory).
 """
@@ -58,11 +66,24 @@ from pyro_ar.negatives import SharedNegatives  # noqa: E402
 from pyro_ar.optim import lazy_adam  # noqa: E402
 
 B, S, NNZ = 256, 20, 10
+#: The Brown problem: bags of the previous WINDOW words, the i-th previous word weighing 1/i
+#: (a plain count bag hides which word came last from a linear model: RESULTS.md, issue 18)
+WINDOW, POSITION_WEIGHTS = 10, "inverse"
+METHODS = ("ar", "sampled", "ove", "exact")
 
 
 def rss_bytes() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def reset_peak():
+    """Reset the peak resident set (``VmHWM``) to the current one (Linux >= 4.0)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
 
 
 def peak_bytes() -> int:
@@ -125,7 +146,7 @@ def scaling_worker(cfg, steps):
                 param_state_bytes=param_state_bytes(cfg), row_gather_bytes=4 * B * (1 + S) * cfg["D"])
 
 
-def run_scaling(quick, out):
+def run_scaling(quick, args):
     torch.set_num_threads(1)
     cfgs = scaling_configs(quick)
     rounds, block, warm = (3, 4, 3) if quick else (8, 5, 5)
@@ -170,76 +191,209 @@ def run_scaling(quick, out):
     return rows
 
 
-# ------------------------------------------------------------------ Brown: time to quality
-def brown_data(quick):
+# ------------------------------------------------------------------ time to quality
+def brown_data(quick, args, max_test=None):
+    """The Brown problem of the estimator target (75,000 training rows, position-weighted bags;
+    ``--window``, ``--position-weights``)."""
     from pyro_ar.datasets import load_brown_bag_of_words
 
-    d = load_brown_bag_of_words(window=10, max_train=75_000 if quick else 200_000,
-                                max_test=2_000 if quick else 3_000)
-    counts = torch.bincount(d.y_train, minlength=d.num_classes).double() + 1.0
-    unigram = float((counts / counts.sum()).log()[d.y_test].mean())
-    return d, unigram
+    weights = None if args.position_weights == "none" else args.position_weights
+    return load_brown_bag_of_words(window=args.window, position_weights=weights, max_train=75_000,
+                                   max_test=max_test or (2_000 if quick else 5_000))
 
 
-def sparse_rows(x):
-    """Row access to a sparse training matrix at O(B) per minibatch (the estimator's)."""
+def synthetic_data(quick, D, K, nnz):
+    """:func:`~pyro_ar.datasets.make_sparse_teacher` at the given D, K and non-zeros per row
+    (Zipf features and classes, teacher rank 16); 80 % training rows."""
+    from pyro_ar.datasets import make_sparse_teacher
+    from pyro_ar.datasets._common import Dataset
+
+    N = 60_000 if quick else 120_000
+    t = make_sparse_teacher(N, D, K, nnz_per_row=nnz, rank=16, seed=0)
+    n = int(0.8 * N)
+    train, test = torch.arange(n), torch.arange(n, N)
+    return Dataset(t.x.index_select(0, train).coalesce(), t.y[:n], t.x.index_select(0, test).coalesce(),
+                   t.y[n:], K, None, dict(name=f"sparse-teacher D={D} K={K} nnz={nnz}"))
+
+
+def sparse_rows(x, scale=1.0):
+    """Row access to a sparse training matrix at O(B) per minibatch (the estimator's), the
+    features divided by ``scale`` (the estimator's sparse standardisation)."""
     from pyro_ar.datasets import to_scipy_csr
     from pyro_ar.estimator._support import SparseRows
 
-    return SparseRows(to_scipy_csr(x), torch.float32, "cpu", sparse=True)
+    return SparseRows(to_scipy_csr(x) / scale, torch.float32, "cpu", sparse=True)
 
 
-def brown_methods(K, D, rank):
-    likelihoods = {"ar": AR(negatives=S), "sampled": Sampled(negatives=S), "ove": OVE(negatives=S),
-                   "exact": Exact()}
+class ExactLoop:
+    """The exact softmax on the same low-rank model in plain torch: ``F.cross_entropy`` over
+    all K classes of :math:`\psi = V (E^\top x) + b` and ``torch.optim.Adam`` (dense), the
+    same MAP objective (:meth:`LinearClassifier.log_prior_estimate` with every row, exact)."""
+
+    def __init__(self, model, lr, batch_size):
+        self.model, self.batch_size = model, batch_size
+        like = torch.zeros(())
+        self.params = {n: model.init_parameter(n, shape, like).requires_grad_()
+                       for n, shape in model.parameter_shapes().items()}
+        self.opt = torch.optim.Adam(list(self.params.values()), lr=lr)
+
+    def step(self, x, y):
+        from pyro_ar.negatives import sample_without_replacement
+        from pyro_ar.utility import embed_inputs
+
+        N, m = len(y), self.model
+        idx = sample_without_replacement(N, self.batch_size)
+        p = self.params
+        psi = embed_inputs(x[idx], p["embedding"], sparse=False) @ p["weight"].T + p["bias"]
+        loss = torch.nn.functional.cross_entropy(psi, y[idx], reduction="sum") * (N / self.batch_size)
+        if m.weights == "map":
+            loss = loss - sum(m._prior(n, t).log_prob(t).sum() for n, t in p.items())
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+
+    def fitted(self):
+        return {n: t.detach() for n, t in self.params.items()}
+
+
+def ttq_methods(K, D, rank, counts, prior_scale, lr, batch_size, names=None):
+    """A&R, the sampled softmax and OVE (importance negatives, q ~ count^0.75, s = S, through
+    SVI and lazy Adam) and the exact loop: the same low-rank model, initialisation (biases
+    at the centred log frequencies) and MAP prior."""
+    from pyro_ar.negatives import ImportanceNegatives
+
+    log_freq = (counts + 1.0).log()
+    bias_init = (log_freq - log_freq.mean()).float()
+    negatives = ImportanceNegatives(S, counts.clamp(min=1.0) ** 0.75)
+    likelihoods = {"ar": AR(negatives=negatives), "sampled": Sampled(negatives=negatives),
+                   "ove": OVE(negatives=negatives), "exact": Exact()}
     out = {}
     for name, lik in likelihoods.items():
-        model = LinearClassifier(D, K, likelihood=lik, subsample_size=B, sparse=True, rank=rank,
+        if names is not None and name not in names:
+            continue
+        model = LinearClassifier(D, K, likelihood=lik, subsample_size=batch_size, sparse=True, rank=rank,
+                                 weights="map", prior_scale=prior_scale, bias_init=bias_init,
                                  prefix=f"{name}.", site=f"{name}_y")
-        svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
-        out[name] = (model, svi)
+        if name == "exact":
+            out[name] = ExactLoop(model, lr, batch_size)
+            continue
+        guide = model.default_guide(local_first=True) if name == "ar" else model.default_guide()  # (the estimator's)
+        svi = SVI(model, guide, lazy_adam({"lr": lr}), model.default_elbo())
+        out[name] = svi
     return out
 
 
-def run_brown(quick, out):
+def fitted(method):
+    if isinstance(method, ExactLoop):
+        return method.fitted()
+    model = method.model
+    return model.fitted_parameters()
+
+
+@torch.no_grad()
+def test_metrics(params, x_test, y_test):
+    from pyro_ar.evaluation import evaluate
+    from pyro_ar.utility import embed_inputs
+
+    psi = embed_inputs(x_test, params["embedding"], sparse=False) @ params["weight"].T + params["bias"]
+    return evaluate(psi.double(), y_test, ("log_lik", "accuracy", "top10"))
+
+
+def problem(name, quick, args):
+    if name == "brown":  # as the estimator sees it: the classes seen in training, test rows of those
+        from pyro_ar.datasets._common import Dataset
+
+        d = brown_data(quick, args)
+        seen = torch.bincount(d.y_train, minlength=d.num_classes) > 0
+        code = torch.cumsum(seen.long(), 0) - 1
+        keep = torch.nonzero(seen[d.y_test]).squeeze(-1)
+        d = Dataset(d.x_train, code[d.y_train], d.x_test.index_select(0, keep).coalesce(), code[d.y_test[keep]],
+                    int(seen.sum()), None, d.info)
+        return d, f"Brown bag of the previous {args.window} words (weights {args.position_weights}), seen classes"
+    d = synthetic_data(quick, args.D, args.K, args.nnz)
+    return d, d.info["name"]
+
+
+def run_ttq(part, quick, args):
+    """Time to quality: the four methods round-robin in one process, equal CPU slices."""
     torch.set_num_threads(1)
     pyro.set_rng_seed(0)
-    d, unigram = brown_data(quick)
-    x, y = sparse_rows(d.x_train), d.y_train
-    methods = brown_methods(d.num_classes, d.num_classes, rank=128)
-    rounds, slice_s = (3, 10.0) if quick else (6, 15.0)
+    d, title = problem(part, quick, args)
+    K, D = d.num_classes, d.x_train.shape[1]
+    scale = math.sqrt(float((d.x_train.coalesce().values() ** 2).sum()) / len(d.y_train))  # rms row norm
+    x, y = sparse_rows(d.x_train, scale), d.y_train
+    x_test = (d.x_test.coalesce() * (1.0 / scale)).coalesce()
+    counts = torch.bincount(y, minlength=K).double()
+    unigram = float(((counts + 1) / (counts + 1).sum()).log()[d.y_test].mean())
+    mems = [json.loads(subprocess.run(  # each method alone: peak resident set of a few steps
+        [sys.executable, __file__, "--worker", json.dumps(dict(
+            kind="ttq", part=part, method=m, D=args.D, K=args.K, nnz=args.nnz, quick=quick, rank=args.rank,
+            prior_scale=args.prior_scale, lr=args.lr, batch=args.batch, window=args.window,
+            position_weights=args.position_weights)),
+         "--steps", "5"], capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1])
+        for m in METHODS]
+    methods = ttq_methods(K, D, args.rank, counts, args.prior_scale, args.lr, args.batch)
+    rounds, slice_s = (4, 5.0) if quick else (args.rounds, args.slice)
     curves = {name: [] for name in methods}
     cpu = {name: 0.0 for name in methods}
     steps = {name: 0 for name in methods}
     for _ in range(rounds):
-        for name, (model, svi) in methods.items():
+        for name, method in methods.items():
             t = time.process_time()
             while time.process_time() - t < slice_s:
-                svi.step(x, y)
+                method.step(x, y)
                 steps[name] += 1
             cpu[name] += time.process_time() - t
-            with torch.no_grad():
-                m = model.evaluate(d.x_test, d.y_test, metrics=("log_lik", "accuracy", "top10"))
-            curves[name].append(dict(cpu_s=cpu[name], steps=steps[name], **m))
+            m = test_metrics(fitted(method), x_test, d.y_test)
+            curves[name].append(dict(cpu_s=cpu[name], steps=steps[name], epochs=steps[name] * args.batch / len(y), **m))
             print(f"{name:<8} cpu {cpu[name]:7.1f} s  steps {steps[name]:6d}  test LL {m['log_lik']:8.3f}  "
                   f"top1 {m['accuracy']:.3f}  top10 {m['top10']:.3f}", flush=True)
-    print(f"unigram test LL {unigram:.3f}; N_train = {len(y)}, N_test = {len(d.y_test)}, K = D = "
-          f"{d.num_classes}, mean nnz/row = {d.info['mean_nnz_train']:.2f}, rank 128, B = {B}, s = {S}")
-    return dict(unigram=unigram, curves=curves, n_train=len(y), n_test=len(d.y_test), K=d.num_classes,
-                mean_nnz=d.info["mean_nnz_train"], peak_mb=peak_bytes() / 2**20)
+    print(f"{title}: unigram test LL {unigram:.3f}; N_train = {len(y)}, N_test = {len(d.y_test)}, K = {K}, "
+          f"D = {D}, nnz/row = {d.x_train._nnz() / len(y):.2f}, rank {args.rank}, B = {args.batch}, s = {S}, "
+          f"MAP prior scale {args.prior_scale}, lr {args.lr}")
+    print(f"{'method':<8}{'steps/s':>9}{'best LL':>9}{'at CPU s':>9}{'final LL':>9}{'top1':>7}{'top10':>7}"
+          f"{'peak-start MB':>15}")
+    for (name, c), mem in zip(curves.items(), mems):
+        best = max(c, key=lambda r: r["log_lik"])
+        print(f"{name:<8}{c[-1]['steps'] / c[-1]['cpu_s']:>9.1f}{best['log_lik']:>9.3f}{best['cpu_s']:>9.0f}"
+              f"{c[-1]['log_lik']:>9.3f}{c[-1]['accuracy']:>7.3f}{c[-1]['top10']:>7.3f}"
+              f"{(mem['peak'] - mem['rss_before']) / 2**20:>15.0f}")
+    return dict(title=title, unigram=unigram, curves=curves, memory=mems, n_train=len(y), n_test=len(d.y_test),
+                K=K, D=D, nnz_per_row=d.x_train._nnz() / len(y), rank=args.rank, prior_scale=args.prior_scale,
+                lr=args.lr)
+
+
+def ttq_worker(cfg, steps):
+    """Peak memory of one method alone (``--worker``): ``VmHWM`` after a few steps."""
+    torch.set_num_threads(1)
+    pyro.set_rng_seed(0)
+    args = argparse.Namespace(D=cfg["D"], K=cfg["K"], nnz=cfg["nnz"], window=cfg["window"],
+                              position_weights=cfg["position_weights"])
+    d, _ = problem(cfg["part"], cfg["quick"], args)
+    K, D = d.num_classes, d.x_train.shape[1]
+    x, y = sparse_rows(d.x_train), d.y_train
+    counts = torch.bincount(y, minlength=K).double()
+    reset_peak()  # the data loading's temporaries are not the method's
+    before = rss_bytes()
+    method = ttq_methods(K, D, cfg["rank"], counts, cfg["prior_scale"], cfg["lr"], cfg["batch"],
+                         [cfg["method"]])[cfg["method"]]
+    for _ in range(steps):
+        method.step(x, y)
+    return dict(cfg, rss_before=before, peak=peak_bytes())
 
 
 # ------------------------------------------------------------------ the estimator target
-def run_estimator(quick, out):
+def run_estimator(quick, args):
     from pyro_ar import ARClassifier
-    from pyro_ar.datasets import load_brown_bag_of_words, to_scipy_csr
+    from pyro_ar.datasets import to_scipy_csr
     from pyro_ar.evaluation import evaluate
 
     torch.set_num_threads(1)
-    d = load_brown_bag_of_words(window=10, max_train=75_000, max_test=5_000 if quick else 20_000)
+    d = brown_data(quick, args, max_test=5_000 if quick else 20_000)
     X, y = to_scipy_csr(d.x_train), d.y_train.numpy()
     Xt, yt = to_scipy_csr(d.x_test), d.y_test.numpy()
     kw = dict(max_epochs=2) if quick else {}
+    kw.update(json.loads(args.estimator_kwargs))
     start_rss, t = rss_bytes(), time.process_time()
     clf = ARClassifier(random_state=0, **kw).fit(X, y)
     fit_cpu = time.process_time() - t
@@ -252,7 +406,8 @@ def run_estimator(quick, out):
     unigram = float(np.log(counts / counts.sum())[codes.numpy()].mean())
     res = dict(path=clf.training_path_.describe(), n_train=len(y), K=K, D=X.shape[1],
                nnz_per_row=X.nnz / X.shape[0], epochs=clf.n_iter_, steps=clf.n_steps_, fit_cpu_s=fit_cpu,
-               epoch_cpu_s=fit_cpu / clf.n_iter_, test_known_fraction=float(known.mean()),
+               epoch_cpu_s=fit_cpu / clf.n_iter_,  # upper bound: the grid adds steps
+               test_known_fraction=float(known.mean()),
                unigram_log_lik=unigram, peak_mb=peak_bytes() / 2**20, start_rss_mb=start_rss / 2**20, **m)
     for k, v in res.items():
         print(f"{k:>22}: {v}")
@@ -262,19 +417,36 @@ def run_estimator(quick, out):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--part", default="all", choices=["all", "scaling", "brown", "estimator"])
+    ap.add_argument("--part", default="all", choices=["all", "scaling", "brown", "synthetic", "estimator"])
     ap.add_argument("--out", default=tempfile.gettempdir())
+    ap.add_argument("--D", type=int, default=50_000, help="synthetic: features")
+    ap.add_argument("--K", type=int, default=20_000, help="synthetic: classes")
+    ap.add_argument("--nnz", type=int, default=10, help="synthetic: feature draws per row")
+    ap.add_argument("--rank", type=int, default=128, help="time to quality: rank of the model")
+    ap.add_argument("--prior-scale", type=float, default=0.1, help="time to quality: MAP prior scale")
+    ap.add_argument("--lr", type=float, default=0.01, help="time to quality: Adam step size")
+    ap.add_argument("--batch", type=int, default=1024, help="time to quality: minibatch size (the estimator's)")
+    ap.add_argument("--rounds", type=int, default=8, help="time to quality: rounds")
+    ap.add_argument("--slice", type=float, default=10.0, help="time to quality: CPU s per method per round")
+    ap.add_argument("--window", type=int, default=WINDOW, help="Brown: previous words per bag")
+    ap.add_argument("--position-weights", default=POSITION_WEIGHTS, choices=["inverse", "none"],
+                    help="Brown: the i-th previous word weighs 1/i, or 1 (plain counts)")
+    ap.add_argument("--estimator-kwargs", default="{}", help="estimator: ARClassifier arguments (JSON)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--steps", type=int, default=5, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        print(json.dumps(scaling_worker(json.loads(args.worker), args.steps)))
+        cfg = json.loads(args.worker)
+        worker = ttq_worker if cfg.get("kind") == "ttq" else scaling_worker
+        print(json.dumps(worker(cfg, args.steps)))
         return
-    parts = ["scaling", "brown", "estimator"] if args.part == "all" else [args.part]
-    runners = dict(scaling=run_scaling, brown=run_brown, estimator=run_estimator)
+    parts = ["scaling", "brown", "synthetic", "estimator"] if args.part == "all" else [args.part]
+    runners = dict(scaling=run_scaling, estimator=run_estimator,
+                   brown=lambda quick, a: run_ttq("brown", quick, a),
+                   synthetic=lambda quick, a: run_ttq("synthetic", quick, a))
     for part in parts:
         print(f"== {part} ==", flush=True)
-        res = runners[part](args.quick, args.out)
+        res = runners[part](args.quick, args)
         path = os.path.join(args.out, f"sparse_{part}.json")
         with open(path, "w") as f:
             json.dump(dict(command=" ".join([os.path.basename(sys.executable)] + sys.argv), quick=args.quick,

@@ -1,11 +1,15 @@
 r"""Sparse bag-of-words features: next-word prediction from the bag of the previous words.
 
 For a token stream :math:`w_1, w_2, \dots` (word ids in a vocabulary of size V) the
-features of position t are the counts of the previous ``window`` = L words,
+features of position t are the (weighted) counts of the previous ``window`` = L words,
 
-.. math::  x_{t j} = \#\{\, i : t - L < i \le t,\ w_i = j \,\}, \qquad j = 0..V-1,
+.. math::  x_{t j} = \sum_{i=1}^{L} a_i\, [w_{t+1-i} = j], \qquad j = 0..V-1,
 
-a sparse row with at most L non-zeros, and the label is the next word :math:`w_{t+1}`:
+with position weights :math:`a_i` (``position_weights``): 1 (plain counts, the default) or
+:math:`a_i = 1/i` (``"inverse"``: the i-th previous word weighs 1/i, so the previous word
+dominates as it does in language, while the row is still a bag -- a linear model of plain
+counts cannot tell the previous word from the tenth). A sparse row with at most L non-zeros,
+and the label is the next word :math:`w_{t+1}`:
 a categorical problem with D = K = V (about 26,000 for Brown) and about L non-zeros per
 row -- the shape sparse inputs at large K are made for
 (:class:`~pyro_ar.utility.LinearUtility` with a sparse x, the low-rank
@@ -30,9 +34,27 @@ from .text import load_brown
 __all__ = ["make_bag_of_words", "load_brown_bag_of_words", "to_scipy_csr"]
 
 
+def _position_weights(position_weights, window: int) -> torch.Tensor:
+    """The (window,) weights a_1..a_L of the previous words (ValueError naming the argument)."""
+    if position_weights is None:
+        return torch.ones(window, dtype=torch.float64)
+    if isinstance(position_weights, str):
+        if position_weights != "inverse":
+            raise ValueError(f"position_weights must be None, 'inverse' or {window} positive numbers, "
+                             f"got {position_weights!r}")
+        return 1.0 / torch.arange(1, window + 1, dtype=torch.float64)
+    a = torch.as_tensor(position_weights, dtype=torch.float64).reshape(-1)
+    if a.shape != (window,) or not bool(torch.isfinite(a).all() & (a > 0).all()):
+        raise ValueError(f"position_weights must be None, 'inverse' or {window} positive numbers, "
+                         f"got {position_weights!r}")
+    return a
+
+
 def make_bag_of_words(tokens: torch.Tensor, num_features: int, window: int = 10,
-                      boundary_id: Optional[int] = None, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """Row t: the counts of ``tokens[t - window + 1 .. t]`` (a coalesced sparse COO (N, D)).
+                      boundary_id: Optional[int] = None, dtype: torch.dtype = torch.float32,
+                      position_weights=None) -> torch.Tensor:
+    """Row t: the counts of ``tokens[t - window + 1 .. t]`` (a coalesced sparse COO (N, D)),
+    each occurrence weighted by its position's weight.
 
     :param tokens: int64 (N,) word ids in ``[0, num_features)``, in stream order.
     :param num_features: D (the vocabulary size).
@@ -40,6 +62,8 @@ def make_bag_of_words(tokens: torch.Tensor, num_features: int, window: int = 10,
     :param boundary_id: if given, bags stop at the most recent occurrence of this token
         (the sentence boundary), which they include: no context crosses a sentence.
     :param dtype: floating dtype of the counts.
+    :param position_weights: None (every previous word counts 1), ``"inverse"`` (the i-th
+        previous word counts 1/i; ``tokens[t]`` is the first) or ``window`` positive numbers.
 
     Example:
 
@@ -48,6 +72,9 @@ def make_bag_of_words(tokens: torch.Tensor, num_features: int, window: int = 10,
     >>> x = make_bag_of_words(torch.tensor([1, 4, 4, 2]), num_features=5, window=3)
     >>> x.to_dense().tolist()[2:]
     [[0.0, 1.0, 0.0, 0.0, 2.0], [0.0, 0.0, 1.0, 0.0, 2.0]]
+    >>> w = make_bag_of_words(torch.tensor([1, 4, 4, 2]), 5, window=3, position_weights="inverse")
+    >>> w.to_dense()[3].double().round(decimals=4).tolist()      # 2: 1, 4: 1/2 + 1/3
+    [0.0, 0.0, 1.0, 0.0, 0.8333]
     """
     if not isinstance(tokens, torch.Tensor) or tokens.dim() != 1 or tokens.is_floating_point():
         raise ValueError(f"tokens must be a 1-D integer tensor, got {getattr(tokens, 'shape', tokens)!r}")
@@ -56,6 +83,7 @@ def make_bag_of_words(tokens: torch.Tensor, num_features: int, window: int = 10,
     if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= num_features):
         raise ValueError(f"tokens must lie in [0, num_features={num_features}), got values in "
                          f"[{int(tokens.min())}, {int(tokens.max())}]")
+    a = _position_weights(position_weights, window)
     N = tokens.shape[0]
     t = torch.arange(N)
     pos = t.unsqueeze(-1) - torch.arange(window)  # (N, L) positions in each bag
@@ -64,7 +92,7 @@ def make_bag_of_words(tokens: torch.Tensor, num_features: int, window: int = 10,
         sentence = torch.cumsum((tokens == boundary_id).long(), 0)
         valid &= sentence[pos.clamp(min=0)] == sentence.unsqueeze(-1)
     rows, cols = t.unsqueeze(-1).expand_as(pos)[valid], tokens[pos[valid]]
-    values = torch.ones(rows.shape[0], dtype=dtype)
+    values = a.expand(N, window)[valid].to(dtype)  # coalesce sums repeated words
     return torch.sparse_coo_tensor(torch.stack([rows, cols]), values, (N, num_features),
                                    check_invariants=False).coalesce()
 
@@ -79,7 +107,7 @@ def _subsample(x: torch.Tensor, y: torch.Tensor, max_rows: Optional[int], g: tor
 
 def load_brown_bag_of_words(window: int = 10, max_train: Optional[int] = None,
                             max_test: Optional[int] = None, within_sentence: bool = False,
-                            seed: int = 0, **brown_kwargs) -> Dataset:
+                            seed: int = 0, position_weights=None, **brown_kwargs) -> Dataset:
     """Brown next-word prediction from the bag of the previous ``window`` words (D = K = V).
 
     The bigram pairs of :func:`~pyro_ar.datasets.load_brown` (``brown_kwargs`` go there)
@@ -87,7 +115,8 @@ def load_brown_bag_of_words(window: int = 10, max_train: Optional[int] = None,
     a pair are :func:`make_bag_of_words` of that stream (training and test streams
     separately), its label the next word. With ``within_sentence`` bags stop at the
     sentence boundary ``<s>``. ``max_train`` / ``max_test`` keep a uniform subsample of the
-    rows (seeded by ``seed``).
+    rows (seeded by ``seed``). ``position_weights`` as in :func:`make_bag_of_words`
+    (``"inverse"``: the i-th previous word weighs 1/i).
 
     :returns: a :class:`~pyro_ar.datasets.Dataset` whose ``x_*`` are coalesced torch sparse
         COO (N, V) float32 count matrices and ``y_*`` int64 (N,) word ids; ``info`` is that of
@@ -105,11 +134,15 @@ def load_brown_bag_of_words(window: int = 10, max_train: Optional[int] = None,
     V = brown.num_classes
     boundary = brown.info["boundary_id"] if within_sentence else None
     g = torch.Generator().manual_seed(int(seed))
-    x_train, y_train = _subsample(make_bag_of_words(brown.x_train, V, window, boundary),
+    x_train, y_train = _subsample(make_bag_of_words(brown.x_train, V, window, boundary,
+                                                    position_weights=position_weights),
                                   brown.y_train, max_train, g)
-    x_test, y_test = _subsample(make_bag_of_words(brown.x_test, V, window, boundary),
+    x_test, y_test = _subsample(make_bag_of_words(brown.x_test, V, window, boundary,
+                                                  position_weights=position_weights),
                                 brown.y_test, max_test, g)
     info = dict(brown.info, name="brown-bag-of-words", window=window, within_sentence=within_sentence,
+                position_weights=position_weights if isinstance(position_weights, (str, type(None)))
+                else [float(v) for v in position_weights],
                 num_features=V, mean_nnz_train=x_train._nnz() / max(1, len(y_train)))
     return Dataset(x_train, y_train, x_test, y_test, V, brown.class_names, info)
 

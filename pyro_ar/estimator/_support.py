@@ -214,8 +214,9 @@ def effective_classes(class_counts) -> float:
 
 
 class StepRate:
-    """``svi`` whose first ``report_after`` steps are timed: then prints the steps per second
-    and the estimated epoch time (the estimator's ``verbose``); everything else delegates.
+    """``svi`` whose first ``report_after`` steps (at most half an epoch) are timed: then prints
+    the steps per second and the estimated epoch time (the estimator's ``verbose``);
+    everything else delegates.
 
     Example:
 
@@ -232,6 +233,8 @@ class StepRate:
     """
 
     def __init__(self, svi, steps_per_epoch: int, report_after: int = 20, file=None):
+        # (short epochs: report within the first one)
+        report_after = max(1, min(report_after, steps_per_epoch // 2))
         self.svi, self.steps_per_epoch, self.report_after = svi, steps_per_epoch, report_after
         self.file, self.count, self.seconds = file, 0, 0.0
 
@@ -243,8 +246,13 @@ class StepRate:
             self.seconds += time.perf_counter() - start
         if self.count == self.report_after + 1:
             rate = self.report_after / max(self.seconds, 1e-9)
-            print(f"ARClassifier: {rate:.1f} steps/s, about {self.steps_per_epoch / rate:.1f} s per "
-                  f"epoch of {self.steps_per_epoch} steps", file=self.file or sys.stderr, flush=True)
+            message = (f"ARClassifier: {rate:.1f} steps/s, about {self.steps_per_epoch / rate:.1f} s per "
+                       f"epoch of {self.steps_per_epoch} steps")
+            try:  # above the progress bar, not inside its line
+                from tqdm import tqdm
+                tqdm.write(message, file=self.file or sys.stderr)
+            except ImportError:  # pragma: no cover
+                print(message, file=self.file or sys.stderr, flush=True)
         return loss
 
     def __getattr__(self, name):

@@ -23,18 +23,40 @@ Low rank (``rank=r``): :math:`W = V E^\top` with an input embedding E (D x r, pa
 
 O((D + K) r) parameters instead of O(K D); a step gathers the rows of E at the minibatch's
 non-zero features (:func:`~pyro_ar.utility.embed_inputs`) and the rows of V the likelihood
-asks for, so only those rows (and their optimizer state) change. With ``weights="map"``
-E gets the same Gaussian prior, estimated on a uniform subsample of its D rows,
-:math:`(D/|F|)\sum_{j\in F}\log N(e_j; 0, s^2 I)`.
+asks for, so only those rows (and their optimizer state) change.
+
+Priors (``weights="map"`` / ``"bayes"``, :meth:`LinearClassifier.prior_scales`): ``prior_scale``
+s is the prior standard deviation of an entry of W whatever the rank. Full rank:
+:math:`W_{kj}\sim N(0, s^2)`. Low rank: V and E get :math:`N(0, s_f^2)` with
+
+.. math::  s_f = \sqrt{s}\; r^{-1/4}, \qquad
+           \operatorname{Var}(W_{kj}) = \operatorname{Var}\Big(\sum_{i=1}^r V_{ki} E_{ji}\Big)
+           = r s_f^4 = s^2
+
+(the same factor scale s on V and E would give W entries the prior standard deviation
+:math:`\sqrt{r} s^2`: far too weak a prior for s > r^{-1/2}, far too strong below; the
+MAP penalty :math:`(\|V\|^2 + \|E\|^2)/(2 s_f^2)` is :math:`\sqrt{r}\,\|W\|_*/s` at
+its balanced optimum). E's log-prior is estimated on a uniform subsample F of its D rows,
+:math:`(D/|F|)\sum_{j\in F}\log N(e_j; 0, s_f^2 I)`, V's and b's on a class subsample U;
+with a rank both have max(B, s) rows (O(B r) per step, the order of the step itself): with
+only s rows (e.g. 20 of 10^4) a row's prior gradient comes once in hundreds of steps, a
+rare large kick that Adam's per-coordinate normalisation turns into a step of about the
+learning rate -- in effect no prior at all, whatever s (measured on the Brown bag of
+words, ``benchmarks/sparse.py``). The bias:
+:math:`b_k\sim N(\beta_k, s^2)` with :math:`\beta` = ``bias_init`` (0 by default), so a
+model started at the unigram (log class frequencies) is shrunk towards it, not towards
+uniform classes.
 """
 
-from typing import Optional
+from typing import Dict, Optional
 
 import torch
 
+import pyro
+import pyro.distributions as dist
+
 from ..likelihoods import Bouchard
 from ..negatives import get_negative_sampler
-import pyro.distributions as dist
 
 from ..negatives import sample_without_replacement
 from ..utility import DenseUtility, LinearUtility, embed_inputs, gather_entries, is_sparse_tensor
@@ -60,12 +82,15 @@ class LinearClassifier(CategoricalModel):
     :param float bias_init_scale: b initialised N(0, bias_init_scale^2) (the authors: 0.001).
     :param bias_init: None, or a (K,) tensor added to that initial b, e.g. the centred log
         class frequencies (the model then starts at the unigram model; the estimator does
-        so on its sparse and low-rank paths).
+        so on its sparse and low-rank paths); it is also the mean of b's prior.
     :param str utility: ``"lazy"`` (gathers only the rows asked for, O(B s D) per step) or
         ``"dense"`` (all K utilities of the minibatch, O(B K D)).
     :param bouchard_a: ``"local"`` or ``"optimal"`` (string shortcut ``likelihood="bouchard"``).
     :param rank: None (a full K x D weight matrix) or r: the low-rank model
         :math:`W = V E^\top` (see the module docstring), O((D + K) r) parameters.
+    :param num_prior_classes: rows of each parameter in one step's MAP log-prior estimate
+        (default: the likelihood's negatives; with a rank and subsampled negatives
+        max(``subsample_size``, negatives), see the module docstring).
 
     The remaining arguments (``weights``, ``prior_scale``, ``subsample_size``, ``sparse``,
     ``prefix``, ``site``) are those of :class:`~pyro_ar.models.base.CategoricalModel`.
@@ -96,7 +121,7 @@ class LinearClassifier(CategoricalModel):
                  sparse: bool = False, init_scale: float = 0.1, bias_init_scale: float = 1e-3,
                  prefix: str = "", site: str = "y", utility: str = "lazy",
                  bouchard_a: str = "local", rank: Optional[int] = None,
-                 bias_init: Optional[torch.Tensor] = None):
+                 bias_init: Optional[torch.Tensor] = None, num_prior_classes: Optional[int] = None):
         self.num_features = check_positive_int("num_features", num_features)
         self.rank = check_positive_int("rank", rank, allow_none=True)
         if bouchard_a not in ("local", "optimal"):
@@ -107,7 +132,7 @@ class LinearClassifier(CategoricalModel):
         super().__init__(num_classes, likelihood, noise=noise, num_negatives=num_negatives,
                          strategy=strategy, proposal=proposal, weights=weights,
                          prior_scale=prior_scale, subsample_size=subsample_size, sparse=sparse,
-                         prefix=prefix, site=site)
+                         prefix=prefix, site=site, num_prior_classes=num_prior_classes)
         if utility not in ("lazy", "dense"):
             raise ValueError(f"utility must be 'lazy' or 'dense', got utility={utility!r}")
         self.utility_mode = utility
@@ -117,6 +142,9 @@ class LinearClassifier(CategoricalModel):
             raise ValueError(f"bias_init must be a tensor of shape ({self.num_classes},), got "
                              f"{getattr(bias_init, 'shape', bias_init)!r}")
         self.bias_init = bias_init
+        if rank is not None and num_prior_classes is None and self.num_negatives is not None \
+                and self.subsample_size is not None:  # the prior on B rows: see prior_scales
+            self.num_prior_classes = max(self.subsample_size, self.num_negatives)
 
     def parameter_shapes(self):
         K, D, r = self.num_classes, self.num_features, self.rank
@@ -149,20 +177,58 @@ class LinearClassifier(CategoricalModel):
             return gather_entries(p, rows.unsqueeze(-1).expand(-1, p.shape[1]), cols.expand(len(rows), -1))
         return super()._gather_rows(p, rows)
 
-    def log_prior_estimate(self, params):
-        r"""The base class's class-subsampled estimate for W (or V) and b, plus, with a rank,
-        :math:`(D/|F|)\sum_{j\in F}\log N(e_j; 0, s^2 I)` on a uniform subsample F of E's rows."""
+    def prior_scales(self) -> Dict[str, float]:
+        r"""The prior standard deviation of each parameter's entries (module docstring):
+        s for W and b; :math:`s_f = \sqrt{s}\,r^{-1/4}` for V and E with a rank, so that
+        an entry of :math:`W = V E^\top` has the prior variance :math:`r s_f^4 = s^2`.
+
+        Example:
+
+        >>> from pyro_ar.models import LinearClassifier
+        >>> LinearClassifier(8, 500, rank=16, prior_scale=0.25).prior_scales()
+        {'weight': 0.25, 'bias': 0.25, 'embedding': 0.25}
+        >>> LinearClassifier(8, 500, prior_scale=0.25).prior_scales()
+        {'weight': 0.25, 'bias': 0.25}
+        """
+        s = self.prior_scale
         if self.rank is None:
-            return super().log_prior_estimate(params)
-        E = params["embedding"]
-        total = super().log_prior_estimate({n: p for n, p in params.items() if n != "embedding"})
-        D = self.num_features
-        F = min(D, self.num_prior_classes or self.num_negatives or D)
-        prior = dist.Normal(E.new_zeros(()), self.prior_scale)
-        if F >= D:
-            return total + prior.log_prob(E).sum()
-        rows = sample_without_replacement(D, F, device=E.device)
-        return total + (D / F) * prior.log_prob(self._gather_rows(E, rows)).sum()
+            return {"weight": s, "bias": s}
+        factor = s ** 0.5 * self.rank ** -0.25
+        return {"weight": factor, "bias": s, "embedding": factor}
+
+    def _prior(self, name: str, like: torch.Tensor, rows=None):
+        """The Normal prior of a parameter's entries (of its ``rows`` for the bias)."""
+        loc = like.new_zeros(())
+        if name == "bias" and self.bias_init is not None:
+            loc = self.bias_init.to(like)
+            loc = loc if rows is None else loc.index_select(0, rows)
+        return dist.Normal(loc, self.prior_scales()[name])
+
+    def parameters(self, like: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
+        """As the base class; ``weights="bayes"`` samples each parameter from its own prior
+        (:meth:`prior_scales`, the bias around ``bias_init``)."""
+        if self.weights != "bayes":
+            return super().parameters(like)
+        like = torch.zeros(()) if like is None else like
+        return {n: pyro.sample(self.prefix + n, self._prior(n, like).expand(shape).to_event(len(shape)))
+                for n, shape in self.parameter_shapes().items()}
+
+    def log_prior_estimate(self, params):
+        r"""Unbiased estimate of :math:`\sum\log N` over the entries of every parameter under
+        its prior (:meth:`prior_scales`): W (or V) and b on one uniform class subsample U,
+        :math:`(K/|U|)\sum_{k\in U}`, E on a uniform subsample F of its D rows,
+        :math:`(D/|F|)\sum_{j\in F}`, each of ``num_prior_classes`` rows (None: exact)."""
+        b = params["bias"]
+        total = b.new_zeros(())
+        m = self.num_prior_classes or self.num_negatives
+        for names, n in ((("weight", "bias"), self.num_classes), (("embedding",), self.num_features)):
+            names = [name for name in names if name in params]
+            size = n if m is None else min(n, m)
+            rows = None if size >= n else sample_without_replacement(n, size, device=b.device)
+            for name in names:
+                p = params[name] if rows is None else self._gather_rows(params[name], rows)
+                total = total + (n / size) * self._prior(name, b, rows).log_prob(p).sum()
+        return total
 
     def minibatch_utility(self, x, params):
         W, b = params["weight"], params["bias"]

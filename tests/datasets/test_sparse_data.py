@@ -54,10 +54,26 @@ def test_bag_of_words_counts_the_previous_words():
     assert to_scipy_csr(make_bag_of_words(tokens, 5, 3)).toarray().tolist() == x.tolist()
 
 
+def test_position_weighted_bag_weights_the_i_th_previous_word_by_a_i():
+    tokens = torch.tensor([1, 3, 3, 2, 1, 4])
+    a = torch.tensor([1.0, 0.5, 0.25])
+    x = make_bag_of_words(tokens, 5, window=3, position_weights=a.tolist()).to_dense()
+    expected = torch.zeros(6, 5)
+    for t in range(6):
+        for i in range(max(0, t - 2), t + 1):
+            expected[t, tokens[i]] += a[t - i]  # tokens[t] is the first previous word
+    assert torch.equal(x, expected)
+    inverse = make_bag_of_words(tokens, 5, window=3, position_weights="inverse").to_dense()
+    assert torch.allclose(inverse, make_bag_of_words(tokens, 5, 3, position_weights=[1, 1 / 2, 1 / 3]).to_dense())
+
+
 @pytest.mark.parametrize("tokens,kw,match", [
     (torch.tensor([0.5]), {}, "tokens must be a 1-D integer tensor"),
     (torch.tensor([0, 9]), {}, r"tokens must lie in \[0, num_features=5\)"),
     (torch.tensor([0, 1]), dict(window=0), "window must be an integer >= 1"),
+    (torch.tensor([0, 1]), dict(window=2, position_weights="harmonic"), "position_weights must be"),
+    (torch.tensor([0, 1]), dict(window=2, position_weights=[1.0]), "position_weights must be None, 'inverse' or 2"),
+    (torch.tensor([0, 1]), dict(window=2, position_weights=[1.0, -1.0]), "position_weights must be"),
 ])
 def test_bag_of_words_bad_input_is_named(tokens, kw, match):
     with pytest.raises(ValueError, match=match):

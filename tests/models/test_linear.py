@@ -14,9 +14,11 @@ from pyro.infer import SVI
 import pyro_ar as ar
 from pyro_ar import metrics
 from pyro_ar.distributions import BouchardBound, OVECategorical, optimal_bouchard_a
-from pyro_ar.datasets import make_linear_teacher
+from pyro_ar.datasets import make_linear_teacher, make_sparse_teacher
 from pyro_ar.infer import ConditionalLocalGuide, GumbelLocalGuide, train
 from pyro_ar.models import LinearClassifier
+from pyro_ar.likelihoods import AR
+from pyro_ar.negatives import SharedNegatives
 from pyro_ar.optim import advi_step_size, lazy_adam
 
 
@@ -331,3 +333,66 @@ def test_low_rank_shapes_parameter_counts_and_touched_rows():
     assert torch.allclose(u.full(), x.to_dense()[:5] @ W.detach().T + b.detach(), atol=1e-5)
     with pytest.raises(ValueError, match="rank must be"):
         LinearClassifier(D, K, rank=0)
+
+
+# ---------------------------------------------------------------- priors (issue 18)
+def test_low_rank_prior_gives_w_entries_the_full_rank_prior_variance():
+    """prior_scale s is the prior sd of an entry of W whatever the rank: V, E ~ N(0, s_f^2),
+    s_f = sqrt(s) r^(-1/4), so Var(W_kj) = r s_f^4 = s^2 (the old factor scale s gave
+    sqrt(r) s^2: 8x too large here). Sample variance of the K x D entries of W = V E^T from
+    the "bayes" prior: relative standard error about sqrt(2/(K r) + 2/(D r)) = 3.5 %; 4 SE."""
+    K, D, r, s = 150, 200, 16, 2.0
+    model = LinearClassifier(D, K, rank=r, weights="bayes", prior_scale=s)
+    assert model.prior_scales() == pytest.approx({"weight": s ** 0.5 / 2, "bias": s, "embedding": s ** 0.5 / 2})
+    tr = poutine.trace(model).get_trace(torch.zeros(1, D), None)
+    W = tr.nodes["weight"]["value"] @ tr.nodes["embedding"]["value"].T
+    assert W.var().item() == pytest.approx(s ** 2, rel=4 * math.sqrt(2 / (K * r) + 2 / (D * r)))
+
+
+def test_map_prior_is_exact_without_negatives_and_centres_the_bias_at_bias_init():
+    """With every class in the estimate the MAP log-prior is the closed form: N(0, s_f^2) on V
+    and E, N(bias_init, s^2) on b (a model started at the unigram is shrunk towards it)."""
+    D, K, r, s = 6, 5, 4, 0.3
+    b0 = torch.linspace(-1.0, 1.0, K)
+    model = LinearClassifier(D, K, rank=r, likelihood="exact", weights="map", prior_scale=s, bias_init=b0)
+    params = {"weight": torch.randn(K, r), "bias": b0 + 0.1, "embedding": torch.randn(D, r)}
+    sf = s ** 0.5 * r ** -0.25
+    expected = (torch.distributions.Normal(0.0, sf).log_prob(torch.cat([params["weight"].reshape(-1),
+                                                                        params["embedding"].reshape(-1)])).sum()
+                + torch.distributions.Normal(b0, s).log_prob(params["bias"]).sum())
+    assert torch.allclose(model.log_prior_estimate(params), expected)
+
+
+def test_subsampled_low_rank_prior_is_unbiased():
+    """(K/|U|) and (D/|F|) weights: the mean of 1,000 subsampled estimates matches the exact
+    log-prior within 4 standard errors (SE from the estimates' own spread)."""
+    D, K, r = 12, 10, 3
+    exact = LinearClassifier(D, K, rank=r, likelihood="exact", weights="map", prior_scale=0.5)
+    sub = LinearClassifier(D, K, rank=r, num_negatives=3, weights="map", prior_scale=0.5)
+    params = {"weight": torch.randn(K, r), "bias": torch.randn(K), "embedding": torch.randn(D, r)}
+    draws = torch.stack([sub.log_prior_estimate(params) for _ in range(1000)])
+    se = draws.std() / math.sqrt(len(draws))
+    assert abs(draws.mean() - exact.log_prior_estimate(params)) < 4 * se
+
+
+def test_low_rank_map_prior_regularises_under_adam():
+    """Regression (issue 18, Brown bag of words): with a rank the MAP prior is estimated on
+    max(B, s) rows per step. On s rows (the old default: each E row's prior gradient once
+    in ~40 steps here, a rare kick that Adam normalises to a step of about lr) the prior
+    barely acts: E grows almost as under maximum likelihood. Same seed, data and steps; the
+    default shrinks E to under half of the s-row fit's norm (measured: a quarter)."""
+    data = make_sparse_teacher(1000, 200, 150, nnz_per_row=5, rank=4, seed=0)
+
+    def embedding_norm(num_prior_classes):
+        pyro.clear_param_store()
+        pyro.set_rng_seed(0)
+        model = LinearClassifier(200, 150, likelihood=AR(negatives=SharedNegatives(5)), rank=8,
+                                 weights="map", prior_scale=0.01, subsample_size=64, sparse=True,
+                                 num_prior_classes=num_prior_classes)
+        svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.1}), model.default_elbo())
+        for _ in range(30):
+            svi.step(data.x, data.y)
+        return model.fitted_parameters()["embedding"].norm().item()
+
+    assert LinearClassifier(200, 150, rank=8, num_negatives=5, subsample_size=64).num_prior_classes == 64
+    assert embedding_norm(None) < 0.5 * embedding_norm(5)
