@@ -9,6 +9,7 @@ model                                 utilities
 :class:`BayesianLinearClassifier`     :math:`W x_n + b`, class-subsampled posterior over W, b
 :class:`NeuralClassifier`             :math:`W g_\\phi(x_n) + b`, any network body :math:`g_\\phi`
 :class:`CategoricalLatentModel`       :math:`\\Psi\\omega_u + \\rho`, a Gaussian latent per session u
+:class:`CategoricalLatentGP`          :math:`f_{d,k}(x_n)`, sparse GPs of a latent per datapoint (CLGP)
 ====================================  ===========================================================
 """
 
@@ -16,6 +17,7 @@ from .base import CategoricalModel
 from .bayesian_linear import BayesianLinearClassifier
 from .bigram import BigramLanguageModel, unigram_log_probs
 from .latent import CategoricalLatentModel, LatentGuide, LocalPosterior, SessionEncoder
+from .latent_gp import CategoricalLatentGP
 from .linear import LinearClassifier
 from .neural import NeuralClassifier
 
@@ -27,4 +29,5 @@ __all__ = [
     "NeuralClassifier",
     "unigram_log_probs",
     "CategoricalLatentModel", "SessionEncoder", "LocalPosterior", "LatentGuide",
+    "CategoricalLatentGP",
 ]
