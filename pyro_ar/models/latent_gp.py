@@ -77,8 +77,8 @@ class RBFKernel(nn.Module):
     >>> import torch
     >>> from pyro_ar.models.latent_gp import RBFKernel
     >>> k = RBFKernel(2, variance=2.0, lengthscale=1.0)
-    >>> k(torch.zeros(1, 2), torch.tensor([[0.0, 0.0], [1.0, 1.0]])).round(decimals=4).tolist()   # 2 exp(-1)
-    [[2.0, 0.7358]]
+    >>> [round(v, 4) for v in k(torch.zeros(1, 2), torch.tensor([[0.0, 0.0], [1.0, 1.0]]))[0].tolist()]
+    [2.0, 0.7358]
     """
 
     def __init__(self, input_dim: int, variance: float = 1.0, lengthscale: float = 1.0):
@@ -178,12 +178,15 @@ class SparseGPUtility(Utility):
             check_index(index, self.num_classes)
         m = F.embedding(index, self.loc, sparse=self.sparse)              # index.shape + (M,)
         s2 = F.embedding(index, self.log_scale, sparse=self.sparse).mul(2).exp()
-        a = self.a.unsqueeze(-1)                                           # batch + (M, 1)
-        mean = (m @ a).squeeze(-1)
+        a = self.a
+        if index.dim() == 1:                                               # shared rows: two matrix products
+            mean, var = a @ m.T, (a * a) @ s2.T
+        else:                                                              # per-entry rows
+            a = a.unsqueeze(-2)
+            mean, var = (m * a).sum(-1), (s2 * a * a).sum(-1)
         if self.bias is not None:
             mean = mean + torch.gather(self.bias, 0, index.reshape(-1), sparse_grad=self.sparse).reshape(index.shape)
-        var = (s2 @ (a * a)).squeeze(-1) + self.resid.unsqueeze(-1)
-        return mean, var
+        return mean, var + self.resid.unsqueeze(-1)
 
     def gather(self, index):
         mean, var = self.moments(index)
@@ -192,7 +195,7 @@ class SparseGPUtility(Utility):
         return mean + var.clamp(min=1e-12).sqrt() * torch.randn_like(mean)
 
     def gather_shared(self, index):
-        return self.gather(index)   # (m, M) rows against batch + (M, 1): batch + (m,)
+        return self.gather(index)   # a 1-D index: batch + (m,)
 
     def full(self):
         return self.gather(torch.arange(self.num_classes, device=self.loc.device))
@@ -238,10 +241,18 @@ class VariableUtility(Utility):
         return self.base.gather(self.offsets.unsqueeze(-1) + index)
 
     def gather_shared(self, index):
-        return self.gather(index)   # (D, m) rows: batch_shape + (m,)
+        """The (D, m) rows ``offsets[j] + index``: one shared gather of ``base`` when its last
+        batch dim is 1 (e.g. one latent per datapoint), else a per-element gather."""
+        if _validating():
+            check_index(index, self.num_classes)
+        rows = self.offsets.unsqueeze(-1) + index
+        b = self.base.batch_shape
+        if len(b) and b[-1] == 1:
+            return self.base.gather_shared(rows.reshape(-1)).reshape(b[:-1] + rows.shape)
+        return self.base.gather(rows)
 
     def full(self):
-        return self.gather(torch.arange(self.num_classes, device=self.offsets.device))
+        return self.gather_shared(torch.arange(self.num_classes, device=self.offsets.device))
 
     def expand(self, batch_shape):
         batch_shape = torch.Size(batch_shape)
