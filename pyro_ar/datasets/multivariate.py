@@ -25,8 +25,8 @@ from typing import List, Optional, Sequence
 import numpy as np
 import torch
 
-__all__ = ["CategoricalData", "hide_entries", "load_brown_windows", "load_breast_cancer_categorical",
-           "make_xor_relations"]
+__all__ = ["CategoricalData", "hide_entries", "sentence_windows", "load_brown_windows",
+           "load_breast_cancer_categorical", "make_xor_relations"]
 
 
 @dataclass
@@ -153,6 +153,21 @@ def make_xor_relations(num_copies: int = 25, seed: int = 0) -> CategoricalData:
                            {"name": "xor-relations", "num_copies": num_copies, "seed": seed})
 
 
+def sentence_windows(sentences: Sequence[Sequence[int]], width: int, boundary: int) -> torch.Tensor:
+    """All windows of ``width`` consecutive ids of the sentences, each padded with ``boundary``
+    at both ends (a sentence of n ids gives n + 3 - width windows), as an int64 (N, width) tensor.
+
+    Example:
+
+    >>> from pyro_ar.datasets.multivariate import sentence_windows
+    >>> sentence_windows([[5, 6], [7]], 3, boundary=1).tolist()
+    [[1, 5, 6], [5, 6, 1], [1, 7, 1]]
+    """
+    out = [np.lib.stride_tricks.sliding_window_view(np.array([boundary, *s, boundary], dtype=np.int64), width)
+           for s in sentences if len(s) + 2 >= width]
+    return torch.as_tensor(np.concatenate(out)) if out else torch.zeros(0, width, dtype=torch.int64)
+
+
 def load_brown_windows(width: int = 3, num_train: Optional[int] = None, num_test: Optional[int] = None,
                        path=None, min_count: int = 2, seed: int = 0) -> CategoricalData:
     """Windows of ``width`` consecutive tokens of the Brown corpus as datapoints of ``width``
@@ -182,16 +197,10 @@ def load_brown_windows(width: int = 3, num_train: Optional[int] = None, num_test
     rng = np.random.default_rng(seed)
 
     def windows(names, limit):
-        out = []
-        for d in names:
-            for s in docs[d]:
-                ids = np.array([boundary] + [index.get(w, 0) for w in s] + [boundary], dtype=np.int64)
-                if len(ids) >= width:
-                    out.append(np.lib.stride_tricks.sliding_window_view(ids, width))
-        x = np.concatenate(out)
+        x = sentence_windows([[index.get(w, 0) for w in s] for d in names for s in docs[d]], width, boundary)
         if limit is not None and limit < len(x):
-            x = x[np.sort(rng.choice(len(x), limit, replace=False))]
-        return torch.as_tensor(x)
+            x = x[torch.as_tensor(np.sort(rng.choice(len(x), limit, replace=False)))]
+        return x
 
     train = windows(brown.info["train_docs"], num_train)
     observed, target = hide_entries(windows(brown.info["test_docs"], num_test), seed=seed)
