@@ -287,6 +287,10 @@ class CategoricalLatentModel(CategoricalModel):
         (padded) entries ``v``: here one site, all of a session's items over one item set."""
         return [(self.site, "items", v, None)]
 
+    def group_likelihood(self, group=None):
+        """The likelihood object of the site of ``group`` (here: the model's one likelihood)."""
+        return self.likelihood
+
     def create_plates(self, items, y=None, sample_weight=None):
         """The ``"sessions"`` plate (:attr:`plate_name`, dim -2) with O(B) subsample indices (as the base class)."""
         N, B = len(items), self.subsample_size
@@ -320,24 +324,26 @@ class CategoricalLatentModel(CategoricalModel):
             for site, plate, vg, group in self.observation_groups(v):
                 with pyro.plate(plate, vg.shape[-1], dim=-1), poutine.mask(mask=vg >= 0):
                     obs = vg.clamp(min=0)
-                    if isinstance(self.likelihood, Bouchard):
+                    likelihood = self.group_likelihood(group)
+                    if isinstance(likelihood, Bouchard):
                         out.append(self._bouchard(idx, v, omega, params, obs, site, group))
                         continue
                     utility = self.minibatch_utility(omega, params, group)
-                    out.append(self.likelihood.sample(site, utility, obs, DataSubsample(index, N)))
+                    out.append(likelihood.sample(site, utility, obs, DataSubsample(index, N)))
         return out[0] if len(out) == 1 else tuple(out)
 
     def _bouchard(self, idx, v, omega, params, obs, site, group=None):
         """The seed's bound: a_u amortised (or optimal), Gaussian utilities when analytic."""
         loc, scale, a = self.posterior_params(idx, v)
-        a = None if self.likelihood.a == "optimal" else a.unsqueeze(-1)
+        likelihood = self.group_likelihood(group)
+        a = None if likelihood.a == "optimal" else a.unsqueeze(-1)
         var = None
         if self.bouchard == "analytic":
             utility = self.minibatch_utility(loc.unsqueeze(-2), params)
             var = _SquaredLinearUtility((scale * scale).unsqueeze(-2), params["weight"], None, self.sparse)
         else:
             utility = self.minibatch_utility(omega, params, group)
-        d = BouchardBound(utility, a=a, strategy=self.likelihood.sampler, utility_var=var)
+        d = BouchardBound(utility, a=a, strategy=likelihood.sampler, utility_var=var)
         return pyro.sample(site, d, obs=obs)
 
     def default_guide(self, **kwargs):
@@ -385,7 +391,7 @@ class LatentGuide:
     :class:`~pyro_ar.infer.local_guides.ConditionalLocalGuide`).
 
     :param model: the :class:`CategoricalLatentModel`.
-    :param negatives: sampler of the guide's class subsample (default: the model's).
+    :param negatives: sampler of the guide's class subsample (default: the model's, per site).
 
     Example:
 
@@ -399,7 +405,7 @@ class LatentGuide:
 
     def __init__(self, model: CategoricalLatentModel, negatives="model"):
         self.model = model
-        self.sampler = model.likelihood.sampler if negatives == "model" else get_negative_sampler(
+        self.sampler = None if negatives == "model" else get_negative_sampler(
             "per_datapoint" if isinstance(negatives, int) else "shared", negatives)
 
     def __call__(self, items: torch.Tensor):
@@ -419,6 +425,7 @@ class LatentGuide:
                 with pyro.plate(plate, vg.shape[-1], dim=-1), poutine.mask(mask=vg >= 0):
                     with torch.no_grad():
                         utility = model.minibatch_utility(omega.detach(), params, group, sample=False)
-                        fn, infer = conditional_local_q(model.noise, utility, vg.clamp(min=0), self.sampler)
+                        sampler = self.sampler or model.group_likelihood(group).sampler
+                        fn, infer = conditional_local_q(model.noise, utility, vg.clamp(min=0), sampler)
                     pyro.sample(site + "_eps", fn, infer=infer)
         return omega

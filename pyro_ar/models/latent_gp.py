@@ -43,6 +43,7 @@ categories share one likelihood site (``"y"``; ``"y_<K>"`` per cardinality when 
 missing entries are -1 and masked.
 """
 
+import copy
 import math
 from typing import Dict, Optional, Sequence
 
@@ -55,7 +56,7 @@ from pyro.distributions.util import broadcast_shape
 
 from ..distributions import UtilityCategorical
 from ..likelihoods import Exact, get_likelihood
-from ..negatives import sample_without_replacement
+from ..negatives import PerDatapointNegatives, sample_without_replacement
 from ..utility import LinearUtility, Utility, _validating, check_index
 from .base import check_positive_int
 from .latent import CategoricalLatentModel
@@ -278,6 +279,17 @@ def _check_cardinalities(cardinalities) -> list:
     return ks
 
 
+def _likelihood_for(likelihood, num_classes: int):
+    """``likelihood`` for variables of ``num_classes`` categories: a copy over all classes
+    (the exact class sum) when its uniform negatives outnumber the other categories."""
+    s = likelihood.num_negatives
+    if s is not None and s > num_classes - 1 and likelihood.sampler.strategy in ("shared", "per_datapoint"):
+        likelihood = copy.copy(likelihood)
+        likelihood.sampler = PerDatapointNegatives(None)
+    likelihood.check(num_classes)
+    return likelihood
+
+
 def _offsets(cardinalities) -> torch.Tensor:
     ks = torch.as_tensor(cardinalities, dtype=torch.int64)
     return torch.cumsum(ks, 0) - ks
@@ -331,7 +343,8 @@ class CategoricalLatentGP(CategoricalLatentModel):
     :param int latent_dim: Q.
     :param likelihood: a :class:`~pyro_ar.likelihoods.Likelihood` or a name (``"ar"``, ``"exact"``,
         ``"bouchard"``, ...) with ``noise``, ``num_negatives``, ``strategy``, ``proposal``
-        (negatives are drawn within a variable's categories: a proposal is over K classes).
+        (negatives are drawn within a variable's categories: a proposal is over K classes;
+        variables with fewer categories than uniform negatives get the exact class sum).
     :param str utility: ``"gp"`` (CLGP) or ``"linear"`` (the LGM).
     :param int num_inducing: M.
     :param str posterior: ``"amortised"`` or ``"local"`` (needs ``num_data``).
@@ -374,10 +387,8 @@ class CategoricalLatentGP(CategoricalLatentModel):
         if utility == "gp" and weights != "mle":
             raise ValueError(f"utility='gp' has its own prior on the inducing outputs: it needs "
                              f"weights='mle', got weights={weights!r}")
-        # the likelihood is over each variable's K_d categories, not over the R rows: check it per cardinality
+        # the likelihood is over each variable's K_d categories, not over the R rows: checked per cardinality
         lik = get_likelihood(likelihood, noise, num_negatives, strategy, proposal)
-        for k in sorted(set(ks)):
-            lik.check(k)
         super().__init__(sum(ks), latent_dim, Exact(lik.noise), posterior=posterior, num_sessions=num_data,
                          hidden_dim=hidden_dim, weights=weights, subsample_size=subsample_size,
                          sparse=sparse, init_scale=init_scale, init_bias=init_bias, prefix=prefix, site=site)
@@ -392,6 +403,7 @@ class CategoricalLatentGP(CategoricalLatentModel):
         for j, k in enumerate(ks):
             groups.setdefault(k, []).append(j)
         self.groups = [(k, torch.tensor(cols)) for k, cols in groups.items()]
+        self.likelihoods = [_likelihood_for(lik, k) for k, _ in self.groups]
         self.gp_map = SparseGPMap(latent_dim, num_inducing, lengthscale, kernel_variance) \
             if utility == "gp" else None
 
@@ -451,6 +463,10 @@ class CategoricalLatentGP(CategoricalLatentModel):
         one = len(self.groups) == 1
         return [(self.site if one else f"{self.site}_{k}", "variables" if one else f"variables_{k}",
                  v.index_select(-1, cols.to(v.device)), g) for g, (k, cols) in enumerate(self.groups)]
+
+    def group_likelihood(self, group=None):
+        """The likelihood of the variables of ``group`` (all classes when they have fewer than the negatives)."""
+        return self.likelihoods[group or 0]
 
     def row_utility(self, x: torch.Tensor, params, sample: bool = True) -> Utility:
         """The utility over all R rows at latents ``x`` (..., Q): GP (``sample``: draws) or linear."""

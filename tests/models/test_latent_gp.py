@@ -14,7 +14,7 @@ from pyro_ar.likelihoods import AR, Bouchard, Exact
 from pyro_ar.models import CategoricalLatentGP
 from pyro_ar.models.latent_gp import (RBFKernel, SparseGPMap, SparseGPUtility, VariableUtility,
                                       frequency_log_predictive, marginal_log_probs)
-from pyro_ar.negatives import SharedNegatives
+from pyro_ar.negatives import ImportanceNegatives, SharedNegatives
 from pyro_ar.optim import lazy_adam
 from pyro_ar.utility import DenseUtility
 
@@ -56,6 +56,13 @@ def test_shapes_and_plates(likelihood, kwargs):
         assert torch.equal(node["mask"], x[idx][:, cols] >= 0)          # missing entries masked out
         assert (site + "_eps" in gtr.nodes) == isinstance(likelihood, AR)
     assert ("u_kl" in mtr.nodes) == (kwargs.get("utility", "gp") == "gp")
+
+
+def test_fewer_categories_than_negatives_use_all_classes():
+    model = CategoricalLatentGP(CARDS, 2, AR(negatives=SharedNegatives(4)), num_inducing=4, hidden_dim=8)
+    assert model.group_likelihood(0).num_negatives == 4 and model.group_likelihood(1).num_negatives is None
+    _, mtr = _trace(model, _data())
+    assert mtr.nodes["y_3"]["fn"].sampler.num_negatives is None
 
 
 def _kernel_matrix(kernel, x, z):
@@ -212,7 +219,8 @@ def test_imputation_and_frequency_baseline():
     (lambda: CategoricalLatentGP([]), "cardinalities must be a non-empty sequence"),
     (lambda: CategoricalLatentGP([5], utility="rbf"), "utility must be one of"),
     (lambda: CategoricalLatentGP([5], weights="map"), "weights='mle'"),
-    (lambda: CategoricalLatentGP([5, 3], num_negatives=3), "num_negatives=3 exceeds num_classes - 1 = 2"),
+    (lambda: CategoricalLatentGP([5, 3], 2, AR(negatives=ImportanceNegatives(2, torch.ones(5)))),
+     "proposal is over 5 classes but the model has num_classes=3"),
     (lambda: CategoricalLatentGP([5], num_inducing=0), "num_inducing"),
     (lambda: CategoricalLatentGP([5, 3])(torch.zeros(2, 2)), "x must be a 2-D integer tensor"),
     (lambda: CategoricalLatentGP([5, 3])(torch.tensor([[0, 1, 2]])), r"x must be a 2-D integer tensor \(N, 2\)"),
