@@ -97,7 +97,7 @@ def _split(x: np.ndarray, test_fraction: float, seed: int):
 
 def load_breast_cancer_categorical(num_bins: int = 10, test_fraction: float = 0.25,
                                    seed: int = 0) -> CategoricalData:
-    """The Wisconsin diagnostic breast cancer data (:func:`sklearn.datasets.load_breast_cancer`,
+    """The Wisconsin diagnostic breast cancer data (``sklearn.datasets.load_breast_cancer``,
     569 x 30 measurements and the diagnosis) as 31 categorical variables: each measurement
     cut at its ``num_bins``-quantiles (over all 569 patients: an unsupervised recoding) into
     ``num_bins`` ordered categories, the diagnosis (malignant / benign) as the last variable.

@@ -69,7 +69,7 @@ class RBFKernel(nn.Module):
     r"""Squared-exponential kernel with one lengthscale per input dimension (ARD),
     :math:`k(x, z) = \sigma^2\exp(-\tfrac12\sum_q (x_q - z_q)^2/\ell_q^2)`, log-parameterised.
 
-    (:mod:`pyro.contrib.gp` kernels are ``PyroModule`` s whose parameters also register under
+    (``pyro.contrib.gp`` kernels are ``PyroModule`` s whose parameters also register under
     bare global names such as ``"lengthscale"``, which would collide between two models in one
     param store; this module is registered with ``pyro.module`` under the model's prefix.)
 
@@ -141,7 +141,9 @@ class SparseGPUtility(Utility):
     r"""Lazy utilities :math:`f_r(x_n)` of a whitened sparse GP (module docstring) over R rows.
 
     :param a: :math:`a(x_n)`, shape ``batch_shape + (M,)``; ``resid``: :math:`k(x,x)-\lVert a\rVert^2`, ``batch_shape``.
-    :param loc, log_scale: :math:`m_r` and :math:`\log s_r`, shape (R, M); ``bias``: :math:`b_r`, (R,).
+    :param loc: :math:`m_r`, shape (R, M).
+    :param log_scale: :math:`\log s_r`, shape (R, M).
+    :param bias: :math:`b_r`, shape (R,), or None.
     :param bool sample: draw :math:`f` (reparameterised, a fresh draw for every entry gathered)
         instead of returning :math:`\mathbb{E}f`.
     :param bool sparse: sparse-gradient gathers of the rows.
@@ -352,7 +354,8 @@ class CategoricalLatentGP(CategoricalLatentModel):
         likelihood's number of negatives; None there too: all R rows, exact).
     :param init_bias: initial :math:`b` (R,), e.g. :func:`marginal_log_probs`; None: zeros.
     :param float init_scale: scale of the initial :math:`m_r` (or :math:`w_r`); ``init_u_scale``: initial :math:`s_r`.
-    :param float lengthscale, kernel_variance: initial kernel parameters.
+    :param float lengthscale: initial kernel lengthscale (every latent dimension).
+    :param float kernel_variance: initial kernel variance.
 
     Example:
 
