@@ -154,6 +154,7 @@ def main():
     p.add_argument("--splits", type=int, default=3)
     p.add_argument("--evals", type=int, default=6)
     p.add_argument("--min-count", type=int, default=85)
+    p.add_argument("--methods", default=None, help="comma-separated methods of the Brown parts (default: all)")
     p.add_argument("--out", default=tempfile.gettempdir())
     args = p.parse_args()
     torch.set_num_threads(1)
@@ -164,10 +165,11 @@ def main():
         part_small(args, out)
     n_train, n_test = (2000, 300) if args.quick else (20000, 1000)
     steps = 300 if args.quick else args.steps_brown
+    methods = None if args.methods is None else tuple(args.methods.split(","))
     if args.part in ("brown", "all"):
-        brown_part(args, out, "brown", 2, ("lgm-ar", "lgm-map-ar", "clgp-ar"), n_train, n_test, steps)
+        brown_part(args, out, "brown", 2, methods or ("lgm-ar", "lgm-map-ar", "clgp-ar"), n_train, n_test, steps)
     if args.part in ("brown1k", "all"):
-        brown_part(args, out, "brown1k", args.min_count, ("lgm-ar", "lgm-exact", "clgp-ar", "clgp-exact"),
+        brown_part(args, out, "brown1k", args.min_count, methods or ("lgm-ar", "lgm-exact", "clgp-ar", "clgp-exact"),
                    n_train, n_test, steps)
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "latent_gp.json")
