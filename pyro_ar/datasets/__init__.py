@@ -40,6 +40,11 @@ Sessions of items for latent-variable models (:mod:`~pyro_ar.datasets.sessions`)
 :func:`make_recogym_sessions` (RecoGym's organic sessions, simulated) and
 :func:`load_brown_sessions` (Brown sentences or documents over its vocabulary).
 
+Multivariate categorical data for imputation (:mod:`~pyro_ar.datasets.multivariate`):
+:func:`load_brown_windows` (windows of Brown tokens, K = 26,101 per position),
+:func:`load_breast_cancer_categorical` (scikit-learn's breast cancer data, binned) and
+:func:`make_xor_relations`.
+
 All features are float32 and all labels / ids int64.
 """
 
@@ -50,6 +55,8 @@ from .digits import load_digits
 from .idx import MNIST_FILES, load_mnist
 from .synthetic import SparseTeacherData, TeacherData, ToyData, make_linear_teacher, make_sparse_teacher, make_toy
 from .sessions import SessionData, load_brown_sessions, make_recogym_sessions, pad_sessions, split_sessions
+from .multivariate import (CategoricalData, hide_entries, load_breast_cancer_categorical, load_brown_windows,
+                           make_xor_relations)
 from .svmlight import load_svmlight
 from .bag_of_words import load_brown_bag_of_words, make_bag_of_words, to_scipy_csr
 from .text import BROWN_ARCHIVE, BROWN_BOUNDARY, BROWN_UNK, Vocabulary, load_brown, load_kjv, load_text_corpus
@@ -80,4 +87,5 @@ __all__ = [
     "load_brown_bag_of_words",
     "to_scipy_csr",
     "SessionData", "pad_sessions", "split_sessions", "make_recogym_sessions", "load_brown_sessions",
+    "CategoricalData", "hide_entries", "load_brown_windows", "load_breast_cancer_categorical", "make_xor_relations",
 ]

@@ -10,6 +10,7 @@ model                                 utilities
 :class:`NeuralClassifier`             :math:`W g_\\phi(x_n) + b`, any network body :math:`g_\\phi`
 :class:`BayesianNeuralClassifier`     the same, class-subsampled posterior over W, b
 :class:`CategoricalLatentModel`       :math:`\\Psi\\omega_u + \\rho`, a Gaussian latent per session u
+:class:`CategoricalLatentGP`          :math:`f_{d,k}(x_n)`, sparse GPs of a latent per datapoint (CLGP)
 ====================================  ===========================================================
 """
 
@@ -17,6 +18,7 @@ from .base import CategoricalModel
 from .bayesian_linear import BayesianLinearClassifier
 from .bigram import BigramLanguageModel, unigram_log_probs
 from .latent import CategoricalLatentModel, LatentGuide, LocalPosterior, SessionEncoder
+from .latent_gp import CategoricalLatentGP
 from .linear import LinearClassifier
 from .neural import NeuralClassifier
 from .neural_lm import NGramBody, context_windows
@@ -31,4 +33,5 @@ __all__ = [
     "BayesianNeuralClassifier",
     "unigram_log_probs",
     "CategoricalLatentModel", "SessionEncoder", "LocalPosterior", "LatentGuide",
+    "CategoricalLatentGP",
 ]

@@ -211,6 +211,8 @@ class CategoricalLatentModel(CategoricalModel):
     """
 
     input_names = ("items", "items")
+    #: name of the datapoint plate (dim -2)
+    plate_name = "sessions"
 
     def __init__(self, num_items: int, latent_dim: int = 8, likelihood="ar", *, noise="gumbel",
                  num_negatives: Optional[int] = None, strategy="shared", proposal=None,
@@ -273,16 +275,27 @@ class CategoricalLatentModel(CategoricalModel):
             raise ValueError(f"items must lie in [0, {self.num_classes}) or be -1 (padding), got values in "
                              f"[{int(items.min())}, {int(items.max())}]")
 
-    def minibatch_utility(self, omega: torch.Tensor, params):
-        """Lazy utilities of latent draws ``omega`` (..., Q): linear in ``omega`` or in its MLP features."""
+    def minibatch_utility(self, omega: torch.Tensor, params, group=None, sample: bool = True):
+        """Lazy utilities of latent draws ``omega`` (..., Q): linear in ``omega`` or in its MLP
+        features. ``group`` (which likelihood site, see :meth:`observation_groups`) and
+        ``sample`` (draw random utilities, or give their mean to the guide) are for subclasses."""
         h = omega if self.feature_map is None else self.feature_map(omega)
         return LinearUtility(h, params["weight"], params["bias"], sparse=self.sparse)
 
+    def observation_groups(self, v: torch.Tensor):
+        """``(site, plate name, entries, group)`` of each likelihood site of the minibatch's
+        (padded) entries ``v``: here one site, all of a session's items over one item set."""
+        return [(self.site, "items", v, None)]
+
+    def group_likelihood(self, group=None):
+        """The likelihood object of the site of ``group`` (here: the model's one likelihood)."""
+        return self.likelihood
+
     def create_plates(self, items, y=None, sample_weight=None):
-        """The ``"sessions"`` plate (dim -2) with O(B) subsample indices (as the base class)."""
+        """The ``"sessions"`` plate (:attr:`plate_name`, dim -2) with O(B) subsample indices (as the base class)."""
         N, B = len(items), self.subsample_size
         sub = None if B is None or B >= N else sample_without_replacement(N, B, device=items.device)
-        return pyro.plate("sessions", N, subsample=sub, dim=-2)
+        return pyro.plate(self.plate_name, N, subsample=sub, dim=-2)
 
     def _modules(self):
         pyro.module(self.prefix + "posterior", self.posterior)
@@ -301,31 +314,37 @@ class CategoricalLatentModel(CategoricalModel):
         like = torch.zeros((), device=items.device)
         params = self.parameters(like)
         self._modules()
-        N, T = items.shape
+        N = len(items)
         with self.create_plates(items) as idx:
             index = None if idx.shape[0] == N else idx
             v = take_rows(items, index)
             prior = dist.Normal(like, 1.0).expand([self.latent_dim]).to_event(1)
             omega = pyro.sample(self.latent_site, prior)
-            with pyro.plate("items", T, dim=-1), poutine.mask(mask=v >= 0):
-                obs = v.clamp(min=0)
-                if isinstance(self.likelihood, Bouchard):
-                    return self._bouchard(idx, v, omega, params, obs)
-                utility = self.minibatch_utility(omega, params)
-                return self.likelihood.sample(self.site, utility, obs, DataSubsample(index, N))
+            out = []
+            for site, plate, vg, group in self.observation_groups(v):
+                with pyro.plate(plate, vg.shape[-1], dim=-1), poutine.mask(mask=vg >= 0):
+                    obs = vg.clamp(min=0)
+                    likelihood = self.group_likelihood(group)
+                    if isinstance(likelihood, Bouchard):
+                        out.append(self._bouchard(idx, v, omega, params, obs, site, group))
+                        continue
+                    utility = self.minibatch_utility(omega, params, group)
+                    out.append(likelihood.sample(site, utility, obs, DataSubsample(index, N)))
+        return out[0] if len(out) == 1 else tuple(out)
 
-    def _bouchard(self, idx, v, omega, params, obs):
+    def _bouchard(self, idx, v, omega, params, obs, site, group=None):
         """The seed's bound: a_u amortised (or optimal), Gaussian utilities when analytic."""
         loc, scale, a = self.posterior_params(idx, v)
-        a = None if self.likelihood.a == "optimal" else a.unsqueeze(-1)
+        likelihood = self.group_likelihood(group)
+        a = None if likelihood.a == "optimal" else a.unsqueeze(-1)
         var = None
         if self.bouchard == "analytic":
             utility = self.minibatch_utility(loc.unsqueeze(-2), params)
             var = _SquaredLinearUtility((scale * scale).unsqueeze(-2), params["weight"], None, self.sparse)
         else:
-            utility = self.minibatch_utility(omega, params)
-        d = BouchardBound(utility, a=a, strategy=self.likelihood.sampler, utility_var=var)
-        return pyro.sample(self.site, d, obs=obs)
+            utility = self.minibatch_utility(omega, params, group)
+        d = BouchardBound(utility, a=a, strategy=likelihood.sampler, utility_var=var)
+        return pyro.sample(site, d, obs=obs)
 
     def default_guide(self, **kwargs):
         """A :class:`LatentGuide` of this model."""
@@ -372,7 +391,7 @@ class LatentGuide:
     :class:`~pyro_ar.infer.local_guides.ConditionalLocalGuide`).
 
     :param model: the :class:`CategoricalLatentModel`.
-    :param negatives: sampler of the guide's class subsample (default: the model's).
+    :param negatives: sampler of the guide's class subsample (default: the model's, per site).
 
     Example:
 
@@ -386,12 +405,12 @@ class LatentGuide:
 
     def __init__(self, model: CategoricalLatentModel, negatives="model"):
         self.model = model
-        self.sampler = model.likelihood.sampler if negatives == "model" else get_negative_sampler(
+        self.sampler = None if negatives == "model" else get_negative_sampler(
             "per_datapoint" if isinstance(negatives, int) else "shared", negatives)
 
     def __call__(self, items: torch.Tensor):
         model = self.model
-        N, T = items.shape
+        N = len(items)
         with model.create_plates(items) as idx:
             v = take_rows(items, None if idx.shape[0] == N else idx)
             loc, scale, _ = model.posterior_params(idx, v)
@@ -399,12 +418,14 @@ class LatentGuide:
             omega = pyro.sample(model.latent_site, q)
             if not model.likelihood.has_local_latent:
                 return omega
-            with pyro.plate("items", T, dim=-1), poutine.mask(mask=v >= 0):
-                from ..infer.local_fit import conditional_local_q  # (infer is the layer above)
+            from ..infer.local_fit import conditional_local_q  # (infer is the layer above)
 
-                with torch.no_grad():
-                    params = model.fitted_parameters(loc)
-                    utility = model.minibatch_utility(omega.detach(), params)
-                    fn, infer = conditional_local_q(model.noise, utility, v.clamp(min=0), self.sampler)
-                pyro.sample(model.site + "_eps", fn, infer=infer)
+            params = model.fitted_parameters(loc)
+            for site, plate, vg, group in model.observation_groups(v):
+                with pyro.plate(plate, vg.shape[-1], dim=-1), poutine.mask(mask=vg >= 0):
+                    with torch.no_grad():
+                        utility = model.minibatch_utility(omega.detach(), params, group, sample=False)
+                        sampler = self.sampler or model.group_likelihood(group).sampler
+                        fn, infer = conditional_local_q(model.noise, utility, vg.clamp(min=0), sampler)
+                    pyro.sample(site + "_eps", fn, infer=infer)
         return omega

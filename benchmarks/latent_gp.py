@@ -1,0 +1,182 @@
+"""Categorical latent Gaussian process (seeds/003, issue 13 part 3): imputation perplexity.
+
+Every test datapoint has one random variable hidden; q(x_n) comes from its other entries (the
+amortised encoder) and the hidden entry's predictive log-probability is
+:meth:`pyro_ar.models.CategoricalLatentGP.log_predictive` (16 draws of x and f). Methods:
+the frequency baseline (training marginals, add-0.5), the linear latent Gaussian model (LGM,
+``utility="linear"``, maximum likelihood as in the paper; ``lgm-map``: with a N(0, 1) prior on
+W) and the CLGP (``utility="gp"``), each with A&R softmax (shared or importance-sampled
+negatives) and with the exact softmax, all trained by :func:`pyro_ar.infer.train` for the same
+number of steps (CPU time reported).
+
+(a) ``--part small``: scikit-learn's breast cancer data as 30 measurements cut at their deciles
+    + the diagnosis (:func:`pyro_ar.datasets.load_breast_cancer_categorical`; 427 training and
+    142 test patients, K = 10), ``--splits`` random splits as in the paper's table 2.
+(b) ``--part brown``: windows of 3 Brown tokens (:func:`pyro_ar.datasets.load_brown_windows`,
+    K = 26,101 per position), 20,000 training and 1,000 test windows; A&R with 100 negatives
+    drawn from the unigram^0.75 proposal; test log-likelihood along training.
+(c) ``--part brown1k``: the same with the vocabulary cut at ``--min-count`` training
+    occurrences (K of about 1,000), where the exact softmax runs as many steps: A&R vs exact.
+
+Usage::
+
+    python benchmarks/latent_gp.py [--quick] [--part small|brown|brown1k|all] [--out DIR]
+
+Prints tables; writes latent_gp.json to ``--out`` (default: the temp directory).
+"""
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+
+import torch
+
+import pyro
+from pyro.infer import SVI
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from pyro_ar.datasets import load_breast_cancer_categorical, load_brown_windows  # noqa: E402
+from pyro_ar.infer import train  # noqa: E402
+from pyro_ar.likelihoods import AR, Exact  # noqa: E402
+from pyro_ar.models import CategoricalLatentGP  # noqa: E402
+from pyro_ar.models.latent_gp import frequency_log_predictive, marginal_log_probs  # noqa: E402
+from pyro_ar.negatives import ImportanceNegatives, SharedNegatives  # noqa: E402
+from pyro_ar.optim import lazy_adam  # noqa: E402
+
+
+def make_model(method, data, Q, M, negatives, proposal=None, kl_rows=None):
+    """``method`` = "<lgm|lgm-map|clgp>-<ar|exact>"."""
+    utility, lik = method.rsplit("-", 1)
+    if lik == "exact":
+        likelihood = Exact()
+    else:
+        likelihood = AR(negatives=SharedNegatives(negatives) if proposal is None
+                        else ImportanceNegatives(negatives, proposal))
+    return CategoricalLatentGP(data.cardinalities, Q, likelihood, utility="gp" if utility == "clgp" else "linear",
+                               weights="map" if utility == "lgm-map" else "mle", num_inducing=M,
+                               subsample_size=64, hidden_dim=64, num_kl_rows=kl_rows,
+                               init_bias=marginal_log_probs(data.train, data.cardinalities).float())
+
+
+def fit(method, data, args, Q, steps, negatives, proposal=None, kl_rows=None, evals=1, num_eval=None, seed=0):
+    """Train ``method``; the held-out imputation log-likelihood at ``evals`` points along the way."""
+    pyro.clear_param_store()
+    pyro.set_rng_seed(seed)
+    model = make_model(method, data, Q, args.num_inducing, negatives, proposal, kl_rows)
+    svi = SVI(model, model.default_guide(), lazy_adam({"lr": args.lr}), model.default_elbo())
+    obs, tgt = data.test_observed[:num_eval], data.test_target[:num_eval]
+
+    def evaluate():
+        return {"test_ll": float(model.log_predictive(obs, tgt, num_samples=8).mean())}
+
+    hist = train(svi, data.train, num_steps=steps, eval_fn=evaluate if evals > 1 else None,
+                 eval_every=max(steps // evals, 1), eval_at_start=False, clock="process", divergence=False)
+    res = model.evaluate_imputation(data.test_observed, data.test_target, num_samples=16)
+    res.update(steps=hist[-1]["step"], train_cpu_s=hist[-1]["time"],
+               ms_per_step=1e3 * hist[-1]["time"] / max(hist[-1]["step"], 1),
+               curve=[(h["step"], h["test_ll"]) for h in hist if "test_ll" in h])
+    return res
+
+
+def frequency_row(data):
+    ll = float(frequency_log_predictive(data.train, data.test_target, data.cardinalities).mean())
+    return {"log_lik": ll, "perplexity": math.exp(-ll)}
+
+
+def print_table(title, rows):
+    print(f"\n{title}")
+    print(f"{'method':<12} {'test LL/entry':>13} {'perplexity':>11} {'steps':>6} {'ms/step':>8} {'CPU s':>7}")
+    for k, r in rows.items():
+        print(f"{k:<12} {r['log_lik']:13.3f} {r['perplexity']:11.2f} {r.get('steps', 0):6d} "
+              f"{r.get('ms_per_step', 0):8.2f} {r.get('train_cpu_s', 0):7.1f}")
+
+
+METHODS_SMALL = ("lgm-exact", "lgm-ar", "clgp-exact", "clgp-ar")
+
+
+def part_small(args, out):
+    steps = 300 if args.quick else args.steps_small
+    splits = 1 if args.quick else args.splits
+    Q = args.latent_dim or 3
+    per_split = []
+    for split in range(splits):
+        data = load_breast_cancer_categorical(seed=split)
+        rows = {"frequency": frequency_row(data)}
+        for method in METHODS_SMALL:
+            rows[method] = fit(method, data, args, Q, steps, negatives=5, seed=split)
+        print_table(f"(a) breast cancer (30 x K=10 + 2), split {split}, {steps} steps of 64, Q = "
+                    f"{Q}, M = {args.num_inducing}, A&R: 5 shared negatives", rows)
+        per_split.append(rows)
+    summary = {}
+    for k in per_split[0]:
+        lls = torch.tensor([r[k]["log_lik"] for r in per_split], dtype=torch.float64)
+        pps = lls.neg().exp()
+        summary[k] = {"log_lik": float(lls.mean()), "perplexity": float(pps.mean()),
+                      "perplexity_sd": float(pps.std()) if splits > 1 else 0.0}
+    print(f"\n(a) mean over {splits} splits: method, test LL/entry, perplexity (sd)")
+    for k, r in summary.items():
+        print(f"{k:<12} {r['log_lik']:8.3f} {r['perplexity']:7.3f} ({r['perplexity_sd']:.3f})")
+    out["small"] = {"splits": per_split, "summary": summary, "steps": steps}
+
+
+def brown_part(args, out, key, min_count, methods, num_train, num_test, steps):
+    data = load_brown_windows(3, num_train=num_train, num_test=num_test, min_count=min_count)
+    K = data.cardinalities[0]
+    counts = torch.bincount(data.train.flatten(), minlength=K).double()
+    proposal = (counts + 1) ** 0.75
+    rows = {"frequency": frequency_row(data)}
+    Q = args.latent_dim or 5
+    for method in methods:
+        rows[method] = fit(method, data, args, Q, steps, 100, proposal, kl_rows=1000, evals=args.evals,
+                           num_eval=300)
+        print(f"{method:<12} curve (step, test LL on 300 windows): "
+              + " ".join(f"({s}, {v:.3f})" for s, v in rows[method]["curve"]), flush=True)
+    print_table(f"({key}) Brown 3-token windows, K = {K}, {len(data.train)} train / {len(data.test_observed)} "
+                f"test, {steps} steps of 64, Q = {Q}, M = {args.num_inducing}, "
+                f"A&R: 100 unigram^0.75 negatives", rows)
+    out[key] = {"K": K, "min_count": min_count, "rows": rows, "steps": steps}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--part", default="all", choices=["small", "brown", "brown1k", "all"])
+    p.add_argument("--latent-dim", type=int, default=None, help="Q (default: 3 small, 5 Brown)")
+    p.add_argument("--num-inducing", type=int, default=32)
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--steps-small", type=int, default=1500)
+    p.add_argument("--steps-brown", type=int, default=3000)
+    p.add_argument("--splits", type=int, default=3)
+    p.add_argument("--evals", type=int, default=6)
+    p.add_argument("--min-count", type=int, default=85)
+    p.add_argument("--methods", default=None, help="comma-separated methods of the Brown parts (default: all)")
+    p.add_argument("--out", default=tempfile.gettempdir())
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    pyro.enable_validation(False)
+    out = {"args": vars(args)}
+    t0 = time.time()
+    if args.part in ("small", "all"):
+        part_small(args, out)
+    n_train, n_test = (2000, 300) if args.quick else (20000, 1000)
+    steps = 300 if args.quick else args.steps_brown
+    methods = None if args.methods is None else tuple(args.methods.split(","))
+    if args.part in ("brown", "all"):
+        brown_part(args, out, "brown", 2, methods or ("lgm-ar", "lgm-map-ar", "clgp-ar"), n_train, n_test, steps)
+    if args.part in ("brown1k", "all"):
+        brown_part(args, out, "brown1k", args.min_count, methods or ("lgm-ar", "lgm-exact", "clgp-ar", "clgp-exact"),
+                   n_train, n_test, steps)
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "latent_gp.json")
+    with open(path, "w") as f:
+        json.dump(out, f, indent=1, default=float)
+    print(f"\nwrote {path} ({time.time() - t0:.0f} s wall)")
+
+
+if __name__ == "__main__":
+    main()
