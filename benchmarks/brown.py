@@ -26,7 +26,8 @@ Methods (each in its own process, one torch thread, run concurrently):
   usual log-q-corrected sampled softmax), the same negatives and optimizer;
 * ``ar_probit`` / ``ar_logistic`` -- A&R with Normal / Logistic noise, the library's default
   local guide ``ConditionalLocalGuide`` (q(eps_n | psi_n) refitted at every step on its own
-  class subsample, ``--oversample`` times the negatives; ``--local-guide noise``: the
+  class subsample, ``--oversample`` times the negatives or ``--local-negatives`` classes;
+  ``--local-guide noise``: the
   per-datapoint ``NoiseLocalGuide`` with its own step size ``--local-lr``); their test log-likelihood is the model's own marginal by quadrature
   (O(K) nodes per test pair), so it is computed at the end only, on a fixed random subset of
   test pairs (``--quad-pairs``); they run without early stopping (no validation LL).
@@ -95,7 +96,7 @@ class PyroLM:
 
     def __init__(self, method, K, D, x, y, B, lr, init_bias, counts, negatives, strategy, device,
                  local_first=True, local_lr=0.05, power=0.75, local_step="natural",
-                 local_guide="conditional", oversample=None):
+                 local_guide="conditional", oversample=None, local_negatives=None):
         import pyro
         import torch
         from pyro.infer import SVI, Trace_ELBO
@@ -123,7 +124,11 @@ class PyroLM:
             guide = self.model.default_guide(local_first=local_first, local_step=local_step)
             optim = lazy_adam({"lr": lr})
         elif local_guide == "conditional":  # no local parameters: q refitted at every step
-            guide = self.model.default_guide(**({"oversample": oversample} if oversample else {}))
+            kw = {"oversample": oversample} if oversample else {}
+            if local_negatives:  # the local fit's own class subsample T, drawn like S
+                kw = {"negatives": ImportanceNegatives(local_negatives, proposal) if strategy == "importance"
+                      else SharedNegatives(local_negatives), "oversample": 1}
+            guide = self.model.default_guide(**kw)
             optim = lazy_adam({"lr": lr})
         else:
             # q(eps_n) starts near the noise's (1 - 1/K) quantile (the observed class's noise
@@ -201,7 +206,7 @@ def worker(a):
         m = PyroLM(method, K, a.D, x, y, a.B, lr, init_bias, counts, a.negatives, strategy, dev,
                    local_first=not (a.global_first or a.method == "ar_softmax_global"),
                    local_lr=a.local_lr, power=a.power, local_step=a.local_step,
-                   local_guide=a.local_guide, oversample=a.oversample)
+                   local_guide=a.local_guide, oversample=a.oversample, local_negatives=a.local_negatives)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
 
     class Stepper:  # what pyro_ar.infer.train drives: .step() -> loss (SVI or the plain torch loop)
@@ -265,7 +270,8 @@ def _launch(method, a, data_path, lr):
            "--quad-pairs", str(a.quad_pairs), "--checkpoints", str(a.checkpoints),
            "--eval-pairs", str(a.eval_pairs), "--local-lr", str(a.local_lr), "--power", str(a.power),
            "--patience", str(a.patience), "--eval-every", str(a.eval_every or 0),
-           "--local-step", a.local_step, "--local-guide", a.local_guide, "--oversample", str(a.oversample or 0)] \
+           "--local-step", a.local_step, "--local-guide", a.local_guide, "--oversample", str(a.oversample or 0),
+           "--local-negatives", str(a.local_negatives or 0)] \
         + (["--global-first"] if a.global_first else [])
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -320,6 +326,9 @@ def add_common_arguments(p):
     p.add_argument("--oversample", type=int, default=0,
                    help="probit/logistic, conditional guide: its class subsample = this many times "
                         "the negatives (0: the guide's default)")
+    p.add_argument("--local-negatives", type=int, default=0,
+                   help="probit/logistic, conditional guide: its class subsample T has this many "
+                        "classes, drawn like the model's negatives (0: --oversample x the negatives)")
     p.add_argument("--local-step", default="natural", choices=["natural", "gradient"],
                    help="A&R softmax: eta_n by its closed-form natural step or by the optimizer")
     p.add_argument("--power", type=float, default=0.75, help="proposal exponent: (count + 1)^power")

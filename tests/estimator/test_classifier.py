@@ -426,7 +426,7 @@ def test_auto_prior_scale_chooses_on_validation_and_beats_a_weak_prior():
     from pyro_ar.estimator.choices import PRIOR_SCALE_GRID, refined_candidates
 
     X, y, Xt, yt = _overfit_prone()
-    kw = dict(min_steps=0, max_epochs=20, batch_size=150, learning_rate=0.1, random_state=0)
+    kw = dict(min_steps=0, max_epochs=15, batch_size=150, learning_rate=0.1, random_state=0)  # 2.75 fits
     auto = ARClassifier(prior_scale="auto", **kw).fit(X, y)
     grid_best = max(PRIOR_SCALE_GRID, key=auto.prior_scale_scores_.get)
     assert set(auto.prior_scale_scores_) == set(PRIOR_SCALE_GRID) | set(
@@ -441,6 +441,18 @@ def test_auto_prior_scale_chooses_on_validation_and_beats_a_weak_prior():
     np.testing.assert_array_equal(again.predict_proba(Xt), auto.predict_proba(Xt))
     custom = ARClassifier(prior_scale=[3.0, 0.05], **dict(kw, max_epochs=4)).fit(X, y)
     assert set(custom.prior_scale_scores_) == {0.05, 3.0}
+
+
+def test_map_prior_leaves_the_bias_unpenalised():
+    """weights="map" puts the prior on W only (scikit-learn's intercept is not penalised
+    either): a prior that pins W to 0 leaves the class frequencies to the bias, so the
+    predicted probabilities are the training frequencies (0.6, 0.3, 0.1) -- within 0.02,
+    the step-size noise of the last Adam steps (a penalised bias would pull them to 1/3)."""
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(400, 3), rng.choice(3, size=400, p=[0.6, 0.3, 0.1])
+    clf = ARClassifier(prior_scale=1e-3, min_steps=400, batch_size=400, learning_rate=0.05,
+                       random_state=0).fit(X, y)
+    np.testing.assert_allclose(clf.predict_proba(X[:5]), np.tile(np.bincount(y) / 400, (5, 1)), atol=0.02)
 
 
 def test_auto_prior_scale_with_partial_fit_and_mle():
