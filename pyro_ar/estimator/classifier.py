@@ -66,7 +66,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         :data:`~pyro_ar.estimator.choices.PRIOR_SCALE_GRID` (``s = sqrt(C)`` for
         scikit-learn's C in {0.01, 0.1, 1, 10}) refined by half-steps around its best
         (:func:`~pyro_ar.estimator.choices.select_prior_scale`), or from the list, on a
-        held-out ``validation_fraction``, then refitted on all the data (2.75 plain fits'
+        held-out ``validation_fraction``, then refitted on all the data (two plain fits'
         steps in all; ``prior_scale_``, ``prior_scale_scores_``); a first ``partial_fit`` takes 1 (or the
         list's middle).
     :param batch_size: datapoints per SVI step (clipped to the training size).

@@ -221,8 +221,8 @@ def test_num_steps_overrides_max_epochs():
     clf = ARClassifier(min_steps=0, num_steps=7, batch_size=50, max_epochs=1000, prior_scale=1.0,
                        random_state=0).fit(X, y)
     assert clf.n_steps_ == 7 and clf.n_iter_ == 3  # ceil(7 / ceil(120 / 50))
-    # prior_scale="auto": the final fit on all the data is 3/4 of it, after the selection
-    assert ARClassifier(min_steps=0, num_steps=8, random_state=0).fit(X, y).n_steps_ == 6
+    # prior_scale="auto": the final fit on all the data is 0.7 of it, after the selection
+    assert ARClassifier(min_steps=0, num_steps=10, random_state=0).fit(X, y).n_steps_ == 7
 
 
 # ------------------------------------------------------------------------ sparse input
