@@ -234,7 +234,8 @@ def worker(a):
     # stopping on the validation log-likelihood (the best evaluation's parameters restored)
     from pyro_ar.infer import EarlyStopping
 
-    stop = EarlyStopping("valid_ll", patience=a.patience) if a.patience else None
+    # (probit/logistic have no validation log-likelihood during training: no early stopping)
+    stop = EarlyStopping("valid_ll", patience=a.patience) if a.patience and a.method not in OTHER_NOISE else None
     history = train(Stepper(), num_steps=10**12, time_budget=a.budget, eval_fn=evaluate,
                     eval_times=_checkpoints(a.budget, a.checkpoints, a.eval_every), eval_every=10**12,
                     step_times=step_times, callbacks=[progress], clock="process", early_stopping=stop)
