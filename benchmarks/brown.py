@@ -327,9 +327,10 @@ def add_common_arguments(p):
     p.add_argument("--oversample", type=int, default=0,
                    help="probit/logistic, conditional guide: its class subsample = this many times "
                         "the negatives (0: the guide's default)")
-    p.add_argument("--local-negatives", type=int, default=0,
+    p.add_argument("--local-negatives", type=int, default=32,
                    help="probit/logistic, conditional guide: its class subsample T has this many "
-                        "classes, drawn like the model's negatives (0: --oversample x the negatives)")
+                        "classes, drawn like the model's negatives (default 32: 41 ms per probit "
+                        "step against 186 ms with T = the 256 negatives; 0: --oversample x the negatives)")
     p.add_argument("--local-step", default="natural", choices=["natural", "gradient"],
                    help="A&R softmax: eta_n by its closed-form natural step or by the optimizer")
     p.add_argument("--power", type=float, default=0.75, help="proposal exponent: (count + 1)^power")
