@@ -28,7 +28,8 @@ b ~ N(0, 0.001^2); the step-size sequence of Kucukelbir et al. (``ADVIStepSize``
 x0.9 every 2,000 iterations); softmax local step rho = (1 + epoch)^-0.9.
 ``--optim authors`` uses that schedule for every parameter (the probit/logistic local
 parameters included, with ``--local-lr``, default 0.02); ``--optim adam`` uses
-``LazyAdam`` (``--lr``, ``--local-lr``) instead. ``--estep-first`` applies the softmax
+``LazyAdam`` (``--lr``, ``--local-lr``) instead; ``--lr-decay`` decays either linearly to
+5 % over the run (``LearningRateDecay``, as ``ARClassifier`` does). ``--estep-first`` applies the softmax
 natural eta step before the global gradient, the authors' order
 (``GumbelLocalGuide(local_first=True)``; the package default applies it after the
 gradient); ``--rho-power`` / ``--rho-min`` change
@@ -69,7 +70,7 @@ from pyro.infer import SVI
 import paper_common as common
 from pyro_ar import evaluation, metrics  # metrics.bound: a training bound at fitted parameters
 from pyro_ar.datasets import load_arff_multilabel, load_bibtex, load_mnist, load_svmlight
-from pyro_ar.infer import EarlyStopping, GumbelLocalGuide, NoiseLocalGuide, train
+from pyro_ar.infer import EarlyStopping, GumbelLocalGuide, LearningRateDecay, NoiseLocalGuide, train
 from pyro_ar.infer.local_guides import ConditionalLocalGuide
 from pyro_ar.likelihoods import AR, OVE, Bouchard, Exact, Sampled
 from pyro_ar.models import LinearClassifier
@@ -240,7 +241,8 @@ def run_method(method, args, data, K):
         EarlyStopping("val_ll", patience=args.early_stopping)
     history = train(svi, x, y, num_steps=steps, eval_fn=evaluate,
                     eval_every=max(1, steps // args.num_evals), log_every=args.log_every,
-                    step_times=step_times, early_stopping=early)
+                    step_times=step_times, early_stopping=early,
+                    callbacks=[LearningRateDecay()] if args.lr_decay else [])
     if early is not None and early.best_step is not None:  # the restored best evaluation
         final = next(h for h in history if h["step"] == early.best_step and "test_ll" in h)
         history = history + [dict(final, step=history[-1]["step"], restored=early.best_step)]
@@ -364,6 +366,8 @@ def main(argv=None):
     p.add_argument("--local-lr", type=float, default=None,
                    help="step size of per-datapoint parameters (probit/logistic q_n, Bouchard a_n); default --lr")
     p.add_argument("--steps", type=int, default=None, help="iterations (default: the authors')")
+    p.add_argument("--lr-decay", action="store_true",
+                   help="decay every step size linearly to 5%% of it over --steps (LearningRateDecay)")
     p.add_argument("--batch", type=int, default=None)
     p.add_argument("--negatives", type=int, default=None)
     p.add_argument("--train-eval", type=int, default=10_000,

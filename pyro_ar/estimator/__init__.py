@@ -38,8 +38,9 @@ utilities -- the best Gaussian for the local bound, drawn reparameterised
 (:class:`~pyro_ar.infer.local_guides.ConditionalLocalGuide`; no per-datapoint state).
 
 The weights are point estimates (``weights="mle"``), point estimates with the Gaussian
-prior :math:`w_{kd}, b_k \sim N(0, s^2)`, ``s = prior_scale`` (``"map"``), or random
-with that prior and a mean-field Gaussian posterior :math:`q(W, b)` (``"bayes"``:
+prior :math:`w_{kd} \sim N(0, s^2)`, ``s = prior_scale``, on W only (``"map"``: the
+biases unpenalised, like scikit-learn's intercept), or random with the prior
+:math:`w_{kd}, b_k \sim N(0, s^2)` and a mean-field Gaussian posterior :math:`q(W, b)` (``"bayes"``:
 ``AutoNormal`` over ``W, b`` combined with the local guide in an ``AutoGuideList``).
 
 Prediction

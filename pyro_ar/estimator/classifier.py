@@ -12,16 +12,15 @@ from pyro.infer import SVI
 
 from ..evaluation import log_likelihood, predict_log_proba, top_k
 from ..infer import ClosedFormELBO, EarlyStopping, LearningRateDecay, default_guide, train
-from ..models import LinearClassifier
 from ..noise import Noise, get_noise
 from ..optim import lazy_adam
 from .choices import _REFIT_BUDGET, prior_scale_candidates, resolve_likelihood, select_prior_scale
 from ._files import load_estimator, save_estimator
 from ._support import (
     _LIKELIHOODS, _MAX_SEED, _NOISES, _SITE, _STRATEGIES, _WEIGHTS, DENSIFY_MAX_ELEMENTS,
-    StepRate, apply_scaler, check_choice, check_float, check_int, choose_path, combine_sample_weights,
-    copy_state, dummy_datapoint, encode_targets, fit_scaler, global_state, label_array, rows_source, seeded,
-    torch_seeded, training_features,
+    InterceptClassifier, StepRate, apply_scaler, check_choice, check_float, check_int, choose_path,
+    combine_sample_weights, copy_state, dummy_datapoint, encode_targets, fit_scaler, global_state,
+    label_array, rows_source, seeded, torch_seeded, training_features,
 )
 
 try:  # scikit-learn is an optional dependency of pyro_ar (extras "data" / "test")
@@ -59,15 +58,16 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         see ``pyro_ar.estimator._support.choose_path``),
         ``"per_datapoint"`` (the paper's), ``"shared"`` (one set per minibatch) or
         ``"importance"`` (shared draws from the training class frequencies^0.75).
-    :param weights: ``"map"`` (default: Gaussian prior, like scikit-learn's L2 penalty with
-        ``C = prior_scale**2``), ``"mle"`` or ``"bayes"`` (mean-field Gaussian posterior,
+    :param weights: ``"map"`` (default: Gaussian prior on W, like scikit-learn's L2 penalty
+        with ``C = prior_scale**2``; the bias is not penalised, like its intercept), ``"mle"`` or ``"bayes"`` (mean-field Gaussian posterior,
         ``AutoNormal``).
     :param prior_scale: standard deviation s of the prior N(0, s^2) on every weight and
         bias (``"map"`` and ``"bayes"``); ``"auto"`` (default) or a list: chosen from
         :data:`~pyro_ar.estimator.choices.PRIOR_SCALE_GRID` (``s = sqrt(C)`` for
-        scikit-learn's C in {0.01, 0.1, 1, 10}) or the list on a held-out
-        ``validation_fraction``, then refitted on all the data (two plain fits' steps in all;
-        ``prior_scale_``, ``prior_scale_scores_``); a first ``partial_fit`` takes 1 (or the
+        scikit-learn's C in {0.01, 0.1, 1, 10}) refined by half-steps around its best
+        (:func:`~pyro_ar.estimator.choices.select_prior_scale`), or from the list, on a
+        held-out ``validation_fraction``, then refitted on all the data (two plain fits'
+        steps in all; ``prior_scale_``, ``prior_scale_scores_``); a first ``partial_fit`` takes 1 (or the
         list's middle).
     :param batch_size: datapoints per SVI step (clipped to the training size).
     :param max_epochs: passes over the data (one epoch = ceil(n_train / batch_size)
@@ -277,7 +277,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------ building blocks
     def _model(self, p, K, D, *, num_negatives=None, strategy="per_datapoint", proposal=None,
                subsample_size=None, likelihood="ar", rank=None, bias_init=None):
-        return LinearClassifier(
+        return InterceptClassifier(
             D, K, noise=p["noise"], likelihood=likelihood, num_negatives=num_negatives,
             strategy=strategy, proposal=proposal, weights=p["weights"],
             prior_scale=p["prior_scale"] if not isinstance(p["prior_scale"], tuple) else
@@ -383,7 +383,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                                 dict(p, prior_scale=scale, num_steps=num_steps), predict_seed, state, False)
             return out[0], out[5]
         self.prior_scale_, self.prior_scale_scores_, state = select_prior_scale(
-            fit, grid, self._num_steps(p, len(train_idx)), init)
+            fit, grid, self._num_steps(p, len(train_idx)), init, refine=isinstance(self.prior_scale, str))
         return dict(p, prior_scale=self.prior_scale_), state, _REFIT_BUDGET
 
     def _num_steps(self, p, n_train):

@@ -9,7 +9,7 @@ local posterior
 * :func:`laplace_local` -- its Laplace approximation :math:`N(\hat e, -1/f''(\hat e))` (damped
   Newton steps);
 * :func:`gaussian_local` -- the Gaussian maximising the local bound
-  :math:`\mathbb{E}_q[f] + H(q)` (Gauss-Hermite fixed point from the Laplace point);
+  :math:`\mathbb{E}_q[f] + H(q)` (damped Newton steps on the Gauss-Hermite bound from the Laplace point);
 * :func:`local_derivatives` -- :math:`f'`, :math:`f''` (analytic for Normal and Logistic
   noise, autograd for any other :class:`~pyro_ar.noise.Noise`).
 
@@ -28,11 +28,14 @@ __all__ = ["laplace_local", "gaussian_local", "local_derivatives", "conditional_
 
 
 def _normal_log_cdf_derivs(x):
-    # (log Phi)' = r = phi/Phi (the inverse Mills ratio), (log Phi)'' = -r (x + r); in float64
-    # (torch's double backward of log_ndtr takes ~10 us per element in the lower tail)
-    x64 = x.double()
-    r = torch.exp(-0.5 * x64 * x64 - 0.5 * math.log(2 * math.pi) - torch.special.log_ndtr(x64))
-    return r.to(x.dtype), (-r * (x64 + r)).to(x.dtype)
+    # (log Phi)' = r = phi/Phi (the inverse Mills ratio), (log Phi)'' = -r (x + r), with
+    # r = sqrt(2/pi) / erfcx(-x/sqrt(2)): one scaled-erfc call, stable in both tails (r -> -x
+    # below, r -> 0 above; half the cost of log_ndtr in float64, rel. error < 2e-5 in float32)
+    r = _SQRT_2_OVER_PI / torch.special.erfcx(x * _MINUS_SQRT_HALF)
+    return r, -r * (x + r)
+
+
+_SQRT_2_OVER_PI, _MINUS_SQRT_HALF = math.sqrt(2.0 / math.pi), -math.sqrt(0.5)
 
 
 def _logistic_log_cdf_derivs(x):
@@ -139,20 +142,30 @@ def _hermite(num_nodes, like):
 
 
 def gaussian_local(noise, d: torch.Tensor, w: torch.Tensor, steps: int = 8, refine_steps: int = 10,
-                   num_nodes: int = 12, tol: float = 1e-4):
-    r"""The ELBO-optimal Gaussian :math:`N(m, v)` for the local posterior
+                   num_nodes: int = 8, tol: float = 1e-4):
+    r"""The ELBO-optimal Gaussian :math:`N(m, s^2)` for the local posterior
     :math:`\propto \exp f(e)` of :func:`laplace_local`, refined from the Laplace point.
 
-    The Gaussian maximising :math:`\mathbb{E}_q[f] + \tfrac12\log v` satisfies
-    :math:`\mathbb{E}_q[f'] = 0` and :math:`\mathbb{E}_q[f''] = -1/v` (Opper & Archambeau
-    2009); fixed-point steps :math:`m \leftarrow m - \mathbb{E}_q[f']/\mathbb{E}_q[f'']`,
-    :math:`v \leftarrow -1/\mathbb{E}_q[f'']` (expectations by ``num_nodes``-point
-    Gauss-Hermite quadrature) start from the Laplace solution and stop when m and sd move
-    less than ``tol`` (at most ``refine_steps``; two or three for Normal and Logistic noise,
-    more for heavy tails such as Student-t); one more, differentiable in ``d``, gives the
-    implicit-function derivative at the fixed point. Unlike the Laplace
-    point, the result is a stationary point of the local bound over the Gaussian family, so
-    the bound's gradient with q held fixed is its total gradient (envelope theorem).
+    The Gaussian maximises :math:`L(m, s) = \mathbb{E}_{z\sim N(0,1)}[f(m + s z)] + \log s`
+    (Opper & Archambeau 2009), with the expectation by ``num_nodes``-point Gauss-Hermite
+    quadrature. From the Laplace solution, damped Newton steps on :math:`(m, s)`:
+
+    .. math::  \nabla L = \big(\mathbb{E}[f'],\ \mathbb{E}[f' z] + 1/s\big), \qquad
+               \nabla^2 L = \begin{pmatrix} \mathbb{E}[f''] & \mathbb{E}[f'' z] \\
+               \mathbb{E}[f'' z] & \mathbb{E}[f'' z^2] - 1/s^2 \end{pmatrix},
+
+    from the same :math:`f', f''` at the nodes as a fixed-point step. For log-concave noise
+    (Normal, Logistic) L is jointly concave in :math:`(m, s)`, so the steps converge
+    quadratically (two or three steps to ``tol``); each step is scaled so that
+    :math:`|\Delta m| \le 2` and s at most halves. Where the Hessian is not negative definite
+    (heavy tails, e.g. Student-t) the step is the fixed point
+    :math:`m \leftarrow m - \mathbb{E}[f']/\mathbb{E}[f'']`,
+    :math:`s^2 \leftarrow -1/\mathbb{E}[f'']`. The steps stop when m and s move less than
+    ``tol`` (at most ``refine_steps``); when ``d`` or ``w`` carries a graph, one more,
+    differentiable, gives the implicit-function derivative at the optimum. Eight nodes
+    (default) move m and s by about 1e-5 from twelve on Bibtex. Unlike the Laplace point, the result is a
+    stationary point of the local bound over the Gaussian family, so the bound's gradient
+    with q held fixed is its total gradient (envelope theorem).
 
     Example:
 
@@ -165,20 +178,35 @@ def gaussian_local(noise, d: torch.Tensor, w: torch.Tensor, steps: int = 8, refi
     m, sd = laplace_local(noise, d.detach(), w.detach(), steps)
     z, wz = _hermite(num_nodes, m)
     d, w = torch.broadcast_tensors(d, w.to(d.dtype))
-
-    def fixed_point_step(m, sd, d, w):
-        e = m.unsqueeze(-1) + sd.unsqueeze(-1) * z                    # (batch, nodes)
-        g, h = local_derivatives(noise, e, d.unsqueeze(-2), w.unsqueeze(-2))
-        g, h = (g * wz).sum(-1), (h * wz).sum(-1).clamp(max=-1e-6)
-        return m - (g / h).clamp(-2.0, 2.0), (-h).rsqrt()
-
     for _ in range(refine_steps):
-        m_new, sd_new = fixed_point_step(m, sd, d.detach(), w.detach())
+        m_new, sd_new = _gaussian_step(noise, m, sd, d.detach(), w.detach(), z, wz)
         change = torch.maximum((m_new - m).abs(), (sd_new - sd).abs())
         m, sd = m_new.detach(), sd_new.detach()
         if change.numel() == 0 or change.max().item() < tol:
             break
-    return fixed_point_step(m, sd, d, w)  # differentiable in d, w (implicit-function derivative)
+    if not (d.requires_grad or w.requires_grad):
+        return m, sd
+    return _gaussian_step(noise, m, sd, d, w, z, wz)  # differentiable in d, w (implicit-function derivative)
+
+
+def _gaussian_step(noise, m, sd, d, w, z, wz):
+    """One damped Newton step on L(m, s) of :func:`gaussian_local` (the fixed-point step
+    where the quadrature Hessian is not negative definite)."""
+    e = m.unsqueeze(-1) + sd.unsqueeze(-1) * z                        # (batch, nodes)
+    g, h = local_derivatives(noise, e, d.unsqueeze(-2), w.unsqueeze(-2))
+    g_m, g_s = (g * wz).sum(-1), (g * (wz * z)).sum(-1) + 1.0 / sd
+    h_mm, h_ms = (h * wz).sum(-1), (h * (wz * z)).sum(-1)
+    h_ss = (h * (wz * z * z)).sum(-1) - 1.0 / sd ** 2
+    det = h_mm * h_ss - h_ms * h_ms
+    newton = (h_mm < 0) & (h_ss < 0) & (det > 0)
+    det = torch.where(newton, det, torch.ones_like(det))
+    dm = -(h_ss * g_m - h_ms * g_s) / det
+    ds = -(h_mm * g_s - h_ms * g_m) / det
+    scale = torch.minimum(2.0 / dm.abs().clamp(min=2.0), 0.5 * sd / ds.clamp(max=-0.5 * sd).neg())
+    h_fp = h_mm.clamp(max=-1e-6)                                      # the fixed-point step
+    m_new = torch.where(newton, m + scale * dm, m - (g_m / h_fp).clamp(-2.0, 2.0))
+    sd_new = torch.where(newton, sd + scale * ds, (-h_fp).rsqrt())
+    return m_new, sd_new
 
 
 def conditional_local_q(noise, utility, labels: torch.Tensor, sampler, local_fit=None,

@@ -128,6 +128,19 @@ def test_gaussian_local_is_the_best_gaussian(name):
         assert torch.all(other <= best + 1e-9)
 
 
+@pytest.mark.parametrize("name", ["normal", "logistic"])
+def test_gaussian_local_newton_converges_in_a_few_steps(name):
+    """Log-concave noise: the local bound is jointly concave in (m, s), so the Newton steps
+    reach the optimum quadratically -- three refinement steps agree with fifty to 1e-6 (a
+    fixed-point iteration, linear, was still 1e-2 away after ten on Bibtex)."""
+    noise = make_noise(name)
+    d, w = _local_problem(B=64, s=30, seed=3)
+    d = 3.0 * d  # spread-out utility differences: a skewed local posterior
+    m3, sd3 = gaussian_local(noise, d, w, refine_steps=3, tol=0.0)
+    m50, sd50 = gaussian_local(noise, d, w, refine_steps=50, tol=0.0)
+    assert torch.allclose(m3, m50, atol=1e-6) and torch.allclose(sd3, sd50, atol=1e-6)
+
+
 # ---------------------------------------------------------------- the guide
 def _fixed_model(noise, K=6, D=3, N=30, num_negatives=None, seed=5):
     data = make_linear_teacher(N, D, K, noise if noise in ("gumbel", "normal", "logistic") else "normal",
