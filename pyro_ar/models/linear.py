@@ -218,7 +218,7 @@ class LinearClassifier(CategoricalModel):
         its prior (:meth:`prior_scales`): W (or V) and b on one uniform class subsample U,
         :math:`(K/|U|)\sum_{k\in U}`, E on a uniform subsample F of its D rows,
         :math:`(D/|F|)\sum_{j\in F}`, each of ``num_prior_classes`` rows (None: exact)."""
-        b = params["bias"]
+        b = params["bias"] if "bias" in params else params["weight"]  # for its device and dtype
         total = b.new_zeros(())
         m = self.num_prior_classes or self.num_negatives
         for names, n in ((("weight", "bias"), self.num_classes), (("embedding",), self.num_features)):
