@@ -59,10 +59,11 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         ``"per_datapoint"`` (the paper's), ``"shared"`` (one set per minibatch) or
         ``"importance"`` (shared draws from the training class frequencies^0.75).
     :param weights: ``"map"`` (default: Gaussian prior on W, like scikit-learn's L2 penalty
-        with ``C = prior_scale**2``; the bias is not penalised, like its intercept), ``"mle"`` or ``"bayes"`` (mean-field Gaussian posterior,
-        ``AutoNormal``).
-    :param prior_scale: standard deviation s of the prior N(0, s^2) on every weight and
-        bias (``"map"`` and ``"bayes"``); ``"auto"`` (default) or a list: chosen from
+        with ``C = prior_scale**2``; the bias is not penalised, like its intercept),
+        ``"mle"`` or ``"bayes"`` (mean-field Gaussian posterior, ``AutoNormal``).
+    :param prior_scale: standard deviation s of the prior N(0, s^2) on every entry of W
+        (and of the bias under ``"bayes"``; with a ``rank``, the factors' priors are scaled
+        so that the entries of W = V E^T still have variance s^2); ``"auto"`` (default) or a list: chosen from
         :data:`~pyro_ar.estimator.choices.PRIOR_SCALE_GRID` (``s = sqrt(C)`` for
         scikit-learn's C in {0.01, 0.1, 1, 10}) refined by half-steps around its best
         (:func:`~pyro_ar.estimator.choices.select_prior_scale`), or from the list, on a
