@@ -102,13 +102,7 @@ m = session_metrics(lambda obs: pop.expand(len(obs), -1), data.test_observed, da
 print(f"{'popularity':<20} Recall@5 {m['recall']:.3f}  TDCG@5 {m['tdcg']:.3f}  held-out log-lik {m['log_lik']:.3f}")
 
 # %%
-fig, ax = plt.subplots(figsize=(6, 3.5))
-for name, curve in curves.items():
-    s, loss = zip(*curve)
-    ax.plot(s, loss, label=name)
-ax.set(xlabel="SVI step", ylabel="-ELBO estimate (50 sessions)", yscale="log", title="Training")
-ax.legend()
-_tutorial.save(fig, f"{args.out}/07_training_curves.png")
+_tutorial.plot_training_curves(curves, f"{args.out}/07_training_curves.png", ylabel="-ELBO estimate (50 sessions)")
 
 # %% [markdown]
 # ## What the model learned

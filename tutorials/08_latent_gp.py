@@ -101,13 +101,7 @@ freq = frequency_log_predictive(data.train, data.test_target, data.cardinalities
 print(f"{'frequency baseline':<22} test perplexity {float(freq.neg().exp()):6.2f}")
 
 # %%
-fig, ax = plt.subplots(figsize=(6, 3.5))
-for name, curve in curves.items():
-    s, loss = zip(*curve)
-    ax.plot(s, loss, label=name)
-ax.set(xlabel="SVI step", ylabel="-ELBO estimate", yscale="log", title="Training")
-ax.legend()
-_tutorial.save(fig, f"{args.out}/08_training_curves.png")
+_tutorial.plot_training_curves(curves, f"{args.out}/08_training_curves.png")
 
 # %% [markdown]
 # ## The latent space

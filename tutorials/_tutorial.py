@@ -77,3 +77,14 @@ def save(fig, path: str) -> None:
         from IPython.display import Image, display
 
         display(Image(filename=path))
+
+
+def plot_training_curves(curves, path: str, ylabel: str = "-ELBO estimate") -> None:
+    """Plot ``{name: [(step, loss), ...]}`` on a log scale, one line per name, and :func:`save` it."""
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for name, curve in curves.items():
+        steps, losses = zip(*curve)
+        ax.plot(steps, losses, label=name)
+    ax.set(xlabel="SVI step", ylabel=ylabel, yscale="log", title="Training")
+    ax.legend()
+    save(fig, path)
