@@ -344,7 +344,7 @@ def test_svi_recovers_exact_mle_predictive_loglik(noise):
     svi = SVI(model, guide, optim, elbo)
     for _ in range(1500):
         svi.step(x, y)
-    fit_ll = ar.metrics.log_likelihood(model.utility(xt), yt, noise)["raw"]
+    fit_ll = ar.evaluation.log_likelihood(model.utility(xt), yt, noise)
     assert abs(fit_ll - exact_ll) < 0.05, (fit_ll, exact_ll, true_ll)
     assert abs(true_ll - exact_ll) < 0.05
 
