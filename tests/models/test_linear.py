@@ -13,7 +13,7 @@ from pyro.infer import SVI
 
 import pyro_ar as ar
 from pyro_ar import metrics
-from pyro_ar.distributions import BouchardBound, OVECategorical, optimal_bouchard_a
+from pyro_ar.distributions import BouchardBound, optimal_bouchard_a
 from pyro_ar.datasets import make_linear_teacher, make_sparse_teacher
 from pyro_ar.infer import ConditionalLocalGuide, GumbelLocalGuide, train
 from pyro_ar.models import LinearClassifier
