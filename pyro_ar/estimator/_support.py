@@ -14,7 +14,6 @@ import torch
 import pyro
 from pyro.distributions import constraints as pyro_constraints
 
-from ..models import LinearClassifier
 
 try:  # scikit-learn / scipy are optional dependencies of pyro_ar (extras "data" / "test")
     import scipy.sparse as sp
@@ -213,27 +212,6 @@ def effective_classes(class_counts) -> float:
     p = np.asarray(class_counts, dtype=np.float64)
     p = p[p > 0] / p.sum()
     return float(np.exp(-(p * np.log(p)).sum()))
-
-
-class InterceptClassifier(LinearClassifier):
-    """:class:`~pyro_ar.models.LinearClassifier` whose MAP prior leaves the bias out, as
-    scikit-learn's L2 penalty leaves the intercept out: the prior N(0, s^2) is on W only
-    (a small s would otherwise pull the biases of a skewed label distribution to 0: on
-    Bibtex, 0.04 nats of test log-likelihood at s = 0.1). ``weights="bayes"`` keeps the
-    prior on both (they are latent variables).
-
-    Example:
-
-    >>> from pyro_ar.estimator._support import InterceptClassifier
-    >>> import torch
-    >>> model = InterceptClassifier(3, 4, weights="map", prior_scale=0.1)
-    >>> model.log_prior_estimate({"weight": torch.zeros(4, 3), "bias": 10 * torch.ones(4)}) == \\
-    ...     model.log_prior_estimate({"weight": torch.zeros(4, 3), "bias": torch.zeros(4)})
-    tensor(True)
-    """
-
-    def log_prior_estimate(self, params):
-        return super().log_prior_estimate({n: p for n, p in params.items() if n != "bias"})
 
 
 class StepRate:

@@ -13,12 +13,13 @@ from pyro.infer import SVI
 from ..evaluation import log_likelihood, predict_log_proba, top_k
 from ..infer import ClosedFormELBO, EarlyStopping, LearningRateDecay, default_guide, train
 from ..noise import Noise, get_noise
+from ..models import LinearClassifier
 from ..optim import lazy_adam
 from .choices import _REFIT_BUDGET, prior_scale_candidates, resolve_likelihood, select_prior_scale
 from ._files import load_estimator, save_estimator
 from ._support import (
     _LIKELIHOODS, _MAX_SEED, _NOISES, _SITE, _STRATEGIES, _WEIGHTS, DENSIFY_MAX_ELEMENTS,
-    InterceptClassifier, StepRate, apply_scaler, check_choice, check_float, check_int, choose_path,
+    StepRate, apply_scaler, check_choice, check_float, check_int, choose_path,
     combine_sample_weights, copy_state, dummy_datapoint, encode_targets, fit_scaler, global_state,
     label_array, rows_source, seeded, torch_seeded, training_features,
 )
@@ -278,12 +279,12 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------ building blocks
     def _model(self, p, K, D, *, num_negatives=None, strategy="per_datapoint", proposal=None,
                subsample_size=None, likelihood="ar", rank=None, bias_init=None):
-        return InterceptClassifier(
+        return LinearClassifier(  # the bias unpenalised, like scikit-learn's intercept
             D, K, noise=p["noise"], likelihood=likelihood, num_negatives=num_negatives,
             strategy=strategy, proposal=proposal, weights=p["weights"],
             prior_scale=p["prior_scale"] if not isinstance(p["prior_scale"], tuple) else
             getattr(self, "prior_scale_", None) or 1.0, subsample_size=subsample_size,
-            sparse=p["weights"] != "bayes", site=_SITE, rank=rank, bias_init=bias_init)
+            sparse=p["weights"] != "bayes", site=_SITE, rank=rank, bias_init=bias_init, penalize_bias=False)
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y, sample_weight=None):

@@ -91,6 +91,9 @@ class LinearClassifier(CategoricalModel):
     :param num_prior_classes: rows of each parameter in one step's MAP log-prior estimate
         (default: the likelihood's negatives; with a rank and subsampled negatives
         max(``subsample_size``, negatives), see the module docstring).
+    :param bool penalize_bias: False leaves b out of the MAP log-prior (as scikit-learn
+        leaves the intercept out of its L2 penalty; the estimator's choice). ``"bayes"``
+        keeps b's prior either way: it is a latent variable there.
 
     The remaining arguments (``weights``, ``prior_scale``, ``subsample_size``, ``sparse``,
     ``prefix``, ``site``) are those of :class:`~pyro_ar.models.base.CategoricalModel`.
@@ -121,7 +124,8 @@ class LinearClassifier(CategoricalModel):
                  sparse: bool = False, init_scale: float = 0.1, bias_init_scale: float = 1e-3,
                  prefix: str = "", site: str = "y", utility: str = "lazy",
                  bouchard_a: str = "local", rank: Optional[int] = None,
-                 bias_init: Optional[torch.Tensor] = None, num_prior_classes: Optional[int] = None):
+                 bias_init: Optional[torch.Tensor] = None, num_prior_classes: Optional[int] = None,
+                 penalize_bias: bool = True):
         self.num_features = check_positive_int("num_features", num_features)
         self.rank = check_positive_int("rank", rank, allow_none=True)
         if bouchard_a not in ("local", "optimal"):
@@ -142,6 +146,7 @@ class LinearClassifier(CategoricalModel):
             raise ValueError(f"bias_init must be a tensor of shape ({self.num_classes},), got "
                              f"{getattr(bias_init, 'shape', bias_init)!r}")
         self.bias_init = bias_init
+        self.penalize_bias = bool(penalize_bias)
         if rank is not None and num_prior_classes is None and self.num_negatives is not None \
                 and self.subsample_size is not None:  # the prior on B rows: see prior_scales
             self.num_prior_classes = max(self.subsample_size, self.num_negatives)
@@ -218,10 +223,11 @@ class LinearClassifier(CategoricalModel):
         its prior (:meth:`prior_scales`): W (or V) and b on one uniform class subsample U,
         :math:`(K/|U|)\sum_{k\in U}`, E on a uniform subsample F of its D rows,
         :math:`(D/|F|)\sum_{j\in F}`, each of ``num_prior_classes`` rows (None: exact)."""
-        b = params["bias"] if "bias" in params else params["weight"]  # for its device and dtype
+        b = params["bias"]
         total = b.new_zeros(())
         m = self.num_prior_classes or self.num_negatives
-        for names, n in ((("weight", "bias"), self.num_classes), (("embedding",), self.num_features)):
+        class_params = ("weight", "bias") if self.penalize_bias else ("weight",)
+        for names, n in ((class_params, self.num_classes), (("embedding",), self.num_features)):
             names = [name for name in names if name in params]
             size = n if m is None else min(n, m)
             rows = None if size >= n else sample_without_replacement(n, size, device=b.device)

@@ -396,3 +396,15 @@ def test_low_rank_map_prior_regularises_under_adam():
 
     assert LinearClassifier(200, 150, rank=8, num_negatives=5, subsample_size=64).num_prior_classes == 64
     assert embedding_norm(None) < 0.5 * embedding_norm(5)
+
+
+def test_penalize_bias_false_leaves_the_bias_out_of_the_map_prior():
+    """penalize_bias=False (the estimator's setting): the MAP log-prior does not depend on b;
+    the default does (exact prior: no negatives, so no subsampling)."""
+    W = torch.zeros(4, 3)
+    off = LinearClassifier(3, 4, weights="map", prior_scale=0.1, penalize_bias=False)
+    on = LinearClassifier(3, 4, weights="map", prior_scale=0.1)
+    for model, same in ((off, True), (on, False)):
+        zero = model.log_prior_estimate({"weight": W, "bias": torch.zeros(4)})
+        ten = model.log_prior_estimate({"weight": W, "bias": 10 * torch.ones(4)})
+        assert bool(zero == ten) is same
