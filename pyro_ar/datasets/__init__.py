@@ -42,6 +42,7 @@ Sessions of items for latent-variable models (:mod:`~pyro_ar.datasets.sessions`)
 
 Multivariate categorical data for imputation (:mod:`~pyro_ar.datasets.multivariate`):
 :func:`load_brown_windows` (windows of Brown tokens, K = 26,101 per position),
+:func:`load_breast_cancer_wisconsin` (the CLGP paper's 683 biopsies, embedded),
 :func:`load_breast_cancer_categorical` (scikit-learn's breast cancer data, binned) and
 :func:`make_xor_relations`.
 
@@ -55,8 +56,8 @@ from .digits import load_digits
 from .idx import MNIST_FILES, load_mnist
 from .synthetic import SparseTeacherData, TeacherData, ToyData, make_linear_teacher, make_sparse_teacher, make_toy
 from .sessions import SessionData, load_brown_sessions, make_recogym_sessions, pad_sessions, split_sessions
-from .multivariate import (CategoricalData, hide_entries, load_breast_cancer_categorical, load_brown_windows,
-                           make_xor_relations)
+from .multivariate import (CategoricalData, hide_entries, load_breast_cancer_categorical, load_breast_cancer_wisconsin,
+                           load_brown_windows, make_xor_relations)
 from .svmlight import load_svmlight
 from .bag_of_words import load_brown_bag_of_words, make_bag_of_words, to_scipy_csr
 from .text import BROWN_ARCHIVE, BROWN_BOUNDARY, BROWN_UNK, Vocabulary, load_brown, load_kjv, load_text_corpus
@@ -87,5 +88,6 @@ __all__ = [
     "load_brown_bag_of_words",
     "to_scipy_csr",
     "SessionData", "pad_sessions", "split_sessions", "make_recogym_sessions", "load_brown_sessions",
-    "CategoricalData", "hide_entries", "load_brown_windows", "load_breast_cancer_categorical", "make_xor_relations",
+    "CategoricalData", "hide_entries", "load_brown_windows", "load_breast_cancer_categorical",
+    "load_breast_cancer_wisconsin", "make_xor_relations",
 ]

@@ -10,10 +10,12 @@ others, report the perplexity :math:`\exp(-\text{mean log-likelihood per entry})
 * :func:`load_brown_windows` -- windows of ``width`` consecutive tokens of the Brown corpus
   (sentences padded with the boundary token), every position a variable over the
   vocabulary of :func:`~pyro_ar.datasets.load_brown` (K = 26,101);
-* :func:`load_breast_cancer_categorical` -- scikit-learn's Wisconsin diagnostic breast cancer
-  data (569 patients, ships with scikit-learn), its 30 measurements cut at their deciles into
-  10 ordered categories, plus the diagnosis (2): a small medical set of the paper's kind (the
-  paper's own Wisconsin *original* set, 683 x 9 values 1-10, is not available offline);
+* :func:`load_breast_cancer_wisconsin` -- the paper's own small medical set (its table 2): the
+  Wisconsin breast cancer (original) data, 683 complete biopsies, 9 attributes of values
+  1-10 and the diagnosis (embedded in the package, ``pyro_ar/data/breast_cancer_wisconsin``);
+* :func:`load_breast_cancer_categorical` -- scikit-learn's Wisconsin *diagnostic* breast
+  cancer data (569 patients), its 30 measurements cut at their deciles into 10 ordered
+  categories, plus the diagnosis (2): a wider set of the same kind;
 * :func:`make_xor_relations` -- the paper's XOR relations: triplets :math:`(a, b, a\oplus b)`,
   which a linear latent model cannot fit.
 """
@@ -26,7 +28,7 @@ import numpy as np
 import torch
 
 __all__ = ["CategoricalData", "hide_entries", "sentence_windows", "load_brown_windows",
-           "load_breast_cancer_categorical", "make_xor_relations"]
+           "load_breast_cancer_categorical", "load_breast_cancer_wisconsin", "make_xor_relations"]
 
 
 @dataclass
@@ -127,6 +129,45 @@ def load_breast_cancer_categorical(num_bins: int = 10, test_fraction: float = 0.
     return CategoricalData(train, observed, target, [num_bins] * 30 + [2], names,
                            [None] * 30 + [[str(n) for n in raw.target_names]],
                            {"name": "breast-cancer-wdbc-categorical", "num_bins": num_bins,
+                            "test_fraction": test_fraction, "seed": seed})
+
+
+WISCONSIN_ATTRIBUTES = ("clump_thickness", "cell_size_uniformity", "cell_shape_uniformity",
+                        "marginal_adhesion", "epithelial_cell_size", "bare_nuclei", "bland_chromatin",
+                        "normal_nucleoli", "mitoses")
+
+
+def load_breast_cancer_wisconsin(test_fraction: float = 0.25, seed: int = 0) -> CategoricalData:
+    """The Wisconsin breast cancer (original) data of the CLGP paper's table 2 (seeds/003):
+    the 683 complete biopsies (of 699; 16 lack "bare nuclei"), 9 cytological attributes with
+    values 1-10 (categories 0-9) and the diagnosis (0 benign, 1 malignant) as the last of
+    10 variables. As in the paper, a random ``test_fraction`` of the patients (a quarter)
+    are test datapoints with one random variable hidden (:func:`hide_entries`, seed ``seed``;
+    the patients are split with the same seed). Reads the embedded copy, checksum-verified
+    (``pyro_ar/data/breast_cancer_wisconsin/README.md`` has its provenance).
+
+    Example:
+
+    >>> from pyro_ar.datasets import load_breast_cancer_wisconsin
+    >>> d = load_breast_cancer_wisconsin()
+    >>> d.train.shape, d.test_observed.shape, d.cardinalities
+    (torch.Size([512, 10]), torch.Size([171, 10]), [10, 10, 10, 10, 10, 10, 10, 10, 10, 2])
+    """
+    from ._common import EMBEDDED_DATA_DIR, verify_checksums
+
+    if not 0 < test_fraction < 1:
+        raise ValueError(f"test_fraction must lie in (0, 1), got test_fraction={test_fraction!r}")
+    folder = EMBEDDED_DATA_DIR / "breast_cancer_wisconsin"
+    name = "breast-cancer-wisconsin.data"
+    verify_checksums(folder, [name])
+    rows = [line.split(",") for line in (folder / name).read_text().split()]
+    complete = np.array([r[1:] for r in rows if "?" not in r], dtype=np.int64)     # (683, 10)
+    x = np.concatenate([complete[:, :9] - 1, (complete[:, 9:] == 4)], 1).astype(np.int64)
+    train, test = _split(x, test_fraction, seed)
+    observed, target = hide_entries(test, seed=seed)
+    return CategoricalData(train, observed, target, [10] * 9 + [2], list(WISCONSIN_ATTRIBUTES) + ["diagnosis"],
+                           [None] * 9 + [["benign", "malignant"]],
+                           {"name": "breast-cancer-wisconsin-original", "num_patients": len(x),
                             "test_fraction": test_fraction, "seed": seed})
 
 
