@@ -34,10 +34,10 @@ import torch
 import pyro
 from pyro.infer import SVI
 
-from pyro_ar.datasets import load_breast_cancer_categorical
+from pyro_ar.datasets import load_breast_cancer_wisconsin
 from pyro_ar.infer import train
 from pyro_ar.likelihoods import AR, Exact
-from pyro_ar.models import CategoricalLatentGP
+from pyro_ar.models import CategoricalLatentGP, LatentKLWarmup
 from pyro_ar.models.latent_gp import frequency_log_predictive, marginal_log_probs
 from pyro_ar.negatives import SharedNegatives
 from pyro_ar.optim import lazy_adam
@@ -55,13 +55,13 @@ pyro.set_rng_seed(args.seed)
 # %% [markdown]
 # ## The data
 #
-# A small medical set of the paper's kind: scikit-learn's Wisconsin breast cancer data, its
-# 30 measurements cut at their deciles into 10 ordered categories, plus the diagnosis
-# (2 categories). Three quarters of the 569 patients train the model; every test patient
-# has one random variable hidden. Missing entries are $-1$.
+# The paper's own small medical set (its table 2): the Wisconsin breast cancer data, 683
+# biopsies with 9 cytological attributes scored 1-10 (10 categories each) and the diagnosis
+# (2 categories), shipped with pyro_ar. Three quarters of the patients train the model;
+# every test patient has one random variable hidden. Missing entries are $-1$.
 
 # %%
-data = load_breast_cancer_categorical(seed=args.seed)
+data = load_breast_cancer_wisconsin(seed=args.seed)
 print("train", tuple(data.train.shape), "| test", tuple(data.test_observed.shape),
       "| categories per variable", sorted(set(data.cardinalities)))
 print("a test patient:", data.test_observed[0].tolist())
@@ -75,7 +75,13 @@ print("its hidden entry:", {data.variable_names[d]: int(data.test_target[0, d])
 # diagnosis gets the exact class sum), the CLGP with the exact softmax, and the linear LGM
 # with A&R. The per-category means $b_{d,k}$ start at the training log-frequencies.
 # `model.default_guide()` samples $x_n$ from the encoder's Gaussian and gives each observed
-# entry's noise its closed-form optimum.
+# entry's noise its closed-form optimum; with 10 categories its sum runs over all of them
+# (`negatives=None`), while the model's bound still subsamples 5.
+#
+# A CLGP starts with nearly flat utilities, so at first the latent explains nothing, and the
+# KL term of $q(x_n)$ can pull the posterior onto the prior for good (posterior collapse).
+# `LatentKLWarmup` scales that KL term by $\beta$, rising from 0 to 1 over the first steps
+# (KL annealing). From then on the loss is the ELBO again.
 
 # %%
 bias = marginal_log_probs(data.train, data.cardinalities).float()
@@ -89,9 +95,12 @@ for name, cfg in configs.items():
     pyro.clear_param_store()
     model = CategoricalLatentGP(data.cardinalities, 2, cfg["likelihood"], utility=cfg["utility"],
                                 num_inducing=16, subsample_size=64, hidden_dim=32, init_bias=bias)
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
+    guide = model.default_guide(negatives=None)          # the local step sums over all 10 categories
+    svi = SVI(model, guide, lazy_adam({"lr": 0.01}), model.default_elbo())
+    warmup = LatentKLWarmup(model, steps // 3) if cfg["utility"] == "gp" else None
     t = time.process_time()
-    history = train(svi, data.train, num_steps=steps, eval_at_start=False, log_every=max(steps // 30, 1))
+    history = train(svi, data.train, num_steps=steps, eval_at_start=False, log_every=max(steps // 30, 1),
+                    scheduler=warmup)
     curves[name] = [(h["step"], h["loss"]) for h in history if h.get("loss") is not None]
     results[name] = model.evaluate_imputation(data.test_observed, data.test_target, num_samples=16)
     models[name] = (model, pyro.get_param_store().get_state())

@@ -35,7 +35,8 @@ Sessions are ragged: ``items`` is a (U, T) integer tensor padded with -1
 O(B) subsample) and an ``"items"`` plate (dim -1) under ``poutine.mask(items >= 0)``.
 The utilities are lazy (:class:`~pyro_ar.utility.LinearUtility` of batch shape (B, 1)):
 only the observed and the negative items' rows of :math:`\Psi` are gathered, so a step costs
-O(B (T + s) Q) whatever P.
+O(B (T + s) Q) whatever P. :class:`LatentKLWarmup` anneals the KL term of :math:`q(\omega_u)`
+from 0 to 1 over the first steps, against posterior collapse.
 """
 
 import math
@@ -55,7 +56,8 @@ from ..negatives import get_negative_sampler, sample_without_replacement
 from ..utility import LinearUtility
 from .base import CategoricalModel, check_positive_int, take_rows
 
-__all__ = ["CategoricalLatentModel", "SessionEncoder", "LocalPosterior", "LatentGuide", "session_metrics"]
+__all__ = ["CategoricalLatentModel", "SessionEncoder", "LocalPosterior", "LatentGuide", "LatentKLWarmup",
+           "session_metrics"]
 
 
 class SessionEncoder(nn.Module):
@@ -250,6 +252,9 @@ class CategoricalLatentModel(CategoricalModel):
                              f"{tuple(init_bias.shape)}")
         self.init_scale, self.init_bias = init_scale, init_bias
         self.latent_site = prefix + "omega"
+        #: beta of the latent's KL term, beta * KL(q(omega_u) || p(omega_u)) in the loss: 1 is
+        #: the ELBO; :class:`LatentKLWarmup` raises it from 0 to 1 (against posterior collapse)
+        self.latent_kl_weight = 1.0
 
     # ---- CategoricalModel hooks ---------------------------------------------------------
     @property
@@ -319,7 +324,8 @@ class CategoricalLatentModel(CategoricalModel):
             index = None if idx.shape[0] == N else idx
             v = take_rows(items, index)
             prior = dist.Normal(like, 1.0).expand([self.latent_dim]).to_event(1)
-            omega = pyro.sample(self.latent_site, prior)
+            with poutine.scale(scale=self.latent_kl_weight):
+                omega = pyro.sample(self.latent_site, prior)
             out = []
             for site, plate, vg, group in self.observation_groups(v):
                 with pyro.plate(plate, vg.shape[-1], dim=-1), poutine.mask(mask=vg >= 0):
@@ -415,7 +421,8 @@ class LatentGuide:
             v = take_rows(items, None if idx.shape[0] == N else idx)
             loc, scale, _ = model.posterior_params(idx, v)
             q = dist.Normal(loc.unsqueeze(-2), scale.unsqueeze(-2)).to_event(1)
-            omega = pyro.sample(model.latent_site, q)
+            with poutine.scale(scale=model.latent_kl_weight):
+                omega = pyro.sample(model.latent_site, q)
             if not model.likelihood.has_local_latent:
                 return omega
             from ..infer.local_fit import conditional_local_q  # (infer is the layer above)
@@ -429,3 +436,48 @@ class LatentGuide:
                         fn, infer = conditional_local_q(model.noise, utility, vg.clamp(min=0), sampler)
                     pyro.sample(site + "_eps", fn, infer=infer)
         return omega
+
+
+class LatentKLWarmup:
+    r"""KL annealing of a latent model's per-datapoint latent (Bowman et al. 2016): after
+    step t the loss is
+
+    .. math::  -\mathbb{E}_q\log p(y\mid\omega) + \beta_t\,\mathrm{KL}(q(\omega)\Vert p(\omega)),
+               \qquad \beta_t = \min\big(1, \max(t, 1)/T\big),
+
+    set on ``model.latent_kl_weight`` (a ``poutine.scale`` of the latent site in model and
+    guide), so from step T = ``num_steps`` on it is the ELBO again. Without it a model whose
+    utilities start flat (the CLGP) can collapse its posterior to the prior before the
+    utilities learn to use it. An object with ``step()``, ``get_state()`` and ``set_state()``:
+    pass it as :func:`pyro_ar.infer.train`'s ``scheduler`` (its state is checkpointed).
+
+    Example:
+
+    >>> from pyro_ar.models import CategoricalLatentModel, LatentKLWarmup
+    >>> model = CategoricalLatentModel(50, 2, num_negatives=5)
+    >>> warmup = LatentKLWarmup(model, num_steps=4)
+    >>> weights = [model.latent_kl_weight]
+    >>> for _ in range(5):
+    ...     warmup.step()
+    ...     weights.append(model.latent_kl_weight)
+    >>> weights
+    [0.25, 0.25, 0.5, 0.75, 1.0, 1.0]
+    """
+
+    def __init__(self, model: CategoricalLatentModel, num_steps: int):
+        if not isinstance(model, CategoricalLatentModel):
+            raise ValueError(f"model must be a CategoricalLatentModel (it has the latent to anneal), got "
+                             f"{type(model).__name__}")
+        self.model, self.num_steps = model, check_positive_int("num_steps", num_steps)
+        self.set_state({"step": 0})
+
+    def step(self) -> None:
+        """One SVI step done: raise :math:`\\beta`."""
+        self.set_state({"step": self.t + 1})
+
+    def get_state(self) -> dict:
+        return {"step": self.t}
+
+    def set_state(self, state: dict) -> None:
+        self.t = int(state["step"])
+        self.model.latent_kl_weight = min(1.0, max(self.t, 1) / self.num_steps)

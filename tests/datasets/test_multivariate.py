@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from pyro_ar.datasets import hide_entries, load_breast_cancer_categorical, make_xor_relations
+from pyro_ar.datasets import (hide_entries, load_breast_cancer_categorical, load_breast_cancer_wisconsin,
+                              make_xor_relations)
 from pyro_ar.datasets.multivariate import sentence_windows
 
 
@@ -56,3 +57,16 @@ def test_xor_relations():
     assert (d.test_observed[:, 2] == -1).all() and (d.test_observed[:, :2] >= 0).all()
     with pytest.raises(ValueError, match="num_copies"):
         make_xor_relations(num_copies=0)
+
+
+def test_breast_cancer_wisconsin_is_the_papers_683_biopsies():
+    d = load_breast_cancer_wisconsin(seed=1)
+    assert len(d.train) + len(d.test_observed) == 683 and d.test_observed.shape == (171, 10)
+    assert d.cardinalities == [10] * 9 + [2] and d.variable_names[-1] == "diagnosis"
+    full = torch.cat([d.train, d.test_observed.max(d.test_target)])
+    assert (full >= 0).all() and (full < torch.tensor(d.cardinalities)).all()
+    assert int(full[:, 9].sum()) == 239                      # malignant among the complete cases
+    assert ((d.test_target >= 0).sum(1) == 1).all()
+    assert not torch.equal(d.train, load_breast_cancer_wisconsin(seed=2).train)
+    with pytest.raises(ValueError, match="test_fraction"):
+        load_breast_cancer_wisconsin(test_fraction=1.0)

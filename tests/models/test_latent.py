@@ -9,7 +9,7 @@ import pyro.poutine as poutine
 from pyro.infer import SVI
 
 from pyro_ar.likelihoods import AR, Bouchard, Exact
-from pyro_ar.models import CategoricalLatentModel, LatentGuide
+from pyro_ar.models import CategoricalLatentModel, LatentGuide, LatentKLWarmup
 from pyro_ar.negatives import SharedNegatives
 from pyro_ar.optim import lazy_adam
 
@@ -152,3 +152,30 @@ def test_local_posterior_refuses_new_sessions():
     assert isinstance(model.default_guide(), LatentGuide)
     with pytest.raises(ValueError, match="training sessions only"):
         model.scores(items[:5])
+
+
+def test_kl_warmup_scales_the_latent_terms_only_and_reaches_the_elbo():
+    """beta scales log p(omega) - log q(omega) (model and guide sites), not the likelihood; the
+    weight rises linearly to 1 in num_steps and is restored from a checkpoint state."""
+    items, _, _ = _sessions()
+    model = CategoricalLatentModel(30, 2, AR(negatives=SharedNegatives(5)))
+    warmup = LatentKLWarmup(model, num_steps=4)
+    assert model.latent_kl_weight == 0.25
+    guide_tr = poutine.trace(model.default_guide()).get_trace(items)
+    model_tr = poutine.trace(poutine.replay(model, trace=guide_tr)).get_trace(items)
+    for tr in (guide_tr, model_tr):
+        assert tr.nodes["omega"]["scale"] == 0.25
+    assert model_tr.nodes["v"]["scale"] == 1.0 and guide_tr.nodes["v_eps"]["scale"] == 1.0
+    for _ in range(6):
+        warmup.step()
+    assert model.latent_kl_weight == 1.0
+    LatentKLWarmup(model, 4).set_state({"step": 2})
+    assert model.latent_kl_weight == 0.5
+
+
+@pytest.mark.parametrize("kwargs, match", [({"num_steps": 0}, "num_steps"), ({"num_steps": 2.5}, "num_steps")])
+def test_kl_warmup_named_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        LatentKLWarmup(CategoricalLatentModel(30, 2), **kwargs)
+    with pytest.raises(ValueError, match="CategoricalLatentModel"):
+        LatentKLWarmup(object(), 3)
