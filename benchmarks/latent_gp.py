@@ -24,10 +24,12 @@ Brown); ``--warmup-lgm`` does the same for the LGM.
     drawn from the unigram^0.75 proposal; test log-likelihood along training.
 (c) ``--part brown1k``: the same with the vocabulary cut at ``--min-count`` training
     occurrences (K of about 1,000), where the exact softmax runs as many steps: A&R vs exact.
+(d) ``--part timing``: CPU time of one A&R step at K = 1,000 and 100,000 categories per
+    variable, the two models stepped alternately in one process (median of the repeats).
 
 Usage::
 
-    python benchmarks/latent_gp.py [--quick] [--part small|brown|brown1k|all] [--out DIR]
+    python benchmarks/latent_gp.py [--quick] [--part small|brown|brown1k|timing|all] [--out DIR]
 
 Prints tables; writes latent_gp.json to ``--out`` (default: the temp directory).
 """
@@ -166,10 +168,41 @@ def brown_part(args, out, key, min_count, methods, num_train, num_test, steps):
     out[key] = {"K": K, "min_count": min_count, "rows": rows, "steps": steps}
 
 
+def part_timing(args, out):
+    """Median CPU time of one A&R step at K = 10^3 and 10^5 (3 variables), the two stepped alternately."""
+    repeats = 10 if args.quick else 50
+    res = {}
+    for utility in ("gp", "linear"):
+        svis, x = {}, {}
+        for K in (1000, 100_000):
+            x[K] = torch.randint(0, K, (2000, 3), generator=torch.Generator().manual_seed(0))
+            model = CategoricalLatentGP([K] * 3, 5, AR(negatives=SharedNegatives(100)), utility=utility,
+                                        num_inducing=args.num_inducing, subsample_size=64, prefix=f"{utility}{K}_")
+            svis[K] = SVI(model, model.default_guide(), lazy_adam({"lr": args.lr}), model.default_elbo())
+            for _ in range(3):
+                svis[K].step(x[K])
+        times = {K: [] for K in svis}
+        for _ in range(repeats):
+            for K in svis:
+                t = time.process_time()
+                svis[K].step(x[K])
+                times[K].append(time.process_time() - t)
+        med = {K: float(torch.tensor(v).median()) for K, v in times.items()}
+        res["clgp-ar" if utility == "gp" else "lgm-ar"] = {"K=1000_ms": 1e3 * med[1000],
+                                                           "K=100000_ms": 1e3 * med[100_000],
+                                                           "ratio": med[100_000] / med[1000]}
+    print(f"\n(d) per-step CPU time, B = 64 x 3 variables, Q = 5, M = {args.num_inducing}, 100 shared negatives, "
+          f"{repeats} interleaved repeats")
+    print(f"{'method':<12} {'K=1e3 ms':>9} {'K=1e5 ms':>9} {'ratio':>6}")
+    for k, r in res.items():
+        print(f"{k:<12} {r['K=1000_ms']:9.2f} {r['K=100000_ms']:9.2f} {r['ratio']:6.2f}")
+    out["timing"] = res
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--part", default="all", choices=["small", "brown", "brown1k", "all"])
+    p.add_argument("--part", default="all", choices=["small", "brown", "brown1k", "timing", "all"])
     p.add_argument("--latent-dim", type=int, default=None, help="Q (default: 2 small, as the paper; 5 Brown)")
     p.add_argument("--small-data", default="wisconsin", choices=["wisconsin", "wdbc"])
     p.add_argument("--num-inducing", type=int, default=32)
@@ -198,6 +231,8 @@ def main():
     if args.part in ("brown1k", "all"):
         brown_part(args, out, "brown1k", args.min_count, methods or ("lgm-ar", "lgm-exact", "clgp-ar", "clgp-exact"),
                    n_train, n_test, steps)
+    if args.part in ("timing", "all"):
+        part_timing(args, out)
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "latent_gp.json")
     with open(path, "w") as f:
