@@ -17,7 +17,8 @@ Brown); ``--warmup-lgm`` does the same for the LGM.
     ``--splits`` random splits; the CLGP - LGM differences are paired by split and reported
     with their standard error. A&R's model subsamples 5 of a variable's 9 other categories; its
     local guide sums over all of them (O(K) = 10: an independent small guide sample makes the
-    bound's estimate heavy-tailed, which diverged the ML-weight LGM). ``--small-data wdbc``: scikit-learn's diagnostic set instead
+    bound's estimate heavy-tailed, which diverged the ML-weight LGM; ``--guide-negatives model``
+    shows it). ``--small-data wdbc``: scikit-learn's diagnostic set instead
     (:func:`pyro_ar.datasets.load_breast_cancer_categorical`, 30 measurements cut at deciles).
 (b) ``--part brown``: windows of 3 Brown tokens (:func:`pyro_ar.datasets.load_brown_windows`,
     K = 26,101 per position), 20,000 training and 1,000 test windows; A&R with 100 negatives
@@ -126,9 +127,11 @@ def part_small(args, out):
         data = load(seed=split)
         rows = {"frequency": frequency_row(data)}
         for method in METHODS_SMALL:
-            rows[method] = fit(method, data, args, Q, steps, negatives=5, seed=split, guide_negatives=None)
+            rows[method] = fit(method, data, args, Q, steps, negatives=5, seed=split,
+                               guide_negatives=None if args.guide_negatives == "all" else "model")
         print_table(f"(a) {name}, split {split}, {steps} steps of 64, Q = "
-                    f"{Q}, M = {args.num_inducing}, A&R: 5 shared negatives (the guide's local step: all classes)", rows)
+                    f"{Q}, M = {args.num_inducing}, A&R: 5 shared negatives (the guide's local step: "
+                    f"{'all classes' if args.guide_negatives == 'all' else 'its own 5 negatives'})", rows)
         per_split.append(rows)
     summary = {}
     for k in per_split[0]:
@@ -210,6 +213,8 @@ def main():
     p.add_argument("--steps-small", type=int, default=4000)
     p.add_argument("--steps-brown", type=int, default=3000)
     p.add_argument("--splits", type=int, default=10)
+    p.add_argument("--guide-negatives", default="all", choices=["all", "model"],
+                   help="(a): the A&R guide's local step over all classes, or over its own draw of the model's negatives")
     p.add_argument("--warmup", type=int, default=1000, help="steps of latent-KL warm-up of the CLGP (0: none)")
     p.add_argument("--warmup-lgm", action="store_true", help="warm the LGM's latent KL up as well")
     p.add_argument("--evals", type=int, default=6)
