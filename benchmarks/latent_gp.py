@@ -88,7 +88,15 @@ def fit(method, data, args, Q, steps, negatives, proposal=None, kl_rows=None, ev
     obs, tgt = data.test_observed[:num_eval], data.test_target[:num_eval]
 
     def evaluate():
-        return {"test_ll": float(model.log_predictive(obs, tgt, num_samples=8).mean())}
+        """The held-out LL, and diagnostics: the spread of q(x)'s means (near 0: collapsed), the kernel."""
+        rec = {"test_ll": float(model.log_predictive(obs, tgt, num_samples=8).mean())}
+        with torch.no_grad():
+            loc, _, _ = model.posterior(torch.arange(len(obs)), model.global_rows(obs))
+            rec["mean_sq_mu"] = float(loc.pow(2).mean())
+            if model.gp_map is not None:
+                rec["kernel_variance"] = float(model.gp_map.kernel.variance)
+                rec["lengthscales"] = model.gp_map.kernel.log_lengthscale.exp().tolist()
+        return rec
 
     hist = train(svi, data.train, num_steps=steps, eval_fn=evaluate if evals > 1 else None,
                  eval_every=max(steps // evals, 1), eval_at_start=False, clock="process", divergence=False,
@@ -96,7 +104,9 @@ def fit(method, data, args, Q, steps, negatives, proposal=None, kl_rows=None, ev
     res = model.evaluate_imputation(data.test_observed, data.test_target, num_samples=16)
     res.update(steps=hist[-1]["step"], train_cpu_s=hist[-1]["time"],
                ms_per_step=1e3 * hist[-1]["time"] / max(hist[-1]["step"], 1),
-               curve=[(h["step"], h["test_ll"]) for h in hist if "test_ll" in h])
+               curve=[(h["step"], h["test_ll"]) for h in hist if "test_ll" in h],
+               diagnostics=[{k: h[k] for k in ("step", "mean_sq_mu", "kernel_variance", "lengthscales") if k in h}
+                            for h in hist if "test_ll" in h])
     return res
 
 
@@ -165,6 +175,10 @@ def brown_part(args, out, key, min_count, methods, num_train, num_test, steps):
                            num_eval=300)
         print(f"{method:<12} curve (step, test LL on 300 windows): "
               + " ".join(f"({s}, {v:.3f})" for s, v in rows[method]["curve"]), flush=True)
+        for d in rows[method]["diagnostics"]:
+            kernel = (f", kernel variance {d['kernel_variance']:.2f}, lengthscales "
+                      + " ".join(f"{v:.1f}" for v in d["lengthscales"])) if "kernel_variance" in d else ""
+            print(f"{'':<12} step {d['step']}: E[mu^2] of q(x) {d['mean_sq_mu']:.3f}{kernel}")
     print_table(f"({key}) Brown 3-token windows, K = {K}, {len(data.train)} train / {len(data.test_observed)} "
                 f"test, {steps} steps of 64, Q = {Q}, M = {args.num_inducing}, "
                 f"A&R: 100 unigram^0.75 negatives", rows)
