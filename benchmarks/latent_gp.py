@@ -36,6 +36,7 @@ Prints tables; writes latent_gp.json to ``--out`` (default: the temp directory).
 """
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -50,6 +51,7 @@ from pyro.infer import SVI
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from paper_common import median, paired_step_times  # noqa: E402
 from pyro_ar.datasets import (load_breast_cancer_categorical, load_breast_cancer_wisconsin,  # noqa: E402
                               load_brown_windows)
 from pyro_ar.infer import train  # noqa: E402
@@ -190,21 +192,14 @@ def part_timing(args, out):
     repeats = 10 if args.quick else 50
     res = {}
     for utility in ("gp", "linear"):
-        svis, x = {}, {}
+        steps = {}
         for K in (1000, 100_000):
-            x[K] = torch.randint(0, K, (2000, 3), generator=torch.Generator().manual_seed(0))
+            x = torch.randint(0, K, (2000, 3), generator=torch.Generator().manual_seed(0))
             model = CategoricalLatentGP([K] * 3, 5, AR(negatives=SharedNegatives(100)), utility=utility,
                                         num_inducing=args.num_inducing, subsample_size=64, prefix=f"{utility}{K}_")
-            svis[K] = SVI(model, model.default_guide(), lazy_adam({"lr": args.lr}), model.default_elbo())
-            for _ in range(3):
-                svis[K].step(x[K])
-        times = {K: [] for K in svis}
-        for _ in range(repeats):
-            for K in svis:
-                t = time.process_time()
-                svis[K].step(x[K])
-                times[K].append(time.process_time() - t)
-        med = {K: float(torch.tensor(v).median()) for K, v in times.items()}
+            svi = SVI(model, model.default_guide(), lazy_adam({"lr": args.lr}), model.default_elbo())
+            steps[K] = functools.partial(svi.step, x)
+        med = {k: median(v) for k, v in paired_step_times(steps, repeats).items()}
         res["clgp-ar" if utility == "gp" else "lgm-ar"] = {"K=1000_ms": 1e3 * med[1000],
                                                            "K=100000_ms": 1e3 * med[100_000],
                                                            "ratio": med[100_000] / med[1000]}

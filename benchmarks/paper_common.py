@@ -63,6 +63,26 @@ def median(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
+def paired_step_times(steps, rounds: int, block: int = 1, warmup: int = 3):
+    """CPU seconds per call of each ``steps[name]()`` (e.g. an SVI step), timed in blocks of
+    ``block`` calls that alternate between the names ``rounds`` times in this process (so that
+    load changes hit them alike), after ``warmup`` untimed calls each.
+
+    :returns: ``{name: [seconds per call in each round]}``.
+    """
+    for fn in steps.values():
+        for _ in range(warmup):
+            fn()
+    out = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, fn in steps.items():
+            c = time.process_time()
+            for _ in range(block):
+                fn()
+            out[name].append((time.process_time() - c) / block)
+    return out
+
+
 def write_json(name: str, obj) -> Path:
     path = OUT / name
     with open(path, "w") as f:

@@ -26,9 +26,8 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 
-__all__ = ["PlainExactBigram", "LibraryExactBigram", "paired_step_times"]
+__all__ = ["PlainExactBigram", "LibraryExactBigram"]
 
 
 class PlainExactBigram:
@@ -89,24 +88,6 @@ class LibraryExactBigram:
         return self.model.log_likelihood(prev, nxt)
 
 
-def paired_step_times(steps, rounds, block, warmup=3):
-    """CPU seconds per step of each ``steps[name]()`` timed in interleaved blocks.
-
-    :returns: ``{name: [seconds per step of each round]}``.
-    """
-    for fn in steps.values():
-        for _ in range(warmup):
-            fn()
-    out = {name: [] for name in steps}
-    for _ in range(rounds):
-        for name, fn in steps.items():
-            c = time.process_time()
-            for _ in range(block):
-                fn()
-            out[name].append((time.process_time() - c) / block)
-    return out
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="4 rounds (a smoke run)")
@@ -135,6 +116,8 @@ def main(argv=None):
     pyro.clear_param_store()
     lib = LibraryExactBigram(K, a.D, d.x_train, d.y_train, a.B, 3e-3, bias)
     plain = PlainExactBigram(K, a.D, d.x_train, d.y_train, a.B, 3e-3, bias)
+    from paper_common import paired_step_times   # (the benchmarks' shared timing)
+
     t = paired_step_times({"library": lib.step, "plain": plain.step}, rounds, a.block)
     ratios = [x / y for x, y in zip(t["library"], t["plain"])]
     ms = {k: 1e3 * statistics.mean(v) for k, v in t.items()}

@@ -22,8 +22,8 @@ Prints tables; writes session_model.json to ``--out`` (default: the temp directo
 """
 
 import argparse
+import functools
 import json
-import math
 import os
 import pickle
 import sys
@@ -38,6 +38,7 @@ from pyro.infer import SVI
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from paper_common import median, paired_step_times  # noqa: E402
 from pyro_ar.datasets import (SessionData, load_brown_sessions, make_recogym_sessions,  # noqa: E402
                               pad_sessions, split_sessions)
 from pyro_ar.infer import train  # noqa: E402
@@ -173,21 +174,13 @@ def part_timing(args, out):
     res = {}
     # the full-sum Bouchard bound broadcasts a (B, T, P) term: 0.5 GB at P = 1e5, left out
     for method in ("ar", "bouch-ae-ns", "rt-exact"):
-        svis, items = {}, {}
+        steps = {}
         for P in (1000, 100_000):
-            g = torch.Generator().manual_seed(0)
-            items[P] = torch.randint(0, P, (1000, 20), generator=g)
+            items = torch.randint(0, P, (1000, 20), generator=torch.Generator().manual_seed(0))
             model = make_model(method, P, 20, 64, 100, prefix=f"P{P}_")
-            svis[P] = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
-            for _ in range(3):
-                svis[P].step(items[P])
-        times = {P: [] for P in svis}
-        for _ in range(repeats):
-            for P in svis:
-                t = time.process_time()
-                svis[P].step(items[P])
-                times[P].append(time.process_time() - t)
-        med = {P: float(np.median(v)) for P, v in times.items()}
+            svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
+            steps[P] = functools.partial(svi.step, items)
+        med = {k: median(v) for k, v in paired_step_times(steps, repeats).items()}
         res[method] = {"P=1000_ms": 1e3 * med[1000], "P=100000_ms": 1e3 * med[100_000],
                        "ratio": med[100_000] / med[1000]}
     print("\n(c) per-step CPU time, B = 64 sessions x 20 items, Q = 20, 100 shared negatives")
@@ -213,6 +206,7 @@ def main():
     for part, fn in (("recogym", part_recogym), ("timing", part_timing), ("brown", part_brown)):
         if args.part in (part, "all"):
             fn(args, out)
+    os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "session_model.json")
     with open(path, "w") as f:
         json.dump(out, f, indent=1, default=float)
