@@ -18,7 +18,8 @@ Brown); ``--warmup-lgm`` does the same for the LGM.
     with their standard error. A&R's model subsamples 5 of a variable's 9 other categories; its
     local guide sums over all of them (O(K) = 10: an independent small guide sample makes the
     bound's estimate heavy-tailed, which diverged the ML-weight LGM; ``--guide-negatives model``
-    shows it). ``--small-data wdbc``: scikit-learn's diagnostic set instead
+    shows it: :class:`~pyro_ar.models.LatentGuide` sums over all classes up to 64 by default).
+    ``--small-data wdbc``: scikit-learn's diagnostic set instead
     (:func:`pyro_ar.datasets.load_breast_cancer_categorical`, 30 measurements cut at deciles).
 (b) ``--part brown``: windows of 3 Brown tokens (:func:`pyro_ar.datasets.load_brown_windows`,
     K = 26,101 per position), 20,000 training and 1,000 test windows; A&R with 100 negatives
@@ -77,13 +78,13 @@ def make_model(method, data, Q, M, negatives, proposal=None, kl_rows=None):
 
 
 def fit(method, data, args, Q, steps, negatives, proposal=None, kl_rows=None, evals=1, num_eval=None, seed=0,
-        guide_negatives="model"):
+        guide_kwargs=None):
     """Train ``method``; the held-out imputation log-likelihood at ``evals`` points along the way.
     The CLGP (and with ``--warmup-lgm`` the LGM) anneals its latent KL over ``--warmup`` steps."""
     pyro.clear_param_store()
     pyro.set_rng_seed(seed)
     model = make_model(method, data, Q, args.num_inducing, negatives, proposal, kl_rows)
-    svi = SVI(model, model.default_guide(negatives=guide_negatives), lazy_adam({"lr": args.lr}),
+    svi = SVI(model, model.default_guide(**(guide_kwargs or {})), lazy_adam({"lr": args.lr}),
               model.default_elbo())
     anneal = method.startswith("clgp") or args.warmup_lgm
     warmup = LatentKLWarmup(model, args.warmup) if anneal and args.warmup else None
@@ -140,7 +141,7 @@ def part_small(args, out):
         rows = {"frequency": frequency_row(data)}
         for method in METHODS_SMALL:
             rows[method] = fit(method, data, args, Q, steps, negatives=5, seed=split,
-                               guide_negatives=None if args.guide_negatives == "all" else "model")
+                               guide_kwargs={} if args.guide_negatives == "all" else {"all_classes_upto": 1})
         print_table(f"(a) {name}, split {split}, {steps} steps of 64, Q = "
                     f"{Q}, M = {args.num_inducing}, A&R: 5 shared negatives (the guide's local step: "
                     f"{'all classes' if args.guide_negatives == 'all' else 'its own 5 negatives'})", rows)

@@ -397,7 +397,13 @@ class LatentGuide:
     :class:`~pyro_ar.infer.local_guides.ConditionalLocalGuide`).
 
     :param model: the :class:`CategoricalLatentModel`.
-    :param negatives: sampler of the guide's class subsample (default: the model's, per site).
+    :param negatives: sampler of the guide's class subsample (default ``"model"``: the model's,
+        per site; None: all classes).
+    :param int all_classes_upto: sites over at most this many classes get the guide's class sum
+        over all of them with ``negatives="model"`` (O(K) in the guide only; the model's bound
+        still subsamples). An independent small draw there makes the estimate of the bound's
+        term :math:`\hat S/(1+\hat S')` heavy-tailed whenever :math:`\hat S'` misses a
+        dominant class, which can diverge a fit with unregularised weights.
 
     Example:
 
@@ -409,10 +415,19 @@ class LatentGuide:
     (torch.Size([2, 1, 2]), torch.Size([2, 3]))
     """
 
-    def __init__(self, model: CategoricalLatentModel, negatives="model"):
+    def __init__(self, model: CategoricalLatentModel, negatives="model", all_classes_upto: int = 64):
         self.model = model
         self.sampler = None if negatives == "model" else get_negative_sampler(
             "per_datapoint" if isinstance(negatives, int) else "shared", negatives)
+        self.all_classes_upto = check_positive_int("all_classes_upto", all_classes_upto)
+
+    def site_sampler(self, group, num_classes: int):
+        """The negative sampler of the local step of ``group``'s site over ``num_classes`` classes."""
+        if self.sampler is not None:
+            return self.sampler
+        if num_classes <= self.all_classes_upto:
+            return get_negative_sampler("shared", None)
+        return self.model.group_likelihood(group).sampler
 
     def __call__(self, items: torch.Tensor):
         model = self.model
@@ -432,7 +447,7 @@ class LatentGuide:
                 with pyro.plate(plate, vg.shape[-1], dim=-1), poutine.mask(mask=vg >= 0):
                     with torch.no_grad():
                         utility = model.minibatch_utility(omega.detach(), params, group, sample=False)
-                        sampler = self.sampler or model.group_likelihood(group).sampler
+                        sampler = self.site_sampler(group, utility.num_classes)
                         fn, infer = conditional_local_q(model.noise, utility, vg.clamp(min=0), sampler)
                     pyro.sample(site + "_eps", fn, infer=infer)
         return omega

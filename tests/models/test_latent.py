@@ -179,3 +179,22 @@ def test_kl_warmup_named_errors(kwargs, match):
         LatentKLWarmup(CategoricalLatentModel(30, 2), **kwargs)
     with pytest.raises(ValueError, match="CategoricalLatentModel"):
         LatentKLWarmup(object(), 3)
+
+
+def test_guide_local_step_sums_over_all_classes_when_they_are_few():
+    """At most ``all_classes_upto`` classes: q(eps) = Gumbel(log(1 + S), 1) with S the exact sum
+    of exp(psi_k - psi_y) over the other classes (the closed form); more: the model's sampler."""
+    items, _, _ = _sessions()
+    model = CategoricalLatentModel(30, 2, AR(negatives=SharedNegatives(5)))
+    guide = model.default_guide()
+    tr = poutine.trace(guide).get_trace(items)
+    omega = tr.nodes["omega"]["value"]
+    psi = model.minibatch_utility(omega, model.fitted_parameters()).full()      # (U, 1, P)
+    v = items.clamp(min=0)
+    psi_y = psi.expand(-1, v.shape[1], -1).gather(-1, v.unsqueeze(-1))
+    log_s = (psi - psi_y).scatter(-1, v.unsqueeze(-1), float("-inf")).logsumexp(-1)
+    assert torch.allclose(tr.nodes["v_eps"]["fn"].loc, torch.nn.functional.softplus(log_s), atol=1e-5)
+    assert guide.site_sampler(None, 30).num_negatives is None
+    assert LatentGuide(model, all_classes_upto=10).site_sampler(None, 30) is model.likelihood.sampler
+    with pytest.raises(ValueError, match="all_classes_upto"):
+        LatentGuide(model, all_classes_upto=0)
