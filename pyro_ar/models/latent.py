@@ -252,8 +252,8 @@ class CategoricalLatentModel(CategoricalModel):
                              f"{tuple(init_bias.shape)}")
         self.init_scale, self.init_bias = init_scale, init_bias
         self.latent_site = prefix + "omega"
-        #: beta of the latent's KL term, beta * KL(q(omega_u) || p(omega_u)) in the loss: 1 is
-        #: the ELBO; :class:`LatentKLWarmup` raises it from 0 to 1 (against posterior collapse)
+        #: The weight of the latent's KL term in the loss, 1 for the ELBO. :class:`LatentKLWarmup`
+        #: raises it from near 0 to 1, against posterior collapse.
         self.latent_kl_weight = 1.0
 
     # ---- CategoricalModel hooks ---------------------------------------------------------
