@@ -198,3 +198,18 @@ def test_guide_local_step_sums_over_all_classes_when_they_are_few():
     assert LatentGuide(model, all_classes_upto=10).site_sampler(None, 30) is model.likelihood.sampler
     with pytest.raises(ValueError, match="all_classes_upto"):
         LatentGuide(model, all_classes_upto=0)
+
+
+def test_kl_warmup_resumes_from_a_checkpoint(tmp_path):
+    """``train(..., scheduler=warmup, checkpoint=...)`` saves beta's step; a resumed run goes on from it."""
+    from pyro_ar.infer import train
+
+    items, _, _ = _sessions()
+    path = tmp_path / "run.pt"
+    for steps in (5, 10):
+        pyro.clear_param_store()
+        model = CategoricalLatentModel(30, 2, AR(negatives=SharedNegatives(5)))
+        warmup = LatentKLWarmup(model, 20)
+        svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
+        train(svi, items, num_steps=steps, scheduler=warmup, checkpoint=path)
+        assert warmup.t == steps and model.latent_kl_weight == steps / 20
