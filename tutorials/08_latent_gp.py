@@ -109,6 +109,13 @@ for name, cfg in configs.items():
 freq = frequency_log_predictive(data.train, data.test_target, data.cardinalities).mean()
 print(f"{'frequency baseline':<22} test perplexity {float(freq.neg().exp()):6.2f}")
 
+# %% [markdown]
+# On a single split the three models are close; all three are far below the frequency
+# baseline. Over 10 splits at 4,000 steps (`python benchmarks/latent_gp.py --part small`,
+# `benchmarks/RESULTS.md`), the CLGP's perplexity is 2.97 against the linear model's 3.01: a
+# gain of 0.012 nats per entry, 2 standard errors with the exact softmax. A&R is within 0.006
+# nats of the exact softmax for both models.
+
 # %%
 _tutorial.plot_training_curves(curves, f"{args.out}/08_training_curves.png")
 
@@ -116,7 +123,9 @@ _tutorial.plot_training_curves(curves, f"{args.out}/08_training_curves.png")
 # ## The latent space
 #
 # The encoder's posterior means of the training patients in the CLGP's 2-D latent space,
-# coloured by the diagnosis (which the model sees as just another variable):
+# coloured by the diagnosis (which the model sees as just another variable). The kernel's
+# lengthscales are learned per dimension (ARD); a dimension the data do not need gets a long
+# lengthscale, and its posterior means stay near 0:
 
 # %%
 model, state = models["CLGP, A&R"]
