@@ -34,7 +34,6 @@ to benchmarks/results/bayes_digits[_quick].json.
 
 import argparse
 import json
-import math
 import os
 import sys
 import time

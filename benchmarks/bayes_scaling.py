@@ -171,7 +171,6 @@ def main(argv=None):
         x, y = data(K)
         builders[f"dense K={K}"] = (K, build_dense(K), x, y)
     times = time_side_by_side(builders, rounds, inner, warmup)
-    base = times[f"sparse K={Ks[0]}"]
     rows = []
     print(f"{'path':<8s} {'K':>9s} {'median ms/step':>15s} {'ratio to K=1e3 (median over rounds)':>38s}")
     for label, (K, svi, x, y) in builders.items():

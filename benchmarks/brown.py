@@ -98,7 +98,6 @@ class PyroLM:
                  local_first=True, local_lr=0.05, power=0.75, local_step="natural",
                  local_guide="conditional", oversample=None, local_negatives=None):
         import pyro
-        import torch
         from pyro.infer import SVI, Trace_ELBO
 
         from pyro_ar.likelihoods import AR, OVE, Sampled

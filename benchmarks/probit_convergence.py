@@ -30,7 +30,6 @@ exact quadrature fit dominates); the default K = 300, D = 10, N = 20000, 4000 st
 
 import argparse
 import json
-import math
 import time
 
 import torch

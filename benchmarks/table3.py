@@ -70,7 +70,7 @@ from pyro.infer import SVI
 import paper_common as common
 from pyro_ar import evaluation, metrics  # metrics.bound: a training bound at fitted parameters
 from pyro_ar.datasets import load_arff_multilabel, load_bibtex, load_mnist, load_svmlight
-from pyro_ar.infer import EarlyStopping, GumbelLocalGuide, LearningRateDecay, NoiseLocalGuide, train
+from pyro_ar.infer import EarlyStopping, GumbelLocalGuide, LearningRateDecay, train
 from pyro_ar.infer.local_guides import ConditionalLocalGuide
 from pyro_ar.likelihoods import AR, OVE, Bouchard, Exact, Sampled
 from pyro_ar.models import LinearClassifier
@@ -202,7 +202,6 @@ def run_method(method, args, data, K):
         perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(12345))
         n_val = int(round(args.validation * len(y)))
         x, y, xv, yv = x[perm[n_val:]], y[perm[n_val:]], x[perm[:n_val]], y[perm[:n_val]]
-    st = SETTINGS[args.dataset]
     spec = METHODS[method]
     pyro.clear_param_store()
     pyro.set_rng_seed(args.seed)

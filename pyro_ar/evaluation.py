@@ -222,7 +222,7 @@ def _check_labels_range(labels, K):
 def _check_k(k, K):
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1 or (K is not None and k > K):
         bound = "1" if K is None else f"[1, K={K}]"
-        raise ValueError(f"k must be an integer " + ("in " if K else ">= ") + f"{bound}, got k={k!r}")
+        raise ValueError("k must be an integer " + ("in " if K else ">= ") + f"{bound}, got k={k!r}")
     return int(k)
 
 

@@ -5,7 +5,6 @@ Nothing here is autouse: a test module opts in with
 before each test), so other modules' random streams are not disturbed.
 """
 
-import math
 
 import pytest
 import torch

@@ -20,7 +20,7 @@ import pyro_ar
 from pyro_ar.noise import NOISE_NAMES, NoiseDistribution, get_noise
 from pyro_ar.testing import NoiseContract, check_noise
 
-from tests.helpers import BUILTIN_NOISES, DEVICES, DTYPES, LIBRARY_NOISES, USER_NOISES, make_noise
+from tests.helpers import DEVICES, DTYPES, LIBRARY_NOISES, USER_NOISES, make_noise
 
 pytestmark = pytest.mark.usefixtures("seeded")
 

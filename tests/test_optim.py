@@ -35,7 +35,6 @@ def test_lazy_adam_sparse_step_touches_only_used_rows_and_matches_adam_on_them()
     W_ref = W_lazy.detach().clone()
     opt = LazyAdam([W_lazy], lr=0.05)
     rows = torch.tensor([3, 7, 7, 20])  # duplicate row: its gradients are summed
-    ref_rows = {}
     for step in range(3):
         opt.zero_grad()
         F.embedding(rows, W_lazy, sparse=True).pow(2).sum().backward()

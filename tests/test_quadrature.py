@@ -187,7 +187,7 @@ def test_empty_batch_gives_empty_log_probs(noise):
 
 @pytest.mark.parametrize("bad", [0, -3, 4, None, 2.5, True, "257", 10 ** 7])
 def test_num_nodes_is_validated(bad):
-    with pytest.raises(ValueError, match=rf"num_nodes must be an integer in \[5, 4097\], got num_nodes="):
+    with pytest.raises(ValueError, match=r"num_nodes must be an integer in \[5, 4097\], got num_nodes="):
         UtilityCategorical(torch.randn(2, 3), "normal", num_nodes=bad)
     with pytest.raises(ValueError, match="num_nodes must be"):
         log_marginal(torch.randn(2, 3), torch.tensor([0, 1]), "normal", num_nodes=bad)

@@ -29,7 +29,6 @@
 # `benchmarks/toy.py` and `benchmarks/table3.py`; results in `benchmarks/RESULTS.md`.
 
 # %%
-import math
 import os
 
 import torch

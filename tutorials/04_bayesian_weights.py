@@ -35,7 +35,6 @@
 # Figures go to tutorials/figures/04_*.png (or --out DIR).
 
 # %%
-import math
 import os
 import time
 

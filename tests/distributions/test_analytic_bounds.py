@@ -7,7 +7,6 @@ below the tolerances used); Monte Carlo comparisons accept within 4 standard err
 
 import math
 
-import numpy as np
 import pytest
 import torch
 from scipy.optimize import minimize_scalar

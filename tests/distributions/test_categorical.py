@@ -15,7 +15,6 @@ import pytest
 import scipy.stats
 import torch
 
-import pyro
 import pyro.poutine as poutine
 
 from pyro_ar import AugmentedCategorical, LinearUtility, UtilityCategorical, sample_categorical
