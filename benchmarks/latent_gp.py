@@ -38,7 +38,6 @@ Prints tables; writes latent_gp.json to ``--out`` (default: the temp directory).
 
 import argparse
 import functools
-import json
 import math
 import os
 import sys
@@ -52,7 +51,7 @@ from pyro.infer import SVI
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from paper_common import median, paired_step_times  # noqa: E402
+from paper_common import cost_ratio_table, write_json  # noqa: E402
 from pyro_ar.datasets import (load_breast_cancer_categorical, load_breast_cancer_wisconsin,  # noqa: E402
                               load_brown_windows)
 from pyro_ar.infer import train  # noqa: E402
@@ -191,7 +190,7 @@ def brown_part(args, out, key, min_count, methods, num_train, num_test, steps):
 def part_timing(args, out):
     """Median CPU time of one A&R step at K = 10^3 and 10^5 (3 variables), the two stepped alternately."""
     repeats = 10 if args.quick else 50
-    res = {}
+    builders = {}
     for utility in ("gp", "linear"):
         steps = {}
         for K in (1000, 100_000):
@@ -200,15 +199,10 @@ def part_timing(args, out):
                                         num_inducing=args.num_inducing, subsample_size=64, prefix=f"{utility}{K}_")
             svi = SVI(model, model.default_guide(), lazy_adam({"lr": args.lr}), model.default_elbo())
             steps[K] = functools.partial(svi.step, x)
-        med = {k: median(v) for k, v in paired_step_times(steps, repeats).items()}
-        res["clgp-ar" if utility == "gp" else "lgm-ar"] = {"K=1000_ms": 1e3 * med[1000],
-                                                           "K=100000_ms": 1e3 * med[100_000],
-                                                           "ratio": med[100_000] / med[1000]}
+        builders["clgp-ar" if utility == "gp" else "lgm-ar"] = steps
     print(f"\n(d) per-step CPU time, B = 64 x 3 variables, Q = 5, M = {args.num_inducing}, 100 shared negatives, "
           f"{repeats} interleaved repeats")
-    print(f"{'method':<12} {'K=1e3 ms':>9} {'K=1e5 ms':>9} {'ratio':>6}")
-    for k, r in res.items():
-        print(f"{k:<12} {r['K=1000_ms']:9.2f} {r['K=100000_ms']:9.2f} {r['ratio']:6.2f}")
+    res = cost_ratio_table(builders, repeats, "K")
     out["timing"] = res
 
 
@@ -248,10 +242,7 @@ def main():
                    n_train, n_test, steps)
     if args.part in ("timing", "all"):
         part_timing(args, out)
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "latent_gp.json")
-    with open(path, "w") as f:
-        json.dump(out, f, indent=1, default=float)
+    path = write_json("latent_gp.json", out, args.out)
     print(f"\nwrote {path} ({time.time() - t0:.0f} s wall)")
 
 

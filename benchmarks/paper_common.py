@@ -83,8 +83,29 @@ def paired_step_times(steps, rounds: int, block: int = 1, warmup: int = 3):
     return out
 
 
-def write_json(name: str, obj) -> Path:
-    path = OUT / name
+def cost_ratio_table(steps_by_method, repeats: int, size_name: str = "K"):
+    """Per-step CPU time of each method at a small and a large size, stepped alternately
+    (:func:`paired_step_times`): ``steps_by_method[method] = {small: step_fn, large: step_fn}``.
+    Prints and returns ``{method: {"<size_name>=<size>_ms": median ms, ..., "ratio": large / small}}``."""
+    res = {}
+    for method, steps in steps_by_method.items():
+        (small, large) = sorted(steps)
+        med = {k: median(v) for k, v in paired_step_times(steps, repeats).items()}
+        res[method] = {f"{size_name}={small}_ms": 1e3 * med[small], f"{size_name}={large}_ms": 1e3 * med[large],
+                       "ratio": med[large] / med[small]}
+    print(f"{'method':<12} {f'{size_name}={small:.0e} ms':>12} {f'{size_name}={large:.0e} ms':>12} {'ratio':>6}")
+    for method, r in res.items():
+        print(f"{method:<12} {r[f'{size_name}={small}_ms']:12.2f} {r[f'{size_name}={large}_ms']:12.2f} "
+              f"{r['ratio']:6.2f}")
+    return res
+
+
+def write_json(name: str, obj, out_dir=None) -> Path:
+    """Write ``obj`` as ``out_dir/name`` (default ``benchmarks/out``; the folder is created);
+    tensors become lists and other numbers floats."""
+    folder = Path(OUT if out_dir is None else out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
     with open(path, "w") as f:
         json.dump(obj, f, indent=1, default=_json_default)
     return path
@@ -95,6 +116,8 @@ def _json_default(o):
         return o.tolist()
     if isinstance(o, float) and not math.isfinite(o):
         return str(o)
+    if hasattr(o, "__float__"):          # numpy scalars
+        return float(o)
     raise TypeError(f"not JSON serialisable: {type(o)}")
 
 

@@ -23,7 +23,6 @@ Prints tables; writes session_model.json to ``--out`` (default: the temp directo
 
 import argparse
 import functools
-import json
 import os
 import pickle
 import sys
@@ -38,7 +37,7 @@ from pyro.infer import SVI
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from paper_common import median, paired_step_times  # noqa: E402
+from paper_common import cost_ratio_table, write_json  # noqa: E402
 from pyro_ar.datasets import (SessionData, load_brown_sessions, make_recogym_sessions,  # noqa: E402
                               pad_sessions, split_sessions)
 from pyro_ar.infer import train  # noqa: E402
@@ -171,7 +170,7 @@ def part_brown(args, out):
 def part_timing(args, out):
     """Median CPU time of one step at P = 1e3 and 1e5, the two models stepped alternately."""
     repeats = 20 if args.quick else 100
-    res = {}
+    builders = {}
     # the full-sum Bouchard bound broadcasts a (B, T, P) term: 0.5 GB at P = 1e5, left out
     for method in ("ar", "bouch-ae-ns", "rt-exact"):
         steps = {}
@@ -180,13 +179,10 @@ def part_timing(args, out):
             model = make_model(method, P, 20, 64, 100, prefix=f"P{P}_")
             svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
             steps[P] = functools.partial(svi.step, items)
-        med = {k: median(v) for k, v in paired_step_times(steps, repeats).items()}
-        res[method] = {"P=1000_ms": 1e3 * med[1000], "P=100000_ms": 1e3 * med[100_000],
-                       "ratio": med[100_000] / med[1000]}
-    print("\n(c) per-step CPU time, B = 64 sessions x 20 items, Q = 20, 100 shared negatives")
-    print(f"{'method':<12} {'P=1e3 ms':>9} {'P=1e5 ms':>9} {'ratio':>6}")
-    for k, r in res.items():
-        print(f"{k:<12} {r['P=1000_ms']:9.2f} {r['P=100000_ms']:9.2f} {r['ratio']:6.2f}")
+        builders[method] = steps
+    print(f"\n(c) per-step CPU time, B = 64 sessions x 20 items, Q = 20, 100 shared negatives, {repeats} "
+          "interleaved repeats")
+    res = cost_ratio_table(builders, repeats, "P")
     out["timing"] = res
 
 
@@ -206,10 +202,7 @@ def main():
     for part, fn in (("recogym", part_recogym), ("timing", part_timing), ("brown", part_brown)):
         if args.part in (part, "all"):
             fn(args, out)
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "session_model.json")
-    with open(path, "w") as f:
-        json.dump(out, f, indent=1, default=float)
+    path = write_json("session_model.json", out, args.out)
     print(f"\nwrote {path}")
 
 
