@@ -205,8 +205,9 @@ class LinearClassifier(CategoricalModel):
         """The Normal prior of a parameter's entries (of its ``rows`` for the bias)."""
         loc = like.new_zeros(())
         if name == "bias" and self.bias_init is not None:
-            loc = self.bias_init.to(like)
-            loc = loc if rows is None else loc.index_select(0, rows)
+            # select the rows before converting: no O(K) copy (or transfer) per step
+            loc = self.bias_init if rows is None else self.bias_init.index_select(0, rows.to(self.bias_init.device))
+            loc = loc.to(like)
         return dist.Normal(loc, self.prior_scales()[name])
 
     def parameters(self, like: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
