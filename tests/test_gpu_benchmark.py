@@ -1,0 +1,42 @@
+"""benchmarks/gpu.py at its --quick size (on the CPU here, on CUDA where present): every part
+runs, and the JSON holds what the GPU check reads."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.slow
+def test_gpu_benchmark_quick_runs_every_part(tmp_path):
+    mnist = os.path.join(os.path.dirname(ROOT), "shared", "data", "mnist")
+    cmd = [sys.executable, os.path.join(ROOT, "benchmarks", "gpu.py"), "--quick", "--device", "cpu",
+           "--out", str(tmp_path), "--budget", "0.5", "--eval-pairs", "200", "--mnist", mnist]
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    r = json.loads((tmp_path / "gpu_quick.json").read_text())
+    assert r["errors"] == {} and set(r["part_seconds"]) == {"a", "b", "c", "d"}
+    assert [row["K"] for row in r["ar_step"]] == [100, 1_000, 10_000]
+    for row in r["ar_step"]:  # (a) and (e): times and the state's bytes
+        assert 0 < row["p10_s"] <= row["median_s"] <= row["p90_s"]
+        K, D = row["K"], row["D"]
+        assert row["param_bytes"] >= 4 * (K * D + K)           # W and b in float32 (and the guide's eta)
+        assert row["optim_state_bytes"] >= 2 * 4 * K * D        # Adam's two moments of W
+    assert r["ar_step_flatness"]["max_over_min"] >= 1.0
+    ex = r["exact_step"]
+    assert ex["exact"]["K"] == 10_000 and ex["exact_over_ar"] == ex["exact"]["median_s"] / ex["ar"]["median_s"]
+    c = r["time_to_quality"]
+    assert set(c["methods"]) == {"ar_softmax", "exact", "adaptive"} and c["K"] == 25_275
+    for m in c["methods"].values():  # exact log-likelihoods of a normalised model are < 0
+        assert m["steps"] > 0 and m["best"]["test_ll"] < 0
+    assert c["methods"]["exact"]["exact_time_over_this"] == 1.0
+    rows = {row["dataset"].split(" ")[0]: row for row in r["classifier"]}
+    assert rows["sparse"]["n_classes"] <= 50 and 0 <= rows["sparse"]["test_accuracy"] <= 1
+    assert "mnist" in rows  # fitted, or skipped with the reason when the files are not there
+    assert "(a, b, e) one SVI step" in run.stdout and "(c) tutorial 05" in run.stdout
