@@ -222,7 +222,8 @@ def bound(utility, labels: torch.Tensor, likelihood: str = "ar", noise="gumbel",
 
 
 def _draw(q, noise, num_samples, generator, dtype):
-    """Draws of q = noise(loc, scale) from an explicit generator (reproducible)."""
+    """Draws of q = noise(loc, scale) from an explicit generator (reproducible: the same draws
+    whatever the device of ``q``, where they are moved)."""
     u = torch.rand((num_samples,) + q.batch_shape, generator=generator, dtype=torch.float64)
     u = u.clamp(1e-12, 1 - 1e-12)
     name = getattr(noise, "name", "")
@@ -234,4 +235,4 @@ def _draw(q, noise, num_samples, generator, dtype):
         std = -torch.log(-torch.log(u))
     else:
         return q.sample((num_samples,))
-    return q.loc + q.scale * std.to(dtype)
+    return q.loc + q.scale * std.to(dtype=dtype, device=q.loc.device)  # the draws: from the CPU generator

@@ -173,10 +173,18 @@ def _sinh_sinh_rule(num_nodes):
     return x, logw
 
 
+_RULES = {}  # (num_nodes, dtype, device) -> (nodes, log-weights): built and copied once
+
+
 def _rule(num_nodes, like):
-    x, logw = _sinh_sinh_rule(num_nodes)
-    return (torch.as_tensor(x, dtype=like.dtype, device=like.device),
-            torch.as_tensor(logw, dtype=like.dtype, device=like.device))
+    """:func:`_sinh_sinh_rule` as tensors of ``like``'s dtype and device (cached: no host
+    computation and host-to-device copy per call)."""
+    key = (num_nodes, like.dtype, like.device)
+    if key not in _RULES:
+        x, logw = _sinh_sinh_rule(num_nodes)
+        _RULES[key] = (torch.as_tensor(x, dtype=like.dtype, device=like.device),
+                       torch.as_tensor(logw, dtype=like.dtype, device=like.device))
+    return _RULES[key]
 
 
 def _rule_terms(noise, d, mask, e_star, sigma, num_nodes):

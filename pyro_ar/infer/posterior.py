@@ -238,12 +238,12 @@ class ClassSubsampledNormal(AutoGuide):
                        generator: Optional[torch.Generator] = None) -> Tuple[torch.Tensor, torch.Tensor]:
         """Posterior draws of the rows of ``classes`` (default all): ``(S, m, D)``, ``(S, m)``."""
         loc, scale, bloc, bscale = self.loc_and_scale(classes)
-        z = torch.randn((num_samples,) + loc.shape, generator=generator, dtype=loc.dtype).to(loc.device)
-        W = loc + scale * z
+        # drawn where the generator lives (without one: on the parameters' device, no transfer)
+        at = dict(generator=generator, dtype=loc.dtype, device=loc.device if generator is None else generator.device)
+        W = loc + scale * torch.randn((num_samples,) + loc.shape, **at).to(loc.device)
         b = None
         if bloc is not None:
-            zb = torch.randn((num_samples,) + bloc.shape, generator=generator, dtype=loc.dtype).to(loc.device)
-            b = bloc + bscale * zb
+            b = bloc + bscale * torch.randn((num_samples,) + bloc.shape, **at).to(loc.device)
         return W, b
 
     @torch.no_grad()
@@ -414,7 +414,7 @@ def predictive_top_k(posterior: Posterior, x: torch.Tensor, k: int = 5, noise: U
     mean = sum(probs) / num_samples
     top = mean.topk(k, -1)
     chosen = torch.stack([p.gather(-1, top.indices) for p in probs])  # (S, N, k)
-    q = torch.tensor([0.5 - level / 2, 0.5 + level / 2], dtype=chosen.dtype)
+    q = torch.tensor([0.5 - level / 2, 0.5 + level / 2], dtype=chosen.dtype, device=chosen.device)
     lo, hi = torch.quantile(chosen, q, dim=0)
     return {"classes": top.indices, "mean": top.values, "sd": chosen.std(0), "lower": lo, "upper": hi}
 

@@ -174,8 +174,7 @@ def class_positions(classes: torch.Tensor, query: torch.Tensor, what="classes") 
 
 def _outside_weight(pos, inside, value, dtype):
     """``value`` where ``pos`` is not in ``inside``, 0 where it is."""
-    return torch.where(torch.isin(pos, inside), torch.zeros((), dtype=dtype),
-                       torch.full((), value, dtype=dtype))
+    return (~torch.isin(pos, inside)).to(dtype) * value
 
 
 def _pad_classes(C, m, K):

@@ -40,7 +40,7 @@ from 0 to 1 over the first steps, against posterior collapse.
 """
 
 import math
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 import torch.nn as nn
@@ -162,7 +162,7 @@ def session_metrics(score_fn, observed: torch.Tensor, heldout: torch.Tensor, k: 
     """
     recall = tdcg = ll = 0.0
     num_items = 0
-    discount = 1.0 / torch.log2(torch.arange(2, k + 2, dtype=torch.float64))
+    discount = 1.0 / torch.log2(torch.arange(2, k + 2, dtype=torch.float64, device=heldout.device))
     for start in range(0, len(observed), chunk_size):
         held = heldout[start:start + chunk_size]
         with torch.no_grad():
@@ -170,7 +170,7 @@ def session_metrics(score_fn, observed: torch.Tensor, heldout: torch.Tensor, k: 
         top = scores.topk(k, -1).indices                                  # (n, k)
         mask = held >= 0
         hit = ((top.unsqueeze(-1) == held.unsqueeze(-2)) & mask.unsqueeze(-2)).any(-1).double()
-        distinct = torch.tensor([len(set(r[r >= 0].tolist())) for r in held], dtype=torch.float64)
+        distinct = _distinct_per_row(held)
         recall += float((hit.sum(-1) / distinct.clamp(max=k)).sum())
         tdcg += float((hit * discount).sum())
         logp = scores.log_softmax(-1).gather(-1, held.clamp(min=0))
@@ -178,6 +178,15 @@ def session_metrics(score_fn, observed: torch.Tensor, heldout: torch.Tensor, k: 
         num_items += int(mask.sum())
     n = len(observed)
     return {"recall": recall / n, "tdcg": tdcg / n, "log_lik": ll / max(num_items, 1)}
+
+
+def _distinct_per_row(held: torch.Tensor) -> torch.Tensor:
+    """The number of distinct non-negative entries of each row of ``held`` (float64, on its
+    device): sorted, an entry counts when it differs from its left neighbour."""
+    s = held.sort(-1).values
+    new = torch.ones_like(s, dtype=torch.bool)
+    new[:, 1:] = s[:, 1:] != s[:, :-1]
+    return (new & (s >= 0)).sum(-1).double()
 
 
 class CategoricalLatentModel(CategoricalModel):
@@ -302,14 +311,28 @@ class CategoricalLatentModel(CategoricalModel):
         sub = None if B is None or B >= N else sample_without_replacement(N, B, device=items.device)
         return pyro.plate(self.plate_name, N, subsample=sub, dim=-2)
 
-    def _modules(self):
-        pyro.module(self.prefix + "posterior", self.posterior)
+    def _torch_modules(self) -> Dict[str, nn.Module]:
+        """The model's own torch modules by their Pyro names (without the prefix): the
+        posterior (encoder or per-session table) and the neural utility's feature map."""
+        out = {"posterior": self.posterior}
         if self.feature_map is not None:
-            pyro.module(self.prefix + "feature_map", self.feature_map)
+            out["feature_map"] = self.feature_map
+        return out
+
+    def _modules(self, device: torch.device):
+        """Register :meth:`_torch_modules` with Pyro, each first moved to ``device`` (the data's)
+        if it is elsewhere: like the per-class parameters, created on the data's device, the
+        modules follow the data (``Module.to`` keeps the Parameter objects, so a move before
+        training leaves Pyro's param store consistent)."""
+        for name, module in self._torch_modules().items():
+            p = next(module.parameters(), None)
+            if p is not None and p.device != device:
+                module.to(device)
+            pyro.module(self.prefix + name, module)
 
     def posterior_params(self, idx, items) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(mu, sigma, a)`` of the sessions ``idx`` with (padded) items ``items``."""
-        self._modules()
+        self._modules(items.device)
         return self.posterior(idx, items)
 
     # ---- the model ------------------------------------------------------------------------
@@ -318,7 +341,7 @@ class CategoricalLatentModel(CategoricalModel):
         self._check_nonempty(items)
         like = torch.zeros((), device=items.device)
         params = self.parameters(like)
-        self._modules()
+        self._modules(items.device)
         N = len(items)
         with self.create_plates(items) as idx:
             index = None if idx.shape[0] == N else idx
@@ -366,10 +389,11 @@ class CategoricalLatentModel(CategoricalModel):
         if self.posterior_kind == "local" and len(items) != self.posterior.num_data:
             raise ValueError("posterior='local' holds the training sessions only; it cannot score new sessions")
         params = self.fitted_parameters()
+        self._modules(items.device)
         loc, scale, _ = self.posterior(torch.arange(len(items), device=items.device), items)
         if num_samples == 0:
             return self.minibatch_utility(loc, params).full()
-        omega = loc + scale * torch.randn((num_samples,) + loc.shape, dtype=loc.dtype)
+        omega = loc + scale * torch.randn((num_samples,) + loc.shape, dtype=loc.dtype, device=loc.device)
         logp = self.minibatch_utility(omega, params).full().log_softmax(-1)
         return logp.logsumexp(0) - math.log(num_samples)
 

@@ -314,8 +314,8 @@ def marginal_log_probs(x: torch.Tensor, cardinalities: Sequence[int], alpha: flo
     obs = x >= 0
     rows = (x + offsets)[obs]
     counts = torch.bincount(rows, minlength=sum(ks)).double() + alpha
-    totals = torch.repeat_interleave(obs.sum(0).double() + alpha * torch.tensor(ks, dtype=torch.float64),
-                                     torch.tensor(ks))
+    k = torch.tensor(ks, device=x.device)
+    totals = torch.repeat_interleave(obs.sum(0).double() + alpha * k.double(), k)
     return (counts / totals).log()
 
 
@@ -406,6 +406,7 @@ class CategoricalLatentGP(CategoricalLatentModel):
         for j, k in enumerate(ks):
             groups.setdefault(k, []).append(j)
         self.groups = [(k, torch.tensor(cols)) for k, cols in groups.items()]
+        self._on_device = {}  # device -> _index_tables
         self.likelihoods = [_likelihood_for(lik, k) for k, _ in self.groups]
         self.gp_map = SparseGPMap(latent_dim, num_inducing, lengthscale, kernel_variance) \
             if utility == "gp" else None
@@ -455,7 +456,7 @@ class CategoricalLatentGP(CategoricalLatentModel):
                 or x.dtype == torch.bool:
             raise ValueError(f"x must be a 2-D integer tensor (N, {D}) of categories, -1 for missing, got "
                              f"{getattr(x, 'dtype', type(x).__name__)} {tuple(getattr(x, 'shape', ()))}")
-        bad = (x < -1) | (x >= torch.tensor(self.cardinalities, device=x.device))
+        bad = (x < -1) | (x >= self._index_tables(x.device)[3])
         if bad.any():
             n, d = (int(i) for i in bad.nonzero()[0])
             raise ValueError(f"x[:, {d}] must lie in [0, {self.cardinalities[d]}) or be -1 (missing), "
@@ -463,9 +464,9 @@ class CategoricalLatentGP(CategoricalLatentModel):
 
     def observation_groups(self, v):
         """One likelihood site per cardinality: ``(site, plate, v[:, columns], group)``."""
-        one = len(self.groups) == 1
+        one, cols = len(self.groups) == 1, self._index_tables(v.device)[2]
         return [(self.site if one else f"{self.site}_{k}", "variables" if one else f"variables_{k}",
-                 v.index_select(-1, cols.to(v.device)), g) for g, (k, cols) in enumerate(self.groups)]
+                 v.index_select(-1, cols[g]), g) for g, (k, _) in enumerate(self.groups)]
 
     def group_likelihood(self, group=None):
         """The likelihood of the variables of ``group`` (all classes when they have fewer than the negatives)."""
@@ -481,21 +482,35 @@ class CategoricalLatentGP(CategoricalLatentModel):
 
     def minibatch_utility(self, omega, params, group=None, sample: bool = True):
         """:class:`VariableUtility` of the variables of ``group`` (all variables: group 0 when they share K)."""
-        k, cols = self.groups[group or 0]
-        offsets = self.offsets.to(omega.device).index_select(0, cols.to(omega.device))
+        k = self.groups[group or 0][0]
+        offsets = self._index_tables(omega.device)[1][group or 0]
         return VariableUtility(self.row_utility(omega, params, sample), offsets, k)
 
     def global_rows(self, x: torch.Tensor) -> torch.Tensor:
         """Row ids ``offset_d + x_{nd}`` of the observed entries (-1 kept): the encoder's input."""
-        return torch.where(x >= 0, x + self.offsets.to(x.device), torch.full_like(x, -1))
+        return torch.where(x >= 0, x + self._index_tables(x.device)[0], torch.full_like(x, -1))
 
     def posterior_params(self, idx, items):
         return super().posterior_params(idx, self.global_rows(items))
 
-    def _modules(self):
-        super()._modules()
+    def _torch_modules(self) -> Dict[str, nn.Module]:
+        """As the base class, and the GP map (``"gp"``)."""
+        out = super()._torch_modules()
         if self.gp_map is not None:
-            pyro.module(self.prefix + "gp", self.gp_map)
+            out["gp"] = self.gp_map
+        return out
+
+    def _index_tables(self, device: torch.device):
+        """``(offsets, offsets of each group's variables, columns of each group, cardinalities)``
+        on ``device``: copied there once, not at every step (a host-to-device copy makes the
+        host wait)."""
+        tables = self._on_device.get(device)
+        if tables is None:
+            cols = [c.to(device) for _, c in self.groups]
+            offsets = self.offsets.to(device)
+            tables = self._on_device[device] = (offsets, [offsets.index_select(0, c) for c in cols], cols,
+                                                torch.tensor(self.cardinalities, device=device))
+        return tables
 
     # ---- imputation ---------------------------------------------------------------------
     @torch.no_grad()
@@ -516,14 +531,16 @@ class CategoricalLatentGP(CategoricalLatentModel):
                              f"training data, got index={index!r}")
         check_positive_int("num_samples", num_samples)
         params = self.fitted_parameters()
-        out = torch.zeros(target.shape, dtype=torch.float64)
+        dev = observed.device
+        out = torch.zeros(target.shape, dtype=torch.float64, device=dev)
         for start in range(0, len(observed), chunk_size):
             obs, tgt = observed[start:start + chunk_size], target[start:start + chunk_size]
-            idx = torch.arange(start, start + len(obs)) if index is None else index[start:start + chunk_size]
+            idx = torch.arange(start, start + len(obs), device=dev) if index is None else \
+                index[start:start + chunk_size].to(dev)
             loc, scale, _ = self.posterior(idx, self.global_rows(obs))
             for d in (tgt >= 0).any(0).nonzero().flatten().tolist():
                 sel = (tgt[:, d] >= 0).nonzero().flatten()
-                rows = int(self.offsets[d]) + torch.arange(self.cardinalities[d])
+                rows = int(self.offsets[d]) + torch.arange(self.cardinalities[d], device=dev)
                 y = tgt[sel, d]
                 logp = torch.stack([UtilityCategorical(
                     self.row_utility(loc[sel] + scale[sel] * torch.randn_like(loc[sel]), params).gather_shared(rows),
