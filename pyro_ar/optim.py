@@ -70,8 +70,9 @@ def _flat_view(p, grad, state):
     if grad.is_sparse:
         grad = grad.coalesce()
         idx, vals = grad.indices(), grad.values()
-        strides = torch.tensor(p.stride()[:grad.sparse_dim()], device=p.device).unsqueeze(-1)
-        starts = (idx * strides).sum(0)  # flat index of each sparse entry (or row) start
+        # flat index of each sparse entry (or row) start; the strides as Python ints (a tensor
+        # of them would be a host-to-device copy at every step)
+        starts = sum(idx[i] * s for i, s in enumerate(p.stride()[:grad.sparse_dim()]))
         if grad.sparse_dim() < p.dim():  # row-sparse: every entry of the rows present
             width = vals[0].numel() if len(vals) else 1
             starts = (starts.unsqueeze(-1) + torch.arange(width, device=p.device)).reshape(-1)
