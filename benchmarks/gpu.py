@@ -36,7 +36,7 @@ default the system's temporary folder), rewritten after every part so that a run
 keeps what it measured. ``--quick``: tiny sizes for the test suite's slow tier (seconds on
 a CPU). ``--skip c,d`` leaves parts out.
 
-    python benchmarks/gpu.py [--quick] [--device cuda] [--out DIR] [--skip c,d] [--budget 45]
+    python benchmarks/gpu.py [--quick] [--device cuda] [--out DIR] [--skip c,d] [--budget 40]
 """
 
 import argparse
@@ -196,17 +196,26 @@ def _is_oom(err):
     return isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err).lower()
 
 
+def try_step(likelihood, K, a, steps, warmup):
+    """:func:`linear_step`, or None when the device runs out of memory (its memory freed
+    after the exception, whose traceback holds the step's tensors, is gone)."""
+    try:
+        return linear_step(likelihood, K, a.D, a.B, a.s, a.device, steps, warmup)
+    except RuntimeError as err:
+        if not _is_oom(err):
+            raise
+    free_device(a.device)
+    return None
+
+
 def part_a(a, report):
     """(a) the A&R step against K; (e) its memory."""
     rows = report["ar_step"] = []
     for K in a.ks:
-        try:
-            rows.append(linear_step("ar", K, a.D, a.B, a.s, a.device, a.steps, a.warmup))
-        except RuntimeError as err:  # out of memory: recorded, the larger K skipped
-            if not _is_oom(err):
-                raise
-            free_device(a.device)
-            rows.append(dict(likelihood="ar", K=K, error="out of memory"))
+        row = try_step("ar", K, a, a.steps, a.warmup)
+        rows.append(row or dict(likelihood="ar", K=K, error="out of memory"))
+        a.save(report)
+        if row is None:  # the larger K are skipped
             break
     ok = [r for r in rows if "median_s" in r]
     if len(ok) >= 2:
@@ -219,13 +228,9 @@ def part_b(a, report):
     """(b) the exact step at the largest K of the grid that fits, against the A&R step there."""
     tried = report["exact_step_tried"] = []
     for K in sorted(a.ks, reverse=True):
-        try:
-            ex = linear_step("exact", K, a.D, a.B, a.s, a.device, a.exact_steps, 2)
-        except RuntimeError as err:
-            if not _is_oom(err):
-                raise
-            free_device(a.device)
-            tried.append(dict(K=K, error="out of memory"))
+        ex = try_step("exact", K, a, a.exact_steps, 2)
+        if ex is None:
+            tried.append(dict(likelihood="exact", K=K, error="out of memory"))
             continue
         ar = next((r for r in report.get("ar_step", []) if r.get("K") == K and "median_s" in r), None)
         if ar is None:
@@ -337,6 +342,7 @@ def part_c(a, report):
         free_device(dev)
         pyro.set_rng_seed(0)
         res["methods"][name] = _train_lm(make(), a, xv, yv, xt, yt, clock)
+        a.save(report)
         print(f"  (c) {name}: {res['methods'][name]['steps']} steps, best test LL "
               f"{res['methods'][name]['best']['test_ll']:.4f}", flush=True)
     target = res["methods"]["exact"]["best"]["test_ll"]
@@ -388,6 +394,7 @@ def part_d(a, report):
     rows.append(_fit_classifier(f"sparse teacher (K={a.sparse_k:,}, D={a.sparse_d:,})", X[:n], y[:n],
                                 X[n:], y[n:], a.device, **a.fit_kw))
     print(f"  (d) {rows[-1]['dataset']}: {rows[-1]['fit_wall_s']:.1f} s", flush=True)
+    a.save(report)
     if a.mnist is None or not os.path.isdir(a.mnist):
         rows.append(dict(dataset="mnist", skipped=f"no MNIST files in {a.mnist!r} (--mnist)"))
         return
@@ -418,7 +425,7 @@ def print_report(r):
         print(f"{'likelihood':10s} {'K':>10s} {'median ms':>10s} {'p10':>8s} {'p90':>8s} {'params':>9s} "
               f"{'optim':>9s} {'peak':>9s} {'peak/(p+o)':>10s}")
         ex = r.get("exact_step", {})
-        for row in r.get("ar_step", []) + [ex.get("exact")] * ("exact" in ex):
+        for row in r.get("ar_step", []) + r.get("exact_step_tried", []) + [ex.get("exact")] * ("exact" in ex):
             if "median_s" not in row:
                 print(f"{row['likelihood']:10s} {row['K']:10,d}  {row['error']}")
                 continue
@@ -490,7 +497,7 @@ def parse_args(argv=None):
     a.steps = a.steps or (5 if q else 50)
     a.exact_steps = 3 if q else 10
     a.warmup = 2 if q else 10
-    a.budget = a.budget or (1.5 if q else 45.0)
+    a.budget = a.budget or (1.5 if q else 40.0)
     a.eval_pairs = a.eval_pairs or (500 if q else 10_000)
     a.checkpoints = 3 if q else 20
     a.lm_D = 16 if q else 64
@@ -514,6 +521,7 @@ def main(argv=None):
         report["device_name"] = torch.cuda.get_device_name()
         report["device_total_bytes"] = torch.cuda.get_device_properties(0).total_memory
     name = "gpu_quick.json" if a.quick else "gpu.json"
+    a.save = lambda rep: paper_common.write_json(name, rep, a.out)  # after each result: a run cut short keeps them
     for part, fn in zip(PARTS, (part_a, part_b, part_c, part_d)):
         if part in a.skip:
             continue
@@ -526,7 +534,7 @@ def main(argv=None):
             print(report["errors"][part], file=sys.stderr, flush=True)
             free_device(a.device)
         report.setdefault("part_seconds", {})[part] = time.perf_counter() - t
-        path = paper_common.write_json(name, report, a.out)
+        path = a.save(report)
     print_report(report)
     print(f"\nwrote {path}")
     return report

@@ -40,3 +40,30 @@ def test_gpu_benchmark_quick_runs_every_part(tmp_path):
     assert rows["sparse"]["n_classes"] <= 50 and 0 <= rows["sparse"]["test_accuracy"] <= 1
     assert "mnist" in rows  # fitted, or skipped with the reason when the files are not there
     assert "(a, b, e) one SVI step" in run.stdout and "(c) tutorial 05" in run.stdout
+
+
+def test_out_of_memory_skips_the_larger_k_and_the_exact_step_tries_a_smaller_one(monkeypatch):
+    """Part (a) records an out-of-memory K and stops; part (b) goes down the grid to a K that fits."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    try:
+        import gpu
+    finally:
+        sys.path.pop(0)
+    fits = {"ar": 10**6, "exact": 10**4}
+
+    def fake_step(likelihood, K, D, B, s, device, steps, warmup, seed=0):
+        if K > fits[likelihood]:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+        return dict(likelihood=likelihood, K=K, median_s=1e-3 * (1 + (likelihood == "exact") * K / 100),
+                    p10_s=1e-3, p90_s=1e-3, param_bytes=0, optim_state_bytes=0, peak_bytes=None)
+
+    monkeypatch.setattr(gpu, "linear_step", fake_step)
+    a = gpu.parse_args(["--device", "cpu", "--ks", "1e3,1e4,1e5,1e6,1e7"])
+    a.save = lambda report: None
+    report = {}
+    gpu.part_a(a, report)
+    assert [r["K"] for r in report["ar_step"]] == [10**3, 10**4, 10**5, 10**6, 10**7]
+    assert report["ar_step"][-1]["error"] == "out of memory" and report["ar_step_flatness"]["K_max"] == 10**6
+    gpu.part_b(a, report)
+    assert [t["K"] for t in report["exact_step_tried"]] == [10**7, 10**6, 10**5]
+    assert report["exact_step"]["exact"]["K"] == 10**4 and report["exact_step"]["exact_over_ar"] == 101.0
