@@ -532,6 +532,7 @@ class CategoricalLatentGP(CategoricalLatentModel):
         check_positive_int("num_samples", num_samples)
         params = self.fitted_parameters()
         dev = observed.device
+        self._modules(dev)
         out = torch.zeros(target.shape, dtype=torch.float64, device=dev)
         for start in range(0, len(observed), chunk_size):
             obs, tgt = observed[start:start + chunk_size], target[start:start + chunk_size]
