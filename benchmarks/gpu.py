@@ -244,7 +244,9 @@ def part_b(a, report):
 class AdaptiveBigram:
     """The bigram model with ``torch.nn.AdaptiveLogSoftmaxWithLoss`` (Grave et al. 2017) as
     its output layer: context embeddings E ~ N(0, 0.1^2), classes renumbered by decreasing
-    training frequency (the adaptive softmax's head holds the frequent ones), dense Adam."""
+    training frequency (the adaptive softmax's head holds the frequent ones), dense Adam. Its
+    layers start from PyTorch's default initialisation (the adaptive softmax has no per-class
+    bias to start at the unigram, as the other two methods do)."""
 
     def __init__(self, K, D, x, y, B, lr, counts, device, cutoffs=(2000, 10000)):
         order = counts.argsort(descending=True)
@@ -352,7 +354,6 @@ def part_c(a, report):
         r["time_to_exact_best"] = t = brown.time_to_reach(r["history"], target)
         r["exact_time_over_this"] = t_exact / t if t and t_exact else None
     res["target_ar_speedup"] = 10.0
-
 
 
 # --------------------------------------------------------------------------- (d)
