@@ -523,6 +523,7 @@ def main(argv=None):
         report["device_total_bytes"] = torch.cuda.get_device_properties(0).total_memory
     name = "gpu_quick.json" if a.quick else "gpu.json"
     a.save = lambda rep: paper_common.write_json(name, rep, a.out)  # after each result: a run cut short keeps them
+    path = a.save(report)
     for part, fn in zip(PARTS, (part_a, part_b, part_c, part_d)):
         if part in a.skip:
             continue
