@@ -181,6 +181,8 @@ class _LocalGuide(AutoGuide):
                     f"rows: build a new guide for new data (or use ConditionalLocalGuide, which "
                     f"has no per-datapoint state)")
             with plate as idx:
+                # a plate made without the model's create_plates subsamples on the CPU
+                idx = idx.to(info["device"])
                 fn, infer = self._site_distribution(name, info, idx, *args, **kwargs)
                 result[name] = pyro.sample(name, fn, infer=infer)
         return result
