@@ -431,8 +431,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                     lp = log_likelihood(source, y_val, p["noise"], reduce="none")
                     return {"val_log_lik": float((w_val * lp).sum() / w_val.sum().clamp(min=1e-300))}
                 early = EarlyStopping("val_log_lik", patience=p["n_iter_no_change"], min_delta=p["tol"])
-            num_steps = steps_per_epoch if partial else \
-                max(1, round(budget * self._num_steps(p, n_train)))
+            num_steps = max(1, round(budget * self._num_steps(p, n_train)))
             history = train(svi, *data, num_steps=num_steps,
                             eval_fn=eval_fn, eval_every=steps_per_epoch, log_every=steps_per_epoch,
                             eval_at_start=False, early_stopping=early,
