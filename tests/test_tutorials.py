@@ -15,6 +15,7 @@ script and once as a notebook.
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,13 @@ import pytest
 TUTORIALS_DIR = Path(__file__).resolve().parent.parent / "tutorials"
 TUTORIALS = sorted(TUTORIALS_DIR.glob("[0-9][0-9]_*.py"))
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+#: tutorials with a long training phase -> what they must print while it runs (each
+#: method's progress lines from ``train(progress={"style": "lines"})``: step, CPU s, losses,
+#: validation log-likelihood), so that the main job is never silent
+PROGRESS_LINES = {
+    "05_language_model": [r"A&R softmax: step [\d,]+, \d+\.\d CPU s, loss \S+, valid_ll -?\d",
+                          r"exact softmax: step [\d,]+, \d+\.\d CPU s, loss \S+, valid_ll -?\d"],
+}
 
 
 def declared_figures(script: Path) -> tuple:
@@ -62,6 +70,8 @@ def test_tutorial_quick_run_writes_its_figures(script, tmp_path):
         timeout=600,
     )
     assert proc.returncode == 0, f"{script.name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    for pattern in PROGRESS_LINES.get(script.stem, ()):
+        assert re.search(pattern, proc.stdout), f"{script.name} printed no progress /{pattern}/:\n{proc.stdout}"
 
     check_figures(out, figures, script.name)
 
