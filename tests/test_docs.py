@@ -97,6 +97,9 @@ def test_tutorial_page_shows_its_figures(built_docs, script):
     images = re.findall(r'<img[^>]*src="([^"]+\.png)"', page.read_text())
     assert len(images) == len(declared_figures(script)), images
     assert all((page.parent / src).is_file() for src in images), images
+    text = page.read_text()
+    for warning in ("TqdmWarning", "IProgress not found"):  # ipywidgets missing from the extras
+        assert warning not in text, f"{script.name}'s page shows {warning!r}"
 
 
 def test_tutorial_notebooks_write_their_figures(built_docs):
