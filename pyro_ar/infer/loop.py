@@ -416,7 +416,7 @@ class _Progress:
     def record(self, rec: Dict, evaluation: Dict) -> None:
         numbers = {k: f"{v:.4g}" for k, v in evaluation.items() if isinstance(v, (int, float))}
         self.postfix = numbers or self.postfix  # the bar keeps showing the last evaluation
-        if self.lines is None:
+        if self.lines is None or (rec["step"] == 0 and not numbers):  # (nothing to say yet)
             return
         desc = self.lines.get("desc")
         parts = [f"step {rec['step']:,}", f"{rec['time']:.1f} {self.clock}"]

@@ -478,10 +478,13 @@ def test_progress_lines_print_step_time_loss_and_evaluations():
           eval_fn=lambda: {"valid_ll": -1.25}, eval_at_start=False,
           progress={"style": "lines", "desc": "A&R", "file": out})
     lines = out.getvalue().splitlines()
-    assert len(lines) == 3, lines  # steps 0, 2, 4
-    assert lines[0].startswith("A&R: step 0, 0.0 CPU s") and "loss" not in lines[0]  # nothing yet
-    assert lines[1].startswith("A&R: step 2, ") and lines[1].endswith("CPU s, loss 3, valid_ll -1.25")
-    assert lines[2].startswith("A&R: step 4, ") and "loss 7, valid_ll -1.25" in lines[2]
+    assert len(lines) == 2, lines  # steps 2, 4 (step 0, not evaluated, has nothing to say)
+    assert lines[0].startswith("A&R: step 2, ") and lines[0].endswith("CPU s, loss 3, valid_ll -1.25")
+    assert lines[1].startswith("A&R: step 4, ") and "loss 7, valid_ll -1.25" in lines[1]
+    out = io.StringIO()
+    train(_ScriptedSVI([2.0, 4.0]), num_steps=2, eval_fn=lambda: {"v": 1.0}, progress={"style": "lines",
+                                                                                       "file": out})
+    assert out.getvalue().startswith("step 0, 0.0 s, v 1\nstep 1, 0.0 s, loss 2, v 1\n"), out.getvalue()  # wall clock
     with pytest.raises(ValueError, match="progress"):
         train(_ScriptedSVI([1.0]), num_steps=1, progress="loud")
     with pytest.raises(ValueError, match="'desc' and 'file'"):
