@@ -12,6 +12,7 @@ from pyro.infer import SVI
 
 from ..evaluation import log_likelihood, predict_log_proba, top_k
 from ..infer import ClosedFormELBO, EarlyStopping, LearningRateDecay, default_guide, progress_bar, train
+from ..infer.loop import set_progress_total
 from ..noise import Noise, get_noise
 from ..models import LinearClassifier
 from ..optim import lazy_adam
@@ -378,8 +379,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                 result = self._fit_svi(X, codes, weights, train_idx, val_idx, K, D, p, predict_seed,
                                        init, partial, budget, bar)
                 if bar is not None and result[2] < bar.total:  # early stopping ended it
-                    bar.total = result[2]
-                    bar.set_description(f"{bar.desc}, early-stopped", refresh=True)
+                    bar.set_description(f"{bar.desc}, early-stopped", refresh=False)
+                    set_progress_total(bar, result[2])
             finally:
                 if bar is not None:
                     bar.close()
@@ -443,8 +444,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                                 bar=bar)
             done.append(out[2])
             if bar is not None:  # an early-stopped fit: its remaining steps will not run
-                bar.total -= num_steps - out[2]
-                bar.refresh()
+                set_progress_total(bar, bar.total - (num_steps - out[2]))
             return out[0], out[5]
         try:
             self.prior_scale_, self.prior_scale_scores_, state = select_prior_scale(

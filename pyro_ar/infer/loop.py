@@ -48,7 +48,7 @@ from .checkpoint import CheckpointError, load_checkpoint, preserved_rng, save_ch
 
 __all__ = [
     "train", "TrainState", "Callback", "EarlyStopping", "IterateAverage", "LearningRateDecay",
-    "DivergenceCheck", "progress_bar",
+    "DivergenceCheck", "progress_bar", "set_progress_total",
     "TrainingDiverged", "CheckpointError", "save_checkpoint", "load_checkpoint",
 ]
 
@@ -375,6 +375,27 @@ def progress_bar(total: Optional[int] = None, **options):
 
     options.setdefault("unit", "step")
     return tqdm(total=total, **options)
+
+
+def set_progress_total(bar, total: int) -> None:
+    """Change the ``total`` of a :func:`progress_bar` while it runs (e.g. when a run it counts
+    stopped early and its remaining steps will never come), in a terminal and in a Jupyter
+    widget alike, and redraw it.
+
+    Example:
+
+    >>> import io
+    >>> from pyro_ar.infer.loop import progress_bar, set_progress_total
+    >>> bar = progress_bar(10, file=io.StringIO())
+    >>> bar.update(4); set_progress_total(bar, 4); bar.close()
+    >>> bar.n == bar.total == 4
+    True
+    """
+    bar.total = total
+    container = getattr(bar, "container", None)  # tqdm.notebook: the widget's maximum as well
+    if container is not None:
+        container.children[1].max = total
+    bar.refresh()
 
 
 class _Progress:
