@@ -97,8 +97,9 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         pyro (and the validation split) during fit; two fits with the same int give
         identical predictions (on CPU).
     :param device: torch device for training and prediction (``"cpu"``, ``"cuda"``, ...).
-    :param verbose: show a tqdm progress bar with the running loss (and the validation
-        log-likelihood) during fit.
+    :param verbose: print the data's shape and training path and show a labelled progress
+        bar per phase of a fit (see below), with the running loss and the validation
+        log-likelihood.
     :param standardize: standardise the features inside the estimator (the fitted scaling
         is applied again at prediction): dense -- centred and divided by their standard
         deviation, floored at the median one; sparse -- divided by their root mean square
@@ -122,10 +123,10 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
 
     The training path -- sparse inputs (utilities from the non-zeros of a scipy.sparse X,
     O(nnz x (1 + s)) per step), the rank and the negatives -- is chosen from the data by
-    ``pyro_ar.estimator._support.choose_path`` and kept as ``training_path_``;
-    ``verbose=True`` prints it.
+    ``pyro_ar.estimator._support.choose_path`` and kept as ``training_path_``.
 
-    ``verbose=True`` shows one labelled progress bar per phase of a fit: with a prior-scale
+    ``verbose=True`` prints the data's shape and the training path, then shows one labelled
+    progress bar per phase of a fit: with a prior-scale
     search, "phase 1/2: prior-scale search" (all its fits on the training split, in SVI
     steps) then "phase 2/2: fit on all the data"; otherwise "fit" ("partial_fit N" for the
     N-th ``partial_fit``); each with the steps per second, the running loss and the last
@@ -431,8 +432,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         train_idx, val_idx = self._split(codes, p, rng, force=True)
         steps, refine, planned = self._num_steps(p, len(train_idx)), isinstance(self.prior_scale, str), []
         select_prior_scale(lambda s, n, state: (planned.append(n), 0.0), grid, steps, refine=refine)  # dry run
-        bar = self._progress_bar(f"phase 1/2: prior-scale search ({len(planned)} fits on "
-                                 f"{len(train_idx):,} rows)", sum(planned))
+        bar = self._progress_bar("phase 1/2: prior-scale search", sum(planned))
         done = []
 
         def fit(scale, num_steps, state):  # on the training split: (state, best validation score)
