@@ -221,11 +221,6 @@ def worker(a):
         return dict(test_ll=ll, valid_ll=float("nan") if vll is None else vll,
                     perplexity=None if ll is None else math.exp(-ll), eval_seconds=time.perf_counter() - t0)
 
-    def progress(r):
-        ll = r["test_ll"]
-        print(f"PROGRESS {a.method} step {r['step']} t {r['time']:.1f}s cpu {r['cpu_time']:.1f}s test_ll "
-              f"{'-' if ll is None else f'{ll:.4f}'}", flush=True)
-
     # the library's training loop: a wall-clock budget, evaluations at the training times of
     # the checkpoints (evaluation time excluded), the loss averaged between evaluations
     step_times = []
@@ -237,7 +232,8 @@ def worker(a):
     stop = EarlyStopping("valid_ll", patience=a.patience) if a.patience and a.method not in OTHER_NOISE else None
     history = train(Stepper(), num_steps=10**12, time_budget=a.budget, eval_fn=evaluate,
                     eval_times=_checkpoints(a.budget, a.checkpoints, a.eval_every), eval_every=10**12,
-                    step_times=step_times, callbacks=[progress], clock="process", early_stopping=stop)
+                    step_times=step_times, clock="process", early_stopping=stop,
+                    progress="lines")  # a line per evaluation; the driver relays it (_collect)
     hist = [dict(step=r["step"], time=r["time"], wall_time=r["wall_time"], cpu_time=r["cpu_time"],
                  test_ll=r["test_ll"], valid_ll=r["valid_ll"],
                  perplexity=r["perplexity"], loss=None if r["step"] == 0 else r["loss"],
@@ -276,15 +272,42 @@ def _launch(method, a, data_path, lr):
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _collect(procs):
+def _collect(procs, file=None):
+    """``{label: result}`` of the running workers ``{label: Popen}``. While they run, each
+    worker's progress lines (``train(progress="lines")``: step, CPU s, loss, validation and
+    test log-likelihood) are relayed to ``file`` (default stdout) as they come, prefixed with
+    its label; its ``RESULT`` line is its result, and a worker without one failed (the
+    error is its last stderr line)."""
+    import threading
+
+    file = file or sys.stdout
+    lock, outputs, errors = threading.Lock(), {m: [] for m in procs}, {m: [] for m in procs}
+
+    def read(label, stream, lines, relay):
+        for line in stream:
+            lines.append(line)
+            if relay and not line.startswith("RESULT "):
+                with lock:
+                    print(f"  [{label}] {line.rstrip()}", file=file, flush=True)
+
+    threads = [threading.Thread(target=read, args=(m, p.stdout, outputs[m], True), daemon=True)
+               for m, p in procs.items()]
+    threads += [threading.Thread(target=read, args=(m, p.stderr, errors[m], False), daemon=True)
+                for m, p in procs.items()]
+    for t in threads:
+        t.start()
+    for p in procs.values():
+        p.wait()
+    for t in threads:
+        t.join()
     results = {}
-    for method, p in procs.items():
-        out, err = p.communicate()
+    for method in procs:
         res = None
-        for line in out.splitlines():
+        for line in outputs[method]:
             if line.startswith("RESULT "):
                 res = json.loads(line[7:])
         if res is None:
+            err = "".join(errors[method])
             sys.stderr.write(f"{method} failed:\n{err[-3000:]}\n")
             res = dict(method=method, error=(err.strip().splitlines() or ["?"])[-1])
         results[method] = res

@@ -1,7 +1,8 @@
 """Shared helpers of the paper-reproduction benchmarks (``toy.py``, ``table3.py``).
 
 Not a test module: plain functions for running stock ``pyro.infer.SVI`` with the
-``pyro_ar`` pieces, timing, and writing tables / JSON / PNG to ``benchmarks/out/``.
+``pyro_ar`` pieces, timing, and writing tables / JSON / PNG (to ``--out``, or ``benchmarks/out/``
+for the runners without one).
 Every benchmark runs torch on ONE thread (``torch.set_num_threads(1)``): the machine
 is shared, so per-step times are reported as medians.
 """
@@ -23,13 +24,16 @@ OUT = HERE / "out"
 RESULTS = HERE / "results"
 
 
-def setup(seed: int = 0):
-    """One torch thread, fixed seeds; returns an environment record for the JSON."""
+def setup(seed: int = 0, out_dir=None):
+    """One torch thread, fixed seeds; creates ``out_dir`` if given (only the folder the run
+    writes to: a run with ``--out`` elsewhere leaves ``benchmarks/out`` alone); returns an
+    environment record for the JSON."""
     import pyro
 
     torch.set_num_threads(1)
     pyro.set_rng_seed(seed)
-    OUT.mkdir(parents=True, exist_ok=True)
+    if out_dir is not None:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
     return environment()
 
 

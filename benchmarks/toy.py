@@ -205,7 +205,7 @@ def main(argv=None):
     args.steps = args.steps or (800 if args.quick else 20_000)
     args.num_evals = args.num_evals or (2 if args.quick else 20)
     args.lr = args.lr or (0.02 if args.optim == "authors" else 0.01)
-    env = common.setup(args.seed)
+    env = common.setup(args.seed, out_dir=common.OUT)
     data = make_toy(args.num_classes, args.num_samples, seed=args.seed, dtype=torch.float64)
     y, ptrue = data.y, data.probs
     K, N = args.num_classes, args.num_samples

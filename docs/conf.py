@@ -89,8 +89,12 @@ nb_execution_show_tb = True
 nb_merge_streams = True
 myst_enable_extensions = ["dollarmath", "amsmath"]
 myst_heading_anchors = 3
-# the kernel inherits this environment: quick size, inline figures, files outside the tree
+# the kernel inherits this environment: quick size, inline figures, files outside the tree,
+# and the external data (Bibtex for tutorial 02, MNIST for 06) required: without them the
+# build fails, naming the folder and $PYRO_AR_DATA, instead of publishing placeholder pages
+# (PYRO_AR_REQUIRE_DATA=0 builds them anyway, for a local look)
 os.environ["PYRO_AR_QUICK"] = "1"
+os.environ.setdefault("PYRO_AR_REQUIRE_DATA", "1")
 os.environ.pop("MPLBACKEND", None)
 os.environ.setdefault("PYRO_AR_FIGURES", os.path.join(tempfile.gettempdir(), "pyro_ar_docs_figures"))
 

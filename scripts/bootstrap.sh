@@ -9,7 +9,7 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c "import importlib, pyro_ar, pytest, sklearn, sphinx, hypothesis, myst_nb, jupytext, ipykernel; importlib.import_module('sphinx-mathjax-offline')" >/dev/null 2>&1; then
+if ! .venv/bin/python -c "import importlib, pyro_ar, pytest, sklearn, sphinx, hypothesis, myst_nb, jupytext, ipykernel, ipywidgets, nbconvert; importlib.import_module('sphinx-mathjax-offline')" >/dev/null 2>&1; then
     # torch first, pinned to the CPU build we test against, so the unpinned range below
     # does not pull a multi-GB CUDA build. Any torch already installed is kept.
     .venv/bin/python -c "import torch" >/dev/null 2>&1 || .venv/bin/pip install -q "torch==2.13.0"

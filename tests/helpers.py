@@ -1,11 +1,41 @@
 """Constants and noise factories shared by the tests (fixtures live in conftest.py)."""
 
 import math
+import os
 
 import pytest
 import torch
 
 import pyro_ar
+from pyro_ar.datasets import default_data_dir
+
+#: environment variable: 1 makes missing external data fail the tests (the tutorials read it too)
+REQUIRE_DATA_ENV_VAR = "PYRO_AR_REQUIRE_DATA"
+
+
+def data_required() -> bool:
+    """Whether a missing external data set (Bibtex, MNIST) fails the tests instead of
+    skipping them: when the data root exists (CI has ``../shared/data``), or
+    ``$PYRO_AR_REQUIRE_DATA`` is 1 / true; a clone with no data root at all skips them
+    (``-ra`` lists the reasons) unless told otherwise."""
+    flag = os.environ.get(REQUIRE_DATA_ENV_VAR, "").strip().lower()
+    if flag in ("0", "false", "no", "off"):
+        return False
+    return flag in ("1", "true", "yes", "on") or default_data_dir().is_dir()
+
+
+def require_data(name, required):
+    """The folder ``default_data_dir() / name`` holding the files ``required``: fails the
+    test when they are missing and :func:`data_required`, else skips it."""
+    folder = default_data_dir() / name
+    missing = [f for f in required if not (folder / f).is_file()]
+    if missing:
+        message = f"{name} data not found in {folder} (missing {missing}); set PYRO_AR_DATA"
+        if data_required():
+            pytest.fail(message + f" (the data root {default_data_dir()} exists, or "
+                        f"{REQUIRE_DATA_ENV_VAR}=1: the data are expected)")
+        pytest.skip(message)
+    return folder
 
 #: ``pytest.mark.skipif`` marker for tests that need a CUDA device
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available")

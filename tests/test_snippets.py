@@ -3,7 +3,10 @@
 Blocks are extracted from README.md (fenced ```python blocks) and from ``docs/*.rst``
 (``.. code-block:: python`` blocks, and ``::`` literal blocks whose text is valid Python;
 shell commands are not). Each block runs on its own in a fresh interpreter (no state from
-another block), in a temporary working directory that holds small generated stand-ins for
+another block): README blocks are pasted into the standard interactive interpreter
+(``python -i`` reading the block from stdin, line by line with the REPL's rules: a
+statement after an indented block needs a blank line first), the docs' blocks run as
+``python -c``; both in a temporary working directory that holds small generated stand-ins for
 the files the docs' examples read (a Mulan data set ``Corel5k-*`` and a ``book.txt``). A
 block may opt out only with a line ``# not run by the tests: needs <data> not in the
 repository``.
@@ -100,6 +103,31 @@ def write_example_files(folder: Path) -> None:
     (folder / "book.txt").write_text(" ".join(sentences) + "\n")
 
 
+def run_pasted(code: str, cwd, repl: bool) -> tuple:
+    """``(ok, output)`` of ``code`` pasted into a fresh interpreter: the interactive one
+    (``python -q -i``, the block on stdin; it exits 0 whatever happens, so a traceback or a
+    SyntaxError in its output is the failure) or ``python -c``."""
+    env = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    command = [sys.executable, "-q", "-i"] if repl else [sys.executable, "-c", code]
+    proc = subprocess.run(command, input=code if repl else None, cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=600)
+    output = proc.stdout[-2000:] + "\n" + proc.stderr[-3000:]
+    failed = proc.returncode != 0 or (repl and ("Traceback (most recent call last)" in proc.stderr
+                                                or "SyntaxError" in proc.stderr))
+    return not failed, output
+
+
+def test_the_repl_paste_check_catches_what_a_script_accepts(tmp_path):
+    """A statement right after a loop body runs as a script but is a SyntaxError in the REPL
+    (the issue's README example); with the blank line it pastes cleanly."""
+    bad, good = "for i in range(2):\n    x = i\nprint(x)\n", "for i in range(2):\n    x = i\n\nprint(x)\n"
+    assert run_pasted(bad, tmp_path, repl=False)[0]
+    ok, output = run_pasted(bad, tmp_path, repl=True)
+    assert not ok and "SyntaxError" in output
+    assert run_pasted(good, tmp_path, repl=True)[0]
+    assert not run_pasted("1 / 0\n", tmp_path, repl=True)[0]  # a traceback
+
+
 @pytest.mark.parametrize("name, code", BLOCKS, ids=[n for n, _ in BLOCKS])
 def test_block_runs_as_pasted(name, code, tmp_path):
     if SKIP_MARK in code:
@@ -107,7 +135,5 @@ def test_block_runs_as_pasted(name, code, tmp_path):
         assert "needs" in reason and "not in the repository" in reason, f"{name}: bad skip reason {reason!r}"
         pytest.skip(f"{name}: {reason}")
     write_example_files(tmp_path)
-    env = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0, f"{name} failed as pasted:\n{code}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+    ok, output = run_pasted(code, tmp_path, repl=name.startswith("README.md"))
+    assert ok, f"{name} failed as pasted:\n{code}\n{output}"

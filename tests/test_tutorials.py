@@ -15,15 +15,25 @@ script and once as a notebook.
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import data_required
+
 TUTORIALS_DIR = Path(__file__).resolve().parent.parent / "tutorials"
 TUTORIALS = sorted(TUTORIALS_DIR.glob("[0-9][0-9]_*.py"))
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+#: tutorials with a long training phase -> what they must print while it runs (each
+#: method's progress lines from ``train(progress={"style": "lines"})``: step, CPU s, losses,
+#: validation log-likelihood), so that the main job is never silent
+PROGRESS_LINES = {
+    "05_language_model": [r"A&R softmax: step [\d,]+, \d+\.\d CPU s, loss \S+, valid_ll -?\d",
+                          r"exact softmax: step [\d,]+, \d+\.\d CPU s, loss \S+, valid_ll -?\d"],
+}
 
 
 def declared_figures(script: Path) -> tuple:
@@ -51,7 +61,10 @@ def test_tutorial_quick_run_writes_its_figures(script, tmp_path):
     prefix = script.name[:2] + "_"
     assert all(f.startswith(prefix) and f.endswith(".png") for f in figures), figures
 
-    env = dict(os.environ, MPLBACKEND="Agg", PYTHONHASHSEED="0")
+    # external data (Bibtex, MNIST) missing: an error where they are expected (CI), else the
+    # script's stated fallback
+    env = dict(os.environ, MPLBACKEND="Agg", PYTHONHASHSEED="0",
+               PYRO_AR_REQUIRE_DATA="1" if data_required() else "0")
     out = tmp_path / "figures"
     proc = subprocess.run(
         [sys.executable, str(script), "--quick", "--out", str(out)],
@@ -62,6 +75,8 @@ def test_tutorial_quick_run_writes_its_figures(script, tmp_path):
         timeout=600,
     )
     assert proc.returncode == 0, f"{script.name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    for pattern in PROGRESS_LINES.get(script.stem, ()):
+        assert re.search(pattern, proc.stdout), f"{script.name} printed no progress /{pattern}/:\n{proc.stdout}"
 
     check_figures(out, figures, script.name)
 
@@ -76,3 +91,37 @@ def check_figures(out: Path, figures: tuple, name: str) -> None:
         assert head == PNG_SIGNATURE and path.stat().st_size > 1000, f"{fig} is not a PNG with content"
     written = {p.name for p in out.glob("*.png")}
     assert written == set(figures), f"undeclared figures: {sorted(written - set(figures))}"
+
+
+def test_missing_external_data_is_an_error_where_required(monkeypatch, capsys):
+    """_tutorial.load_external: with PYRO_AR_REQUIRE_DATA=1 (the docs build, CI) a missing data
+    set raises, naming the variable and the loader's message; without it the script says what
+    it does instead and carries on."""
+    sys.path.insert(0, str(TUTORIALS_DIR))
+    try:
+        import _tutorial
+    finally:
+        sys.path.remove(str(TUTORIALS_DIR))
+
+    def loader():
+        raise FileNotFoundError("load_bibtex: file 'bibtex-train.arff' not found (looked for /x)")
+
+    monkeypatch.setenv("PYRO_AR_REQUIRE_DATA", "1")
+    with pytest.raises(FileNotFoundError, match=r"Bibtex is required here \(PYRO_AR_REQUIRE_DATA is set.*looked for /x"):
+        _tutorial.load_external(loader, "Bibtex", "skipping this part")
+    monkeypatch.setenv("PYRO_AR_REQUIRE_DATA", "0")
+    assert _tutorial.load_external(loader, "Bibtex", "skipping this part") is None
+    assert "Bibtex not found, skipping this part: load_bibtex" in capsys.readouterr().out
+    assert _tutorial.load_external(lambda: 42, "Bibtex", "skipping this part") == 42
+
+
+@pytest.mark.parametrize("script", TUTORIALS, ids=[p.stem for p in TUTORIALS])
+def test_external_data_go_through_load_external(script):
+    """Tutorials load data the package does not ship (02: Bibtex, 06: MNIST) only through
+    _tutorial.load_external: no private try/except FileNotFoundError fallback that the docs
+    build's PYRO_AR_REQUIRE_DATA could not see."""
+    text = script.read_text()
+    assert "except FileNotFoundError" not in text
+    for loader in ("load_bibtex", "load_mnist"):
+        if f"{loader}(" in text or f"{loader})" in text or f"{loader}," in text:
+            assert "_tutorial.load_external(" in text, f"{script.name} calls {loader} without load_external"

@@ -135,6 +135,9 @@ print(f"unigram model (no context) test log-likelihood: {unigram_ll:.3f}")
 # `Adam` (its step is as cheap as the plain PyTorch loop's, see above). Both start from the
 # same initialisation (biases at the log unigram frequencies); step sizes: lazy Adam 0.01
 # for A&R, Adam 0.003 for exact (the plain loop's step size in `benchmarks/brown.py`).
+# While a model trains, `train(..., progress={"style": "lines"})` prints a line at each
+# evaluation: the step, the training CPU seconds, the mean loss since the previous line and
+# the validation and test log-likelihood per word.
 
 # %%
 init_bias = unigram_log_probs(counts).float()
@@ -152,15 +155,18 @@ def make(likelihood):
     return model, svi
 
 
-def train(likelihood):
+def train(name, likelihood):
     """Train until the validation log-likelihood stops improving (``patience`` evaluations)
-    or ``budget`` CPU seconds; restore the best evaluation's parameters."""
+    or ``budget`` CPU seconds; restore the best evaluation's parameters. Prints a line per
+    evaluation: step, training CPU seconds, mean loss since the last line, validation and
+    test log-likelihood per word."""
     model, svi = make(likelihood)
     pyro.poutine.block(model)(prev[:2], nxt[:2])  # create the parameters (the step-0 evaluation needs them)
     marks = [budget * (i + 1) / checkpoints for i in range(checkpoints)]
     stop = EarlyStopping("valid_ll", patience=patience)
     history = train_svi(svi, prev, nxt, num_steps=10**9, time_budget=budget, clock="process",
                         eval_times=marks[:-1], eval_every=10**9, early_stopping=stop,
+                        progress={"style": "lines", "desc": f"  {name}"},  # a line per evaluation
                         eval_fn=lambda: {"valid_ll": model.log_likelihood(valid_prev, valid_next),
                                          "test_ll": model.log_likelihood(test_prev, test_next)})
     curve = [(h["time"], h["valid_ll"], h["test_ll"]) for h in history if "test_ll" in h]
@@ -182,7 +188,8 @@ likelihoods = (("A&R softmax", AR("gumbel", negatives=ImportanceNegatives(256, c
                ("exact softmax", Exact()))
 results = {}
 for name, likelihood in likelihoods:
-    r = results[name] = train(likelihood)
+    print(f"training with {name} (up to {budget:.0f} CPU s):")
+    r = results[name] = train(name, likelihood)
     b = r["best"]
     print(f"{name:14s} {r['steps']:6d} steps, {1e3 * r['time'] / r['steps']:6.1f} ms CPU/step, "
           f"{'early-stopped' if r['stopped'] else 'CPU cap reached'} at {r['time']:5.1f} s; best validation "

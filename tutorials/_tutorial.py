@@ -9,7 +9,11 @@ and as notebooks (jupytext opens the ``# %%`` cells; the notebook's folder is
   kernel is started with (``-f kernel.json``);
 * the figures: always saved as PNG files in ``--out`` (default ``tutorials/figures/``,
   or ``$PYRO_AR_FIGURES``); inside IPython / Jupyter the saved PNG is also shown inline
-  (in a script the non-interactive Agg backend is used unless ``MPLBACKEND`` says otherwise).
+  (in a script the non-interactive Agg backend is used unless ``MPLBACKEND`` says otherwise);
+* data not shipped with the package (Bibtex, MNIST: :func:`load_external`): a script run
+  without them says so and carries on with what it can show; with ``PYRO_AR_REQUIRE_DATA=1``
+  (the documentation build sets it, and the tests where the data root exists) their absence
+  is an error, so that no published page silently shows a placeholder.
 """
 
 import argparse
@@ -22,6 +26,8 @@ import matplotlib
 QUICK_ENV_VAR = "PYRO_AR_QUICK"
 #: environment variable naming the folder for the figures
 FIGURES_ENV_VAR = "PYRO_AR_FIGURES"
+#: environment variable that makes missing external data an error (:func:`load_external`)
+REQUIRE_DATA_ENV_VAR = "PYRO_AR_REQUIRE_DATA"
 DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "figures")
 
 
@@ -61,6 +67,25 @@ def parse_args(description: str, add_arguments=None, argv=None) -> argparse.Name
     args.quick = args.quick or env_flag(QUICK_ENV_VAR)
     os.makedirs(args.out, exist_ok=True)
     return args
+
+
+def load_external(loader, what: str, without: str):
+    """``loader()``, a data set that is not shipped with the package (it raises
+    ``FileNotFoundError`` naming the folder it looked in, ``$PYRO_AR_DATA``).
+
+    If the data are missing: with ``$PYRO_AR_REQUIRE_DATA`` set (the docs build, the tests
+    where the data root exists) re-raise, naming the variable; otherwise print what is
+    missing and ``without`` (what the tutorial does instead) and return None.
+    """
+    try:
+        return loader()
+    except FileNotFoundError as err:
+        if env_flag(REQUIRE_DATA_ENV_VAR):
+            raise FileNotFoundError(f"{what} is required here ({REQUIRE_DATA_ENV_VAR} is set, as in "
+                                    f"the documentation build; {REQUIRE_DATA_ENV_VAR}=0 allows running "
+                                    f"without it): {err}") from err
+        print(f"{what} not found, {without}: {err}")
+        return None
 
 
 def save(fig, path: str) -> None:

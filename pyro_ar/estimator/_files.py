@@ -45,6 +45,7 @@ def save_estimator(est, path) -> None:
         "feature_scaling": scaling, "likelihood": est.likelihood_,  # (version 2)
         "param_state": state,
         "fit": {"n_iter_": est.n_iter_, "n_steps_": est.n_steps_,
+                "n_steps_by_phase_": {k: int(v) for k, v in est.n_steps_by_phase_.items()},
                 "loss_curve_": [float(v) for v in est.loss_curve_],
                 "validation_scores_": (None if est.validation_scores_ is None
                                        else [float(v) for v in est.validation_scores_]),
@@ -94,6 +95,9 @@ def _from_payload(cls, d):
     est.param_state_ = state
     fit = d["fit"]
     est.n_iter_, est.n_steps_ = fit["n_iter_"], fit["n_steps_"]
+    # (files written before n_steps_by_phase_ counted the final fit's steps only)
+    est.n_steps_by_phase_ = fit.get("n_steps_by_phase_",
+                                    {"prior_scale_search": None, "final_fit": fit["n_steps_"]})
     est.loss_curve_, est.validation_scores_ = fit["loss_curve_"], fit["validation_scores_"]
     est.best_validation_score_ = fit["best_validation_score_"]
     est._predict_seed = fit["predict_seed"]

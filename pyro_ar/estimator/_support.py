@@ -3,8 +3,6 @@
 import math
 import numbers
 import random
-import sys
-import time
 from contextlib import contextmanager
 from typing import NamedTuple, Optional
 
@@ -212,52 +210,6 @@ def effective_classes(class_counts) -> float:
     p = np.asarray(class_counts, dtype=np.float64)
     p = p[p > 0] / p.sum()
     return float(np.exp(-(p * np.log(p)).sum()))
-
-
-class StepRate:
-    """``svi`` whose first ``report_after`` steps (at most half an epoch) are timed: then prints
-    the steps per second and the estimated epoch time (the estimator's ``verbose``);
-    everything else delegates.
-
-    Example:
-
-    >>> import io
-    >>> from pyro_ar.estimator._support import StepRate
-    >>> class Svi:
-    ...     def step(self):
-    ...         return 0.0
-    >>> out = io.StringIO()
-    >>> svi = StepRate(Svi(), steps_per_epoch=100, report_after=2, file=out)
-    >>> _ = [svi.step() for _ in range(3)]
-    >>> out.getvalue().startswith("ARClassifier: ")
-    True
-    """
-
-    def __init__(self, svi, steps_per_epoch: int, report_after: int = 20, file=None):
-        # (short epochs: report within the first one)
-        report_after = max(1, min(report_after, steps_per_epoch // 2))
-        self.svi, self.steps_per_epoch, self.report_after = svi, steps_per_epoch, report_after
-        self.file, self.count, self.seconds = file, 0, 0.0
-
-    def step(self, *args, **kwargs):
-        start = time.perf_counter()
-        loss = self.svi.step(*args, **kwargs)
-        self.count += 1
-        if self.count > 1:  # (the first step creates the parameters)
-            self.seconds += time.perf_counter() - start
-        if self.count == self.report_after + 1:
-            rate = self.report_after / max(self.seconds, 1e-9)
-            message = (f"ARClassifier: {rate:.1f} steps/s, about {self.steps_per_epoch / rate:.1f} s per "
-                       f"epoch of {self.steps_per_epoch} steps")
-            try:  # above the progress bar, not inside its line
-                from tqdm import tqdm
-                tqdm.write(message, file=self.file or sys.stderr)
-            except ImportError:  # pragma: no cover
-                print(message, file=self.file or sys.stderr, flush=True)
-        return loss
-
-    def __getattr__(self, name):
-        return getattr(self.svi, name)
 
 
 class SparseRows:

@@ -18,6 +18,7 @@ from .loop import (
     LearningRateDecay,
     TrainingDiverged,
     TrainState,
+    progress_bar,
     train,
 )
 from .posterior import (
@@ -36,6 +37,7 @@ __all__ = local_guides.__all__ + [
     "default_elbo",
     "empty_guide",
     "train",
+    "progress_bar",
     "TrainState",
     "Callback",
     "EarlyStopping",

@@ -17,6 +17,10 @@ the process CPU clock; evaluation and checkpoint time excluded), or when a callb
   :class:`EarlyStopping` stops when a monitored evaluation stops improving and restores the
   parameters of the best evaluation; :class:`IterateAverage` is Polyak averaging of a
   summary over the last steps.
+* Progress (``progress``): a tqdm bar of the steps with the running loss and the last
+  evaluation (:func:`progress_bar`; a bar the caller opened, e.g. one bar for several runs,
+  is updated and left open), or ``"lines"``: one printed line per record -- step, training
+  time on the loop's clock, loss, evaluations -- for scripts and logs.
 * Checkpoints (:func:`save_checkpoint` / :func:`load_checkpoint`) hold everything the run
   needs -- Pyro's param store (per-datapoint local parameters included), the buffers of
   the guide / model / ``modules`` (e.g. :class:`~pyro_ar.infer.GumbelLocalGuide`'s visit
@@ -30,6 +34,7 @@ the process CPU clock; evaluation and checkpoint time excluded), or when a callb
 import math
 import os
 import statistics
+import sys
 import time
 import warnings
 from typing import Callable, Dict, List, Optional, Sequence, Union
@@ -43,7 +48,7 @@ from .checkpoint import CheckpointError, load_checkpoint, preserved_rng, save_ch
 
 __all__ = [
     "train", "TrainState", "Callback", "EarlyStopping", "IterateAverage", "LearningRateDecay",
-    "DivergenceCheck",
+    "DivergenceCheck", "progress_bar", "set_progress_total",
     "TrainingDiverged", "CheckpointError", "save_checkpoint", "load_checkpoint",
 ]
 
@@ -350,6 +355,103 @@ class LearningRateDecay(Callback):
                 group["lr"] = group["initial_lr"] * factor
 
 
+def progress_bar(total: Optional[int] = None, **options):
+    """A tqdm progress bar (``tqdm.auto``: a widget in Jupyter, text on stderr elsewhere) of
+    ``total`` SVI steps: the bar :func:`train` opens for ``progress=True``, and the one to
+    open for a bar that spans several :func:`train` calls (pass it as ``progress=bar``;
+    ``train`` updates it and leaves it open). ``options`` go to ``tqdm`` (``desc``, ``file``,
+    ``disable``, ...); the unit is ``"step"`` unless given.
+
+    Example:
+
+    >>> import io
+    >>> from pyro_ar.infer.loop import progress_bar
+    >>> bar = progress_bar(3, desc="phase 1", file=io.StringIO())
+    >>> bar.update(3); bar.close()
+    >>> bar.n, bar.total
+    (3, 3)
+    """
+    from tqdm.auto import tqdm
+
+    options.setdefault("unit", "step")
+    return tqdm(total=total, **options)
+
+
+def set_progress_total(bar, total: int) -> None:
+    """Change the ``total`` of a :func:`progress_bar` while it runs (e.g. when a run it counts
+    stopped early and its remaining steps will never come), in a terminal and in a Jupyter
+    widget alike, and redraw it.
+
+    Example:
+
+    >>> import io
+    >>> from pyro_ar.infer.loop import progress_bar, set_progress_total
+    >>> bar = progress_bar(10, file=io.StringIO())
+    >>> bar.update(4); set_progress_total(bar, 4); bar.close()
+    >>> bar.n == bar.total == 4
+    True
+    """
+    bar.total = total
+    container = getattr(bar, "container", None)  # tqdm.notebook: the widget's maximum as well
+    if container is not None:
+        container.children[1].max = total
+    bar.refresh()
+
+
+class _Progress:
+    """What :func:`train` shows while it runs, from its ``progress`` argument (see there):
+    nothing, its own bar, a caller's bar, or printed lines."""
+
+    def __init__(self, progress, clock: str) -> None:
+        self.bar, self.own_bar, self.lines, self.postfix = None, False, None, {}
+        self.options, self.clock = {}, "CPU s" if clock == "process" else "s"
+        style = progress.get("style", "bar") if isinstance(progress, dict) else progress
+        if isinstance(progress, dict):
+            self.options = {k: v for k, v in progress.items() if k != "style"}
+        if progress is None or progress is False:
+            return
+        if hasattr(progress, "update") and hasattr(progress, "set_postfix"):
+            self.bar = progress  # the caller's bar
+        elif style == "lines":
+            unknown = set(self.options) - {"desc", "file"}
+            if unknown:
+                raise ValueError(f"progress style 'lines' takes the options 'desc' and 'file', got "
+                                 f"{sorted(unknown)} in progress={progress!r}")
+            self.lines = self.options
+        elif style is True or style == "bar":
+            self.own_bar = True
+        else:
+            raise ValueError("progress must be False, True, 'lines', a dict of options with "
+                             "'style' 'bar' or 'lines', or a tqdm bar, got "
+                             f"progress={progress!r}")
+
+    def start(self, state: "TrainState") -> None:
+        if self.own_bar:
+            self.bar = progress_bar(total=state.num_steps, initial=state.step, **self.options)
+
+    def step(self, loss: float) -> None:
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix({"loss": f"{loss:.4g}", **self.postfix}, refresh=False)
+
+    def record(self, rec: Dict, evaluation: Dict) -> None:
+        numbers = {k: f"{v:.4g}" for k, v in evaluation.items() if isinstance(v, (int, float))}
+        self.postfix = numbers or self.postfix  # the bar keeps showing the last evaluation
+        if self.lines is None or (rec["step"] == 0 and not numbers):  # (nothing to say yet)
+            return
+        desc = self.lines.get("desc")
+        parts = [f"step {rec['step']:,}", f"{rec['time']:.1f} {self.clock}"]
+        if math.isfinite(rec["loss"]):
+            parts.append(f"loss {rec['loss']:.4g}")
+        parts += [f"{k} {v}" for k, v in numbers.items()]
+        print((f"{desc}: " if desc else "") + ", ".join(parts), file=self.lines.get("file") or sys.stdout,
+              flush=True)
+
+    def close(self) -> None:
+        if self.own_bar and self.bar is not None:
+            self.bar.close()
+
+
 class _Loop:
     """The state and steps of one :func:`train` call (see there)."""
 
@@ -358,7 +460,8 @@ class _Loop:
         self.state = TrainState(svi, opts["num_steps"])
         self.elapsed = {"time": 0.0, "wall": 0.0, "cpu": 0.0}
         self.losses, self.times, self.loss_sum = [], [], 0.0
-        self.next_eval_time, self.bar, self.postfix = 0, None, {}
+        self.next_eval_time = 0
+        self.progress = _Progress(opts["progress"], opts["clock"])
         div = opts["divergence"]
         self.divergence = DivergenceCheck() if div is True else (div or None)
         cbs = [c if isinstance(c, Callback) else _FunctionCallback(c) for c in opts["callbacks"]]
@@ -378,8 +481,8 @@ class _Loop:
             with preserved_rng():  # evaluation never changes the training trajectory
                 out = o["eval_fn"]()
             rec.update(out)
-            self.postfix = {k: f"{v:.4g}" for k, v in out.items() if isinstance(v, (int, float))}
         st.history.append(rec)
+        self.progress.record(rec, out if evaluate and o["eval_fn"] is not None else {})
         self.losses, self.times, self.loss_sum = [], [], 0.0
         for cb in self.callbacks:
             if cb.on_record(rec, st):
@@ -417,10 +520,7 @@ class _Loop:
             o["step_times"].append(dt)
         if self.divergence is not None:
             self.divergence(st.step, loss)
-        if self.bar is not None:
-            self.bar.update(1)
-            self.bar.set_postfix({"loss": f"{self.loss_sum / len(self.losses):.4g}", **self.postfix},
-                                 refresh=False)
+        self.progress.step(self.loss_sum / len(self.losses))
         for cb in self.step_callbacks:
             if cb.on_step(st):
                 st.stop = True
@@ -481,10 +581,7 @@ class _Loop:
             cb.on_train_begin(st)
         if not self.restore():
             self.record(o["eval_at_start"])
-        if o["progress"]:
-            from tqdm.auto import tqdm
-            kw = o["progress"] if isinstance(o["progress"], dict) else {}
-            self.bar = tqdm(total=st.num_steps, initial=st.step, **kw)
+        self.progress.start(st)
         try:
             while not self.finished():
                 self.step()
@@ -500,8 +597,7 @@ class _Loop:
             if o["checkpoint"] is not None:
                 self.save()
         finally:
-            if self.bar is not None:
-                self.bar.close()
+            self.progress.close()
         for cb in self.callbacks:
             cb.on_train_end(st)
         return st.history
@@ -544,7 +640,12 @@ def train(svi: SVI, *args, num_steps: int = 1000, time_budget: Optional[float] =
         if they grew.
     :param modules: extra ``nn.Module``\\ s whose buffers belong to the run (the guide's and
         model's are saved anyway).
-    :param progress: a tqdm bar (True, or a dict of tqdm options) with the running loss.
+    :param progress: False (nothing shown); True or a dict of tqdm options (``desc``, ``file``,
+        ...): a bar of the steps with the running loss and the last evaluation, closed at the
+        end (:func:`progress_bar`); a bar the caller opened (e.g. one for several runs):
+        updated, left open; ``"lines"`` or ``{"style": "lines", "desc": ..., "file": ...}``:
+        a line per record (``desc: step N, T s (CPU s for clock="process"), loss L, <eval_fn's
+        numbers>``) to ``file`` (default stdout), for scripts and logs.
     :param clock: ``"wall"`` or ``"process"`` (CPU time of this process) for ``time`` and
         ``time_budget``.
     :param step_times: a list to which the time of every step is appended.

@@ -1,14 +1,7 @@
-"""Shared by the tests of pyro_ar.datasets."""
+"""Shared by the tests of pyro_ar.datasets: ``data_folder(name, files)``, the real data set's
+folder below ``default_data_dir()`` (fails the test if absent where the data are expected, as
+in CI; skips it otherwise: :func:`tests.helpers.require_data`)."""
 
-import pytest
+from tests.helpers import require_data as data_folder
 
-from pyro_ar.datasets import default_data_dir
-
-
-def data_folder(name, required):
-    """The real data set's folder below default_data_dir(), or skip the test if absent."""
-    folder = default_data_dir() / name
-    missing = [f for f in required if not (folder / f).is_file()]
-    if missing:
-        pytest.skip(f"{name} data not found in {folder} (missing {missing}); set PYRO_AR_DATA")
-    return folder
+__all__ = ["data_folder"]

@@ -83,3 +83,24 @@ def test_verify_checksums_allows_subfolders(tmp_path):
     digest = hashlib.sha256(b"x").hexdigest()
     (tmp_path / "SHA256SUMS").write_text(f"{digest}  sub/a.txt\n")
     assert verify_checksums(tmp_path) == {"sub/a.txt": digest}
+
+
+def test_missing_real_data_fail_where_the_data_root_exists(monkeypatch, tmp_path):
+    """tests.helpers.require_data: a data root that exists (CI's ../shared/data) without the
+    data set fails the test; no data root at all skips it; PYRO_AR_REQUIRE_DATA overrides."""
+    from tests.helpers import require_data
+
+    monkeypatch.delenv("PYRO_AR_REQUIRE_DATA", raising=False)
+    monkeypatch.setenv("PYRO_AR_DATA", str(tmp_path))  # exists, holds no bibtex/
+    with pytest.raises(pytest.fail.Exception, match="bibtex data not found"):
+        require_data("bibtex", ["bibtex-train.arff"])
+    monkeypatch.setenv("PYRO_AR_DATA", str(tmp_path / "absent"))
+    with pytest.raises(pytest.skip.Exception, match="set PYRO_AR_DATA"):
+        require_data("bibtex", ["bibtex-train.arff"])
+    monkeypatch.setenv("PYRO_AR_REQUIRE_DATA", "1")
+    with pytest.raises(pytest.fail.Exception):
+        require_data("bibtex", ["bibtex-train.arff"])
+    (tmp_path / "bibtex").mkdir()
+    (tmp_path / "bibtex" / "bibtex-train.arff").write_text("@relation x\n")
+    monkeypatch.setenv("PYRO_AR_DATA", str(tmp_path))
+    assert require_data("bibtex", ["bibtex-train.arff"]) == tmp_path / "bibtex"

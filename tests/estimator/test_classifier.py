@@ -2,6 +2,7 @@
 
 import doctest
 import enum
+import math
 import pickle
 
 import numpy as np
@@ -118,6 +119,38 @@ def test_verbose_progress_bar_shows_running_loss(capsys):
                  prior_scale=1.0, random_state=0).fit(X, y)
     err = capsys.readouterr().err
     assert "loss=" in err and "val_log_lik=" in err and "9/9" in err  # the one training loop's bar
+    assert _bars(err) == {"ARClassifier fit": (9, 9)}
+
+
+def _bars(err):
+    """{bar label: (last count, last total)} of the tqdm bars written to ``err``."""
+    import re
+
+    bars = {}
+    for line in re.split(r"[\r\n]+", err):
+        m = re.match(r"(ARClassifier [^:]*?(?:: [^(:]*?)?)(?: \(.*\))?(?:, early-stopped)?:\s+\d+%\|.*?\| "
+                     r"(\d+)/(\d+) ", line)
+        if m:
+            bars[m.group(1)] = (int(m.group(2)), int(m.group(3)))
+    return bars
+
+
+def test_verbose_shows_one_labelled_bar_per_phase_each_completed(capsys):
+    """prior_scale="auto": a bar for the whole search and one for the final fit, each ending at
+    its total (fits cut short by early stopping take their steps out of the total); the
+    counts add up to n_steps_, which counts every phase."""
+    X, y = _small()
+    clf = ARClassifier(min_steps=0, max_epochs=30, batch_size=40, verbose=True, random_state=0).fit(X, y)
+    err = capsys.readouterr().err
+    assert err.startswith("ARClassifier: 120 rows, 4 features, 3 classes; dense inputs")
+    bars = _bars(err)
+    assert set(bars) == {"ARClassifier phase 1/2: prior-scale search",
+                         "ARClassifier phase 2/2: fit on all the data"}, bars
+    assert all(n == total for n, total in bars.values()), bars
+    assert bars["ARClassifier phase 1/2: prior-scale search"][0] == clf.n_steps_by_phase_["prior_scale_search"]
+    assert bars["ARClassifier phase 2/2: fit on all the data"][0] == clf.n_steps_by_phase_["final_fit"]
+    assert clf.n_steps_ == sum(clf.n_steps_by_phase_.values())
+    assert "fit 7 of 7: prior scale" in err  # 4 grid scales + 2 refined, after the warm-up
 
 
 def test_docstring_example_runs():
@@ -176,6 +209,7 @@ def test_save_load_and_pickle_round_trip(tmp_path, weights):
     assert loaded.get_params() == clf.get_params()
     assert np.array_equal(loaded.classes_, clf.classes_) and loaded.classes_.dtype == clf.classes_.dtype
     assert loaded.n_features_in_ == clf.n_features_in_ and loaded.n_iter_ == clf.n_iter_
+    assert loaded.n_steps_ == clf.n_steps_ and loaded.n_steps_by_phase_ == clf.n_steps_by_phase_
     assert loaded.validation_scores_ == pytest.approx(clf.validation_scores_)
     assert set(loaded.param_state_["params"]) == set(clf.param_state_["params"])
     assert np.array_equal(loaded.predict_proba(X), clf.predict_proba(X))
@@ -221,8 +255,12 @@ def test_num_steps_overrides_max_epochs():
     clf = ARClassifier(min_steps=0, num_steps=7, batch_size=50, max_epochs=1000, prior_scale=1.0,
                        random_state=0).fit(X, y)
     assert clf.n_steps_ == 7 and clf.n_iter_ == 3  # ceil(7 / ceil(120 / 50))
-    # prior_scale="auto": the final fit on all the data is 0.7 of it, after the selection
-    assert ARClassifier(min_steps=0, num_steps=10, random_state=0).fit(X, y).n_steps_ == 7
+    assert clf.n_steps_by_phase_ == {"prior_scale_search": 0, "final_fit": 7}
+    # prior_scale="auto": the final fit on all the data is 0.7 of it, after the selection;
+    # n_steps_ counts both phases
+    auto = ARClassifier(min_steps=0, num_steps=10, random_state=0).fit(X, y)
+    search, final = auto.n_steps_by_phase_["prior_scale_search"], auto.n_steps_by_phase_["final_fit"]
+    assert final == 7 and search > 0 and auto.n_steps_ == search + final
 
 
 # ------------------------------------------------------------------------ sparse input
@@ -336,6 +374,29 @@ def test_partial_fit_streams_chunks_and_improves():
     assert clf.n_partial_fits_ == 4 and clf.log_likelihood(Xt, yt) > first
     with pytest.raises(ValueError, match="not in classes"):
         clf.partial_fit(X[:5], np.full(5, 99))
+
+
+def test_partial_fit_learns_from_each_chunk_like_sgd_classifier():
+    """Digits in 3 chunks of 449 rows (the issue's stream): with the defaults, each call makes
+    max_epochs = 20 passes over its chunk (20 full-chunk steps), and 3 calls reach the accuracy
+    of scikit-learn's SGDClassifier(loss="log_loss").partial_fit on the same chunks (0.95;
+    SGD 0.92 with this split; >= 0.9 is asked; one pass per call, one step, gave 0.39)."""
+    from sklearn.datasets import load_digits
+    from sklearn.linear_model import SGDClassifier
+    from sklearn.model_selection import train_test_split
+
+    X, y = load_digits(return_X_y=True)
+    X, Xt, y, yt = train_test_split(X, y, test_size=0.25, random_state=0)
+    classes = np.unique(y)
+    clf, sgd = ARClassifier(random_state=0), SGDClassifier(loss="log_loss", random_state=0)
+    for chunk in np.array_split(np.arange(len(X)), 3):
+        clf.partial_fit(X[chunk], y[chunk], classes=classes)
+        sgd.partial_fit(X[chunk], y[chunk], classes=classes)
+        epochs = clf.max_epochs * math.ceil(len(chunk) / min(clf.batch_size, len(chunk)))
+        assert clf.n_steps_ == epochs == clf.n_steps_by_phase_["final_fit"]
+    reference = sgd.score(Xt, yt)
+    assert reference >= 0.9, reference  # the reference learns from 3 chunks too
+    assert clf.score(Xt, yt) >= 0.9, (clf.score(Xt, yt), reference)
 
 
 def test_warm_start_continues_from_the_previous_weights():

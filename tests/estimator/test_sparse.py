@@ -90,8 +90,8 @@ def test_verbose_prints_the_path_and_the_step_rate(capsys):
     X, y = _sparse_problem(N=200)
     ARClassifier(num_steps=25, batch_size=16, prior_scale=1.0, verbose=True, random_state=0).fit(X, y)
     err = capsys.readouterr().err
-    assert "sparse inputs, full rank, per_datapoint negatives" in err
-    assert "steps/s, about" in err and "s per epoch of 13 steps" in err
+    assert "sparse inputs, full rank, per_datapoint negatives" in err and "16 rows per SVI step" in err
+    assert "ARClassifier fit: 100%" in err and "25/25" in err and "step/s" in err  # the bar's rate
 
 
 @pytest.mark.parametrize("value", ["low", 0, -2, 2.5, True])

@@ -468,6 +468,44 @@ def test_progress_bar_shows_the_running_loss_and_evaluations():
     assert "fit" in text and "4/4" in text and "acc=0.5" in text and "loss=" in text
 
 
+def test_progress_lines_print_step_time_loss_and_evaluations():
+    """progress="lines": one line per record with the step, the time on the loop's clock (CPU
+    seconds for clock="process"), the mean loss since the last record and the evaluation."""
+    import io
+
+    out = io.StringIO()
+    train(_ScriptedSVI([2.0, 4.0, 6.0, 8.0]), num_steps=4, eval_every=2, clock="process",
+          eval_fn=lambda: {"valid_ll": -1.25}, eval_at_start=False,
+          progress={"style": "lines", "desc": "A&R", "file": out})
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2, lines  # steps 2, 4 (step 0, not evaluated, has nothing to say)
+    assert lines[0].startswith("A&R: step 2, ") and lines[0].endswith("CPU s, loss 3, valid_ll -1.25")
+    assert lines[1].startswith("A&R: step 4, ") and "loss 7, valid_ll -1.25" in lines[1]
+    out = io.StringIO()
+    train(_ScriptedSVI([2.0, 4.0]), num_steps=2, eval_fn=lambda: {"v": 1.0}, progress={"style": "lines",
+                                                                                       "file": out})
+    assert out.getvalue().startswith("step 0, 0.0 s, v 1\nstep 1, 0.0 s, loss 2, v 1\n"), out.getvalue()  # wall clock
+    with pytest.raises(ValueError, match="progress"):
+        train(_ScriptedSVI([1.0]), num_steps=1, progress="loud")
+    with pytest.raises(ValueError, match="'desc' and 'file'"):
+        train(_ScriptedSVI([1.0]), num_steps=1, progress={"style": "lines", "ncols": 80})
+
+
+def test_progress_updates_a_bar_of_the_caller_and_leaves_it_open():
+    """One bar for two runs (the estimator's phases): each run adds its steps, none closes it."""
+    import io
+
+    from pyro_ar.infer.loop import progress_bar
+
+    out = io.StringIO()
+    bar = progress_bar(7, desc="two runs", file=out, mininterval=0)
+    train(_ScriptedSVI([1.0, 2.0, 3.0]), num_steps=3, progress=bar)
+    train(_ScriptedSVI([1.0, 2.0, 3.0, 4.0]), num_steps=4, progress=bar)
+    assert bar.n == 7 and not bar.disable and "7/7" in out.getvalue()
+    bar.update(0)  # still open: a closed tqdm bar would not refresh
+    bar.close()
+
+
 def test_time_budget_counts_the_time_before_a_resume(tmp_path):
     """A run that used its budget and is resumed with the same budget takes no step."""
     data = make_linear_teacher(N, D, K, seed=0)
