@@ -114,6 +114,9 @@ def make_reverse_dictionary(pairs: Iterable[Tuple[str, str]], *, min_glosses: in
         ``num_features``, ``mean_nnz_train``, ``train_rows_per_class``,
         ``empty_train_rows`` / ``empty_test_rows`` (glosses without a vocabulary token),
         ``train_pairs`` / ``test_pairs`` (the indices of the rows' pairs in ``pairs``),
+        ``test_label_sets`` (for each test row, the sorted classes having a pair with the
+        very same gloss -- its own and e.g. the other words of a synset: the answers that are
+        all correct, for precision at k),
         ``min_glosses``, ``holdout_min``, ``min_count``, ``seed`` and ``preprocessing``.
 
     Example:
@@ -149,6 +152,10 @@ def make_reverse_dictionary(pairs: Iterable[Tuple[str, str]], *, min_glosses: in
     x_train = _binary_bags([tokens[int(i)] for i in train_idx], columns)
     x_test = _binary_bags([tokens[int(i)] for i in test_idx], columns)
     y_train, y_test = torch.as_tensor(labels[train_idx]), torch.as_tensor(labels[test_idx])
+    sharing: Dict[str, set] = {}  # gloss -> the classes defined by it (a synset's words)
+    for i in np.flatnonzero(labels >= 0):
+        sharing.setdefault(pairs[i][1], set()).add(int(labels[i]))
+    label_sets = [sorted(sharing[pairs[i][1]]) for i in test_idx]
 
     def empty(x):
         return int(x.shape[0] - torch.unique(x.indices()[0]).numel())
@@ -158,7 +165,7 @@ def make_reverse_dictionary(pairs: Iterable[Tuple[str, str]], *, min_glosses: in
                mean_nnz_train=x_train._nnz() / max(1, len(train_idx)),
                train_rows_per_class=len(train_idx) / len(classes),
                empty_train_rows=empty(x_train), empty_test_rows=empty(x_test),
-               train_pairs=train_idx.tolist(), test_pairs=test_idx.tolist(),
+               train_pairs=train_idx.tolist(), test_pairs=test_idx.tolist(), test_label_sets=label_sets,
                min_glosses=min_glosses, holdout_min=holdout_min, min_count=min_count, seed=seed,
                preprocessing=(f"words with >= {min_glosses} glosses; one random gloss of each word with >= "
                               f"{holdout_min} held out (seed {seed}); binary bag of the [a-z]+ tokens of the "

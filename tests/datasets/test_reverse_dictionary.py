@@ -93,6 +93,14 @@ def test_wordnet_task_holdout_vocabulary_and_normalisation(tmp_path):
     assert d.info["empty_train_rows"] == 0 and d.info["name"] == "wordnet-reverse-dictionary"
 
 
+def test_test_label_sets_are_the_words_sharing_the_gloss():
+    pairs = [("a", "g1"), ("b", "g1"), ("a", "g2"), ("a", "g3"), ("b", "g4"), ("c", "g1"), ("c", "g5")]
+    for seed in range(6):  # a, b, c all keep >= 2 glosses; only a has >= 3
+        d = make_reverse_dictionary(pairs, seed=seed, min_count=1)
+        gloss = pairs[d.info["test_pairs"][0]][1]
+        assert d.info["test_label_sets"] == [[0, 1, 2] if gloss == "g1" else [0]]
+
+
 def test_make_reverse_dictionary_arguments():
     pairs = [("a", "x y"), ("a", "x z"), ("b", "y z"), ("b", "x y z")]
     d = make_reverse_dictionary(pairs, holdout_min=2, min_count=1)  # every word gives one test row
