@@ -210,7 +210,8 @@ def xmc_file(path, X, y):
         f.write(f"{X.shape[0]} {X.shape[1]} {int(y.max()) + 1}\n")
         for n in range(X.shape[0]):
             lo, hi = X.indptr[n], X.indptr[n + 1]
-            f.write(f"{y[n]} " + " ".join(f"{j}:{v:.6g}" for j, v in zip(X.indices[lo:hi], X.data[lo:hi])) + "\n")
+            f.write(" ".join([str(y[n])] + [f"{j}:{v:.6g}" for j, v in zip(X.indices[lo:hi], X.data[lo:hi])]) + "\n")
+            # (no trailing space after the label of an empty row: omikuji refuses that line)
 
 
 def fit_omikuji(d, opts):

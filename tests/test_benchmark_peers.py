@@ -75,3 +75,14 @@ def test_quick_run_of_every_method(peers, tmp_path):
         assert rows[always]["status"] == "ok"
     assert rows["centroid"]["log_lik"] is None and rows["pyro_ar"]["log_lik"] > res["data"]["uniform_log_lik"]
     assert "centroid" in out.stdout and "top-100 rule" in out.stdout
+
+
+def test_xmc_file_writes_empty_rows_as_the_label_alone(peers, tmp_path):
+    """omikuji refuses 'label ' (a trailing space) -- WordNet has 8 training glosses without a feature."""
+    import scipy.sparse as sp
+
+    X = sp.csr_matrix(np.array([[1.0, 0.0, 0.5], [0.0, 0.0, 0.0]], dtype=np.float32))
+    peers.xmc_file(tmp_path / "train.txt", X, np.array([1, 0]))
+    assert (tmp_path / "train.txt").read_text() == "2 3 2\n1 0:1 2:0.5\n0\n"
+    omikuji = pytest.importorskip("omikuji")
+    omikuji.Model.train_on_data(str(tmp_path / "train.txt"), omikuji.Model.default_hyper_param(), n_threads=1)

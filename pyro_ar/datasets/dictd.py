@@ -144,6 +144,12 @@ def read_gcide_senses(path: Optional[PathLike] = None) -> List[Tuple[str, str]]:
 
     Articles listed under several headwords are read once; the ``00-database-*`` entries are
     skipped.
+
+    Example:
+
+    >>> from pyro_ar.datasets import read_gcide_senses
+    >>> [s for w, s in read_gcide_senses("gcide") if w == "abacus"][1]      # doctest: +SKIP
+    'A calculating table or frame; an instrument for performing arithmetical calculations by ...'
     """
     folder = _gcide_folder(path)
     pairs: List[Tuple[str, str]] = []
