@@ -92,9 +92,8 @@ def load(args):
     """The split as scipy CSR float32 features, int64 labels, K, the tokens, the label sets."""
     import scipy.sparse as sp
 
-    from pyro_ar.datasets import (load_gcide_reverse_dictionary, load_wordnet_reverse_dictionary,
+    from pyro_ar.datasets import (default_data_dir, load_gcide_reverse_dictionary, load_wordnet_reverse_dictionary,
                                   make_sparse_teacher, to_scipy_csr)
-    from pyro_ar.datasets._common import default_data_dir
 
     root = args.data_dir or default_data_dir()
     if args.dataset == "synthetic":

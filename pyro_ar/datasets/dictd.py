@@ -1,7 +1,7 @@
 r"""Dictionaries in the dictd format; GCIDE's reverse dictionary: :func:`load_gcide_reverse_dictionary`.
 
 A dictd database is two files: ``<name>.dict.dz`` (the articles, concatenated, compressed by
-dictzip -- a gzip file, so :mod:`gzip` reads it) and ``<name>.index``, one line per headword
+dictzip -- a gzip file, so Python's ``gzip`` reads it) and ``<name>.index``, one line per headword
 ``headword<TAB>offset<TAB>length`` with the byte offset and length of its article in the
 uncompressed text written in base 64 (digits ``A-Za-z0-9+/``, most significant first).
 :func:`read_dictd` returns the articles.
