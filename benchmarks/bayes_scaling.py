@@ -47,6 +47,9 @@ from pyro_ar.infer import (
 from pyro_ar.models import BayesianLinearClassifier, LinearClassifier
 from pyro_ar.optim import lazy_adam
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from paper_common import peak_bytes as hwm_bytes, rss_bytes  # noqa: E402  (benchmarks/paper_common.py)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 D, B, S, N = 32, 256, 64, 20_000
 
@@ -79,21 +82,6 @@ def state_bytes(svi):
             if torch.is_tensor(v):
                 total += v.numel() * v.element_size()
     return total
-
-
-def rss_bytes():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def hwm_bytes():
-    """Peak resident set of this process (VmHWM; unlike ru_maxrss it is not inherited
-    across fork + exec from the parent)."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 def memory_child(K, steps):

@@ -63,6 +63,36 @@ def environment():
     }
 
 
+def rss_bytes() -> int:
+    """Resident set of this process now (``/proc/self/statm``)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def reset_peak():
+    """Reset the peak resident set (``VmHWM``) to the current one (Linux >= 4.0)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def peak_bytes() -> int:
+    """Peak resident set of this process: ``VmHWM`` (``getrusage``'s ru_maxrss survives the
+    fork + exec of a worker, so a worker would report its parent's peak), else ru_maxrss."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def median(xs):
     return statistics.median(xs) if xs else float("nan")
 

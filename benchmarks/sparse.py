@@ -44,7 +44,6 @@ import argparse
 import json
 import math
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -65,38 +64,14 @@ from pyro_ar.models import LinearClassifier  # noqa: E402
 from pyro_ar.negatives import SharedNegatives  # noqa: E402
 from pyro_ar.optim import lazy_adam  # noqa: E402
 
+sys.path.insert(0, HERE)
+from paper_common import peak_bytes, reset_peak, rss_bytes  # noqa: E402  (benchmarks/paper_common.py)
+
 B, S, NNZ = 256, 20, 10
 #: The Brown problem: bags of the previous WINDOW words, the i-th previous word weighing 1/i
 #: (a plain count bag hides which word came last from a linear model: RESULTS.md, issue 18)
 WINDOW, POSITION_WEIGHTS = 10, "inverse"
 METHODS = ("ar", "sampled", "ove", "exact")
-
-
-def rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def reset_peak():
-    """Reset the peak resident set (``VmHWM``) to the current one (Linux >= 4.0)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass
-
-
-def peak_bytes() -> int:
-    """Peak resident set of this process: ``VmHWM`` (``getrusage``'s ru_maxrss survives the
-    fork + exec of a worker, so a worker would report its parent's peak), else ru_maxrss."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 # ------------------------------------------------------------------ scaling in D

@@ -36,6 +36,14 @@ Sparse text features (:mod:`~pyro_ar.datasets.bag_of_words`): :func:`load_brown_
 vocabulary), built by :func:`make_bag_of_words`; :func:`to_scipy_csr` hands such a matrix to
 :class:`~pyro_ar.ARClassifier`.
 
+Reverse dictionaries -- predict a word from one of its definitions, K in the tens of
+thousands with about three rows per class and sparse text features
+(:mod:`~pyro_ar.datasets.reverse_dictionary`): :func:`load_wordnet_reverse_dictionary`
+(WordNet 3.0, :mod:`~pyro_ar.datasets.wordnet`) and :func:`load_gcide_reverse_dictionary`
+(GCIDE, Webster's 1913 dictionary, read by :func:`read_dictd` from the dictd format,
+:mod:`~pyro_ar.datasets.dictd`), both built by :func:`make_reverse_dictionary` from
+(word, gloss) pairs.
+
 Sessions of items for latent-variable models (:mod:`~pyro_ar.datasets.sessions`):
 :func:`make_recogym_sessions` (RecoGym's organic sessions, simulated) and
 :func:`load_brown_sessions` (Brown sentences or documents over its vocabulary).
@@ -60,6 +68,9 @@ from .multivariate import (CategoricalData, hide_entries, load_breast_cancer_cat
                            load_brown_windows, make_xor_relations)
 from .svmlight import load_svmlight
 from .bag_of_words import load_brown_bag_of_words, make_bag_of_words, to_scipy_csr
+from .reverse_dictionary import gloss_tokens, make_reverse_dictionary
+from .wordnet import WORDNET_FILES, load_wordnet_reverse_dictionary, read_wordnet_glosses
+from .dictd import load_gcide_reverse_dictionary, read_dictd, read_gcide_senses
 from .text import BROWN_ARCHIVE, BROWN_BOUNDARY, BROWN_UNK, Vocabulary, load_brown, load_kjv, load_text_corpus
 
 __all__ = [
@@ -87,6 +98,8 @@ __all__ = [
     "make_bag_of_words",
     "load_brown_bag_of_words",
     "to_scipy_csr",
+    "make_reverse_dictionary", "gloss_tokens", "load_wordnet_reverse_dictionary", "read_wordnet_glosses",
+    "load_gcide_reverse_dictionary", "read_gcide_senses", "read_dictd",
     "SessionData", "pad_sessions", "split_sessions", "make_recogym_sessions", "load_brown_sessions",
     "CategoricalData", "hide_entries", "load_brown_windows", "load_breast_cancer_categorical",
     "load_breast_cancer_wisconsin", "make_xor_relations",
