@@ -18,7 +18,7 @@ from ..models import LinearClassifier
 from ..optim import lazy_adam
 from .choices import _REFIT_BUDGET, prior_scale_candidates, resolve_likelihood, select_prior_scale
 from ._files import load_estimator, save_estimator
-from ._support import (
+from ._support import (PATTERN_MAX_EPOCHS, PATTERN_PRIOR_SCALE, pattern_and_centroids,
     _LIKELIHOODS, _MAX_SEED, _NOISES, _SITE, _STRATEGIES, _WEIGHTS, DENSIFY_MAX_ELEMENTS,
     apply_scaler, check_choice, check_float, check_int, choose_path,
     combine_sample_weights, copy_state, dummy_datapoint, encode_targets, fit_scaler, global_state,
@@ -73,7 +73,9 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         steps in all; ``prior_scale_``, ``prior_scale_scores_``); a first ``partial_fit`` takes 1 (or the
         list's middle).
     :param batch_size: datapoints per SVI step (clipped to the training size).
-    :param max_epochs: passes over the data (one epoch = ceil(n_train / batch_size)
+    :param max_epochs: passes over the data (on the weight-pattern path of sparse inputs at
+        most ``PATTERN_MAX_EPOCHS`` = 8, without ``min_steps``: that fit starts at the class
+        centroids and its held-out metrics level off by then) (one epoch = ceil(n_train / batch_size)
         steps on random minibatches); small data sets get more, up to ``min_steps`` steps.
     :param num_steps: if given, the exact number of SVI steps (overrides ``max_epochs`` and
         ``min_steps``).
@@ -291,13 +293,14 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ building blocks
     def _model(self, p, K, D, *, num_negatives=None, strategy="per_datapoint", proposal=None,
-               subsample_size=None, likelihood="ar", rank=None, bias_init=None):
+               subsample_size=None, likelihood="ar", rank=None, bias_init=None, weight_loc=None):
         return LinearClassifier(  # the bias unpenalised, like scikit-learn's intercept
             D, K, noise=p["noise"], likelihood=likelihood, num_negatives=num_negatives,
             strategy=strategy, proposal=proposal, weights=p["weights"],
             prior_scale=p["prior_scale"] if not isinstance(p["prior_scale"], tuple) else
             getattr(self, "prior_scale_", None) or 1.0, subsample_size=subsample_size,
-            sparse=p["weights"] != "bayes", site=_SITE, rank=rank, bias_init=bias_init, penalize_bias=False)
+            sparse=p["weights"] != "bayes", site=_SITE, rank=rank, bias_init=bias_init, penalize_bias=False,
+            weight_pattern=getattr(self, "weight_pattern_", None), weight_loc=weight_loc)
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y, sample_weight=None):
@@ -354,12 +357,17 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             self.training_path_ = choose_path(N, D, K, X.nnz if sp.issparse(X) else None, p["strategy"],
                                               p["rank"], p["batch_size"], p["num_negatives"],
                                               np.bincount(codes, minlength=K))
+            pattern = self.training_path_.weight_pattern
             self.feature_mean_, self.feature_scale_ = fit_scaler(
-                X, self.training_path_.sparse_inputs) if self.standardize else (None, None)
+                X, self.training_path_.sparse_inputs, idf=pattern) if self.standardize else (None, None)
+            self.row_normalize_ = bool(pattern and self.standardize)
+            self.weight_pattern_ = None
             self.likelihood_ = resolve_likelihood(p, K, D)
             self._predict_seed, self.n_partial_fits_ = None, 0
         p["strategy"] = self.training_path_.strategy
-        X = apply_scaler(X, self.feature_mean_, self.feature_scale_)
+        X = apply_scaler(X, self.feature_mean_, self.feature_scale_, getattr(self, "row_normalize_", False))
+        if self.training_path_.weight_pattern and isinstance(self.prior_scale, str):
+            p["prior_scale"] = PATTERN_PRIOR_SCALE  # no search: see PATTERN_PRIOR_SCALE
         weights = combine_sample_weights(codes, classes, sample_weight, self.class_weight)
         if self.verbose:
             print(f"ARClassifier: {N:,} rows, {D:,} features, {K:,} classes; {self.training_path_.describe()}; "
@@ -458,6 +466,9 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         """SVI steps of a plain fit on ``n_train`` datapoints (of a ``partial_fit`` call on a
         chunk of ``n_train``: ``max_epochs`` epochs, no ``min_steps``)."""
         steps_per_epoch = math.ceil(n_train / min(p["batch_size"], n_train))
+        if getattr(self, "training_path_", None) is not None and self.training_path_.weight_pattern:
+            # it starts at the centroid scorer: at most PATTERN_MAX_EPOCHS epochs, no min_steps
+            return p["num_steps"] or min(p["max_epochs"], PATTERN_MAX_EPOCHS) * steps_per_epoch
         return p["num_steps"] or max(p["max_epochs"] * steps_per_epoch, 0 if partial else p["min_steps"])
 
     def _fit_svi(self, X, codes, weights, train_idx, val_idx, K, D, p, predict_seed, init_state,
@@ -476,6 +487,9 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             (x, y, torch.as_tensor(weights[train_idx], dtype=torch.float32, device=device))
         batch_size = min(p["batch_size"], n_train)
         steps_per_epoch = math.ceil(n_train / batch_size)
+        if path.weight_pattern and self.weight_pattern_ is None:  # from the rows it trains on
+            self.weight_pattern_, self.weight_loc_ = pattern_and_centroids(
+                X if val_idx is None else X[train_idx], codes[train_idx], K)
         init = None if init_state is None else copy_state(init_state, device)
         for t in (init or {"params": {}})["params"].values():
             t.requires_grad_(True)  # as pyro.param leaves the tensors it creates
@@ -513,11 +527,13 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         if p["strategy"] == "importance":  # training class frequencies ^ 0.75 (the authors')
             proposal = counts.clamp(min=1.0) ** 0.75
         log_freq = (counts + 1).log()  # sparse / low-rank paths (large K): b starts at the unigram
-        bias_init = (log_freq - log_freq.mean()).float() if path.sparse_inputs or path.rank else None
+        bias_init = (log_freq - log_freq.mean()).float() if (path.sparse_inputs or path.rank) \
+            and not path.weight_pattern else None  # (the pattern's centroids rank classes better alone)
         model = self._model(p, K, D, num_negatives=None if p["num_negatives"] is None else
                             min(p["num_negatives"], K - 1), strategy=p["strategy"],
                             proposal=proposal, subsample_size=batch_size, likelihood=self.likelihood_,
-                            rank=path.rank, bias_init=bias_init)
+                            rank=path.rank, bias_init=bias_init,
+                            weight_loc=getattr(self, "weight_loc_", None) if path.weight_pattern else None)
         guide = default_guide(model, local_first=True)  # (ignored without a local latent)
         lr, local_lr = p["learning_rate"], p["local_learning_rate"]
         optim = lazy_adam(lambda name: {"lr": local_lr if name.rsplit(".", 1)[-1].startswith(
@@ -530,6 +546,9 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         (S = 1) or ``num_posterior_samples`` draws of q(W, b) under ``seed``; with a rank,
         (V (S, K, r), b (S, K), E (S, D, r)) (W = V E^T is never formed)."""
         names = list(model.parameter_shapes())
+        if model.weight_pattern is not None:  # W as a (K, D) sparse matrix
+            fitted = model.fitted_parameters()
+            return model.weight_pattern.sparse(fitted["weight"].double()), fitted["bias"].double()[None]
         if p["weights"] != "bayes":
             fitted = model.fitted_parameters()
             return tuple(fitted[n].double()[None] for n in names)
@@ -561,7 +580,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         p = self._validated_params()
         X = _validate_data(self, X, accept_sparse="csr", dtype=(np.float64, np.float32), reset=False)
-        X = apply_scaler(X, getattr(self, "feature_mean_", None), getattr(self, "feature_scale_", None))
+        X = apply_scaler(X, getattr(self, "feature_mean_", None), getattr(self, "feature_scale_", None),
+                         getattr(self, "row_normalize_", False))
         return X, p, len(self.classes_)
 
     def _fitted_source(self, X, p, K):

@@ -46,6 +46,16 @@ words, ``benchmarks/sparse.py``). The bias:
 :math:`b_k\sim N(\beta_k, s^2)` with :math:`\beta` = ``bias_init`` (0 by default), so a
 model started at the unigram (log class frequencies) is shrunk towards it, not towards
 uniform classes.
+
+Weights on a pattern (``weight_pattern=``, a :class:`~pyro_ar.utility.WeightPattern`): W is
+non-zero only at the pattern's (class, feature) entries, e.g. the features seen with each
+class in training (:meth:`~pyro_ar.utility.WeightPattern.from_cooccurrence`); the parameter
+``"weight"`` holds those nnz entries (:class:`~pyro_ar.utility.PatternLinearUtility`), a
+full-rank model at the memory of its data -- the estimator's choice for sparse inputs with many
+classes and few rows per class, where a K x D W does not fit and a low rank cannot memorise
+which words go with which class. ``weight_loc`` (nnz,) is then W's starting point and its
+prior mean, :math:`W_e \sim N(\mathrm{loc}_e, s^2)`, its log-prior estimated on a uniform
+subsample of ``num_prior_entries`` entries, :math:`(\mathrm{nnz}/|U|)\sum_{e\in U}\log N`.
 """
 
 from typing import Dict, Optional
@@ -59,7 +69,8 @@ from ..likelihoods import Bouchard
 from ..negatives import get_negative_sampler
 
 from ..negatives import sample_without_replacement
-from ..utility import DenseUtility, LinearUtility, embed_inputs, gather_entries, is_sparse_tensor
+from ..utility import (DenseUtility, LinearUtility, PatternLinearUtility, WeightPattern, embed_inputs,
+                       gather_entries, is_sparse_tensor)
 from .base import CategoricalModel, check_positive_int
 
 __all__ = ["LinearClassifier"]
@@ -94,6 +105,12 @@ class LinearClassifier(CategoricalModel):
     :param bool penalize_bias: False leaves b out of the MAP log-prior (as scikit-learn
         leaves the intercept out of its L2 penalty; the estimator's choice). ``"bayes"``
         keeps b's prior either way: it is a latent variable there.
+    :param weight_pattern: None, or a :class:`~pyro_ar.utility.WeightPattern` over (K, D):
+        W lives on its entries only (see the module docstring; full rank, ``"mle"``/``"map"``).
+    :param weight_loc: with a pattern, None (W starts N(0, init_scale^2), prior mean 0) or an
+        (nnz,) tensor: W's starting point and prior mean.
+    :param int num_prior_entries: with a pattern, the entries of W in one step's MAP
+        log-prior estimate (default 4096).
 
     The remaining arguments (``weights``, ``prior_scale``, ``subsample_size``, ``sparse``,
     ``prefix``, ``site``) are those of :class:`~pyro_ar.models.base.CategoricalModel`.
@@ -125,7 +142,8 @@ class LinearClassifier(CategoricalModel):
                  prefix: str = "", site: str = "y", utility: str = "lazy",
                  bouchard_a: str = "local", rank: Optional[int] = None,
                  bias_init: Optional[torch.Tensor] = None, num_prior_classes: Optional[int] = None,
-                 penalize_bias: bool = True):
+                 penalize_bias: bool = True, weight_pattern: Optional[WeightPattern] = None,
+                 weight_loc: Optional[torch.Tensor] = None, num_prior_entries: int = 4096):
         self.num_features = check_positive_int("num_features", num_features)
         self.rank = check_positive_int("rank", rank, allow_none=True)
         if bouchard_a not in ("local", "optimal"):
@@ -147,17 +165,40 @@ class LinearClassifier(CategoricalModel):
                              f"{getattr(bias_init, 'shape', bias_init)!r}")
         self.bias_init = bias_init
         self.penalize_bias = bool(penalize_bias)
+        self._check_pattern(weight_pattern, weight_loc, weights, utility)
+        self.weight_pattern, self.weight_loc = weight_pattern, weight_loc
+        self.num_prior_entries = check_positive_int("num_prior_entries", num_prior_entries)
         if rank is not None and num_prior_classes is None and self.num_negatives is not None \
                 and self.subsample_size is not None:  # the prior on B rows: see prior_scales
             self.num_prior_classes = max(self.subsample_size, self.num_negatives)
 
+    def _check_pattern(self, pattern, loc, weights, utility):
+        if pattern is None:
+            if loc is not None:
+                raise ValueError("weight_loc needs a weight_pattern (it holds the pattern's entries)")
+            return
+        if not isinstance(pattern, WeightPattern) or (pattern.num_classes, pattern.num_features) \
+                != (self.num_classes, self.num_features):
+            raise ValueError(f"weight_pattern must be a WeightPattern over ({self.num_classes}, "
+                             f"{self.num_features}), got {pattern!r}")
+        if self.rank is not None or weights == "bayes" or utility != "lazy":
+            raise ValueError(f"weight_pattern needs rank=None, weights 'mle' or 'map' and utility='lazy', "
+                             f"got rank={self.rank!r}, weights={weights!r}, utility={utility!r}")
+        if loc is not None and (not isinstance(loc, torch.Tensor) or loc.shape != (len(pattern),)):
+            raise ValueError(f"weight_loc must be a tensor of shape ({len(pattern)},), got "
+                             f"{getattr(loc, 'shape', loc)!r}")
+
     def parameter_shapes(self):
         K, D, r = self.num_classes, self.num_features, self.rank
+        if self.weight_pattern is not None:
+            return {"weight": (len(self.weight_pattern),), "bias": (K,)}
         if r is None:
             return {"weight": (K, D), "bias": (K,)}
         return {"weight": (K, r), "bias": (K,), "embedding": (D, r)}
 
     def init_parameter(self, name, shape, like):
+        if name == "weight" and self.weight_loc is not None:
+            return self.weight_loc.to(like).clone()
         scale = {"weight": self.init_scale, "bias": self.bias_init_scale}.get(name)
         if scale is None:  # the embedding: h = E^T x of order 1 for standardised x
             scale = self.rank ** -0.5
@@ -202,8 +243,12 @@ class LinearClassifier(CategoricalModel):
         return {"weight": factor, "bias": s, "embedding": factor}
 
     def _prior(self, name: str, like: torch.Tensor, rows=None):
-        """The Normal prior of a parameter's entries (of its ``rows`` for the bias)."""
+        """The Normal prior of a parameter's entries (of its ``rows`` for the bias; of its
+        entries ``rows`` for a pattern's weight)."""
         loc = like.new_zeros(())
+        if name == "weight" and self.weight_loc is not None:
+            loc = (self.weight_loc if rows is None else self.weight_loc.index_select(
+                0, rows.to(self.weight_loc.device))).to(like)
         if name == "bias" and self.bias_init is not None:
             # select the rows before converting: no O(K) copy (or transfer) per step
             loc = self.bias_init if rows is None else self.bias_init.index_select(0, rows.to(self.bias_init.device))
@@ -226,6 +271,14 @@ class LinearClassifier(CategoricalModel):
         :math:`(D/|F|)\sum_{j\in F}`, each of ``num_prior_classes`` rows (None: exact)."""
         b = params["bias"]
         total = b.new_zeros(())
+        if self.weight_pattern is not None:  # W's entries on a uniform entry subsample
+            params = dict(params)
+            w = params.pop("weight")
+            n = len(w)
+            size = min(n, self.num_prior_entries)
+            rows = None if size >= n else torch.randint(n, (size,), device=w.device)
+            we = w if rows is None else torch.gather(w, 0, rows, sparse_grad=self.sparse)
+            total = total + (n / size) * self._prior("weight", b, rows).log_prob(we).sum()
         m = self.num_prior_classes or self.num_negatives
         class_params = ("weight", "bias") if self.penalize_bias else ("weight",)
         for names, n in ((class_params, self.num_classes), (("embedding",), self.num_features)):
@@ -241,6 +294,8 @@ class LinearClassifier(CategoricalModel):
         W, b = params["weight"], params["bias"]
         if not isinstance(x, torch.Tensor):  # row-indexable inputs (e.g. the estimator's), all rows
             x = x[torch.arange(len(x))]
+        if self.weight_pattern is not None:
+            return PatternLinearUtility(x, self.weight_pattern.to(W.device), W, b, sparse=self.sparse)
         if self.rank is not None:  # h = E^T x, then the lazy output layer
             x = embed_inputs(x, params["embedding"], sparse=self.sparse)
         if self.utility_mode == "dense":
@@ -252,6 +307,8 @@ class LinearClassifier(CategoricalModel):
         r"""``(W, b)`` as the model sees them (params, or prior samples for ``"bayes"``;
         with a rank, W is the product :math:`V E^\top`, K x D)."""
         params = self.parameters(like)
+        if self.weight_pattern is not None:  # a torch sparse K x D matrix
+            return self.weight_pattern.to(params["weight"].device).sparse(params["weight"]), params["bias"]
         W = params["weight"] if self.rank is None else params["weight"] @ params["embedding"].T
         return W, params["bias"]
 
@@ -264,10 +321,15 @@ class LinearClassifier(CategoricalModel):
         if self.rank is not None:
             params["embedding"] = fitted["embedding"] if embedding is None else embedding
         params = {n: p.detach() for n, p in params.items()}
+        if self.weight_pattern is not None:
+            return PatternLinearUtility(x, self.weight_pattern.to(params["weight"].device),
+                                        params["weight"], params["bias"])
         if self.rank is not None:
             return LinearUtility(embed_inputs(x, params["embedding"], False), params["weight"], params["bias"])
         return LinearUtility(x, params["weight"], params["bias"])
 
     def _repr_fields(self):
         fields = {"D": self.num_features, "K": self.num_classes}
+        if self.weight_pattern is not None:
+            fields["pattern_nnz"] = len(self.weight_pattern)
         return fields if self.rank is None else {**fields, "rank": self.rank}
