@@ -1,6 +1,13 @@
-"""Saving and loading a fitted :class:`~pyro_ar.estimator.ARClassifier` (format version 2;
-version 1 files are still read). Writes are atomic and reads are checked
-(:mod:`pyro_ar.files`): a damaged, foreign or inconsistent file raises ``ValueError``."""
+"""Saving and loading a fitted :class:`~pyro_ar.estimator.ARClassifier` (format version 3;
+versions 1 and 2 are still read). Writes are atomic and checksummed, reads are checked
+(:mod:`pyro_ar.files`): a damaged, foreign or inconsistent file raises ``ValueError``.
+
+Version 3 also keeps what ``partial_fit`` and a ``warm_start`` fit continue from
+(``training_path_``, ``n_partial_fits_``, ``prior_scale_``, ``prior_scale_scores_``); for
+older files they are inferred from the stored weights and hyper-parameters."""
+
+import io
+import pickle
 
 import numpy as np
 import torch
@@ -9,14 +16,17 @@ from pyro.distributions import constraints as pyro_constraints
 
 from ..files import atomic_save, load_payload
 from ._support import (
-    _FORMAT, _FORMAT_VERSION, _LIKELIHOODS, check_choice, constraint_name, copy_state, plain,
+    _FORMAT, _FORMAT_VERSION, _LIKELIHOODS, _STRATEGIES, TrainingPath, check_choice, constraint_name,
+    copy_state, plain,
 )
 
 __all__ = ["save_estimator", "load_estimator"]
 
 
-def save_estimator(est, path) -> None:
-    """Write a fitted estimator to ``path`` atomically (see ``ARClassifier.save``).
+def save_estimator(est, path, weights_only: bool = True) -> None:
+    """Write a fitted estimator to ``path`` atomically (see ``ARClassifier.save``); with
+    ``weights_only`` refuse, before writing, anything ``torch.load(weights_only=True)``
+    would not read back (e.g. labels that are arbitrary Python objects), naming it.
 
     Example:
 
@@ -34,7 +44,7 @@ def save_estimator(est, path) -> None:
     state["constraints"] = {n: constraint_name(c) for n, c in state["constraints"].items()}
     scaling = None if est.feature_mean_ is None else \
         [torch.as_tensor(est.feature_mean_), torch.as_tensor(est.feature_scale_)]
-    atomic_save({
+    payload = {
         "format": _FORMAT, "version": _FORMAT_VERSION,
         "hyperparameters": {k: plain(v) for k, v in est.get_params(deep=False).items()},
         "classes": [plain(c) for c in est.classes_.tolist()],
@@ -49,8 +59,50 @@ def save_estimator(est, path) -> None:
                 "validation_scores_": (None if est.validation_scores_ is None
                                        else [float(v) for v in est.validation_scores_]),
                 "best_validation_score_": est.best_validation_score_,
-                "predict_seed": est._predict_seed},
-    }, path)
+                "predict_seed": est._predict_seed,
+                "training_path_": list(est.training_path_),  # (version 3)
+                "n_partial_fits_": int(est.n_partial_fits_),
+                "prior_scale_": getattr(est, "prior_scale_", None),
+                "prior_scale_scores_": (None if getattr(est, "prior_scale_scores_", None) is None
+                                        else [[float(k), float(v)] for k, v in est.prior_scale_scores_.items()])},
+    }
+    if weights_only:
+        _check_weights_only(payload)
+    atomic_save(payload, path)
+
+
+def _weights_only_loadable(obj) -> bool:
+    buffer = io.BytesIO()
+    try:
+        torch.save(obj, buffer)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return False
+    buffer.seek(0)
+    try:
+        torch.load(buffer, weights_only=True)
+    except pickle.UnpicklingError:
+        return False
+    return True
+
+
+def _check_weights_only(payload) -> None:
+    """Raise ``ValueError`` naming what in ``payload`` (tensors aside) would need
+    ``weights_only=False`` to load."""
+    skeleton = dict(payload, param_state=dict(payload["param_state"], params={}), feature_scaling=None)
+    if _weights_only_loadable(skeleton):
+        return
+    bad = [c for c in payload["classes"] if not _weights_only_loadable(c)]
+    if bad:
+        raise ValueError(
+            f"cannot save: {len(bad)} of the {len(payload['classes'])} labels (classes_) are Python "
+            f"objects that ARClassifier.load(path) could not read back with weights_only=True, e.g. "
+            f"{', '.join(repr(c) for c in bad[:3])}; fit with plain labels (numbers or strings), or "
+            f"save(path, weights_only=False) and load(path, weights_only=False) for trusted files")
+    parts = {**{f"hyper-parameter {k}": v for k, v in payload["hyperparameters"].items()},
+             **{f"the constraint of {k}": v for k, v in payload["param_state"]["constraints"].items()}}
+    bad = [name for name, value in parts.items() if not _weights_only_loadable(value)] or ["(unknown)"]
+    raise ValueError(f"cannot save: {', '.join(bad)} would not load back with weights_only=True; use "
+                     f"save(path, weights_only=False) and load(path, weights_only=False) for trusted files")
 
 
 def load_estimator(cls, path, map_location="cpu", weights_only=True):
@@ -65,11 +117,11 @@ def load_estimator(cls, path, map_location="cpu", weights_only=True):
     ...
     ValueError: no file written by ARClassifier.save file at '/nonexistent.pt'
     """
-    d = load_payload(path, _FORMAT, (1, _FORMAT_VERSION), ValueError, map_location,
-                     "a file written by ARClassifier.save", weights_only)
+    d = load_payload(path, _FORMAT, (1, 2, _FORMAT_VERSION), ValueError, map_location,
+                     "a file written by ARClassifier.save", weights_only, checksum_since=3)
     try:
         return _from_payload(cls, d)
-    except (KeyError, TypeError, ValueError, IndexError) as e:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
         raise ValueError(f"{str(path)!r} is not a valid ARClassifier file: "
                          f"{type(e).__name__}: {e}") from e
 
@@ -89,8 +141,7 @@ def _from_payload(cls, d):
         (scaling[0].numpy(), scaling[1].numpy())
     est.likelihood_ = check_choice("likelihood", d.get("likelihood", "ar"), _LIKELIHOODS[1:])
     state = d["param_state"]
-    state["constraints"] = {n: getattr(pyro_constraints, c) if isinstance(c, str) else c
-                            for n, c in state["constraints"].items()}
+    state["constraints"] = {n: _constraint(n, c) for n, c in state["constraints"].items()}
     est.param_state_ = state
     fit = d["fit"]
     est.n_iter_, est.n_steps_ = fit["n_iter_"], fit["n_steps_"]
@@ -98,7 +149,50 @@ def _from_payload(cls, d):
     est.best_validation_score_ = fit["best_validation_score_"]
     est._predict_seed = fit["predict_seed"]
     _check_loaded_shapes(est, p)
+    _set_continuation(est, d, p)
     return est
+
+
+def _constraint(name, c):
+    """The constraint object stored for parameter ``name`` (by name, or pickled)."""
+    if not isinstance(c, str):
+        return c
+    value = getattr(pyro_constraints, c, None) if not c.startswith("_") else None
+    if not isinstance(value, pyro_constraints.Constraint):
+        raise ValueError(f"the constraint of parameter {name!r} is {c!r}, which is not a constraint "
+                         f"of pyro.distributions.constraints")
+    return value
+
+
+def _set_continuation(est, d, p):
+    """``training_path_``, ``n_partial_fits_``, ``prior_scale_(scores_)``: stored (version 3),
+    else inferred (the rank from the weights, sparse inputs from the sparse path's one
+    shared feature scale, the strategy from the hyper-parameter)."""
+    fit = d["fit"]
+    if "training_path_" in fit:
+        sparse_inputs, rank, strategy = fit["training_path_"]
+        n_partial = fit["n_partial_fits_"]
+        if isinstance(n_partial, bool) or not isinstance(n_partial, int) or n_partial < 0:
+            raise ValueError(f"n_partial_fits_ must be an int >= 0, got {n_partial!r}")
+        est.n_partial_fits_, est.prior_scale_ = n_partial, fit["prior_scale_"]
+        scores = fit["prior_scale_scores_"]
+        est.prior_scale_scores_ = None if scores is None else {float(k): float(v) for k, v in scores}
+    else:
+        W, _, *E = est._weights(p, len(est.classes_), est.n_features_in_)
+        rank = E[0].shape[-1] if E else None
+        scale = est.feature_scale_
+        sparse_inputs = bool(scale is not None and not est.feature_mean_.any() and len(scale) > 1
+                             and (scale == scale[0]).all())
+        strategy = "per_datapoint" if p["strategy"] == "auto" else p["strategy"]
+        grid = p["prior_scale"]
+        est.n_partial_fits_, est.prior_scale_scores_ = 0, None
+        est.prior_scale_ = None if p["weights"] == "mle" else (grid if not isinstance(grid, tuple)
+                                                                 else (1.0 if 1.0 in grid else grid[len(grid) // 2]))
+    check_choice("training_path_ strategy", strategy, _STRATEGIES[1:])
+    if not isinstance(sparse_inputs, bool) or not (rank is None or isinstance(rank, int) and rank >= 1):
+        raise ValueError(f"training_path_ must be [bool, rank (int >= 1 or None), strategy], got "
+                         f"{[sparse_inputs, rank, strategy]!r}")
+    est.training_path_ = TrainingPath(sparse_inputs, rank, strategy)
 
 
 def _check_loaded_shapes(est, p):
