@@ -39,13 +39,34 @@ import torch
 import pyro
 from pyro.infer import SVI
 
-from .checkpoint import CheckpointError, load_checkpoint, preserved_rng, save_checkpoint
+from .checkpoint import (
+    CheckpointError,
+    agree_on_checkpoint,
+    load_checkpoint,
+    preserved_rng,
+    rotate_checkpoint,
+    run_config,
+    save_checkpoint,
+)
 
 __all__ = [
     "train", "TrainState", "Callback", "EarlyStopping", "IterateAverage", "LearningRateDecay",
     "DivergenceCheck",
-    "TrainingDiverged", "CheckpointError", "save_checkpoint", "load_checkpoint",
+    "TrainingDiverged", "CheckpointError", "ResumeWarning", "save_checkpoint", "load_checkpoint",
 ]
+
+
+class ResumeWarning(UserWarning):
+    """Issued by :func:`train` when it resumes from a checkpoint (naming the file and the
+    step), so that a re-run never silently continues an old run; filter it with
+    ``warnings.filterwarnings("ignore", category=ResumeWarning)``.
+
+    Example:
+
+    >>> from pyro_ar.infer.loop import ResumeWarning
+    >>> issubclass(ResumeWarning, UserWarning)
+    True
+    """
 
 class TrainingDiverged(RuntimeError):
     """Raised by :func:`train` when the loss is not finite or explodes (:class:`DivergenceCheck`).
@@ -359,6 +380,7 @@ class _Loop:
         self.elapsed = {"time": 0.0, "wall": 0.0, "cpu": 0.0}
         self.losses, self.times, self.loss_sum = [], [], 0.0
         self.next_eval_time, self.bar, self.postfix = 0, None, {}
+        self.config, self.group = None, None
         div = opts["divergence"]
         self.divergence = DivergenceCheck() if div is True else (div or None)
         cbs = [c if isinstance(c, Callback) else _FunctionCallback(c) for c in opts["callbacks"]]
@@ -435,14 +457,25 @@ class _Loop:
                 "callbacks": {k: cb.state_dict() for k, cb in self.keyed_callbacks().items()},
                 "scheduler": sched.get_state() if sched is not None and sched is not self.svi.optim
                 and hasattr(sched, "get_state") else None}
+        if self.group is not None:  # the ranks' agreement on a step needs the previous file
+            rotate_checkpoint(o["checkpoint"])
         save_checkpoint(o["checkpoint"], self.svi, step=self.state.step, modules=o["modules"],
-                        history=self.state.history, extra={"pyro_ar.train": loop})
+                        history=self.state.history, extra={"pyro_ar.train": loop}, config=self.config)
 
     def restore(self) -> bool:
         o, path = self.o, self.o["checkpoint"]
-        if path is None or not o["resume"] or not os.path.exists(path):
+        if path is None:
             return False
-        ck = load_checkpoint(path, self.svi, *self.args, modules=o["modules"], **self.kwargs)
+        self.config = run_config(self.svi, *self.args, modules=o["modules"], **self.kwargs)
+        self.group = _checkpoint_group(o["checkpoint_group"])
+        if not o["resume"]:
+            return False
+        if self.group is not None:  # ranks resume from the newest step they all have
+            path = agree_on_checkpoint(path, self.group)
+        if path is None or not os.path.exists(path):
+            return False
+        ck = load_checkpoint(path, self.svi, *self.args, modules=o["modules"], config=self.config,
+                             **self.kwargs)
         loop = (ck["extra"] or {}).get("pyro_ar.train")
         if loop is None:
             raise CheckpointError(f"the checkpoint {os.fspath(path)!r} was not written by train()")
@@ -463,6 +496,9 @@ class _Loop:
                 cb.load_state_dict(loop["callbacks"][key])
         if loop["scheduler"] is not None:
             o["scheduler"].set_state(loop["scheduler"])
+        warnings.warn(f"train: resumed from the checkpoint {os.fspath(path)!r} at step {st.step} (of "
+                      f"num_steps={st.num_steps}); pass resume=False or another checkpoint path to "
+                      f"start afresh", ResumeWarning, stacklevel=4)
         return True
 
     def keyed_callbacks(self) -> Dict[str, Callback]:
@@ -507,12 +543,21 @@ class _Loop:
         return st.history
 
 
+def _checkpoint_group(group):
+    """The process group whose ranks checkpoint together (see ``train(checkpoint_group=)``)."""
+    if group != "auto":
+        return group
+    import torch.distributed as dist
+    running = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+    return dist.group.WORLD if running else None
+
+
 def train(svi: SVI, *args, num_steps: int = 1000, time_budget: Optional[float] = None,
           eval_fn: Optional[Callable[[], Dict]] = None, eval_every: Optional[int] = None,
           eval_times: Sequence[float] = (), eval_at_start: bool = True, log_every: Optional[int] = None,
           callbacks: Sequence[Union[Callback, Callable]] = (), early_stopping: Optional[EarlyStopping] = None,
           scheduler: Optional[object] = None, checkpoint: Optional[Union[str, os.PathLike]] = None,
-          checkpoint_every: Optional[int] = None, resume: bool = True,
+          checkpoint_every: Optional[int] = None, resume: bool = True, checkpoint_group="auto",
           modules: Sequence[torch.nn.Module] = (), progress: Union[bool, Dict] = False,
           clock: str = "wall", step_times: Optional[List[float]] = None,
           divergence: Union[bool, DivergenceCheck] = True, **kwargs) -> List[Dict]:
@@ -541,7 +586,18 @@ def train(svi: SVI, *args, num_steps: int = 1000, time_budget: Optional[float] =
         (pass the same ``modules``; callback states are matched by class name and order, a
         saved non-empty state without its callback is an error). A run stopped by a
         callback stays stopped; one stopped by ``num_steps`` or ``time_budget`` continues
-        if they grew.
+        if they grew. A resume issues a :class:`ResumeWarning`; the checkpoint records the
+        run's configuration (:func:`~pyro_ar.infer.checkpoint.run_config`: model, guide,
+        ELBO, optimizer settings, data shapes) and a run with another configuration
+        raises :class:`CheckpointError` naming the differences instead of resuming.
+    :param checkpoint_group: the ranks that checkpoint together (each to its own file,
+        e.g. :func:`~pyro_ar.distributed.rank_path`): ``"auto"`` (default) is every rank
+        when a ``torch.distributed`` process group of more than one process runs (every
+        rank must then call ``train``), a process group, or None (each process on its
+        own). They keep their previous checkpoint as well (``<name>.prev<ext>``) and
+        resume from the newest step that all of them have
+        (:func:`~pyro_ar.infer.checkpoint.agree_on_checkpoint`), or all fail naming the
+        ranks' steps.
     :param modules: extra ``nn.Module``\\ s whose buffers belong to the run (the guide's and
         model's are saved anyway).
     :param progress: a tqdm bar (True, or a dict of tqdm options) with the running loss.
@@ -580,6 +636,7 @@ def train(svi: SVI, *args, num_steps: int = 1000, time_budget: Optional[float] =
                 eval_times=sorted(eval_times), eval_at_start=eval_at_start,
                 log_every=log_every or eval_every, callbacks=callbacks,
                 early_stopping=early_stopping, scheduler=scheduler, checkpoint=checkpoint,
-                checkpoint_every=checkpoint_every, resume=resume, modules=tuple(modules),
+                checkpoint_every=checkpoint_every, resume=resume, checkpoint_group=checkpoint_group,
+                modules=tuple(modules),
                 progress=progress, clock=clock, step_times=step_times, divergence=divergence)
     return _Loop(svi, args, kwargs, opts).run()
