@@ -107,16 +107,19 @@ def init_process_group(backend: Optional[str] = None, device=None,
     >>> init_process_group()        # no torchrun environment here: one process
     (0, 1)
     """
+    if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and 0 < timeout < 1e8:
+        timeout = datetime.timedelta(seconds=timeout)
+    if not (isinstance(timeout, datetime.timedelta) and timeout.total_seconds() > 0):
+        raise ValueError(f"timeout must be a positive number of seconds (below 1e8) or a timedelta, got "
+                         f"timeout={timeout!r}")
+    if backend is not None and backend not in ("gloo", "nccl", "mpi", "ucc"):
+        raise ValueError(f"backend must be None, 'gloo', 'nccl', 'mpi' or 'ucc', got backend={backend!r}")
     if is_distributed():
         return get_rank(), get_world_size()
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
         return 0, 1
     if not dist.is_available():
         raise RuntimeError("torch.distributed is not available in this torch build")
-    if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0:
-        timeout = datetime.timedelta(seconds=timeout)
-    if not (isinstance(timeout, datetime.timedelta) and timeout.total_seconds() > 0):
-        raise ValueError(f"timeout must be a positive number of seconds or a timedelta, got timeout={timeout!r}")
     backend = backend or default_backend(device)
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
@@ -237,6 +240,12 @@ def rank_path(path, rank: Optional[int] = None, world_size: Optional[int] = None
     """
     rank = get_rank() if rank is None else rank
     world_size = get_world_size() if world_size is None else world_size
+    for name, value in (("world_size", world_size), ("rank", rank)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{name} must be an int, got {name}={value!r}")
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(f"rank must lie in [0, world_size) with world_size >= 1, got rank={rank}, "
+                         f"world_size={world_size}")
     root, ext = os.path.splitext(os.fspath(path))
     return f"{root}.rank{rank}-of-{world_size}{ext}"
 

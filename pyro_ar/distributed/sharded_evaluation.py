@@ -53,6 +53,13 @@ def sharded_evaluate(utility, labels: torch.Tensor, noise="gumbel", *, chunk_siz
     x, n = utility.x, len(labels)
     if tuple(labels.shape) != (x.shape[0],) or x.dim() != 2:
         raise ValueError(f"labels must have shape ({x.shape[0]},), got {tuple(labels.shape)}")
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError("x holds non-finite values (NaN or inf): the log-likelihoods would be NaN")
+    if labels.dtype.is_floating_point or labels.dtype.is_complex or labels.dtype == torch.bool:
+        raise ValueError(f"labels must be integer class indices, got dtype {labels.dtype}")
+    if n and not bool(((labels >= 0) & (labels < utility.shard.num_classes)).all()):
+        bad = labels[(labels < 0) | (labels >= utility.shard.num_classes)]
+        raise ValueError(f"labels must lie in [0, {utility.shard.num_classes}), got {bad[:3].tolist()}")
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int)
                                    or chunk_size < 1):
         raise ValueError(f"chunk_size must be an int >= 1 or None, got chunk_size={chunk_size!r}")

@@ -36,6 +36,7 @@ as well and resume from the newest step that every rank has.
 import contextlib
 import hashlib
 import importlib
+import math
 import os
 import random
 import types
@@ -263,6 +264,94 @@ def _check_optim_state(optim, state) -> None:
                 if torch.is_tensor(t) and t.dim() >= 1 and param.dim() >= 1 and t.shape[0] != param.shape[0]:
                     raise ValueError(f"the optimizer state {key!r} of parameter {name!r} has shape "
                                      f"{tuple(t.shape)}, the parameter {tuple(param.shape)}")
+
+
+def _check_optim_values(name, state) -> None:
+    """Per-parameter optimizer states hold tensors and finite numbers, and their ``params``
+    ids cover the states' keys (else torch drops a state without a word)."""
+    if not (isinstance(state, dict) and isinstance(state.get("state"), dict)
+            and isinstance(state.get("param_groups"), list)):
+        inner = state.get("optimizer") if isinstance(state, dict) else None
+        if isinstance(inner, dict) and "scheduler" in state:  # a scheduler's: check its optimizer
+            return _check_optim_values(name, inner)
+        raise ValueError(f"the optimizer state of parameter {name!r} must be a dict with 'state' and "
+                         f"'param_groups'")
+    ids = [i for g in state["param_groups"] if isinstance(g, dict) for i in g.get("params", [None])]
+    if any(isinstance(i, bool) or not isinstance(i, int) for i in ids) or not set(state["state"]) <= set(ids):
+        raise ValueError(f"the optimizer state of parameter {name!r} has parameter ids {ids!r} that do "
+                         f"not cover its states {sorted(map(repr, state['state']))}")
+    for values in state["state"].values():
+        for key, v in (values.items() if isinstance(values, dict) else [("(entry)", values)]):
+            if isinstance(v, torch.Tensor):
+                ok = not v.is_floating_point() or bool(torch.isfinite(v).all())
+            else:
+                ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            if not ok:
+                raise ValueError(f"the optimizer state {key!r} of parameter {name!r} is {v!r}: not a "
+                                 f"tensor or a finite number")
+
+
+def _check_payload(ck) -> None:
+    """The structure of a checkpoint's parts (before anything is restored)."""
+    store = ck["param_store"]
+    if not (isinstance(store, dict) and isinstance(store.get("params"), dict)
+            and isinstance(store.get("constraints"), dict)):
+        raise ValueError("param_store must be a dict with 'params' and 'constraints' dicts")
+    for name, t in store["params"].items():
+        if not (isinstance(t, torch.Tensor) and t.is_floating_point()):
+            raise ValueError(f"parameter {name!r} must be a floating-point tensor, got "
+                             f"{t.dtype if isinstance(t, torch.Tensor) else type(t).__name__}")
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError(f"parameter {name!r} holds non-finite values")
+    if set(store["params"]) != set(store["constraints"]):
+        raise ValueError(f"params and constraints name different parameters: "
+                         f"{sorted(set(store['params']) ^ set(store['constraints']))}")
+    buffers = ck["buffers"]
+    if not (isinstance(buffers, dict) and all(isinstance(b, dict) and all(
+            isinstance(t, torch.Tensor) for t in b.values()) for b in buffers.values())):
+        raise ValueError("buffers must be a dict of dicts of tensors")
+    if not (isinstance(ck["history"], list) and all(isinstance(r, dict) for r in ck["history"])):
+        raise ValueError("history must be a list of dicts (records)")
+    if ck["optim"] is not None:
+        if not isinstance(ck["optim"], dict):
+            raise ValueError(f"the optimizer state must be a dict, got {type(ck['optim']).__name__}")
+        for name, state in ck["optim"].items():
+            _check_optim_values(name, state)
+    _check_rng_state(ck["rng"])
+
+
+def _check_rng_state(state) -> None:
+    """The RNG states: torch's a uint8 tensor, numpy's Mersenne Twister (624 keys, a
+    position in [0, 624]), ``random``'s (625 words)."""
+    try:
+        n, r = state["numpy"], state["random"]
+        ok = (isinstance(state["torch"], torch.Tensor) and state["torch"].dtype == torch.uint8
+              and n["name"] == "MT19937" and isinstance(n["keys"], torch.Tensor) and n["keys"].shape == (624,)
+              and isinstance(n["pos"], int) and not isinstance(n["pos"], bool) and 0 <= n["pos"] <= 624
+              and n["has_gauss"] in (0, 1) and isinstance(n["cached_gaussian"], float)
+              and math.isfinite(n["cached_gaussian"])
+              and isinstance(r["state"], torch.Tensor) and r["state"].shape == (625,)
+              and isinstance(r["version"], int) and (r["gauss_next"] is None or isinstance(r["gauss_next"], float)))
+    except (KeyError, TypeError):
+        ok = False
+    if not ok:
+        raise ValueError("the RNG states (rng) are not those of torch, numpy and random")
+
+
+def _check_model_shapes(model) -> None:
+    """The restored per-class parameters have the shapes the model declares (pyro_ar models)."""
+    shapes = getattr(model, "parameter_shapes", None)
+    if not callable(shapes):
+        return
+    try:
+        declared = shapes()
+    except NotImplementedError:  # a model without per-class parameters of its own
+        return
+    store, prefix = pyro.get_param_store(), getattr(model, "prefix", "")
+    for name, shape in declared.items():
+        if prefix + name in store and tuple(store[prefix + name].shape) != tuple(shape):
+            raise ValueError(f"parameter {prefix + name!r} has shape {tuple(store[prefix + name].shape)}, "
+                             f"the model {tuple(shape)}")
 
 
 def _set_up_lazy_guide(guide, args, kwargs) -> None:
@@ -535,6 +624,11 @@ def load_checkpoint(path: Union[str, os.PathLike], svi: SVI, *args,
     >>> loss = svi.step(data.x, data.y)                   # continues where the run stopped
     """
     ck = _read(path)
+    try:
+        _check_payload(ck)
+    except (KeyError, TypeError, ValueError) as e:
+        raise CheckpointError(f"the checkpoint {os.fspath(path)!r} is not a valid checkpoint: "
+                              f"{type(e).__name__}: {e}") from e
     if config is not None and ck.get("config") is not None:
         differences = config_differences(ck["config"], _plain(config, "config"))
         if differences:
@@ -550,6 +644,7 @@ def load_checkpoint(path: Union[str, os.PathLike], svi: SVI, *args,
                   for n, p in ck["param_store"]["params"].items()}
         store.set_state({"params": params, "constraints": {
             n: _decode_constraint(c) for n, c in ck["param_store"]["constraints"].items()}})
+        _check_model_shapes(svi.model)
         _set_up_lazy_guide(svi.guide, args, kwargs)
         _set_buffers(_modules(svi, modules), ck["buffers"])
         _check_optim_state(svi.optim, ck["optim"])

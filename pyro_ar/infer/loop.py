@@ -476,9 +476,14 @@ class _Loop:
             return False
         ck = load_checkpoint(path, self.svi, *self.args, modules=o["modules"], config=self.config,
                              **self.kwargs)
-        loop = (ck["extra"] or {}).get("pyro_ar.train")
+        loop = (ck["extra"] or {}).get("pyro_ar.train") if isinstance(ck["extra"], (dict, type(None))) else None
         if loop is None:
             raise CheckpointError(f"the checkpoint {os.fspath(path)!r} was not written by train()")
+        problem = _loop_state_problem(loop, o["scheduler"] is not None)
+        if not ck["history"] or not all(_is_int(r.get("step")) for r in ck["history"]):
+            problem = "its history has no records, or records without a step"
+        if problem:
+            raise CheckpointError(f"the checkpoint {os.fspath(path)!r} holds an invalid loop state: {problem}")
         keyed = self.keyed_callbacks()
         lost = [k for k, v in loop["callbacks"].items() if v and k not in keyed]
         if lost:
@@ -489,17 +494,36 @@ class _Loop:
         self.elapsed, self.losses, self.times = loop["elapsed"], loop["losses"], loop["times"]
         self.loss_sum, self.next_eval_time = loop["loss_sum"], loop["next_eval_time"]
         st.time = self.elapsed["time"]
-        if self.divergence is not None and loop["divergence"] is not None:
-            self.divergence.load_state_dict(loop["divergence"])
-        for key, cb in keyed.items():
-            if key in loop["callbacks"]:
-                cb.load_state_dict(loop["callbacks"][key])
-        if loop["scheduler"] is not None:
-            o["scheduler"].set_state(loop["scheduler"])
+        try:  # the states of the divergence check, the callbacks and the scheduler
+            if self.divergence is not None and loop["divergence"] is not None:
+                self.divergence.load_state_dict(loop["divergence"])
+            for key, cb in keyed.items():
+                if key in loop["callbacks"]:
+                    cb.load_state_dict(loop["callbacks"][key])
+            if loop["scheduler"] is not None:
+                o["scheduler"].set_state(loop["scheduler"])
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise CheckpointError(f"the checkpoint {os.fspath(path)!r} holds a state that does not fit "
+                                  f"this run: {type(e).__name__}: {e}") from e
         warnings.warn(f"train: resumed from the checkpoint {os.fspath(path)!r} at step {st.step} (of "
                       f"num_steps={st.num_steps}); pass resume=False or another checkpoint path to "
                       f"start afresh", ResumeWarning, stacklevel=4)
         return True
+
+    def first_step_after_resume(self) -> None:
+        """The first step after a restore: a failure of the step's own code (not of the
+        collectives or the divergence check) names the checkpoint, whose parameters may not
+        fit this run (e.g. a guide's parameter of another shape in a hand-made file)."""
+        try:
+            self.step()
+        except (RuntimeError, TypeError, IndexError, KeyError, AttributeError) as e:
+            text = str(e)
+            if isinstance(e, (TrainingDiverged, CheckpointError)) or "across the ranks" in text \
+                    or "gloo" in text or "NCCL" in text:
+                raise
+            raise CheckpointError(f"the first step after resuming from the checkpoint "
+                                  f"{os.fspath(self.o['checkpoint'])!r} failed, so its state does not "
+                                  f"fit this run: {type(e).__name__}: {text[:300]}") from e
 
     def keyed_callbacks(self) -> Dict[str, Callback]:
         """Callbacks by ``<class name>.<index among that class>`` (their checkpoint keys)."""
@@ -515,7 +539,8 @@ class _Loop:
         o, st = self.o, self.state
         for cb in self.callbacks:
             cb.on_train_begin(st)
-        if not self.restore():
+        resumed = self.restore()
+        if not resumed:
             self.record(o["eval_at_start"])
         if o["progress"]:
             from tqdm.auto import tqdm
@@ -523,7 +548,11 @@ class _Loop:
             self.bar = tqdm(total=st.num_steps, initial=st.step, **kw)
         try:
             while not self.finished():
-                self.step()
+                if resumed:
+                    resumed = False
+                    self.first_step_after_resume()
+                else:
+                    self.step()
                 done = self.finished()
                 evaluate = self.due_for_eval() or done
                 if evaluate or st.step % o["log_every"] == 0:
@@ -541,6 +570,36 @@ class _Loop:
         for cb in self.callbacks:
             cb.on_train_end(st)
         return st.history
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _loop_state_problem(loop, has_scheduler: bool) -> Optional[str]:
+    """What is wrong with the loop's part of a checkpoint (None: nothing)."""
+    def number(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
+    if not isinstance(loop, dict):
+        return f"a {type(loop).__name__}, not a dict"
+    try:
+        checks = [
+            ("elapsed", isinstance(loop["elapsed"], dict) and all(
+                number(loop["elapsed"].get(k)) and loop["elapsed"][k] >= 0 for k in ("time", "wall", "cpu"))),
+            ("losses", isinstance(loop["losses"], list) and all(number(v) for v in loop["losses"])),
+            ("times", isinstance(loop["times"], list) and all(number(v) for v in loop["times"])),
+            ("loss_sum", number(loop["loss_sum"])),
+            ("next_eval_time", isinstance(loop["next_eval_time"], int) and not isinstance(
+                loop["next_eval_time"], bool) and loop["next_eval_time"] >= 0),
+            ("stop", isinstance(loop["stop"], bool)),
+            ("divergence", loop["divergence"] is None or isinstance(loop["divergence"], dict)),
+            ("callbacks", isinstance(loop["callbacks"], dict)),
+            ("scheduler", loop["scheduler"] is None or isinstance(loop["scheduler"], dict) and has_scheduler),
+        ]
+    except KeyError as e:
+        return f"{e.args[0]!r} is missing"
+    bad = [name for name, ok in checks if not ok]
+    return f"{', '.join(bad)} of the wrong type or value" if bad else None
 
 
 def _checkpoint_group(group):
