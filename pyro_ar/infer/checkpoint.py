@@ -686,7 +686,17 @@ def _peek_step(path: str) -> int:
 
 def rotate_checkpoint(path: Union[str, os.PathLike]) -> None:
     """Before writing a new checkpoint at ``path``, keep the current one as
-    :func:`previous_path` (the ranks' agreement on a common step needs it)."""
+    :func:`previous_path` (the ranks' agreement on a common step needs it).
+
+    Example:
+
+    >>> import os, tempfile
+    >>> from pyro_ar.infer.checkpoint import rotate_checkpoint
+    >>> folder = tempfile.mkdtemp()
+    >>> open(os.path.join(folder, "run.pt"), "w").close()
+    >>> rotate_checkpoint(os.path.join(folder, "run.pt")); os.listdir(folder)
+    ['run.prev.pt']
+    """
     path = os.fspath(path)
     if os.path.isfile(path):
         os.replace(path, previous_path(path))

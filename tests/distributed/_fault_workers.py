@@ -1,6 +1,7 @@
 """Ranks of tests/distributed/test_faults.py: each scenario runs on every rank of a process
 group started by pyro_ar's init_process_group from torchrun-like environment variables."""
 
+import datetime
 import os
 import shutil
 import signal
@@ -12,7 +13,7 @@ import torch.distributed as dist
 
 from pyro_ar.distributed import ShardedLinearUtility, class_shard, init_process_group, rank_path
 from pyro_ar.distributed.collectives import all_reduce_sum
-from pyro_ar.distributed.process_group import _heartbeat
+from pyro_ar.distributed.process_group import _heartbeat, _start_heartbeat
 from pyro_ar.distributed.sharded_evaluation import sharded_evaluate
 from pyro_ar.infer import Callback, CheckpointError
 from pyro_ar.infer.checkpoint import previous_path
@@ -123,7 +124,7 @@ def kill_worker(rank, world, port, tmp, phase):
     """``phase="kill"``: the uninterrupted run, then a run whose rank 1 is SIGKILLed after
     step 10 (checkpoints every 4 steps); rank 0 records the error it gets.
     ``phase="resume"``: the re-run from the checkpoints left behind."""
-    _start(rank, world, port, timeout=4)
+    _start(rank, world, port, timeout=10)  # (a loaded machine: generous for the training collectives)
     path = rank_path(os.path.join(tmp, "killed.pt"), rank, world)
 
     def body():
@@ -141,9 +142,13 @@ def kill_worker(rank, world, port, tmp, phase):
 
 
 def frozen_worker(rank, world, port, tmp):
-    """A 2-second timeout; rank 1 freezes (its heartbeat stops, it never reaches the
-    collective); rank 0's all-reduce fails and names it."""
-    _start(rank, world, port, timeout=2)
+    """A group with a 2-second timeout (the world's is generous, so that slow starts on a
+    loaded machine do not time out) and a 0.5 s heartbeat; rank 1 freezes (its heartbeat
+    stops, it never reaches the collective); rank 0's all-reduce fails and names it."""
+    _start(rank, world, port, timeout=60)
+    group = dist.new_group(timeout=datetime.timedelta(seconds=2))
+    _start_heartbeat(datetime.timedelta(seconds=2))
+    dist.barrier()
 
     def body():
         if rank == 1:
@@ -152,7 +157,7 @@ def frozen_worker(rank, world, port, tmp):
             return None
         t0 = time.perf_counter()
         try:
-            all_reduce_sum(torch.ones(3))
+            all_reduce_sum(torch.ones(3), group)
         except RuntimeError as e:
             return {"error": str(e), "seconds": time.perf_counter() - t0}
         return {"error": None}
