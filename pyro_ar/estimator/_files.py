@@ -132,6 +132,9 @@ def _from_payload(cls, d):
     """An estimator from a checked payload (see :func:`load_estimator`)."""
     if not isinstance(d["hyperparameters"], dict):
         raise ValueError(f"hyperparameters must be a dict, got {type(d['hyperparameters']).__name__}")
+    missing = set(cls().get_params(deep=False)) - set(d["hyperparameters"])
+    if missing and d["version"] >= 3:
+        raise ValueError(f"hyperparameters lacks {sorted(missing)}")
     est = cls(**d["hyperparameters"])
     p = est._validated_params()
     for name in ("early_stopping", "standardize", "warm_start"):
@@ -141,6 +144,11 @@ def _from_payload(cls, d):
             and not isinstance(est.random_state, bool)):
         raise ValueError(f"random_state must be None, an int or a numpy RandomState, got {est.random_state!r}")
     est.classes_ = _classes(d["classes"], d["classes_dtype"])
+    weights = est.class_weight
+    if isinstance(weights, dict) and not all(
+            k in set(est.classes_.tolist()) and isinstance(v, (int, float)) and not isinstance(v, bool)
+            and math.isfinite(v) and v > 0 for k, v in weights.items()):
+        raise ValueError(f"class_weight must map labels of classes_ to numbers > 0, got {weights!r}")
     est.n_features_in_ = _count("n_features_in", d["n_features_in"], 1)
     names = d["feature_names_in"]
     if names is not None:

@@ -276,19 +276,51 @@ def _check_optim_values(name, state) -> None:
             return _check_optim_values(name, inner)
         raise ValueError(f"the optimizer state of parameter {name!r} must be a dict with 'state' and "
                          f"'param_groups'")
+    for group in state["param_groups"]:
+        problem = _param_group_problem(group)
+        if problem:
+            raise ValueError(f"the optimizer settings of parameter {name!r}: {problem}")
     ids = [i for g in state["param_groups"] if isinstance(g, dict) for i in g.get("params", [None])]
     if any(isinstance(i, bool) or not isinstance(i, int) for i in ids) or not set(state["state"]) <= set(ids):
         raise ValueError(f"the optimizer state of parameter {name!r} has parameter ids {ids!r} that do "
                          f"not cover its states {sorted(map(repr, state['state']))}")
     for values in state["state"].values():
         for key, v in (values.items() if isinstance(values, dict) else [("(entry)", values)]):
-            if isinstance(v, torch.Tensor):
-                ok = not v.is_floating_point() or bool(torch.isfinite(v).all())
-            else:
-                ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            ok = all(x is None or (not x.is_floating_point() or bool(torch.isfinite(x).all()))
+                     if isinstance(x, torch.Tensor) else isinstance(x, (int, float)) and not
+                     isinstance(x, bool) and math.isfinite(x)
+                     for x in (v if isinstance(v, (list, tuple)) else [v]))
+            if key == "step" and not isinstance(v, torch.Tensor):
+                ok = ok and isinstance(v, int) and v >= 0
             if not ok:
                 raise ValueError(f"the optimizer state {key!r} of parameter {name!r} is {v!r}: not a "
-                                 f"tensor or a finite number")
+                                 f"tensor, a finite number or None")
+
+
+def _param_group_problem(group) -> Optional[str]:
+    """What is wrong with one torch optimizer's param group (the settings torch's
+    optimizers share: lr, betas, eps, weight decay, momentum; numbers finite)."""
+    if not isinstance(group, dict):
+        return f"a param group is a {type(group).__name__}, not a dict"
+    for key, v in group.items():
+        values = v if isinstance(v, (list, tuple)) and key != "params" else [v]
+        for x in values if key != "params" else []:
+            if isinstance(x, float) and not math.isfinite(x):
+                return f"{key}={v!r} is not finite"
+    rules = {"lr": lambda x: x >= 0, "initial_lr": lambda x: x >= 0, "eps": lambda x: x >= 0,
+             "weight_decay": lambda x: x >= 0, "momentum": lambda x: 0 <= x <= 1,
+             "betas": lambda x: all(isinstance(b, (int, float)) and 0 <= b < 1 for b in x) and len(x) == 2}
+    for key, ok in rules.items():
+        if key in group:
+            v = group[key]
+            number = isinstance(v, (int, float)) and not isinstance(v, bool)
+            try:
+                good = ok(v) if key == "betas" else number and ok(v)
+            except TypeError:
+                good = False
+            if not good:
+                return f"{key}={v!r} is out of range"
+    return None
 
 
 def _check_payload(ck) -> None:
@@ -332,7 +364,7 @@ def _check_rng_state(state) -> None:
               and math.isfinite(n["cached_gaussian"])
               and isinstance(r["state"], torch.Tensor) and r["state"].shape == (625,)
               and isinstance(r["version"], int) and (r["gauss_next"] is None or isinstance(r["gauss_next"], float)))
-    except (KeyError, TypeError):
+    except Exception:  # noqa: BLE001  (any other structure: not RNG states)
         ok = False
     if not ok:
         raise ValueError("the RNG states (rng) are not those of torch, numpy and random")
@@ -496,7 +528,9 @@ def run_config(svi: SVI, *args, modules: Sequence[torch.nn.Module] = (), **kwarg
 
 def _flatten(d, prefix="") -> Dict[str, Any]:
     out = {}
-    if isinstance(d, dict):
+    if isinstance(d, dict) and not d:
+        out[prefix] = {}
+    elif isinstance(d, dict):
         for k, v in d.items():
             out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
     elif isinstance(d, list) and d and any(isinstance(v, (dict, list)) for v in d):
@@ -522,6 +556,10 @@ def config_differences(saved: Dict, current: Dict) -> List[str]:
     """
     a, b = _flatten(saved), _flatten(current)
     always = [k for k in set(a) | set(b) if k.startswith("data.") or k.endswith((".class", ".len", "function"))]
+
+    def reshaped(k, other):  # a value on one side where the other has entries below it, or above
+        return any(o.startswith((k + ".", k + "[")) or k.startswith((o + ".", o + "[")) for o in other)
+    always += [k for k in set(a) - set(b) if reshaped(k, b)] + [k for k in set(b) - set(a) if reshaped(k, a)]
     keys = sorted((set(a) & set(b)) | set(always))
     return [f"{k}: checkpoint {a.get(k, 'absent')!r}, this run {b.get(k, 'absent')!r}"
             for k in keys if repr(a.get(k, "absent")) != repr(b.get(k, "absent"))]

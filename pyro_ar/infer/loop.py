@@ -482,6 +482,9 @@ class _Loop:
         problem = _loop_state_problem(loop, o["scheduler"] is not None)
         if not ck["history"] or not all(_is_int(r.get("step")) for r in ck["history"]):
             problem = "its history has no records, or records without a step"
+        elif not problem and ck["step"] != ck["history"][-1]["step"] + len(loop["losses"]):
+            problem = (f"step {ck['step']} is not the last record's step {ck['history'][-1]['step']} plus "
+                       f"the {len(loop['losses'])} losses since")
         if problem:
             raise CheckpointError(f"the checkpoint {os.fspath(path)!r} holds an invalid loop state: {problem}")
         keyed = self.keyed_callbacks()
@@ -516,7 +519,7 @@ class _Loop:
         fit this run (e.g. a guide's parameter of another shape in a hand-made file)."""
         try:
             self.step()
-        except (RuntimeError, TypeError, IndexError, KeyError, AttributeError) as e:
+        except (RuntimeError, ValueError, TypeError, IndexError, KeyError, AttributeError) as e:
             text = str(e)
             if isinstance(e, (TrainingDiverged, CheckpointError)) or "across the ranks" in text \
                     or "gloo" in text or "NCCL" in text:
@@ -592,7 +595,11 @@ def _loop_state_problem(loop, has_scheduler: bool) -> Optional[str]:
             ("next_eval_time", isinstance(loop["next_eval_time"], int) and not isinstance(
                 loop["next_eval_time"], bool) and loop["next_eval_time"] >= 0),
             ("stop", isinstance(loop["stop"], bool)),
-            ("divergence", loop["divergence"] is None or isinstance(loop["divergence"], dict)),
+            ("divergence", loop["divergence"] is None or isinstance(loop["divergence"], dict) and (
+                loop["divergence"].get("scale") is None or number(loop["divergence"]["scale"])
+                and math.isfinite(loop["divergence"]["scale"]) and loop["divergence"]["scale"] >= 1)
+                and isinstance(loop["divergence"].get("first"), list) and all(
+                    number(v) and math.isfinite(v) and v >= 0 for v in loop["divergence"]["first"])),
             ("callbacks", isinstance(loop["callbacks"], dict)),
             ("scheduler", loop["scheduler"] is None or isinstance(loop["scheduler"], dict) and has_scheduler),
         ]

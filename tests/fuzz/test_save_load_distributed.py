@@ -16,7 +16,10 @@ arguments, in one process.
 
 Counts: ``STATS`` of tests/fuzz/_harness.py (printed at the end of the run), with
 ``silently_accepted``. ``PYRO_AR_FUZZ_COUNT_ONLY=1`` counts failures instead of stopping
-at the first (for a battery's report).
+at the first, and ``PYRO_AR_FUZZ_SCALE=k`` draws k times as many examples (for a battery's
+report)::
+
+    PYRO_AR_FUZZ_SCALE=4 PYRO_AR_FUZZ_COUNT_ONLY=1 python -m pytest -q tests/fuzz/test_save_load_distributed.py
 """
 
 import copy
@@ -54,6 +57,8 @@ sklearn = pytest.importorskip("sklearn")
 from pyro_ar import ARClassifier  # noqa: E402
 
 COUNT_ONLY = os.environ.get("PYRO_AR_FUZZ_COUNT_ONLY") == "1"
+#: ``PYRO_AR_FUZZ_SCALE=k`` draws k times as many examples (a larger battery than the suite's)
+SCALE = max(1, int(os.environ.get("PYRO_AR_FUZZ_SCALE", "1")))
 FILE_ERRORS = (ValueError, TypeError, CheckpointError)
 
 POOL = [None, -5, 2.5, math.nan, math.inf, "nope", [], {}, True, 10 ** 30, "weight",
@@ -79,14 +84,14 @@ def _silently_accepted(what):
     _fail(f"silently accepted: {what}")
 
 
-def _guarded(fn):
+def _guarded(fn, what=""):
     """Run ``fn``; in count-only mode an Unnamed failure is counted (by the harness) and kept going."""
     try:
         fn()
     except H.Unnamed as e:
         if not COUNT_ONLY:
             raise
-        _log(f"{e} <- {e.__cause__!r}")
+        _log(f"{e} <- {e.__cause__!r} [{what}]")
 
 
 # ------------------------------------------------------------------ payload mutation
@@ -170,7 +175,7 @@ def estimator_file(tmp_path_factory):
     return torch.load(path, weights_only=True), X
 
 
-@settings(H.FUZZ, max_examples=150)
+@settings(H.FUZZ, max_examples=150 * SCALE)
 @given(p=st.integers(0, 10 ** 6), v=st.integers(0, 10 ** 6))
 def test_hand_made_estimator_files(tmp_path_factory, estimator_file, p, v):
     payload, X = estimator_file
@@ -188,7 +193,7 @@ def test_hand_made_estimator_files(tmp_path_factory, estimator_file, p, v):
             H.finite(f"predict_proba after {path} = {new!r}", proba)
         if _certainly_invalid(old, new, path):
             _silently_accepted(f"estimator file {path}: {old!r} -> {new!r}")
-    _guarded(check)
+    _guarded(check, f"estimator file {path} = {new!r}")
 
 
 # ------------------------------------------------------------------ checkpoints
@@ -211,7 +216,7 @@ def checkpoint_payload(tmp_path_factory):
     return torch.load(path, weights_only=True), data
 
 
-@settings(H.FUZZ, max_examples=120)
+@settings(H.FUZZ, max_examples=120 * SCALE)
 @given(p=st.integers(0, 10 ** 6), v=st.integers(0, 10 ** 6))
 def test_hand_made_checkpoints(tmp_path_factory, checkpoint_payload, p, v):
     payload, data = checkpoint_payload
@@ -238,7 +243,7 @@ def test_hand_made_checkpoints(tmp_path_factory, checkpoint_payload, p, v):
             _fail(f"the run ended at step {history[-1]['step']}")
         if _certainly_invalid(old, new, path):
             _silently_accepted(f"checkpoint {path}: {old!r} -> {new!r}")
-    _guarded(check)
+    _guarded(check, f"checkpoint {path} = {new!r}")
     pyro.clear_param_store()
 
 
@@ -255,13 +260,14 @@ def _judge(ok, valid, what):
         _silently_accepted(what)
 
 
-@settings(H.FUZZ, max_examples=150)
+@settings(H.FUZZ, max_examples=150 * SCALE)
 @given(a=st.sampled_from(ARGS), b=st.sampled_from(ARGS), c=st.sampled_from(ARGS),
        which=st.sampled_from(["rank_path", "shard_range", "class_shard", "plate"]))
 def test_distributed_arguments(a, b, c, which):
     def check():
-        if which == "rank_path":
-            valid = _is_int(a, 0) and _is_int(b, 1) and a < b
+        if which == "rank_path":  # None: this process's rank (0) and world size (1)
+            rank, world = 0 if a is None else a, 1 if b is None else b
+            valid = _is_int(rank, 0) and _is_int(world, 1) and rank < world
             ok, out = H.call(lambda: rank_path("run.pt", a, b), ("rank", "world_size"), kind="distributed")
         elif which == "shard_range":
             valid = _is_int(a, 1) and _is_int(c, 1) and _is_int(b, 0) and b < c and a >= c
@@ -281,7 +287,7 @@ def test_distributed_arguments(a, b, c, which):
     _guarded(check)
 
 
-@settings(H.FUZZ, max_examples=100)
+@settings(H.FUZZ, max_examples=100 * SCALE)
 @given(label=st.sampled_from([0, 5, 9, 10, -1, 10 ** 6]), chunk=st.sampled_from([None, 1, 3, 0, -2, 2.5, True]),
        reduce=st.sampled_from(["mean", "sum", "none", "avg"]), rows=st.sampled_from([0, 1, 4]),
        bad_x=st.booleans())
@@ -308,7 +314,7 @@ def test_sharded_evaluation_arguments(label, chunk, reduce, rows, bad_x):
     _guarded(check)
 
 
-@settings(H.FUZZ, max_examples=40)
+@settings(H.FUZZ, max_examples=40 * SCALE)
 @given(value=st.sampled_from([1.5, math.nan, -math.inf, "a", None]), count=st.sampled_from([0, 1, 10, -3, 2.5]))
 def test_mean_across_arguments(value, count):
     valid = isinstance(value, float) and not math.isnan(value) and _is_int(count, 1)
@@ -322,7 +328,7 @@ def test_mean_across_arguments(value, count):
     _guarded(check)
 
 
-@settings(H.FUZZ, max_examples=20)
+@settings(H.FUZZ, max_examples=20 * SCALE)
 @given(timeout=st.sampled_from([0, -1, math.nan, "5", None, 1e9, 30]))
 def test_init_process_group_timeout(timeout):
     valid = isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and 0 < timeout < 1e8
@@ -333,7 +339,7 @@ def test_init_process_group_timeout(timeout):
     _guarded(check)
 
 
-@settings(H.FUZZ, max_examples=40)
+@settings(H.FUZZ, max_examples=40 * SCALE)
 @given(newest=st.sampled_from(["none", "good", "garbage", "empty", "foreign", "negative"]),
        previous=st.sampled_from(["none", "good", "garbage"]))
 def test_agree_on_checkpoint_files(tmp_path_factory, checkpoint_payload, newest, previous):
