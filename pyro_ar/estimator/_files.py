@@ -160,9 +160,9 @@ def _from_payload(cls, d):
     if scaling is None and est.standardize and d["version"] >= 2:
         raise ValueError("feature_scaling is missing, but the estimator standardizes its features")
     if scaling is not None and not (isinstance(scaling, list) and len(scaling) == 2 and all(
-            isinstance(t, torch.Tensor) and t.dtype == torch.float64 and bool(torch.isfinite(t).all())
+            isinstance(t, torch.Tensor) and t.is_floating_point() and bool(torch.isfinite(t).all())
             for t in scaling) and bool((scaling[1] > 0).all())):
-        raise ValueError("feature_scaling must be [mean, scale]: finite float64 tensors, scale > 0")
+        raise ValueError("feature_scaling must be [mean, scale]: finite floating-point tensors, scale > 0")
     est.feature_mean_, est.feature_scale_ = (None, None) if scaling is None else \
         (scaling[0].numpy(), scaling[1].numpy())
     est.likelihood_ = check_choice("likelihood", d.get("likelihood", "ar"), _LIKELIHOODS[1:])
