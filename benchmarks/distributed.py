@@ -5,7 +5,7 @@ Two roles in one file:
 * the **worker** (also the runnable example of docs/distributed.rst), started by ``torchrun``::
 
       torchrun --standalone --nproc_per_node=2 benchmarks/distributed.py --worker --mode dp \
-          --num-classes 100000 --steps 50 --checkpoint /tmp/run.pt --eval
+          --num-classes 100000 --steps 50 --checkpoint /tmp/dp.pt --eval
 
   trains a linear softmax classifier with A&R (shared negatives, lazy Adam) data-parallel
   (``--mode dp``: each rank its data shard and a B/R minibatch, gradients averaged) or

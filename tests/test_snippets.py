@@ -137,3 +137,36 @@ def test_block_runs_as_pasted(name, code, tmp_path):
     write_example_files(tmp_path)
     ok, output = run_pasted(code, tmp_path, repl=name.startswith("README.md"))
     assert ok, f"{name} failed as pasted:\n{code}\n{output}"
+
+
+def launch_commands(path: Path) -> list:
+    """The single-machine ``torchrun --standalone`` commands of a page's bash blocks (lines
+    joined at their backslashes), as argument lists."""
+    import shlex
+
+    text = re.sub(r"\\\n\s*", " ", path.read_text())
+    return [shlex.split(line.strip()) for line in text.splitlines()
+            if line.strip().startswith("torchrun --standalone")]
+
+
+def test_distributed_launch_commands_run_one_after_the_other(tmp_path):
+    """docs/distributed.rst's torchrun commands, pasted one after the other (issue 25, item
+    17: they shared one checkpoint path, so the second resumed the first's checkpoint and
+    failed with a shape error). Run here as one process each (no torchrun: the script then
+    runs as rank 0 of 1), scaled down (K = 1,000, 4 steps), the checkpoints moved to a
+    temporary folder; then the first again, which resumes its own checkpoint."""
+    commands = launch_commands(ROOT / "docs" / "distributed.rst")
+    assert len(commands) >= 2
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               OMP_NUM_THREADS="1")
+    for args in commands + commands[:1]:
+        script = next(i for i, a in enumerate(args) if a.endswith(".py"))
+        argv = args[script + 1:]
+        for flag, small in (("--num-classes", "1000"), ("--steps", "4")):
+            argv[argv.index(flag) + 1] = small
+        ck = argv.index("--checkpoint") + 1
+        argv[ck] = str(tmp_path / Path(argv[ck]).name)
+        argv += ["--num-data", "600", "--num-test", "50", "--batch", "64"]
+        proc = subprocess.run([sys.executable, str(ROOT / args[script]), *argv], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, f"{' '.join(args)} failed:\n{proc.stderr[-3000:]}"

@@ -36,7 +36,9 @@ from .data_parallel import (
     reduce_gradients,
 )
 from .process_group import (
+    DEFAULT_TIMEOUT,
     default_backend,
+    describe_failure,
     free_port,
     get_rank,
     get_world_size,
@@ -49,7 +51,7 @@ from .random_stream import RandomStream
 from .sharded_evaluation import sharded_evaluate
 
 __all__ = [
-    "init_process_group", "is_distributed", "get_rank", "get_world_size", "default_backend",
+    "init_process_group", "DEFAULT_TIMEOUT", "describe_failure", "is_distributed", "get_rank", "get_world_size", "default_backend",
     "shard_range", "rank_path", "free_port", "RandomStream", "COMM", "CommCounter", "sum_across",
     "max_across", "ShardedDataPlate", "data_parallel", "reduce_gradients", "local_parameter_names",
     "mean_across", "ClassShard", "class_shard", "ShardedLinearUtility", "ShardedAugmentedCategorical",

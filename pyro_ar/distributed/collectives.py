@@ -29,7 +29,7 @@ from typing import List, Sequence, Tuple
 import torch
 import torch.distributed as dist
 
-from .process_group import get_world_size, is_distributed
+from .process_group import describe_failure, get_rank, get_world_size, is_distributed
 
 __all__ = ["CommCounter", "COMM", "sum_across", "max_across", "all_gather_rows", "all_reduce_sum"]
 
@@ -76,6 +76,19 @@ def _active(group) -> bool:
     return is_distributed() and get_world_size(group) > 1
 
 
+@contextlib.contextmanager
+def _collective(what: str, group, t: torch.Tensor):
+    """Count a collective's payload (:data:`COMM`); if it fails, raise a ``RuntimeError``
+    naming the ranks that did not reach it (:func:`~pyro_ar.distributed.process_group.describe_failure`)."""
+    with COMM.count(t.numel(), t.element_size()):
+        try:
+            yield
+        except RuntimeError as e:
+            report = describe_failure(what, group)
+            raise RuntimeError(f"{what} across the ranks failed on rank {get_rank()} of "
+                               f"{get_world_size(group)}: {e}" + (f"; {report}" if report else "")) from e
+
+
 def all_reduce_sum(t: torch.Tensor, group=None) -> torch.Tensor:
     """The sum of ``t`` over the ranks (a new tensor; no gradient).
 
@@ -88,7 +101,7 @@ def all_reduce_sum(t: torch.Tensor, group=None) -> torch.Tensor:
     """
     out = t.detach().clone()
     if _active(group):
-        with COMM.count(out.numel(), out.element_size()):
+        with _collective("all_reduce(sum)", group, out):
             dist.all_reduce(out, op=dist.ReduceOp.SUM, group=group)
     return out
 
@@ -134,7 +147,7 @@ def max_across(t: torch.Tensor, group=None) -> torch.Tensor:
     """
     out = t.detach().clone()
     if _active(group):
-        with COMM.count(out.numel(), out.element_size()):
+        with _collective("all_reduce(max)", group, out):
             dist.all_reduce(out, op=dist.ReduceOp.MAX, group=group)
     return out
 
@@ -162,7 +175,7 @@ def all_gather_rows(pairs: Sequence[Tuple[torch.Tensor, torch.Tensor]], group=No
     device = pairs[0][0].device
     n = torch.tensor([r.numel() for r, _ in pairs], dtype=torch.long, device=device)
     counts = [torch.empty_like(n) for _ in range(world)]
-    with COMM.count(n.numel(), n.element_size()):
+    with _collective("all_gather(counts)", group, n):
         dist.all_gather(counts, n, group=group)
     counts = torch.stack(counts).tolist()              # [rank][pair]
     m = [max(c[i] for c in counts) for i in range(len(pairs))]
@@ -193,7 +206,7 @@ def _row_numel(values: torch.Tensor) -> int:
 
 def _gather_flat(flat: torch.Tensor, world: int, group) -> List[torch.Tensor]:
     out = [torch.empty_like(flat) for _ in range(world)]
-    with COMM.count(flat.numel(), flat.element_size()):
+    with _collective("all_gather(rows)", group, flat):
         dist.all_gather(out, flat, group=group)
     return out
 

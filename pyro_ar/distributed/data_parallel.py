@@ -31,6 +31,7 @@ whole step -- e.g. :class:`~pyro_ar.negatives.SharedNegatives` -- alike on every
 exactly (up to the order of floating-point sums): the reference of the tests.
 """
 
+import math
 from typing import Callable, Dict, Optional
 
 import torch
@@ -110,9 +111,10 @@ class ShardedDataPlate(torch.nn.Module):
         all_shards = isinstance(self.shard, str)
         if all_shards and self.shard != "all":
             raise ValueError(f"shard must be an int or 'all', got shard={self.shard!r}")
-        self.ranges = [shard_range(num_data, r, self.num_shards) for r in range(self.num_shards)]
-        if not all_shards:
-            shard_range(num_data, self.shard, self.num_shards)  # checks the shard index
+        shard_range(num_data, 0 if all_shards else self.shard, self.num_shards)  # checks the arguments
+        # the rows of the shards this process draws (all of them only for shard="all")
+        self.ranges = {r: shard_range(num_data, r, self.num_shards)
+                       for r in (range(self.num_shards) if all_shards else [self.shard])}
         if subsample_size is not None and (isinstance(subsample_size, bool) or not isinstance(
                 subsample_size, int) or subsample_size < 1 or subsample_size % self.num_shards):
             raise ValueError(f"subsample_size must be a positive multiple of num_shards="
@@ -174,12 +176,12 @@ class ShardedDataPlate(torch.nn.Module):
     def _stratum_weights(self, x, batch):
         """Per-datapoint weights (N_r/B_r)/(N/B) when the shards' sampling ratios differ."""
         ratios = [(stop - start) / min(self.shard_size or (stop - start), stop - start)
-                  for start, stop in self.ranges]
+                  for start, stop in self.ranges.values()]
         if max(ratios) - min(ratios) <= 1e-12 * max(ratios):
             return None
         overall = self.num_data / batch
         return torch.cat([torch.full((stop - start,), r / overall, dtype=x.dtype, device=x.device)
-                          for (start, stop), r in zip(self.ranges, ratios)])
+                          for (start, stop), r in zip(self.ranges.values(), ratios)])
 
 
 def local_parameter_names(guide) -> Callable[[str], bool]:
@@ -308,7 +310,18 @@ def mean_across(metrics: Dict[str, float], count: int, group=None) -> Dict[str, 
     >>> mean_across({"log_lik": -2.5}, count=10)      # one process: unchanged
     {'log_lik': -2.5}
     """
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise ValueError(f"count must be an int >= 0 (this rank's datapoints), got count={count!r}")
+    if not isinstance(metrics, dict):
+        raise ValueError(f"metrics must be a dict of numbers, got {type(metrics).__name__}")
+    bad = {k: v for k, v in metrics.items()
+           if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v)}
+    if bad:
+        raise ValueError(f"metrics must be numbers (not NaN), got {bad!r}")
     keys = sorted(metrics)
-    t = torch.tensor([float(metrics[k]) * count for k in keys] + [float(count)], dtype=torch.float64)
+    t = torch.tensor([float(metrics[k]) * count if count else 0.0 for k in keys] + [float(count)],
+                     dtype=torch.float64)
     t = all_reduce_sum(t, group)
+    if t[-1] <= 0:
+        raise ValueError("count is 0 on every rank: no datapoints to average the metrics over")
     return {k: float(t[i] / t[-1]) for i, k in enumerate(keys)}

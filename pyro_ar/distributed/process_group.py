@@ -6,21 +6,38 @@ r"""The process group: start it from ``torchrun``'s environment, ranks, shards o
 NCCL on CUDA. Without them (a plain ``python script.py``) nothing is started and every
 helper answers as for one process (rank 0 of 1), so one script serves both.
 
+Timeouts: :func:`init_process_group` gives the rendezvous and every collective a timeout,
+:data:`DEFAULT_TIMEOUT` (5 minutes) unless told otherwise, instead of torch's 30 minutes,
+and starts a heartbeat (a daemon thread writing the time to the process group's store
+every ``min(5 s, timeout / 4)``). When a collective of :mod:`pyro_ar.distributed` fails
+(a timeout, a closed connection), the rank reports its failure to the store, waits two
+heartbeat periods and names the ranks that did not reach the collective, each as frozen
+or dead (no recent heartbeat) or alive but elsewhere (:func:`describe_failure`).
+
 Contiguous shards: ``n`` items split over ``R`` shards give shard ``r`` the items
 :math:`[\lfloor rn/R\rfloor, \lfloor (r+1)n/R\rfloor)` (sizes differ by at most one) --
 the rows of the data in :mod:`pyro_ar.distributed.data_parallel`, the classes in
 :mod:`pyro_ar.distributed.class_sharded`.
 """
 
+import datetime
 import os
 import socket
-from typing import Optional, Tuple
+import threading
+import time
+from typing import Optional, Tuple, Union
 
 import torch
 import torch.distributed as dist
 
 __all__ = ["init_process_group", "is_distributed", "get_rank", "get_world_size", "shard_range",
-           "rank_path", "free_port", "default_backend"]
+           "rank_path", "free_port", "default_backend", "DEFAULT_TIMEOUT", "describe_failure"]
+
+#: The default timeout of :func:`init_process_group`: for the ranks to meet at the start and
+#: for every collective (a frozen or dead rank is reported after it, not after torch's 30 min).
+DEFAULT_TIMEOUT = datetime.timedelta(minutes=5)
+_HEARTBEAT, _FAILED = "pyro_ar/heartbeat/{}", "pyro_ar/failed/{}"
+_heartbeat = {"period": None, "stop": None}
 
 
 def is_distributed() -> bool:
@@ -72,13 +89,17 @@ def default_backend(device=None) -> str:
     return "nccl" if device.type == "cuda" and dist.is_nccl_available() else "gloo"
 
 
-def init_process_group(backend: Optional[str] = None, device=None, **kwargs) -> Tuple[int, int]:
+def init_process_group(backend: Optional[str] = None, device=None,
+                       timeout: Union[float, datetime.timedelta] = DEFAULT_TIMEOUT, **kwargs) -> Tuple[int, int]:
     """Start ``torch.distributed`` from ``torchrun``'s environment; return ``(rank, world_size)``.
 
     Without ``RANK`` / ``WORLD_SIZE`` in the environment (not launched by ``torchrun``)
     nothing is started and ``(0, 1)`` is returned. ``backend`` defaults to
     :func:`default_backend`; with NCCL the CUDA device ``LOCAL_RANK`` is selected.
-    ``kwargs`` go to ``torch.distributed.init_process_group`` (e.g. ``timeout``).
+    ``timeout`` (seconds or a ``timedelta``; default :data:`DEFAULT_TIMEOUT`, 5 minutes)
+    bounds the wait for the other ranks at the start and in every collective; a heartbeat
+    lets a failed collective name the missing ranks (see the module docstring). Other
+    ``kwargs`` go to ``torch.distributed.init_process_group``.
 
     Example:
 
@@ -86,6 +107,13 @@ def init_process_group(backend: Optional[str] = None, device=None, **kwargs) -> 
     >>> init_process_group()        # no torchrun environment here: one process
     (0, 1)
     """
+    if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and 0 < timeout < 1e8:
+        timeout = datetime.timedelta(seconds=timeout)
+    if not (isinstance(timeout, datetime.timedelta) and timeout.total_seconds() > 0):
+        raise ValueError(f"timeout must be a positive number of seconds (below 1e8) or a timedelta, got "
+                         f"timeout={timeout!r}")
+    if backend is not None and backend not in ("gloo", "nccl", "mpi", "ucc"):
+        raise ValueError(f"backend must be None, 'gloo', 'nccl', 'mpi' or 'ucc', got backend={backend!r}")
     if is_distributed():
         return get_rank(), get_world_size()
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
@@ -95,8 +123,88 @@ def init_process_group(backend: Optional[str] = None, device=None, **kwargs) -> 
     backend = backend or default_backend(device)
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
-    dist.init_process_group(backend, **kwargs)
+    try:
+        dist.init_process_group(backend, timeout=timeout, **kwargs)
+    except Exception as e:  # noqa: BLE001  (torch raises several types: say who waited for whom)
+        raise RuntimeError(
+            f"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']} could not start the process group at "
+            f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')} within {timeout}: not every "
+            f"rank joined (check that all of them were started, with the same MASTER_ADDR and "
+            f"MASTER_PORT): {type(e).__name__}: {e}") from e
+    _start_heartbeat(timeout)
     return get_rank(), get_world_size()
+
+
+def _store():
+    """The process group's key-value store (None if there is none)."""
+    try:
+        from torch.distributed.distributed_c10d import _get_default_store
+        return _get_default_store()
+    except Exception:  # noqa: BLE001  (no default group, or another torch)
+        return None
+
+
+def _start_heartbeat(timeout: datetime.timedelta) -> None:
+    store = _store()
+    if store is None:
+        return
+    if _heartbeat["stop"] is not None:
+        _heartbeat["stop"].set()
+    period = max(0.05, min(5.0, timeout.total_seconds() / 4))
+    stop, key = threading.Event(), _HEARTBEAT.format(get_rank())
+
+    def beat():
+        while not stop.is_set():
+            try:
+                store.set(key, repr(time.time()))
+            except Exception:  # noqa: BLE001  (the group was destroyed, or rank 0 is gone)
+                return
+            stop.wait(period)
+    threading.Thread(target=beat, name="pyro_ar-heartbeat", daemon=True).start()
+    _heartbeat.update(period=period, stop=stop)
+
+
+def describe_failure(what: str, group=None) -> str:
+    """Which ranks of ``group`` did not reach the failed collective ``what`` (call it on the
+    rank where the collective raised): this rank reports its failure to the store, waits two
+    heartbeat periods, then reads the other ranks' reports and heartbeats. Returns a
+    sentence (empty without a process group or store).
+
+    Example:
+
+    >>> from pyro_ar.distributed.process_group import describe_failure
+    >>> describe_failure("all_reduce")          # no process group here
+    ''
+    """
+    store = _store() if is_distributed() else None
+    if store is None:
+        return ""
+    rank, period = dist.get_rank(), _heartbeat["period"]
+    ranks = dist.get_process_group_ranks(group) if group is not None else range(dist.get_world_size())
+    try:
+        store.set(_FAILED.format(rank), what)
+        time.sleep(2 * (period or 0.5))
+        now, missing, waited = time.time(), [], []
+        for r in ranks:
+            if r == rank:
+                continue
+            if store.check([_FAILED.format(r)]):
+                waited.append(r)
+                continue
+            beat = float(store.get(_HEARTBEAT.format(r))) if store.check([_HEARTBEAT.format(r)]) else None
+            if period is None or beat is None:
+                missing.append(f"rank {r}")
+            elif now - beat > 1.5 * period:
+                missing.append(f"rank {r} (no heartbeat for {now - beat:.1f} s: frozen or dead)")
+            else:
+                missing.append(f"rank {r} (alive, heartbeat {now - beat:.1f} s ago: busy or stuck elsewhere)")
+    except Exception:  # noqa: BLE001  (the store lives on rank 0)
+        return "the store on rank 0 does not answer: rank 0 is probably dead"
+    if not missing:
+        return (f"every rank reached a collective and failed ({', '.join(map(str, waited))} too): they "
+                f"disagree on its size or order (e.g. ranks with different data or settings)")
+    return (f"did not reach it: {', '.join(missing)}"
+            + (f"; ranks {', '.join(map(str, waited))} waited as well" if waited else ""))
 
 
 def shard_range(n: int, shard: int, num_shards: int) -> Tuple[int, int]:
@@ -132,6 +240,12 @@ def rank_path(path, rank: Optional[int] = None, world_size: Optional[int] = None
     """
     rank = get_rank() if rank is None else rank
     world_size = get_world_size() if world_size is None else world_size
+    for name, value in (("world_size", world_size), ("rank", rank)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{name} must be an int, got {name}={value!r}")
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(f"rank must lie in [0, world_size) with world_size >= 1, got rank={rank}, "
+                         f"world_size={world_size}")
     root, ext = os.path.splitext(os.fspath(path))
     return f"{root}.rank{rank}-of-{world_size}{ext}"
 

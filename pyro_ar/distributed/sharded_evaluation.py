@@ -10,6 +10,11 @@ all-reduces per chunk combine them with a max-shift,
 and the prediction is correct when :math:`\psi_y \ge \max_r\max_{k\in C_r}\psi_k` (ties
 count as correct). Work per rank :math:`O(N K_r D)`, communication :math:`O(N)` numbers,
 independent of K. Results are accumulated in float64.
+
+Every rank must run the same chunks (the all-reduces pair them up): the default chunk,
+:math:`\lfloor 2^{22} / K_r\rfloor` rows, differs between ranks whose shards differ in size
+(K not a multiple of R), so the ranks first agree on the smallest one -- one all-reduce
+that also checks that they all hold the same number of rows.
 """
 
 from typing import Dict, Optional
@@ -48,8 +53,21 @@ def sharded_evaluate(utility, labels: torch.Tensor, noise="gumbel", *, chunk_siz
     x, n = utility.x, len(labels)
     if tuple(labels.shape) != (x.shape[0],) or x.dim() != 2:
         raise ValueError(f"labels must have shape ({x.shape[0]},), got {tuple(labels.shape)}")
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError("x holds non-finite values (NaN or inf): the log-likelihoods would be NaN")
+    if labels.dtype.is_floating_point or labels.dtype.is_complex or labels.dtype == torch.bool:
+        raise ValueError(f"labels must be integer class indices, got dtype {labels.dtype}")
+    if n and not bool(((labels >= 0) & (labels < utility.shard.num_classes)).all()):
+        bad = labels[(labels < 0) | (labels >= utility.shard.num_classes)]
+        raise ValueError(f"labels must lie in [0, {utility.shard.num_classes}), got {bad[:3].tolist()}")
+    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int)
+                                   or chunk_size < 1):
+        raise ValueError(f"chunk_size must be an int >= 1 or None, got chunk_size={chunk_size!r}")
     shard = utility.shard
-    chunk = chunk_size or max(1, (1 << 22) // max(1, shard.size))
+    chunk = _agreed_chunk(n, chunk_size or max(1, (1 << 22) // max(1, shard.size)), x.device, group)
+    if n == 0 and reduce == "mean":
+        raise ValueError("no rows to evaluate: the mean of 0 log-likelihoods is undefined (reduce='sum' "
+                         "or 'none' accept 0 rows)")
     log_lik, correct = [], []
     for lo in range(0, n, chunk):
         xs, ys = x[lo:lo + chunk], labels[lo:lo + chunk]
@@ -64,9 +82,23 @@ def sharded_evaluate(utility, labels: torch.Tensor, noise="gumbel", *, chunk_siz
         summed = all_reduce_sum(torch.stack([mass, psi_y]), group)
         log_lik.append(summed[1] - stats[0] - summed[0].log())
         correct.append((summed[1] >= stats[1]).double())
+    if not log_lik:  # no rows
+        empty = torch.zeros(0, dtype=torch.float64, device=x.device)
+        log_lik, correct = [empty], [empty]
     ll, acc = torch.cat(log_lik), torch.cat(correct)
     if reduce == "none":
         return {"log_lik": ll, "accuracy": acc}
     if reduce == "sum":
         return {"log_lik": ll.sum(), "accuracy": acc.sum()}
     return {"log_lik": float(ll.mean()), "accuracy": float(acc.mean())}
+
+
+def _agreed_chunk(n: int, chunk: int, device, group) -> int:
+    """The smallest of the ranks' chunk sizes (so that they run the same collectives), after
+    checking that every rank evaluates ``n`` rows."""
+    agreed = max_across(torch.tensor([float(n), -float(n), -float(chunk)], dtype=torch.float64,
+                                     device=device), group).tolist()
+    if agreed[0] != -agreed[1]:
+        raise ValueError(f"every rank must evaluate the same rows, but the ranks hold between "
+                         f"{int(-agreed[1])} and {int(agreed[0])} (this rank: {n})")
+    return int(-agreed[2])

@@ -1,6 +1,15 @@
-"""Saving and loading a fitted :class:`~pyro_ar.estimator.ARClassifier` (format version 2;
-version 1 files are still read). Writes are atomic and reads are checked
-(:mod:`pyro_ar.files`): a damaged, foreign or inconsistent file raises ``ValueError``."""
+"""Saving and loading a fitted :class:`~pyro_ar.estimator.ARClassifier` (format version 3;
+versions 1 and 2 are still read). Writes are atomic and checksummed, reads are checked
+(:mod:`pyro_ar.files`): a damaged, foreign or inconsistent file raises ``ValueError``.
+
+Version 3 also keeps what ``partial_fit`` and a ``warm_start`` fit continue from
+(``training_path_``, ``n_partial_fits_``, ``prior_scale_``, ``prior_scale_scores_``); for
+older files they are inferred from the stored weights and hyper-parameters."""
+
+import io
+import math
+import numbers
+import pickle
 
 import numpy as np
 import torch
@@ -9,14 +18,17 @@ from pyro.distributions import constraints as pyro_constraints
 
 from ..files import atomic_save, load_payload
 from ._support import (
-    _FORMAT, _FORMAT_VERSION, _LIKELIHOODS, check_choice, constraint_name, copy_state, plain,
+    _FORMAT, _FORMAT_VERSION, _LIKELIHOODS, _STRATEGIES, TrainingPath, check_choice, constraint_name,
+    copy_state, plain,
 )
 
 __all__ = ["save_estimator", "load_estimator"]
 
 
-def save_estimator(est, path) -> None:
-    """Write a fitted estimator to ``path`` atomically (see ``ARClassifier.save``).
+def save_estimator(est, path, weights_only: bool = True) -> None:
+    """Write a fitted estimator to ``path`` atomically (see ``ARClassifier.save``); with
+    ``weights_only`` refuse, before writing, anything ``torch.load(weights_only=True)``
+    would not read back (e.g. labels that are arbitrary Python objects), naming it.
 
     Example:
 
@@ -34,7 +46,7 @@ def save_estimator(est, path) -> None:
     state["constraints"] = {n: constraint_name(c) for n, c in state["constraints"].items()}
     scaling = None if est.feature_mean_ is None else \
         [torch.as_tensor(est.feature_mean_), torch.as_tensor(est.feature_scale_)]
-    atomic_save({
+    payload = {
         "format": _FORMAT, "version": _FORMAT_VERSION,
         "hyperparameters": {k: plain(v) for k, v in est.get_params(deep=False).items()},
         "classes": [plain(c) for c in est.classes_.tolist()],
@@ -50,8 +62,50 @@ def save_estimator(est, path) -> None:
                 "validation_scores_": (None if est.validation_scores_ is None
                                        else [float(v) for v in est.validation_scores_]),
                 "best_validation_score_": est.best_validation_score_,
-                "predict_seed": est._predict_seed},
-    }, path)
+                "predict_seed": est._predict_seed,
+                "training_path_": list(est.training_path_),  # (version 3)
+                "n_partial_fits_": int(est.n_partial_fits_),
+                "prior_scale_": getattr(est, "prior_scale_", None),
+                "prior_scale_scores_": (None if getattr(est, "prior_scale_scores_", None) is None
+                                        else [[float(k), float(v)] for k, v in est.prior_scale_scores_.items()])},
+    }
+    if weights_only:
+        _check_weights_only(payload)
+    atomic_save(payload, path)
+
+
+def _weights_only_loadable(obj) -> bool:
+    buffer = io.BytesIO()
+    try:
+        torch.save(obj, buffer)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return False
+    buffer.seek(0)
+    try:
+        torch.load(buffer, weights_only=True)
+    except pickle.UnpicklingError:
+        return False
+    return True
+
+
+def _check_weights_only(payload) -> None:
+    """Raise ``ValueError`` naming what in ``payload`` (tensors aside) would need
+    ``weights_only=False`` to load."""
+    skeleton = dict(payload, param_state=dict(payload["param_state"], params={}), feature_scaling=None)
+    if _weights_only_loadable(skeleton):
+        return
+    bad = [c for c in payload["classes"] if not _weights_only_loadable(c)]
+    if bad:
+        raise ValueError(
+            f"cannot save: {len(bad)} of the {len(payload['classes'])} labels (classes_) are Python "
+            f"objects that ARClassifier.load(path) could not read back with weights_only=True, e.g. "
+            f"{', '.join(repr(c) for c in bad[:3])}; fit with plain labels (numbers or strings), or "
+            f"save(path, weights_only=False) and load(path, weights_only=False) for trusted files")
+    parts = {**{f"hyper-parameter {k}": v for k, v in payload["hyperparameters"].items()},
+             **{f"the constraint of {k}": v for k, v in payload["param_state"]["constraints"].items()}}
+    bad = [name for name, value in parts.items() if not _weights_only_loadable(value)] or ["(unknown)"]
+    raise ValueError(f"cannot save: {', '.join(bad)} would not load back with weights_only=True; use "
+                     f"save(path, weights_only=False) and load(path, weights_only=False) for trusted files")
 
 
 def load_estimator(cls, path, map_location="cpu", weights_only=True):
@@ -66,34 +120,59 @@ def load_estimator(cls, path, map_location="cpu", weights_only=True):
     ...
     ValueError: no file written by ARClassifier.save file at '/nonexistent.pt'
     """
-    d = load_payload(path, _FORMAT, (1, _FORMAT_VERSION), ValueError, map_location,
-                     "a file written by ARClassifier.save", weights_only)
+    d = load_payload(path, _FORMAT, (1, 2, _FORMAT_VERSION), ValueError, map_location,
+                     "a file written by ARClassifier.save", weights_only, checksum_since=3)
     try:
         return _from_payload(cls, d)
-    except (KeyError, TypeError, ValueError, IndexError) as e:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
         raise ValueError(f"{str(path)!r} is not a valid ARClassifier file: "
                          f"{type(e).__name__}: {e}") from e
 
 
 def _from_payload(cls, d):
     """An estimator from a checked payload (see :func:`load_estimator`)."""
+    if not isinstance(d["hyperparameters"], dict):
+        raise ValueError(f"hyperparameters must be a dict, got {type(d['hyperparameters']).__name__}")
+    missing = set(cls().get_params(deep=False)) - set(d["hyperparameters"])
+    if missing and d["version"] >= 3:
+        raise ValueError(f"hyperparameters lacks {sorted(missing)}")
     est = cls(**d["hyperparameters"])
     p = est._validated_params()
-    classes = np.empty(len(d["classes"]), dtype=np.dtype(d["classes_dtype"]))
-    for i, c in enumerate(d["classes"]):
-        classes[i] = c
-    est.classes_, est.n_features_in_ = classes, int(d["n_features_in"])
-    if d["feature_names_in"] is not None:
-        est.feature_names_in_ = np.asarray(d["feature_names_in"], dtype=object)
+    for name in ("early_stopping", "standardize", "warm_start"):
+        if not isinstance(getattr(est, name), (bool, np.bool_)):
+            raise ValueError(f"{name} must be a bool, got {getattr(est, name)!r}")
+    if not (est.random_state is None or isinstance(est.random_state, (numbers.Integral, np.random.RandomState))
+            and not isinstance(est.random_state, bool)):
+        raise ValueError(f"random_state must be None, an int or a numpy RandomState, got {est.random_state!r}")
+    est.classes_ = _classes(d["classes"], d["classes_dtype"])
+    weights = est.class_weight
+    if isinstance(weights, dict) and not all(
+            k in set(est.classes_.tolist()) and isinstance(v, (int, float)) and not isinstance(v, bool)
+            and math.isfinite(v) and v > 0 for k, v in weights.items()):
+        raise ValueError(f"class_weight must map labels of classes_ to numbers > 0, got {weights!r}")
+    est.n_features_in_ = _count("n_features_in", d["n_features_in"], 1)
+    names = d["feature_names_in"]
+    if names is not None:
+        if not (isinstance(names, list) and len(names) == est.n_features_in_
+                and all(isinstance(n, str) for n in names)):
+            raise ValueError(f"feature_names_in must be None or {est.n_features_in_} strings, got {names!r}")
+        est.feature_names_in_ = np.asarray(names, dtype=object)
     scaling = d.get("feature_scaling")  # version 1 files: no standardisation
+    if scaling is None and est.standardize and d["version"] >= 2:
+        raise ValueError("feature_scaling is missing, but the estimator standardizes its features")
+    if scaling is not None and not (isinstance(scaling, list) and len(scaling) == 2 and all(
+            isinstance(t, torch.Tensor) and t.is_floating_point() and bool(torch.isfinite(t).all())
+            for t in scaling) and bool((scaling[1] > 0).all())):
+        raise ValueError("feature_scaling must be [mean, scale]: finite floating-point tensors, scale > 0")
     est.feature_mean_, est.feature_scale_ = (None, None) if scaling is None else \
         (scaling[0].numpy(), scaling[1].numpy())
     est.likelihood_ = check_choice("likelihood", d.get("likelihood", "ar"), _LIKELIHOODS[1:])
     state = d["param_state"]
-    state["constraints"] = {n: getattr(pyro_constraints, c) if isinstance(c, str) else c
-                            for n, c in state["constraints"].items()}
+    _check_params(state)
+    state["constraints"] = {n: _constraint(n, c) for n, c in state["constraints"].items()}
     est.param_state_ = state
     fit = d["fit"]
+    _check_fit_record(fit)
     est.n_iter_, est.n_steps_ = fit["n_iter_"], fit["n_steps_"]
     # (files written before n_steps_by_phase_ counted the final fit's steps only)
     est.n_steps_by_phase_ = fit.get("n_steps_by_phase_",
@@ -102,7 +181,133 @@ def _from_payload(cls, d):
     est.best_validation_score_ = fit["best_validation_score_"]
     est._predict_seed = fit["predict_seed"]
     _check_loaded_shapes(est, p)
+    _set_continuation(est, d, p)
     return est
+
+
+def _count(name, v, low=0):
+    if isinstance(v, bool) or not isinstance(v, int) or v < low:
+        raise ValueError(f"{name} must be an int >= {low}, got {v!r}")
+    return v
+
+
+def _number(name, v, allow_none=False):
+    if v is None and allow_none:
+        return v
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ValueError(f"{name} must be a finite number{' or None' if allow_none else ''}, got {v!r}")
+    return float(v)
+
+
+def _classes(values, dtype):
+    """The labels as saved (``classes_dtype`` a numpy dtype string; every label representable
+    in it exactly, no label twice)."""
+    if not isinstance(dtype, str) or not isinstance(values, list):
+        raise ValueError(f"classes must be a list and classes_dtype a numpy dtype string, got "
+                         f"{type(values).__name__} and {dtype!r}")
+    try:
+        classes = np.empty(len(values), dtype=np.dtype(dtype))
+        for i, c in enumerate(values):
+            classes[i] = c
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"the labels do not fit classes_dtype={dtype!r}: {e}") from e
+    bad = [c for c, stored in zip(values, classes.tolist()) if type(c) is not type(stored) or c != stored]
+    if bad:
+        raise ValueError(f"the labels {bad[:3]!r} do not fit classes_dtype={dtype!r}")
+    if len(set(values)) != len(values):
+        raise ValueError("classes holds a label twice")
+    return classes
+
+
+def _check_params(state):
+    """The stored parameters: floating tensors with finite values."""
+    if not (isinstance(state, dict) and isinstance(state.get("params"), dict)
+            and isinstance(state.get("constraints"), dict)):
+        raise ValueError("param_state must be a dict with 'params' and 'constraints' dicts")
+    for name, t in state["params"].items():
+        if not (isinstance(t, torch.Tensor) and t.is_floating_point()):
+            raise ValueError(f"parameter {name!r} must be a floating-point tensor, got "
+                             f"{type(t).__name__ if not isinstance(t, torch.Tensor) else t.dtype}")
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError(f"parameter {name!r} holds non-finite values")
+    missing = set(state["params"]) ^ set(state["constraints"])
+    if missing:
+        raise ValueError(f"parameters and constraints do not match: {sorted(missing)}")
+
+
+def _check_fit_record(fit):
+    """The record of the fit: counts, scores and the prediction seed, each of its type."""
+    if not isinstance(fit, dict):
+        raise ValueError(f"fit must be a dict, got {type(fit).__name__}")
+    _count("n_iter_", fit["n_iter_"]), _count("n_steps_", fit["n_steps_"])
+    for name in ("loss_curve_", "validation_scores_"):
+        v = fit[name]
+        if not (isinstance(v, list) or v is None and name == "validation_scores_"):
+            raise ValueError(f"{name} must be a list of numbers, got {v!r}")
+        for x in v or ():
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or math.isnan(x):
+                raise ValueError(f"{name} must be a list of numbers, got an entry {x!r}")
+    best = fit["best_validation_score_"]
+    if not (best is None or isinstance(best, float) and not math.isnan(best)):
+        raise ValueError(f"best_validation_score_ must be a number or None, got {best!r}")
+    seed = fit["predict_seed"]
+    if seed is not None:
+        _count("predict_seed", seed)
+
+
+def _constraint(name, c):
+    """The constraint object stored for parameter ``name`` (by name, or pickled)."""
+    if isinstance(c, pyro_constraints.Constraint):
+        return c
+    if not isinstance(c, str):
+        raise ValueError(f"the constraint of parameter {name!r} must be a constraint's name, got {c!r}")
+    value = getattr(pyro_constraints, c, None) if not c.startswith("_") else None
+    if not isinstance(value, pyro_constraints.Constraint):
+        raise ValueError(f"the constraint of parameter {name!r} is {c!r}, which is not a constraint "
+                         f"of pyro.distributions.constraints")
+    return value
+
+
+def _set_continuation(est, d, p):
+    """``training_path_``, ``n_partial_fits_``, ``prior_scale_(scores_)``: stored (version 3),
+    else inferred (the rank from the weights, sparse inputs from the sparse path's one
+    shared feature scale, the strategy from the hyper-parameter)."""
+    fit = d["fit"]
+    if "training_path_" in fit:
+        if not (isinstance(fit["training_path_"], list) and len(fit["training_path_"]) == 3):
+            raise ValueError(f"training_path_ must be [bool, rank (int >= 1 or None), strategy], got "
+                             f"{fit['training_path_']!r}")
+        sparse_inputs, rank, strategy = fit["training_path_"]
+        n_partial = fit["n_partial_fits_"]
+        if isinstance(n_partial, bool) or not isinstance(n_partial, int) or n_partial < 0:
+            raise ValueError(f"n_partial_fits_ must be an int >= 0, got {n_partial!r}")
+        est.n_partial_fits_ = n_partial
+        est.prior_scale_ = _number("prior_scale_", fit["prior_scale_"], allow_none=True)
+        if (est.prior_scale_ is None) != (p["weights"] == "mle") or (est.prior_scale_ or 1.0) <= 0:
+            raise ValueError(f"prior_scale_ must be None for weights='mle' and a number > 0 otherwise, got "
+                             f"{fit['prior_scale_']!r} with weights={p['weights']!r}")
+        scores = fit["prior_scale_scores_"]
+        if not (scores is None or isinstance(scores, list) and all(
+                isinstance(pair, list) and len(pair) == 2 for pair in scores)):
+            raise ValueError(f"prior_scale_scores_ must be None or a list of [scale, score], got {scores!r}")
+        est.prior_scale_scores_ = None if scores is None else {
+            _number("prior_scale_scores_ scale", k): _number("prior_scale_scores_ score", v) for k, v in scores}
+    else:
+        W, _, *E = est._weights(p, len(est.classes_), est.n_features_in_)
+        rank = E[0].shape[-1] if E else None
+        scale = est.feature_scale_
+        sparse_inputs = bool(scale is not None and not est.feature_mean_.any() and len(scale) > 1
+                             and (scale == scale[0]).all())
+        strategy = "per_datapoint" if p["strategy"] == "auto" else p["strategy"]
+        grid = p["prior_scale"]
+        est.n_partial_fits_, est.prior_scale_scores_ = 0, None
+        est.prior_scale_ = None if p["weights"] == "mle" else (grid if not isinstance(grid, tuple)
+                                                                 else (1.0 if 1.0 in grid else grid[len(grid) // 2]))
+    check_choice("training_path_ strategy", strategy, _STRATEGIES[1:])
+    if not isinstance(sparse_inputs, bool) or not (rank is None or isinstance(rank, int) and rank >= 1):
+        raise ValueError(f"training_path_ must be [bool, rank (int >= 1 or None), strategy], got "
+                         f"{[sparse_inputs, rank, strategy]!r}")
+    est.training_path_ = TrainingPath(sparse_inputs, rank, strategy)
 
 
 def _check_loaded_shapes(est, p):

@@ -52,7 +52,8 @@ _WEIGHTS = ("mle", "map", "bayes")
 _LIKELIHOODS = ("auto", "ar", "exact")
 _SITE = "y"  # the label site of LinearClassifier; its noise site is "y_eps"
 _FORMAT = "pyro_ar.ARClassifier"
-_FORMAT_VERSION = 2  # 2: standardisation and likelihood_; 1 is still read
+_FORMAT_VERSION = 3  # 3: checksum, training path, partial fits, prior scale; 2: standardisation
+# and likelihood_; 1 and 2 are still read
 _MAX_SEED = 2**31 - 1
 
 

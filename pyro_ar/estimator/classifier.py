@@ -650,17 +650,21 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         return log_likelihood(self._fitted_source(X, p, K), codes, p["noise"])
 
     # ------------------------------------------------------------------ save / load
-    def save(self, path):
-        """Save a fitted estimator: hyper-parameters, classes, standardisation and the param
-        store state, atomically (a failed save leaves an existing file untouched).
+    def save(self, path, weights_only=True):
+        """Save a fitted estimator: hyper-parameters, classes, standardisation, the param
+        store state and what ``partial_fit`` / ``warm_start`` continue from, atomically (a
+        failed save leaves an existing file untouched) and with a checksum that
+        :meth:`load` verifies.
 
         The file is a ``torch.save`` of plain Python containers and tensors, loadable with
-        ``torch.load(..., weights_only=True)`` when the labels and hyper-parameters are
-        plain Python values (numbers, strings); otherwise use
-        ``ARClassifier.load(path, weights_only=False)`` (for trusted files only).
+        ``torch.load(..., weights_only=True)``. Labels or hyper-parameters that are other
+        Python objects would make a file that :meth:`load` refuses by default, so they
+        raise ``ValueError`` (naming them) before anything is written, unless
+        ``weights_only=False``: then load with ``ARClassifier.load(path, weights_only=False)``
+        (for trusted files only).
         """
         check_is_fitted(self)
-        save_estimator(self, path)
+        save_estimator(self, path, weights_only)
 
     @classmethod
     def load(cls, path, map_location="cpu", weights_only=True):

@@ -44,13 +44,34 @@ import torch
 import pyro
 from pyro.infer import SVI
 
-from .checkpoint import CheckpointError, load_checkpoint, preserved_rng, save_checkpoint
+from .checkpoint import (
+    CheckpointError,
+    agree_on_checkpoint,
+    load_checkpoint,
+    preserved_rng,
+    rotate_checkpoint,
+    run_config,
+    save_checkpoint,
+)
 
 __all__ = [
     "train", "TrainState", "Callback", "EarlyStopping", "IterateAverage", "LearningRateDecay",
     "DivergenceCheck", "progress_bar", "set_progress_total",
-    "TrainingDiverged", "CheckpointError", "save_checkpoint", "load_checkpoint",
+    "TrainingDiverged", "CheckpointError", "ResumeWarning", "save_checkpoint", "load_checkpoint",
 ]
+
+
+class ResumeWarning(UserWarning):
+    """Issued by :func:`train` when it resumes from a checkpoint (naming the file and the
+    step), so that a re-run never silently continues an old run; filter it with
+    ``warnings.filterwarnings("ignore", category=ResumeWarning)``.
+
+    Example:
+
+    >>> from pyro_ar.infer.loop import ResumeWarning
+    >>> issubclass(ResumeWarning, UserWarning)
+    True
+    """
 
 class TrainingDiverged(RuntimeError):
     """Raised by :func:`train` when the loss is not finite or explodes (:class:`DivergenceCheck`).
@@ -462,6 +483,7 @@ class _Loop:
         self.losses, self.times, self.loss_sum = [], [], 0.0
         self.next_eval_time = 0
         self.progress = _Progress(opts["progress"], opts["clock"])
+        self.config, self.group = None, None
         div = opts["divergence"]
         self.divergence = DivergenceCheck() if div is True else (div or None)
         cbs = [c if isinstance(c, Callback) else _FunctionCallback(c) for c in opts["callbacks"]]
@@ -535,17 +557,36 @@ class _Loop:
                 "callbacks": {k: cb.state_dict() for k, cb in self.keyed_callbacks().items()},
                 "scheduler": sched.get_state() if sched is not None and sched is not self.svi.optim
                 and hasattr(sched, "get_state") else None}
+        if self.group is not None:  # the ranks' agreement on a step needs the previous file
+            rotate_checkpoint(o["checkpoint"])
         save_checkpoint(o["checkpoint"], self.svi, step=self.state.step, modules=o["modules"],
-                        history=self.state.history, extra={"pyro_ar.train": loop})
+                        history=self.state.history, extra={"pyro_ar.train": loop}, config=self.config)
 
     def restore(self) -> bool:
         o, path = self.o, self.o["checkpoint"]
-        if path is None or not o["resume"] or not os.path.exists(path):
+        if path is None:
             return False
-        ck = load_checkpoint(path, self.svi, *self.args, modules=o["modules"], **self.kwargs)
-        loop = (ck["extra"] or {}).get("pyro_ar.train")
+        self.config = run_config(self.svi, *self.args, modules=o["modules"], **self.kwargs)
+        self.group = _checkpoint_group(o["checkpoint_group"])
+        if not o["resume"]:
+            return False
+        if self.group is not None:  # ranks resume from the newest step they all have
+            path = agree_on_checkpoint(path, self.group)
+        if path is None or not os.path.exists(path):
+            return False
+        ck = load_checkpoint(path, self.svi, *self.args, modules=o["modules"], config=self.config,
+                             **self.kwargs)
+        loop = (ck["extra"] or {}).get("pyro_ar.train") if isinstance(ck["extra"], (dict, type(None))) else None
         if loop is None:
             raise CheckpointError(f"the checkpoint {os.fspath(path)!r} was not written by train()")
+        problem = _loop_state_problem(loop, o["scheduler"] is not None)
+        if not ck["history"] or not all(_is_int(r.get("step")) for r in ck["history"]):
+            problem = "its history has no records, or records without a step"
+        elif not problem and ck["step"] != ck["history"][-1]["step"] + len(loop["losses"]):
+            problem = (f"step {ck['step']} is not the last record's step {ck['history'][-1]['step']} plus "
+                       f"the {len(loop['losses'])} losses since")
+        if problem:
+            raise CheckpointError(f"the checkpoint {os.fspath(path)!r} holds an invalid loop state: {problem}")
         keyed = self.keyed_callbacks()
         lost = [k for k, v in loop["callbacks"].items() if v and k not in keyed]
         if lost:
@@ -556,14 +597,36 @@ class _Loop:
         self.elapsed, self.losses, self.times = loop["elapsed"], loop["losses"], loop["times"]
         self.loss_sum, self.next_eval_time = loop["loss_sum"], loop["next_eval_time"]
         st.time = self.elapsed["time"]
-        if self.divergence is not None and loop["divergence"] is not None:
-            self.divergence.load_state_dict(loop["divergence"])
-        for key, cb in keyed.items():
-            if key in loop["callbacks"]:
-                cb.load_state_dict(loop["callbacks"][key])
-        if loop["scheduler"] is not None:
-            o["scheduler"].set_state(loop["scheduler"])
+        try:  # the states of the divergence check, the callbacks and the scheduler
+            if self.divergence is not None and loop["divergence"] is not None:
+                self.divergence.load_state_dict(loop["divergence"])
+            for key, cb in keyed.items():
+                if key in loop["callbacks"]:
+                    cb.load_state_dict(loop["callbacks"][key])
+            if loop["scheduler"] is not None:
+                o["scheduler"].set_state(loop["scheduler"])
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise CheckpointError(f"the checkpoint {os.fspath(path)!r} holds a state that does not fit "
+                                  f"this run: {type(e).__name__}: {e}") from e
+        warnings.warn(f"train: resumed from the checkpoint {os.fspath(path)!r} at step {st.step} (of "
+                      f"num_steps={st.num_steps}); pass resume=False or another checkpoint path to "
+                      f"start afresh", ResumeWarning, stacklevel=4)
         return True
+
+    def first_step_after_resume(self) -> None:
+        """The first step after a restore: a failure of the step's own code (not of the
+        collectives or the divergence check) names the checkpoint, whose parameters may not
+        fit this run (e.g. a guide's parameter of another shape in a hand-made file)."""
+        try:
+            self.step()
+        except (RuntimeError, ValueError, TypeError, IndexError, KeyError, AttributeError) as e:
+            text = str(e)
+            if isinstance(e, (TrainingDiverged, CheckpointError)) or "across the ranks" in text \
+                    or "gloo" in text or "NCCL" in text:
+                raise
+            raise CheckpointError(f"the first step after resuming from the checkpoint "
+                                  f"{os.fspath(self.o['checkpoint'])!r} failed, so its state does not "
+                                  f"fit this run: {type(e).__name__}: {text[:300]}") from e
 
     def keyed_callbacks(self) -> Dict[str, Callback]:
         """Callbacks by ``<class name>.<index among that class>`` (their checkpoint keys)."""
@@ -579,12 +642,17 @@ class _Loop:
         o, st = self.o, self.state
         for cb in self.callbacks:
             cb.on_train_begin(st)
-        if not self.restore():
+        resumed = self.restore()
+        if not resumed:
             self.record(o["eval_at_start"])
         self.progress.start(st)
         try:
             while not self.finished():
-                self.step()
+                if resumed:
+                    resumed = False
+                    self.first_step_after_resume()
+                else:
+                    self.step()
                 done = self.finished()
                 evaluate = self.due_for_eval() or done
                 if evaluate or st.step % o["log_every"] == 0:
@@ -603,12 +671,55 @@ class _Loop:
         return st.history
 
 
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _loop_state_problem(loop, has_scheduler: bool) -> Optional[str]:
+    """What is wrong with the loop's part of a checkpoint (None: nothing)."""
+    def number(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
+    if not isinstance(loop, dict):
+        return f"a {type(loop).__name__}, not a dict"
+    try:
+        checks = [
+            ("elapsed", isinstance(loop["elapsed"], dict) and all(
+                number(loop["elapsed"].get(k)) and loop["elapsed"][k] >= 0 for k in ("time", "wall", "cpu"))),
+            ("losses", isinstance(loop["losses"], list) and all(number(v) for v in loop["losses"])),
+            ("times", isinstance(loop["times"], list) and all(number(v) for v in loop["times"])),
+            ("loss_sum", number(loop["loss_sum"])),
+            ("next_eval_time", isinstance(loop["next_eval_time"], int) and not isinstance(
+                loop["next_eval_time"], bool) and loop["next_eval_time"] >= 0),
+            ("stop", isinstance(loop["stop"], bool)),
+            ("divergence", loop["divergence"] is None or isinstance(loop["divergence"], dict) and (
+                loop["divergence"].get("scale") is None or number(loop["divergence"]["scale"])
+                and math.isfinite(loop["divergence"]["scale"]) and loop["divergence"]["scale"] >= 1)
+                and isinstance(loop["divergence"].get("first"), list) and all(
+                    number(v) and math.isfinite(v) and v >= 0 for v in loop["divergence"]["first"])),
+            ("callbacks", isinstance(loop["callbacks"], dict)),
+            ("scheduler", loop["scheduler"] is None or isinstance(loop["scheduler"], dict) and has_scheduler),
+        ]
+    except KeyError as e:
+        return f"{e.args[0]!r} is missing"
+    bad = [name for name, ok in checks if not ok]
+    return f"{', '.join(bad)} of the wrong type or value" if bad else None
+
+
+def _checkpoint_group(group):
+    """The process group whose ranks checkpoint together (see ``train(checkpoint_group=)``)."""
+    if group != "auto":
+        return group
+    import torch.distributed as dist
+    running = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+    return dist.group.WORLD if running else None
+
+
 def train(svi: SVI, *args, num_steps: int = 1000, time_budget: Optional[float] = None,
           eval_fn: Optional[Callable[[], Dict]] = None, eval_every: Optional[int] = None,
           eval_times: Sequence[float] = (), eval_at_start: bool = True, log_every: Optional[int] = None,
           callbacks: Sequence[Union[Callback, Callable]] = (), early_stopping: Optional[EarlyStopping] = None,
           scheduler: Optional[object] = None, checkpoint: Optional[Union[str, os.PathLike]] = None,
-          checkpoint_every: Optional[int] = None, resume: bool = True,
+          checkpoint_every: Optional[int] = None, resume: bool = True, checkpoint_group="auto",
           modules: Sequence[torch.nn.Module] = (), progress: Union[bool, Dict] = False,
           clock: str = "wall", step_times: Optional[List[float]] = None,
           divergence: Union[bool, DivergenceCheck] = True, **kwargs) -> List[Dict]:
@@ -637,7 +748,18 @@ def train(svi: SVI, *args, num_steps: int = 1000, time_budget: Optional[float] =
         (pass the same ``modules``; callback states are matched by class name and order, a
         saved non-empty state without its callback is an error). A run stopped by a
         callback stays stopped; one stopped by ``num_steps`` or ``time_budget`` continues
-        if they grew.
+        if they grew. A resume issues a :class:`ResumeWarning`; the checkpoint records the
+        run's configuration (:func:`~pyro_ar.infer.checkpoint.run_config`: model, guide,
+        ELBO, optimizer settings, data shapes) and a run with another configuration
+        raises :class:`CheckpointError` naming the differences instead of resuming.
+    :param checkpoint_group: the ranks that checkpoint together (each to its own file,
+        e.g. :func:`~pyro_ar.distributed.rank_path`): ``"auto"`` (default) is every rank
+        when a ``torch.distributed`` process group of more than one process runs (every
+        rank must then call ``train``), a process group, or None (each process on its
+        own). They keep their previous checkpoint as well (``<name>.prev<ext>``) and
+        resume from the newest step that all of them have
+        (:func:`~pyro_ar.infer.checkpoint.agree_on_checkpoint`), or all fail naming the
+        ranks' steps.
     :param modules: extra ``nn.Module``\\ s whose buffers belong to the run (the guide's and
         model's are saved anyway).
     :param progress: False (nothing shown); True or a dict of tqdm options (``desc``, ``file``,
@@ -681,6 +803,7 @@ def train(svi: SVI, *args, num_steps: int = 1000, time_budget: Optional[float] =
                 eval_times=sorted(eval_times), eval_at_start=eval_at_start,
                 log_every=log_every or eval_every, callbacks=callbacks,
                 early_stopping=early_stopping, scheduler=scheduler, checkpoint=checkpoint,
-                checkpoint_every=checkpoint_every, resume=resume, modules=tuple(modules),
+                checkpoint_every=checkpoint_every, resume=resume, checkpoint_group=checkpoint_group,
+                modules=tuple(modules),
                 progress=progress, clock=clock, step_times=step_times, divergence=divergence)
     return _Loop(svi, args, kwargs, opts).run()

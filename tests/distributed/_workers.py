@@ -46,8 +46,8 @@ class Crash(Callback):
             raise KeyboardInterrupt(f"crash at step {self.at}")
 
 
-def _train(svi, x, y, steps, modules, checkpoint, crash_at):
-    callbacks = [] if crash_at is None else [Crash(crash_at)]
+def _train(svi, x, y, steps, modules, checkpoint, crash_at, callbacks=()):
+    callbacks = list(callbacks) + ([] if crash_at is None else [Crash(crash_at)])
     try:
         train(svi, x, y, num_steps=steps, modules=modules, checkpoint=checkpoint,
               checkpoint_every=None if checkpoint is None else 4, callbacks=callbacks,
@@ -57,7 +57,7 @@ def _train(svi, x, y, steps, modules, checkpoint, crash_at):
     return True
 
 
-def dp_run(shard, num_shards, steps=STEPS, checkpoint=None, crash_at=None):
+def dp_run(shard, num_shards, steps=STEPS, checkpoint=None, crash_at=None, callbacks=()):
     """Data-parallel A&R (shared negatives) on shard ``shard`` (or "all"): W, b and eta."""
     pyro.clear_param_store()
     pyro.set_rng_seed(0)
@@ -68,7 +68,8 @@ def dp_run(shard, num_shards, steps=STEPS, checkpoint=None, crash_at=None):
     optim = lazy_adam({"lr": 0.05})
     optim = optim if shard == "all" else data_parallel(optim, local=guide)
     svi = SVI(model, guide, optim, model.default_elbo())
-    done = _train(svi, plate.shard_rows(x), plate.shard_rows(y), steps, [plate], checkpoint, crash_at)
+    done = _train(svi, plate.shard_rows(x), plate.shard_rows(y), steps, [plate], checkpoint, crash_at,
+                  callbacks)
     store = pyro.get_param_store()
     return {"done": done, "weight": store["weight"].detach().clone(), "bias": store["bias"].detach().clone(),
             "eta": guide.log_eta("y_eps").detach().clone()}

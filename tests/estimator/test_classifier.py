@@ -225,7 +225,10 @@ def test_save_load_custom_labels_needs_trust(tmp_path):
     X, codes = _small()
     y = np.array(list(Colour), dtype=object)[codes]
     clf = ARClassifier(min_steps=0, max_epochs=2, random_state=0).fit(X, y)
-    clf.save(tmp_path / "c.pt")
+    with pytest.raises(ValueError, match="labels .*Colour.RED.*weights_only=False"):
+        clf.save(tmp_path / "c.pt")          # refused before writing (issue 25, item 3)
+    assert not list(tmp_path.iterdir())
+    clf.save(tmp_path / "c.pt", weights_only=False)
     with pytest.raises(ValueError, match="weights_only=False"):
         ARClassifier.load(tmp_path / "c.pt")
     loaded = ARClassifier.load(tmp_path / "c.pt", weights_only=False)

@@ -37,7 +37,7 @@ def _damaged(path, kind):
     elif kind == "future":
         d = torch.load(path, weights_only=True)
         d["version"] = 99
-        torch.save(d, path)
+        atomic_save(d, path)
 
 
 @pytest.mark.parametrize("kind,message", [
@@ -69,7 +69,7 @@ def test_inconsistent_files_are_refused_at_load_time(tmp_path, fitted, edit, mes
     fitted[0].save(path)
     d = torch.load(path, weights_only=True)
     edit(d)
-    torch.save(d, path)
+    atomic_save(d, path)   # a well-formed file (a valid checksum) with inconsistent content
     with pytest.raises(ValueError, match=message):
         ARClassifier.load(path)
 
@@ -97,7 +97,7 @@ def test_version_1_files_still_load(tmp_path, fitted):
     clf.save(path)
     d = torch.load(path, weights_only=True)
     d["version"] = 1
-    d.pop("feature_scaling"), d.pop("likelihood")
+    d.pop("feature_scaling"), d.pop("likelihood"), d.pop("checksum")
     torch.save(d, path)
     loaded = ARClassifier.load(path)
     assert loaded.feature_mean_ is None and loaded.likelihood_ == "ar"
@@ -111,3 +111,137 @@ def test_load_payload_accepts_several_versions_and_names_them(tmp_path):
         load_payload(path, "f", (1, 2))
     with pytest.raises(ValueError, match="no .* file at"):
         load_payload(os.path.join(tmp_path, "missing.pt"), "f", 1)
+
+
+# ---- issue 25: lost attributes, unloadable labels, flipped bytes, killed saves, hand-made files
+def _same_fit(a, b, X):
+    for name in ("training_path_", "n_partial_fits_", "prior_scale_", "prior_scale_scores_",
+                 "n_iter_", "n_steps_"):
+        assert getattr(a, name) == getattr(b, name), name
+    assert np.array_equal(a.predict_proba(X), b.predict_proba(X))
+
+
+def test_a_loaded_estimator_continues_partial_fit_and_warm_start(tmp_path):
+    """Item 2: save kept neither training_path_ nor n_partial_fits_ / prior_scale_(scores_):
+    partial_fit and warm-start fits of a loaded estimator raised AttributeError."""
+    rng = np.random.RandomState(1)
+    X = rng.randn(150, 4)
+    y = X[:, :3].argmax(1)
+    stream = ARClassifier(weights="map", prior_scale=(0.5, 2.0), random_state=0)
+    stream.partial_fit(X[:75], y[:75], classes=[0, 1, 2])
+    stream.save(tmp_path / "s.pt")
+    loaded = ARClassifier.load(tmp_path / "s.pt")
+    _same_fit(loaded, stream, X)
+    _same_fit(loaded.partial_fit(X[75:], y[75:]), stream.partial_fit(X[75:], y[75:]), X)
+    assert loaded.n_partial_fits_ == 2
+
+    warm = ARClassifier(weights="map", prior_scale=(0.5, 2.0), warm_start=True, min_steps=0,
+                        max_epochs=1, random_state=0).fit(X, y)
+    assert warm.prior_scale_scores_ is not None
+    warm.save(tmp_path / "w.pt")
+    loaded = ARClassifier.load(tmp_path / "w.pt")
+    _same_fit(loaded, warm, X)
+    _same_fit(loaded.fit(X, y), warm.fit(X, y), X)
+
+
+def test_labels_that_would_not_load_are_refused_before_writing(tmp_path, fitted):
+    """Item 3: function labels pickled, but the file then needed weights_only=False."""
+    clf, X = fitted
+    path = tmp_path / "m.pt"
+    clf.save(path)
+    before = path.read_bytes()
+    odd = ARClassifier(min_steps=0, max_epochs=1, random_state=0).fit(
+        X, np.array([len, abs, max], dtype=object)[X[:, :3].argmax(1)])
+    with pytest.raises(ValueError, match=r"labels .*built-in function len.*weights_only=False"):
+        odd.save(path)
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["m.pt"]
+
+
+def _flip_tensor_bytes(path, count=16):
+    """Flip ``count`` bytes in the middle of the largest tensor record of a torch zip file."""
+    import zipfile
+    with zipfile.ZipFile(path) as z:
+        info = max((i for i in z.infolist() if "/data/" in i.filename), key=lambda i: i.file_size)
+        z.fp.seek(info.header_offset + 26)
+        name_len, extra_len = np.frombuffer(z.fp.read(4), dtype="<u2")
+    start = info.header_offset + 30 + int(name_len) + int(extra_len) + info.file_size // 2 - count // 2
+    data = bytearray(path.read_bytes())
+    for i in range(start, start + count):
+        data[i] ^= 0xA5
+    path.write_bytes(bytes(data))
+
+
+def test_flipped_bytes_in_a_tensor_are_an_error_naming_the_file(tmp_path, fitted):
+    """Item 6: 16 flipped bytes inside a tensor loaded silently and changed predict_proba."""
+    clf, X = fitted
+    path = tmp_path / "m.pt"
+    clf.save(path)
+    _flip_tensor_bytes(path)
+    assert torch.load(path, weights_only=True)  # still a readable torch file
+    with pytest.raises(ValueError, match=r"m\.pt.* is damaged.*checksum"):
+        ARClassifier.load(path)
+
+
+def test_a_save_killed_midway_leaves_a_temporary_file_that_the_next_save_removes(tmp_path, fitted):
+    """Item 7: SIGKILL during a save left .NAME.xxxx.tmp behind (a model's size each)."""
+    import signal
+    import subprocess
+    import sys
+    clf, X = fitted
+    path = tmp_path / "m.pt"
+    clf.save(path)
+    before = path.read_bytes()
+    script = (
+        "import io, os, signal, sys, torch\n"
+        "from pyro_ar import ARClassifier\n"
+        "clf = ARClassifier.load(sys.argv[1])\n"
+        "real = torch.save\n"
+        "def dying(obj, f, *a, **k):\n"
+        "    if isinstance(f, io.BytesIO):\n"
+        "        return real(obj, f, *a, **k)\n"
+        "    f.write(b'partial' * 1000); f.flush(); os.kill(os.getpid(), signal.SIGKILL)\n"
+        "torch.save = dying\n"
+        "clf.save(sys.argv[1])\n")
+    import pyro_ar
+    root = os.path.dirname(os.path.dirname(pyro_ar.__file__))   # the pyro_ar under test
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run([sys.executable, "-c", script, str(path)], env=env, capture_output=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+    left = [p.name for p in tmp_path.iterdir() if p.name != "m.pt"]
+    assert len(left) == 1 and left[0].startswith(".m.pt.") and left[0].endswith(".tmp")
+    assert path.read_bytes() == before          # the target survived
+    (tmp_path / ".m.pt.abcd1234.tmp").write_bytes(b"left by an older pyro_ar")
+    live = tmp_path / f".m.pt.{os.getppid()}@elsewhere.abcd1234.tmp"   # another host: kept
+    live.write_bytes(b"another host")
+    clf.save(path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["m.pt", live.name])
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda d: d["param_state"]["constraints"].update(weight="nope"), "constraint of parameter 'weight' is 'nope'"),
+    (lambda d: d["param_state"]["constraints"].update(weight="__class__"), "constraint of parameter"),
+    (lambda d: d["fit"].update(n_partial_fits_=-5), "n_partial_fits_"),
+    (lambda d: d["fit"].update(training_path_=[True, -2, "shared"]), "training_path_"),
+    (lambda d: d["fit"].update(training_path_=[True, None, "sideways"]), "strategy"),
+    (lambda d: d["fit"].pop("n_partial_fits_"), "n_partial_fits_"),
+    (lambda d: d.pop("checksum"), "no checksum"),
+])
+def test_hand_made_files_are_refused_with_named_errors(tmp_path, fitted, edit, message):
+    """Item 15: well-formed (valid checksum) but hand-made content gave AttributeError."""
+    path = tmp_path / "m.pt"
+    fitted[0].save(path)
+    d = torch.load(path, weights_only=True)
+    edit(d)
+    atomic_save(d, path, checksum="checksum" in d)
+    with pytest.raises(ValueError, match=message):
+        ARClassifier.load(path)
+
+
+def test_saving_to_a_folder_names_the_folder_not_a_temporary_file(tmp_path, fitted):
+    with pytest.raises(IsADirectoryError, match="it is a folder") as info:
+        fitted[0].save(tmp_path)
+    assert ".tmp" not in str(info.value) and str(tmp_path) in str(info.value)
+    with pytest.raises(FileNotFoundError, match="does not exist") as info:
+        fitted[0].save(tmp_path / "missing" / "m.pt")
+    assert ".tmp" not in str(info.value)
+    assert not list(tmp_path.iterdir())

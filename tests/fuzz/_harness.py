@@ -84,4 +84,5 @@ def lost_file():
 def summary():
     return (f"{STATS['inputs']} inputs ({STATS['values']} values, {STATS['named_errors']} named "
             f"errors, {STATS['failed_writes']} failed writes), {STATS['unnamed']} unnamed errors, "
-            f"{STATS['non_finite']} non-finite, {STATS['lost_files']} lost files")
+            f"{STATS['non_finite']} non-finite, {STATS['lost_files']} lost files, "
+            f"{STATS['silently_accepted']} bad inputs silently accepted")
