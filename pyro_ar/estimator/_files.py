@@ -55,6 +55,9 @@ def save_estimator(est, path, weights_only: bool = True) -> None:
         "feature_names_in": (None if not hasattr(est, "feature_names_in_")
                              else [str(f) for f in est.feature_names_in_]),
         "feature_scaling": scaling, "likelihood": est.likelihood_,  # (version 2)
+        "row_normalize": bool(getattr(est, "row_normalize_", False)),  # (version 3, the pattern path)
+        "weight_pattern": None if getattr(est, "weight_pattern_", None) is None else
+        [est.weight_pattern_.keys.cpu(), est.weight_loc_.cpu()],
         "param_state": state,
         "fit": {"n_iter_": est.n_iter_, "n_steps_": est.n_steps_,
                 "n_steps_by_phase_": {k: int(v) for k, v in est.n_steps_by_phase_.items()},
@@ -180,9 +183,30 @@ def _from_payload(cls, d):
     est.loss_curve_, est.validation_scores_ = fit["loss_curve_"], fit["validation_scores_"]
     est.best_validation_score_ = fit["best_validation_score_"]
     est._predict_seed = fit["predict_seed"]
+    _set_weight_pattern(est, d)
     _check_loaded_shapes(est, p)
     _set_continuation(est, d, p)
     return est
+
+
+def _set_weight_pattern(est, d):
+    """``row_normalize_``, ``weight_pattern_`` and ``weight_loc_`` (the weight-pattern path;
+    absent from older files: off)."""
+    from ..utility import WeightPattern
+
+    est.row_normalize_ = d.get("row_normalize", False)
+    if not isinstance(est.row_normalize_, bool):
+        raise ValueError(f"row_normalize must be a bool, got {est.row_normalize_!r}")
+    stored = d.get("weight_pattern")
+    est.weight_pattern_ = est.weight_loc_ = None
+    if stored is None:
+        return
+    if not (isinstance(stored, list) and len(stored) == 2 and all(isinstance(t, torch.Tensor) for t in stored)
+            and stored[0].dtype == torch.int64 and stored[1].shape == stored[0].shape
+            and stored[1].is_floating_point() and bool(torch.isfinite(stored[1]).all())):
+        raise ValueError("weight_pattern must be [keys (int64), loc (finite floats of the same shape)]")
+    est.weight_pattern_ = WeightPattern(stored[0], len(est.classes_), est.n_features_in_)
+    est.weight_loc_ = stored[1]
 
 
 def _count(name, v, low=0):
@@ -274,10 +298,10 @@ def _set_continuation(est, d, p):
     shared feature scale, the strategy from the hyper-parameter)."""
     fit = d["fit"]
     if "training_path_" in fit:
-        if not (isinstance(fit["training_path_"], list) and len(fit["training_path_"]) == 3):
-            raise ValueError(f"training_path_ must be [bool, rank (int >= 1 or None), strategy], got "
-                             f"{fit['training_path_']!r}")
-        sparse_inputs, rank, strategy = fit["training_path_"]
+        if not (isinstance(fit["training_path_"], list) and len(fit["training_path_"]) in (3, 4)):
+            raise ValueError(f"training_path_ must be [bool, rank (int >= 1 or None), strategy, "
+                             f"weight pattern (bool)], got {fit['training_path_']!r}")
+        sparse_inputs, rank, strategy, *pattern = fit["training_path_"]
         n_partial = fit["n_partial_fits_"]
         if isinstance(n_partial, bool) or not isinstance(n_partial, int) or n_partial < 0:
             raise ValueError(f"n_partial_fits_ must be an int >= 0, got {n_partial!r}")
@@ -307,7 +331,11 @@ def _set_continuation(est, d, p):
     if not isinstance(sparse_inputs, bool) or not (rank is None or isinstance(rank, int) and rank >= 1):
         raise ValueError(f"training_path_ must be [bool, rank (int >= 1 or None), strategy], got "
                          f"{[sparse_inputs, rank, strategy]!r}")
-    est.training_path_ = TrainingPath(sparse_inputs, rank, strategy)
+    pattern = bool(pattern and pattern[0]) if "training_path_" in fit else False
+    if pattern != (est.weight_pattern_ is not None):
+        raise ValueError("training_path_ says the weights live on a pattern, but weight_pattern "
+                         "is missing (or the other way round)")
+    est.training_path_ = TrainingPath(sparse_inputs, rank, strategy, pattern)
 
 
 def _check_loaded_shapes(est, p):
@@ -318,6 +346,12 @@ def _check_loaded_shapes(est, p):
     for t in (est.feature_mean_, est.feature_scale_):
         if t is not None and t.shape != (D,):
             raise ValueError(f"feature scaling of shape {t.shape}, expected ({D},)")
+    if est.weight_pattern_ is not None:  # W as a (K, D) sparse matrix on the pattern
+        W, b = est._weights(p, K, D)
+        if W.shape != (K, D) or b.shape != (1, K) or W._nnz() != len(est.weight_pattern_):
+            raise ValueError(f"weights on the pattern must be {len(est.weight_pattern_)} entries of "
+                             f"({K}, {D}) and a bias ({K},)")
+        return
     W, b, *E = (t[0] for t in est._weights(p, K, D))
     width = D if not E else E[0].shape[-1]  # (a rank: W = V E^T, V (K, r), E (D, r))
     if W.shape != (K, width) or b.shape != (K,) or (E and E[0].shape != (D, width)):

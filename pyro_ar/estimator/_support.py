@@ -403,7 +403,9 @@ def rows_source(X, K: int, weights, device):
             xb = torch.as_tensor(np.asarray(rows), dtype=torch.float64, device=device)
         if W.is_sparse:
             xs = xb if xb.is_sparse else xb.to_sparse()
-            return torch.sparse.mm(xs, WT).to_dense() + b[0]
+            with warnings.catch_warnings():  # torch's note that its sparse CSR support is beta
+                warnings.simplefilter("ignore", UserWarning)
+                return torch.sparse.mm(xs, WT).to_dense() + b[0]
         psi = torch.stack([(xb @ E[0][s] if E else xb) @ W[s].T for s in range(len(W))]) + b.unsqueeze(1)
         return psi[0] if psi.shape[0] == 1 else psi
     return UtilitySource(utilities, num_rows=X.shape[0], num_classes=K)
