@@ -3,6 +3,7 @@
 import math
 import numbers
 import random
+import warnings
 from contextlib import contextmanager
 from typing import NamedTuple, Optional
 
