@@ -142,6 +142,22 @@ def pick_by_validation(results, runs):
     return chosen
 
 
+def print_targets(summary):
+    """One line per comparison: the issue-16 targets (exact, sampled softmax) and the issue-24
+    ones (adaptive softmax) of a corpus summary."""
+    print(f"targets: A&R {summary['speedup'] or float('nan'):.1f}x sooner to exact's best (>= 20: "
+          f"{summary['speedup_met']}); A&R best - sampled best = "
+          f"{summary['gap_vs_sampled'] if summary['gap_vs_sampled'] is None else round(summary['gap_vs_sampled'], 4)}"
+          f" (>= 0.05: {summary['gap_met']})", flush=True)
+    if "ar_minus_adaptive" in summary:
+        fmt = lambda v: "never" if v is None else f"{v:.1f} s"  # noqa: E731
+        print(f"vs adaptive softmax: A&R best - adaptive best = {summary['ar_minus_adaptive']:+.4f} nats "
+              f"(>= 0: {summary['vs_adaptive_quality_met']}); CPU time to adaptive's best: A&R "
+              f"{fmt(summary['ar_cpu_time_to_adaptive_best'])}, adaptive "
+              f"{fmt(summary['adaptive_cpu_time_to_its_best'])} (A&R no longer: "
+              f"{summary['vs_adaptive_time_met']})", flush=True)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="10 s caps (exact 20 s), Brown: a smoke run")
@@ -190,17 +206,7 @@ def main(argv=None):
         summary.update(targets(summary))
         summary.update(adaptive_targets(ok))
         brown.print_table(ok, summary)
-        print(f"targets: A&R {summary['speedup'] or float('nan'):.1f}x sooner to exact's best (>= 20: "
-              f"{summary['speedup_met']}); A&R best - sampled best = "
-              f"{summary['gap_vs_sampled'] if summary['gap_vs_sampled'] is None else round(summary['gap_vs_sampled'], 4)}"
-              f" (>= 0.05: {summary['gap_met']})", flush=True)
-        if "ar_minus_adaptive" in summary:
-            fmt = lambda v: "never" if v is None else f"{v:.1f} s"  # noqa: E731
-            print(f"vs adaptive softmax: A&R best - adaptive best = {summary['ar_minus_adaptive']:+.4f} nats "
-                  f"(>= 0: {summary['vs_adaptive_quality_met']}); CPU time to adaptive's best: A&R "
-                  f"{fmt(summary['ar_cpu_time_to_adaptive_best'])}, adaptive "
-                  f"{fmt(summary['adaptive_cpu_time_to_its_best'])} (A&R no longer: "
-                  f"{summary['vs_adaptive_time_met']})", flush=True)
+        print_targets(summary)
         report["corpora"][name] = dict(description=desc, results=results, summary=summary)
         brown._plot(ok, summary, f"{out}_{name}.png", a, title=f"{name} bigram LM")
         exact_runs[name] = (ok.get("exact"), data)

@@ -105,7 +105,7 @@ def _run(curve, lr=None):
     return dict(history=hist, best=max(hist, key=lambda h: h["valid_ll"]), lr=lr)
 
 
-def test_grid_is_chosen_on_validation_and_targets_compare_with_adaptive():
+def test_grid_is_chosen_on_validation_and_targets_compare_with_adaptive(capsys):
     a = argparse.Namespace(
         lr_grid="0.003,0.01", grid_methods="ar_softmax,adaptive", ar_lr=None, adaptive_lr=3e-3, lr=3e-3)
     runs = time_to_quality.expand_grid(a, ["ar_softmax", "exact", "adaptive"])
@@ -127,3 +127,5 @@ def test_grid_is_chosen_on_validation_and_targets_compare_with_adaptive():
     assert t["ar_cpu_time_to_adaptive_best"] == pytest.approx(5 * 1.35 / 1.4)
     assert t["adaptive_cpu_time_to_its_best"] == 10
     assert t["vs_adaptive_quality_met"] and t["vs_adaptive_time_met"]
+    time_to_quality.print_targets(dict(speedup=None, speedup_met=False, gap_vs_sampled=None, gap_met=False, **t))
+    assert "A&R best - adaptive best = +0.0500 nats (>= 0: True)" in capsys.readouterr().out
