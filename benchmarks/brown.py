@@ -21,6 +21,13 @@ Methods (each in its own process, one torch thread, run concurrently):
 * ``exact``       -- exact softmax as a user writes it in plain PyTorch
   (``benchmarks/plain_loop.py``: ``F.cross_entropy`` over all K logits, dense
   ``torch.optim.Adam``); the library's exact path is no slower per step (same file);
+* ``adaptive``    -- PyTorch's adaptive softmax (Grave et al. 2017), the tool PyTorch users
+  pick for large vocabularies: the same context embedding, ``nn.AdaptiveLogSoftmaxWithLoss``
+  as the output layer (``benchmarks/plain_loop.py``: ``AdaptiveSoftmaxBigram``; cutoffs
+  ``--cutoffs``, by default the ranks covering 80 % and 95 % of the training tokens,
+  ``plain_loop.frequency_cutoffs``; ``--div-value`` 4), SparseAdam for the context rows and
+  Adam for the output layer at ``--adaptive-lr``; evaluated exactly over all K classes (its
+  ``log_prob``: a normalised distribution);
 * ``ove``         -- OVE bound (Titsias 2016), the same negatives and optimizer;
 * ``botev``       -- sampled softmax (Botev et al. 2017; the importance weights make it the
   usual log-q-corrected sampled softmax), the same negatives and optimizer;
@@ -64,13 +71,14 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-SOFTMAX_FAMILY = ["ar_softmax", "exact", "ove", "botev"]
+SOFTMAX_FAMILY = ["ar_softmax", "exact", "ove", "botev", "adaptive"]
 OTHER_NOISE = ["ar_probit", "ar_logistic"]
 LABELS = {
     "ar_softmax": "A&R softmax (Pyro, closed form)",
     "ar_softmax_uniform": "A&R softmax, uniform shared negatives",
     "ar_softmax_global": "A&R softmax, gradient step before the eta step",
     "exact": "exact softmax (F.cross_entropy + Adam)",
+    "adaptive": "adaptive softmax (torch AdaptiveLogSoftmax)",
     "ove": "OVE (Pyro)",
     "botev": "sampled softmax / Botev (Pyro)",
     "ar_probit": "A&R probit (Pyro)",
@@ -88,6 +96,7 @@ def grouped_log_softmax_ll(E, W, b, prev, nxt, chunk=256):
 
 
 # --------------------------------------------------------------------------- methods
+from plain_loop import AdaptiveSoftmaxBigram  # noqa: E402  (PyTorch's adaptive softmax, the user loop)
 from plain_loop import PlainExactBigram as ExactTorch  # noqa: E402  (the plain user loop)
 
 
@@ -199,6 +208,10 @@ def worker(a):
     lr = a.lr
     if a.method == "exact":
         m = ExactTorch(K, a.D, x, y, a.B, lr, init_bias, dev)
+    elif a.method == "adaptive":
+        cutoffs = [int(c) for c in a.cutoffs.split(",")] if a.cutoffs else None
+        m = AdaptiveSoftmaxBigram(K, a.D, x, y, a.B, lr, init_bias, counts, cutoffs=cutoffs,
+                                  div_value=a.div_value, sparse=not a.adaptive_dense, device=dev)
     else:
         strategy = "shared" if a.method == "ar_softmax_uniform" else a.strategy
         method = "ar_softmax" if a.method in ("ar_softmax_uniform", "ar_softmax_global") else a.method
@@ -251,8 +264,10 @@ def worker(a):
                step_time_median=statistics.median(step_times[len(step_times) // 10:]) if step_times else None,
                final_test_ll=hist[-1]["test_ll"], subset_test_ll=sub_ll, subset_pairs=a.quad_pairs,
                subset_eval_seconds=time.perf_counter() - t0, lr=lr, negatives=a.negatives,
-               strategy=a.strategy if a.method not in ("exact", "ar_softmax_uniform") else
+               strategy=a.strategy if a.method not in ("exact", "adaptive", "ar_softmax_uniform") else
                ("shared" if a.method == "ar_softmax_uniform" else None), budget=a.budget)
+    if a.method == "adaptive":
+        out.update(negatives=None, cutoffs=m.cutoffs, div_value=a.div_value, sparse=m.sparse)
     print("RESULT " + json.dumps(out), flush=True)
 
 
@@ -269,6 +284,8 @@ def _launch(method, a, data_path, lr):
            "--local-step", a.local_step, "--local-guide", a.local_guide, "--oversample", str(a.oversample or 0),
            "--local-negatives", str(a.local_negatives or 0)] \
         + (["--global-first"] if a.global_first else [])
+    cmd += ["--adaptive-lr", str(a.adaptive_lr), "--div-value", str(a.div_value)] \
+        + (["--cutoffs", a.cutoffs] if a.cutoffs else []) + (["--adaptive-dense"] if a.adaptive_dense else [])
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -340,6 +357,13 @@ def add_common_arguments(p):
     p.add_argument("--lr", type=float, default=None, help="lr of the Pyro methods (lazy Adam)")
     p.add_argument("--exact-lr", type=float, default=3e-3)
     p.add_argument("--ar-lr", type=float, default=None, help="lr of the A&R methods (default --lr)")
+    p.add_argument("--adaptive-lr", type=float, default=3e-3, help="lr of adaptive softmax (Adam / SparseAdam)")
+    p.add_argument("--cutoffs", default=None,
+                   help="adaptive softmax cutoffs, e.g. 2000,10000 (default: the frequency ranks covering "
+                        "80%% and 95%% of the training tokens)")
+    p.add_argument("--div-value", type=float, default=4.0, help="adaptive softmax: tail dimension divisor")
+    p.add_argument("--adaptive-dense", action="store_true",
+                   help="adaptive softmax: one dense Adam (default: SparseAdam for the context rows)")
     p.add_argument("--local-lr", type=float, default=0.05,
                    help="lazy-Adam lr of the probit/logistic local parameters (mu_n, sigma_n)")
     p.add_argument("--global-first", action="store_true",
@@ -364,6 +388,12 @@ def add_common_arguments(p):
     p.add_argument("--data", default=None)
 
 
+def lr_option(method):
+    """The name of the option that holds ``method``'s step size (``exact_lr``, ``adaptive_lr``,
+    ``ar_lr`` for the A&R methods, ``lr`` for the other Pyro methods)."""
+    return {"exact": "exact_lr", "adaptive": "adaptive_lr"}.get(method, "ar_lr" if method.startswith("ar_") else "lr")
+
+
 def run_methods(a, methods, data):
     """Train ``methods`` in concurrent worker processes (one thread each) on ``data`` (a dict
     of tensors: x/y_train, x/y_valid, x/y_test, counts); ``{method: result}``. A method may
@@ -378,8 +408,7 @@ def run_methods(a, methods, data):
         for group in ([r for r in runs if r[1] not in OTHER_NOISE], [r for r in runs if r[1] in OTHER_NOISE]):
             procs = {}
             for label, m, args in group:
-                lr = args.exact_lr if m == "exact" else (args.ar_lr if m.startswith("ar_") else args.lr)
-                procs[label] = _launch(m, args, tmp.name, lr)
+                procs[label] = _launch(m, args, tmp.name, getattr(args, lr_option(m)))
             results.update(_collect(procs))
     finally:
         os.unlink(tmp.name)

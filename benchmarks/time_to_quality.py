@@ -14,7 +14,11 @@ Methods (``benchmarks/brown.py`` workers, each its own process and torch thread,
 concurrently, on the CPU clock): ``ar_softmax`` (A&R softmax), ``exact`` (the plain
 PyTorch loop of ``benchmarks/plain_loop.py``; the library's exact step is no slower),
 ``botev`` (sampled softmax) and ``ove``, the three subsampled ones with the same 256
-shared negatives from q(k) proportional to (count + 1)^0.75. All train with
+shared negatives from q(k) proportional to (count + 1)^0.75, and ``adaptive``: PyTorch's
+``nn.AdaptiveLogSoftmaxWithLoss`` on the same context embedding (the peer from outside
+the library that PyTorch users pick; cutoffs by frequency, ``plain_loop.frequency_cutoffs``:
+the ranks covering 80 % and 95 % of the training tokens, Brown [1600, 9500], King James
+[300, 1900]; ``--cutoffs`` to change; evaluated exactly over all K classes). All train with
 ``pyro_ar.infer.train``: evaluations every ``--eval-every`` CPU seconds on 10,000
 validation and 10,000 test pairs, ``EarlyStopping`` on the validation log-likelihood
 (patience 4), a cap of ``--budget`` CPU seconds (``--exact-budget`` for exact).
@@ -23,7 +27,14 @@ Reported: each method's best validation point and its test log-likelihood there 
 chosen on validation: nothing is tuned on the test pairs), exact's best L*, the CPU time at
 which each method's test log-likelihood first reaches L*, and exact's time over it. Targets
 (issue 16): A&R reaches L* >= 20x sooner than exact, and its best is >= 0.05 nats above
-sampled softmax's best.
+sampled softmax's best. Issue 24, against adaptive softmax at equal CPU caps: A&R's best test
+log-likelihood >= adaptive softmax's best L_a, and the CPU time at which A&R's test
+log-likelihood first reaches L_a no longer than adaptive softmax's own time to reach it.
+
+``--lr-grid 0.003,0.01,0.03`` trains each method of ``--grid-methods`` (default A&R and
+adaptive softmax) at every step size; a method's row is then its run with the best
+validation log-likelihood (chosen on validation, like the early-stopping point), and every
+run of the grid is printed too.
 
 ``--ablations`` (Brown only, A&R softmax variants against the main run's exact): the
 proposal's exponent (0 = uniform, 0.5, 1), the number of negatives (64, 1024), the batch
@@ -32,6 +43,7 @@ optimizer), the learning rate (0.001, 0.01).
 
     python benchmarks/time_to_quality.py [--quick] [--corpora brown,kjv] [--ablations]
         [--budget 240] [--exact-budget 600] [--kjv-path FILE] [--methods ar_softmax,exact]
+        [--lr-grid 0.003,0.01] [--grid-methods ar_softmax,adaptive]
 
 Writes ``$TMPDIR/pyro_ar_time_to_quality[_quick].json`` (``--out`` to change).
 """
@@ -49,7 +61,7 @@ sys.path.insert(0, HERE)
 
 import brown  # noqa: E402  (the workers, the one training loop's driver, the summary)
 
-METHODS = ["ar_softmax", "exact", "botev", "ove"]
+METHODS = ["ar_softmax", "exact", "botev", "ove", "adaptive"]
 ABLATIONS = {  # label: (option, value)
     "power 0 (uniform)": ("power", 0.0), "power 0.5": ("power", 0.5), "power 1": ("power", 1.0),
     "64 negatives": ("negatives", 64), "1024 negatives": ("negatives", 1024),
@@ -118,6 +130,58 @@ def target_line(t):
     return f"targets: {speed}; {gap}"
 
 
+def adaptive_targets(ok):
+    """The issue-24 targets against adaptive softmax from the chosen runs ``ok``: A&R's best
+    test LL minus adaptive softmax's best L_a (>= 0), and the CPU time at which A&R's test LL
+    first reaches L_a against adaptive softmax's own first time there (A&R's no longer)."""
+    ar, ad = ok.get("ar_softmax"), ok.get("adaptive")
+    if not (ar and ad and ar.get("best") and ad.get("best")):
+        return {}
+    target = ad["best"]["test_ll"]
+    t_ad = brown.time_to_reach(ad["history"], target, "cpu_time")
+    t_ar = brown.time_to_reach(ar["history"], target, "cpu_time")
+    gap = ar["best"]["test_ll"] - target
+    return dict(adaptive_best_test_ll=target, ar_minus_adaptive=gap, adaptive_cpu_time_to_its_best=t_ad,
+                ar_cpu_time_to_adaptive_best=t_ar, vs_adaptive_quality_met=gap >= 0,
+                vs_adaptive_time_met=t_ar is not None and t_ad is not None and t_ar <= t_ad)
+
+
+def expand_grid(a, methods):
+    """``(label, method, args)`` runs: each method of ``--grid-methods`` once per step size of
+    ``--lr-grid`` (label ``"method lr=..."``), the others once (label = method)."""
+    grid = [float(v) for v in a.lr_grid.split(",")] if a.lr_grid else []
+    runs = []
+    for m in methods:
+        if grid and m in a.grid_methods.split(","):
+            runs += [(f"{m} lr={lr:g}", m, _with(a, **{brown.lr_option(m): lr})) for lr in grid]
+        else:
+            runs.append((m, m, a))
+    return runs
+
+
+def pick_by_validation(results, runs):
+    """``{method: its run with the best validation log-likelihood}`` over the runs of each method."""
+    chosen = {}
+    for label, m, args in runs:
+        r = results.get(label)
+        if r is None or "history" not in r or not r.get("best"):
+            continue
+        if m not in chosen or r["best"]["valid_ll"] > chosen[m]["best"]["valid_ll"]:
+            chosen[m] = dict(r, run=label)
+    return chosen
+
+
+def print_adaptive_targets(summary):
+    """The issue-24 targets against adaptive softmax of a corpus summary (when it ran)."""
+    if "ar_minus_adaptive" in summary:
+        fmt = lambda v: "never" if v is None else f"{v:.1f} s"  # noqa: E731
+        print(f"vs adaptive softmax: A&R best - adaptive best = {summary['ar_minus_adaptive']:+.4f} nats "
+              f"(>= 0: {summary['vs_adaptive_quality_met']}); CPU time to adaptive's best: A&R "
+              f"{fmt(summary['ar_cpu_time_to_adaptive_best'])}, adaptive "
+              f"{fmt(summary['adaptive_cpu_time_to_its_best'])} (A&R no longer: "
+              f"{summary['vs_adaptive_time_met']})", flush=True)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="10 s caps (exact 20 s), Brown: a smoke run")
@@ -128,6 +192,8 @@ def main(argv=None):
     p.add_argument("--ablations", action="store_true", help="the A&R ablation grid on Brown")
     p.add_argument("--ablation-budget", type=float, default=None)
     p.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ",".join(METHODS))
+    p.add_argument("--lr-grid", default=None, help="comma-separated step sizes for --grid-methods")
+    p.add_argument("--grid-methods", default="ar_softmax,adaptive", help="methods trained at each --lr-grid step")
     p.add_argument("--out", default=None)
     brown.add_common_arguments(p)
     a = p.parse_args(argv)
@@ -153,12 +219,19 @@ def main(argv=None):
         if data is None:
             report["corpora"][name] = dict(skipped=desc)
             continue
-        results = brown.run_methods(a, a.methods.split(","), data)
-        ok = {m: r for m, r in results.items() if "history" in r}
+        runs = expand_grid(a, a.methods.split(","))
+        results = brown.run_methods(a, runs, data)
+        ok = pick_by_validation(results, runs)
+        if len(runs) > len(ok):
+            print("\nevery run of the step-size grid:")
+            brown.print_table({label: results[label] for label, _, _ in runs if "history" in results[label]}, {})
+            print("chosen on validation: " + ", ".join(f"{m}: {r['run']}" for m, r in ok.items()))
         summary = brown.summarize(ok)
         summary.update(targets(summary, results))
+        summary.update(adaptive_targets(ok))
         brown.print_table(ok, summary)
         print(target_line(summary), flush=True)
+        print_adaptive_targets(summary)
         report["corpora"][name] = dict(description=desc, results=results, summary=summary)
         brown._plot(ok, summary, f"{out}_{name}.png", a, title=f"{name} bigram LM")
         exact_runs[name] = (ok.get("exact"), data)
