@@ -10,9 +10,15 @@ the process CPU clock; evaluation and checkpoint time excluded), or when a callb
   ``eval_times``, at step 0 and at the end) also what ``eval_fn()`` returns. Evaluation
   runs with the RNG states saved and restored, so it never changes the training trajectory.
 * Divergence (:class:`DivergenceCheck`): a step whose loss is not finite, or whose
-  :math:`|L_t| > c \cdot \max(1, \mathrm{median}(|L_1|, \dots, |L_w|))` (default
+  :math:`|L_t| > c \cdot \max(1, |L_1|)` during the first :math:`w` steps and
+  :math:`|L_t| > c \cdot \max(1, \mathrm{median}(|L_1|, \dots, |L_w|))` after them (default
   :math:`c = 10^6`, :math:`w = 10`: the loss exploded relative to the scale of the first
-  losses), raises :class:`TrainingDiverged`.
+  losses), raises :class:`TrainingDiverged` -- after restoring the parameters of the last
+  record whose next loss passed the check (or early stopping's best), so that no
+  non-finite parameters are left behind.
+* Data (:meth:`~pyro_ar.models.base.CategoricalModel.check_data`): when ``svi.model`` has a
+  ``check_data`` method, it is called once with the training data before the first step
+  (labels in range, finite inputs, naming the first bad row: O(N) once, not per step).
 * Callbacks (:class:`Callback`, or plain functions of each record) may stop the run;
   :class:`EarlyStopping` stops when a monitored evaluation stops improving and restores the
   parameters of the best evaluation; :class:`IterateAverage` is Polyak averaging of a
@@ -63,11 +69,17 @@ class TrainingDiverged(RuntimeError):
 
 class DivergenceCheck:
     r"""Declares step t divergent if :math:`L_t` is not finite or
-    :math:`|L_t| > \text{factor}\cdot\max(1, \mathrm{median}(|L_1|..|L_w|))`, w = ``warmup``.
+    :math:`|L_t| > \text{factor}\cdot r`, with the reference scale :math:`r = \max(1, |L_1|)`
+    (the first loss of the run, computed at the initial parameters) during the first
+    ``warmup`` steps and :math:`r = \max(1, \mathrm{median}(|L_1|..|L_w|))`, w = ``warmup``,
+    after them.
 
-    During the first ``warmup`` steps only non-finite losses count. Calling it with
-    ``(step, loss)`` raises :class:`TrainingDiverged` naming the step, the loss and what to
-    change.
+    A loss that explodes within the calibration window is caught too (its growth is measured
+    against the first loss). Calling it with ``(step, loss)`` raises
+    :class:`TrainingDiverged` naming the step, the loss and what to change. With
+    ``restore`` (default), :func:`train` keeps a copy of the parameters taken at its
+    records (at most two at a time) and, on divergence, puts back the last one whose next
+    loss passed this check before raising.
 
     Example:
 
@@ -77,39 +89,78 @@ class DivergenceCheck:
     ...     check(t, loss)
     >>> check.scale           # median of |50|, |30|
     40.0
+    >>> check = DivergenceCheck(factor=100.0)
+    >>> check(1, 50.0)
+    >>> try:                  # within the window: 1e4 > 100 x |L_1|
+    ...     check(2, 1e4)
+    ... except Exception as e:
+    ...     print(type(e).__name__)
+    TrainingDiverged
     """
 
-    def __init__(self, factor: float = 1e6, warmup: int = 10) -> None:
-        if not factor > 1:
-            raise ValueError(f"factor must be > 1, got factor={factor!r}")
-        if not (isinstance(warmup, int) and warmup >= 1):
+    def __init__(self, factor: float = 1e6, warmup: int = 10, restore: bool = True) -> None:
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 1 < factor < math.inf:
+            raise ValueError(f"factor must be a finite number > 1, got factor={factor!r}")
+        if isinstance(warmup, bool) or not (isinstance(warmup, int) and warmup >= 1):
             raise ValueError(f"warmup must be an int >= 1, got warmup={warmup!r}")
-        self.factor, self.warmup = float(factor), warmup
-        self.scale, self._first = None, []
+        self.factor, self.warmup, self.restore = float(factor), warmup, bool(restore)
+        self.scale, self.reference, self._first = None, None, []
 
     def __call__(self, step: int, loss: float) -> None:
         if not math.isfinite(loss):
             reason = "is not finite"
-        elif self.scale is None:
-            self._first.append(abs(loss))
-            if len(self._first) >= self.warmup:
-                self.scale, self._first = max(1.0, statistics.median(self._first)), []
-            return
-        elif abs(loss) <= self.factor * self.scale:
-            return
-        else:
+        elif self.scale is not None:
+            if abs(loss) <= self.factor * self.scale:
+                return
             reason = (f"exceeds {self.factor:g} x the scale {self.scale:.4g} of the first "
                       f"{self.warmup} losses")
+        else:
+            if self.reference is None:
+                self.reference = max(1.0, abs(loss))
+            if abs(loss) <= self.factor * self.reference:
+                self._first.append(abs(loss))
+                if len(self._first) >= self.warmup:
+                    self.scale, self._first = max(1.0, statistics.median(self._first)), []
+                return
+            reason = f"exceeds {self.factor:g} x the scale {self.reference:.4g} of the first loss"
         raise TrainingDiverged(
             f"training diverged at step {step}: the loss became {loss!r}, which {reason}; try a "
             "smaller learning rate, standardise the features, or check the data for "
             "non-finite or extreme values")
 
     def state_dict(self) -> Dict:
-        return {"scale": self.scale, "first": list(self._first)}
+        return {"scale": self.scale, "first": list(self._first), "reference": self.reference}
 
     def load_state_dict(self, state: Dict) -> None:
         self.scale, self._first = state["scale"], list(state["first"])
+        self.reference = state.get("reference")  # (absent from checkpoints before it)
+        if self.reference is None and self._first:
+            self.reference = max(1.0, self._first[0])
+
+
+def snapshot_params(names=None) -> Dict[str, torch.Tensor]:
+    """Copies of the unconstrained tensors of Pyro's param store (all, or ``names``), as
+    :class:`EarlyStopping` and the divergence restore take them."""
+    store = dict(pyro.get_param_store().named_parameters())
+    names = list(store) if names is None else list(names)
+    missing = [n for n in names if n not in store]
+    if missing:
+        raise KeyError(f"params={missing} are not in the param store")
+    return {n: store[n].detach().clone() for n in names}
+
+
+def restore_params(snapshot: Dict[str, torch.Tensor], drop_others: bool = False) -> None:
+    """Copy a :func:`snapshot_params` back in place (optimizers keep their tensors); with
+    ``drop_others``, params created after the snapshot are removed from the store."""
+    ps = pyro.get_param_store()
+    store = dict(ps.named_parameters())
+    with torch.no_grad():
+        for name, value in snapshot.items():
+            if name in store:
+                store[name].copy_(value)
+    if drop_others:
+        for name in [n for n in store if n not in snapshot]:
+            del ps[name]
 
 
 class TrainState:
@@ -228,21 +279,15 @@ class EarlyStopping(Callback):
         return self.stopped
 
     def _take_snapshot(self):
-        store = dict(pyro.get_param_store().named_parameters())
         names = self.params() if callable(self.params) else self.params
-        names = list(store) if names is None else list(names)
-        missing = [n for n in names if n not in store]
-        if missing:
-            raise KeyError(f"EarlyStopping(params=...): {missing} are not in the param store")
-        return {n: store[n].detach().clone() for n in names}
+        try:
+            return snapshot_params(names)
+        except KeyError as e:
+            raise KeyError(f"EarlyStopping(params=...): {e.args[0]}") from None
 
     def on_train_end(self, state: TrainState) -> None:
-        if not (self.restore_best and self._snapshot):
-            return
-        store = dict(pyro.get_param_store().named_parameters())
-        with torch.no_grad():
-            for name, value in self._snapshot.items():
-                store[name].copy_(value)
+        if self.restore_best and self._snapshot:
+            restore_params(self._snapshot)
 
     def state_dict(self) -> Dict:
         return {"best": self.best, "best_step": self.best_step, "wait": self.wait,
@@ -361,6 +406,10 @@ class _Loop:
         self.next_eval_time, self.bar, self.postfix = 0, None, {}
         div = opts["divergence"]
         self.divergence = DivergenceCheck() if div is True else (div or None)
+        # (step, parameters) of the last record whose next loss passed the check, and of the
+        # newest record (not yet confirmed): the state restored on divergence
+        self.good = self.pending = None
+        self.keep_good = self.divergence is not None and getattr(self.divergence, "restore", False)
         cbs = [c if isinstance(c, Callback) else _FunctionCallback(c) for c in opts["callbacks"]]
         if opts["early_stopping"] is not None:
             cbs.append(opts["early_stopping"])
@@ -381,6 +430,8 @@ class _Loop:
             self.postfix = {k: f"{v:.4g}" for k, v in out.items() if isinstance(v, (int, float))}
         st.history.append(rec)
         self.losses, self.times, self.loss_sum = [], [], 0.0
+        if self.keep_good and not self.finished() and (self.good is None or self.good[0] != st.step):
+            self.pending = (st.step, snapshot_params())
         for cb in self.callbacks:
             if cb.on_record(rec, st):
                 st.stop = True
@@ -416,7 +467,7 @@ class _Loop:
         if o["step_times"] is not None:
             o["step_times"].append(dt)
         if self.divergence is not None:
-            self.divergence(st.step, loss)
+            self.check_divergence(st.step, loss)
         if self.bar is not None:
             self.bar.update(1)
             self.bar.set_postfix({"loss": f"{self.loss_sum / len(self.losses):.4g}", **self.postfix},
@@ -424,6 +475,25 @@ class _Loop:
         for cb in self.step_callbacks:
             if cb.on_step(st):
                 st.stop = True
+
+    def check_divergence(self, step: int, loss: float) -> None:
+        """Run the divergence check; on divergence restore the last good parameters (then
+        early stopping's best, if it has one) and raise, saying which were restored."""
+        try:
+            self.divergence(step, loss)
+        except TrainingDiverged as err:
+            if not self.keep_good:
+                raise
+            good_step, params = self.good
+            restore_params(params, drop_others=True)
+            msg = f"the parameters are restored to those after step {good_step}"
+            es = self.o["early_stopping"]
+            if isinstance(es, EarlyStopping) and es.restore_best and es._snapshot:
+                es.on_train_end(self.state)
+                msg = f"the parameters are restored to early stopping's best (step {es.best_step})"
+            raise TrainingDiverged(f"{err}; {msg}") from None
+        if self.pending is not None and self.pending[0] == step - 1:  # its loss passed
+            self.good, self.pending = self.pending, None
 
     # ---- checkpoints
     def save(self) -> None:
@@ -475,11 +545,21 @@ class _Loop:
         return keyed
 
     # ---- the run
+    def check_data(self) -> None:
+        """The model's O(N) check of the whole training data, once (``svi.model.check_data``)."""
+        check = getattr(getattr(self.svi, "model", None), "check_data", None)
+        if callable(check):
+            check(*self.args, **self.kwargs)
+
     def run(self) -> List[Dict]:
         o, st = self.o, self.state
+        self.check_data()
         for cb in self.callbacks:
             cb.on_train_begin(st)
-        if not self.restore():
+        restored = self.restore()
+        if self.keep_good:  # the state training starts from counts as good
+            self.good = (st.step, snapshot_params())
+        if not restored:
             self.record(o["eval_at_start"])
         if o["progress"]:
             from tqdm.auto import tqdm
@@ -549,7 +629,8 @@ def train(svi: SVI, *args, num_steps: int = 1000, time_budget: Optional[float] =
         ``time_budget``.
     :param step_times: a list to which the time of every step is appended.
     :param divergence: True (a :class:`DivergenceCheck`), a :class:`DivergenceCheck`, or
-        False (no check).
+        False (no check). On divergence the parameters are restored (module docstring)
+        before :class:`TrainingDiverged` is raised.
 
     Example:
 

@@ -97,8 +97,15 @@ class NetworkBody:
         return self.body
 
     def features(self, x) -> torch.Tensor:
-        """The body's features of the inputs ``x``, checked to be ``(N, num_features)``."""
-        h = self.body(x)
+        """The body's features of the inputs ``x``, checked to be ``(N, num_features)``; an
+        error of the body on ``x`` (a wrong dtype or width) is re-raised as a ValueError
+        naming x's shape and dtype (the body's own error chained)."""
+        try:
+            h = self.body(x)
+        except (RuntimeError, IndexError, TypeError) as e:
+            raise ValueError(f"body could not map x of shape {tuple(x.shape)} and dtype {x.dtype} "
+                             f"(check x's width and dtype against the body's): "
+                             f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
         if not isinstance(h, torch.Tensor) or h.dim() != 2 or h.shape != (len(x), self.num_features):
             raise ValueError(f"body must map x with {len(x)} rows to features of shape "
                              f"({len(x)}, {self.num_features}), got "
