@@ -11,7 +11,7 @@ import pyro
 from pyro.infer import SVI
 
 from ..evaluation import log_likelihood, predict_log_proba, top_k
-from ..infer import ClosedFormELBO, EarlyStopping, LearningRateDecay, default_guide, train
+from ..infer import ClosedFormELBO, EarlyStopping, LearningRateDecay, TrainingDiverged, default_guide, train
 from ..noise import Noise, get_noise
 from ..models import LinearClassifier
 from ..optim import lazy_adam
@@ -311,6 +311,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     def _fit(self, X, y, sample_weight, partial, classes=None):
         p = self._validated_params(fitting=True)
         first = not (partial and hasattr(self, "classes_"))
+        seen = {k: self.__dict__[k] for k in ("n_features_in_", "feature_names_in_") if k in self.__dict__}
         X, y = _validate_data(self, X, y, accept_sparse="csr", dtype=(np.float64, np.float32),
                               reset=first)
         self._check_labels(y)
@@ -321,6 +322,12 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                              f"contains only one class: {classes[0]!r}")
         warm = not first or (self.warm_start and hasattr(self, "param_state_")
                              and np.array_equal(self.classes_, classes))
+        if warm and D != seen.get("n_features_in_", D):  # the fitted state stays as it was
+            for k in ("n_features_in_", "feature_names_in_"):
+                self.__dict__.pop(k, None)
+            self.__dict__.update(seen)
+            raise ValueError(f"warm_start=True continues the fit on {seen['n_features_in_']} features, "
+                             f"got X with {D} features; set warm_start=False to fit anew")
         if not warm:
             self.training_path_ = choose_path(N, D, K, X.nnz if sp.issparse(X) else None, p["strategy"],
                                               p["rank"], p["batch_size"], p["num_negatives"],
@@ -433,11 +440,14 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                 early = EarlyStopping("val_log_lik", patience=p["n_iter_no_change"], min_delta=p["tol"])
             num_steps = steps_per_epoch if partial else \
                 max(1, round(budget * self._num_steps(p, n_train)))
-            history = train(svi, *data, num_steps=num_steps,
-                            eval_fn=eval_fn, eval_every=steps_per_epoch, log_every=steps_per_epoch,
-                            eval_at_start=False, early_stopping=early,
-                            callbacks=[] if partial else [LearningRateDecay()],
-                            progress={"desc": "ARClassifier", "disable": not self.verbose})
+            try:
+                history = train(svi, *data, num_steps=num_steps,
+                                eval_fn=eval_fn, eval_every=steps_per_epoch, log_every=steps_per_epoch,
+                                eval_at_start=False, early_stopping=early,
+                                callbacks=[] if partial else [LearningRateDecay()],
+                                progress={"desc": "ARClassifier", "disable": not self.verbose})
+            except TrainingDiverged as e:  # (the estimator keeps its previous fit, if any)
+                raise TrainingDiverged(f"ARClassifier(learning_rate={p['learning_rate']!r}): {e}") from None
             state = global_state(model, guide)
         loss_curve = [r["loss"] / n_train for r in history if r["step"] > 0]
         scores = [r["val_log_lik"] for r in history if "val_log_lik" in r] if early else None

@@ -14,8 +14,8 @@ the process CPU clock; evaluation and checkpoint time excluded), or when a callb
   :math:`|L_t| > c \cdot \max(1, \mathrm{median}(|L_1|, \dots, |L_w|))` after them (default
   :math:`c = 10^6`, :math:`w = 10`: the loss exploded relative to the scale of the first
   losses), raises :class:`TrainingDiverged` -- after restoring the parameters of the last
-  record whose next loss passed the check (or early stopping's best), so that no
-  non-finite parameters are left behind.
+  record whose next loss passed the check (or early stopping's best, if the loss after it
+  passed), so that no non-finite parameters are left behind.
 * Data (:meth:`~pyro_ar.models.base.CategoricalModel.check_data`): when ``svi.model`` has a
   ``check_data`` method, it is called once with the training data before the first step
   (labels in range, finite inputs, naming the first bad row: O(N) once, not per step).
@@ -149,18 +149,20 @@ def snapshot_params(names=None) -> Dict[str, torch.Tensor]:
     return {n: store[n].detach().clone() for n in names}
 
 
-def restore_params(snapshot: Dict[str, torch.Tensor], drop_others: bool = False) -> None:
+def restore_params(snapshot: Dict[str, torch.Tensor], drop_others: bool = False) -> List[str]:
     """Copy a :func:`snapshot_params` back in place (optimizers keep their tensors); with
-    ``drop_others``, params created after the snapshot are removed from the store."""
+    ``drop_others``, params created after the snapshot are removed from the store (their
+    names are returned)."""
     ps = pyro.get_param_store()
     store = dict(ps.named_parameters())
     with torch.no_grad():
         for name, value in snapshot.items():
             if name in store:
                 store[name].copy_(value)
-    if drop_others:
-        for name in [n for n in store if n not in snapshot]:
-            del ps[name]
+    dropped = [n for n in store if n not in snapshot] if drop_others else []
+    for name in dropped:
+        del ps[name]
+    return dropped
 
 
 class TrainState:
@@ -485,10 +487,13 @@ class _Loop:
             if not self.keep_good:
                 raise
             good_step, params = self.good
-            restore_params(params, drop_others=True)
+            dropped = restore_params(params, drop_others=True)
             msg = f"the parameters are restored to those after step {good_step}"
-            es = self.o["early_stopping"]
-            if isinstance(es, EarlyStopping) and es.restore_best and es._snapshot:
+            if dropped:
+                msg += f" (the {len(dropped)} created since are removed from the param store)"
+            es = self.o["early_stopping"]  # its best counts if the loss after it passed
+            if isinstance(es, EarlyStopping) and es.restore_best and es._snapshot \
+                    and es.best_step is not None and es.best_step < step - 1:
                 es.on_train_end(self.state)
                 msg = f"the parameters are restored to early stopping's best (step {es.best_step})"
             raise TrainingDiverged(f"{err}; {msg}") from None
