@@ -397,6 +397,17 @@ class LearningRateDecay(Callback):
                 group["lr"] = group["initial_lr"] * factor
 
 
+def _dense_only_optimizers():
+    from pyro.optim.clipped_adam import ClippedAdam
+
+    names = ("Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Rprop", "Adadelta", "ASGD", "LBFGS")
+    return tuple(getattr(torch.optim, n) for n in names if hasattr(torch.optim, n)) + (ClippedAdam,)
+
+
+#: torch optimizers (as Pyro wraps them) that refuse sparse gradients
+_DENSE_ONLY_OPTIMIZERS = _dense_only_optimizers()
+
+
 class _Loop:
     """The state and steps of one :func:`train` call (see there)."""
 
@@ -551,10 +562,18 @@ class _Loop:
 
     # ---- the run
     def check_data(self) -> None:
-        """The model's O(N) check of the whole training data, once (``svi.model.check_data``)."""
-        check = getattr(getattr(self.svi, "model", None), "check_data", None)
+        """The model's O(N) check of the whole training data, once (``svi.model.check_data``),
+        and that an optimizer of Pyro's can take the gradients of a ``sparse=True`` model."""
+        model = getattr(self.svi, "model", None)
+        check = getattr(model, "check_data", None)
         if callable(check):
             check(*self.args, **self.kwargs)
+        ctor = getattr(getattr(self.svi, "optim", None), "pt_optim_constructor", None)
+        if getattr(model, "sparse", False) is True and ctor in _DENSE_ONLY_OPTIMIZERS:
+            raise ValueError(f"the model has sparse=True (row-sparse gradients, the default when a "
+                             f"step subsamples classes) but the optimizer is {ctor.__name__}, which "
+                             "takes dense gradients only: use pyro_ar.optim.lazy_adam, or build the "
+                             "model with sparse=False (then a step costs O(K))")
 
     def run(self) -> List[Dict]:
         o, st = self.o, self.state

@@ -179,9 +179,9 @@ class NeuralClassifier(NetworkBody, LinearClassifier):
     _GAUSSIAN_SCALES = {"weight": "weight_scale_unconstrained", "bias": "bias_scale_unconstrained"}
 
     def __init__(self, body: torch.nn.Module, num_features: int, num_classes: int, noise="gumbel",
-                 likelihood="ar", num_negatives: Optional[int] = None, strategy="per_datapoint",
+                 likelihood="ar", num_negatives="auto", strategy="per_datapoint",
                  proposal=None, weights="mle", prior_scale: float = 1.0,
-                 subsample_size: Optional[int] = None, sparse: bool = False,
+                 subsample_size: Optional[int] = None, sparse: Optional[bool] = None,
                  init_scale: Optional[float] = None, bias_init_scale: float = 1e-3,
                  prefix: str = "", site: str = "y", utility: str = "lazy",
                  bouchard_a: str = "local", eval_batch_size: int = 4096,

@@ -60,7 +60,7 @@ def test_linear_classifier_step(a, st_data):
         model = LinearClassifier(a["D"], K, noise=a["noise"], likelihood=a["likelihood"],
                                  num_negatives=a["k"], strategy=a["strategy"], weights=a["weights"],
                                  prior_scale=a["prior_scale"], subsample_size=a["B"])
-        svi = SVI(model, model.default_guide(), pyro.optim.Adam({"lr": 0.01}), model.default_elbo())
+        svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
         return svi.step(x, y)
 
     ok, loss = H.call(run, MODEL_NAMES, kind="models")

@@ -276,7 +276,7 @@ def test_numpy_integers_are_accepted_everywhere():
                              subsample_size=np.int64(4), weights="map", prior_scale=np.float32(2.0))
     assert (model.num_features, model.num_classes, model.num_negatives, model.subsample_size) == (3, 6, 2, 4)
     assert all(type(v) is int for v in (model.num_features, model.num_classes, model.subsample_size))
-    svi = SVI(model, model.default_guide(), pyro.optim.Adam({"lr": 0.01}), model.default_elbo())
+    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
     assert math.isfinite(svi.step(torch.randn(10, 3), torch.randint(0, 6, (10,))))
 
 
