@@ -151,7 +151,8 @@ def load_svmlight(
     L = int(max((max(ls) for y in ys for ls in y if ls), default=-1)) + 1  # every label, not only those kept
     if num_labels is not None:
         if L > num_labels:
-            raise ValueError(f"load_svmlight: label {L - 1} found, but num_labels is {num_labels}")
+            raise ValueError(f"load_svmlight: {', '.join(map(str, files.values()))}: label {L - 1} found, "
+                             f"but num_labels is {num_labels}")
         L = int(num_labels)
     extra = {"preprocessing": f"features as in the file; label = {reduction} label of the row"}
     return _multilabel_dataset(files, parts, [str(k) for k in range(L)], reduction, extra,
