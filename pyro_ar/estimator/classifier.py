@@ -42,6 +42,18 @@ except ImportError as e:  # pragma: no cover  (tested in a subprocess without sc
 
 __all__ = ["ARClassifier", "DENSIFY_MAX_ELEMENTS"]
 
+
+def _checked_data(estimator, *args, **kwargs):
+    """scikit-learn's ``validate_data``, its errors naming X (numpy's "could not convert
+    string to float" names nothing)."""
+    try:
+        return _validate_data(estimator, *args, **kwargs)
+    except ValueError as e:
+        if any(name in str(e) for name in ("X", "y", "feature", "sample")):
+            raise
+        raise ValueError(f"X must be a numeric array or sparse matrix of shape (n_samples, "
+                         f"n_features): {e}") from e
+
 class ARClassifier(ClassifierMixin, BaseEstimator):
     r"""Linear classifier over many classes, fitted by Augment & Reduce (Pyro SVI).
 
@@ -312,7 +324,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         p = self._validated_params(fitting=True)
         first = not (partial and hasattr(self, "classes_"))
         seen = {k: self.__dict__[k] for k in ("n_features_in_", "feature_names_in_") if k in self.__dict__}
-        X, y = _validate_data(self, X, y, accept_sparse="csr", dtype=(np.float64, np.float32),
+        X, y = _checked_data(self, X, y, accept_sparse="csr", dtype=(np.float64, np.float32),
                               reset=first)
         self._check_labels(y)
         classes, codes = encode_targets(y, classes, getattr(self, "classes_", None), partial, first)
@@ -507,7 +519,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     def _prepare(self, X):
         check_is_fitted(self)
         p = self._validated_params()
-        X = _validate_data(self, X, accept_sparse="csr", dtype=(np.float64, np.float32), reset=False)
+        X = _checked_data(self, X, accept_sparse="csr", dtype=(np.float64, np.float32), reset=False)
         X = apply_scaler(X, getattr(self, "feature_mean_", None), getattr(self, "feature_scale_", None))
         return X, p, len(self.classes_)
 

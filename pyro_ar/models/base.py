@@ -183,6 +183,8 @@ class CategoricalModel:
         self.weights, self.prior_scale = weights, float(prior_scale)
         self.num_prior_classes = check_positive_int("num_prior_classes", num_prior_classes, True)
         self.subsample_size = check_positive_int("subsample_size", subsample_size, True)
+        if sparse not in (True, False):
+            raise ValueError(f"sparse must be True or False, got sparse={sparse!r}")
         self.sparse, self.prefix, self.site = bool(sparse), prefix, site
 
     # ---- what a subclass defines ---------------------------------------------------------

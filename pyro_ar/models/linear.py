@@ -85,6 +85,8 @@ def resolve_defaults(num_classes, likelihood, num_negatives, weights, sparse):
                              f"num_negatives={num_negatives!r}")
         K = check_positive_int("num_classes", num_classes, low=2)
         num_negatives = None if K - 1 <= DEFAULT_NUM_NEGATIVES else DEFAULT_NUM_NEGATIVES
+    if sparse not in (None, True, False):
+        raise ValueError(f"sparse must be True, False or None (automatic), got sparse={sparse!r}")
     if sparse is None:
         if isinstance(likelihood, Likelihood):
             subsampled = likelihood.num_negatives is not None
@@ -206,8 +208,12 @@ class LinearClassifier(CategoricalModel):
         if not hasattr(x, "shape") or len(x.shape) != 2 or x.shape[1] != self.num_features:
             raise ValueError(f"x must have shape (N, {self.num_features}) (a tensor, a torch sparse "
                              f"matrix or sparse rows), got x of shape {tuple(getattr(x, 'shape', ()))}")
-        if y is not None and tuple(y.shape) != (x.shape[0],):
-            raise ValueError(f"y must have shape ({x.shape[0]},), got y of shape {tuple(y.shape)}")
+        dtype = getattr(x, "dtype", None)
+        if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+            raise ValueError(f"x must hold real floating-point numbers, got x of dtype {dtype}")
+        if y is not None and (not isinstance(y, torch.Tensor) or tuple(y.shape) != (x.shape[0],)):
+            raise ValueError(f"y must be a tensor of shape ({x.shape[0]},), got y of shape "
+                             f"{tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__}")
         # full rank with sparse inputs: W's gradients are entry-sparse, so the prior's row
         # gathers must be too (torch cannot add row- and entry-sparse gradients)
         self._entry_grads = self.rank is None and self.sparse and _sparse_layout(x)
