@@ -14,6 +14,7 @@ from ..evaluation import log_likelihood, predict_log_proba, top_k
 from ..infer import ClosedFormELBO, EarlyStopping, LearningRateDecay, TrainingDiverged, default_guide, train
 from ..noise import Noise, get_noise
 from ..models import LinearClassifier
+from ..negatives import DEFAULT_NUM_NEGATIVES
 from ..optim import lazy_adam
 from .choices import _REFIT_BUDGET, prior_scale_candidates, resolve_likelihood, select_prior_scale
 from ._files import load_estimator, save_estimator
@@ -158,7 +159,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     True
     """
 
-    def __init__(self, noise="gumbel", num_negatives=20, strategy="auto",
+    def __init__(self, noise="gumbel", num_negatives=DEFAULT_NUM_NEGATIVES, strategy="auto",
                  weights="map", prior_scale="auto", batch_size=1024, max_epochs=20,
                  num_steps=None, learning_rate=0.01, local_learning_rate=0.1,
                  num_posterior_samples=32, early_stopping=False, validation_fraction=0.1,

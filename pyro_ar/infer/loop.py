@@ -78,8 +78,9 @@ class DivergenceCheck:
     against the first loss). Calling it with ``(step, loss)`` raises
     :class:`TrainingDiverged` naming the step, the loss and what to change. With
     ``restore`` (default), :func:`train` keeps a copy of the parameters taken at its
-    records (at most two at a time) and, on divergence, puts back the last one whose next
-    loss passed this check before raising.
+    records (at most two at a time, at records at least ``num_steps / 20`` steps apart)
+    and, on divergence, puts back the last one whose next loss passed this check before
+    raising.
 
     Example:
 
@@ -420,8 +421,11 @@ class _Loop:
         div = opts["divergence"]
         self.divergence = DivergenceCheck() if div is True else (div or None)
         # (step, parameters) of the last record whose next loss passed the check, and of the
-        # newest record (not yet confirmed): the state restored on divergence
+        # newest record (not yet confirmed): the state restored on divergence. Copies are
+        # taken at records at least num_steps / 20 steps apart (about 20 per run, whatever
+        # log_every: a copy costs O(parameters), which a step need not touch)
         self.good = self.pending = None
+        self.snapshot_every = max(1, opts["num_steps"] // 20)
         self.keep_good = self.divergence is not None and getattr(self.divergence, "restore", False)
         cbs = [c if isinstance(c, Callback) else _FunctionCallback(c) for c in opts["callbacks"]]
         if opts["early_stopping"] is not None:
@@ -443,7 +447,9 @@ class _Loop:
             self.postfix = {k: f"{v:.4g}" for k, v in out.items() if isinstance(v, (int, float))}
         st.history.append(rec)
         self.losses, self.times, self.loss_sum = [], [], 0.0
-        if self.keep_good and not self.finished() and (self.good is None or self.good[0] != st.step):
+        newest = max(s for s, _ in (self.good, self.pending or self.good)) if self.good else None
+        if self.keep_good and not self.finished() and newest is not None \
+                and st.step - newest >= self.snapshot_every:
             self.pending = (st.step, snapshot_params())
         for cb in self.callbacks:
             if cb.on_record(rec, st):

@@ -631,3 +631,16 @@ def test_train_checks_sample_weight_before_the_first_step():
     w[7] = -1.0
     with pytest.raises(ValueError, match="sample_weight"):
         train(svi, data.x, data.y, w, num_steps=10)
+
+
+def test_divergence_copies_are_spaced_whatever_log_every(monkeypatch):
+    """A copy of the parameters costs O(parameters): at most about 20 per run even when
+    every step is recorded (the step itself stays independent of the parameters' size)."""
+    import pyro_ar.infer.loop as loop
+
+    calls = []
+    real = loop.snapshot_params
+    monkeypatch.setattr(loop, "snapshot_params", lambda *a: calls.append(1) or real(*a))
+    pyro.param("w", torch.tensor(0.0))
+    train(_ParamSVI([1.0] * 200), num_steps=200, log_every=1, eval_every=1)
+    assert 15 <= len(calls) <= 22
