@@ -33,6 +33,7 @@ the process CPU clock; evaluation and checkpoint time excluded), or when a callb
   ``torch.load(path, weights_only=True)``.
 """
 
+import inspect
 import math
 import os
 import statistics
@@ -398,6 +399,15 @@ class LearningRateDecay(Callback):
                 group["lr"] = group["initial_lr"] * factor
 
 
+def _accepts(fn, args, kwargs) -> bool:
+    """Whether ``fn(*args, **kwargs)`` matches ``fn``'s signature."""
+    try:
+        inspect.signature(fn).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
 def _dense_only_optimizers():
     from pyro.optim.clipped_adam import ClippedAdam
 
@@ -572,7 +582,7 @@ class _Loop:
         and that an optimizer of Pyro's can take the gradients of a ``sparse=True`` model."""
         model = getattr(self.svi, "model", None)
         check = getattr(model, "check_data", None)
-        if callable(check):
+        if callable(check) and _accepts(check, self.args, self.kwargs):  # (a model of other arguments: skipped)
             check(*self.args, **self.kwargs)
         ctor = getattr(getattr(self.svi, "optim", None), "pt_optim_constructor", None)
         if getattr(model, "sparse", False) is True and ctor in _DENSE_ONLY_OPTIMIZERS:
