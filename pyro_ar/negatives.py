@@ -38,7 +38,13 @@ __all__ = [
     "get_negative_sampler",
     "sample_without_replacement",
     "STRATEGIES",
+    "DEFAULT_NUM_NEGATIVES",
 ]
+
+#: The number of negatives of a model's default likelihood (``num_negatives="auto"``) and of
+#: the estimator: enough for a low-variance estimate, small enough that a step's cost does
+#: not depend on K.
+DEFAULT_NUM_NEGATIVES = 20
 
 
 class Negatives(NamedTuple):

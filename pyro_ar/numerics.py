@@ -32,6 +32,8 @@ __all__ = [
     "uniform_open",
     "show",
     "check_finite",
+    "first_position",
+    "check_positive_number",
     "check_nonnegative",
     "check_positive",
     "check_int",
@@ -122,8 +124,33 @@ def show(t: torch.Tensor, n: int = 5) -> list:
     return t.detach().reshape(-1)[:n].tolist()
 
 
-def check_finite(t: torch.Tensor, name: str) -> None:
-    """Raise ``ValueError`` naming ``name`` if ``t`` holds NaN or infinite values.
+def first_position(mask: torch.Tensor, name: str, rows: Optional[torch.Tensor] = None) -> str:
+    """``"name[i, j]"``: where the first True entry of ``mask`` lies (for error messages);
+    with ``rows``, its first index is mapped through them (a minibatch's rows in the data).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.numerics import first_position
+    >>> first_position(torch.tensor([[False, False], [False, True]]), "x")
+    'x[1, 1]'
+    >>> first_position(torch.tensor([False, True]), "y", rows=torch.tensor([7, 3]))
+    'y[3]'
+    """
+    if mask.layout != torch.strided:
+        mask = mask.to_dense()
+    if mask.dim() == 0:
+        return name
+    pos = mask.nonzero()[0].tolist()
+    if rows is not None:
+        pos[0] = int(rows[pos[0]])
+    return f"{name}[{', '.join(map(str, pos))}]"
+
+
+def check_finite(t: torch.Tensor, name: str, rows: Optional[torch.Tensor] = None) -> None:
+    """Raise ``ValueError`` naming ``name`` and the first bad position if ``t`` holds NaN or
+    infinite values (a torch sparse matrix: its stored values; ``rows`` as in
+    :func:`first_position`).
 
     Example:
 
@@ -132,11 +159,21 @@ def check_finite(t: torch.Tensor, name: str) -> None:
     >>> check_finite(torch.tensor([0.0, float("nan")]), "eps")
     Traceback (most recent call last):
     ...
-    ValueError: eps must be finite, got non-finite values [nan]
+    ValueError: eps must be finite, got non-finite values [nan] (the first at eps[1])
     """
+    if t.layout in (torch.sparse_coo, torch.sparse_csr):
+        t = t.to_sparse_coo().coalesce() if t.layout != torch.sparse_coo else t.coalesce()
+        bad = ~torch.isfinite(t.values())
+        if bad.any():
+            i = int(bad.nonzero()[0, 0])
+            where = f"{name}[{', '.join(str(int(v)) for v in t.indices()[:, i])}]"
+            raise ValueError(f"{name} must be finite, got non-finite values {show(t.values()[bad])} "
+                             f"(the first at {where})")
+        return
     finite = torch.isfinite(t)
     if not finite.all():
-        raise ValueError(f"{name} must be finite, got non-finite values {show(t[~finite])}")
+        raise ValueError(f"{name} must be finite, got non-finite values {show(t[~finite])} "
+                         f"(the first at {first_position(~finite, name, rows)})")
 
 
 def check_nonnegative(t: torch.Tensor, name: str) -> None:
@@ -215,6 +252,33 @@ def check_int(name: str, value: object, low: Optional[int] = None, high: Optiona
     if (low is not None and out < low) or (high is not None and out > high):
         raise ValueError(f"{name} must be {expected}, got {name}={value!r}")
     return int(out)
+
+
+def check_positive_number(name: str, value: object, min_value: float = 0.0) -> float:
+    """``value`` as a Python ``float`` if it is a finite real number > ``min_value`` (e.g. the
+    smallest normal float, so that dividing by it cannot overflow to inf or NaN), else a
+    ``ValueError`` naming the argument and value (``bool`` and non-numbers rejected).
+
+    Example:
+
+    >>> from pyro_ar.numerics import check_positive_number
+    >>> check_positive_number("lengthscale", 2)
+    2.0
+    >>> check_positive_number("lengthscale", -1.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: lengthscale must be a finite number > 0, got lengthscale=-1.0
+    """
+    ok = not isinstance(value, bool) and isinstance(value, (int, float)) or (
+        hasattr(value, "__float__") and not isinstance(value, (bool, str, torch.Tensor)))
+    if ok:
+        try:
+            out = float(value)
+        except (TypeError, ValueError, OverflowError):
+            ok = False
+    if not ok or not min_value < out < float("inf"):
+        raise ValueError(f"{name} must be a finite number > {min_value:g}, got {name}={value!r}")
+    return out
 
 
 def as_tensor(x: Union[float, torch.Tensor], like: torch.Tensor, name: str) -> torch.Tensor:

@@ -43,6 +43,27 @@ def _read(p: Path) -> Tuple[Optional[Tuple[int, int, int]], io.BytesIO]:
     return None, io.BytesIO(raw)
 
 
+def _check_rows(p: Path, header, x, label_sets) -> None:
+    """What scikit-learn's reader lets through: non-finite values, labels that are not
+    integers >= 0, a row count other than the header's, no rows at all (ValueError naming
+    the file and the first bad row)."""
+    if header is not None and header[0] != x.shape[0]:
+        raise ValueError(f"load_svmlight: {p}: the header says {header[0]} rows, the file has "
+                         f"{x.shape[0]}")
+    if x.shape[0] == 0:
+        raise ValueError(f"load_svmlight: {p} holds no rows")
+    bad = np.flatnonzero(~np.isfinite(x.data))
+    if bad.size:
+        row = int(np.searchsorted(x.indptr, bad[0], side="right") - 1)
+        raise ValueError(f"load_svmlight: {p}: row {row} holds the non-finite value "
+                         f"{x.data[bad[0]]} (feature {x.indices[bad[0]]}); values must be finite")
+    for n, labels in enumerate(label_sets):  # loading, not a hot path
+        wrong = [v for v in labels if not (np.isfinite(v) and v >= 0 and v == int(v))]
+        if wrong:
+            raise ValueError(f"load_svmlight: {p}: row {n} has the label {wrong[0]!r}; labels must "
+                             "be integers >= 0")
+
+
 def _first_labels(label_sets, reduction: str, seed: int) -> np.ndarray:
     """One class per row from scikit-learn's tuples of labels (``-1`` for an empty set)."""
     rng = np.random.default_rng(seed)
@@ -83,6 +104,10 @@ def load_svmlight(
 
     Raises:
         ImportError: scikit-learn is not installed (``pip install scikit-learn``).
+        ValueError: a file that cannot be read, holds no (labelled) rows, another number of
+            rows than its header says, non-finite values, or labels that are not integers
+            >= 0 (naming the file and the first bad row). Rows with no label are dropped
+            and counted in ``info["num_unlabeled_dropped"]``.
 
     Example:
 
@@ -112,18 +137,22 @@ def load_svmlight(
     try:
         loaded = load_svmlight_files([b for _, b in read.values()], n_features=num_features,
                                      multilabel=True, zero_based=True, dtype=np.float32)
-    except ValueError as e:
+    except (ValueError, OverflowError) as e:  # (a feature index >= 2^31: OverflowError)
         raise ValueError(f"load_svmlight: cannot read {', '.join(map(str, files.values()))}: {e}") from None
     xs, ys = loaded[0::2], loaded[1::2]
     parts: Dict[str, Any] = {}
     for s, x, label_sets in zip(files, xs, ys):
+        _check_rows(files[s], read[s][0], x, label_sets)
         y = _first_labels(label_sets, reduction, seed)
+        if s == "train" and not (y >= 0).any():
+            raise ValueError(f"load_svmlight: {files[s]}: none of its {len(y)} rows has a label")
         rows = np.flatnonzero(y >= 0)
         parts[s] = (np.asarray(x[rows].todense(), dtype=np.float32), y[rows], rows, int(len(y) - len(rows)))
     L = int(max((max(ls) for y in ys for ls in y if ls), default=-1)) + 1  # every label, not only those kept
     if num_labels is not None:
         if L > num_labels:
-            raise ValueError(f"load_svmlight: label {L - 1} found, but num_labels is {num_labels}")
+            raise ValueError(f"load_svmlight: {', '.join(map(str, files.values()))}: label {L - 1} found, "
+                             f"but num_labels is {num_labels}")
         L = int(num_labels)
     extra = {"preprocessing": f"features as in the file; label = {reduction} label of the row"}
     return _multilabel_dataset(files, parts, [str(k) for k in range(L)], reduction, extra,

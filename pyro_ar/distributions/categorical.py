@@ -27,7 +27,7 @@ from pyro.distributions.torch_distribution import TorchDistribution
 from pyro.distributions.util import broadcast_shape
 
 from ..noise import GumbelNoise, Noise, get_noise
-from ..numerics import check_int, show
+from ..numerics import check_int, first_position, show
 from ..quadrature import (DEFAULT_NUM_NODES, MAX_NUM_NODES, check_quadrature_args, log_marginal,
                           log_marginal_all)
 from ..utility import DenseUtility, Utility, as_utility
@@ -37,11 +37,13 @@ __all__ = ["UtilityCategorical", "check_labels", "softmax_log_prob"]
 
 
 def check_labels(value: torch.Tensor, num_classes: int, batch_shape: Sequence[int],
-                 name: str = "value") -> torch.Tensor:
+                 name: str = "value", rows: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Validate class labels and return them as int64.
 
     :raises ValueError: when ``value`` is not integer-valued, lies outside
-        ``[0, num_classes)``, or does not broadcast with ``batch_shape``.
+        ``[0, num_classes)``, or does not broadcast with ``batch_shape``; the message names
+        the first bad position (through ``rows`` when the labels are a minibatch's,
+        :func:`~pyro_ar.numerics.first_position`).
 
     Example:
 
@@ -62,10 +64,12 @@ def check_labels(value: torch.Tensor, num_classes: int, batch_shape: Sequence[in
     if value.is_floating_point():
         nonint = value != value.floor()  # NaN and inf are caught here too
         if nonint.any():
-            raise ValueError(f"{name} must hold integer class labels, got non-integers {show(value[nonint])}")
+            raise ValueError(f"{name} must hold integer class labels, got non-integers {show(value[nonint])} "
+                             f"(the first at {first_position(nonint, name, rows)})")
     outside = (value < 0) | (value >= num_classes)
     if outside.any():
-        raise ValueError(f"{name} must lie in [0, {num_classes}), got {show(value[outside])}")
+        raise ValueError(f"{name} must lie in [0, {num_classes}), got {show(value[outside])} "
+                         f"(the first at {first_position(outside, name, rows)})")
     try:
         broadcast_shape(value.shape, batch_shape)
     except ValueError:

@@ -107,6 +107,28 @@ class RelaxedUtilityCategorical(ParamsMixin, TorchDistribution):
         super()._init_shape(batch_shape, validate_args)
         self._event_shape = self.utility.shape[-1:]
 
+    def _validate_params(self):
+        super()._validate_params()
+        tiny = torch.finfo(self.temperature.dtype).tiny
+        small = self.temperature < tiny
+        if small.any():  # subnormal: 1 / temperature overflows, gradients are inf
+            raise ValueError(f"temperature must be >= {tiny:.3g} (the smallest normal number of "
+                             f"{self.temperature.dtype}), got {show(self.temperature[small])}")
+
+    @classmethod
+    def infer_shapes(cls, utility, noise=None, temperature=()):
+        """``(batch_shape, event_shape)``: the batch of ``utility[:-1]`` and ``temperature``,
+        the event the K classes of the simplex.
+
+        Example:
+
+        >>> from pyro_ar.distributions import RelaxedUtilityCategorical
+        >>> RelaxedUtilityCategorical.infer_shapes(utility=(5, 7))
+        (torch.Size([5]), torch.Size([7]))
+        """
+        utility = tuple(utility)
+        return torch.Size(broadcast_shape(utility[:-1], tuple(temperature or ()))), torch.Size(utility[-1:])
+
     @property
     def num_classes(self) -> int:
         return self.utility.shape[-1]
@@ -114,8 +136,9 @@ class RelaxedUtilityCategorical(ParamsMixin, TorchDistribution):
     def _soft(self, sample_shape):
         shape = torch.Size(sample_shape) + self.batch_shape + self.event_shape
         eps = self.noise.sample(shape, dtype=self.utility.dtype, device=self.utility.device)
-        logits = (self.utility + eps) / self.temperature.unsqueeze(-1)
-        return clamp_probs(logits.softmax(-1))
+        z = self.utility + eps  # shifted by its max before dividing: (z - max) / tau <= 0
+        z = z - z.detach().max(-1, keepdim=True).values  # never overflows to inf - inf = NaN
+        return clamp_probs((z / self.temperature.unsqueeze(-1)).softmax(-1))
 
     def rsample(self, sample_shape=torch.Size()):
         return self._soft(sample_shape)

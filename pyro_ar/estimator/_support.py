@@ -293,18 +293,24 @@ def fit_scaler(X, sparse_inputs: bool = False, idf: bool = False):
     >>> fit_scaler(X, sparse_inputs=True)[1].tolist()    # sqrt((9 + 16) / 2)
     [3.5355339059327378, 3.5355339059327378, 3.5355339059327378]
     """
+    if sp is not None and sp.issparse(X):  # (in float64: a float32 value near 3e38 squares to inf)
+        X = X.astype(np.float64)
     if idf:
         df = np.bincount(X.indices[X.data != 0], minlength=X.shape[1])
         weight = np.log((1.0 + X.shape[0]) / (1.0 + df))
         return np.zeros(X.shape[1]), 1.0 / np.maximum(weight, 1e-12)
-    if sparse_inputs:
-        rms = math.sqrt(X.multiply(X).sum() / max(X.shape[0], 1)) or 1.0
-        return np.zeros(X.shape[1]), np.full(X.shape[1], rms)
     if sp is not None and sp.issparse(X):
+        if sparse_inputs:
+            rms = math.sqrt(X.multiply(X).sum() / max(X.shape[0], 1)) or 1.0
+            return np.zeros(X.shape[1]), np.full(X.shape[1], rms)
         mean = np.zeros(X.shape[1])
         scale = np.sqrt(np.asarray(X.multiply(X).mean(axis=0)).reshape(-1))
-    else:
-        mean, scale = X.mean(axis=0), X.std(axis=0)
+    else:  # float64 sums: float32 ones overflow for features near 3e38
+        X = np.asarray(X)
+        if sparse_inputs:
+            rms = math.sqrt(np.square(X, dtype=np.float64).sum() / max(X.shape[0], 1)) or 1.0
+            return np.zeros(X.shape[1]), np.full(X.shape[1], rms)
+        mean, scale = X.mean(axis=0, dtype=np.float64), X.std(axis=0, dtype=np.float64)
     positive = scale[scale > 0]
     floor = np.median(positive) if positive.size else 1.0
     return mean, np.maximum(scale, floor)
@@ -321,7 +327,7 @@ def apply_scaler(X, mean, scale, normalize_rows: bool = False):
             norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1))).reshape(-1)
             X = sp.csr_matrix(sp.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ X, dtype=X.dtype)
         return X
-    return ((X - mean) / scale).astype(X.dtype, copy=False)
+    return ((X - mean) / scale).astype(X.dtype, copy=False)  # (float64 arithmetic: mean is)
 
 
 def training_features(X, dtype, device, sparse_inputs: bool = False):

@@ -11,10 +11,12 @@ import pyro
 from pyro.infer import SVI
 
 from ..evaluation import log_likelihood, predict_log_proba, top_k
-from ..infer import ClosedFormELBO, EarlyStopping, LearningRateDecay, default_guide, progress_bar, train
+from ..infer import (ClosedFormELBO, EarlyStopping, LearningRateDecay, TrainingDiverged, default_guide,
+                     progress_bar, train)
 from ..infer.loop import set_progress_total
 from ..noise import Noise, get_noise
 from ..models import LinearClassifier
+from ..negatives import DEFAULT_NUM_NEGATIVES
 from ..optim import lazy_adam
 from .choices import _REFIT_BUDGET, prior_scale_candidates, resolve_likelihood, select_prior_scale
 from ._files import load_estimator, save_estimator
@@ -42,6 +44,18 @@ except ImportError as e:  # pragma: no cover  (tested in a subprocess without sc
                       "scikit-learn scipy (or the extra: pip install 'pyro-ar[data]')") from e
 
 __all__ = ["ARClassifier", "DENSIFY_MAX_ELEMENTS"]
+
+
+def _checked_data(estimator, *args, **kwargs):
+    """scikit-learn's ``validate_data``, its errors naming X (numpy's "could not convert
+    string to float" names nothing)."""
+    try:
+        return _validate_data(estimator, *args, **kwargs)
+    except ValueError as e:
+        if any(name in str(e) for name in ("X", "y", "feature", "sample")):
+            raise
+        raise ValueError(f"X must be a numeric array or sparse matrix of shape (n_samples, "
+                         f"n_features): {e}") from e
 
 class ARClassifier(ClassifierMixin, BaseEstimator):
     r"""Linear classifier over many classes, fitted by Augment & Reduce (Pyro SVI).
@@ -161,7 +175,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     True
     """
 
-    def __init__(self, noise="gumbel", num_negatives=20, strategy="auto",
+    def __init__(self, noise="gumbel", num_negatives=DEFAULT_NUM_NEGATIVES, strategy="auto",
                  weights="map", prior_scale="auto", batch_size=1024, max_epochs=20,
                  num_steps=None, learning_rate=0.01, local_learning_rate=0.1,
                  num_posterior_samples=32, early_stopping=False, validation_fraction=0.1,
@@ -343,7 +357,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     def _fit(self, X, y, sample_weight, partial, classes=None):
         p = self._validated_params(fitting=True)
         first = not (partial and hasattr(self, "classes_"))
-        X, y = _validate_data(self, X, y, accept_sparse="csr", dtype=(np.float64, np.float32),
+        seen = {k: self.__dict__[k] for k in ("n_features_in_", "feature_names_in_") if k in self.__dict__}
+        X, y = _checked_data(self, X, y, accept_sparse="csr", dtype=(np.float64, np.float32),
                               reset=first)
         self._check_labels(y)
         classes, codes = encode_targets(y, classes, getattr(self, "classes_", None), partial, first)
@@ -353,6 +368,12 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                              f"contains only one class: {classes[0]!r}")
         warm = not first or (self.warm_start and hasattr(self, "param_state_")
                              and np.array_equal(self.classes_, classes))
+        if warm and D != seen.get("n_features_in_", D):  # the fitted state stays as it was
+            for k in ("n_features_in_", "feature_names_in_"):
+                self.__dict__.pop(k, None)
+            self.__dict__.update(seen)
+            raise ValueError(f"warm_start=True continues the fit on {seen['n_features_in_']} features, "
+                             f"got X with {D} features; set warm_start=False to fit anew")
         if not warm:
             self.training_path_ = choose_path(N, D, K, X.nnz if sp.issparse(X) else None, p["strategy"],
                                               p["rank"], p["batch_size"], p["num_negatives"],
@@ -510,11 +531,14 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                     return {"val_log_lik": float((w_val * lp).sum() / w_val.sum().clamp(min=1e-300))}
                 early = EarlyStopping("val_log_lik", patience=p["n_iter_no_change"], min_delta=p["tol"])
             num_steps = max(1, round(budget * self._num_steps(p, n_train, partial)))
-            history = train(svi, *data, num_steps=num_steps,
-                            eval_fn=eval_fn, eval_every=steps_per_epoch, log_every=steps_per_epoch,
-                            eval_at_start=False, early_stopping=early,
-                            callbacks=[] if partial else [LearningRateDecay()],
-                            progress=bar if bar is not None else False)
+            try:
+                history = train(svi, *data, num_steps=num_steps,
+                                eval_fn=eval_fn, eval_every=steps_per_epoch, log_every=steps_per_epoch,
+                                eval_at_start=False, early_stopping=early,
+                                callbacks=[] if partial else [LearningRateDecay()],
+                                progress=bar if bar is not None else False)
+            except TrainingDiverged as e:  # (the estimator keeps its previous fit, if any)
+                raise TrainingDiverged(f"ARClassifier(learning_rate={p['learning_rate']!r}): {e}") from None
             state = global_state(model, guide)
         loss_curve = [r["loss"] / n_train for r in history if r["step"] > 0]
         scores = [r["val_log_lik"] for r in history if "val_log_lik" in r] if early else None
@@ -579,7 +603,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     def _prepare(self, X):
         check_is_fitted(self)
         p = self._validated_params()
-        X = _validate_data(self, X, accept_sparse="csr", dtype=(np.float64, np.float32), reset=False)
+        X = _checked_data(self, X, accept_sparse="csr", dtype=(np.float64, np.float32), reset=False)
         X = apply_scaler(X, getattr(self, "feature_mean_", None), getattr(self, "feature_scale_", None),
                          getattr(self, "row_normalize_", False))
         return X, p, len(self.classes_)

@@ -10,9 +10,15 @@ the process CPU clock; evaluation and checkpoint time excluded), or when a callb
   ``eval_times``, at step 0 and at the end) also what ``eval_fn()`` returns. Evaluation
   runs with the RNG states saved and restored, so it never changes the training trajectory.
 * Divergence (:class:`DivergenceCheck`): a step whose loss is not finite, or whose
-  :math:`|L_t| > c \cdot \max(1, \mathrm{median}(|L_1|, \dots, |L_w|))` (default
+  :math:`|L_t| > c \cdot \max(1, |L_1|)` during the first :math:`w` steps and
+  :math:`|L_t| > c \cdot \max(1, \mathrm{median}(|L_1|, \dots, |L_w|))` after them (default
   :math:`c = 10^6`, :math:`w = 10`: the loss exploded relative to the scale of the first
-  losses), raises :class:`TrainingDiverged`.
+  losses), raises :class:`TrainingDiverged` -- after restoring the parameters of the last
+  record whose next loss passed the check (or early stopping's best, if the loss after it
+  passed), so that no non-finite parameters are left behind.
+* Data (:meth:`~pyro_ar.models.base.CategoricalModel.check_data`): when ``svi.model`` has a
+  ``check_data`` method, it is called once with the training data before the first step
+  (labels in range, finite inputs, naming the first bad row: O(N) once, not per step).
 * Callbacks (:class:`Callback`, or plain functions of each record) may stop the run;
   :class:`EarlyStopping` stops when a monitored evaluation stops improving and restores the
   parameters of the best evaluation; :class:`IterateAverage` is Polyak averaging of a
@@ -31,6 +37,7 @@ the process CPU clock; evaluation and checkpoint time excluded), or when a callb
   ``torch.load(path, weights_only=True)``.
 """
 
+import inspect
 import math
 import os
 import statistics
@@ -89,11 +96,18 @@ class TrainingDiverged(RuntimeError):
 
 class DivergenceCheck:
     r"""Declares step t divergent if :math:`L_t` is not finite or
-    :math:`|L_t| > \text{factor}\cdot\max(1, \mathrm{median}(|L_1|..|L_w|))`, w = ``warmup``.
+    :math:`|L_t| > \text{factor}\cdot r`, with the reference scale :math:`r = \max(1, |L_1|)`
+    (the first loss of the run, computed at the initial parameters) during the first
+    ``warmup`` steps and :math:`r = \max(1, \mathrm{median}(|L_1|..|L_w|))`, w = ``warmup``,
+    after them.
 
-    During the first ``warmup`` steps only non-finite losses count. Calling it with
-    ``(step, loss)`` raises :class:`TrainingDiverged` naming the step, the loss and what to
-    change.
+    A loss that explodes within the calibration window is caught too (its growth is measured
+    against the first loss). Calling it with ``(step, loss)`` raises
+    :class:`TrainingDiverged` naming the step, the loss and what to change. With
+    ``restore`` (default), :func:`train` keeps a copy of the parameters taken at its
+    records (at most two at a time, at records at least ``num_steps / 20`` steps apart)
+    and, on divergence, puts back the last one whose next loss passed this check before
+    raising.
 
     Example:
 
@@ -103,39 +117,80 @@ class DivergenceCheck:
     ...     check(t, loss)
     >>> check.scale           # median of |50|, |30|
     40.0
+    >>> check = DivergenceCheck(factor=100.0)
+    >>> check(1, 50.0)
+    >>> try:                  # within the window: 1e4 > 100 x |L_1|
+    ...     check(2, 1e4)
+    ... except Exception as e:
+    ...     print(type(e).__name__)
+    TrainingDiverged
     """
 
-    def __init__(self, factor: float = 1e6, warmup: int = 10) -> None:
-        if not factor > 1:
-            raise ValueError(f"factor must be > 1, got factor={factor!r}")
-        if not (isinstance(warmup, int) and warmup >= 1):
+    def __init__(self, factor: float = 1e6, warmup: int = 10, restore: bool = True) -> None:
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 1 < factor < math.inf:
+            raise ValueError(f"factor must be a finite number > 1, got factor={factor!r}")
+        if isinstance(warmup, bool) or not (isinstance(warmup, int) and warmup >= 1):
             raise ValueError(f"warmup must be an int >= 1, got warmup={warmup!r}")
-        self.factor, self.warmup = float(factor), warmup
-        self.scale, self._first = None, []
+        self.factor, self.warmup, self.restore = float(factor), warmup, bool(restore)
+        self.scale, self.reference, self._first = None, None, []
 
     def __call__(self, step: int, loss: float) -> None:
         if not math.isfinite(loss):
             reason = "is not finite"
-        elif self.scale is None:
-            self._first.append(abs(loss))
-            if len(self._first) >= self.warmup:
-                self.scale, self._first = max(1.0, statistics.median(self._first)), []
-            return
-        elif abs(loss) <= self.factor * self.scale:
-            return
-        else:
+        elif self.scale is not None:
+            if abs(loss) <= self.factor * self.scale:
+                return
             reason = (f"exceeds {self.factor:g} x the scale {self.scale:.4g} of the first "
                       f"{self.warmup} losses")
+        else:
+            if self.reference is None:
+                self.reference = max(1.0, abs(loss))
+            if abs(loss) <= self.factor * self.reference:
+                self._first.append(abs(loss))
+                if len(self._first) >= self.warmup:
+                    self.scale, self._first = max(1.0, statistics.median(self._first)), []
+                return
+            reason = f"exceeds {self.factor:g} x the scale {self.reference:.4g} of the first loss"
         raise TrainingDiverged(
             f"training diverged at step {step}: the loss became {loss!r}, which {reason}; try a "
             "smaller learning rate, standardise the features, or check the data for "
             "non-finite or extreme values")
 
     def state_dict(self) -> Dict:
-        return {"scale": self.scale, "first": list(self._first)}
+        return {"scale": self.scale, "first": list(self._first), "reference": self.reference}
 
     def load_state_dict(self, state: Dict) -> None:
         self.scale, self._first = state["scale"], list(state["first"])
+        self.reference = state.get("reference")  # (absent from checkpoints before it)
+        if self.reference is None and self._first:
+            self.reference = max(1.0, self._first[0])
+
+
+def snapshot_params(names=None) -> Dict[str, torch.Tensor]:
+    """Copies of the unconstrained tensors of Pyro's param store (all, or ``names``), as
+    :class:`EarlyStopping` and the divergence restore take them."""
+    store = dict(pyro.get_param_store().named_parameters())
+    names = list(store) if names is None else list(names)
+    missing = [n for n in names if n not in store]
+    if missing:
+        raise KeyError(f"params={missing} are not in the param store")
+    return {n: store[n].detach().clone() for n in names}
+
+
+def restore_params(snapshot: Dict[str, torch.Tensor], drop_others: bool = False) -> List[str]:
+    """Copy a :func:`snapshot_params` back in place (optimizers keep their tensors); with
+    ``drop_others``, params created after the snapshot are removed from the store (their
+    names are returned)."""
+    ps = pyro.get_param_store()
+    store = dict(ps.named_parameters())
+    with torch.no_grad():
+        for name, value in snapshot.items():
+            if name in store:
+                store[name].copy_(value)
+    dropped = [n for n in store if n not in snapshot] if drop_others else []
+    for name in dropped:
+        del ps[name]
+    return dropped
 
 
 class TrainState:
@@ -254,21 +309,15 @@ class EarlyStopping(Callback):
         return self.stopped
 
     def _take_snapshot(self):
-        store = dict(pyro.get_param_store().named_parameters())
         names = self.params() if callable(self.params) else self.params
-        names = list(store) if names is None else list(names)
-        missing = [n for n in names if n not in store]
-        if missing:
-            raise KeyError(f"EarlyStopping(params=...): {missing} are not in the param store")
-        return {n: store[n].detach().clone() for n in names}
+        try:
+            return snapshot_params(names)
+        except KeyError as e:
+            raise KeyError(f"EarlyStopping(params=...): {e.args[0]}") from None
 
     def on_train_end(self, state: TrainState) -> None:
-        if not (self.restore_best and self._snapshot):
-            return
-        store = dict(pyro.get_param_store().named_parameters())
-        with torch.no_grad():
-            for name, value in self._snapshot.items():
-                store[name].copy_(value)
+        if self.restore_best and self._snapshot:
+            restore_params(self._snapshot)
 
     def state_dict(self) -> Dict:
         return {"best": self.best, "best_step": self.best_step, "wait": self.wait,
@@ -473,6 +522,26 @@ class _Progress:
             self.bar.close()
 
 
+def _accepts(fn, args, kwargs) -> bool:
+    """Whether ``fn(*args, **kwargs)`` matches ``fn``'s signature."""
+    try:
+        inspect.signature(fn).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _dense_only_optimizers():
+    from pyro.optim.clipped_adam import ClippedAdam
+
+    names = ("Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Rprop", "Adadelta", "ASGD", "LBFGS")
+    return tuple(getattr(torch.optim, n) for n in names if hasattr(torch.optim, n)) + (ClippedAdam,)
+
+
+#: torch optimizers (as Pyro wraps them) that refuse sparse gradients
+_DENSE_ONLY_OPTIMIZERS = _dense_only_optimizers()
+
+
 class _Loop:
     """The state and steps of one :func:`train` call (see there)."""
 
@@ -486,6 +555,13 @@ class _Loop:
         self.config, self.group = None, None
         div = opts["divergence"]
         self.divergence = DivergenceCheck() if div is True else (div or None)
+        # (step, parameters) of the last record whose next loss passed the check, and of the
+        # newest record (not yet confirmed): the state restored on divergence. Copies are
+        # taken at records at least num_steps / 20 steps apart (about 20 per run, whatever
+        # log_every: a copy costs O(parameters), which a step need not touch)
+        self.good = self.pending = None
+        self.snapshot_every = max(1, opts["num_steps"] // 20)
+        self.keep_good = self.divergence is not None and getattr(self.divergence, "restore", False)
         cbs = [c if isinstance(c, Callback) else _FunctionCallback(c) for c in opts["callbacks"]]
         if opts["early_stopping"] is not None:
             cbs.append(opts["early_stopping"])
@@ -506,6 +582,10 @@ class _Loop:
         st.history.append(rec)
         self.progress.record(rec, out if evaluate and o["eval_fn"] is not None else {})
         self.losses, self.times, self.loss_sum = [], [], 0.0
+        newest = max(s for s, _ in (self.good, self.pending or self.good)) if self.good else None
+        if self.keep_good and not self.finished() and newest is not None \
+                and st.step - newest >= self.snapshot_every:
+            self.pending = (st.step, snapshot_params())
         for cb in self.callbacks:
             if cb.on_record(rec, st):
                 st.stop = True
@@ -541,11 +621,33 @@ class _Loop:
         if o["step_times"] is not None:
             o["step_times"].append(dt)
         if self.divergence is not None:
-            self.divergence(st.step, loss)
+            self.check_divergence(st.step, loss)
         self.progress.step(self.loss_sum / len(self.losses))
         for cb in self.step_callbacks:
             if cb.on_step(st):
                 st.stop = True
+
+    def check_divergence(self, step: int, loss: float) -> None:
+        """Run the divergence check; on divergence restore the last good parameters (then
+        early stopping's best, if it has one) and raise, saying which were restored."""
+        try:
+            self.divergence(step, loss)
+        except TrainingDiverged as err:
+            if not self.keep_good:
+                raise
+            good_step, params = self.good
+            dropped = restore_params(params, drop_others=True)
+            msg = f"the parameters are restored to those after step {good_step}"
+            if dropped:
+                msg += f" (the {len(dropped)} created since are removed from the param store)"
+            es = self.o["early_stopping"]  # its best counts if the loss after it passed
+            if isinstance(es, EarlyStopping) and es.restore_best and es._snapshot \
+                    and es.best_step is not None and es.best_step < step - 1:
+                es.on_train_end(self.state)
+                msg = f"the parameters are restored to early stopping's best (step {es.best_step})"
+            raise TrainingDiverged(f"{err}; {msg}") from None
+        if self.pending is not None and self.pending[0] == step - 1:  # its loss passed
+            self.good, self.pending = self.pending, None
 
     # ---- checkpoints
     def save(self) -> None:
@@ -638,11 +740,28 @@ class _Loop:
         return keyed
 
     # ---- the run
+    def check_data(self) -> None:
+        """The model's O(N) check of the whole training data, once (``svi.model.check_data``),
+        and that an optimizer of Pyro's can take the gradients of a ``sparse=True`` model."""
+        model = getattr(self.svi, "model", None)
+        check = getattr(model, "check_data", None)
+        if callable(check) and _accepts(check, self.args, self.kwargs):  # (a model of other arguments: skipped)
+            check(*self.args, **self.kwargs)
+        ctor = getattr(getattr(self.svi, "optim", None), "pt_optim_constructor", None)
+        if getattr(model, "sparse", False) is True and ctor in _DENSE_ONLY_OPTIMIZERS:
+            raise ValueError(f"the model has sparse=True (row-sparse gradients, the default when a "
+                             f"step subsamples classes) but the optimizer is {ctor.__name__}, which "
+                             "takes dense gradients only: use pyro_ar.optim.lazy_adam, or build the "
+                             "model with sparse=False (then a step costs O(K))")
+
     def run(self) -> List[Dict]:
         o, st = self.o, self.state
+        self.check_data()
         for cb in self.callbacks:
             cb.on_train_begin(st)
         resumed = self.restore()
+        if self.keep_good:  # the state training starts from counts as good
+            self.good = (st.step, snapshot_params())
         if not resumed:
             self.record(o["eval_at_start"])
         self.progress.start(st)
@@ -772,7 +891,8 @@ def train(svi: SVI, *args, num_steps: int = 1000, time_budget: Optional[float] =
         ``time_budget``.
     :param step_times: a list to which the time of every step is appended.
     :param divergence: True (a :class:`DivergenceCheck`), a :class:`DivergenceCheck`, or
-        False (no check).
+        False (no check). On divergence the parameters are restored (module docstring)
+        before :class:`TrainingDiverged` is raised.
 
     Example:
 

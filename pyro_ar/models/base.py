@@ -9,7 +9,13 @@ with the rows of the per-class parameters :math:`\theta` (K rows each) treated a
 maximum-likelihood parameters, MAP parameters under a Gaussian prior, or latent variables.
 :class:`CategoricalModel` owns everything but :math:`f`:
 
-* argument checks (K, the likelihood object, the minibatch size, the prior scale);
+* argument checks (K, the likelihood object, the minibatch size, the prior scale) and input
+  checks: every model or guide call checks shapes and dtypes (O(1)) and the labels of its
+  minibatch (O(B)) in :meth:`~CategoricalModel.create_plates` -- the first thing a guide
+  calls, so bad inputs meet a named error before any guide touches them -- and
+  :meth:`~CategoricalModel.check_data` checks the whole training data once (labels, finite
+  inputs, naming the first bad row; :func:`~pyro_ar.infer.train` calls it before the first
+  step);
 * the per-class parameters: ``pyro.param`` s (``weights="mle"``), the same plus the
   Gaussian log-prior :math:`\sum_k \log N(\theta_k; 0, s^2 I)` estimated without bias on a
   uniform class subsample U as :math:`(K/|U|)\sum_{k\in U}\log N(\theta_k; 0, s^2 I)`
@@ -38,7 +44,8 @@ import pyro.distributions as dist
 from .. import evaluation
 from ..likelihoods import DataSubsample, Likelihood, get_likelihood
 from ..negatives import sample_without_replacement
-from ..numerics import check_int
+from ..distributions.categorical import check_labels
+from ..numerics import check_finite, check_int
 
 __all__ = ["CategoricalModel", "WeightedPlate", "take_rows", "check_positive_int", "check_sample_weight"]
 
@@ -176,6 +183,8 @@ class CategoricalModel:
         self.weights, self.prior_scale = weights, float(prior_scale)
         self.num_prior_classes = check_positive_int("num_prior_classes", num_prior_classes, True)
         self.subsample_size = check_positive_int("subsample_size", subsample_size, True)
+        if sparse not in (True, False):
+            raise ValueError(f"sparse must be True or False, got sparse={sparse!r}")
         self.sparse, self.prefix, self.site = bool(sparse), prefix, site
 
     # ---- what a subclass defines ---------------------------------------------------------
@@ -188,8 +197,21 @@ class CategoricalModel:
         raise NotImplementedError
 
     def check_inputs(self, x, y: Optional[torch.Tensor]):
-        """Raise ValueError naming the argument if ``x`` / ``y`` are malformed."""
+        """Raise ValueError naming the argument if ``x`` / ``y`` are malformed (shapes and
+        dtypes: O(1), run at every model and guide call)."""
         raise NotImplementedError
+
+    def check_values(self, x, y: Optional[torch.Tensor] = None, rows: Optional[torch.Tensor] = None):
+        """Raise ValueError naming the first bad row if the values of ``x`` / ``y`` are not
+        valid: here finite floating inputs (a tensor or a torch sparse matrix; other row
+        stand-ins are left to their maker) and integer labels in [0, K). ``rows``: the
+        rows of the data these are (a minibatch), for the message. A subclass with other
+        inputs overrides it."""
+        xn, yn = self.input_names
+        if isinstance(x, torch.Tensor) and x.is_floating_point():
+            check_finite(x, xn, rows)
+        if y is not None:
+            check_labels(y, self.num_classes, y.shape, name=yn, rows=rows)
 
     def minibatch_utility(self, x, params: Dict[str, torch.Tensor]):
         """The :class:`~pyro_ar.utility.Utility` of the minibatch inputs ``x``."""
@@ -249,14 +271,50 @@ class CategoricalModel:
         are passed as the plate's explicit ``subsample``; a guide built with
         ``create_plates=model.create_plates`` draws them and Pyro's replay hands them to the
         model. Without labels (prediction) or without ``subsample_size``: all rows. With
-        ``sample_weight`` (N,) the plate is a :class:`WeightedPlate`.
+        ``sample_weight`` (N,) the plate is a :class:`WeightedPlate`. Checks the call's
+        inputs first (:meth:`check_call`).
         """
+        self.check_call(x, y)
         N = len(x)
         B = None if y is None else self.subsample_size
         subsample = None if B is None or B >= N else sample_without_replacement(N, B, device=x.device)
+        if y is not None:  # the minibatch's labels (O(B)), before a guide gathers at them
+            self.check_batch(x, y, subsample)
         if sample_weight is not None:
             return WeightedPlate("data", N, subsample=subsample, weight=sample_weight)
         return pyro.plate("data", N, subsample=subsample)
+
+    def check_call(self, x, y: Optional[torch.Tensor] = None):
+        """The O(1) checks of one model or guide call, before any input is touched: shapes
+        and dtypes (:meth:`check_inputs`) and at least one row."""
+        self.check_inputs(x, y)
+        self._check_nonempty(x)
+
+    def check_batch(self, x, y: torch.Tensor, rows: Optional[torch.Tensor]):
+        """The O(B) value checks of a training call on the minibatch ``rows`` (None: all):
+        here its labels (what guides and likelihoods index with)."""
+        self.check_values(None, take_rows(y, rows), rows)
+
+    def check_data(self, x, y: Optional[torch.Tensor] = None,
+                   sample_weight: Optional[torch.Tensor] = None):
+        """Check the whole training data once (O(N)): what every call checks, plus the
+        values of every row (:meth:`check_values`: finite inputs, labels in range), naming
+        the first bad row. :func:`~pyro_ar.infer.train` calls it with its data before the
+        first step, so a bad row is found at once, not when a minibatch draws it.
+
+        Example:
+
+        >>> import torch
+        >>> from pyro_ar.models import LinearClassifier
+        >>> LinearClassifier(2, 3).check_data(torch.zeros(4, 2), torch.tensor([0, 2, 3, 1]))
+        Traceback (most recent call last):
+        ...
+        ValueError: y must lie in [0, 3), got [3] (the first at y[2])
+        """
+        self.check_call(x, y)
+        if sample_weight is not None:
+            check_sample_weight(sample_weight, len(x))
+        self.check_values(x, y)
 
     def _check_nonempty(self, x):
         """A data set needs at least one datapoint (a 0-row plate has nothing to scale by)."""
@@ -267,8 +325,7 @@ class CategoricalModel:
 
     def __call__(self, x, y: Optional[torch.Tensor] = None,
                  sample_weight: Optional[torch.Tensor] = None):
-        self.check_inputs(x, y)
-        self._check_nonempty(x)
+        self.check_call(x, y)
         if sample_weight is not None:
             check_sample_weight(sample_weight, len(x))
         params = self.parameters(self._like(x))

@@ -297,9 +297,10 @@ class BayesianLinearClassifier(CategoricalModel):
         return self.likelihood.has_local_latent and self.num_negatives is not None
 
     def check_inputs(self, x, y):
-        if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[1] != self.num_features:
-            raise ValueError(f"x must be a tensor of shape (N, {self.num_features}), got "
-                             f"{tuple(x.shape) if isinstance(x, torch.Tensor) else x!r}")
+        if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[1] != self.num_features \
+                or not x.is_floating_point():
+            raise ValueError(f"x must be a real floating-point tensor of shape (N, {self.num_features}), "
+                             f"got {(tuple(x.shape), x.dtype) if isinstance(x, torch.Tensor) else x!r}")
         if y is not None:
             if not isinstance(y, torch.Tensor) or y.shape != x.shape[:1]:
                 raise ValueError(f"y must be a tensor of shape ({x.shape[0]},), got "

@@ -40,9 +40,10 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
+from ..distributions.categorical import check_labels
 from ..likelihoods import Exact
 from ..utility import LinearUtility
-from .base import CategoricalModel, check_positive_int
+from .base import CategoricalModel, check_positive_int, take_rows
 
 __all__ = ["BigramLanguageModel", "unigram_log_probs"]
 
@@ -152,6 +153,16 @@ class BigramLanguageModel(CategoricalModel):
                              f"{getattr(prev, 'dtype', type(prev))} {tuple(getattr(prev, 'shape', ()))}")
         if next is not None and next.shape != prev.shape:
             raise ValueError(f"next must have shape {tuple(prev.shape)}, got next of shape {tuple(next.shape)}")
+
+    def check_values(self, prev, next=None, rows=None):
+        """Word ids in [0, K) in ``prev`` and ``next``, naming the first bad position."""
+        if prev is not None:
+            check_labels(prev, self.num_classes, prev.shape, name="prev", rows=rows)
+        super().check_values(None, next, rows)
+
+    def check_batch(self, prev, next, rows):
+        """The minibatch's previous and next words (both index parameter rows)."""
+        self.check_values(take_rows(prev, rows), take_rows(next, rows), rows)
 
     def features(self, prev: torch.Tensor, E: torch.Tensor) -> torch.Tensor:
         """``[e_u, 1]`` for the previous words ``prev`` (sparse-gradient gather)."""

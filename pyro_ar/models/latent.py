@@ -53,6 +53,7 @@ import pyro.poutine as poutine
 from ..distributions import BouchardBound
 from ..likelihoods import Bouchard, DataSubsample
 from ..negatives import get_negative_sampler, sample_without_replacement
+from ..numerics import first_position, show
 from ..utility import LinearUtility
 from .base import CategoricalModel, check_positive_int, take_rows
 
@@ -282,12 +283,25 @@ class CategoricalLatentModel(CategoricalModel):
 
     def check_inputs(self, items, y=None):
         if not isinstance(items, torch.Tensor) or items.dim() != 2 or items.is_floating_point() \
-                or items.dtype == torch.bool:
+                or items.dtype == torch.bool or items.is_complex():
             raise ValueError(f"items must be a 2-D integer tensor (sessions, items) padded with -1, got "
                              f"{getattr(items, 'dtype', type(items).__name__)} {tuple(getattr(items, 'shape', ()))}")
-        if items.numel() and (int(items.min()) < -1 or int(items.max()) >= self.num_classes):
-            raise ValueError(f"items must lie in [0, {self.num_classes}) or be -1 (padding), got values in "
-                             f"[{int(items.min())}, {int(items.max())}]")
+
+    def check_call(self, items, y=None):
+        """The base class's checks; ``posterior="local"`` also needs all the training sessions."""
+        super().check_call(items, y)
+        if self.posterior_kind == "local" and len(items) != self.posterior.num_data:
+            xn = self.input_names[0]
+            raise ValueError(f"{xn} has {len(items)} rows but posterior='local' holds the "
+                             f"{self.posterior.num_data} training sessions only (num_sessions / num_data): "
+                             "it cannot score new sessions")
+
+    def check_values(self, items, y=None, rows=None):
+        """Items in [0, P) or -1 (padding), naming the first bad entry."""
+        bad = (items < -1) | (items >= self.num_classes)
+        if bad.any():
+            raise ValueError(f"items must lie in [0, {self.num_classes}) or be -1 (padding), got "
+                             f"{show(items[bad])} (the first at {first_position(bad, 'items', rows)})")
 
     def minibatch_utility(self, omega: torch.Tensor, params, group=None, sample: bool = True):
         """Lazy utilities of latent draws ``omega`` (..., Q): linear in ``omega`` or in its MLP
@@ -306,9 +320,12 @@ class CategoricalLatentModel(CategoricalModel):
         return self.likelihood
 
     def create_plates(self, items, y=None, sample_weight=None):
-        """The ``"sessions"`` plate (:attr:`plate_name`, dim -2) with O(B) subsample indices (as the base class)."""
+        """The ``"sessions"`` plate (:attr:`plate_name`, dim -2) with O(B) subsample indices (as
+        the base class), after the call's checks (those of the minibatch's rows: O(B T))."""
+        self.check_call(items)
         N, B = len(items), self.subsample_size
         sub = None if B is None or B >= N else sample_without_replacement(N, B, device=items.device)
+        self.check_values(take_rows(items, sub), rows=sub)
         return pyro.plate(self.plate_name, N, subsample=sub, dim=-2)
 
     def _torch_modules(self) -> Dict[str, nn.Module]:
@@ -337,8 +354,7 @@ class CategoricalLatentModel(CategoricalModel):
 
     # ---- the model ------------------------------------------------------------------------
     def __call__(self, items: torch.Tensor):
-        self.check_inputs(items)
-        self._check_nonempty(items)
+        self.check_call(items)
         like = torch.zeros((), device=items.device)
         params = self.parameters(like)
         self._modules(items.device)
@@ -385,9 +401,8 @@ class CategoricalLatentModel(CategoricalModel):
         r"""Predictive item utilities (U, P) of new sessions from their observed items: at the
         posterior mean (``num_samples=0``) or :math:`\log\frac1S\sum_s\mathrm{softmax}(\psi(\omega_s))`
         over S draws of :math:`q(\omega_u)` (softmax models)."""
-        self.check_inputs(items)
-        if self.posterior_kind == "local" and len(items) != self.posterior.num_data:
-            raise ValueError("posterior='local' holds the training sessions only; it cannot score new sessions")
+        self.check_call(items)
+        self.check_values(items)
         params = self.fitted_parameters()
         self._modules(items.device)
         loc, scale, _ = self.posterior(torch.arange(len(items), device=items.device), items)

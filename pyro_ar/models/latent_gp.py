@@ -57,6 +57,7 @@ from pyro.distributions.util import broadcast_shape
 from ..distributions import UtilityCategorical
 from ..likelihoods import Exact, get_likelihood
 from ..negatives import PerDatapointNegatives, sample_without_replacement
+from ..numerics import check_positive_number
 from ..utility import LinearUtility, Utility, _validating, check_index
 from .base import check_positive_int
 from .latent import CategoricalLatentModel
@@ -84,6 +85,8 @@ class RBFKernel(nn.Module):
 
     def __init__(self, input_dim: int, variance: float = 1.0, lengthscale: float = 1.0):
         super().__init__()
+        variance = check_positive_number("variance", variance)
+        lengthscale = check_positive_number("lengthscale", lengthscale)
         self.log_variance = nn.Parameter(torch.tensor(math.log(variance)))
         self.log_lengthscale = nn.Parameter(torch.full((input_dim,), math.log(lengthscale)))
 
@@ -385,6 +388,9 @@ class CategoricalLatentGP(CategoricalLatentModel):
                  init_u_scale: float = 0.1, init_bias: Optional[torch.Tensor] = None,
                  lengthscale: float = 1.0, kernel_variance: float = 1.0, prefix: str = "", site: str = "y"):
         ks = _check_cardinalities(cardinalities)
+        lengthscale = check_positive_number("lengthscale", lengthscale)
+        kernel_variance = check_positive_number("kernel_variance", kernel_variance)
+        init_u_scale = check_positive_number("init_u_scale", init_u_scale)
         if utility not in ("gp", "linear"):
             raise ValueError(f"utility must be one of ('gp', 'linear'), got utility={utility!r}")
         if utility == "gp" and weights != "mle":
@@ -453,14 +459,18 @@ class CategoricalLatentGP(CategoricalLatentModel):
     def check_inputs(self, x, y=None):
         D = self.num_variables
         if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[1] != D or x.is_floating_point() \
-                or x.dtype == torch.bool:
+                or x.dtype == torch.bool or x.is_complex():
             raise ValueError(f"x must be a 2-D integer tensor (N, {D}) of categories, -1 for missing, got "
                              f"{getattr(x, 'dtype', type(x).__name__)} {tuple(getattr(x, 'shape', ()))}")
+
+    def check_values(self, x, y=None, rows=None):
+        """Column d in [0, K_d) or -1 (missing), naming the first bad entry."""
         bad = (x < -1) | (x >= self._index_tables(x.device)[3])
         if bad.any():
             n, d = (int(i) for i in bad.nonzero()[0])
+            row = n if rows is None else int(rows[n])
             raise ValueError(f"x[:, {d}] must lie in [0, {self.cardinalities[d]}) or be -1 (missing), "
-                             f"got x[{n}, {d}]={int(x[n, d])}")
+                             f"got x[{row}, {d}]={int(x[n, d])}")
 
     def observation_groups(self, v):
         """One likelihood site per cardinality: ``(site, plate, v[:, columns], group)``."""
@@ -521,8 +531,9 @@ class CategoricalLatentGP(CategoricalLatentModel):
         entries (same shape, -1 where missing) and :math:`f_s` drawn from :math:`q(f\mid x_s)`
         over all :math:`K_d` categories. ``index``: the datapoints' rows in the per-datapoint
         posterior (``posterior="local"``; required there)."""
-        self.check_inputs(observed)
-        self.check_inputs(target)
+        for t in (observed, target):
+            self.check_inputs(t)
+            self.check_values(t)
         if target.shape != observed.shape:
             raise ValueError(f"target must have the shape of observed {tuple(observed.shape)}, got "
                              f"{tuple(target.shape)}")

@@ -58,22 +58,53 @@ prior mean, :math:`W_e \sim N(\mathrm{loc}_e, s^2)`, its log-prior estimated on 
 subsample of ``num_prior_entries`` entries, :math:`(\mathrm{nnz}/|U|)\sum_{e\in U}\log N`.
 """
 
-from typing import Dict, Optional
+from typing import Dict, Optional, Union
 
 import torch
 
 import pyro
 import pyro.distributions as dist
 
-from ..likelihoods import Bouchard
-from ..negatives import get_negative_sampler
+from ..likelihoods import Bouchard, Likelihood
+from ..negatives import DEFAULT_NUM_NEGATIVES, get_negative_sampler
 
 from ..negatives import sample_without_replacement
 from ..utility import (DenseUtility, LinearUtility, PatternLinearUtility, WeightPattern, embed_inputs,
                        gather_entries, is_sparse_tensor)
 from .base import CategoricalModel, check_positive_int
 
-__all__ = ["LinearClassifier"]
+__all__ = ["LinearClassifier", "resolve_defaults"]
+
+
+def resolve_defaults(num_classes, likelihood, num_negatives, weights, sparse):
+    """``(num_negatives, sparse)`` with the defaults resolved so that the default model's step
+    costs the same whatever K: ``num_negatives="auto"`` is all K - 1 other classes while
+    K - 1 <= :data:`~pyro_ar.negatives.DEFAULT_NUM_NEGATIVES` (an exact class sum, as cheap),
+    that many uniform negatives above; ``sparse=None`` is True when a step subsamples
+    classes (row-sparse gradients: use :func:`pyro_ar.optim.lazy_adam`) and the weights
+    are point estimates, False otherwise (dense gradients: any optimizer).
+
+    Example:
+
+    >>> from pyro_ar.models.linear import resolve_defaults
+    >>> resolve_defaults(10, "ar", "auto", "mle", None), resolve_defaults(10**5, "ar", "auto", "mle", None)
+    ((None, False), (20, True))
+    """
+    if isinstance(num_negatives, str):
+        if num_negatives != "auto":
+            raise ValueError(f"num_negatives must be an int >= 1, None (all classes) or 'auto', got "
+                             f"num_negatives={num_negatives!r}")
+        K = check_positive_int("num_classes", num_classes, low=2)
+        num_negatives = None if K - 1 <= DEFAULT_NUM_NEGATIVES else DEFAULT_NUM_NEGATIVES
+    if sparse not in (None, True, False):
+        raise ValueError(f"sparse must be True, False or None (automatic), got sparse={sparse!r}")
+    if sparse is None:
+        if isinstance(likelihood, Likelihood):
+            subsampled = likelihood.num_negatives is not None
+        else:
+            subsampled = likelihood != "exact" and num_negatives is not None
+        sparse = subsampled and weights not in ("bayes",)
+    return num_negatives, bool(sparse)
 
 
 def _sparse_layout(x) -> bool:
@@ -89,6 +120,12 @@ class LinearClassifier(CategoricalModel):
     :param likelihood: a :class:`~pyro_ar.likelihoods.Likelihood` object, or a name
         (``"ar"``, ``"exact"``, ``"ove"``, ``"botev"``, ``"bouchard"``) combined with
         ``noise``, ``num_negatives``, ``strategy`` and ``proposal`` (the string shortcut).
+    :param num_negatives: negatives of the string shortcut: an int, None (all classes:
+        O(K) per step) or ``"auto"`` (default: all classes up to K = 21, else 20 -- the
+        default model's step does not grow with K; :func:`resolve_defaults`).
+    :param sparse: row-sparse gradients of the per-class parameters (use
+        :func:`pyro_ar.optim.lazy_adam`); None (default): when the step subsamples classes
+        and the weights are point estimates (:func:`resolve_defaults`).
     :param float init_scale: W initialised N(0, init_scale^2) (the authors: 0.1).
     :param float bias_init_scale: b initialised N(0, bias_init_scale^2) (the authors: 0.001).
     :param bias_init: None, or a (K,) tensor added to that initial b, e.g. the centred log
@@ -136,9 +173,9 @@ class LinearClassifier(CategoricalModel):
     """
 
     def __init__(self, num_features: int, num_classes: int, noise="gumbel", likelihood="ar",
-                 num_negatives: Optional[int] = None, strategy="per_datapoint", proposal=None,
+                 num_negatives: Union[int, None, str] = "auto", strategy="per_datapoint", proposal=None,
                  weights="mle", prior_scale: float = 1.0, subsample_size: Optional[int] = None,
-                 sparse: bool = False, init_scale: float = 0.1, bias_init_scale: float = 1e-3,
+                 sparse: Optional[bool] = None, init_scale: float = 0.1, bias_init_scale: float = 1e-3,
                  prefix: str = "", site: str = "y", utility: str = "lazy",
                  bouchard_a: str = "local", rank: Optional[int] = None,
                  bias_init: Optional[torch.Tensor] = None, num_prior_classes: Optional[int] = None,
@@ -148,6 +185,7 @@ class LinearClassifier(CategoricalModel):
         self.rank = check_positive_int("rank", rank, allow_none=True)
         if bouchard_a not in ("local", "optimal"):
             raise ValueError(f"bouchard_a must be 'local' or 'optimal', got bouchard_a={bouchard_a!r}")
+        num_negatives, sparse = resolve_defaults(num_classes, likelihood, num_negatives, weights, sparse)
         if likelihood == "bouchard":  # the string shortcut's extra options
             likelihood = Bouchard(bouchard_a, get_negative_sampler(strategy, num_negatives, proposal),
                                   sparse=sparse)
@@ -211,8 +249,12 @@ class LinearClassifier(CategoricalModel):
         if not hasattr(x, "shape") or len(x.shape) != 2 or x.shape[1] != self.num_features:
             raise ValueError(f"x must have shape (N, {self.num_features}) (a tensor, a torch sparse "
                              f"matrix or sparse rows), got x of shape {tuple(getattr(x, 'shape', ()))}")
-        if y is not None and tuple(y.shape) != (x.shape[0],):
-            raise ValueError(f"y must have shape ({x.shape[0]},), got y of shape {tuple(y.shape)}")
+        dtype = getattr(x, "dtype", None)
+        if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+            raise ValueError(f"x must hold real floating-point numbers, got x of dtype {dtype}")
+        if y is not None and (not isinstance(y, torch.Tensor) or tuple(y.shape) != (x.shape[0],)):
+            raise ValueError(f"y must be a tensor of shape ({x.shape[0]},), got y of shape "
+                             f"{tuple(y.shape) if isinstance(y, torch.Tensor) else type(y).__name__}")
         # full rank with sparse inputs: W's gradients are entry-sparse, so the prior's row
         # gathers must be too (torch cannot add row- and entry-sparse gradients)
         self._entry_grads = self.rank is None and self.sparse and _sparse_layout(x)

@@ -97,8 +97,15 @@ class NetworkBody:
         return self.body
 
     def features(self, x) -> torch.Tensor:
-        """The body's features of the inputs ``x``, checked to be ``(N, num_features)``."""
-        h = self.body(x)
+        """The body's features of the inputs ``x``, checked to be ``(N, num_features)``; an
+        error of the body on ``x`` (a wrong dtype or width) is re-raised as a ValueError
+        naming x's shape and dtype (the body's own error chained)."""
+        try:
+            h = self.body(x)
+        except (RuntimeError, IndexError, TypeError) as e:
+            raise ValueError(f"body could not map x of shape {tuple(x.shape)} and dtype {x.dtype} "
+                             f"(check x's width and dtype against the body's): "
+                             f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
         if not isinstance(h, torch.Tensor) or h.dim() != 2 or h.shape != (len(x), self.num_features):
             raise ValueError(f"body must map x with {len(x)} rows to features of shape "
                              f"({len(x)}, {self.num_features}), got "
@@ -172,9 +179,9 @@ class NeuralClassifier(NetworkBody, LinearClassifier):
     _GAUSSIAN_SCALES = {"weight": "weight_scale_unconstrained", "bias": "bias_scale_unconstrained"}
 
     def __init__(self, body: torch.nn.Module, num_features: int, num_classes: int, noise="gumbel",
-                 likelihood="ar", num_negatives: Optional[int] = None, strategy="per_datapoint",
+                 likelihood="ar", num_negatives="auto", strategy="per_datapoint",
                  proposal=None, weights="mle", prior_scale: float = 1.0,
-                 subsample_size: Optional[int] = None, sparse: bool = False,
+                 subsample_size: Optional[int] = None, sparse: Optional[bool] = None,
                  init_scale: Optional[float] = None, bias_init_scale: float = 1e-3,
                  prefix: str = "", site: str = "y", utility: str = "lazy",
                  bouchard_a: str = "local", eval_batch_size: int = 4096,

@@ -37,3 +37,30 @@ def test_without_header_and_errors(tmp_path):
     (tmp_path / "bad.txt").write_text("0 0:x\n")
     with pytest.raises(ValueError, match="bad.txt"):
         load_svmlight(tmp_path / "bad.txt")
+
+
+@pytest.mark.parametrize("rows,match", [
+    ("0 0:nan 1:1\n1 0:1\n", r"row 0 holds the non-finite value nan \(feature 0\)"),
+    ("0 0:1\n1 1:1\n1 2:-inf\n", r"row 2 holds the non-finite value -inf"),
+    ("0.5 0:1\n1 0:1\n", r"row 0 has the label 0.5; labels must be integers >= 0"),
+    ("0 0:1\n-1 0:1\n1 1:2\n", r"row 1 has the label -1.0"),
+    ("5 3 2\n0 0:1\n1 1:1\n", r"the header says 5 rows, the file has 2"),
+    ("", r"holds no rows"),
+    (" 0:1\n 1:2\n", r"none of its 2 rows has a label"),
+    ("0 3000000000:1\n1 0:1\n", r"cannot read"),
+])
+def test_what_the_reader_lets_through_is_refused_naming_the_row(tmp_path, rows, match):
+    """Issue 25, item 13: before, NaN/inf values were accepted, 0.5 became class 0, rows
+    labelled -1 were dropped silently, the header's row count was not checked, an empty file
+    gave a 0-class data set and a feature index >= 2^31 raised OverflowError."""
+    (tmp_path / "data.txt").write_text(rows)
+    with pytest.raises(ValueError, match=match) as err:
+        load_svmlight(tmp_path / "data.txt")
+    assert "data.txt" in str(err.value)
+
+
+def test_a_bad_test_file_is_named(tmp_path):
+    (tmp_path / "train.txt").write_text("0 0:1\n1 1:1\n")
+    (tmp_path / "test.txt").write_text("0 0:1\n1 1:inf\n")
+    with pytest.raises(ValueError, match=r"test.txt: row 1 holds the non-finite value inf"):
+        load_svmlight(tmp_path / "train.txt", tmp_path / "test.txt")

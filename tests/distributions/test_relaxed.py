@@ -105,3 +105,31 @@ def test_bad_arguments_and_values_are_named(validation_on):
         d.log_prob(torch.full((2, 3), 1 / 3, dtype=torch.float64))
     with pytest.raises(NotImplementedError, match="closed form only for Gumbel"):
         RelaxedUtilityCategorical(PSI, "normal").log_prob(d.rsample())
+
+
+def test_infer_shapes_gives_the_simplex_event():
+    """Issue 25, item 14: the event shape is the K classes (was ())."""
+    batch, event = RelaxedUtilityCategorical.infer_shapes(utility=(5, 7))
+    assert (batch, event) == ((5,), (7,))
+    assert RelaxedUtilityCategorical.infer_shapes(utility=(3, 1, 7), temperature=(4,)) == ((3, 4), (7,))
+    d = RelaxedUtilityCategorical(torch.zeros(5, 7), "gumbel", 0.5)
+    assert (d.batch_shape, d.event_shape) == (batch, event)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_subnormal_temperature_is_named(validation_on, dtype):
+    """Issue 25, item 14: 1e-40 (float32: subnormal) passed the positivity check and rsample
+    gave NaN."""
+    t = torch.tensor(torch.finfo(dtype).tiny / 4, dtype=dtype)
+    with pytest.raises(ValueError, match="temperature must be >= .* smallest normal number"):
+        RelaxedUtilityCategorical(PSI.to(dtype), "gumbel", t)
+
+
+@pytest.mark.parametrize("noise", NOISES)
+@pytest.mark.parametrize("scale,temperature", [(1e30, 1e-37), (3e38, 1e-3), (1.0, 1.2e-38)])
+def test_samples_stay_finite_at_extreme_utilities_and_temperatures(noise, scale, temperature):
+    """Finite utilities and a normal temperature give a finite sample on the simplex (the
+    softmax's input is shifted by its maximum before the division)."""
+    psi = torch.tensor([[1.0, -1.0, 0.0], [-1.0, 0.5, 1.0]]) * scale
+    x = RelaxedUtilityCategorical(psi, noise, temperature).rsample(torch.Size([3]))
+    assert torch.isfinite(x).all() and torch.allclose(x.sum(-1), torch.ones(()), atol=1e-5)

@@ -557,3 +557,34 @@ def test_auto_likelihood_applies_the_cost_rule():
     assert ARClassifier(**kw).fit(X, y).likelihood_ == "exact"        # K = 3: a matmul is cheaper
     assert ARClassifier(likelihood="ar", **kw).fit(X, y).likelihood_ == "ar"
     assert ARClassifier(noise="normal", **kw).fit(X, y).likelihood_ == "ar"  # exact probit: quadrature
+
+
+# ------------------------------------------------------------------ issue 25
+def test_a_diverging_fit_raises_naming_the_learning_rate():
+    """Item 8: ARClassifier(learning_rate=1e8) "fitted" to chance accuracy without a word;
+    the loss explodes within the divergence check's first steps. The estimator keeps its
+    previous fit."""
+    from pyro_ar.infer import TrainingDiverged
+
+    data = make_linear_teacher(300, 5, 8, seed=0)
+    X, y = data.x.numpy(), data.y.numpy()
+    clf = ARClassifier(max_epochs=2, random_state=0).fit(X, y)
+    before = clf.predict_proba(X)
+    clf.set_params(learning_rate=1e8)
+    with pytest.raises(TrainingDiverged, match=r"ARClassifier\(learning_rate=100000000.0\): training diverged"):
+        clf.fit(X, y)
+    assert np.array_equal(clf.predict_proba(X), before)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("sparse_input", [False, True])
+def test_features_near_the_float32_limit_are_standardised(dtype, sparse_input):
+    """Item 14: a column of 3e38 (finite in float32) overflowed the standardisation's float32
+    sums to inf, and the fit failed deep inside log_prob; the scaler now sums in float64."""
+    rng = np.random.RandomState(0)
+    X = rng.randn(60, 3).astype(dtype)
+    X[:, 1] = rng.uniform(-1, 1, 60) * 3e38
+    y = rng.randint(0, 3, 60)
+    X = sp.csr_matrix(X) if sparse_input else X
+    clf = ARClassifier(max_epochs=2, random_state=0).fit(X, y)
+    assert np.isfinite(clf.feature_scale_).all() and np.isfinite(clf.predict_proba(X)).all()

@@ -15,7 +15,8 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 import pyro_ar as ar
-from pyro_ar.distributions import BouchardBound, ExactSoftmax, OVECategorical, SampledSoftmax
+from pyro_ar.distributions import (BouchardBound, ExactSoftmax, OVECategorical,
+                                   RelaxedUtilityCategorical, SampledSoftmax)
 
 from tests.fuzz import _harness as H
 from tests.fuzz import strategies as S
@@ -143,3 +144,29 @@ def test_baselines(data, cls, k, strategy, a_kind, var_kind, st_data):
     if k is None and cls in (OVECategorical, BouchardBound) and "utility_var" not in kwargs:
         assert (lp.detach() <= exact_y + tol).all()  # a lower bound
     _grads_finite(lp, utility)
+
+
+TEMPERATURES = [0.5, 1.0, 2.0, 1e-3, 1e-30, 1.2e-38, 1e-40, 1e30, 0.0, -1.0, math.nan, math.inf, True, "1"]
+
+
+@settings(H.FUZZ, max_examples=120)
+@given(data=S.utility_and_labels(min_k=1), noise=S.noises(), temperature=st.sampled_from(TEMPERATURES),
+       scale=st.sampled_from([1.0, 1e10, 1e30, 3e38]))
+def test_relaxed_utility_categorical(data, noise, temperature, scale):
+    """Issue 25: a finite sample on the simplex (from finite utilities) or a named error; the
+    event shape is the K classes."""
+    utility, _ = data
+    if isinstance(utility, torch.Tensor) and utility.is_floating_point():
+        utility = (utility * scale).clamp(-torch.finfo(utility.dtype).max, torch.finfo(utility.dtype).max) \
+            if torch.isfinite(utility).all() else utility * scale
+
+    def run():
+        d = RelaxedUtilityCategorical(utility, noise, temperature)
+        assert d.event_shape == utility.shape[-1:]
+        assert RelaxedUtilityCategorical.infer_shapes(utility=tuple(utility.shape))[1] == d.event_shape
+        return d.rsample(torch.Size([2]))
+
+    ok, x = H.call(run, ("utility", "noise", "temperature"), kind="distributions")
+    if ok and H.all_finite(utility):
+        H.finite("relaxed sample", x)
+        assert torch.allclose(x.sum(-1), torch.ones((), dtype=x.dtype), atol=1e-3)

@@ -16,7 +16,7 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from pyro_ar.datasets import load_mnist, read_arff, verify_checksums
+from pyro_ar.datasets import load_mnist, load_svmlight, read_arff, verify_checksums
 from pyro_ar.files import atomic_save, load_payload
 
 from tests.fuzz import _harness as H
@@ -149,3 +149,32 @@ def test_model_files(tmp_path_factory, damage, cut, seed):
         assert out["format"] == "fuzz" and out["version"] == 1
         if damage == "none":
             assert torch.equal(out["w"], good["w"])
+
+
+SVMLIGHT_LINES = ["0 0:1.5 3:0.5", "1,2 1:2.0", "2 4:1.0", " 2:1.0", "# comment", "", "1 2:1e-45", "0,0 0:1"] * 4 + [
+    "0.5 0:1", "-1 0:1", "3 0:nan", "1 2:inf", "1 1:-inf", "0 3000000000:1", "x 0:1", "1 a:b", "1 0:1e39",
+    "2 0:1 0:2"]
+
+
+@settings(H.FUZZ, max_examples=120)
+@given(lines=st.lists(st.sampled_from(SVMLIGHT_LINES), min_size=0, max_size=8),
+       header=st.sampled_from([None, "ok", "rows+1", "rows-1"]), num_labels=st.sampled_from([None, 2, 10]))
+def test_load_svmlight(tmp_path_factory, lines, header, num_labels):
+    """Issue 25: a data set or a named error; never NaN/inf features, float or negative
+    labels accepted, or a row count other than the header's."""
+    path = tmp_path_factory.mktemp("svm") / "data.txt"
+    rows = [ln for ln in lines if ln.strip() and not ln.startswith("#")]
+    if header is not None:
+        n = len(rows) + {"ok": 0, "rows+1": 1, "rows-1": -1}[header]
+        lines = [f"{max(n, 0)} 5 10"] + lines
+    path.write_text("\n".join(lines) + "\n")
+    ok, d = H.call(lambda: load_svmlight(path, num_labels=num_labels), [str(path), "num_labels"],
+                   kind="loaders", allowed=LOADER_ERRORS)
+    if not ok:
+        return
+    H.finite("load_svmlight x_train", d.x_train)
+    assert d.num_classes >= 1 and len(d.y_train) >= 1
+    assert int(d.y_train.min()) >= 0 and int(d.y_train.max()) < d.num_classes
+    if header is not None:
+        assert header == "ok"
+    assert not any(bad in ln for ln in lines for bad in ("0.5 ", "-1 ", "nan", "inf"))

@@ -16,7 +16,9 @@ import pyro
 from pyro.infer import SVI
 
 from pyro_ar import evaluation
-from pyro_ar.models import BigramLanguageModel, LinearClassifier
+from pyro_ar.infer import train
+from pyro_ar.models import (BayesianLinearClassifier, BigramLanguageModel, CategoricalLatentGP,
+                            CategoricalLatentModel, LinearClassifier, NeuralClassifier)
 from pyro_ar.optim import lazy_adam
 
 from tests.fuzz import _harness as H
@@ -60,7 +62,7 @@ def test_linear_classifier_step(a, st_data):
         model = LinearClassifier(a["D"], K, noise=a["noise"], likelihood=a["likelihood"],
                                  num_negatives=a["k"], strategy=a["strategy"], weights=a["weights"],
                                  prior_scale=a["prior_scale"], subsample_size=a["B"])
-        svi = SVI(model, model.default_guide(), pyro.optim.Adam({"lr": 0.01}), model.default_elbo())
+        svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
         return svi.step(x, y)
 
     ok, loss = H.call(run, MODEL_NAMES, kind="models")
@@ -128,3 +130,72 @@ def test_evaluation(data, fn, a):
     else:
         H.finite(fn, out)
         assert 0.0 <= out <= 1.0
+
+
+def _model_and_inputs(kind, N):
+    """A small model of ``kind`` and good training inputs with N rows (K = 6 classes)."""
+    g = torch.Generator().manual_seed(N)
+    if kind == "latent":
+        return CategoricalLatentModel(6, 2, num_negatives=2, subsample_size=3), [torch.randint(-1, 6, (N, 3), generator=g)]
+    if kind == "clgp":
+        return (CategoricalLatentGP([3, 6], num_inducing=3, num_negatives=2, subsample_size=3),
+                [torch.stack([torch.randint(0, 3, (N,), generator=g), torch.randint(0, 6, (N,), generator=g)], -1)])
+    if kind == "bigram":
+        return (BigramLanguageModel(6, 3, strategy="shared", num_negatives=2, subsample_size=3),
+                [torch.randint(0, 6, (N,), generator=g), torch.randint(0, 6, (N,), generator=g)])
+    x, y = torch.randn(N, 3, generator=g), torch.randint(0, 6, (N,), generator=g)
+    if kind == "neural":
+        return NeuralClassifier(torch.nn.Linear(3, 4), 4, 6, num_negatives=2, subsample_size=3), [x, y]
+    if kind == "bayes":
+        return BayesianLinearClassifier(3, 6, num_negatives=2, subsample_size=3), [x, y]
+    return LinearClassifier(3, 6, num_negatives=2, subsample_size=3), [x, y]
+
+
+def _defect(inputs, defect, row):
+    """Apply one defect to the inputs (the labels: the last tensor; x: the first)."""
+    x, lab = inputs[0], inputs[-1]
+    if defect == "label_high":
+        lab[row] = lab.max() + 100 if lab.dim() == 1 else 100
+    elif defect == "label_low":
+        lab.view(-1)[row] = -5
+    elif defect == "float_labels":
+        inputs[-1] = lab.double() + 0.5
+    elif defect == "zero_rows":
+        inputs[:] = [t[:0] for t in inputs]
+    elif defect == "list":
+        inputs[0] = x.tolist()
+    elif defect == "nan_x" and x.is_floating_point():
+        x[row, 0] = math.nan
+    elif defect == "wide_x":
+        inputs[0] = torch.cat([x, x[:, :1]], -1) if x.dim() == 2 else x[:, None]
+    elif defect == "float64_x":
+        inputs[0] = x.double()
+    elif defect == "short_labels" and len(inputs) > 1:
+        inputs[-1] = lab[:-1]
+    return inputs
+
+
+@settings(H.FUZZ, max_examples=120)
+@given(kind=st.sampled_from(["linear", "neural", "bayes", "latent", "clgp", "bigram"]),
+       defect=st.sampled_from(["none", "none", "label_high", "label_low", "float_labels", "zero_rows", "list",
+                               "nan_x", "wide_x", "float64_x", "short_labels"]),
+       via=st.sampled_from(["step", "train"]), row=st.integers(0, 7), validate=st.booleans())
+def test_model_inputs_meet_named_errors_before_the_guide(kind, defect, via, row, validate):
+    """Issue 25: for every model, one SVI step (the guide runs first) or ``train`` (which
+    checks the whole data first) on inputs with one defect: a named error or a finite loss,
+    with Pyro's validation on or off."""
+    pyro.clear_param_store()
+    model, inputs = _model_and_inputs(kind, 8)
+    inputs = _defect(inputs, defect, row)
+    finite_inputs = H.all_finite(*[t for t in inputs if isinstance(t, torch.Tensor)])
+    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
+
+    def run():
+        with pyro.validation_enabled(validate):
+            if via == "step":
+                return svi.step(*inputs)
+            return train(svi, *inputs, num_steps=2)[-1]["loss"]
+
+    ok, loss = H.call(run, MODEL_NAMES + ("items", "body"), kind="models")
+    if ok and finite_inputs:
+        H.finite("loss", loss)

@@ -519,3 +519,166 @@ def test_time_budget_counts_the_time_before_a_resume(tmp_path):
     budget = hist[-1]["time"] + 0.05  # (the first step, which sets things up, may take long)
     more = train(svi, data.x, data.y, num_steps=10**6, time_budget=budget, checkpoint=path)
     assert more[-1]["step"] > hist[-1]["step"] and more[-1]["time"] >= budget
+
+
+# ------------------------------------------------------------------ issue 25: divergence within the window
+@pytest.mark.parametrize("losses,step", [
+    ([1.9e4, 2.0e4, 3.8e34], 3),         # exploded within the first 10 steps (warmup)
+    ([5.0, 7.0, 6.0, 6e6 + 1], 4),       # > 1e6 x max(1, |L_1|) = 5e6
+    ([0.01, 2e6], 2),                    # the reference is max(1, |L_1|): 2e6 > 1e6 x 1
+])
+def test_divergence_is_caught_within_the_calibration_window(losses, step):
+    """Before issue 25 only non-finite losses counted in the first 10 steps."""
+    with pytest.raises(TrainingDiverged, match=f"step {step}: .*of the first loss"):
+        train(_ScriptedSVI(losses), num_steps=len(losses))
+
+
+@pytest.mark.parametrize("losses", [
+    [1.0] + [5e5] * 12,                  # grows, but by less than the factor
+    [1e4, 3e3, 1e3, 50.0, 7.0, 1.0, 0.5, 0.1, 0.01, 1e-3, 1e-4, 1e-5],
+    [-3.0, -8.0, -2e5, -5e5],            # negative losses (densities): |L| counts
+])
+def test_divergence_check_has_no_false_alarm_within_the_window(losses):
+    hist = train(_ScriptedSVI(losses), num_steps=len(losses))
+    assert hist[-1]["step"] == len(losses)
+
+
+@pytest.mark.parametrize("noise,likelihood,lr", [("normal", "ar", 1e6), ("gumbel", "exact", 1e8)])
+def test_divergence_of_a_real_model_exploding_within_the_window(noise, likelihood, lr):
+    """The issue's reproductions: finite but exploding losses from step 2 (before: no error)."""
+    data = make_linear_teacher(N, D, K, seed=0)
+    model = LinearClassifier(D, K, noise=noise, likelihood=likelihood, subsample_size=64)
+    svi = SVI(model, model.default_guide(), lazy_adam({"lr": lr}), model.default_elbo())
+    with pytest.raises(TrainingDiverged, match="exceeds 1e\\+06 x the scale"):
+        train(svi, data.x, data.y, num_steps=10)
+
+
+def test_divergence_state_survives_a_checkpoint_without_the_reference(tmp_path):
+    """Checkpoints written before the reference existed load (the first loss stands in)."""
+    check = DivergenceCheck()
+    check.load_state_dict({"scale": None, "first": [40.0, 30.0]})
+    assert check.reference == 40.0
+    with pytest.raises(TrainingDiverged):
+        check(3, 4e7 + 1)
+
+
+# ------------------------------------------------------------------ issue 25: restore on divergence
+class _ParamSVI:
+    """Stands in for SVI over one real param ``w``: step t returns ``losses[t-1]`` (the loss
+    at the current value, as SVI does), then sets ``w = t`` (NaN once the loss is not finite)."""
+
+    def __init__(self, losses):
+        self.losses, self.calls = losses, 0
+
+    def step(self):
+        self.calls += 1
+        loss = self.losses[self.calls - 1]
+        w = pyro.param("w", torch.tensor(0.0))
+        if self.calls == 3:
+            pyro.param("late", torch.tensor(3.0))  # created during training
+        with torch.no_grad():
+            w.copy_(torch.tensor(float(self.calls) if math.isfinite(loss) and loss < 1e9 else math.nan))
+        return loss
+
+
+@pytest.mark.parametrize("bad_step,restored", [(6, 4), (5, 2), (3, 0), (12, 10)])
+def test_divergence_restores_the_last_confirmed_parameters(bad_step, restored):
+    """Records every 2 steps; the record of step s is good once the loss of step s + 1
+    (computed at its parameters) passes: on divergence at step t the parameters are those of
+    the last record s <= t - 2 (before issue 25 they were left non-finite)."""
+    pyro.param("w", torch.tensor(0.0))
+    losses = [1.0] * (bad_step - 1) + [float("nan")]
+    with pytest.raises(TrainingDiverged, match=f"restored to those after step {restored}"):
+        train(_ParamSVI(losses), num_steps=20, log_every=2, eval_every=2)
+    store = pyro.get_param_store()
+    assert float(store["w"]) == restored
+    assert ("late" in store) == (restored >= 3)  # created after the snapshot: removed
+    assert all(bool(torch.isfinite(v).all()) for v in store.values())
+
+
+def test_divergence_restores_early_stoppings_best_when_its_next_loss_passed():
+    pyro.param("w", torch.tensor(0.0))
+    scores = iter([1.0, 2.0, 1.5, 1.0, 0.5, 0.1, 0.0, 0.0])  # the best at step 2
+    es = EarlyStopping("score", patience=10)
+    with pytest.raises(TrainingDiverged, match="early stopping's best \\(step 2\\)"):
+        train(_ParamSVI([1.0] * 6 + [1e12]), num_steps=20, eval_every=1, early_stopping=es,
+              eval_fn=lambda: {"score": next(scores)}, eval_at_start=False)
+    assert float(pyro.param("w")) == 2.0
+
+
+def test_divergence_without_restore_leaves_the_parameters():
+    pyro.param("w", torch.tensor(0.0))
+    with pytest.raises(TrainingDiverged) as err:
+        train(_ParamSVI([1.0, 1.0, math.nan]), num_steps=5, divergence=DivergenceCheck(restore=False))
+    assert "restored" not in str(err.value) and math.isnan(float(pyro.param("w")))
+
+
+def test_parameters_are_finite_after_a_real_divergence():
+    """A model trained a little, then driven to divergence: its parameters are those it had
+    when the diverging run started (before issue 25: NaN/inf)."""
+    data = make_linear_teacher(N, D, K, seed=0)
+    model = LinearClassifier(D, K, noise="normal", num_negatives=4, subsample_size=64, sparse=True)
+    guide, elbo = model.default_guide(), model.default_elbo()
+    train(SVI(model, guide, lazy_adam({"lr": 0.05}), elbo), data.x, data.y, num_steps=5)
+    before = {k: v.detach().clone() for k, v in pyro.get_param_store().items()}
+    with pytest.raises(TrainingDiverged):
+        train(SVI(model, guide, lazy_adam({"lr": 1e6}), elbo), data.x, data.y, num_steps=10)
+    after = dict(pyro.get_param_store().items())
+    assert set(after) == set(before)
+    for name, value in before.items():
+        assert torch.equal(after[name].detach(), value), name
+
+
+# ------------------------------------------------------------------ issue 25: the data checked at the start
+class _CountingSVI(SVI):
+    steps = 0
+
+    def step(self, *args, **kwargs):
+        type(self).steps += 1
+        return super().step(*args, **kwargs)
+
+
+@pytest.mark.parametrize("field,row,value,match", [
+    ("y", 287, K, "y must lie in \\[0, 12\\).*the first at y\\[287\\]"),
+    ("y", 5, -1, "y must lie in \\[0, 12\\).*the first at y\\[5\\]"),
+    ("x", 123, math.nan, "x must be finite.*the first at x\\[123, 2\\]"),
+    ("x", 0, math.inf, "x must be finite.*the first at x\\[0, 2\\]"),
+])
+def test_train_checks_the_whole_data_before_the_first_step(field, row, value, match):
+    """A bad row is named at once, before any step (before issue 25: when a minibatch drew
+    it -- with B = 8 of N = 300, typically after dozens of steps -- or never)."""
+    data = make_linear_teacher(N, D, K, seed=0)
+    x, y = data.x.clone(), data.y.clone()
+    if field == "y":
+        y[row] = value
+    else:
+        x[row, 2] = value
+    model = LinearClassifier(D, K, num_negatives=4, subsample_size=8, sparse=True)
+    svi = _CountingSVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
+    _CountingSVI.steps = 0
+    with pytest.raises(ValueError, match=match):
+        train(svi, x, y, num_steps=1000)
+    assert _CountingSVI.steps == 0 and not list(pyro.get_param_store().keys())
+
+
+def test_train_checks_sample_weight_before_the_first_step():
+    data = make_linear_teacher(N, D, K, seed=0)
+    model = LinearClassifier(D, K, num_negatives=4, subsample_size=8, sparse=True)
+    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
+    w = torch.ones(N)
+    w[7] = -1.0
+    with pytest.raises(ValueError, match="sample_weight"):
+        train(svi, data.x, data.y, w, num_steps=10)
+
+
+def test_divergence_copies_are_spaced_whatever_log_every(monkeypatch):
+    """A copy of the parameters costs O(parameters): at most about 20 per run even when
+    every step is recorded (the step itself stays independent of the parameters' size)."""
+    import pyro_ar.infer.loop as loop
+
+    calls = []
+    real = loop.snapshot_params
+    monkeypatch.setattr(loop, "snapshot_params", lambda *a: calls.append(1) or real(*a))
+    pyro.param("w", torch.tensor(0.0))
+    train(_ParamSVI([1.0] * 200), num_steps=200, log_every=1, eval_every=1)
+    assert 15 <= len(calls) <= 22

@@ -276,7 +276,7 @@ def test_numpy_integers_are_accepted_everywhere():
                              subsample_size=np.int64(4), weights="map", prior_scale=np.float32(2.0))
     assert (model.num_features, model.num_classes, model.num_negatives, model.subsample_size) == (3, 6, 2, 4)
     assert all(type(v) is int for v in (model.num_features, model.num_classes, model.subsample_size))
-    svi = SVI(model, model.default_guide(), pyro.optim.Adam({"lr": 0.01}), model.default_elbo())
+    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
     assert math.isfinite(svi.step(torch.randn(10, 3), torch.randint(0, 6, (10,))))
 
 
@@ -408,3 +408,48 @@ def test_penalize_bias_false_leaves_the_bias_out_of_the_map_prior():
         zero = model.log_prior_estimate({"weight": W, "bias": torch.zeros(4)})
         ten = model.log_prior_estimate({"weight": W, "bias": 10 * torch.ones(4)})
         assert bool(zero == ten) is same
+
+
+# ------------------------------------------------------------------ issue 25: the default model
+def test_default_model_has_a_k_independent_step():
+    """``LinearClassifier(D, K)`` with its constructor defaults: a step gathers the rows of
+    the labels and 20 negatives and their gradient is row-sparse (before issue 25: every
+    class in every step, and dense K x D gradients -- 20x to 200x dearer at K = 10^5 than at
+    10^3; benchmarks/default_model.py measures the step times)."""
+    N, D, K = 16, 4, 100_000
+    model = LinearClassifier(D, K)
+    assert model.num_negatives == 20 and model.sparse
+    x, y = torch.randn(N, D), torch.randint(0, K, (N,))
+    loss = model.default_elbo().differentiable_loss(model, model.default_guide(), x, y)
+    loss.backward()
+    grad = pyro.param("weight").grad
+    assert grad.is_sparse
+    rows = torch.unique(grad.coalesce().indices()[0])
+    assert len(rows) <= N * (20 + 1)
+
+
+@pytest.mark.parametrize("K,likelihood,weights,expected", [
+    (21, "ar", "mle", (None, False)),         # K - 1 <= 20: every class, dense (any optimizer)
+    (22, "ar", "mle", (20, True)),
+    (10**4, "exact", "mle", (None, False)),   # exact: every row has a gradient anyway
+    (10**4, "ar", "bayes", (20, False)),      # sample sites: dense
+    (10**4, AR(negatives=SharedNegatives(8)), "map", (8, True)),
+])
+def test_default_negatives_and_sparsity(K, likelihood, weights, expected):
+    model = LinearClassifier(3, K, likelihood=likelihood, weights=weights)
+    assert (model.num_negatives, model.sparse) == expected
+
+
+def test_explicit_negatives_and_sparsity_are_kept():
+    model = LinearClassifier(3, 1000, num_negatives=None, sparse=False)
+    assert (model.num_negatives, model.sparse) == (None, False)
+    with pytest.raises(ValueError, match="num_negatives must be .* or 'auto', got num_negatives='many'"):
+        LinearClassifier(3, 1000, num_negatives="many")
+
+
+def test_train_names_a_dense_only_optimizer_for_a_sparse_model():
+    data = make_linear_teacher(50, 3, 100, seed=0)
+    model = LinearClassifier(3, 100)
+    svi = SVI(model, model.default_guide(), pyro.optim.Adam({"lr": 0.01}), model.default_elbo())
+    with pytest.raises(ValueError, match="sparse=True .* optimizer is Adam.*lazy_adam"):
+        train(svi, data.x, data.y, num_steps=2)

@@ -1,0 +1,134 @@
+"""Issue 25, item 12: bad inputs meet a ValueError naming the argument before any guide
+touches them (the guide runs first in an SVI step: before, users met IndexError,
+RuntimeError, ZeroDivisionError, AttributeError or "plate mismatch").
+
+Each row: a model, the inputs of one ``SVI.step`` with the model's default guide, and the
+message expected. Every model's and guide's call goes through
+``CategoricalModel.create_plates``, which checks shapes and dtypes and the minibatch's
+labels first; ``check_data`` checks the whole data (``train`` calls it once).
+"""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import pyro
+from pyro.infer import SVI
+
+from pyro_ar.estimator import ARClassifier
+from pyro_ar.models import (
+    BayesianLinearClassifier,
+    BayesianNeuralClassifier,
+    BigramLanguageModel,
+    CategoricalLatentGP,
+    CategoricalLatentModel,
+    LinearClassifier,
+    NeuralClassifier,
+)
+from pyro_ar.optim import lazy_adam
+
+pytestmark = pytest.mark.usefixtures("seeded")
+
+L = torch.long
+
+
+def _latent(**kw):
+    return CategoricalLatentModel(50, 2, num_negatives=5, **kw)
+
+
+def _neural(**kw):
+    return NeuralClassifier(torch.nn.Linear(3, 4), 4, 10, **kw)
+
+
+def _bayes():
+    return BayesianLinearClassifier(3, 10, num_negatives=3)
+
+
+def _clgp():
+    return CategoricalLatentGP([3, 4], num_inducing=4)
+
+
+CASES = {
+    "latent: items = P": (_latent, lambda: (torch.tensor([[1, 50]]),), r"items must lie in \[0, 50\).*items\[0, 1\]"),
+    "latent: items < -1": (_latent, lambda: (torch.tensor([[1, -2]]),), r"items must lie in \[0, 50\)"),
+    "latent: float items": (_latent, lambda: (torch.tensor([[1.0, 2.0]]),), r"items must be a 2-D integer tensor"),
+    "latent: 0 rows": (_latent, lambda: (torch.zeros(0, 3, dtype=L),), r"items has 0 rows"),
+    "latent: a list": (_latent, lambda: ([[1, 2]],), r"items must be a 2-D integer tensor.*list"),
+    "latent: local, new sessions": (lambda: _latent(posterior="local", num_sessions=2),
+                                    lambda: (torch.tensor([[1, 2], [3, 4], [5, 6]]),),
+                                    r"items has 3 rows but posterior='local' holds the 2"),
+    "neural: float64 x": (_neural, lambda: (torch.zeros(5, 3, dtype=torch.float64), torch.zeros(5, dtype=L)),
+                          r"body could not map x of shape \(5, 3\) and dtype torch.float64"),
+    "neural: integer x": (_neural, lambda: (torch.zeros(5, 3, dtype=L), torch.zeros(5, dtype=L)),
+                          r"body could not map x .* dtype torch.int64"),
+    "neural: wrong width": (_neural, lambda: (torch.zeros(5, 2), torch.zeros(5, dtype=L)),
+                            r"body could not map x of shape \(5, 2\)"),
+    "neural: y = -1": (_neural, lambda: (torch.zeros(5, 3), torch.full((5,), -1)), r"y must lie in \[0, 10\)"),
+    "neural, normal noise: y = K": (lambda: _neural(noise="normal"), lambda: (torch.zeros(5, 3), torch.full((5,), 10)),
+                                    r"y must lie in \[0, 10\).*y\[0\]"),
+    "bayes: y = -1": (_bayes, lambda: (torch.zeros(5, 3), torch.full((5,), -1)), r"y must lie in \[0, 10\)"),
+    "bayes: y = K": (_bayes, lambda: (torch.zeros(5, 3), torch.tensor([0, 1, 10, 2, 3])),
+                     r"y must lie in \[0, 10\).*the first at y\[2\]"),
+    "bayes: float y": (_bayes, lambda: (torch.zeros(5, 3), torch.full((5,), 0.5)), r"y must hold integer class labels"),
+    "bayes: 0 rows": (_bayes, lambda: (torch.zeros(0, 3), torch.zeros(0, dtype=L)), r"x has 0 rows"),
+    "bayesian neural: y = -1": (lambda: BayesianNeuralClassifier(torch.nn.Linear(3, 4), 4, 10, num_negatives=3),
+                                lambda: (torch.zeros(5, 3), torch.full((5,), -1)), r"y must lie in \[0, 10\)"),
+    "clgp: x = K_d": (_clgp, lambda: (torch.tensor([[3, 1], [2, 3]]),), r"x\[:, 0\] must lie in \[0, 3\).*x\[0, 0\]=3"),
+    "clgp: float x": (_clgp, lambda: (torch.tensor([[0.0, 1.0]]),), r"x must be a 2-D integer tensor"),
+    "clgp: 0 rows": (_clgp, lambda: (torch.zeros(0, 2, dtype=L),), r"x has 0 rows"),
+    "bigram: prev = K": (lambda: BigramLanguageModel(10, 4, strategy="shared", num_negatives=3),
+                         lambda: (torch.tensor([1, 10]), torch.tensor([1, 2])), r"prev must lie in \[0, 10\).*prev\[1\]"),
+    "linear: y = -1": (lambda: LinearClassifier(3, 10), lambda: (torch.zeros(5, 3), torch.full((5,), -1)),
+                       r"y must lie in \[0, 10\)"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_bad_input_meets_a_named_error_before_the_guide(case, validation_off):
+    """With Pyro's validation off too: the checks are the models', not the distributions'."""
+    make, inputs, match = CASES[case]
+    model = make()
+    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
+    with pytest.raises(ValueError, match=match):
+        svi.step(*inputs())
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(lengthscale=-1.0), "lengthscale must be a finite number > 0, got lengthscale=-1.0"),
+    (dict(lengthscale=math.nan), "lengthscale must be a finite number > 0, got lengthscale=nan"),
+    (dict(lengthscale=math.inf), "lengthscale"),
+    (dict(kernel_variance=0.0), "kernel_variance must be a finite number > 0"),
+    (dict(init_u_scale=-0.1), "init_u_scale must be a finite number > 0"),
+    (dict(lengthscale="1"), "lengthscale must be a finite number > 0"),
+])
+def test_clgp_kernel_arguments_are_checked(kwargs, match):
+    """Before: lengthscale=-1 gave "math domain error", nan failed later in a Cholesky."""
+    with pytest.raises(ValueError, match=match):
+        CategoricalLatentGP([3, 4], **kwargs)
+
+
+@pytest.mark.parametrize("model,data,match", [
+    (lambda: _latent(), (torch.tensor([[1, 2], [3, 4], [5, 77]]),), r"items\[2, 1\]"),
+    (lambda: BigramLanguageModel(10, 4, strategy="shared", num_negatives=3),
+     (torch.tensor([1, 2, 3, 4]), torch.tensor([1, 2, 3, 12])), r"next must lie in \[0, 10\).*next\[3\]"),
+    (lambda: _clgp(), (torch.tensor([[0, 1], [2, 3], [1, 4]]),), r"x\[:, 1\] must lie in \[0, 4\).*x\[2, 1\]=4"),
+    (lambda: LinearClassifier(3, 10), (torch.tensor([[0.0, 1.0, 2.0], [1.0, math.nan, 0.0]]), torch.tensor([1, 2])),
+     r"x must be finite.*x\[1, 1\]"),
+])
+def test_check_data_names_the_first_bad_row(model, data, match):
+    with pytest.raises(ValueError, match=match):
+        model().check_data(*data)
+
+
+def test_estimator_warm_start_with_another_feature_count_is_named():
+    """Before: a numpy broadcast error from the standardisation; the fitted state stays."""
+    rng = np.random.RandomState(0)
+    X, y = rng.randn(60, 3), rng.randint(0, 3, 60)
+    clf = ARClassifier(max_epochs=2, warm_start=True, random_state=0).fit(X, y)
+    before = clf.predict_proba(X)
+    for width in (2, 6):
+        with pytest.raises(ValueError, match=f"warm_start=True continues the fit on 3 features, got X with {width}"):
+            clf.fit(rng.randn(60, width), y)
+    assert clf.n_features_in_ == 3 and np.array_equal(clf.predict_proba(X), before)
