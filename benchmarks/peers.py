@@ -13,6 +13,9 @@ Methods (``--methods``, comma-separated; default all):
 * ``centroid`` -- nearest class centroid: the cosine of a row with the mean of each class's
   (L2-normalised) training rows. No training, no probabilities: the floor a trained linear
   model must beat;
+* ``centroid_tfidf`` -- the same on the rows ``ARClassifier`` trains its weight-pattern
+  path on (idf-weighted, L2-normalised: ``fit_scaler(idf=True)``), the floor of its own
+  starting point: what the training adds is pyro_ar's row minus this one;
 * ``frequency`` -- the training label frequencies, the same ranking for every row;
 * ``omikuji`` -- omikuji's partitioned label trees (Parabel-like), default hyper-parameters;
 * ``napkinxc`` -- napkinXC's probabilistic label tree (``PLT``), defaults;
@@ -77,7 +80,7 @@ import torch  # noqa: E402
 
 from paper_common import environment, peak_bytes, rss_bytes, table, write_json  # noqa: E402
 
-METHODS = ("centroid", "frequency", "omikuji", "napkinxc", "fasttext_hs", "fasttext_ns", "adaptive", "pyro_ar")
+METHODS = ("centroid", "centroid_tfidf", "frequency", "omikuji", "napkinxc", "fasttext_hs", "fasttext_ns", "adaptive", "pyro_ar")
 OPTIONAL = ("fasttext_softmax",)  # not in the default list: O(K) per row and epoch (an hour on WordNet)
 PACKAGE = {"omikuji": "omikuji", "napkinxc": "napkinxc", "fasttext_hs": "fasttext", "fasttext_ns": "fasttext",
            "fasttext_softmax": "fasttext", "pyro_ar": "sklearn"}
@@ -193,6 +196,24 @@ def fit_centroid(d, opts):
 def predict_centroid(C, d, chunk=512):
     tops = [top_of_scores((d.Xt[i:i + chunk] @ C).toarray(), TOP) for i in range(0, d.Xt.shape[0], chunk)]
     return np.concatenate(tops), None
+
+
+def _tfidf(X, mean, scale):
+    from pyro_ar.estimator._support import apply_scaler
+
+    return apply_scaler(X, mean, scale, normalize_rows=True)
+
+
+def fit_centroid_tfidf(d, opts):
+    from pyro_ar.estimator._support import fit_scaler
+
+    mean, scale = fit_scaler(d.X, sparse_inputs=True, idf=True)
+    return fit_centroid(type("D", (), dict(X=_tfidf(d.X, mean, scale), y=d.y, K=d.K)), opts), mean, scale
+
+
+def predict_centroid_tfidf(model, d):
+    C, mean, scale = model
+    return predict_centroid(C, type("D", (), dict(Xt=_tfidf(d.Xt, mean, scale))))
 
 
 def fit_frequency(d, opts):
@@ -359,6 +380,7 @@ def predict_pyro_ar(clf, d, chunk=256):
 
 FITTERS = {
     "centroid": (fit_centroid, predict_centroid),
+    "centroid_tfidf": (fit_centroid_tfidf, predict_centroid_tfidf),
     "frequency": (fit_frequency, predict_frequency),
     "omikuji": (fit_omikuji, predict_omikuji),
     "napkinxc": (fit_napkinxc, predict_napkinxc),
