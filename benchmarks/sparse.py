@@ -422,6 +422,7 @@ def main():
     for part in parts:
         print(f"== {part} ==", flush=True)
         res = runners[part](args.quick, args)
+        os.makedirs(args.out, exist_ok=True)
         path = os.path.join(args.out, f"sparse_{part}.json")
         with open(path, "w") as f:
             json.dump(dict(command=" ".join([os.path.basename(sys.executable)] + sys.argv), quick=args.quick,
