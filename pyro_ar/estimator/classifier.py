@@ -551,8 +551,10 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         if p["strategy"] == "importance":  # training class frequencies ^ 0.75 (the authors')
             proposal = counts.clamp(min=1.0) ** 0.75
         log_freq = (counts + 1).log()  # sparse / low-rank paths (large K): b starts at the unigram
+        # (on the pattern path only for skewed labels, where the negatives are importance
+        # draws: with a few rows for every class the centroids rank the classes better alone)
         bias_init = (log_freq - log_freq.mean()).float() if (path.sparse_inputs or path.rank) \
-            and not path.weight_pattern else None  # (the pattern's centroids rank classes better alone)
+            and (not path.weight_pattern or path.strategy == "importance") else None
         model = self._model(p, K, D, num_negatives=None if p["num_negatives"] is None else
                             min(p["num_negatives"], K - 1), strategy=p["strategy"],
                             proposal=proposal, subsample_size=batch_size, likelihood=self.likelihood_,
