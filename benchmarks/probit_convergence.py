@@ -11,6 +11,8 @@ minibatches of B, s uniform negatives per datapoint) with the local guides compa
   every step, the ELBO-optimal Gaussian on an independent class subsample;
 * ``conditional_xM`` the same with ``oversample=M``: the local fit's class subsample T has
   M times the model's negatives (``--oversample M ...``);
+* ``conditional_nohead`` the same without the minibatch's labels in T (``label_head=False``,
+  the guide before issue 27: a uniform T only);
 * ``laplace``      ``ConditionalLocalGuide(fit="laplace")``: its Laplace approximation only;
 * ``gumbel``       softmax A&R: ``GumbelLocalGuide(local_first=True)`` + ``ClosedFormELBO``.
 
@@ -86,8 +88,9 @@ def build(kind, noise, D, K, s, B, lr):
         return model, NoiseLocalGuide(model, create_plates=plates), optim, TraceMeanField_ELBO()
     fit = "laplace" if kind == "laplace" else "gaussian"
     oversample = int(kind.split("_x")[1]) if "_x" in kind else 1
-    return model, ConditionalLocalGuide(model, fit=fit, oversample=oversample, create_plates=plates), \
-        lazy_adam({"lr": lr}), TraceMeanField_ELBO()
+    guide = ConditionalLocalGuide(model, fit=fit, oversample=oversample, create_plates=plates,
+                                  label_head="nohead" not in kind)
+    return model, guide, lazy_adam({"lr": lr}), TraceMeanField_ELBO()
 
 
 def evaluate(model, guide, elbo, x, y, xt, yt, noise):

@@ -215,7 +215,8 @@ def local_sampler(base, oversample: int = 1, label_head: bool = True):
     T is drawn independently of the model's subsample S (so the ELBO estimate stays a mean of
     bounds), with ``oversample`` times the base's negatives (same strategy) and, with
     ``label_head`` (default), stratified by :class:`~pyro_ar.negatives.LabelHeadNegatives`:
-    the minibatch's distinct labels summed exactly, the base draw for the other classes.
+    the minibatch's distinct labels summed exactly (the most frequent ones, at most as many as the
+    base's negatives, so T at most doubles), the base draw for the other classes.
 
     Why the head (issue 27). For softmax the guide is :math:`\mathrm{Gumbel}(\log\eta, 1)`,
     :math:`\eta = 1 + \hat S'_T`, and the model's bound term is :math:`-(1+\hat S_S)/\eta`, so the
@@ -235,7 +236,7 @@ def local_sampler(base, oversample: int = 1, label_head: bool = True):
     >>> from pyro_ar.infer.local_fit import local_sampler
     >>> from pyro_ar.negatives import SharedNegatives
     >>> local_sampler(SharedNegatives(10), oversample=2)
-    LabelHeadNegatives(base=SharedNegatives(num_negatives=20), max_head=None)
+    LabelHeadNegatives(base=SharedNegatives(num_negatives=20), max_head=20)
     """
     import copy
 
@@ -248,7 +249,7 @@ def local_sampler(base, oversample: int = 1, label_head: bool = True):
         base.num_negatives = base.num_negatives * oversample
     if not label_head or isinstance(base, LabelHeadNegatives):  # (already stratified)
         return base
-    return LabelHeadNegatives(base)
+    return LabelHeadNegatives(base, max_head=base.num_negatives)
 
 
 def conditional_local_q(noise, utility, labels: torch.Tensor, sampler, local_fit=None,
