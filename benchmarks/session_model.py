@@ -16,10 +16,13 @@
 (b) ``--part brown``: Brown sentences as sessions over the 26,101-word vocabulary, half of
     each held-out sentence's words held out; A&R vs Bouchard vs exact softmax at equal CPU time.
 (c) ``--part timing``: per-step CPU time at P = 1,000 vs 100,000, paired in one process.
+(d) ``--part drift``: issue 27's setting (P = 1,500, 300 / 300 simulated sessions, ``--drift-seed``,
+    Q = 8): held-out Recall@5 and log-likelihood every 600 steps up to 2,400, exact softmax vs
+    A&R at 60 uniform negatives, at 60 + the minibatch's items, and at 200.
 
 Usage::
 
-    python benchmarks/session_model.py [--quick] [--part recogym|brown|timing|all] [--out DIR]
+    python benchmarks/session_model.py [--quick] [--part recogym|brown|timing|drift|all] [--out DIR]
 
 Prints tables; writes session_model.json to ``--out`` (default: the temp directory).
 """
@@ -157,6 +160,32 @@ def part_recogym(args, out):
     out["recogym"] = {"data": data.info, "rows": rows, "latent_dim": args.latent_dim, "steps": steps}
 
 
+def part_drift(args, out):
+    """Issue 27's setting: P = 1,500, 300 / 300 sessions, Q = 8, lr 0.02, held-out metrics at
+    600 and 2,400 steps (evaluated every 600), exact softmax vs A&R at 60 uniform negatives, at
+    60 + the minibatch's items, and at 200; the popularity baseline."""
+    data = make_recogym_sessions(num_products=1500, num_train=300, num_test=300, seed=args.drift_seed)
+    rows = {"pop": session_metrics(pop_scores(data), data.test_observed, data.test_heldout)}
+    steps = 600 if args.quick else 2400
+    for method, negatives in (("rt-exact", 60), ("ar", 60), ("ar-head", 60), ("ar", 200)):
+        pyro.clear_param_store()
+        torch.manual_seed(0)
+        model = make_model(method, 1500, 8, 50, negatives, hidden=32)
+        svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.02}), model.default_elbo())
+        hist = train(svi, data.train, num_steps=steps, eval_every=600, eval_at_start=False, clock="process",
+                     divergence=False, eval_fn=lambda: model.evaluate_sessions(
+                         data.test_observed, data.test_heldout, num_samples=16))
+        key = method if method == "rt-exact" else f"{method}-{negatives}"
+        rows[key] = [{k: h[k] for k in ("step", "recall", "log_lik", "cpu_time")} for h in hist if "recall" in h]
+    print(f"\n(d) issue 27: P = 1500, seed {args.drift_seed}; pop Recall@5 {rows['pop']['recall']:.3f}, "
+          f"held-out LL {rows['pop']['log_lik']:.3f}")
+    print(f"{'method':<12} {'step':>5} {'Recall@5':>9} {'held-out LL':>12} {'CPU s':>7}")
+    for k, hist in rows.items():
+        for h in hist if isinstance(hist, list) else []:
+            print(f"{k:<12} {h['step']:5d} {h['recall']:9.3f} {h['log_lik']:12.3f} {h['cpu_time']:7.1f}")
+    out["drift"] = {"rows": rows, "seed": args.drift_seed, "steps": steps}
+
+
 def part_brown(args, out):
     n_train, n_test = (2000, 200) if args.quick else (20000, 1000)
     data = load_brown_sessions(num_train=n_train, num_test=n_test, max_items=30)
@@ -196,7 +225,8 @@ def part_timing(args, out):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--part", default="all", choices=["recogym", "brown", "timing", "all"])
+    p.add_argument("--part", default="all", choices=["recogym", "brown", "timing", "drift", "all"])
+    p.add_argument("--drift-seed", type=int, default=3, help="seed of the sessions of --part drift")
     p.add_argument("--latent-dim", type=int, default=20)
     p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--lr", type=float, default=0.01)
@@ -208,7 +238,8 @@ def main():
     torch.set_num_threads(1)
     pyro.enable_validation(False)
     out = {"args": vars(args)}
-    for part, fn in (("recogym", part_recogym), ("timing", part_timing), ("brown", part_brown)):
+    for part, fn in (("recogym", part_recogym), ("timing", part_timing), ("brown", part_brown),
+                     ("drift", part_drift)):
         if args.part in (part, "all"):
             fn(args, out)
     path = write_json("session_model.json", out, args.out)
