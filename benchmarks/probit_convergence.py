@@ -11,6 +11,8 @@ minibatches of B, s uniform negatives per datapoint) with the local guides compa
   every step, the ELBO-optimal Gaussian on an independent class subsample;
 * ``conditional_xM`` the same with ``oversample=M``: the local fit's class subsample T has
   M times the model's negatives (``--oversample M ...``);
+* ``conditional_nohead`` the same without the minibatch's labels in T (``label_head=False``,
+  the guide before issue 27: a uniform T only);
 * ``laplace``      ``ConditionalLocalGuide(fit="laplace")``: its Laplace approximation only;
 * ``gumbel``       softmax A&R: ``GumbelLocalGuide(local_first=True)`` + ``ClosedFormELBO``.
 
@@ -86,8 +88,9 @@ def build(kind, noise, D, K, s, B, lr):
         return model, NoiseLocalGuide(model, create_plates=plates), optim, TraceMeanField_ELBO()
     fit = "laplace" if kind == "laplace" else "gaussian"
     oversample = int(kind.split("_x")[1]) if "_x" in kind else 1
-    return model, ConditionalLocalGuide(model, fit=fit, oversample=oversample, create_plates=plates), \
-        lazy_adam({"lr": lr}), TraceMeanField_ELBO()
+    guide = ConditionalLocalGuide(model, fit=fit, oversample=oversample, create_plates=plates,
+                                  label_head="nohead" not in kind)
+    return model, guide, lazy_adam({"lr": lr}), TraceMeanField_ELBO()
 
 
 def evaluate(model, guide, elbo, x, y, xt, yt, noise):
@@ -111,11 +114,14 @@ def evaluate(model, guide, elbo, x, y, xt, yt, noise):
 
 
 def run_noise(noise, args):
-    data = make_linear_teacher(args.n + args.n_test, args.d, args.k, noise, weight_scale=2.0, seed=0)
+    data = make_linear_teacher(args.n + args.n_test, args.d, args.k, noise, weight_scale=2.0, seed=args.seed)
     x, y, xt, yt = data.x[:args.n], data.y[:args.n], data.x[args.n:], data.y[args.n:]
     t = time.perf_counter()
-    W, b = exact_fit(x, y, args.k, noise, args.lbfgs_iters)
-    rows = [dict(noise=noise, guide="exact fit", step=args.lbfgs_iters, bound=None, bound_all=None,
+    if args.teacher_reference:  # the hidden teacher's own parameters (no exact fit: cheaper)
+        W, b, name, iters = data.W, data.b, "teacher", 0
+    else:
+        (W, b), name, iters = exact_fit(x, y, args.k, noise, args.lbfgs_iters), "exact fit", args.lbfgs_iters
+    rows = [dict(noise=noise, guide=name, step=iters, bound=None, bound_all=None,
                  train_ll=exact_ll(x, y, W, b, noise), test_ll=exact_ll(xt, yt, W, b, noise),
                  seconds=time.perf_counter() - t)]
     print(rows[-1], flush=True)
@@ -140,7 +146,7 @@ def run_noise(noise, args):
 
 def table(rows, ref):
     lines = ["| noise | guide | step | bound | gap | gap, q on all classes | exact train ll | test ll "
-             "| test ll - exact fit's | s (train) |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| test ll - reference's | s (train) |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     fmt = lambda v: "" if v is None else f"{v:.3f}"  # noqa: E731
     for r in rows:
         gap = None if r["bound"] is None else r["train_ll"] - r["bound"]
@@ -160,6 +166,12 @@ def main(argv=None):
                    help="comma-separated guide kinds for the non-Gumbel noises (default: all)")
     p.add_argument("--oversample", type=int, nargs="*", default=[],
                    help="also run conditional_xM for each M (T = M x the model's negatives)")
+    p.add_argument("--k", type=int, default=None, help="override the preset's K")
+    p.add_argument("--n", type=int, default=None, help="override the preset's N (training points)")
+    p.add_argument("--steps", type=int, default=None, help="override the preset's steps (evaluated at the end)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the linear teacher")
+    p.add_argument("--teacher-reference", action="store_true",
+                   help="compare with the teacher's own parameters instead of the exact fit")
     args = p.parse_args(argv)
     for noise in ("normal", "logistic"):
         kinds = args.guides.split(",") if args.guides else GUIDES[noise]
@@ -171,9 +183,14 @@ def main(argv=None):
     else:
         args.k, args.d, args.n, args.n_test, args.steps, args.eval_at, args.lbfgs_iters = \
             300, 10, 20000, 3000, 4000, (200, 1000, 4000), 40
+    for name in ("k", "n", "steps"):
+        if getattr(p.parse_args(argv), name) is not None:
+            setattr(args, name, getattr(p.parse_args(argv), name))
+    if p.parse_args(argv).steps is not None:
+        args.eval_at = (args.steps,)
     args.s, args.b, args.lr = 10, 256, 0.03
     rows = [r for noise in args.noises.split(",") for r in run_noise(noise, args)]
-    ref = {r["noise"]: r["test_ll"] for r in rows if r["guide"] == "exact fit"}
+    ref = {r["noise"]: r["test_ll"] for r in rows if r["guide"] in ("exact fit", "teacher")}
     md = (f"K = {args.k}, D = {args.d}, N = {args.n} (test {args.n_test}), B = {args.b}, "
           f"s = {args.s} negatives, Adam lr {args.lr}, one thread\n\n" + table(rows, ref))
     print(md)

@@ -9,14 +9,20 @@
     (:func:`pyro_ar.models.latent.session_metrics`), held-out log-likelihood (the MC
     predictive over q). Methods: Pop, ItemKNN (correlation with the last observed item),
     exact softmax with the reparameterisation trick (RT exact), Bouchard + encoder with the
-    analytic bound (Bouch/AE) and with 200 sampled negatives (Bouch/AE/NS), A&R softmax.
+    analytic bound (Bouch/AE) and with 200 sampled negatives (Bouch/AE/NS), A&R softmax; then
+    at few negatives (``--few-negatives``, default 5% of the items, issue 27): Bouch/AE/NS and
+    A&R with uniform shared negatives, and A&R with the minibatch's items added exactly
+    (``ar-head``: :class:`pyro_ar.negatives.LabelHeadNegatives`).
 (b) ``--part brown``: Brown sentences as sessions over the 26,101-word vocabulary, half of
     each held-out sentence's words held out; A&R vs Bouchard vs exact softmax at equal CPU time.
 (c) ``--part timing``: per-step CPU time at P = 1,000 vs 100,000, paired in one process.
+(d) ``--part drift``: issue 27's setting (P = 1,500, 300 / 300 simulated sessions, ``--drift-seed``,
+    Q = 8): held-out Recall@5 and log-likelihood every 600 steps up to 2,400, exact softmax vs
+    A&R at 60 uniform negatives, at 60 + the minibatch's items, and at 200.
 
 Usage::
 
-    python benchmarks/session_model.py [--quick] [--part recogym|brown|timing|all] [--out DIR]
+    python benchmarks/session_model.py [--quick] [--part recogym|brown|timing|drift|all] [--out DIR]
 
 Prints tables; writes session_model.json to ``--out`` (default: the temp directory).
 """
@@ -44,7 +50,7 @@ from pyro_ar.infer import train  # noqa: E402
 from pyro_ar.likelihoods import AR, Bouchard, Exact  # noqa: E402
 from pyro_ar.models import CategoricalLatentModel, unigram_log_probs  # noqa: E402
 from pyro_ar.models.latent import session_metrics  # noqa: E402
-from pyro_ar.negatives import ImportanceNegatives, SharedNegatives  # noqa: E402
+from pyro_ar.negatives import ImportanceNegatives, LabelHeadNegatives, SharedNegatives  # noqa: E402
 from pyro_ar.optim import lazy_adam  # noqa: E402
 
 
@@ -112,7 +118,8 @@ def make_model(method, P, Q, subsample, negatives, hidden=64, prefix="", counts=
     lik = {"rt-exact": lambda: Exact(),
            "bouch-ae": lambda: Bouchard("local", SharedNegatives(None)),
            "bouch-ae-ns": lambda: Bouchard("local", sampler),
-           "ar": lambda: AR(negatives=sampler)}[method]()
+           "ar": lambda: AR(negatives=sampler),
+           "ar-head": lambda: AR(negatives=LabelHeadNegatives(sampler))}[method]()
     bias = None if counts is None else unigram_log_probs(counts).float()
     return CategoricalLatentModel(P, Q, lik, subsample_size=subsample, hidden_dim=hidden, prefix=prefix,
                                   site=prefix + "v", init_bias=bias)
@@ -138,16 +145,45 @@ def part_recogym(args, out):
             "itemknn": session_metrics(itemknn_scores(data), data.test_observed, data.test_heldout)}
     rows["itemknn"]["log_lik"] = float("nan")
     steps = 300 if args.quick else args.steps
-    for method in ("rt-exact", "bouch-ae", "bouch-ae-ns", "ar"):
-        model, last = fit(method, data, args.latent_dim, steps, 50, 200, args.lr)
+    few = args.few_negatives or max(1, data.num_items // 20)  # <= 5% of the items (issue 27)
+    runs = [("rt-exact", 200), ("bouch-ae", 200), ("bouch-ae-ns", 200), ("ar", 200),
+            ("bouch-ae-ns", few), ("ar", few), ("ar-head", few)]
+    for method, negatives in runs:
+        model, last = fit(method, data, args.latent_dim, steps, 50, negatives, args.lr)
         m = model.evaluate_sessions(data.test_observed, data.test_heldout, num_samples=16)
-        m.update(train_cpu_s=last["cpu_time"], steps=last["step"])
-        rows[method] = m
+        m.update(train_cpu_s=last["cpu_time"], steps=last["step"], negatives=negatives)
+        rows[method if negatives == 200 or method == "ar-head" else f"{method}-{negatives}"] = m
     print(f"\n(a) {data.info['name']}, Q = {args.latent_dim}, {steps} steps of 50 sessions")
     print(f"{'method':<12} {'Recall@5':>9} {'TDCG@5':>8} {'held-out LL':>12} {'CPU s':>7}")
     for k, m in rows.items():
-        print(f"{k:<12} {m['recall']:9.3f} {m['tdcg']:8.3f} {m['log_lik']:12.3f} {m.get('train_cpu_s', 0):7.1f}")
+        print(f"{k:<15} {m['recall']:9.3f} {m['tdcg']:8.3f} {m['log_lik']:12.3f} {m.get('train_cpu_s', 0):7.1f}")
     out["recogym"] = {"data": data.info, "rows": rows, "latent_dim": args.latent_dim, "steps": steps}
+
+
+def part_drift(args, out):
+    """Issue 27's setting: P = 1,500, 300 / 300 sessions, Q = 8, lr 0.02, held-out metrics at
+    600 and 2,400 steps (evaluated every 600), exact softmax vs A&R at 60 uniform negatives, at
+    60 + the minibatch's items, and at 200; the popularity baseline."""
+    data = make_recogym_sessions(num_products=1500, num_train=300, num_test=300, seed=args.drift_seed)
+    rows = {"pop": session_metrics(pop_scores(data), data.test_observed, data.test_heldout)}
+    steps = 600 if args.quick else 2400
+    for method, negatives in (("rt-exact", 60), ("ar", 60), ("ar-head", 60), ("ar", 200)):
+        pyro.clear_param_store()
+        torch.manual_seed(0)
+        model = make_model(method, 1500, 8, 50, negatives, hidden=32)
+        svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.02}), model.default_elbo())
+        hist = train(svi, data.train, num_steps=steps, eval_every=600, eval_at_start=False, clock="process",
+                     divergence=False, eval_fn=lambda: model.evaluate_sessions(
+                         data.test_observed, data.test_heldout, num_samples=16))
+        key = method if method == "rt-exact" else f"{method}-{negatives}"
+        rows[key] = [{k: h[k] for k in ("step", "recall", "log_lik", "cpu_time")} for h in hist if "recall" in h]
+    print(f"\n(d) issue 27: P = 1500, seed {args.drift_seed}; pop Recall@5 {rows['pop']['recall']:.3f}, "
+          f"held-out LL {rows['pop']['log_lik']:.3f}")
+    print(f"{'method':<12} {'step':>5} {'Recall@5':>9} {'held-out LL':>12} {'CPU s':>7}")
+    for k, hist in rows.items():
+        for h in hist if isinstance(hist, list) else []:
+            print(f"{k:<12} {h['step']:5d} {h['recall']:9.3f} {h['log_lik']:12.3f} {h['cpu_time']:7.1f}")
+    out["drift"] = {"rows": rows, "seed": args.drift_seed, "steps": steps}
 
 
 def part_brown(args, out):
@@ -157,7 +193,7 @@ def part_brown(args, out):
     print(f"\n(b) Brown sentences: {len(data.train)} train / {len(data.test_observed)} test, P = {data.num_items}, "
           f"{budget:.0f} CPU s each")
     rows = {}
-    for method in ("ar", "bouch-ae-ns", "rt-exact"):
+    for method in ("ar", "ar-head", "bouch-ae-ns", "rt-exact"):
         model, last = fit(method, data, args.latent_dim, 10 ** 6, 64, 500, args.lr, time_budget=budget,
                           counts=data.item_counts)
         m = model.evaluate_sessions(data.test_observed, data.test_heldout, num_samples=8, chunk_size=64)
@@ -189,17 +225,21 @@ def part_timing(args, out):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--part", default="all", choices=["recogym", "brown", "timing", "all"])
+    p.add_argument("--part", default="all", choices=["recogym", "brown", "timing", "drift", "all"])
+    p.add_argument("--drift-seed", type=int, default=3, help="seed of the sessions of --part drift")
     p.add_argument("--latent-dim", type=int, default=20)
     p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--few-negatives", type=int, default=None,
+                   help="negatives of the few-negatives rows (default: 5%% of the items)")
     p.add_argument("--brown-budget", type=float, default=60.0)
     p.add_argument("--out", default=tempfile.gettempdir())
     args = p.parse_args()
     torch.set_num_threads(1)
     pyro.enable_validation(False)
     out = {"args": vars(args)}
-    for part, fn in (("recogym", part_recogym), ("timing", part_timing), ("brown", part_brown)):
+    for part, fn in (("recogym", part_recogym), ("timing", part_timing), ("brown", part_brown),
+                     ("drift", part_drift)):
         if args.part in (part, "all"):
             fn(args, out)
     path = write_json("session_model.json", out, args.out)

@@ -15,6 +15,11 @@ A :class:`NegativeSampler` draws class indices and weights :math:`(k'_j, a_j)` s
 * :class:`ImportanceNegatives` -- :math:`s` shared draws with replacement from a proposal
   :math:`q`; :math:`a_j = 1[k'_j \ne y] / (s\, q(k'_j))` (the draws equal to :math:`y` are
   dropped, which keeps the estimate unbiased for the sum over :math:`k'\ne y`).
+* :class:`LabelHeadNegatives` -- stratified: the minibatch's own distinct labels (the
+  *head*, weight :math:`1[k' \ne y]`, summed exactly) plus another sampler's draw restricted to
+  the other classes (the *tail*). Frequent classes, which dominate a peaked class sum, are
+  the ones a minibatch's labels contain; a local guide uses it for its own estimate of the
+  class sum (issue 27).
 
 With ``num_negatives=None`` (or :math:`s \ge K-1`) every sampler returns all classes
 with weight :math:`1[k' \ne y]`, i.e. the exact sum. No sampler does O(K) work per call,
@@ -35,6 +40,7 @@ __all__ = [
     "PerDatapointNegatives",
     "SharedNegatives",
     "ImportanceNegatives",
+    "LabelHeadNegatives",
     "get_negative_sampler",
     "sample_without_replacement",
     "STRATEGIES",
@@ -336,6 +342,74 @@ class ImportanceNegatives(NegativeSampler):
 
     def is_exact(self, num_classes: int) -> bool:
         return self.num_negatives is None  # draws with replacement never cover K exactly
+
+
+class LabelHeadNegatives(NegativeSampler):
+    r"""Stratified class subsample: the minibatch's labels exactly, a base sampler for the rest.
+
+    For labels :math:`y_1..y_B` the *head* :math:`H` is the set of their distinct values
+    (the ``max_head`` most frequent when there are more) and
+
+    .. math::  \hat S_{y_n} = \sum_{h\in H,\,h\ne y_n} g(h)
+               + \sum_j a_j\,1[k_j\notin H]\, g(k_j),
+
+    with :math:`(k_j, a_j)` the ``base`` sampler's draw. The base estimate is unbiased for
+    :math:`\sum_{k\ne y} g(k)`, so restricted to :math:`k\notin H` it is unbiased for the
+    tail, and :math:`\hat S` for the whole sum. Where a few frequent classes dominate the sum
+    (a peaked softmax over Zipf-like labels), a uniform base misses them in most draws and its
+    estimate is heavy-tailed; the minibatch's labels contain them with high probability, so the
+    head removes most of the variance. H depends on the labels only, never on another
+    sampler's draw, so the estimate is independent of the model's own class subsample (as a
+    local guide's must be, see :class:`~pyro_ar.infer.ConditionalLocalGuide`).
+
+    :param base: the tail's sampler (a :class:`NegativeSampler`, shared or per datapoint).
+    :param max_head: at most this many head classes (the most frequent labels of the
+        minibatch; None: all distinct labels).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.negatives import LabelHeadNegatives, SharedNegatives
+    >>> neg = LabelHeadNegatives(SharedNegatives(4))(torch.tensor([7, 7, 2]), 1000)
+    >>> neg.index[:2].tolist(), neg.weight[:, :2].tolist()   # head {2, 7}: own label weighted 0
+    ([7, 2], [[0.0, 1.0], [0.0, 1.0], [1.0, 0.0]])
+    """
+
+    strategy = "label_head"
+
+    def __init__(self, base: NegativeSampler, max_head: Optional[int] = None) -> None:
+        if not isinstance(base, NegativeSampler):
+            raise ValueError(f"base must be a NegativeSampler, got base={base!r}")
+        super().__init__(base.num_negatives)
+        self.base = base
+        self.max_head = check_int("max_head", max_head, low=1, allow_none=True)
+
+    def is_exact(self, num_classes: int) -> bool:
+        return self.base.is_exact(num_classes)
+
+    def head(self, labels: torch.Tensor) -> torch.Tensor:
+        """The head classes of ``labels``: distinct, the most frequent first."""
+        values, counts = torch.unique(labels.reshape(-1), return_counts=True)
+        order = counts.argsort(descending=True, stable=True)
+        if self.max_head is not None:
+            order = order[:self.max_head]
+        return values[order]
+
+    def _sample(self, labels, num_classes):
+        head = self.head(labels)
+        tail = self.base(labels, num_classes)
+        dtype = tail.weight.dtype if tail.weight.is_floating_point() else torch.get_default_dtype()
+        head_weight = (head != labels.unsqueeze(-1)).to(dtype)
+        tail_weight = tail.weight.to(dtype) * ~torch.isin(tail.index, head)
+        tail_weight = tail_weight.expand(torch.broadcast_shapes(tail_weight.shape, labels.shape + (1,)))
+        if tail.shared:
+            index = torch.cat([head, tail.index])
+        else:
+            index = torch.cat([head.expand(labels.shape + head.shape), tail.index], -1)
+        return Negatives(index, torch.cat([head_weight, tail_weight], -1), tail.shared)
+
+    def __repr__(self):
+        return f"{type(self).__name__}(base={self.base!r}, max_head={self.max_head})"
 
 
 def _proposal_probs(proposal) -> torch.Tensor:

@@ -15,6 +15,7 @@ import torch
 
 from pyro_ar.negatives import (
     ImportanceNegatives,
+    LabelHeadNegatives,
     PerDatapointNegatives,
     SharedNegatives,
     get_negative_sampler,
@@ -293,3 +294,63 @@ def test_weights_unbiased_for_every_class(strategy):
     others = torch.arange(K) != y
     z = (mean[others] - 1.0) / se[others]
     assert z.abs().max().item() < 4.0, z
+
+
+@pytest.mark.parametrize("strategy", ["per_datapoint", "shared", "importance"])
+def test_label_head_unbiased_for_every_class_and_every_label(strategy):
+    # LabelHeadNegatives: the batch's labels {1, 4, 7} with weight 1[k != y] (no randomness),
+    # the base draw masked off them. For each datapoint, sum_j a_j 1[k'_j = k] has expectation
+    # 1[k != y_n]: Monte Carlo mean within 4 standard errors (sample sd / sqrt(R)) per class.
+    K, s, R = 10, 3, 6000
+    proposal = torch.tensor([3.0, 1.0, 1.0, 2.0, 5.0, 1.0, 0.5, 1.0, 4.0, 1.0])
+    base = get_negative_sampler(strategy, s, proposal if strategy == "importance" else None)
+    sampler = LabelHeadNegatives(base)
+    labels = torch.tensor([4, 1, 4, 7])
+    totals = torch.zeros(R, len(labels), K, dtype=torch.float64)
+    for r in range(R):
+        neg = sampler(labels, K)
+        shape = labels.shape + (neg.index.shape[-1],)
+        totals[r].scatter_add_(-1, neg.index.expand(shape), neg.weight.to(torch.float64).expand(shape))
+    target = (torch.arange(K) != labels.unsqueeze(-1)).double()
+    head = torch.tensor([1, 4, 7])
+    assert (totals[:, :, head] == target[:, head]).all()            # the head is summed exactly
+    mean, se = totals.mean(0), totals.std(0) / math.sqrt(R)
+    tail = se > 0
+    z = (mean[tail] - target[tail]) / se[tail]
+    assert (se[~tail] == 0).all() and (mean[~tail] == target[~tail]).all()
+    assert z.abs().max().item() < 4.0, z
+
+
+def test_label_head_removes_the_heavy_tail_of_a_peaked_sum():
+    # A class sum dominated by 3 frequent classes that are also the frequent labels: a uniform
+    # draw of 5 of 500 misses them in most draws; with the head the estimate is exact on them.
+    # Variances from 2,000 draws: the stratified one is far below the uniform one (ratio < 0.01;
+    # the uniform variance is ~(K/s) g_max^2 = 100 e^10, the stratified one ~100 * 500).
+    K, s = 500, 5
+    g = torch.ones(K, dtype=torch.float64)
+    g[:3] = math.exp(5.0)
+    labels = torch.tensor([0, 0, 1, 2, 1, 0, 250])
+    estimates = {}
+    for name, sampler in (("uniform", SharedNegatives(s)), ("head", LabelHeadNegatives(SharedNegatives(s)))):
+        draws = []
+        for _ in range(2000):
+            neg = sampler(labels, K)
+            draws.append((neg.weight.double() * g[neg.index]).sum(-1)[-1])   # the label-250 datapoint
+        estimates[name] = torch.stack(draws)
+    assert estimates["head"].var() < 0.01 * estimates["uniform"].var()
+    se = estimates["head"].std() / math.sqrt(2000)
+    assert abs(estimates["head"].mean() - (g.sum() - 1.0)) < 4 * se
+
+
+def test_label_head_options_and_errors():
+    labels = torch.tensor([5, 5, 5, 2, 2, 9])
+    sampler = LabelHeadNegatives(SharedNegatives(4), max_head=2)
+    assert sampler.head(labels).tolist() == [5, 2]                     # the most frequent labels
+    neg = sampler(labels, 100)
+    assert neg.shared and neg.index.shape == (6,) and neg.weight.shape == (6, 6)
+    assert LabelHeadNegatives(SharedNegatives(None))(labels, 100).index.tolist() == list(range(100))
+    assert LabelHeadNegatives(SharedNegatives(4)).is_exact(5) and not sampler.is_exact(100)
+    with pytest.raises(ValueError, match="base must be a NegativeSampler"):
+        LabelHeadNegatives("shared")
+    with pytest.raises(ValueError, match="max_head"):
+        LabelHeadNegatives(SharedNegatives(4), max_head=0)

@@ -6,6 +6,7 @@ choose what goes with a model; :func:`train` is the one training loop (checkpoin
 
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from ..distributions import GumbelExpectedFactor
+from .drift import DriftCheck
 from .elbo import ClosedFormELBO
 from .guides import default_elbo, default_guide, default_local_guide, empty_guide
 from . import local_guides
@@ -45,6 +46,7 @@ __all__ = local_guides.__all__ + [
     "IterateAverage",
     "LearningRateDecay",
     "DivergenceCheck",
+    "DriftCheck",
     "TrainingDiverged",
     "ResumeWarning",
     "CheckpointError",

@@ -24,7 +24,7 @@ import torch
 from ..distributions.class_sum import weighted_sum
 from ..noise import LogisticNoise, NormalNoise
 
-__all__ = ["laplace_local", "gaussian_local", "local_derivatives", "conditional_local_q"]
+__all__ = ["laplace_local", "gaussian_local", "local_derivatives", "conditional_local_q", "local_sampler"]
 
 
 def _normal_log_cdf_derivs(x):
@@ -207,6 +207,49 @@ def _gaussian_step(noise, m, sd, d, w, z, wz):
     m_new = torch.where(newton, m + scale * dm, m - (g_m / h_fp).clamp(-2.0, 2.0))
     sd_new = torch.where(newton, sd + scale * ds, (-h_fp).rsqrt())
     return m_new, sd_new
+
+
+def local_sampler(base, oversample: int = 1, label_head: bool = True):
+    r"""The sampler of a conditional local guide's own class subsample T, from the model's ``base``.
+
+    T is drawn independently of the model's subsample S (so the ELBO estimate stays a mean of
+    bounds), with ``oversample`` times the base's negatives (same strategy) and, with
+    ``label_head`` (default), stratified by :class:`~pyro_ar.negatives.LabelHeadNegatives`:
+    the minibatch's distinct labels summed exactly (the most frequent ones, at most as many as the
+    base's negatives, so T at most doubles), the base draw for the other classes.
+
+    Why the head (issue 27). For softmax the guide is :math:`\mathrm{Gumbel}(\log\eta, 1)`,
+    :math:`\eta = 1 + \hat S'_T`, and the model's bound term is :math:`-(1+\hat S_S)/\eta`, so the
+    gradient of every datapoint's term is the exact one times
+    :math:`c_n = (1+S)\,\mathbb{E}[1/(1+\hat S'_T)] \ge 1` (Jensen) with a per-draw ratio
+    :math:`(1+\hat S_S)/(1+\hat S'_T)`. On a peaked softmax a small uniform T misses the few
+    classes that dominate S in most draws: :math:`c_n` grows and the ratio becomes heavy-tailed
+    (measured on the session model at 60 of 1,500 items: a 99.9% quantile of about 100 and a
+    gradient standard deviation 8 times that of the exact :math:`\eta`), which reweights the
+    fit towards badly fit datapoints and drove it below the uniform distribution. The
+    minibatch's labels contain the frequent classes, so the stratified T tracks S closely.
+    (Fitting :math:`\eta` on S itself, common random numbers, bounds the ratio but biases the
+    gradient: measured cosine 0.54 with the exact gradient, against 0.98 with the head.)
+
+    Example:
+
+    >>> from pyro_ar.infer.local_fit import local_sampler
+    >>> from pyro_ar.negatives import SharedNegatives
+    >>> local_sampler(SharedNegatives(10), oversample=2)
+    LabelHeadNegatives(base=SharedNegatives(num_negatives=20), max_head=20)
+    """
+    import copy
+
+    from ..negatives import LabelHeadNegatives
+
+    if isinstance(oversample, bool) or not isinstance(oversample, int) or oversample < 1:
+        raise ValueError(f"oversample must be an integer >= 1, got oversample={oversample!r}")
+    if oversample > 1 and base.num_negatives is not None:
+        base = copy.copy(base)
+        base.num_negatives = base.num_negatives * oversample
+    if not label_head or isinstance(base, LabelHeadNegatives):  # (already stratified)
+        return base
+    return LabelHeadNegatives(base, max_head=base.num_negatives)
 
 
 def conditional_local_q(noise, utility, labels: torch.Tensor, sampler, local_fit=None,

@@ -37,7 +37,6 @@ only touches the minibatch's rows.
 """
 
 import contextlib
-import copy
 import math
 import warnings
 from functools import partial
@@ -54,7 +53,7 @@ from ..distributions import FastGumbel
 from ..distributions.augmented import INFER_KEY, LocalStep, NoiseSite, site_record
 from ..likelihoods import _as_sampler
 from ..models.base import take_rows
-from .local_fit import conditional_local_q, gaussian_local, laplace_local
+from .local_fit import conditional_local_q, gaussian_local, laplace_local, local_sampler
 
 __all__ = [
     "GumbelLocalGuide",
@@ -457,6 +456,10 @@ class ConditionalLocalGuide(_LocalGuide):
         strategy; all classes once that reaches K - 1): a larger T fits q closer to the
         optimum over all classes, so the bound is tighter, at :math:`O(B |T|)` more work
         per step (default 3: ``benchmarks/probit_convergence.py --oversample``).
+    :param bool label_head: T also holds the minibatch's distinct labels, summed exactly
+        (:class:`~pyro_ar.negatives.LabelHeadNegatives`, default True): the frequent classes
+        that a small uniform T misses would make the bound's estimate heavy-tailed
+        (:func:`~pyro_ar.infer.local_fit.local_sampler`, issue 27).
     :param int newton_steps: at most this many Newton steps (non-Gumbel noise).
     :param str grad: ``"envelope"`` or ``"implicit"`` (see above).
     :param parameters: ``like -> {name: tensor}``, the per-class parameters to condition on
@@ -482,7 +485,7 @@ class ConditionalLocalGuide(_LocalGuide):
 
     def __init__(self, model, negatives="model", fit: str = "gaussian", newton_steps: int = 8,
                  grad: str = "envelope", parameters=None, utility_fn=None, sites=None,
-                 create_plates=None, oversample: int = DEFAULT_OVERSAMPLE):
+                 create_plates=None, oversample: int = DEFAULT_OVERSAMPLE, label_head: bool = True):
         if grad not in ("envelope", "implicit"):
             raise ValueError(f"grad must be 'envelope' or 'implicit', got grad={grad!r}")
         if fit not in ("gaussian", "laplace"):
@@ -496,6 +499,7 @@ class ConditionalLocalGuide(_LocalGuide):
         if isinstance(oversample, bool) or not isinstance(oversample, int) or oversample < 1:
             raise ValueError(f"oversample must be an integer >= 1, got oversample={oversample!r}")
         self.grad, self.newton_steps, self.oversample = grad, newton_steps, oversample
+        self.label_head = bool(label_head)
         self._scaled = None  # (base sampler, its oversampled copy)
         self._negatives = negatives if isinstance(negatives, str) else _as_sampler(negatives)
         if isinstance(negatives, str) and negatives != "model":
@@ -512,12 +516,8 @@ class ConditionalLocalGuide(_LocalGuide):
 
     def _sampler(self):
         base = self._ar_model.likelihood.sampler if self._negatives == "model" else self._negatives
-        if self.oversample == 1 or base.num_negatives is None:
-            return base
         if self._scaled is None or self._scaled[0] is not base:  # same strategy, more classes
-            scaled = copy.copy(base)
-            scaled.num_negatives = base.num_negatives * self.oversample
-            self._scaled = (base, scaled)
+            self._scaled = (base, local_sampler(base, self.oversample, self.label_head))
         return self._scaled[1]
 
     def _utilities(self, idx, *args, **kwargs):

@@ -443,6 +443,10 @@ class LatentGuide:
         still subsamples). An independent small draw there makes the estimate of the bound's
         term :math:`\hat S/(1+\hat S')` heavy-tailed whenever :math:`\hat S'` misses a
         dominant class, which can diverge a fit with unregularised weights.
+    :param bool label_head: the guide's class subsample also holds the minibatch's distinct
+        items, summed exactly (:func:`~pyro_ar.infer.local_fit.local_sampler`; default True):
+        without them a small uniform draw misses the frequent items in most steps, and the fit
+        at few negatives drifts away with training (issue 27).
 
     Example:
 
@@ -454,8 +458,10 @@ class LatentGuide:
     (torch.Size([2, 1, 2]), torch.Size([2, 3]))
     """
 
-    def __init__(self, model: CategoricalLatentModel, negatives="model", all_classes_upto: int = 64):
-        self.model = model
+    def __init__(self, model: CategoricalLatentModel, negatives="model", all_classes_upto: int = 64,
+                 label_head: bool = True):
+        self.model, self.label_head = model, bool(label_head)
+        self._local_samplers = {}  # base sampler -> the guide's (stratified) sampler
         self.sampler = None if negatives == "model" else get_negative_sampler(
             "per_datapoint" if isinstance(negatives, int) else "shared", negatives)
         self.all_classes_upto = check_positive_int("all_classes_upto", all_classes_upto)
@@ -466,7 +472,13 @@ class LatentGuide:
             return self.sampler
         if num_classes <= self.all_classes_upto:
             return get_negative_sampler("shared", None)
-        return self.model.group_likelihood(group).sampler
+        base = self.model.group_likelihood(group).sampler
+        cached = self._local_samplers.get(id(base))
+        if cached is None or cached[0] is not base:
+            from ..infer.local_fit import local_sampler  # (infer is the layer above)
+
+            cached = self._local_samplers[id(base)] = (base, local_sampler(base, 1, self.label_head))
+        return cached[1]
 
     def __call__(self, items: torch.Tensor):
         model = self.model

@@ -15,6 +15,7 @@ from pyro_ar.infer import ClosedFormELBO, NoiseLocalGuide, default_guide, defaul
 from pyro_ar.infer.local_fit import gaussian_local, laplace_local, local_derivatives
 from pyro_ar.infer.local_guides import ConditionalLocalGuide
 from pyro_ar.models import LinearClassifier
+from pyro_ar.negatives import LabelHeadNegatives
 from pyro_ar.optim import lazy_adam
 from tests.helpers import LIBRARY_NOISES, USER_NOISES, make_noise
 
@@ -263,10 +264,14 @@ def test_errors_are_clear():
 def test_oversample_draws_more_classes_with_the_models_strategy(strategy):
     model = LinearClassifier(3, 50, noise="normal", num_negatives=4, strategy=strategy)
     sampler = ConditionalLocalGuide(model, oversample=3)._sampler()
-    assert type(sampler) is type(model.likelihood.sampler) and sampler.num_negatives == 12
+    # stratified by the minibatch's labels (issue 27): at most 12 of them, the tail 12 classes
+    assert isinstance(sampler, LabelHeadNegatives) and sampler.max_head == 12
+    tail = sampler.base
+    assert type(tail) is type(model.likelihood.sampler) and tail.num_negatives == 12
     assert model.likelihood.sampler.num_negatives == 4  # the model's own sampler is untouched
     assert ConditionalLocalGuide(model, oversample=20)._sampler().is_exact(50)  # 80 >= K - 1
-    assert ConditionalLocalGuide(model, oversample=1)._sampler() is model.likelihood.sampler
+    assert ConditionalLocalGuide(model, oversample=1)._sampler().base is model.likelihood.sampler
+    assert ConditionalLocalGuide(model, oversample=1, label_head=False)._sampler() is model.likelihood.sampler
     with pytest.raises(ValueError, match="oversample"):
         ConditionalLocalGuide(model, oversample=0)
 

@@ -10,7 +10,7 @@ from pyro.infer import SVI
 
 from pyro_ar.likelihoods import AR, Bouchard, Exact
 from pyro_ar.models import CategoricalLatentModel, LatentGuide, LatentKLWarmup
-from pyro_ar.negatives import SharedNegatives
+from pyro_ar.negatives import LabelHeadNegatives, SharedNegatives
 from pyro_ar.optim import lazy_adam
 
 pytestmark = pytest.mark.usefixtures("seeded", "one_thread")
@@ -196,7 +196,10 @@ def test_guide_local_step_sums_over_all_classes_when_they_are_few():
     # the same float32 sums in another order: agreement to rounding (1e-5 on values of order 1-5)
     assert torch.allclose(tr.nodes["v_eps"]["fn"].loc, torch.nn.functional.softplus(log_s), atol=1e-5)
     assert guide.site_sampler(None, 30).num_negatives is None
-    assert LatentGuide(model, all_classes_upto=10).site_sampler(None, 30) is model.likelihood.sampler
+    sampler = LatentGuide(model, all_classes_upto=10).site_sampler(None, 30)   # stratified (issue 27)
+    assert isinstance(sampler, LabelHeadNegatives) and sampler.base is model.likelihood.sampler
+    assert LatentGuide(model, all_classes_upto=10, label_head=False).site_sampler(None, 30) \
+        is model.likelihood.sampler
     with pytest.raises(ValueError, match="all_classes_upto"):
         LatentGuide(model, all_classes_upto=0)
 
