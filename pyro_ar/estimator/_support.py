@@ -270,7 +270,7 @@ class SparseRows:
 
 
 def fit_scaler(X, sparse_inputs: bool = False, idf: bool = False):
-    """Per-feature ``(mean, scale)`` for standardising ``X``: dense -- mean and standard
+    r"""Per-feature ``(mean, scale)`` for standardising ``X``: dense -- mean and standard
     deviation; sparse -- no centring (mean 0, the sparsity is kept) and the root mean square.
 
     Each scale is floored at the median of the features' (nonzero) scales, so that a nearly

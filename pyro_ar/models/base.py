@@ -78,7 +78,9 @@ def take_rows(x, index: Optional[torch.Tensor]):
     """
     if index is None:
         return x
-    return x.index_select(0, index) if isinstance(x, torch.Tensor) else x[index]
+    if isinstance(x, torch.Tensor):  # (a plate made without create_plates subsamples on the CPU)
+        return x.index_select(0, index.to(x.device))
+    return x[index]
 
 
 def check_sample_weight(sample_weight, num_data: int):
