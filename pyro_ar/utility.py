@@ -485,7 +485,7 @@ class WeightPattern:
         return pos, self.keys[pos] == key
 
     def coordinates(self):
-        """(classes, features) of the pattern's entries, in the order of :attr:`keys`."""
+        """(classes, features) of the pattern's entries, in the order of ``keys``."""
         return self.keys // self.num_features, self.keys % self.num_features
 
     def dense(self, values: torch.Tensor) -> torch.Tensor:

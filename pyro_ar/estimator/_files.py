@@ -178,8 +178,13 @@ def _from_payload(cls, d):
     _check_fit_record(fit)
     est.n_iter_, est.n_steps_ = fit["n_iter_"], fit["n_steps_"]
     # (files written before n_steps_by_phase_ counted the final fit's steps only)
-    est.n_steps_by_phase_ = fit.get("n_steps_by_phase_",
-                                    {"prior_scale_search": None, "final_fit": fit["n_steps_"]})
+    phases = fit.get("n_steps_by_phase_", {"prior_scale_search": None, "final_fit": fit["n_steps_"]})
+    if "n_steps_by_phase_" in fit and not (
+            isinstance(phases, dict) and set(phases) == {"prior_scale_search", "final_fit"}
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in phases.values())):
+        raise ValueError(f"n_steps_by_phase_ must map 'prior_scale_search' and 'final_fit' to ints >= 0, "
+                         f"got {phases!r}")
+    est.n_steps_by_phase_ = phases
     est.loss_curve_, est.validation_scores_ = fit["loss_curve_"], fit["validation_scores_"]
     est.best_validation_score_ = fit["best_validation_score_"]
     est._predict_seed = fit["predict_seed"]
@@ -328,9 +333,12 @@ def _set_continuation(est, d, p):
         est.prior_scale_ = None if p["weights"] == "mle" else (grid if not isinstance(grid, tuple)
                                                                  else (1.0 if 1.0 in grid else grid[len(grid) // 2]))
     check_choice("training_path_ strategy", strategy, _STRATEGIES[1:])
-    if not isinstance(sparse_inputs, bool) or not (rank is None or isinstance(rank, int) and rank >= 1):
+    if not isinstance(sparse_inputs, bool) or not (rank is None or isinstance(rank, int)
+                                                    and not isinstance(rank, bool) and rank >= 1):
         raise ValueError(f"training_path_ must be [bool, rank (int >= 1 or None), strategy], got "
                          f"{[sparse_inputs, rank, strategy]!r}")
+    if pattern and not isinstance(pattern[0], bool):
+        raise ValueError(f"training_path_'s weight pattern must be a bool, got {pattern[0]!r}")
     pattern = bool(pattern and pattern[0]) if "training_path_" in fit else False
     if pattern != (est.weight_pattern_ is not None):
         raise ValueError("training_path_ says the weights live on a pattern, but weight_pattern "

@@ -16,8 +16,12 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors: threads onl
 @pytest.mark.parametrize("N,D,nnz_row,K,kw,expected", [
     # sparse, small W: sparse inputs, full rank, per-datapoint negatives
     (75_000, 27_000, 10, 500, {}, TrainingPath(True, None, "per_datapoint")),
-    # the issue's problem: 16 K D bytes = 11.7 GB > 2 GiB -> low rank
-    (75_000, 27_000, 10, 27_000, {}, TrainingPath(True, 128, "per_datapoint")),
+    # WordNet's reverse dictionary: 16 K D bytes = 11.7 GB > 2 GiB, labels not skewed -> W on
+    # the training class-feature pattern (issue 24)
+    (75_000, 27_000, 10, 27_000, {}, TrainingPath(True, None, "per_datapoint", True)),
+    # the same with Zipfian labels (Brown's bag of words) -> low rank, importance negatives
+    (75_000, 27_000, 10, 27_000, dict(class_counts=1 + (1e5 / np.arange(1, 27_001)).astype(int)),
+     TrainingPath(True, 128, "importance")),
     # dense, wide: per-datapoint rows would gather 256 x 21 x 27,000 numbers -> shared
     (10_000, 27_000, None, 20, {}, TrainingPath(False, None, "shared")),
     # dense and small: today's path
@@ -35,7 +39,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors: threads onl
 def test_choose_path_rule(N, D, nnz_row, K, kw, expected):
     nnz = None if nnz_row is None else N * nnz_row
     assert choose_path(N, D, K, nnz, **kw) == expected
-    if K <= 10 ** 6:  # balanced labels do not change the choice
+    if K <= 10 ** 6 and "class_counts" not in kw:  # balanced labels do not change the choice
         assert choose_path(N, D, K, nnz, class_counts=np.full(K, 3), **kw) == expected
 
 
@@ -77,13 +81,17 @@ def test_fit_on_sparse_input_takes_the_sparse_path_and_learns(rank, tmp_path):
 
 
 def test_low_rank_memory_rule_switches_the_estimator(monkeypatch):
-    """With the memory limit lowered, the same data go low rank (AUTO_RANK patched small)."""
+    """With the memory limit lowered, the same data go onto the weight pattern (sparse X,
+    labels not skewed) or low rank (dense X; AUTO_RANK patched small)."""
     X, y = _sparse_problem(N=200)
     monkeypatch.setattr(_support, "FULL_RANK_MAX_BYTES", 1000)
     monkeypatch.setattr(_support, "AUTO_RANK", 5)
     clf = ARClassifier(num_steps=3, random_state=0).fit(X, y)
-    assert clf.training_path_.rank == 5
-    assert clf.param_state_["params"]["embedding"].shape == (300, 5)
+    assert clf.training_path_.weight_pattern and clf.training_path_.rank is None
+    assert clf.param_state_["params"]["weight"].shape == (len(clf.weight_pattern_),)
+    dense = ARClassifier(num_steps=3, random_state=0).fit(X.toarray(), y)
+    assert dense.training_path_.rank == 5
+    assert dense.param_state_["params"]["embedding"].shape == (300, 5)
 
 
 def test_verbose_prints_the_path_and_the_step_rate(capsys):
