@@ -491,11 +491,11 @@ class WeightPattern:
     def dense(self, values: torch.Tensor) -> torch.Tensor:
         """The K x D matrix with ``values`` at the pattern (O(K D): for small problems and tests)."""
         W = values.new_zeros(self.num_classes * self.num_features)
-        return W.index_put((self.keys,), values).reshape(self.num_classes, self.num_features)
+        return W.index_put((self.keys.to(values.device),), values).reshape(self.num_classes, self.num_features)
 
     def sparse(self, values: torch.Tensor) -> torch.Tensor:
         """The K x D torch sparse (COO, coalesced) matrix with ``values`` at the pattern."""
-        k, j = self.coordinates()
+        k, j = self.to(values.device).coordinates()
         return torch.sparse_coo_tensor(torch.stack([k, j]), values, (self.num_classes, self.num_features),
                                        is_coalesced=True, check_invariants=False)
 

@@ -105,3 +105,33 @@ def test_svi_on_the_pattern_fits_the_training_data():
     ll = model.log_likelihood(xs, y)
     assert ll > -torch.log(torch.tensor(12.0)).item() + 0.5, ll  # well above uniform
     assert pyro.param("weight").shape == (len(pattern),)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_pattern_utility_and_estimator_path(monkeypatch):
+    """The pattern path on a CUDA device: utilities against the dense product, one SVI step
+    with lazy Adam, and the estimator's fit and prediction (its pattern path forced small)."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    import pyro_ar.estimator._support as support
+    from pyro_ar import ARClassifier
+
+    dev = torch.device("cuda")
+    x, y, pattern = _problem(5)
+    x, y, pattern = x.to(dev), y.to(dev), pattern.to(dev)
+    w, b = torch.randn(len(pattern), device=dev), torch.randn(9, device=dev)
+    psi = PatternLinearUtility(x.to_sparse(), pattern, w, b)
+    assert torch.allclose(psi.full(), x @ pattern.dense(w).T + b, atol=1e-5)
+    pyro.clear_param_store()
+    model = LinearClassifier(15, 9, num_negatives=3, subsample_size=16, sparse=True, weight_pattern=pattern)
+    svi = SVI(model, default_guide(model, local_first=True), lazy_adam({"lr": 0.05}), ClosedFormELBO())
+    assert torch.isfinite(torch.tensor(svi.step(x.to_sparse(), y)))
+    assert pyro.param("weight").device.type == "cuda"
+    monkeypatch.setattr(support, "FULL_RANK_MAX_BYTES", 1 << 10)
+    rng = np.random.RandomState(0)
+    X = sp.random(300, 200, density=0.05, format="csr", random_state=rng)
+    labels = rng.randint(40, size=300)
+    clf = ARClassifier(device="cuda", random_state=0, max_epochs=2).fit(X, labels)
+    assert clf.training_path_.weight_pattern
+    assert np.allclose(clf.predict_proba(X[:20]).sum(1), 1.0)
