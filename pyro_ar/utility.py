@@ -28,6 +28,7 @@ of the low-rank model :math:`W = V E^\top`, whose output layer is a :class:`Line
 of h.
 """
 
+import warnings
 from typing import Optional
 
 import torch
@@ -573,8 +574,12 @@ class PatternLinearUtility(Utility):
 
     def full(self):
         W = self.pattern.to(self.weight.device).sparse(self.weight)
-        x = self.x.to_dense() if is_sparse_tensor(self.x) else self.x
-        psi = torch.sparse.mm(W, x.T).T
+        if is_sparse_tensor(self.x):  # sparse x sparse: never a dense B x D or K x D
+            with warnings.catch_warnings():  # torch's note that its sparse CSR support is beta
+                warnings.simplefilter("ignore", UserWarning)
+                psi = torch.sparse.mm(self.x.to_sparse_coo(), W.t().coalesce()).to_dense()
+        else:
+            psi = torch.sparse.mm(W, self.x.T).T
         return psi if self.bias is None else psi + self.bias
 
     def expand(self, batch_shape):
