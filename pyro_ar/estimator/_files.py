@@ -17,6 +17,7 @@ import torch
 from pyro.distributions import constraints as pyro_constraints
 
 from ..files import atomic_save, load_payload
+from ..infer.checkpoint import check_param_state
 from ._support import (
     _FORMAT, _FORMAT_VERSION, _LIKELIHOODS, _STRATEGIES, TrainingPath, check_choice, constraint_name,
     copy_state, plain,
@@ -171,7 +172,7 @@ def _from_payload(cls, d):
         (scaling[0].numpy(), scaling[1].numpy())
     est.likelihood_ = check_choice("likelihood", d.get("likelihood", "ar"), _LIKELIHOODS[1:])
     state = d["param_state"]
-    _check_params(state)
+    check_param_state(state, "param_state")
     state["constraints"] = {n: _constraint(n, c) for n, c in state["constraints"].items()}
     est.param_state_ = state
     fit = d["fit"]
@@ -246,22 +247,6 @@ def _classes(values, dtype):
     if len(set(values)) != len(values):
         raise ValueError("classes holds a label twice")
     return classes
-
-
-def _check_params(state):
-    """The stored parameters: floating tensors with finite values."""
-    if not (isinstance(state, dict) and isinstance(state.get("params"), dict)
-            and isinstance(state.get("constraints"), dict)):
-        raise ValueError("param_state must be a dict with 'params' and 'constraints' dicts")
-    for name, t in state["params"].items():
-        if not (isinstance(t, torch.Tensor) and t.is_floating_point()):
-            raise ValueError(f"parameter {name!r} must be a floating-point tensor, got "
-                             f"{type(t).__name__ if not isinstance(t, torch.Tensor) else t.dtype}")
-        if not bool(torch.isfinite(t).all()):
-            raise ValueError(f"parameter {name!r} holds non-finite values")
-    missing = set(state["params"]) ^ set(state["constraints"])
-    if missing:
-        raise ValueError(f"parameters and constraints do not match: {sorted(missing)}")
 
 
 def _check_fit_record(fit):

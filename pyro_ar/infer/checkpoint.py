@@ -323,21 +323,27 @@ def _param_group_problem(group) -> Optional[str]:
     return None
 
 
-def _check_payload(ck) -> None:
-    """The structure of a checkpoint's parts (before anything is restored)."""
-    store = ck["param_store"]
-    if not (isinstance(store, dict) and isinstance(store.get("params"), dict)
-            and isinstance(store.get("constraints"), dict)):
-        raise ValueError("param_store must be a dict with 'params' and 'constraints' dicts")
-    for name, t in store["params"].items():
+def check_param_state(state, name: str = "param_state") -> None:
+    """A saved param store state (``{"params", "constraints"}``, as the estimator's files and
+    the checkpoints hold it): finite floating-point tensors, one constraint per parameter;
+    a ``ValueError`` naming ``name`` and the parameter otherwise."""
+    if not (isinstance(state, dict) and isinstance(state.get("params"), dict)
+            and isinstance(state.get("constraints"), dict)):
+        raise ValueError(f"{name} must be a dict with 'params' and 'constraints' dicts")
+    for key, t in state["params"].items():
         if not (isinstance(t, torch.Tensor) and t.is_floating_point()):
-            raise ValueError(f"parameter {name!r} must be a floating-point tensor, got "
+            raise ValueError(f"parameter {key!r} must be a floating-point tensor, got "
                              f"{t.dtype if isinstance(t, torch.Tensor) else type(t).__name__}")
         if not bool(torch.isfinite(t).all()):
-            raise ValueError(f"parameter {name!r} holds non-finite values")
-    if set(store["params"]) != set(store["constraints"]):
-        raise ValueError(f"params and constraints name different parameters: "
-                         f"{sorted(set(store['params']) ^ set(store['constraints']))}")
+            raise ValueError(f"parameter {key!r} holds non-finite values")
+    if set(state["params"]) != set(state["constraints"]):
+        raise ValueError(f"params and constraints name different parameters in {name}: "
+                         f"{sorted(set(state['params']) ^ set(state['constraints']))}")
+
+
+def _check_payload(ck) -> None:
+    """The structure of a checkpoint's parts (before anything is restored)."""
+    check_param_state(ck["param_store"], "param_store")
     buffers = ck["buffers"]
     if not (isinstance(buffers, dict) and all(isinstance(b, dict) and all(
             isinstance(t, torch.Tensor) for t in b.values()) for b in buffers.values())):
