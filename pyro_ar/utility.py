@@ -28,7 +28,6 @@ of the low-rank model :math:`W = V E^\top`, whose output layer is a :class:`Line
 of h.
 """
 
-import warnings
 from typing import Optional
 
 import torch
@@ -36,8 +35,8 @@ import torch.nn.functional as F
 
 from pyro.distributions.util import broadcast_shape
 
-__all__ = ["Utility", "DenseUtility", "LinearUtility", "PatternLinearUtility", "WeightPattern",
-           "as_utility", "check_index", "gather_entries", "embed_inputs", "is_sparse_tensor"]
+__all__ = ["Utility", "DenseUtility", "LinearUtility", "as_utility", "check_index", "gather_entries",
+           "embed_inputs", "is_sparse_tensor"]
 
 
 def check_index(index, num_classes: int, name: str = "index") -> None:
@@ -426,171 +425,6 @@ class LinearUtility(Utility):
         return (f"LinearUtility(batch_shape={tuple(self.batch_shape)}, num_classes="
                 f"{self.num_classes}, D={self.weight.shape[-1]}, sparse={self.sparse}"
                 f"{', sparse x' if self._nz is not None else ''})")
-
-
-class WeightPattern:
-    r"""The (class, feature) entries where a K x D weight matrix may be non-zero.
-
-    Stored as the sorted flat keys :math:`k D + j` (int64), so that the entry of any
-    (class, feature) pair is found by binary search, O(log nnz), and a row's utility never
-    touches the other entries. :meth:`from_cooccurrence` builds the pattern of a training
-    set: the features seen with each class,
-
-    .. math::  \mathcal{P} = \{(k, j) : \exists n,\ y_n = k,\ x_{nj} \ne 0\},
-
-    which for sparse inputs with few rows per class is a tiny part of K x D (WordNet's reverse
-    dictionary: 7.7e5 of 7.2e8 entries).
-
-    :param keys: int64 tensor of distinct flat keys :math:`k D + j` (sorted here).
-    :param int num_classes: K.
-    :param int num_features: D.
-
-    Example:
-
-    >>> import torch
-    >>> from pyro_ar.utility import WeightPattern
-    >>> pattern = WeightPattern(torch.tensor([5, 0, 3]), num_classes=2, num_features=3)
-    >>> pos, hit = pattern.lookup(torch.tensor([1, 1]), torch.tensor([2, 1]))   # (1, 2), (1, 1)
-    >>> hit.tolist(), pattern.keys[pos[hit]].tolist()
-    ([True, False], [5])
-    """
-
-    def __init__(self, keys: torch.Tensor, num_classes: int, num_features: int):
-        if not isinstance(keys, torch.Tensor) or keys.dim() != 1 or keys.dtype != torch.int64:
-            raise ValueError(f"keys must be a 1-D int64 tensor, got {getattr(keys, 'dtype', keys)!r}")
-        keys = keys.sort().values
-        if len(keys) and (keys[0] < 0 or keys[-1] >= num_classes * num_features
-                          or bool((keys.diff() == 0).any())):
-            raise ValueError(f"keys must be distinct flat indices in [0, {num_classes * num_features})")
-        self.keys, self.num_classes, self.num_features = keys, int(num_classes), int(num_features)
-
-    @classmethod
-    def from_cooccurrence(cls, rows, cols, labels, num_classes: int, num_features: int):
-        """The pattern of the (label of row, feature) pairs of a data set's non-zeros
-        (``rows``, ``cols``: the non-zeros' coordinates; ``labels``: each row's class)."""
-        keys = labels.long()[rows.long()] * num_features + cols.long()
-        return cls(torch.unique(keys), num_classes, num_features)
-
-    def __len__(self):
-        return len(self.keys)
-
-    def to(self, device) -> "WeightPattern":
-        return WeightPattern(self.keys.to(device), self.num_classes, self.num_features) \
-            if self.keys.device != torch.device(device) else self
-
-    def lookup(self, classes: torch.Tensor, cols: torch.Tensor):
-        """``(position, hit)`` of the entries (classes, cols) (one shape): ``hit`` says whether
-        the entry is in the pattern, ``position`` where (clamped into range when not)."""
-        key = classes * self.num_features + cols
-        pos = torch.searchsorted(self.keys, key).clamp_(max=max(len(self.keys) - 1, 0))
-        return pos, self.keys[pos] == key
-
-    def coordinates(self):
-        """(classes, features) of the pattern's entries, in the order of ``keys``."""
-        return self.keys // self.num_features, self.keys % self.num_features
-
-    def dense(self, values: torch.Tensor) -> torch.Tensor:
-        """The K x D matrix with ``values`` at the pattern (O(K D): for small problems and tests)."""
-        W = values.new_zeros(self.num_classes * self.num_features)
-        return W.index_put((self.keys.to(values.device),), values).reshape(self.num_classes, self.num_features)
-
-    def sparse(self, values: torch.Tensor) -> torch.Tensor:
-        """The K x D torch sparse (COO, coalesced) matrix with ``values`` at the pattern."""
-        k, j = self.to(values.device).coordinates()
-        return torch.sparse_coo_tensor(torch.stack([k, j]), values, (self.num_classes, self.num_features),
-                                       is_coalesced=True, check_invariants=False)
-
-    def __repr__(self):
-        return f"WeightPattern(K={self.num_classes}, D={self.num_features}, nnz={len(self)})"
-
-
-class PatternLinearUtility(Utility):
-    r"""Linear utilities :math:`\psi_{nk} = b_k + \sum_{j} x_{nj} W_{kj}` with W non-zero only
-    on a :class:`WeightPattern`: ``weight`` holds the pattern's entries (nnz,).
-
-    For a sparse x the utilities of m classes per row cost O(nnz(x) m log nnz(W)): each
-    non-zero :math:`x_{nj}` looks its entry :math:`W_{kj}` up (zero off the pattern), with a
-    gradient only at the entries found (sparse, for :class:`pyro_ar.optim.LazyAdam`). A dense
-    x is used through its non-zeros likewise.
-
-    Example:
-
-    >>> import torch
-    >>> from pyro_ar.utility import PatternLinearUtility, WeightPattern
-    >>> pattern = WeightPattern(torch.tensor([0, 4, 5]), num_classes=2, num_features=3)
-    >>> w, b, x = torch.tensor([1.0, 2.0, 3.0]), torch.zeros(2), torch.tensor([[1.0, 1.0, 1.0]])
-    >>> psi = PatternLinearUtility(x.to_sparse(), pattern, w, b)
-    >>> psi.full().tolist()                      # W = [[1, 0, 0], [0, 2, 3]]
-    [[1.0, 5.0]]
-    """
-
-    _reference = "weight"
-
-    def __init__(self, x, pattern: WeightPattern, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
-                 sparse: bool = False):
-        if not isinstance(pattern, WeightPattern):
-            raise ValueError(f"pattern must be a WeightPattern, got {pattern!r}")
-        if not isinstance(weight, torch.Tensor) or weight.shape != (len(pattern),):
-            raise ValueError(f"weight must be a tensor of shape ({len(pattern)},) (the pattern's "
-                             f"entries), got {getattr(weight, 'shape', weight)!r}")
-        if bias is not None and bias.shape != (pattern.num_classes,):
-            raise ValueError(f"bias must have shape ({pattern.num_classes},), got {tuple(bias.shape)}")
-        if not hasattr(x, "dim") or x.dim() != 2 or x.shape[1] != pattern.num_features:
-            raise ValueError(f"x must have shape (B, {pattern.num_features}), got "
-                             f"{tuple(getattr(x, 'shape', ()))}")
-        _check_same_kind(x, weight, bias)
-        self.x, self.pattern, self.weight, self.bias, self.sparse = x, pattern, weight, bias, sparse
-        self.num_classes, self.batch_shape = pattern.num_classes, x.shape[:-1]
-        self._nz = _nonzeros(x if is_sparse_tensor(x) else x.to_sparse())
-
-    def _psi(self, index):
-        if _validating():
-            check_index(index, self.num_classes)
-        rows, cols, vals = self._nz
-        classes = index.index_select(0, rows)  # (nnz, m)
-        pos, hit = self.pattern.lookup(classes, cols.unsqueeze(-1).expand_as(classes))
-        w = torch.gather(self.weight, 0, pos.reshape(-1), sparse_grad=self.sparse).reshape(pos.shape)
-        psi = w.new_zeros(index.shape).index_add(0, rows, w * hit * vals.unsqueeze(-1))
-        if self.bias is None:
-            return psi
-        return psi + torch.gather(self.bias, 0, index.reshape(-1), sparse_grad=self.sparse).reshape(index.shape)
-
-    def _broadcast(self, index):
-        if broadcast_shape(self.batch_shape, index.shape[:-1]) != self.batch_shape:
-            raise ValueError(f"the class index must broadcast to the batch shape "
-                             f"{tuple(self.batch_shape)}, got index.shape={tuple(index.shape)}")
-        return index.expand(self.batch_shape + index.shape[-1:])
-
-    def gather(self, index):
-        return self._psi(self._broadcast(index))
-
-    def gather_shared(self, index):
-        return self._psi(index.expand(self.batch_shape + index.shape))
-
-    def gather_label_and_shared(self, labels, index):
-        psi = self._psi(torch.cat([self._broadcast(labels.unsqueeze(-1)),
-                                   index.expand(self.batch_shape + index.shape)], -1))
-        return psi[..., :1], psi[..., 1:]
-
-    def full(self):
-        W = self.pattern.to(self.weight.device).sparse(self.weight)
-        if is_sparse_tensor(self.x):  # sparse x sparse: never a dense B x D or K x D
-            with warnings.catch_warnings():  # torch's note that its sparse CSR support is beta
-                warnings.simplefilter("ignore", UserWarning)
-                psi = torch.sparse.mm(self.x.to_sparse_coo(), W.t().coalesce()).to_dense()
-        else:
-            psi = torch.sparse.mm(W, self.x.T).T
-        return psi if self.bias is None else psi + self.bias
-
-    def expand(self, batch_shape):
-        if torch.Size(batch_shape) != self.batch_shape:
-            raise ValueError(f"a PatternLinearUtility cannot be expanded from {tuple(self.batch_shape)} "
-                             f"to {tuple(batch_shape)}")
-        return self
-
-    def __repr__(self):
-        return (f"PatternLinearUtility(batch_shape={tuple(self.batch_shape)}, num_classes="
-                f"{self.num_classes}, nnz(W)={len(self.pattern)}, sparse={self.sparse})")
 
 
 def as_utility(utility) -> Utility:

@@ -9,7 +9,7 @@ from pyro.infer import SVI
 from pyro_ar.infer import ClosedFormELBO, default_guide
 from pyro_ar.models import LinearClassifier
 from pyro_ar.optim import lazy_adam
-from pyro_ar.utility import PatternLinearUtility, WeightPattern
+from pyro_ar.weight_pattern import PatternLinearUtility, WeightPattern
 
 
 def _problem(seed=0, N=60, D=15, K=9):

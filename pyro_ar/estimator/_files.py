@@ -198,7 +198,7 @@ def _from_payload(cls, d):
 def _set_weight_pattern(est, d):
     """``row_normalize_``, ``weight_pattern_`` and ``weight_loc_`` (the weight-pattern path;
     absent from older files: off)."""
-    from ..utility import WeightPattern
+    from ..weight_pattern import WeightPattern
 
     est.row_normalize_ = d.get("row_normalize", False)
     if not isinstance(est.row_normalize_, bool):

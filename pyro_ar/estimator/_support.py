@@ -348,7 +348,7 @@ def training_features(X, dtype, device, sparse_inputs: bool = False):
 
 def pattern_and_centroids(X, codes, K: int, temperature: float = PATTERN_INIT_TEMPERATURE):
     r"""The training class-feature pattern of a sparse ``X`` with labels ``codes``
-    (:class:`~pyro_ar.utility.WeightPattern`) and, on it, the scaled class centroids
+    (:class:`~pyro_ar.weight_pattern.WeightPattern`) and, on it, the scaled class centroids
     :math:`T\, c_k / \lVert c_k\rVert`, :math:`c_k = \sum_{n: y_n = k} x_n` (float32, in
     the pattern's order): the nearest-centroid (cosine) scorer as a starting point and prior
     mean for W. O(nnz(X)).
@@ -362,7 +362,7 @@ def pattern_and_centroids(X, codes, K: int, temperature: float = PATTERN_INIT_TE
     >>> pattern.keys.tolist(), loc.tolist()     # class 0: feature 1; class 1: features 0 and 2
     ([1, 3, 5], [10.0, 6.0, 8.0])
     """
-    from ..utility import WeightPattern
+    from ..weight_pattern import WeightPattern
 
     N, D = X.shape
     Y = sp.csr_matrix((np.ones(N), (codes, np.arange(N))), shape=(K, N))

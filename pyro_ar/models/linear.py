@@ -47,10 +47,10 @@ words, ``benchmarks/sparse.py``). The bias:
 model started at the unigram (log class frequencies) is shrunk towards it, not towards
 uniform classes.
 
-Weights on a pattern (``weight_pattern=``, a :class:`~pyro_ar.utility.WeightPattern`): W is
+Weights on a pattern (``weight_pattern=``, a :class:`~pyro_ar.weight_pattern.WeightPattern`): W is
 non-zero only at the pattern's (class, feature) entries, e.g. the features seen with each
-class in training (:meth:`~pyro_ar.utility.WeightPattern.from_cooccurrence`); the parameter
-``"weight"`` holds those nnz entries (:class:`~pyro_ar.utility.PatternLinearUtility`), a
+class in training (:meth:`~pyro_ar.weight_pattern.WeightPattern.from_cooccurrence`); the parameter
+``"weight"`` holds those nnz entries (:class:`~pyro_ar.weight_pattern.PatternLinearUtility`), a
 full-rank model at the memory of its data -- the estimator's choice for sparse inputs with many
 classes and few rows per class, where a K x D W does not fit and a low rank cannot memorise
 which words go with which class. ``weight_loc`` (nnz,) is then W's starting point and its
@@ -69,8 +69,8 @@ from ..likelihoods import Bouchard, Likelihood
 from ..negatives import DEFAULT_NUM_NEGATIVES, get_negative_sampler
 
 from ..negatives import sample_without_replacement
-from ..utility import (DenseUtility, LinearUtility, PatternLinearUtility, WeightPattern, embed_inputs,
-                       gather_entries, is_sparse_tensor)
+from ..utility import DenseUtility, LinearUtility, embed_inputs, gather_entries, is_sparse_tensor
+from ..weight_pattern import PatternLinearUtility, WeightPattern
 from .base import CategoricalModel, check_positive_int
 
 __all__ = ["LinearClassifier", "resolve_defaults"]
@@ -142,7 +142,7 @@ class LinearClassifier(CategoricalModel):
     :param bool penalize_bias: False leaves b out of the MAP log-prior (as scikit-learn
         leaves the intercept out of its L2 penalty; the estimator's choice). ``"bayes"``
         keeps b's prior either way: it is a latent variable there.
-    :param weight_pattern: None, or a :class:`~pyro_ar.utility.WeightPattern` over (K, D):
+    :param weight_pattern: None, or a :class:`~pyro_ar.weight_pattern.WeightPattern` over (K, D):
         W lives on its entries only (see the module docstring; full rank, ``"mle"``/``"map"``).
     :param weight_loc: with a pattern, None (W starts N(0, init_scale^2), prior mean 0) or an
         (nnz,) tensor: W's starting point and prior mean.
