@@ -16,6 +16,8 @@ Methods (``--methods``, comma-separated; default all):
 * ``centroid_tfidf`` -- the same on the rows ``ARClassifier`` trains its weight-pattern
   path on (idf-weighted, L2-normalised: ``fit_scaler(idf=True)``), the floor of its own
   starting point: what the training adds is pyro_ar's row minus this one;
+* ``omikuji_tfidf`` (optional, ``--methods omikuji_tfidf``) -- omikuji on those tf-idf rows: the
+  label tree given the same representation;
 * ``frequency`` -- the training label frequencies, the same ranking for every row;
 * ``omikuji`` -- omikuji's partitioned label trees (Parabel-like), default hyper-parameters;
 * ``napkinxc`` -- napkinXC's probabilistic label tree (``PLT``), defaults;
@@ -81,8 +83,9 @@ import torch  # noqa: E402
 from paper_common import environment, peak_bytes, rss_bytes, table, write_json  # noqa: E402
 
 METHODS = ("centroid", "centroid_tfidf", "frequency", "omikuji", "napkinxc", "fasttext_hs", "fasttext_ns", "adaptive", "pyro_ar")
-OPTIONAL = ("fasttext_softmax",)  # not in the default list: O(K) per row and epoch (an hour on WordNet)
-PACKAGE = {"omikuji": "omikuji", "napkinxc": "napkinxc", "fasttext_hs": "fasttext", "fasttext_ns": "fasttext",
+OPTIONAL = ("fasttext_softmax",  # not in the default list: O(K) per row and epoch (an hour on WordNet)
+            "omikuji_tfidf")     # omikuji on the tf-idf rows ARClassifier's pattern path trains on
+PACKAGE = {"omikuji": "omikuji", "omikuji_tfidf": "omikuji", "napkinxc": "napkinxc", "fasttext_hs": "fasttext", "fasttext_ns": "fasttext",
            "fasttext_softmax": "fasttext", "pyro_ar": "sklearn"}
 TOP = 100            # labels returned by the top-k-only methods
 MIN_REST = 1e-6      # the top-k rule's least mass left for the other labels
@@ -243,6 +246,15 @@ def fit_omikuji(d, opts):
     return model
 
 
+def fit_omikuji_tfidf(d, opts):
+    return fit_omikuji(d, opts), opts["scaling"]
+
+
+def predict_omikuji_tfidf(model, d):
+    model, scaling = model
+    return predict_omikuji(model, type("D", (), dict(Xt=_tfidf(d.Xt, *scaling), yt=d.yt, K=d.K)))
+
+
 def predict_omikuji(model, d):
     import omikuji  # noqa: F401
 
@@ -383,6 +395,7 @@ FITTERS = {
     "centroid_tfidf": (fit_centroid_tfidf, predict_centroid_tfidf),
     "frequency": (fit_frequency, predict_frequency),
     "omikuji": (fit_omikuji, predict_omikuji),
+    "omikuji_tfidf": (fit_omikuji_tfidf, predict_omikuji_tfidf),
     "napkinxc": (fit_napkinxc, predict_napkinxc),
     "fasttext_hs": (fasttext_fitter("hs"), predict_fasttext),
     "fasttext_ns": (fasttext_fitter("ns"), predict_fasttext),
@@ -398,6 +411,11 @@ def inputs(method, d, folder, kwargs, quick):
             "train_file": os.path.join(folder, "train")}
     if method == "omikuji":
         xmc_file(opts["train_file"], d.X, d.y)
+    elif method == "omikuji_tfidf":  # (the scaler is fitted here, outside the timed fit, as the files)
+        from pyro_ar.estimator._support import fit_scaler
+
+        opts["scaling"] = fit_scaler(d.X, sparse_inputs=True, idf=True)
+        xmc_file(opts["train_file"], _tfidf(d.X, *opts["scaling"]), d.y)
     elif method.startswith("fasttext"):
         with open(opts["train_file"], "w") as f:
             f.write("\n".join(token_lines(d.X, d.tokens, d.y)) + "\n")
