@@ -46,8 +46,8 @@ import torch
 from .noise import Noise, get_noise
 from .numerics import check_int
 
-__all__ = ["log_marginal", "log_marginal_all", "check_quadrature_args", "DEFAULT_NUM_NODES",
-           "MAX_NUM_NODES"]
+__all__ = ["log_marginal", "log_marginal_all", "check_quadrature_args", "gauss_hermite",
+           "DEFAULT_NUM_NODES", "MAX_NUM_NODES"]
 
 DEFAULT_NUM_NODES = 257
 #: upper bound on ``num_nodes``: the rule converges exponentially, so 257 nodes (refined up
@@ -60,6 +60,33 @@ _MAX_NEWTON_STEPS = 100
 _MAX_HALVINGS = 40
 #: elements (datapoints x classes x nodes) evaluated at once; bounds peak memory
 _CHUNK_ELEMENTS = 1 << 23
+
+
+_HERMITE = {}
+
+
+def gauss_hermite(num_nodes: int, like: torch.Tensor):
+    r"""Nodes :math:`z_i` and weights :math:`w_i` of the ``num_nodes``-point Gauss-Hermite rule for
+    a standard normal, :math:`\mathbb{E}_{z\sim N(0,1)}[g(z)] \approx \sum_i w_i\, g(z_i)`
+    (exact for polynomials of degree below ``2 * num_nodes``), in ``like``'s dtype and device
+    (cached per size, dtype and device). The expectations under a Gaussian :math:`q(\varepsilon)`
+    of the local fit and of :class:`~pyro_ar.distributions.GaussianExpectedFactor` use it.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.quadrature import gauss_hermite
+    >>> z, w = gauss_hermite(4, torch.zeros((), dtype=torch.float64))
+    >>> round(w.sum().item(), 12), round((w * z ** 2).sum().item(), 12)   # E[1], E[z^2]
+    (1.0, 1.0)
+    """
+    num_nodes = check_int("num_nodes", num_nodes, low=1)
+    key = (num_nodes, like.dtype, like.device)
+    if key not in _HERMITE:
+        x, wt = np.polynomial.hermite.hermgauss(num_nodes)
+        _HERMITE[key] = (torch.tensor(x * math.sqrt(2.0), dtype=like.dtype, device=like.device),
+                         torch.tensor(wt / math.sqrt(math.pi), dtype=like.dtype, device=like.device))
+    return _HERMITE[key]
 
 
 def _log_integrand(noise, e, d, mask):

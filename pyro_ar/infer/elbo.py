@@ -20,7 +20,11 @@ every guide site that has one registered, including the Gumbel noise sites) plus
 substitution: at each :class:`~pyro_ar.AugmentedCategorical` site with Gumbel noise whose
 noise site's guide is Gumbel with scale 1, the Monte Carlo factor is replaced by its
 expectation :math:`-\hat S_y/\eta` (:class:`GumbelExpectedFactor`). Other sites (probit,
-logistic, global latents) are handled exactly as ``TraceMeanField_ELBO`` does. During
+logistic, global latents) are handled exactly as ``TraceMeanField_ELBO`` does, except that an
+:class:`~pyro_ar.AugmentedCategorical` factor of any other noise whose noise site's guide is a
+Gaussian :math:`N(m, s^2)` (the conditional local guides of probit and logistic models) is
+replaced by its Gauss-Hermite expectation under q (:class:`GaussianExpectedFactor`): the
+Monte Carlo draw of :math:`\varepsilon` no longer adds to the gradient's variance (issue 27). During
 ``loss_and_grads`` (i.e. ``SVI.step``), after the gradient is computed with
 :math:`\eta` fixed, the guide's natural-gradient step
 :math:`\eta_n \leftarrow (1-\rho)\eta_n + \rho(1 + \hat S_{y_n})` is applied with the same
@@ -37,9 +41,11 @@ from pyro.poutine.messenger import Messenger
 from pyro.poutine.util import prune_subsample_sites
 from pyro.util import check_model_guide_match, check_site_shape
 
-from ..distributions import AugmentedCategorical, FastGumbel, GumbelExpectedFactor  # noqa: F401 (re-exported)
+from ..distributions import AugmentedCategorical, FastGumbel, GaussianExpectedFactor, GumbelExpectedFactor  # noqa: F401
 from ..distributions.augmented import LocalStep, site_record
+from ..distributions.expected_factor import DEFAULT_GAUSSIAN_NODES
 from ..noise import GumbelNoise
+from ..numerics import check_int
 
 __all__ = ["ClosedFormELBO"]  # FastGumbel, GumbelExpectedFactor: see pyro_ar.distributions
 
@@ -59,21 +65,30 @@ _NO_RECORD = LocalStep()  # a guide that says nothing: check the scale, no natur
 
 
 class _ExpectedFactorMessenger(Messenger):
-    """Replaces closed-form-eligible A&R softmax factors by their expectation under q."""
+    """Replaces A&R factors by their expectation under q: closed form for softmax with a unit
+    Gumbel q, Gauss-Hermite quadrature for a Gaussian q (``gaussian_nodes``; None: left alone)."""
 
-    def __init__(self, guide_trace, updating=False):
+    def __init__(self, guide_trace, updating=False, gaussian_nodes=DEFAULT_GAUSSIAN_NODES):
         super().__init__()
         self.guide_trace = guide_trace
         self.updating = updating
-        self.noise_sites = set()  # noise sites of the factors replaced
+        self.gaussian_nodes = gaussian_nodes
+        self.noise_sites = set()  # noise sites of the factors replaced in closed form
 
     def _pyro_sample(self, msg):
         fn = msg["fn"]
-        if not (isinstance(fn, AugmentedCategorical) and isinstance(fn.noise, GumbelNoise)
-                and msg["is_observed"] and fn.eps_site in self.guide_trace.nodes):
+        if not (isinstance(fn, AugmentedCategorical) and msg["is_observed"]
+                and fn.eps_site in self.guide_trace.nodes):
             return
         node = self.guide_trace.nodes[fn.eps_site]
         guide_fn = node["fn"]
+        if not isinstance(fn.noise, GumbelNoise):
+            q = _unwrap(guide_fn)
+            if self.gaussian_nodes is not None and isinstance(q, torch.distributions.Normal):
+                shape = fn.batch_shape
+                msg["fn"] = GaussianExpectedFactor(fn, q.loc.expand(shape), q.scale.expand(shape),
+                                                   self.gaussian_nodes)
+            return
         record = site_record(node, LocalStep) or _NO_RECORD
         # GumbelLocalGuide marks its sites (no check of the scale tensor: a device sync)
         if record.unit_gumbel or _gumbel_unit_scale(guide_fn):
@@ -99,6 +114,9 @@ class ClosedFormELBO(TraceMeanField_ELBO):
 
     :param bool local_updates: apply the guides' natural-gradient steps during
         ``loss_and_grads`` (``SVI.step``); ``loss`` / ``evaluate_loss`` never update.
+    :param gaussian_nodes: Gauss-Hermite nodes of the expectation of a non-Gumbel factor under a
+        Gaussian q (:class:`~pyro_ar.distributions.GaussianExpectedFactor`, default 16); None
+        keeps ``TraceMeanField_ELBO``'s single Monte Carlo draw of :math:`\varepsilon` there.
 
     ``vectorize_particles=True`` with ``num_particles > 1`` is refused at construction
     (``ValueError``); ``num_particles > 1`` in a loop works.
@@ -117,8 +135,11 @@ class ClosedFormELBO(TraceMeanField_ELBO):
     True
     """
 
-    def __init__(self, *args, local_updates=True, **kwargs):
+    def __init__(self, *args, local_updates=True, gaussian_nodes=DEFAULT_GAUSSIAN_NODES, **kwargs):
         super().__init__(*args, **kwargs)
+        if gaussian_nodes is not None:
+            gaussian_nodes = check_int("gaussian_nodes", gaussian_nodes, low=1)
+        self.gaussian_nodes = gaussian_nodes
         if self.vectorize_particles and self.num_particles > 1:
             # the natural step updates one eta per datapoint from one class subsample; a
             # particle dimension would give it num_particles candidate updates per row
@@ -133,7 +154,7 @@ class ClosedFormELBO(TraceMeanField_ELBO):
 
     def _get_trace(self, model, guide, args, kwargs):
         guide_trace = poutine.trace(guide, graph_type="flat").get_trace(*args, **kwargs)
-        messenger = _ExpectedFactorMessenger(guide_trace, self._updating)
+        messenger = _ExpectedFactorMessenger(guide_trace, self._updating, self.gaussian_nodes)
         model_trace = poutine.trace(poutine.replay(messenger(model), trace=guide_trace),
                                     graph_type="flat").get_trace(*args, **kwargs)
         validating = is_validation_enabled()

@@ -23,6 +23,7 @@ import torch
 
 from ..distributions.class_sum import weighted_sum
 from ..noise import LogisticNoise, NormalNoise
+from ..quadrature import gauss_hermite
 
 __all__ = ["laplace_local", "gaussian_local", "local_derivatives", "conditional_local_q", "local_sampler"]
 
@@ -126,21 +127,6 @@ def laplace_local(noise, d: torch.Tensor, w: torch.Tensor, steps: int = 8, tol: 
     return e - g / h, (-h).rsqrt()
 
 
-_HERMITE = {}
-
-
-def _hermite(num_nodes, like):
-    """Gauss-Hermite nodes and weights for E_{z ~ N(0, 1)} (cached per size, dtype, device)."""
-    key = (num_nodes, like.dtype, like.device)
-    if key not in _HERMITE:
-        import numpy as np
-
-        x, wt = np.polynomial.hermite.hermgauss(num_nodes)
-        _HERMITE[key] = (torch.tensor(x * math.sqrt(2.0), dtype=like.dtype, device=like.device),
-                         torch.tensor(wt / math.sqrt(math.pi), dtype=like.dtype, device=like.device))
-    return _HERMITE[key]
-
-
 def gaussian_local(noise, d: torch.Tensor, w: torch.Tensor, steps: int = 8, refine_steps: int = 10,
                    num_nodes: int = 8, tol: float = 1e-4):
     r"""The ELBO-optimal Gaussian :math:`N(m, s^2)` for the local posterior
@@ -176,7 +162,7 @@ def gaussian_local(noise, d: torch.Tensor, w: torch.Tensor, steps: int = 8, refi
     [0.0, 1.0]
     """
     m, sd = laplace_local(noise, d.detach(), w.detach(), steps)
-    z, wz = _hermite(num_nodes, m)
+    z, wz = gauss_hermite(num_nodes, m)
     d, w = torch.broadcast_tensors(d, w.to(d.dtype))
     for _ in range(refine_steps):
         m_new, sd_new = _gaussian_step(noise, m, sd, d.detach(), w.detach(), z, wz)

@@ -20,6 +20,7 @@ from pyro_ar.distributions import (
     BouchardBound,
     ExactSoftmax,
     FastGumbel,
+    GaussianExpectedFactor,
     GumbelExpectedFactor,
     JaakkolaJordanBernoulli,
     NoiseDistribution,
@@ -62,6 +63,10 @@ def _factor(utility, eps, log_eta):
     return GumbelExpectedFactor(AugmentedCategorical(utility, eps), log_eta)
 
 
+def _gaussian_factor(utility, eps, loc, scale):
+    return GaussianExpectedFactor(AugmentedCategorical(utility, eps, "normal"), loc, scale)
+
+
 NAN = float("nan")
 CASES = [
     Case(UtilityCategorical, {"utility": _psi(3, 5)}, lambda utility: UtilityCategorical(utility),
@@ -94,6 +99,8 @@ CASES = [
          torch.tensor([0.0, 1.0, 1.0], dtype=D64), (3,), ("xi", torch.full((3,), NAN, dtype=D64))),
     Case(GumbelExpectedFactor, {"utility": _psi(3, 5), "eps": _psi(3), "log_eta": _psi(3)}, _factor,
          torch.tensor([0, 4, 2]), (3,), ("log_eta", torch.full((3,), NAN, dtype=D64))),
+    Case(GaussianExpectedFactor, {"utility": _psi(3, 5), "eps": _psi(3), "loc": _psi(3), "scale": _psi(3).abs()},
+         _gaussian_factor, torch.tensor([0, 4, 2]), (3,), ("scale", -torch.ones(3, dtype=D64))),
     Case(NoiseDistribution, {"loc": _psi(3), "scale": _psi(2, 1).abs()},
          lambda loc, scale: NoiseDistribution(get_noise("laplace"), loc, scale),
          _psi(3), (2, 3), ("scale", -torch.ones(2, 1, dtype=D64)), sample=True),
@@ -112,6 +119,8 @@ def _infer_params(case):
     """The params of ``infer_shapes``: the factor's own parameter is log_eta only."""
     if case.cls is GumbelExpectedFactor:
         return {"log_eta": case.params["log_eta"]}
+    if case.cls is GaussianExpectedFactor:
+        return {k: case.params[k] for k in ("loc", "scale")}
     return case.params
 
 
