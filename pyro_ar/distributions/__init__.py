@@ -16,7 +16,8 @@ module                                              contents
 :mod:`~pyro_ar.distributions.analytic_bounds`       Jaakkola--Jordan and Bouchard bounds,
                                                     :class:`JaakkolaJordanBernoulli`
 :mod:`~pyro_ar.distributions.noise_distribution`    :class:`NoiseDistribution`, :class:`FastGumbel`
-:mod:`~pyro_ar.distributions.expected_factor`       :class:`GumbelExpectedFactor`
+:mod:`~pyro_ar.distributions.expected_factor`       :class:`GumbelExpectedFactor`,
+                                                    :class:`GaussianExpectedFactor`
 :mod:`~pyro_ar.distributions.relaxed`               :class:`RelaxedUtilityCategorical` (softmax of
                                                     :math:`(\psi+\varepsilon)/\tau`, any noise)
 ==================================================  ================================================

@@ -432,6 +432,13 @@ class ConditionalLocalGuide(_LocalGuide):
       (:func:`~pyro_ar.infer.local_fit.laplace_local`; cheaper, but its gap depends on the parameters and biases the
       fit: measured 0.02 nats of held-out log-likelihood at K = 20).
 
+    **The factor in expectation.** With :class:`~pyro_ar.infer.ClosedFormELBO` (the default
+    ELBO) the model's factor is replaced by its expectation under the Gaussian q
+    (:class:`~pyro_ar.distributions.GaussianExpectedFactor`, Gauss-Hermite quadrature), as the
+    Gumbel case is in closed form: the one Monte Carlo draw of :math:`\varepsilon` of
+    ``TraceMeanField_ELBO`` was a third of the probit weights' gradient variance on a linear
+    teacher (issue 27, ``benchmarks/probit_convergence.py --gaussian-nodes``).
+
     **T is drawn independently of the model's class subsample S** (same sampler, fresh
     draw). The ELBO estimate is then unbiased for :math:`\mathbb{E}_T[L(q_T)]`, a mean of
     bounds, hence a bound on :math:`\log p(y)`: the model's estimate is unbiased for the
