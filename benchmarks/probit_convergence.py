@@ -90,8 +90,8 @@ def build(kind, noise, D, K, s, B, lr, gaussian_nodes=16):
     oversample = int(kind.split("_x")[1]) if "_x" in kind else 1
     guide = ConditionalLocalGuide(model, fit=fit, oversample=oversample, create_plates=plates,
                                   label_head="nohead" not in kind)
-    # the library's default ELBO: the factor's expectation under the Gaussian q by quadrature
-    # (gaussian_nodes=None: one Monte Carlo draw of eps, as before issue 27)
+    # ClosedFormELBO(gaussian_nodes=16): the factor's expectation under the Gaussian q by
+    # quadrature (gaussian_nodes=None, the library's default: one Monte Carlo draw of eps)
     return model, guide, lazy_adam({"lr": lr}), ClosedFormELBO(gaussian_nodes=gaussian_nodes)
 
 
@@ -176,7 +176,7 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0, help="seed of the linear teacher")
     p.add_argument("--gaussian-nodes", type=int, default=16,
                    help="conditional guides: Gauss-Hermite nodes of the factor's expectation under q "
-                        "(ClosedFormELBO's default); 0: one Monte Carlo draw of eps (before issue 27)")
+                        "(ClosedFormELBO(gaussian_nodes=)); 0: one Monte Carlo draw of eps (the library's default)")
     p.add_argument("--teacher-reference", action="store_true",
                    help="compare with the teacher's own parameters instead of the exact fit")
     args = p.parse_args(argv)

@@ -20,11 +20,12 @@ every guide site that has one registered, including the Gumbel noise sites) plus
 substitution: at each :class:`~pyro_ar.AugmentedCategorical` site with Gumbel noise whose
 noise site's guide is Gumbel with scale 1, the Monte Carlo factor is replaced by its
 expectation :math:`-\hat S_y/\eta` (:class:`GumbelExpectedFactor`). Other sites (probit,
-logistic, global latents) are handled exactly as ``TraceMeanField_ELBO`` does, except that an
-:class:`~pyro_ar.AugmentedCategorical` factor of any other noise whose noise site's guide is a
-Gaussian :math:`N(m, s^2)` (the conditional local guides of probit and logistic models) is
-replaced by its Gauss-Hermite expectation under q (:class:`GaussianExpectedFactor`): the
-Monte Carlo draw of :math:`\varepsilon` no longer adds to the gradient's variance (issue 27). During
+logistic, global latents) are handled exactly as ``TraceMeanField_ELBO`` does; with
+``gaussian_nodes`` set, an :class:`~pyro_ar.AugmentedCategorical` factor of any other noise
+whose noise site's guide is a Gaussian :math:`N(m, s^2)` (the conditional local guides of
+probit and logistic models) is replaced by its Gauss-Hermite expectation under q
+(:class:`GaussianExpectedFactor`): the Monte Carlo draw of :math:`\varepsilon` no longer adds
+to the gradient's variance (issue 27). During
 ``loss_and_grads`` (i.e. ``SVI.step``), after the gradient is computed with
 :math:`\eta` fixed, the guide's natural-gradient step
 :math:`\eta_n \leftarrow (1-\rho)\eta_n + \rho(1 + \hat S_{y_n})` is applied with the same
@@ -43,7 +44,6 @@ from pyro.util import check_model_guide_match, check_site_shape
 
 from ..distributions import AugmentedCategorical, FastGumbel, GaussianExpectedFactor, GumbelExpectedFactor  # noqa: F401
 from ..distributions.augmented import LocalStep, site_record
-from ..distributions.expected_factor import DEFAULT_GAUSSIAN_NODES
 from ..noise import GumbelNoise
 from ..numerics import check_int
 
@@ -68,7 +68,7 @@ class _ExpectedFactorMessenger(Messenger):
     """Replaces A&R factors by their expectation under q: closed form for softmax with a unit
     Gumbel q, Gauss-Hermite quadrature for a Gaussian q (``gaussian_nodes``; None: left alone)."""
 
-    def __init__(self, guide_trace, updating=False, gaussian_nodes=DEFAULT_GAUSSIAN_NODES):
+    def __init__(self, guide_trace, updating=False, gaussian_nodes=None):
         super().__init__()
         self.guide_trace = guide_trace
         self.updating = updating
@@ -115,12 +115,13 @@ class ClosedFormELBO(TraceMeanField_ELBO):
     :param bool local_updates: apply the guides' natural-gradient steps during
         ``loss_and_grads`` (``SVI.step``); ``loss`` / ``evaluate_loss`` never update.
     :param gaussian_nodes: Gauss-Hermite nodes of the expectation of a non-Gumbel factor under a
-        Gaussian q (:class:`~pyro_ar.distributions.GaussianExpectedFactor`, default 16); None
-        keeps ``TraceMeanField_ELBO``'s single Monte Carlo draw of :math:`\varepsilon` there.
-        The factor then costs ``gaussian_nodes`` evaluations of :math:`\log\Phi` per class
-        term: cheap beside the local fit at tens of negatives, but at B = 512 and 256 shared
-        negatives a probit step took about 2x (16 nodes), 1.5x (8) or 1.1x (4) its Monte Carlo
-        time (issue 27); 8 nodes are accurate to about 1e-4 per term.
+        Gaussian q (:class:`~pyro_ar.distributions.GaussianExpectedFactor`; 16 are accurate to
+        about 1e-6 per term, 8 to 1e-4); None (default) keeps ``TraceMeanField_ELBO``'s single
+        Monte Carlo draw of :math:`\varepsilon`. The factor then costs ``gaussian_nodes``
+        evaluations of :math:`\log\Phi` per class term: cheap beside the local fit at tens of
+        negatives (the probit hidden teacher, s = 10: gap 0.148 -> 0.137 and 0.163 -> 0.140 at
+        16 nodes), but on the Brown bigram model (B = 512, 256 negatives) a probit step took 34 ->
+        63 / 92 / 152 ms CPU at 4 / 8 / 16 nodes, so it is not the default (issue 27).
 
     ``vectorize_particles=True`` with ``num_particles > 1`` is refused at construction
     (``ValueError``); ``num_particles > 1`` in a loop works.
@@ -139,7 +140,7 @@ class ClosedFormELBO(TraceMeanField_ELBO):
     True
     """
 
-    def __init__(self, *args, local_updates=True, gaussian_nodes=DEFAULT_GAUSSIAN_NODES, **kwargs):
+    def __init__(self, *args, local_updates=True, gaussian_nodes=None, **kwargs):
         super().__init__(*args, **kwargs)
         if gaussian_nodes is not None:
             gaussian_nodes = check_int("gaussian_nodes", gaussian_nodes, low=1)

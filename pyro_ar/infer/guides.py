@@ -116,8 +116,8 @@ def _posterior_mean(model, weights, like):
 
 def default_elbo(model=None, **kwargs):
     """:class:`~pyro_ar.infer.ClosedFormELBO`: the closed-form softmax A&R bound with the
-    natural eta step, the factor's Gauss-Hermite expectation under a Gaussian local q (probit,
-    logistic), ``TraceMeanField_ELBO`` everywhere else (analytic KL where registered).
+    natural eta step, ``TraceMeanField_ELBO`` everywhere else (analytic KL where registered);
+    ``gaussian_nodes=16`` integrates a probit/logistic factor under the Gaussian local q by quadrature.
 
     Example:
 

@@ -432,12 +432,12 @@ class ConditionalLocalGuide(_LocalGuide):
       (:func:`~pyro_ar.infer.local_fit.laplace_local`; cheaper, but its gap depends on the parameters and biases the
       fit: measured 0.02 nats of held-out log-likelihood at K = 20).
 
-    **The factor in expectation.** With :class:`~pyro_ar.infer.ClosedFormELBO` (the default
-    ELBO) the model's factor is replaced by its expectation under the Gaussian q
+    **The factor in expectation.** ``ClosedFormELBO(gaussian_nodes=16)`` replaces the model's
+    factor by its expectation under the Gaussian q
     (:class:`~pyro_ar.distributions.GaussianExpectedFactor`, Gauss-Hermite quadrature), as the
-    Gumbel case is in closed form: the one Monte Carlo draw of :math:`\varepsilon` of
-    ``TraceMeanField_ELBO`` was a third of the probit weights' gradient variance on a linear
-    teacher (issue 27, ``benchmarks/probit_convergence.py --gaussian-nodes``).
+    Gumbel case is in closed form: the one Monte Carlo draw of :math:`\varepsilon` was a third
+    of the probit weights' gradient variance on a linear teacher (issue 27,
+    ``benchmarks/probit_gradient_noise.py``); it costs ``gaussian_nodes`` evaluations per class term.
 
     **T is drawn independently of the model's class subsample S** (same sampler, fresh
     draw). The ELBO estimate is then unbiased for :math:`\mathbb{E}_T[L(q_T)]`, a mean of
