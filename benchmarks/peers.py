@@ -202,13 +202,13 @@ def predict_centroid(C, d, chunk=512):
 
 
 def _tfidf(X, mean, scale):
-    from pyro_ar.estimator._support import apply_scaler
+    from pyro_ar.estimator._scaling import apply_scaler
 
     return apply_scaler(X, mean, scale, normalize_rows=True)
 
 
 def fit_centroid_tfidf(d, opts):
-    from pyro_ar.estimator._support import fit_scaler
+    from pyro_ar.estimator._scaling import fit_scaler
 
     mean, scale = fit_scaler(d.X, sparse_inputs=True, idf=True)
     return fit_centroid(type("D", (), dict(X=_tfidf(d.X, mean, scale), y=d.y, K=d.K)), opts), mean, scale
@@ -412,7 +412,7 @@ def inputs(method, d, folder, kwargs, quick):
     if method == "omikuji":
         xmc_file(opts["train_file"], d.X, d.y)
     elif method == "omikuji_tfidf":  # (the scaler is fitted here, outside the timed fit, as the files)
-        from pyro_ar.estimator._support import fit_scaler
+        from pyro_ar.estimator._scaling import fit_scaler
 
         opts["scaling"] = fit_scaler(d.X, sparse_inputs=True, idf=True)
         xmc_file(opts["train_file"], _tfidf(d.X, *opts["scaling"]), d.y)

@@ -351,7 +351,7 @@ def decode_constraint(enc: Any, where: str) -> Constraint:
     >>> decode_constraint({"__constraint__": "nope"}, "parameter 'scale'")
     Traceback (most recent call last):
     ...
-    ValueError: the constraint of parameter 'scale' is 'nope': an unknown constraint 'nope' (not one of pyro.distributions.constraints)
+    ValueError: the constraint of parameter 'scale' is 'nope': an unknown constraint 'nope' ...
     """
     if isinstance(enc, Constraint):
         return enc
