@@ -167,6 +167,34 @@ def test_linear_source_matches_dense_and_draws():
     assert ev.log_likelihood(ev.linear_source(x, W[0], b[0]), y) == pytest.approx(ev.log_likelihood(psi[0], y))
 
 
+class _Rows:
+    """Rows fetched on demand as torch-sparse batches (as the estimator's scipy rows are)."""
+
+    def __init__(self, x):
+        self.x, self.shape = x, x.shape
+
+    def __getitem__(self, ids):
+        return self.x[ids].to_sparse()
+
+
+@pytest.mark.parametrize("sparse_rows", [False, True])
+def test_linear_source_low_rank_sparse_rows_and_pattern_weights(sparse_rows):
+    """Issue 28: the estimator's utilities (low rank W = V E^T, scipy rows fetched chunk by
+    chunk, W on a pattern as a torch-sparse matrix) go through linear_source, in float64."""
+    x, V, E, b = torch.randn(9, 5), torch.randn(3, 6, 2), torch.randn(3, 5, 2), torch.randn(3, 6)
+    x[x.abs() < 0.7] = 0.0
+    rows, ids = (_Rows(x) if sparse_rows else x), torch.tensor([4, 0, 7])
+    dense = torch.einsum("nd,sdr,skr->snk", x.double(), E.double(), V.double()) + b.double()[:, None]
+    assert torch.allclose(ev.linear_source(rows, V, b, embedding=E)(ids), dense[:, ids], atol=1e-12)
+    assert torch.allclose(ev.linear_source(rows, V[0], b[0], embedding=E[0])(ids), dense[0, ids], atol=1e-12)
+    W = x.new_zeros(6, 5)
+    W[[0, 2, 5], [1, 1, 4]] = torch.tensor([1.5, -2.0, 0.5])
+    plain = x.double() @ W.double().T + b[0].double()
+    assert torch.allclose(ev.linear_source(rows, W.to_sparse(), b[0])(ids), plain[ids], atol=1e-12)
+    with pytest.raises(ValueError, match="embedding"):
+        ev.linear_source(rows, V, b, embedding=E[0])
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_device(device):
     psi, y = _problem()

@@ -589,3 +589,52 @@ def test_features_near_the_float32_limit_are_standardised(dtype, sparse_input):
     X = sp.csr_matrix(X) if sparse_input else X
     clf = ARClassifier(max_epochs=2, random_state=0).fit(X, y)
     assert np.isfinite(clf.feature_scale_).all() and np.isfinite(clf.predict_proba(X)).all()
+
+
+# ------------------------------------------------------------------------ issue 28: a thin estimator
+@pytest.mark.parametrize("weights", ["map", "bayes"])
+def test_prediction_builds_the_model_once_per_fit(monkeypatch, tmp_path, weights):
+    """Every predict / predict_proba built a LinearClassifier and its guide again from a copy of
+    param_state_; now they are built once after a fit (or while loading), and again only
+    after a refit or a change of the settings that shape them."""
+    import pyro_ar.estimator._model as estimator_model
+    built = []
+    real = estimator_model.LinearClassifier
+    monkeypatch.setattr(estimator_model, "LinearClassifier", lambda *a, **k: built.append(1) or real(*a, **k))
+    X, y = _small()
+    clf = ARClassifier(weights=weights, min_steps=0, max_epochs=2, num_posterior_samples=3, random_state=0)
+    clf.fit(X, y)
+    first = len(built)
+    proba = clf.predict_proba(X)
+    for _ in range(3):
+        clf.predict(X), clf.decision_function(X), clf.log_likelihood(X, y)
+        np.testing.assert_array_equal(clf.predict_proba(X), proba)
+    assert len(built) == first + 1
+    clf.fit(X, y)  # a refit: a new fit, a new model
+    refit = len(built)
+    clf.predict_proba(X), clf.predict_proba(X)
+    assert len(built) == refit + 1
+    clf.set_params(num_posterior_samples=2)
+    clf.predict_proba(X), clf.predict_proba(X)
+    assert len(built) == refit + 2
+    clf.save(tmp_path / "m.pt")
+    loaded = ARClassifier.load(tmp_path / "m.pt")  # builds it while checking the file
+    loading = len(built)
+    loaded.predict_proba(X), loaded.predict(X)
+    assert len(built) == loading
+    np.testing.assert_array_equal(loaded.predict_proba(X), clf.predict_proba(X))
+    assert "_fitted_predictor" not in pickle.loads(pickle.dumps(clf)).__dict__
+
+
+def test_prediction_does_not_copy_or_change_the_fitted_state():
+    """param_state_ was copied at every prediction; now its tensors are used as they are
+    (on the fit's device) and left unchanged."""
+    X, y = _small()
+    clf = ARClassifier(min_steps=0, max_epochs=2, random_state=0).fit(X, y)
+    before = {n: t.clone() for n, t in clf.param_state_["params"].items()}
+    names = set(clf.param_state_["params"])
+    clf.predict_proba(X)
+    store = clf._fitted_predictor.state["params"]
+    assert all(store[n].data_ptr() == clf.param_state_["params"][n].data_ptr() for n in names)
+    assert set(clf.param_state_["params"]) == names
+    assert all(torch.equal(before[n], clf.param_state_["params"][n]) for n in names)
