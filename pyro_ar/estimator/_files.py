@@ -301,10 +301,7 @@ def _set_continuation(est, d, p):
             raise ValueError(f"training_path_ must be [bool, rank (int >= 1 or None), strategy, "
                              f"weight pattern (bool)], got {fit['training_path_']!r}")
         sparse_inputs, rank, strategy, *pattern = fit["training_path_"]
-        n_partial = fit["n_partial_fits_"]
-        if isinstance(n_partial, bool) or not isinstance(n_partial, int) or n_partial < 0:
-            raise ValueError(f"n_partial_fits_ must be an int >= 0, got {n_partial!r}")
-        est.n_partial_fits_ = n_partial
+        est.n_partial_fits_ = _count("n_partial_fits_", fit["n_partial_fits_"])
         est.prior_scale_ = _number("prior_scale_", fit["prior_scale_"], allow_none=True)
         if (est.prior_scale_ is None) != (p.weights == "mle") or (est.prior_scale_ or 1.0) <= 0:
             raise ValueError(f"prior_scale_ must be None for weights='mle' and a number > 0 otherwise, got "

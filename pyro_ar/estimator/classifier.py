@@ -334,6 +334,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         self.n_steps_by_phase_ = {"prior_scale_search": search_steps, "final_fit": result.n_steps}
         self.n_steps_ = search_steps + result.n_steps
         self.n_partial_fits_ += int(partial)
+        self._predictor(s)  # the fitted model, built once for the predictions to come
         return self
 
     def _choose_path(self, X, codes, K, s):
@@ -479,7 +480,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------ prediction core
     def _predictor(self, s):
         """The fitted model and guide (:class:`~pyro_ar.estimator._prediction.Predictor`),
-        built on the first prediction after a fit or load and kept until the next fit."""
+        built at the end of a fit (while loading, on the first prediction after unpickling) and
+        kept until the next fit or a change of the settings they depend on."""
         predictor = self.__dict__.get("_fitted_predictor")
         if predictor is None or not predictor.serves(self, s):
             predictor = self._fitted_predictor = Predictor(self, s, len(self.classes_), self.n_features_in_)
