@@ -280,12 +280,12 @@ def _check_fit_record(fit):
         v = fit[name]
         if not (isinstance(v, list) or v is None and name == "validation_scores_"):
             raise ValueError(f"{name} must be a list of numbers, got {v!r}")
-        for x in v or ():
-            if isinstance(x, bool) or not isinstance(x, (int, float)) or math.isnan(x):
-                raise ValueError(f"{name} must be a list of numbers, got an entry {x!r}")
+        for x in v or ():  # (a fit's losses and scores are finite: train() stops on a non-finite loss)
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+                raise ValueError(f"{name} must be a list of finite numbers, got an entry {x!r}")
     best = fit["best_validation_score_"]
-    if not (best is None or isinstance(best, float) and not math.isnan(best)):
-        raise ValueError(f"best_validation_score_ must be a number or None, got {best!r}")
+    if not (best is None or isinstance(best, float) and math.isfinite(best)):
+        raise ValueError(f"best_validation_score_ must be a finite number or None, got {best!r}")
     seed = fit["predict_seed"]
     if seed is not None:
         _count("predict_seed", seed)

@@ -323,10 +323,11 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                      "phase 2/2: fit on all the data" if search_steps else "fit")
             if search_steps:
                 phase += f" (prior scale {s.prior_scale:.3g})"
-            with self._progress(phase, self._num_steps(s, len(train_idx), partial, budget)) as bar:
+            planned = self._num_steps(s, len(train_idx), partial, budget)
+            with self._progress(phase, planned) as bar:
                 result = self._fit_svi(data, s, train_idx, val_idx, init=init, partial=partial,
                                        budget=budget, bar=bar)
-                if bar is not None and result.n_steps < self._num_steps(s, len(train_idx), partial, budget):
+                if bar is not None and result.n_steps < planned:
                     bar.set_description(f"{bar.desc}, early-stopped", refresh=False)
         self.classes_, self.param_state_ = classes, result.state
         self.n_iter_, self.loss_curve_ = result.n_iter, result.loss_curve

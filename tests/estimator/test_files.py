@@ -224,6 +224,7 @@ def test_a_save_killed_midway_leaves_a_temporary_file_that_the_next_save_removes
     (lambda d: d["fit"].update(training_path_=[True, -2, "shared"]), "training_path_"),
     (lambda d: d["fit"].update(training_path_=[True, None, "sideways"]), "strategy"),
     (lambda d: d["fit"].pop("n_partial_fits_"), "n_partial_fits_"),
+    (lambda d: d["fit"]["loss_curve_"].__setitem__(0, float("inf")), "loss_curve_ must be a list of finite"),
     (lambda d: d.pop("checksum"), "no checksum"),
 ])
 def test_hand_made_files_are_refused_with_named_errors(tmp_path, fitted, edit, message):
