@@ -66,7 +66,15 @@ def fit_scaler(X, sparse_inputs: bool = False, idf: bool = False):
 
 def apply_scaler(X, mean, scale, normalize_rows: bool = False):
     """``(X - mean) / scale`` (sparse: ``X / scale``, then each row divided by its L2 norm
-    with ``normalize_rows``); ``X`` itself when ``mean`` is None."""
+    with ``normalize_rows``); ``X`` itself when ``mean`` is None.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from pyro_ar.estimator._scaling import apply_scaler
+    >>> apply_scaler(np.array([[1.0, 4.0]]), np.array([1.0, 2.0]), np.array([1.0, 2.0])).tolist()
+    [[0.0, 1.0]]
+    """
     if mean is None:
         return X
     if sp is not None and sp.issparse(X):
