@@ -148,6 +148,7 @@ class PyroLM:
             optim = lazy_adam(lambda name: {"lr": local_lr if "y_eps" in name else lr})
         self.svi = SVI(self.model, guide, optim, elbo)
         self.x, self.y = x, y
+        self.model.check_data(x, y)  # once, as pyro_ar.infer.train does (then steps skip it)
         self.model(x[:2], y[:2])  # create the parameters (so evaluation works at step 0)
 
     def step(self):

@@ -132,3 +132,24 @@ def test_estimator_warm_start_with_another_feature_count_is_named():
         with pytest.raises(ValueError, match=f"warm_start=True continues the fit on 3 features, got X with {width}"):
             clf.fit(rng.randn(60, width), y)
     assert clf.n_features_in_ == 3 and np.array_equal(clf.predict_proba(X), before)
+
+
+def test_steps_skip_the_label_check_only_for_the_data_check_data_passed(monkeypatch):
+    """After ``check_data`` (what ``train`` calls once), a step on those very tensors does not
+    check its minibatch's labels again (each check synchronises a GPU with the host); a
+    modified, copied or other label tensor is checked at every call."""
+    model = LinearClassifier(3, 4)
+    x, y = torch.randn(6, 3), torch.tensor([0, 1, 2, 3, 0, 1])
+    calls = []
+    check = model.check_batch
+    monkeypatch.setattr(model, "check_batch", lambda *a: calls.append(1) or check(*a))
+    model(x, y)
+    assert len(calls) == 1
+    model.check_data(x, y)
+    model(x, y)
+    assert len(calls) == 1  # skipped: the same, unchanged tensors
+    model(x, y.clone())
+    assert len(calls) == 2  # another tensor with the same values: checked
+    y[2] = 7  # written in place after the check: checked again, and refused
+    with pytest.raises(ValueError, match=r"y must lie in \[0, 4\), got \[7\] \(the first at y\[2\]\)"):
+        model(x, y)
