@@ -295,7 +295,9 @@ class LinearClassifier(CategoricalModel):
             # select the rows before converting: no O(K) copy (or transfer) per step
             loc = self.bias_init if rows is None else self.bias_init.index_select(0, rows.to(self.bias_init.device))
             loc = loc.to(like)
-        return dist.Normal(loc, self.prior_scales()[name])
+        # the scale as a tensor made on the device (a Python float would be copied there from
+        # the host at every step)
+        return dist.Normal(loc, loc.new_full((), self.prior_scales()[name]))
 
     def parameters(self, like: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
         """As the base class; ``weights="bayes"`` samples each parameter from its own prior
