@@ -6,10 +6,8 @@ follows bit for bit (``==`` on the losses, ``torch.equal`` on the parameters and
 the trajectory of the uninterrupted run.
 """
 
-import importlib
 import math
 import os
-import sys
 import time
 import warnings
 
@@ -41,7 +39,6 @@ from pyro_ar.infer import (
     save_checkpoint,
     train,
 )
-from pyro_ar.infer.bayesian import fit  # the deprecated wrapper, tested against train()
 from pyro_ar.models import LinearClassifier
 from pyro_ar.optim import LazyAdam, lazy_adam
 
@@ -186,22 +183,6 @@ def test_resuming_a_finished_run_takes_no_step(tmp_path):
     assert steps == [] and [h["step"] for h in again] == [h["step"] for h in hist] == [0, 3, 6]
 
 
-def test_iterate_average_equals_bayesian_fit():
-    """IterateAverage as a callback reproduces bayesian.fit's Polyak average exactly."""
-    data = make_linear_teacher(N, D, K, seed=0)
-    svi, extra = _bayes(data)
-    out = fit(svi, data.x, data.y, num_steps=12, scheduler=extra["scheduler"], average_fraction=0.5,
-              summary_fn=lambda: posterior_summary(svi.guide))
-    pyro.clear_param_store()
-    pyro.set_rng_seed(0)
-    svi, extra = _bayes(data)
-    hist = train(svi, data.x, data.y, num_steps=12, scheduler=extra["scheduler"], log_every=1,
-                 callbacks=[extra["average"]])
-    assert [h["loss"] for h in hist[1:]] == out["losses"]
-    _assert_same_state(extra["average"].average, out["average"])
-    assert extra["average"].count == 6
-
-
 # ------------------------------------------------------------------ early stopping
 def test_early_stopping_stops_and_restores_the_best_parameters():
     data = make_linear_teacher(N, D, K, seed=0)
@@ -338,13 +319,6 @@ def test_records_keep_the_old_keys_and_step_times():
 def test_train_argument_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
         train(_ScriptedSVI(), **kwargs)
-
-
-def test_training_module_is_a_deprecated_shim():
-    sys.modules.pop("pyro_ar.infer.training", None)
-    with pytest.warns(DeprecationWarning, match="pyro_ar.infer.train"):
-        shim = importlib.import_module("pyro_ar.infer.training")
-    assert shim.train is train
 
 
 # ------------------------------------------------------------------ checkpoint files

@@ -1,4 +1,4 @@
-"""Tests of pyro_ar.language_model.BigramLanguageModel."""
+"""Tests of pyro_ar.models.BigramLanguageModel."""
 
 import math
 
