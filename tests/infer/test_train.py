@@ -22,7 +22,6 @@ from pyro.infer.autoguide import AutoGuideList, AutoNormal
 
 from pyro_ar.datasets import make_linear_teacher
 from pyro_ar.infer import (
-    BayesianLinearClassifier,
     Callback,
     CheckpointError,
     ClassSubsampledNormal,
@@ -39,7 +38,7 @@ from pyro_ar.infer import (
     save_checkpoint,
     train,
 )
-from pyro_ar.models import LinearClassifier
+from pyro_ar.models import BayesianLinearClassifier, LinearClassifier
 from pyro_ar.optim import LazyAdam, lazy_adam
 
 pytestmark = pytest.mark.usefixtures("seeded", "one_thread")
