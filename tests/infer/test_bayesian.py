@@ -24,6 +24,7 @@ from pyro_ar.infer import (
     GumbelLocalGuide,
     IterateAverage,
     NoiseLocalGuide,
+    default_guide,
     posterior_summary,
     predictive_log_likelihood,
     predictive_probs,
@@ -251,7 +252,7 @@ def test_small_k_stock_autonormal_path_for_every_noise():
         pyro.clear_param_store()
         data = make_linear_teacher(120, 3, 5, noise, seed=2)
         model = LinearClassifier(3, 5, noise=noise, weights="bayes", num_negatives=2, subsample_size=40)
-        guide = model.default_guide(local="noise", sparse=False)  # AutoNormal + NoiseLocalGuide
+        guide = default_guide(model, local="noise", sparse=False)  # AutoNormal + NoiseLocalGuide
         svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.02}), TraceMeanField_ELBO())
         for _ in range(5):
             assert math.isfinite(svi.step(data.x, data.y))
