@@ -14,8 +14,6 @@ import pathlib
 import re
 from typing import Dict, Iterator, List, Optional, Set, Tuple
 
-import pytest
-
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "pyro_ar"
 DOC = ROOT / "docs" / "architecture.rst"

@@ -21,7 +21,6 @@ import pyro
 from pyro.infer import SVI, Trace_ELBO
 from pyro.optim import Adam
 
-import pyro_ar
 from pyro_ar.distributions import (
     BouchardBound,
     ExactSoftmax,
