@@ -17,7 +17,7 @@ model                                 utilities
 from .base import CategoricalModel
 from .bayesian_linear import BayesianLinearClassifier
 from .bigram import BigramLanguageModel, unigram_log_probs
-from .latent import CategoricalLatentModel, LatentGuide, LatentKLWarmup, LocalPosterior, SessionEncoder
+from .latent import CategoricalLatentModel, LocalPosterior, SessionEncoder
 from .latent_gp import CategoricalLatentGP
 from .linear import LinearClassifier
 from .neural import NeuralClassifier
@@ -32,6 +32,6 @@ __all__ = [
     "NeuralClassifier", "NGramBody", "context_windows",
     "BayesianNeuralClassifier",
     "unigram_log_probs",
-    "CategoricalLatentModel", "SessionEncoder", "LocalPosterior", "LatentGuide", "LatentKLWarmup",
+    "CategoricalLatentModel", "SessionEncoder", "LocalPosterior",
     "CategoricalLatentGP",
 ]

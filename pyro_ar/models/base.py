@@ -23,10 +23,10 @@ maximum-likelihood parameters, MAP parameters under a Gaussian prior, or latent 
   (``weights="bayes"``, for an AutoGuide; O(K) per step);
 * the O(B) data plate (:meth:`create_plates`), shared with the guides through Pyro's replay;
 * the likelihood (a :class:`~pyro_ar.likelihoods.Likelihood` object) that emits the sites;
-* ``repr``, evaluation (:meth:`log_likelihood`, :meth:`utility`), and the one-line
-  conveniences :meth:`default_guide` / :meth:`default_elbo`, which defer to
-  :func:`pyro_ar.infer.default_guide` (models know no guides; the arrow points from
-  inference to models).
+* ``repr`` and evaluation (:meth:`log_likelihood`, :meth:`utility`).
+
+Models know no guides: :func:`pyro_ar.infer.default_guide` (inference, the layer above)
+chooses the guide of a model by its class.
 
 A subclass defines only :meth:`parameter_shapes` / :meth:`init_parameter` (its per-class
 parameters), :meth:`check_inputs` (what its inputs look like) and :meth:`minibatch_utility`
@@ -34,6 +34,7 @@ parameters), :meth:`check_inputs` (what its inputs look like) and :meth:`minibat
 """
 
 import numbers
+import weakref
 from typing import Dict, Optional, Tuple
 
 import torch
@@ -280,8 +281,8 @@ class CategoricalModel:
         N = len(x)
         B = None if y is None else self.subsample_size
         subsample = None if B is None or B >= N else sample_without_replacement(N, B, device=x.device)
-        if y is not None:  # the minibatch's labels (O(B)), before a guide gathers at them
-            self.check_batch(x, y, subsample)
+        if y is not None and not self._checked_whole(x, y):  # the minibatch's labels (O(B)),
+            self.check_batch(x, y, subsample)                 # before a guide gathers at them
         if sample_weight is not None:
             return WeightedPlate("data", N, subsample=subsample, weight=sample_weight)
         return pyro.plate("data", N, subsample=subsample)
@@ -294,7 +295,9 @@ class CategoricalModel:
 
     def check_batch(self, x, y: torch.Tensor, rows: Optional[torch.Tensor]):
         """The O(B) value checks of a training call on the minibatch ``rows`` (None: all):
-        here its labels (what guides and likelihoods index with)."""
+        here its labels (what guides and likelihoods index with). Skipped for the tensors
+        that :meth:`check_data` passed, while they are unchanged: its reductions would
+        synchronise a GPU with the host at every step."""
         self.check_values(None, take_rows(y, rows), rows)
 
     def check_data(self, x, y: Optional[torch.Tensor] = None,
@@ -317,6 +320,18 @@ class CategoricalModel:
         if sample_weight is not None:
             check_sample_weight(sample_weight, len(x))
         self.check_values(x, y)
+        self._checked = tuple(_Unchanged(t) for t in (x, y))
+
+    def _checked_whole(self, x, y) -> bool:
+        """Whether ``x`` and ``y`` are the very tensors :meth:`check_data` last passed, not
+        modified in place since (their version counters unchanged)."""
+        checked = self.__dict__.get("_checked")
+        return checked is not None and checked[0].matches(x) and checked[1].matches(y)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_checked", None)  # (weak references to data do not pickle)
+        return state
 
     def _check_nonempty(self, x):
         """A data set needs at least one datapoint (a 0-row plate has nothing to scale by)."""
@@ -338,19 +353,7 @@ class CategoricalModel:
             obs = None if y is None else take_rows(y, index)
             return self.likelihood.sample(self.site, psi, obs, DataSubsample(index, N))
 
-    # ---- inference conveniences and evaluation -----------------------------------------
-    def default_guide(self, **kwargs):
-        """:func:`pyro_ar.infer.default_guide` of this model (``kwargs`` go to the guide)."""
-        from ..infer.guides import default_guide
-
-        return default_guide(self, **kwargs)
-
-    def default_elbo(self, **kwargs):
-        """:func:`pyro_ar.infer.default_elbo` of this model."""
-        from ..infer.guides import default_elbo
-
-        return default_elbo(self, **kwargs)
-
+    # ---- evaluation ---------------------------------------------------------------------
     def fitted_parameters(self, like: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
         """The fitted per-class parameters from the param store (detached; created at their
         initial values if the model has not been run yet)."""
@@ -393,3 +396,22 @@ class CategoricalModel:
         fields = ", ".join(f"{k}={v}" for k, v in self._repr_fields().items())
         return (f"{type(self).__name__}({fields}, likelihood={self.likelihood!r}, "
                 f"weights={self.weights!r}, subsample_size={self.subsample_size})")
+
+
+class _Unchanged:
+    """A weak reference to a tensor with its version counter then: :meth:`matches` is True
+    for that same tensor while nothing has written to it in place."""
+
+    def __init__(self, t):
+        self.ref = weakref.ref(t) if isinstance(t, torch.Tensor) else None
+        self.version = _version(t)
+
+    def matches(self, t) -> bool:
+        return self.ref is not None and self.ref() is t and _version(t) == self.version
+
+
+def _version(t):
+    try:
+        return t._version
+    except (AttributeError, RuntimeError):  # not a tensor; a tensor kind without a counter
+        return None

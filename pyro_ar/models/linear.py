@@ -156,6 +156,7 @@ class LinearClassifier(CategoricalModel):
 
     >>> from pyro.infer import SVI
     >>> from pyro_ar.datasets import make_linear_teacher
+    >>> from pyro_ar.infer import default_elbo, default_guide
     >>> from pyro_ar.likelihoods import AR
     >>> from pyro_ar.models import LinearClassifier
     >>> from pyro_ar.negatives import SharedNegatives
@@ -163,7 +164,7 @@ class LinearClassifier(CategoricalModel):
     >>> data = make_linear_teacher(2000, 8, 500, seed=0)
     >>> model = LinearClassifier(8, 500, likelihood=AR(negatives=SharedNegatives(16)),
     ...                          subsample_size=128, sparse=True)
-    >>> svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
+    >>> svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo(model))
     >>> losses = [svi.step(data.x, data.y) for _ in range(10)]
     >>> model.utility(data.x[:3]).full().shape
     torch.Size([3, 500])
@@ -295,7 +296,9 @@ class LinearClassifier(CategoricalModel):
             # select the rows before converting: no O(K) copy (or transfer) per step
             loc = self.bias_init if rows is None else self.bias_init.index_select(0, rows.to(self.bias_init.device))
             loc = loc.to(like)
-        return dist.Normal(loc, self.prior_scales()[name])
+        # the scale as a tensor made on the device (a Python float would be copied there from
+        # the host at every step)
+        return dist.Normal(loc, loc.new_full((), self.prior_scales()[name]))
 
     def parameters(self, like: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
         """As the base class; ``weights="bayes"`` samples each parameter from its own prior

@@ -22,13 +22,12 @@ from pyro_ar.distributions import (
     FastGumbel,
     GumbelExpectedFactor,
     JaakkolaJordanBernoulli,
-    NoiseDistribution,
     OVECategorical,
     SampledSoftmax,
     UtilityCategorical,
 )
 from pyro_ar.negatives import Negatives
-from pyro_ar.noise import get_noise
+from pyro_ar.noise import NoiseDistribution, get_noise
 
 D64 = torch.float64
 

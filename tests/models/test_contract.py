@@ -16,7 +16,7 @@ import pyro.poutine as poutine
 from pyro.infer import SVI
 
 from pyro_ar.datasets import make_linear_teacher
-from pyro_ar.infer import train
+from pyro_ar.infer import default_elbo, default_guide, train
 from pyro_ar.likelihoods import OVE, Bouchard
 from pyro_ar.models import BayesianLinearClassifier, BigramLanguageModel, CategoricalModel, LinearClassifier
 from pyro_ar.negatives import SharedNegatives
@@ -89,8 +89,8 @@ def test_sites_of_a_training_step(case):
 
 def test_data_plate_is_o_of_b_and_shared_with_the_default_guide(case, monkeypatch):
     model, x, y, _ = case
-    guide = model.default_guide()
-    SVI(model, guide, lazy_adam({"lr": 0.01}), model.default_elbo()).step(x, y)  # set up
+    guide = default_guide(model)
+    SVI(model, guide, lazy_adam({"lr": 0.01}), default_elbo(model)).step(x, y)  # set up
     randperm = torch.randperm
 
     def small_randperm(n, *args, **kwargs):
@@ -108,7 +108,7 @@ def test_data_plate_is_o_of_b_and_shared_with_the_default_guide(case, monkeypatc
 
 def test_one_svi_step_with_the_default_guide_and_elbo(case):
     model, x, y, _ = case
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo(model))
     svi.step(x, y)
     store = pyro.get_param_store()
     before = {n: store[n].detach().clone() for n in store.keys()}
@@ -126,7 +126,7 @@ def test_prediction_without_labels_draws_labels(case):
 
 def test_exact_evaluation_under_the_fitted_parameters(case):
     model, x, y, _ = case
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo(model))
     svi.step(x, y)
     if model.weights == "bayes":
         with pytest.raises(ValueError, match="bayes"):
@@ -151,7 +151,7 @@ def test_checkpoint_round_trip_continues_the_same_trajectory(case, tmp_path):
     gives bit for bit the losses and parameters of 6 uninterrupted steps."""
     def run(num_steps, path=None):
         fresh = case.rebuild()
-        svi = SVI(fresh, fresh.default_guide(), lazy_adam({"lr": 0.05}), fresh.default_elbo())
+        svi = SVI(fresh, default_guide(fresh), lazy_adam({"lr": 0.05}), default_elbo(fresh))
         kw = {} if path is None else dict(checkpoint=path, checkpoint_every=1)
         history = train(svi, case.x, case.y, num_steps=num_steps, log_every=1, **kw)
         params = {n: v.detach().clone() for n, v in pyro.get_param_store().items()}
@@ -191,6 +191,6 @@ def test_sample_weight_counts_a_datapoint_as_copies(name):
         model.subsample_size = None
         if model.likelihood.sampler.num_negatives is not None:
             model.likelihood.sampler.num_negatives = None
-        guide = model.default_guide()
-        losses.append(model.default_elbo(local_updates=False).loss(model, guide, *args))
+        guide = default_guide(model)
+        losses.append(default_elbo(model, local_updates=False).loss(model, guide, *args))
     assert losses[0] == pytest.approx(losses[1], rel=1e-6)
