@@ -273,12 +273,14 @@ class LatentCategoricalModel(CategoricalModel):
         """Register :meth:`_torch_modules` with Pyro, each first moved to ``device`` (the data's)
         if it is elsewhere: like the per-class parameters, created on the data's device, the
         modules follow the data (``Module.to`` keeps the Parameter objects, so a move before
-        training leaves Pyro's param store consistent)."""
+        training leaves Pyro's param store consistent). Values already in the store (e.g. from
+        a checkpoint) are loaded into the modules: a resumed run continues with the trained
+        posterior, not a fresh one."""
         for name, module in self._torch_modules().items():
             p = next(module.parameters(), None)
             if p is not None and p.device != device:
                 module.to(device)
-            pyro.module(self.prefix + name, module)
+            pyro.module(self.prefix + name, module, update_module_params=True)
 
     def posterior_params(self, idx, items) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(mu, sigma, a)`` of the sessions ``idx`` with (padded) items ``items``."""
