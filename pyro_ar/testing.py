@@ -502,7 +502,7 @@ class LikelihoodContract:
        in [0, K);
     3. SVI steps of a model with this likelihood and the default guide and ELBO are finite;
     4. the ELBO is below the exact log-likelihood: the mean of R independent estimates of
-       :math:`-\mathrm{loss}` (each unbiased for the model's bound, scaled N/B) stays below
+       :math:`-\mathrm{loss}` on the whole data (each unbiased for the model's bound) stays below
        :math:`\sum_n\log p(y_n\mid\psi_n)` (:meth:`~pyro_ar.models.CategoricalModel.log_likelihood`
        with ``reduce="sum"``) up to 4 standard errors of that mean (R = :attr:`num_repeats`);
     5. a likelihood of Gaussian utilities (``gaussian_utilities``) also trains the
@@ -533,8 +533,10 @@ class LikelihoodContract:
     def make_model(self, likelihood):
         from .models import LinearClassifier
 
+        # (weights of scale 1: utilities spread over several units, where a biased estimate shows)
         return LinearClassifier(self.num_features, self.num_classes, likelihood=likelihood,
-                                subsample_size=self.batch_size, sparse=False)
+                                subsample_size=self.batch_size, sparse=False, init_scale=1.0,
+                                bias_init_scale=1.0)
 
     def make_data(self):
         from .datasets import make_linear_teacher
@@ -595,6 +597,7 @@ class LikelihoodContract:
             pytest.skip(f"{type(self).__name__}: not a lower bound (is_lower_bound=False)")
         lik = self._likelihood()
         model = self.make_model(lik)
+        model.subsample_size = None  # the whole data: only the likelihood's own noise is left
         x, y = self.make_data()
         guide, elbo = model.default_guide(), model.default_elbo()
         elbo.loss(model, guide, x, y)  # create the parameters
