@@ -51,6 +51,7 @@ import pyro.distributions as dist
 import pyro.poutine as poutine
 
 from .. import evaluation
+from ..evaluation import _check_reduce, _reduce  # (the one reduction of evaluation results)
 from ..distributions import BouchardBound
 from ..likelihoods import Bouchard, DataSubsample
 from ..negatives import get_negative_sampler, sample_without_replacement
@@ -189,18 +190,6 @@ def _distinct_per_row(held: torch.Tensor) -> torch.Tensor:
     new = torch.ones_like(s, dtype=torch.bool)
     new[:, 1:] = s[:, 1:] != s[:, :-1]
     return (new & (s >= 0)).sum(-1).double()
-
-
-def _check_reduce(reduce: str):
-    if reduce not in ("mean", "sum", "none"):
-        raise ValueError(f"reduce must be one of ('mean', 'sum', 'none'), got reduce={reduce!r}")
-
-
-def _reduce(values: torch.Tensor, reduce: str):
-    """The mean or sum (floats) of per-entry values, or the values themselves (``"none"``)."""
-    if reduce == "none":
-        return values
-    return (values.mean() if reduce == "mean" else values.sum()).item()
 
 
 class LatentCategoricalModel(CategoricalModel):
