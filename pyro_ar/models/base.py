@@ -148,6 +148,16 @@ class WeightStrategy:
     (:meth:`CategoricalModel.parameters`: params for ``weights="mle"``/``"map"``, prior
     sample sites for ``"bayes"``); :class:`~pyro_ar.models.bayesian_linear.ClassSubsampledWeights`
     samples only the rows of a class subsample (:class:`~pyro_ar.models.BayesianLinearClassifier`).
+
+    Example:
+
+    >>> import torch, pyro.poutine as poutine
+    >>> from pyro_ar.models import BayesianLinearClassifier
+    >>> model = BayesianLinearClassifier(2, 50, num_negatives=4, subsample_size=8)
+    >>> x, y = torch.randn(100, 2), torch.randint(0, 50, (100,))
+    >>> tr = poutine.trace(model).get_trace(x, y)         # model(x, y) = model.weight_strategy.step(...)
+    >>> type(model.weight_strategy).__name__, tr.nodes["weight"]["value"].shape[0] < 50
+    ('ClassSubsampledWeights', True)
     """
 
     def create_plates(self, model, x, y=None, sample_weight=None):

@@ -218,6 +218,15 @@ class LatentCategoricalModel(CategoricalModel):
     ``latent_site``, ``latent_kl_weight`` and ``bouchard`` (``"analytic"`` or ``"sampled"``)
     and defines the :class:`~pyro_ar.models.base.CategoricalModel` hooks, with
     ``minibatch_utility(omega, params, group=None, sample=True)`` of latent draws.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.models import CategoricalLatentModel, LatentCategoricalModel
+    >>> model = CategoricalLatentModel(20, 2, num_negatives=3, hidden_dim=8)
+    >>> observed, heldout = torch.randint(0, 20, (5, 4)), torch.randint(0, 20, (5, 2))
+    >>> isinstance(model, LatentCategoricalModel), model.log_likelihood(observed, heldout, reduce="none").shape
+    (True, torch.Size([10]))
     """
 
     #: name of the datapoint plate (dim -2)
