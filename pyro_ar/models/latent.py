@@ -376,9 +376,9 @@ class LatentCategoricalModel(CategoricalModel):
             loc, scale = loc.unsqueeze(-2), scale.unsqueeze(-2)            # (N, 1, Q)
             omega = loc if num_samples == 0 else \
                 loc + scale * torch.randn((num_samples,) + loc.shape, dtype=loc.dtype, device=dev)
-            cols = torch.arange(y.shape[-1], device=dev)
-            for _, _, yg, group in self.observation_groups(y):
-                colg = self.observation_groups(cols.expand(1, -1))[0 if group is None else group][2][0]
+            # the columns of y that each group's entries come from: the groups of the column ids
+            columns = [c[0] for _, _, c, _ in self.observation_groups(torch.arange(y.shape[-1], device=dev)[None])]
+            for (_, _, yg, group), colg in zip(self.observation_groups(y), columns):
                 per_entry = self.latent_utility(loc[:1], params, group, sample=False).batch_shape[-1] > 1
                 mask = yg >= 0
                 if not bool(mask.any()):  # no held-out entry of this group
@@ -546,7 +546,7 @@ class CategoricalLatentModel(LatentCategoricalModel):
         """A :class:`LatentGuide` of this model."""
         return LatentGuide(self, **kwargs)
 
-    # ---- evaluation ---------------------------------------------------------------------
+    # ---- session metrics ----------------------------------------------------------------
     @torch.no_grad()
     def scores(self, items: torch.Tensor, num_samples: int = 0) -> torch.Tensor:
         r"""Predictive item utilities (U, P) of new sessions from their observed items: at the
