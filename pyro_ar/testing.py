@@ -252,7 +252,8 @@ class ModelContract:
     6. evaluation: ``log_likelihood`` is finite and <= 0, its ``reduce="none"`` values
        average to it and sum to ``reduce="sum"``, and ``evaluate(...)["log_lik"]`` equals
        it (one evaluation path); Bayesian weights (``weights="bayes"``) raise a ValueError
-       naming ``bayes`` (no point estimate);
+       naming ``bayes`` (no point estimate), and their posterior predictive log-likelihood
+       over ``Predictive`` draws of the weights is finite and <= 0;
     7. for a point-estimate softmax model, ``log_likelihood`` is the log-softmax of
        ``utility(x).full()`` at the labels and ``evaluate``'s accuracy its argmax's;
     8. ``utility(x, params=None)``: that one signature, and given parameters equal to the
@@ -397,10 +398,11 @@ class ModelContract:
 
     def test_log_likelihood_is_finite_and_one_path_with_evaluate(self):
         model, x, y = self._case()
-        self._fitted(model, x, y)
+        svi = self._fitted(model, x, y)
         if model.weights == "bayes":
             with pytest.raises(ValueError, match="bayes"):
                 model.log_likelihood(x, y)
+            self._check_posterior_predictive(model, svi.guide, x, y)
             return
         ll = model.log_likelihood(x, y)
         per = model.log_likelihood(x, y, reduce="none")
@@ -410,6 +412,19 @@ class ModelContract:
         assert model.log_likelihood(x, y, reduce="sum") == pytest.approx(per.sum().item(), abs=1e-7)
         out = model.evaluate(x, y, metrics=("log_lik", "accuracy"))
         assert out["log_lik"] == pytest.approx(ll, abs=1e-9) and 0.0 <= out["accuracy"] <= 1.0
+
+    @staticmethod
+    def _check_posterior_predictive(model, guide, x, y, num_samples: int = 4):
+        """Bayesian weights: the posterior predictive log-likelihood over ``Predictive``
+        draws of the weights (:func:`pyro_ar.infer.predictive_log_likelihood`) is finite, <= 0."""
+        from .infer import predictive_log_likelihood
+
+        sites = [model.prefix + "weight", model.prefix + "bias"]
+        draws = Predictive(model, guide=guide, num_samples=num_samples, return_sites=sites)(x)
+        features = model.eval_features(x) if hasattr(model, "eval_features") else x
+        ll = predictive_log_likelihood({"weight": draws[sites[0]], "bias": draws[sites[1]]}, features, y,
+                                       model.noise, num_samples=num_samples)["log_lik"]
+        assert math.isfinite(ll) and ll <= 1e-9, f"posterior predictive log-likelihood {ll}"
 
     def test_softmax_log_likelihood_is_the_log_softmax_of_the_utilities(self):
         model, x, y = self._case()
