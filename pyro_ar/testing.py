@@ -240,7 +240,9 @@ class ModelContract:
 
     The tests (each starts from an empty param store and seed :attr:`seed`):
 
-    1. the model is a ``CategoricalModel`` and its ``repr`` names its class;
+    1. the model is a ``CategoricalModel`` and its ``repr`` names its class; its step is
+       the base class's ``__call__`` (run by its :class:`~pyro_ar.models.base.WeightStrategy`;
+       a latent model: :class:`~pyro_ar.models.LatentCategoricalModel`'s);
     2. a training step's observed sites lie in the data plate with B rows, with a
        ``"<site>_eps"`` site exactly when the likelihood has a local latent;
     3. the data plate's indices are O(B) work (no ``torch.randperm(N)``), B distinct rows,
@@ -326,6 +328,17 @@ class ModelContract:
     def test_is_a_categorical_model_with_a_repr(self):
         model, _, _ = self._case()
         assert type(model).__name__ in repr(model)
+
+    def test_the_step_is_the_base_class_one(self):
+        """No model overrides ``__call__``: the step is the base class's (its weight strategy's)."""
+        from .models import CategoricalModel, LatentCategoricalModel
+        from .models.base import WeightStrategy
+
+        model, _, _ = self._case()
+        base = LatentCategoricalModel if self._latent(model) else CategoricalModel
+        assert type(model).__call__ is base.__call__, \
+            f"{type(model).__name__} overrides __call__: give it a WeightStrategy instead"
+        assert isinstance(model.weight_strategy, WeightStrategy)
 
     def test_training_step_sites_lie_in_the_data_plate(self):
         model, x, y = self._case()

@@ -129,7 +129,6 @@ def test_every_model_has_a_contract():
         covered.add(type(contract().make_model()))
     pyro.clear_param_store()
     assert exported - covered == set(), f"models without a ModelContract subclass: {exported - covered}"
-    assert len(exported) == 7, sorted(c.__name__ for c in exported)
 
 
 @pytest.mark.parametrize("contract", [TestLinearARGumbel, TestLinearOVEShared, TestBigram], ids=lambda c: c.__name__)
