@@ -221,10 +221,18 @@ def _fresh(seed: int = 0):
     pyro.set_rng_seed(seed)
 
 
+def _guide_and_elbo(model):
+    """The model's guide and ELBO (:func:`pyro_ar.infer.default_guide`, :func:`~pyro_ar.infer.default_elbo`)."""
+    from .infer import default_elbo, default_guide
+
+    return default_guide(model), default_elbo(model)
+
+
 def _svi(model, lr: float):
     from .optim import lazy_adam
 
-    return SVI(model, model.default_guide(), lazy_adam({"lr": lr}), model.default_elbo())
+    guide, elbo = _guide_and_elbo(model)
+    return SVI(model, guide, lazy_adam({"lr": lr}), elbo)
 
 
 class ModelContract:
@@ -247,7 +255,7 @@ class ModelContract:
        ``"<site>_eps"`` site exactly when the likelihood has a local latent;
     3. the data plate's indices are O(B) work (no ``torch.randperm(N)``), B distinct rows,
        and the default guide opens the same plate (Pyro replay hands its indices to the model);
-    4. SVI steps with ``model.default_guide()`` and ``model.default_elbo()`` give finite
+    4. SVI steps with :func:`pyro_ar.infer.default_guide` and ``default_elbo`` give finite
        losses and move the parameters;
     5. ``pyro.infer.Predictive`` with the guide on the training inputs draws labels (shape,
        range) -- a latent model: its latents -- and the model alone draws labels of new inputs;
@@ -362,8 +370,8 @@ class ModelContract:
     def test_data_plate_is_o_of_b_and_shared_with_the_default_guide(self):
         model, x, y = self._case()
         args = self._train_args(model, x, y)
-        guide = model.default_guide()
-        self._fitted(model, x, y)  # set up parameters
+        svi = self._fitted(model, x, y)  # set up parameters
+        guide = svi.guide
         N, randperm = len(x), torch.randperm
 
         def small_randperm(n, *a, **kw):
@@ -627,7 +635,7 @@ class LikelihoodContract:
         model = self.make_model(lik)
         model.subsample_size = None  # the whole data: only the likelihood's own noise is left
         x, y = self.make_data()
-        guide, elbo = model.default_guide(), model.default_elbo()
+        guide, elbo = _guide_and_elbo(model)
         elbo.loss(model, guide, x, y)  # create the parameters
         exact = model.log_likelihood(x, y, reduce="sum")
         est = torch.tensor([-elbo.loss(model, guide, x, y) for _ in range(self.num_repeats)], dtype=torch.float64)

@@ -87,8 +87,10 @@ def default_guide(model, **kwargs):
     >>> type(default_guide(LinearClassifier(3, 10, weights="bayes"))).__name__
     'AutoGuideList'
     """
-    from ..models import BayesianLinearClassifier
+    from ..models import BayesianLinearClassifier, LatentCategoricalModel
 
+    if isinstance(model, LatentCategoricalModel):  # its LatentGuide
+        return model.default_guide(**kwargs)
     if isinstance(model, BayesianLinearClassifier):
         from .posterior import ClassSubsampledNormal
 

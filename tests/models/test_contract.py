@@ -15,6 +15,7 @@ import pyro
 
 import pyro_ar.models as models
 from pyro_ar.datasets import make_linear_teacher
+from pyro_ar.infer import default_elbo, default_guide
 from pyro_ar.likelihoods import OVE, Bouchard
 from pyro_ar.models import (BayesianLinearClassifier, BayesianNeuralClassifier, BigramLanguageModel,
                             CategoricalLatentGP, CategoricalLatentModel, CategoricalModel, LatentCategoricalModel,
@@ -148,8 +149,7 @@ def test_sample_weight_counts_a_datapoint_as_copies(contract):
         model.subsample_size = None
         if model.likelihood.sampler.num_negatives is not None:
             model.likelihood.sampler.num_negatives = None
-        guide = model.default_guide()
-        losses.append(model.default_elbo(local_updates=False).loss(model, guide, *args))
+        losses.append(default_elbo(model, local_updates=False).loss(model, default_guide(model), *args))
     assert losses[0] == pytest.approx(losses[1], rel=1e-6)
 
 
