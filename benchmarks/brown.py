@@ -109,6 +109,7 @@ class PyroLM:
         import pyro
         from pyro.infer import SVI, Trace_ELBO
 
+        from pyro_ar.infer import default_elbo, default_guide
         from pyro_ar.likelihoods import AR, OVE, Sampled
         from pyro_ar.models import BigramLanguageModel
         from pyro_ar.negatives import ImportanceNegatives, SharedNegatives
@@ -127,16 +128,16 @@ class PyroLM:
         bias_scale = {"gumbel": 1.0, "logistic": 1.0, "normal": 0.25}[noise]
         self.model = BigramLanguageModel(K, D, likelihood=likelihood, subsample_size=B,
                                          init_bias=bias_scale * init_bias)
-        elbo = self.model.default_elbo() if isinstance(likelihood, AR) else Trace_ELBO()
+        elbo = default_elbo(self.model) if isinstance(likelihood, AR) else Trace_ELBO()
         if noise == "gumbel":
-            guide = self.model.default_guide(local_first=local_first, local_step=local_step)
+            guide = default_guide(self.model, local_first=local_first, local_step=local_step)
             optim = lazy_adam({"lr": lr})
         elif local_guide == "conditional":  # no local parameters: q refitted at every step
             kw = {"oversample": oversample} if oversample else {}
             if local_negatives:  # the local fit's own class subsample T, drawn like S
                 kw = {"negatives": ImportanceNegatives(local_negatives, proposal) if strategy == "importance"
                       else SharedNegatives(local_negatives), "oversample": 1}
-            guide = self.model.default_guide(**kw)
+            guide = default_guide(self.model, **kw)
             optim = lazy_adam({"lr": lr})
         else:
             # q(eps_n) starts near the noise's (1 - 1/K) quantile (the observed class's noise
@@ -144,7 +145,7 @@ class PyroLM:
             from scipy.stats import norm
 
             init_loc = float(norm.isf(1.0 / K)) if noise == "normal" else math.log(K - 1)
-            guide = self.model.default_guide(local="noise", init_loc=init_loc)
+            guide = default_guide(self.model, local="noise", init_loc=init_loc)
             optim = lazy_adam(lambda name: {"lr": local_lr if "y_eps" in name else lr})
         self.svi = SVI(self.model, guide, optim, elbo)
         self.x, self.y = x, y

@@ -80,6 +80,7 @@ def _build(args, rank, world, x, y):
     from pyro.infer import SVI
 
     from pyro_ar.distributed import ClassShardedLinearClassifier, ShardedDataPlate, data_parallel, mean_across
+    from pyro_ar.infer import default_elbo, default_guide
     from pyro_ar.likelihoods import AR
     from pyro_ar.models import LinearClassifier
     from pyro_ar.negatives import SharedNegatives
@@ -89,8 +90,8 @@ def _build(args, rank, world, x, y):
     if args.mode == "dp":  # B is per rank: weak scaling (the global minibatch is R B)
         plate = ShardedDataPlate(len(x), B * world, seed=1)
         model = plate.attach(LinearClassifier(D, K, likelihood=AR(negatives=SharedNegatives(s)), sparse=True))
-        guide = model.default_guide()
-        svi = SVI(model, guide, data_parallel(lazy_adam({"lr": args.lr}), local=guide), model.default_elbo())
+        guide = default_guide(model)
+        svi = SVI(model, guide, data_parallel(lazy_adam({"lr": args.lr}), local=guide), default_elbo(model))
         xs, ys = plate.shard_rows(x), plate.shard_rows(y)
 
         def test(xt, yt):
@@ -101,7 +102,7 @@ def _build(args, rank, world, x, y):
 
         return svi, xs, ys, [plate], test
     model = ClassShardedLinearClassifier(D, K, num_negatives=s, subsample_size=B, seed=1)
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": args.lr}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": args.lr}), default_elbo(model))
     return svi, x, y, [model.stream], lambda xt, yt: model.evaluate(xt, yt)
 
 

@@ -54,9 +54,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from paper_common import cost_ratio_table, write_json  # noqa: E402
 from pyro_ar.datasets import (load_breast_cancer_categorical, load_breast_cancer_wisconsin,  # noqa: E402
                               load_brown_windows)
-from pyro_ar.infer import train  # noqa: E402
+from pyro_ar.infer import LatentKLWarmup, default_elbo, default_guide, train  # noqa: E402
 from pyro_ar.likelihoods import AR, Exact  # noqa: E402
-from pyro_ar.models import CategoricalLatentGP, LatentKLWarmup  # noqa: E402
+from pyro_ar.models import CategoricalLatentGP  # noqa: E402
 from pyro_ar.models.latent_gp import frequency_log_predictive, marginal_log_probs  # noqa: E402
 from pyro_ar.negatives import ImportanceNegatives, SharedNegatives  # noqa: E402
 from pyro_ar.optim import lazy_adam  # noqa: E402
@@ -83,8 +83,8 @@ def fit(method, data, args, Q, steps, negatives, proposal=None, kl_rows=None, ev
     pyro.clear_param_store()
     pyro.set_rng_seed(seed)
     model = make_model(method, data, Q, args.num_inducing, negatives, proposal, kl_rows)
-    svi = SVI(model, model.default_guide(**(guide_kwargs or {})), lazy_adam({"lr": args.lr}),
-              model.default_elbo())
+    svi = SVI(model, default_guide(model, **(guide_kwargs or {})), lazy_adam({"lr": args.lr}),
+              default_elbo(model))
     anneal = method.startswith("clgp") or args.warmup_lgm
     warmup = LatentKLWarmup(model, args.warmup) if anneal and args.warmup else None
     obs, tgt = data.test_observed[:num_eval], data.test_target[:num_eval]
@@ -197,7 +197,7 @@ def part_timing(args, out):
             x = torch.randint(0, K, (2000, 3), generator=torch.Generator().manual_seed(0))
             model = CategoricalLatentGP([K] * 3, 5, AR(negatives=SharedNegatives(100)), utility=utility,
                                         num_inducing=args.num_inducing, subsample_size=64, prefix=f"{utility}{K}_")
-            svi = SVI(model, model.default_guide(), lazy_adam({"lr": args.lr}), model.default_elbo())
+            svi = SVI(model, default_guide(model), lazy_adam({"lr": args.lr}), default_elbo(model))
             steps[K] = functools.partial(svi.step, x)
         builders["clgp-ar" if utility == "gp" else "lgm-ar"] = steps
     print(f"\n(d) per-step CPU time, B = 64 x 3 variables, Q = 5, M = {args.num_inducing}, 100 shared negatives, "

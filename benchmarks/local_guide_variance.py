@@ -36,6 +36,7 @@ from pyro.infer import SVI
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from pyro_ar.datasets import make_recogym_sessions  # noqa: E402
+from pyro_ar.infer import default_elbo, default_guide  # noqa: E402
 from pyro_ar.infer.local_fit import local_sampler  # noqa: E402
 from pyro_ar.likelihoods import AR  # noqa: E402
 from pyro_ar.models import CategoricalLatentModel  # noqa: E402
@@ -126,7 +127,7 @@ def main():
     torch.manual_seed(0)
     model = CategoricalLatentModel(1500, 8, AR(negatives=SharedNegatives(args.negatives)), subsample_size=50,
                                    hidden_dim=32)
-    svi = SVI(model, model.default_guide(label_head=False), lazy_adam({"lr": 0.02}), model.default_elbo())
+    svi = SVI(model, default_guide(model, label_head=False), lazy_adam({"lr": 0.02}), default_elbo(model))
     at = sorted(int(a) for a in args.at.split(","))
     for step in range(at[-1] + 1):
         if step in at:

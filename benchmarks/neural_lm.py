@@ -50,7 +50,7 @@ from paper_common import environment, table  # noqa: E402
 
 from pyro_ar import evaluation  # noqa: E402
 from pyro_ar.datasets import load_brown  # noqa: E402
-from pyro_ar.infer import EarlyStopping, train  # noqa: E402
+from pyro_ar.infer import EarlyStopping, default_elbo, default_guide, train  # noqa: E402
 from pyro_ar.likelihoods import AR, Sampled  # noqa: E402
 from pyro_ar.models import NeuralClassifier, NGramBody, context_windows, unigram_log_probs  # noqa: E402
 from pyro_ar.negatives import ImportanceNegatives  # noqa: E402
@@ -115,9 +115,9 @@ class PyroLM:
                                       bias_init_scale=0.0)
         # local_first: the closed-form eta step before the gradient step (each context is seen
         # about once per epoch, so a stale eta would leave the bound loose)
-        guide = self.model.default_guide(local_first=True) if method == "ar" else self.model.default_guide()
+        guide = default_guide(self.model, local_first=True) if method == "ar" else default_guide(self.model)
         self.svi = SVI(self.model, guide, lazy_adam({"lr": args.lr}),
-                       self.model.default_elbo())
+                       default_elbo(self.model))
         self.x, self.y = x, y
         pyro.poutine.block(self.model)(x[:2], y[:2])  # create the parameters (step-0 evaluation)
 

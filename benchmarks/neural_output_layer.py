@@ -48,7 +48,7 @@ from pyro.infer import SVI
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from paper_common import environment, table  # noqa: E402
 
-from pyro_ar.infer import ClosedFormELBO  # noqa: E402
+from pyro_ar.infer import ClosedFormELBO, default_elbo, default_guide  # noqa: E402
 from pyro_ar.likelihoods import AR, Exact, Sampled  # noqa: E402
 from pyro_ar.models import BayesianNeuralClassifier, NeuralClassifier  # noqa: E402
 from pyro_ar.negatives import SharedNegatives  # noqa: E402
@@ -82,7 +82,7 @@ def make_bayes_steps(args, x):
         y = torch.randint(0, K, (len(x),), generator=torch.Generator().manual_seed(K))
         model = BayesianNeuralClassifier(mlp(x.shape[1], args.hidden, args.features), args.features, K,
                                          num_negatives=args.negatives, subsample_size=args.batch)
-        guide = model.default_guide(name=f"bayes_{K}")
+        guide = default_guide(model, name=f"bayes_{K}")
         svi = SVI(model, guide, lazy_adam({"lr": 1e-3}), ClosedFormELBO())
         steps[f"bayes_K{K}"] = lambda svi=svi, y=y: svi.step(x, y)
     return steps
@@ -96,7 +96,7 @@ def make_steps(args, x, y):
     def svi_step(name, likelihood, **kw):
         model = NeuralClassifier(mlp(x.shape[1], args.hidden, Fdim), Fdim, K, likelihood=likelihood,
                                  subsample_size=args.batch, prefix=name + "_", site=name, **kw)
-        svi = SVI(model, model.default_guide(), lazy_adam({"lr": 1e-3}), model.default_elbo())
+        svi = SVI(model, default_guide(model), lazy_adam({"lr": 1e-3}), default_elbo(model))
         steps[name] = lambda: svi.step(x, y)
 
     svi_step("ar", AR(negatives=SharedNegatives(s)), sparse=True)

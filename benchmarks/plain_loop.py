@@ -180,11 +180,12 @@ class LibraryExactBigram:
         import pyro
         from pyro.infer import SVI, Trace_ELBO
 
+        from pyro_ar.infer import default_guide
         from pyro_ar.models import BigramLanguageModel
 
         self.model = BigramLanguageModel(K, D, likelihood="exact", subsample_size=B,
                                          init_bias=init_bias.float().to(device), prefix=prefix)
-        self.svi = SVI(self.model, self.model.default_guide(), pyro.optim.Adam({"lr": lr}), Trace_ELBO())
+        self.svi = SVI(self.model, default_guide(self.model), pyro.optim.Adam({"lr": lr}), Trace_ELBO())
         self.x, self.y = x, y
         self.model(x[:2], y[:2])  # create the parameters
 

@@ -188,6 +188,7 @@ def _build(method, x, y, K, B, S, lr=1e-3, tag=None):
     import pyro
     from pyro.infer import SVI, Trace_ELBO
 
+    from pyro_ar.infer import default_elbo, default_guide
     from pyro_ar.models import LinearClassifier
     from pyro_ar.optim import lazy_adam
 
@@ -208,11 +209,11 @@ def _build(method, x, y, K, B, S, lr=1e-3, tag=None):
                  "ar_logistic": "logistic"}[method]
         model = LinearClassifier(D, K, noise=noise, likelihood="ar",
                                  weights="map" if method == "ar_softmax_map" else "mle", **kw)
-        elbo = model.default_elbo()
+        elbo = default_elbo(model)
     else:
         model = LinearClassifier(D, K, likelihood=method, **kw)
         elbo = Trace_ELBO()
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": lr}), elbo)
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": lr}), elbo)
 
     def params():
         store = pyro.get_param_store()

@@ -59,6 +59,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 import pyro  # noqa: E402
 from pyro.infer import SVI  # noqa: E402
 
+from pyro_ar.infer import default_elbo, default_guide  # noqa: E402
 from pyro_ar.likelihoods import AR, OVE, Exact, Sampled  # noqa: E402
 from pyro_ar.models import LinearClassifier  # noqa: E402
 from pyro_ar.negatives import SharedNegatives  # noqa: E402
@@ -95,7 +96,7 @@ def build(cfg, tag, N=20_000, seed=0):
     negatives = SharedNegatives(S) if cfg["strategy"] == "shared" else S
     model = LinearClassifier(cfg["D"], cfg["K"], likelihood=AR(negatives=negatives), subsample_size=B,
                              sparse=True, rank=cfg["rank"], prefix=f"{tag}.", site=f"{tag}_y")
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo(model))
     return model, svi, x, y
 
 
@@ -252,8 +253,8 @@ def ttq_methods(K, D, rank, counts, prior_scale, lr, batch_size, names=None):
         if name == "exact":
             out[name] = ExactLoop(model, lr, batch_size)
             continue
-        guide = model.default_guide(local_first=True) if name == "ar" else model.default_guide()  # (the estimator's)
-        svi = SVI(model, guide, lazy_adam({"lr": lr}), model.default_elbo())
+        guide = default_guide(model, local_first=True) if name == "ar" else default_guide(model)  # (the estimator's)
+        svi = SVI(model, guide, lazy_adam({"lr": lr}), default_elbo(model))
         out[name] = svi
     return out
 

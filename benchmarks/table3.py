@@ -73,7 +73,14 @@ from pyro.infer import SVI
 import paper_common as common
 from pyro_ar import evaluation, metrics  # metrics.bound: a training bound at fitted parameters
 from pyro_ar.datasets import load_arff_multilabel, load_bibtex, load_mnist, load_svmlight
-from pyro_ar.infer import EarlyStopping, GumbelLocalGuide, LearningRateDecay, train
+from pyro_ar.infer import (
+    EarlyStopping,
+    GumbelLocalGuide,
+    LearningRateDecay,
+    default_elbo,
+    default_guide,
+    train,
+)
 from pyro_ar.infer.local_guides import ConditionalLocalGuide
 from pyro_ar.likelihoods import AR, OVE, Bouchard, Exact, Sampled
 from pyro_ar.models import LinearClassifier
@@ -214,13 +221,13 @@ def run_method(method, args, data, K):
         subsample_size=args.batch, sparse=True, init_scale=0.1, bias_init_scale=1e-3,
         utility=args.utility, weights="mle" if args.prior_scale is None else "map",
         prior_scale=args.prior_scale or 1.0)
-    guide = model.default_guide(**({"oversample": args.oversample}
+    guide = default_guide(model, **({"oversample": args.oversample}
                                    if spec["noise"] != "gumbel" and spec["likelihood"] == "ar"
                                    and args.oversample else {}))
     if method == "ar_softmax" and (args.rho_power != 0.9 or args.rho_min > 0 or args.estep_first):
         guide = GumbelLocalGuide(model, rho=common.rho_schedule(args.rho_power, args.rho_min),
                                  local_first=args.estep_first)
-    elbo = model.default_elbo()
+    elbo = default_elbo(model)
     svi = SVI(model, guide, make_optim(args), elbo)
     noise = spec["noise"] if spec["likelihood"] == "ar" else "gumbel"
 

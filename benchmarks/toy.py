@@ -45,7 +45,7 @@ from pyro.infer import SVI
 import paper_common as common
 from pyro_ar import metrics  # metrics.bound: a training bound at fitted parameters (not deprecated)
 from pyro_ar.datasets import make_toy
-from pyro_ar.infer import GumbelLocalGuide, train
+from pyro_ar.infer import GumbelLocalGuide, default_elbo, default_guide, train
 from pyro_ar.likelihoods import AR, OVE
 from pyro_ar.models import LinearClassifier
 from pyro_ar.optim import advi_step_size, lazy_adam
@@ -107,11 +107,11 @@ def run(method, args, y, counts, p):
     likelihood = AR("gumbel", negatives=args.negatives) if method == "ar_softmax" else OVE(negatives=args.negatives)
     model = LinearClassifier(1, K, likelihood=likelihood, subsample_size=args.batch, sparse=True,
                              init_scale=0.1, bias_init_scale=1e-3, utility="lazy")
-    guide = model.default_guide()
+    guide = default_guide(model)
     if method == "ar_softmax" and (args.rho_power != 0.9 or args.rho_min > 0 or args.estep_first):
         guide = GumbelLocalGuide(model, rho=common.rho_schedule(args.rho_power, args.rho_min),
                                  local_first=args.estep_first)
-    elbo = model.default_elbo()
+    elbo = default_elbo(model)
     svi = SVI(model, guide, make_optim(args), elbo)
 
     def evaluate():

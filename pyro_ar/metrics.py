@@ -1,27 +1,10 @@
-r"""The exact training bounds at fitted parameters (:func:`bound`), and deprecated metrics.
+r"""The exact training bounds at fitted parameters (:func:`bound`).
 
-The predictive metrics moved to :mod:`pyro_ar.evaluation` (one chunked evaluation path). The
-functions below keep their old signatures and return formats, and warn with a
-``DeprecationWarning`` when called:
-
-=============================== ===========================================================
-``log_likelihood`` (dict)       :func:`pyro_ar.evaluation.log_likelihood` with ``reduce="none"``
-                                (``"raw"`` is the mean, ``"floored"`` the mean with ``floor``)
-``accuracy``                    :func:`pyro_ar.evaluation.accuracy`
-``top_k_accuracy``              :func:`pyro_ar.evaluation.top_k_accuracy`
-``iter_utility_chunks``         :func:`pyro_ar.evaluation.iter_chunks`
-=============================== ===========================================================
-
-Unlike before, bad input (labels of the wrong count, range or dtype, empty input, ``k``
-outside ``[1, K]``, non-finite utilities) raises a ``ValueError``, and values are float64.
-
-:func:`bound` is not deprecated and stays here: it evaluates a *training objective* (A&R,
-OVE, Bouchard bounds) at fitted parameters, not a predictive metric; it uses the same
-chunked pass (:func:`pyro_ar.evaluation.iter_chunks`).
+:func:`bound` evaluates a *training objective* (A&R, OVE, Bouchard bounds) at fitted
+parameters, not a predictive metric (those live in :mod:`pyro_ar.evaluation`); it uses the
+same chunked pass (:func:`pyro_ar.evaluation.iter_chunks`).
 """
 
-import functools
-import warnings
 from typing import Dict
 
 import torch
@@ -29,95 +12,13 @@ import torch
 from . import evaluation
 from .distributions import UtilityCategorical
 
-__all__ = ["log_likelihood", "accuracy", "top_k_accuracy", "iter_utility_chunks", "bound"]
-
-
-def _deprecated(new):
-    def wrap(fn):
-        @functools.wraps(fn)
-        def inner(*args, **kwargs):
-            warnings.warn(f"pyro_ar.metrics.{fn.__name__} is deprecated; use {new}",
-                          DeprecationWarning, stacklevel=2)
-            return fn(*args, **kwargs)
-        return inner
-    return wrap
-
-
-@_deprecated("pyro_ar.evaluation.iter_chunks")
-def iter_utility_chunks(utility, chunk_size: int = 1024):
-    """Yield ``(start, stop, psi)`` with ``psi`` the float64 utilities of rows ``start:stop``.
-
-    Example:
-
-    >>> import torch, warnings
-    >>> from pyro_ar.metrics import iter_utility_chunks
-    >>> with warnings.catch_warnings():
-    ...     warnings.simplefilter("ignore", DeprecationWarning)
-    ...     [(a, b, psi.shape) for a, b, psi in iter_utility_chunks(torch.zeros(5, 3), chunk_size=2)]
-    [(0, 2, torch.Size([2, 3])), (2, 4, torch.Size([2, 3])), (4, 5, torch.Size([1, 3]))]
-    """
-    return _utility_chunks(utility, chunk_size)
+__all__ = ["bound"]
 
 
 def _utility_chunks(utility, chunk_size):
+    """``(start, stop, psi)`` with ``psi`` the float64 utilities of rows ``start:stop``."""
     for chunk in evaluation.iter_chunks(utility, chunk_size=chunk_size):
         yield int(chunk.index[0]), int(chunk.index[-1]) + 1, chunk.utility[0]
-
-
-@_deprecated("pyro_ar.evaluation.log_likelihood")
-def log_likelihood(utility, labels: torch.Tensor, noise="gumbel", floor: float = -26.0,
-                   chunk_size: int = 1024, return_pointwise: bool = False) -> Dict[str, float]:
-    r"""Mean predictive log-likelihood :math:`\frac1N\sum_n \log p(y_n\mid\psi_n)`.
-
-    :returns: dict with ``"raw"`` (plain mean), ``"floored"`` (mean of
-        :math:`\max(\log p, \text{floor})`), and ``"pointwise"`` (float64 tensor) if asked.
-
-    Example:
-
-    >>> import torch, warnings
-    >>> from pyro_ar import metrics
-    >>> with warnings.catch_warnings():
-    ...     warnings.simplefilter("ignore", DeprecationWarning)
-    ...     round(metrics.log_likelihood(torch.zeros(4, 10), torch.tensor([0, 1, 2, 3]))["raw"], 4)
-    -2.3026
-    """
-    lp = evaluation.log_likelihood(utility, labels, noise, chunk_size=chunk_size, reduce="none")
-    out = {"raw": lp.mean().item(), "floored": lp.clamp(min=floor).mean().item()}
-    if return_pointwise:
-        out["pointwise"] = lp
-    return out
-
-
-@_deprecated("pyro_ar.evaluation.top_k_accuracy")
-def top_k_accuracy(utility, labels: torch.Tensor, k: int = 1, chunk_size: int = 1024) -> float:
-    """Fraction of datapoints whose label is among the k largest mean utilities.
-
-    Example:
-
-    >>> import torch, warnings
-    >>> from pyro_ar import metrics
-    >>> with warnings.catch_warnings():
-    ...     warnings.simplefilter("ignore", DeprecationWarning)
-    ...     metrics.top_k_accuracy(torch.tensor([[3.0, 2.0, 1.0]]), torch.tensor([1]), k=2)
-    1.0
-    """
-    return evaluation.top_k_accuracy(utility, labels, k, chunk_size=chunk_size)
-
-
-@_deprecated("pyro_ar.evaluation.accuracy")
-def accuracy(utility, labels: torch.Tensor, chunk_size: int = 1024) -> float:
-    """Top-1 accuracy (argmax of the mean utilities).
-
-    Example:
-
-    >>> import torch, warnings
-    >>> from pyro_ar import metrics
-    >>> with warnings.catch_warnings():
-    ...     warnings.simplefilter("ignore", DeprecationWarning)
-    ...     metrics.accuracy(torch.eye(3), torch.tensor([0, 1, 0]))
-    0.6666666666666666
-    """
-    return evaluation.accuracy(utility, labels, chunk_size=chunk_size)
 
 
 # ------------------------------------------------------------------------------------------

@@ -36,17 +36,17 @@ import re
 from typing import Callable, Hashable, Optional, Sequence, Union
 
 import torch
+from torch.distributions import constraints
 
 import pyro.distributions as dist
 from pyro.distributions.util import broadcast_shape
 
+from ._params import ParamsMixin
 from .numerics import as_tensors, softplus, uniform_open
 
-# (NoiseDistribution lives in pyro_ar.distributions, which imports this ground module: it is
-# imported lazily in Noise.distribution, and ``pyro_ar.noise.NoiseDistribution`` still works
-# through the module __getattr__ below.)
 __all__ = [
     "Noise",
+    "NoiseDistribution",
     "GumbelNoise",
     "NormalNoise",
     "LogisticNoise",
@@ -63,14 +63,6 @@ Device = Optional[Union[str, torch.device]]
 Number = Union[float, torch.Tensor]
 TorchDistribution = dist.TorchDistribution
 _LOG2 = math.log(2.0)
-
-
-def __getattr__(name):
-    if name == "NoiseDistribution":
-        from .distributions.noise_distribution import NoiseDistribution
-
-        return NoiseDistribution
-    raise AttributeError(f"module 'pyro_ar.noise' has no attribute {name!r}")
 
 
 def _accepts_generator(f) -> bool:
@@ -217,10 +209,8 @@ class Noise:
 
         Library noises return Pyro's own distributions where they exist (so registered KL
         divergences apply under ``TraceMeanField_ELBO``); other noises return a
-        :class:`~pyro_ar.distributions.NoiseDistribution`.
+        :class:`NoiseDistribution`.
         """
-        from .distributions.noise_distribution import NoiseDistribution
-
         loc, scale = as_tensors(loc, scale)
         return NoiseDistribution(self, loc, scale)
 
@@ -584,3 +574,54 @@ def get_noise(noise: Union[str, Noise], **kwargs) -> Noise:
     raise ValueError(
         f"noise must be a name in {list(NOISE_NAMES)} or a pyro_ar.Noise, got {noise!r}"
     )
+
+
+class NoiseDistribution(ParamsMixin, TorchDistribution):
+    r"""Location-scale distribution :math:`p(x) = \phi((x - loc)/scale) / scale` of any :class:`Noise`.
+
+    Used for the prior and the local guide of the noise site when the noise is
+    user-defined (library noises map to Pyro's own Gumbel / Normal / Laplace / StudentT).
+
+    :param noise: a :class:`Noise`.
+    :param loc: location (tensor or number).
+    :param scale: scale, ``> 0`` (tensor or number).
+
+    Example:
+
+    >>> import torch, pyro_ar as ar
+    >>> d = ar.NoiseDistribution(ar.get_noise("logistic"), torch.zeros(3), torch.ones(3))
+    >>> d.rsample((2,)).shape
+    torch.Size([2, 3])
+    """
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    _expand_attrs = {"loc": 0, "scale": 0}
+
+    def __init__(self, noise: Noise, loc: Union[float, torch.Tensor], scale: Union[float, torch.Tensor],
+                 validate_args: Optional[bool] = None) -> None:
+        self.noise = noise
+        self.loc, self.scale = torch.broadcast_tensors(*as_tensors(loc, scale))
+        self._init_shape(self.loc.shape, validate_args)
+
+    @property
+    def has_rsample(self) -> bool:
+        return self.noise.has_sample
+
+    def rsample(self, sample_shape: Sequence[int] = torch.Size()) -> torch.Tensor:
+        return self.noise.rsample_like(self.loc, self.scale, sample_shape)
+
+    def sample(self, sample_shape: Sequence[int] = torch.Size()) -> torch.Tensor:
+        with torch.no_grad():
+            return self.rsample(sample_shape)
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        return self.noise.log_density((value - self.loc) / self.scale) - torch.log(self.scale)
+
+    def cdf(self, value: torch.Tensor) -> torch.Tensor:
+        return self.noise.log_cdf((value - self.loc) / self.scale).exp()
+
+    def __repr__(self):
+        return f"NoiseDistribution(noise={self.noise!r}, batch_shape={tuple(self.batch_shape)})"

@@ -25,8 +25,8 @@ from tests.test_tutorials import TUTORIALS, check_figures, declared_figures
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
-#: every public module (found by walking the package, deprecated shims and private modules
-#: skipped): each must be in the API reference
+#: every public module (found by walking the package, private modules skipped): each must be
+#: in the API reference
 PUBLIC_MODULES = [m for m in _find_modules() if not any(p.startswith("_") for p in m.split("."))]
 
 #: intersphinx project -> its documentation root (as in docs/conf.py)

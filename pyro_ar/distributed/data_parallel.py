@@ -192,8 +192,9 @@ def local_parameter_names(guide) -> Callable[[str], bool]:
     Example:
 
     >>> from pyro_ar.distributed import local_parameter_names
+    >>> from pyro_ar.infer import default_guide
     >>> from pyro_ar.models import LinearClassifier
-    >>> is_local = local_parameter_names(LinearClassifier(3, 10).default_guide())
+    >>> is_local = local_parameter_names(default_guide(LinearClassifier(3, 10)))
     >>> is_local("GumbelLocalGuide.y_eps_log_eta"), is_local("weight")
     (True, False)
     """

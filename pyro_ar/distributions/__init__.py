@@ -15,7 +15,9 @@ module                                              contents
                                                     :class:`SampledSoftmax`, :class:`BouchardBound`
 :mod:`~pyro_ar.distributions.analytic_bounds`       Jaakkola--Jordan and Bouchard bounds,
                                                     :class:`JaakkolaJordanBernoulli`
-:mod:`~pyro_ar.distributions.noise_distribution`    :class:`NoiseDistribution`, :class:`FastGumbel`
+:mod:`~pyro_ar.distributions.noise_distribution`    :class:`FastGumbel` (the location-scale
+                                                    distribution of any other noise is
+                                                    :class:`pyro_ar.noise.NoiseDistribution`)
 :mod:`~pyro_ar.distributions.expected_factor`       :class:`GumbelExpectedFactor`
 :mod:`~pyro_ar.distributions.relaxed`               :class:`RelaxedUtilityCategorical` (softmax of
                                                     :math:`(\psi+\varepsilon)/\tau`, any noise)

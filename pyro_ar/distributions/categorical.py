@@ -31,7 +31,7 @@ from ..numerics import check_int, first_position, show
 from ..quadrature import (DEFAULT_NUM_NODES, MAX_NUM_NODES, check_quadrature_args, log_marginal,
                           log_marginal_all)
 from ..utility import DenseUtility, Utility, as_utility
-from ._params import ParamsMixin
+from .._params import ParamsMixin
 
 __all__ = ["UtilityCategorical", "check_labels", "softmax_log_prob"]
 

@@ -17,7 +17,7 @@ from torch.distributions import constraints
 
 from pyro.distributions.torch_distribution import TorchDistribution
 
-from ._params import ParamsMixin
+from .._params import ParamsMixin
 from .augmented import AugmentedCategorical
 
 __all__ = ["GumbelExpectedFactor"]

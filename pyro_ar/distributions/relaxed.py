@@ -50,7 +50,7 @@ from pyro.distributions.util import broadcast_shape
 from ..noise import GumbelNoise, get_noise
 from ..numerics import as_tensor, show
 from ..utility import DenseUtility, Utility
-from ._params import ParamsMixin
+from .._params import ParamsMixin
 
 __all__ = ["RelaxedUtilityCategorical", "RelaxedUtilityCategoricalStraightThrough"]
 

@@ -511,12 +511,13 @@ def run_config(svi: SVI, *args, modules: Sequence[torch.nn.Module] = (), **kwarg
     >>> import pyro
     >>> from pyro.infer import SVI
     >>> from pyro_ar.datasets import make_linear_teacher
+    >>> from pyro_ar.infer import default_elbo, default_guide
     >>> from pyro_ar.infer.checkpoint import run_config
     >>> from pyro_ar.models import LinearClassifier
     >>> from pyro_ar.optim import lazy_adam
     >>> data = make_linear_teacher(20, 3, 10, seed=0)
     >>> model = LinearClassifier(3, 10)
-    >>> svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
+    >>> svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo(model))
     >>> config = run_config(svi, data.x, data.y)
     >>> config["model"]["num_classes"], config["optim"]["pt_optim_args"], config["data"]["args"][0]
     (10, {'lr': 0.05}, {'shape': [20, 3], 'dtype': 'torch.float32'})
@@ -650,13 +651,14 @@ def load_checkpoint(path: Union[str, os.PathLike], svi: SVI, *args,
     >>> import pyro
     >>> from pyro.infer import SVI
     >>> from pyro_ar.datasets import make_linear_teacher
+    >>> from pyro_ar.infer import default_elbo, default_guide
     >>> from pyro_ar.infer.checkpoint import load_checkpoint, save_checkpoint
     >>> from pyro_ar.models import LinearClassifier
     >>> from pyro_ar.optim import lazy_adam
     >>> data = make_linear_teacher(200, 3, 10, seed=0)
     >>> def make_svi():
     ...     model = LinearClassifier(3, 10, num_negatives=3, subsample_size=20, sparse=True)
-    ...     return SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
+    ...     return SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo(model))
     >>> svi = make_svi()
     >>> losses = [svi.step(data.x, data.y) for _ in range(3)]
     >>> path = os.path.join(tempfile.mkdtemp(), "run.pt")

@@ -19,8 +19,8 @@ giving :math:`L(\eta) = 1 - \log\eta - (1 + S_y)/\eta \le \log p(y\mid\psi)`, ti
 every guide site that has one registered, including the Gumbel noise sites) plus one
 substitution: at each :class:`~pyro_ar.AugmentedCategorical` site with Gumbel noise whose
 noise site's guide is Gumbel with scale 1, the Monte Carlo factor is replaced by its
-expectation :math:`-\hat S_y/\eta` (:class:`GumbelExpectedFactor`). Other sites (probit,
-logistic, global latents) are handled exactly as ``TraceMeanField_ELBO`` does. During
+expectation :math:`-\hat S_y/\eta` (:class:`~pyro_ar.distributions.GumbelExpectedFactor`).
+Other sites (probit, logistic, global latents) are handled exactly as ``TraceMeanField_ELBO`` does. During
 ``loss_and_grads`` (i.e. ``SVI.step``), after the gradient is computed with
 :math:`\eta` fixed, the guide's natural-gradient step
 :math:`\eta_n \leftarrow (1-\rho)\eta_n + \rho(1 + \hat S_{y_n})` is applied with the same
@@ -37,11 +37,11 @@ from pyro.poutine.messenger import Messenger
 from pyro.poutine.util import prune_subsample_sites
 from pyro.util import check_model_guide_match, check_site_shape
 
-from ..distributions import AugmentedCategorical, FastGumbel, GumbelExpectedFactor  # noqa: F401 (re-exported)
+from ..distributions import AugmentedCategorical, FastGumbel, GumbelExpectedFactor
 from ..distributions.augmented import LocalStep, site_record
 from ..noise import GumbelNoise
 
-__all__ = ["ClosedFormELBO"]  # FastGumbel, GumbelExpectedFactor: see pyro_ar.distributions
+__all__ = ["ClosedFormELBO"]
 
 
 def _unwrap(fn):

@@ -20,7 +20,7 @@ model                                 utilities
 from .base import CategoricalModel
 from .bayesian_linear import BayesianLinearClassifier
 from .bigram import BigramLanguageModel, unigram_log_probs
-from .latent import CategoricalLatentModel, LatentCategoricalModel, LatentGuide, LatentKLWarmup, LocalPosterior, SessionEncoder
+from .latent import CategoricalLatentModel, LatentCategoricalModel, LocalPosterior, SessionEncoder
 from .latent_gp import CategoricalLatentGP
 from .linear import LinearClassifier
 from .neural import NeuralClassifier
@@ -35,6 +35,6 @@ __all__ = [
     "NeuralClassifier", "NGramBody", "context_windows",
     "BayesianNeuralClassifier",
     "unigram_log_probs",
-    "LatentCategoricalModel", "CategoricalLatentModel", "SessionEncoder", "LocalPosterior", "LatentGuide", "LatentKLWarmup",
+    "LatentCategoricalModel", "CategoricalLatentModel", "SessionEncoder", "LocalPosterior",
     "CategoricalLatentGP",
 ]

@@ -23,10 +23,10 @@ maximum-likelihood parameters, MAP parameters under a Gaussian prior, or latent 
   (``weights="bayes"``, for an AutoGuide; O(K) per step);
 * the O(B) data plate (:meth:`create_plates`), shared with the guides through Pyro's replay;
 * the likelihood (a :class:`~pyro_ar.likelihoods.Likelihood` object) that emits the sites;
-* ``repr``, evaluation (:meth:`log_likelihood`, :meth:`utility`), and the one-line
-  conveniences :meth:`default_guide` / :meth:`default_elbo`, which defer to
-  :func:`pyro_ar.infer.default_guide` (models know no guides; the arrow points from
-  inference to models).
+* ``repr`` and evaluation (:meth:`log_likelihood`, :meth:`utility`).
+
+Models know no guides: :func:`pyro_ar.infer.default_guide` (inference, the layer above)
+chooses the guide of a model by its class.
 
 A subclass defines only :meth:`parameter_shapes` / :meth:`init_parameter` (its per-class
 parameters), :meth:`check_inputs` (what its inputs look like) and :meth:`minibatch_utility`
@@ -400,19 +400,7 @@ class CategoricalModel:
         labels drawn for ``Predictive`` without)."""
         return self.weight_strategy.step(self, x, y, sample_weight)
 
-    # ---- inference conveniences and evaluation -----------------------------------------
-    def default_guide(self, **kwargs):
-        """:func:`pyro_ar.infer.default_guide` of this model (``kwargs`` go to the guide)."""
-        from ..infer.guides import default_guide
-
-        return default_guide(self, **kwargs)
-
-    def default_elbo(self, **kwargs):
-        """:func:`pyro_ar.infer.default_elbo` of this model."""
-        from ..infer.guides import default_elbo
-
-        return default_elbo(self, **kwargs)
-
+    # ---- evaluation ---------------------------------------------------------------------
     def fitted_parameters(self, like: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
         """The fitted per-class parameters from the param store (detached; created at their
         initial values if the model has not been run yet)."""

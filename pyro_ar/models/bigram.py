@@ -26,7 +26,7 @@ Use it with :func:`pyro.infer.SVI` and an optimizer that accepts sparse gradient
 
     model = BigramLanguageModel(K, 64, num_negatives=256, strategy="importance",
                                 proposal=counts.double() ** 0.75)
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 3e-3}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 3e-3}), default_elbo(model))
     for step in range(10_000):
         svi.step(prev, next)
     model.log_likelihood(prev_test, next_test)   # exact, per datapoint
@@ -89,12 +89,13 @@ class BigramLanguageModel(CategoricalModel):
 
     >>> import torch
     >>> from pyro.infer import SVI
+    >>> from pyro_ar.infer import default_elbo, default_guide
     >>> from pyro_ar.models import BigramLanguageModel
     >>> from pyro_ar.optim import lazy_adam
     >>> K = 5000
     >>> prev, nxt = torch.randint(0, K, (10_000,)), torch.randint(0, K, (10_000,))
     >>> model = BigramLanguageModel(K, 16, num_negatives=64, strategy="shared", subsample_size=256)
-    >>> svi = SVI(model, model.default_guide(), lazy_adam({"lr": 1e-2}), model.default_elbo())
+    >>> svi = SVI(model, default_guide(model), lazy_adam({"lr": 1e-2}), default_elbo(model))
     >>> loss = svi.step(prev, nxt)                # O(B D + s D), whatever K
     >>> model.log_likelihood(prev[:100], nxt[:100]) < 0
     True

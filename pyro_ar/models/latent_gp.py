@@ -341,7 +341,7 @@ def frequency_log_predictive(train: torch.Tensor, target: torch.Tensor, cardinal
 
 class CategoricalLatentGP(CategoricalLatentModel):
     r"""The CLGP (module docstring) as a :class:`~pyro_ar.models.CategoricalLatentModel`: the
-    same latent plate, posterior modules, guide (:class:`~pyro_ar.models.LatentGuide`) and
+    same latent plate, posterior modules, guide (:class:`~pyro_ar.infer.LatentGuide`) and
     likelihood objects, with D categorical variables and a sparse-GP (or linear) utility map.
 
     :param cardinalities: :math:`K_1,\dots,K_D`.
@@ -364,11 +364,12 @@ class CategoricalLatentGP(CategoricalLatentModel):
 
     >>> import torch
     >>> from pyro.infer import SVI
+    >>> from pyro_ar.infer import default_elbo, default_guide
     >>> from pyro_ar.models import CategoricalLatentGP
     >>> from pyro_ar.optim import lazy_adam
     >>> x = torch.randint(0, 1000, (64, 3))                   # 64 datapoints, 3 variables of K = 1000
     >>> model = CategoricalLatentGP([1000] * 3, 2, num_negatives=20, num_inducing=8, subsample_size=16)
-    >>> svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
+    >>> svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo(model))
     >>> loss = svi.step(x)                                     # O(B D (1 + s) M), whatever K
     >>> target = torch.full((4, 3), -1); target[:, 1] = x[:4, 1]
     >>> observed = x[:4].masked_fill(target >= 0, -1)          # impute variable 1 from the others

@@ -156,6 +156,7 @@ class LinearClassifier(CategoricalModel):
 
     >>> from pyro.infer import SVI
     >>> from pyro_ar.datasets import make_linear_teacher
+    >>> from pyro_ar.infer import default_elbo, default_guide
     >>> from pyro_ar.likelihoods import AR
     >>> from pyro_ar.models import LinearClassifier
     >>> from pyro_ar.negatives import SharedNegatives
@@ -163,7 +164,7 @@ class LinearClassifier(CategoricalModel):
     >>> data = make_linear_teacher(2000, 8, 500, seed=0)
     >>> model = LinearClassifier(8, 500, likelihood=AR(negatives=SharedNegatives(16)),
     ...                          subsample_size=128, sparse=True)
-    >>> svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
+    >>> svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo(model))
     >>> losses = [svi.step(data.x, data.y) for _ in range(10)]
     >>> model.utility(data.x[:3]).full().shape
     torch.Size([3, 500])

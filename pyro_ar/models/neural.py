@@ -161,12 +161,13 @@ class NeuralClassifier(NetworkBody, LinearClassifier):
     >>> import torch
     >>> from pyro.infer import SVI
     >>> from pyro_ar.datasets import make_linear_teacher
+    >>> from pyro_ar.infer import default_elbo, default_guide
     >>> from pyro_ar.models import NeuralClassifier
     >>> from pyro_ar.optim import lazy_adam
     >>> data = make_linear_teacher(500, 8, 1000, seed=0)
     >>> body = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU())
     >>> model = NeuralClassifier(body, 32, 1000, num_negatives=10, subsample_size=64, sparse=True)
-    >>> svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
+    >>> svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo(model))
     >>> before = body[0].weight.detach().clone()
     >>> losses = [svi.step(data.x, data.y) for _ in range(3)]
     >>> bool((body[0].weight != before).any())       # the body is trained by the same step

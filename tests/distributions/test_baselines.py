@@ -21,7 +21,6 @@ import pyro
 from pyro.infer import SVI, Trace_ELBO
 from pyro.optim import Adam
 
-import pyro_ar
 from pyro_ar.distributions import (
     BouchardBound,
     ExactSoftmax,
@@ -37,7 +36,7 @@ from pyro_ar.negatives import Negatives, get_negative_sampler
 from pyro_ar.utility import LinearUtility
 
 D64 = torch.float64
-#: the baselines by registry name (what pyro_ar.bounds.get_likelihood returned)
+#: the baselines by short name
 BY_NAME = {"exact": ExactSoftmax, "ove": OVECategorical, "botev": SampledSoftmax, "bouchard": BouchardBound}
 STRATEGIES = ["per_datapoint", "shared", "importance"]
 DEVICES = [
@@ -344,43 +343,6 @@ def test_bad_labels_raise(cls):
     # validation off: no check (like every torch distribution)
     d = make(cls, torch.randn(3, 5), 2, a=torch.zeros(3), validate_args=False)
     assert d.log_prob(torch.tensor([0, 1, 4])).shape == (3,)
-
-
-def test_bounds_shim_warns_and_keeps_the_old_names():
-    import importlib
-    import sys
-
-    sys.modules.pop("pyro_ar.bounds", None)
-    with pytest.warns(DeprecationWarning, match="pyro_ar.bounds is deprecated"):
-        bounds = importlib.import_module("pyro_ar.bounds")
-    import pyro_ar.distributions as new
-
-    for name in bounds.__all__:
-        if name not in ("LIKELIHOODS", "get_likelihood"):
-            assert getattr(bounds, name) is getattr(new, name), name
-    assert bounds._ClassSumLikelihood is new.ClassSumLikelihood
-
-
-def test_registry():
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        from pyro_ar.bounds import LIKELIHOODS, get_likelihood
-    assert get_likelihood("ar") is pyro_ar.AugmentedCategorical
-    assert get_likelihood("exact") is ExactSoftmax
-    assert get_likelihood("ove") is OVECategorical
-    assert get_likelihood("botev") is SampledSoftmax
-    assert get_likelihood("bouchard") is BouchardBound
-    assert set(LIKELIHOODS) == {"ar", "exact", "ove", "botev", "bouchard"}
-    assert get_likelihood(OVECategorical) is OVECategorical
-    with pytest.raises(ValueError, match="unknown likelihood"):
-        get_likelihood("softmax-ish")
-    # one switch: the same call works for every baseline
-    psi, y = torch.randn(4, 10), torch.randint(0, 10, (4,))
-    for name in ("exact", "ove", "botev", "bouchard"):
-        lp = get_likelihood(name)(psi, num_negatives=3, strategy="shared").log_prob(y)
-        assert lp.shape == (4,) and torch.isfinite(lp).all()
 
 
 # ------------------------------------------------------------------------------------------

@@ -24,7 +24,6 @@ from pyro_ar.distributions import (
     FastGumbel,
     GumbelExpectedFactor,
     JaakkolaJordanBernoulli,
-    NoiseDistribution,
     OVECategorical,
     RelaxedUtilityCategorical,
     RelaxedUtilityCategoricalStraightThrough,
@@ -32,7 +31,7 @@ from pyro_ar.distributions import (
     UtilityCategorical,
 )
 from pyro_ar.negatives import Negatives
-from pyro_ar.noise import get_noise
+from pyro_ar.noise import NoiseDistribution, get_noise
 
 D64 = torch.float64
 

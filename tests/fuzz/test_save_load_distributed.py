@@ -46,7 +46,7 @@ from pyro_ar.distributed import (
 )
 from pyro_ar.distributed.sharded_evaluation import sharded_evaluate
 from pyro_ar.files import atomic_save
-from pyro_ar.infer import CheckpointError, train
+from pyro_ar.infer import CheckpointError, default_elbo, default_guide, train
 from pyro_ar.infer.checkpoint import agree_on_checkpoint, previous_path
 from pyro_ar.models import LinearClassifier
 from pyro_ar.optim import lazy_adam
@@ -202,7 +202,7 @@ D, K, N = 4, 12, 200
 
 def _svi():
     model = LinearClassifier(D, K, num_negatives=4, subsample_size=32, sparse=True)
-    return SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
+    return SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo(model))
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Tests of pyro_ar.infer.bayesian: class-subsampled mean-field posteriors over the weights.
+"""Tests of pyro_ar.models.BayesianLinearClassifier and pyro_ar.infer.posterior: class-subsampled mean-field posteriors over the weights.
 
 Statistical tests use fixed seeds; their tolerances are 4 standard errors of the Monte
 Carlo mean (a two-sided 4-sigma band: a false alarm has probability ~6e-5 per test).
@@ -19,18 +19,19 @@ from pyro.infer.autoguide import AutoGuideList
 import pyro_ar as ar
 from pyro_ar.datasets import make_linear_teacher
 from pyro_ar.infer import (
-    BayesianLinearClassifier,
     ClassSubsampledNormal,
     ClosedFormELBO,
     GumbelLocalGuide,
+    IterateAverage,
     NoiseLocalGuide,
+    default_guide,
     posterior_summary,
     predictive_log_likelihood,
     predictive_probs,
     predictive_top_k,
+    train,
 )
-from pyro_ar.infer.bayesian import fit
-from pyro_ar.models import LinearClassifier
+from pyro_ar.models import BayesianLinearClassifier, LinearClassifier
 from pyro_ar.optim import LazyAdam, lazy_adam
 
 
@@ -251,7 +252,7 @@ def test_small_k_stock_autonormal_path_for_every_noise():
         pyro.clear_param_store()
         data = make_linear_teacher(120, 3, 5, noise, seed=2)
         model = LinearClassifier(3, 5, noise=noise, weights="bayes", num_negatives=2, subsample_size=40)
-        guide = model.default_guide(local="noise", sparse=False)  # AutoNormal + NoiseLocalGuide
+        guide = default_guide(model, local="noise", sparse=False)  # AutoNormal + NoiseLocalGuide
         svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.02}), TraceMeanField_ELBO())
         for _ in range(5):
             assert math.isfinite(svi.step(data.x, data.y))
@@ -363,8 +364,10 @@ def _digits_fit(kind, x, y, steps, seed=0):
     sched = pyro.optim.LambdaLR({"optimizer": LazyAdam, "optim_args": {"lr": 0.03},
                                  "lr_lambda": lambda t: (1.0 + t / (steps / 10)) ** -0.7})
     svi = SVI(model, guide, sched, elbo)
-    return fit(svi, x, y, num_steps=steps, scheduler=sched, average_fraction=0.5,
-               summary_fn=lambda: posterior_summary(guide))["average"]
+    average = IterateAverage(lambda: posterior_summary(guide), start_fraction=0.5)
+    train(svi, x, y, num_steps=steps, scheduler=sched, callbacks=[average], log_every=1,
+          eval_at_start=False, divergence=False)
+    return average.average
 
 
 def test_digits_ar_posterior_agrees_with_exact_likelihood_mean_field():

@@ -19,6 +19,8 @@ from pyro_ar.infer import (
     ClosedFormELBO,
     GumbelLocalGuide,
     NoiseLocalGuide,
+    default_elbo,
+    default_guide,
     hide_noise_sites,
     is_noise_site,
 )
@@ -387,8 +389,8 @@ def test_a_fitted_per_datapoint_guide_refuses_a_larger_data_set(noise):
     named error, not an IndexError from inside torch."""
     data = make_linear_teacher(200, 3, 7, noise, seed=0)
     model = LinearClassifier(3, 7, noise=noise, num_negatives=3, subsample_size=20, sparse=True)
-    guide = model.default_guide(local="noise") if noise == "normal" else model.default_guide()
-    svi = SVI(model, guide, lazy_adam({"lr": 0.05}), model.default_elbo())
+    guide = default_guide(model, local="noise") if noise == "normal" else default_guide(model)
+    svi = SVI(model, guide, lazy_adam({"lr": 0.05}), default_elbo(model))
     svi.step(data.x[:100], data.y[:100])
     with pytest.raises(ValueError, match="per training datapoint.*100.*200 rows"):
         svi.step(data.x, data.y)

@@ -6,10 +6,8 @@ follows bit for bit (``==`` on the losses, ``torch.equal`` on the parameters and
 the trajectory of the uninterrupted run.
 """
 
-import importlib
 import math
 import os
-import sys
 import time
 import warnings
 
@@ -24,7 +22,6 @@ from pyro.infer.autoguide import AutoGuideList, AutoNormal
 
 from pyro_ar.datasets import make_linear_teacher
 from pyro_ar.infer import (
-    BayesianLinearClassifier,
     Callback,
     CheckpointError,
     ClassSubsampledNormal,
@@ -35,14 +32,15 @@ from pyro_ar.infer import (
     IterateAverage,
     NoiseLocalGuide,
     TrainingDiverged,
+    default_elbo,
+    default_guide,
     hide_noise_sites,
     load_checkpoint,
     posterior_summary,
     save_checkpoint,
     train,
 )
-from pyro_ar.infer.bayesian import fit  # the deprecated wrapper, tested against train()
-from pyro_ar.models import LinearClassifier
+from pyro_ar.models import BayesianLinearClassifier, LinearClassifier
 from pyro_ar.optim import LazyAdam, lazy_adam
 
 pytestmark = pytest.mark.usefixtures("seeded", "one_thread")
@@ -53,18 +51,18 @@ D, K, N = 4, 12, 300
 # ------------------------------------------------------------------ the runs
 def _mle(noise_data):
     model = LinearClassifier(D, K, num_negatives=4, subsample_size=32, sparse=True)
-    guide = model.default_guide()
+    guide = default_guide(model)
     assert isinstance(guide, GumbelLocalGuide)  # natural eta step and visit counters
-    return SVI(model, guide, lazy_adam({"lr": 0.05}), model.default_elbo()), {}
+    return SVI(model, guide, lazy_adam({"lr": 0.05}), default_elbo(model)), {}
 
 
 def _map(noise_data):
     model = LinearClassifier(D, K, noise="normal", weights="map", num_negatives=4,
                              subsample_size=32, sparse=True)
-    guide = model.default_guide(local="noise")
+    guide = default_guide(model, local="noise")
     assert isinstance(guide, NoiseLocalGuide)  # sparse per-datapoint params
     optim = lazy_adam(lambda name: {"lr": 0.1 if "_eps_" in name else 0.05})
-    return SVI(model, guide, optim, model.default_elbo()), {}
+    return SVI(model, guide, optim, default_elbo(model)), {}
 
 
 def _bayes(noise_data):
@@ -83,7 +81,7 @@ def _bayes_autoguide(noise_data):
     guide = AutoGuideList(model, create_plates=model.create_plates)
     guide.append(AutoNormal(hide_noise_sites(model)))
     guide.append(NoiseLocalGuide(model))
-    return SVI(model, guide, lazy_adam({"lr": 0.05}), model.default_elbo()), {}
+    return SVI(model, guide, lazy_adam({"lr": 0.05}), default_elbo(model)), {}
 
 
 CASES = {"mle_gumbel": (_mle, "gumbel"), "map_normal": (_map, "normal"),
@@ -186,22 +184,6 @@ def test_resuming_a_finished_run_takes_no_step(tmp_path):
     assert steps == [] and [h["step"] for h in again] == [h["step"] for h in hist] == [0, 3, 6]
 
 
-def test_iterate_average_equals_bayesian_fit():
-    """IterateAverage as a callback reproduces bayesian.fit's Polyak average exactly."""
-    data = make_linear_teacher(N, D, K, seed=0)
-    svi, extra = _bayes(data)
-    out = fit(svi, data.x, data.y, num_steps=12, scheduler=extra["scheduler"], average_fraction=0.5,
-              summary_fn=lambda: posterior_summary(svi.guide))
-    pyro.clear_param_store()
-    pyro.set_rng_seed(0)
-    svi, extra = _bayes(data)
-    hist = train(svi, data.x, data.y, num_steps=12, scheduler=extra["scheduler"], log_every=1,
-                 callbacks=[extra["average"]])
-    assert [h["loss"] for h in hist[1:]] == out["losses"]
-    _assert_same_state(extra["average"].average, out["average"])
-    assert extra["average"].count == 6
-
-
 # ------------------------------------------------------------------ early stopping
 def test_early_stopping_stops_and_restores_the_best_parameters():
     data = make_linear_teacher(N, D, K, seed=0)
@@ -277,7 +259,7 @@ def test_divergence_on_a_real_model_with_a_huge_learning_rate(validation_off):
     """lr = 1e4: the first step's loss is finite, the second's inf (NaN after)."""
     data = make_linear_teacher(N, D, K, seed=0)
     model = LinearClassifier(D, K, num_negatives=4, subsample_size=32, sparse=True)
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 1e4}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 1e4}), default_elbo(model))
     with pytest.raises(TrainingDiverged, match="step 2: the loss became inf"):
         train(svi, data.x, data.y, num_steps=5)
 
@@ -338,13 +320,6 @@ def test_records_keep_the_old_keys_and_step_times():
 def test_train_argument_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
         train(_ScriptedSVI(), **kwargs)
-
-
-def test_training_module_is_a_deprecated_shim():
-    sys.modules.pop("pyro_ar.infer.training", None)
-    with pytest.warns(DeprecationWarning, match="pyro_ar.infer.train"):
-        shim = importlib.import_module("pyro_ar.infer.training")
-    assert shim.train is train
 
 
 # ------------------------------------------------------------------ checkpoint files
@@ -548,7 +523,7 @@ def test_divergence_of_a_real_model_exploding_within_the_window(noise, likelihoo
     """The issue's reproductions: finite but exploding losses from step 2 (before: no error)."""
     data = make_linear_teacher(N, D, K, seed=0)
     model = LinearClassifier(D, K, noise=noise, likelihood=likelihood, subsample_size=64)
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": lr}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": lr}), default_elbo(model))
     with pytest.raises(TrainingDiverged, match="exceeds 1e\\+06 x the scale"):
         train(svi, data.x, data.y, num_steps=10)
 
@@ -618,7 +593,7 @@ def test_parameters_are_finite_after_a_real_divergence():
     when the diverging run started (before issue 25: NaN/inf)."""
     data = make_linear_teacher(N, D, K, seed=0)
     model = LinearClassifier(D, K, noise="normal", num_negatives=4, subsample_size=64, sparse=True)
-    guide, elbo = model.default_guide(), model.default_elbo()
+    guide, elbo = default_guide(model), default_elbo(model)
     train(SVI(model, guide, lazy_adam({"lr": 0.05}), elbo), data.x, data.y, num_steps=5)
     before = {k: v.detach().clone() for k, v in pyro.get_param_store().items()}
     with pytest.raises(TrainingDiverged):
@@ -654,7 +629,7 @@ def test_train_checks_the_whole_data_before_the_first_step(field, row, value, ma
     else:
         x[row, 2] = value
     model = LinearClassifier(D, K, num_negatives=4, subsample_size=8, sparse=True)
-    svi = _CountingSVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
+    svi = _CountingSVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo(model))
     _CountingSVI.steps = 0
     with pytest.raises(ValueError, match=match):
         train(svi, x, y, num_steps=1000)
@@ -664,7 +639,7 @@ def test_train_checks_the_whole_data_before_the_first_step(field, row, value, ma
 def test_train_checks_sample_weight_before_the_first_step():
     data = make_linear_teacher(N, D, K, seed=0)
     model = LinearClassifier(D, K, num_negatives=4, subsample_size=8, sparse=True)
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo(model))
     w = torch.ones(N)
     w[7] = -1.0
     with pytest.raises(ValueError, match="sample_weight"):

@@ -18,6 +18,7 @@ import pyro
 from pyro.infer import SVI
 
 from pyro_ar.estimator import ARClassifier
+from pyro_ar.infer import default_elbo, default_guide
 from pyro_ar.models import (
     BayesianLinearClassifier,
     BayesianNeuralClassifier,
@@ -90,7 +91,7 @@ def test_a_bad_input_meets_a_named_error_before_the_guide(case, validation_off):
     """With Pyro's validation off too: the checks are the models', not the distributions'."""
     make, inputs, match = CASES[case]
     model = make()
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo(model))
     with pytest.raises(ValueError, match=match):
         svi.step(*inputs())
 

@@ -10,6 +10,7 @@ import pyro
 import pyro.poutine as poutine
 from pyro.infer import SVI
 
+from pyro_ar.infer import default_elbo, default_guide
 from pyro_ar.likelihoods import AR, Bouchard, Exact
 from pyro_ar.models import CategoricalLatentGP
 from pyro_ar.models.latent_gp import (RBFKernel, SparseGPMap, SparseGPUtility, VariableUtility,
@@ -32,7 +33,7 @@ def _data(N=40, cards=CARDS, seed=0):
 
 
 def _trace(model, x):
-    gtr = poutine.trace(model.default_guide()).get_trace(x)
+    gtr = poutine.trace(default_guide(model)).get_trace(x)
     return gtr, poutine.trace(poutine.replay(model, trace=gtr)).get_trace(x)
 
 
@@ -160,7 +161,7 @@ def _fit_posterior(posterior, x, state, utility, steps=STEPS):
     for name in names:
         pyro.param(name, state[name].clone())
     frozen = poutine.block(model, hide=names)
-    svi = SVI(frozen, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
+    svi = SVI(frozen, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo(model))
     for _ in range(steps):
         svi.step(x)
     loss = sum(svi.evaluate_loss(x) for _ in range(10)) / 10

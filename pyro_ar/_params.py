@@ -1,4 +1,5 @@
-r"""Parameter plumbing shared by every distribution of the package (private).
+r"""Parameter plumbing shared by every distribution of the package (private; a ground module so
+that :class:`~pyro_ar.noise.NoiseDistribution`, next to the noise it wraps, uses it too).
 
 :class:`ParamsMixin` gives a ``TorchDistribution``
 
@@ -17,8 +18,8 @@ from torch.distributions import Distribution, constraints
 from pyro.distributions.torch_distribution import TorchDistribution
 from pyro.distributions.util import broadcast_shape
 
-from ..numerics import check_finite, check_nonnegative, check_positive, show
-from ..utility import DenseUtility, Utility
+from .numerics import check_finite, check_nonnegative, check_positive, show
+from .utility import DenseUtility, Utility
 
 
 def _base_constraint(c):
