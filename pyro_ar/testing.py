@@ -225,7 +225,7 @@ def _guide_and_elbo(model):
     """The model's guide and ELBO (:func:`pyro_ar.infer.default_guide`, :func:`~pyro_ar.infer.default_elbo`)."""
     from .infer import default_elbo, default_guide
 
-    return default_guide(model), default_elbo(model)
+    return default_guide(model), default_elbo()  # (the one ELBO serves every model)
 
 
 def _svi(model, lr: float):

@@ -149,7 +149,7 @@ def test_sample_weight_counts_a_datapoint_as_copies(contract):
         model.subsample_size = None
         if model.likelihood.sampler.num_negatives is not None:
             model.likelihood.sampler.num_negatives = None
-        losses.append(default_elbo(model, local_updates=False).loss(model, default_guide(model), *args))
+        losses.append(default_elbo(local_updates=False).loss(model, default_guide(model), *args))
     assert losses[0] == pytest.approx(losses[1], rel=1e-6)
 
 
