@@ -338,12 +338,11 @@ class ClassShardedLinearClassifier(LinearClassifier):
                                            for p in params.values())
         return sum_across(total, self.group)
 
-    def utility(self, x, weight=None, bias=None):
-        """This shard's utilities of new data (a :class:`ShardedLinearUtility`)."""
-        fitted = {} if weight is not None and bias is not None else self.fitted_parameters()
-        W = fitted["weight"] if weight is None else weight
-        b = fitted["bias"] if bias is None else bias
-        return ShardedLinearUtility(x, W.detach(), b.detach(), self.class_shard)
+    def utility(self, x, params=None):
+        """This shard's utilities of new data under the fitted (or given) ``params``
+        (``{"weight", "bias"}`` of this shard; a :class:`ShardedLinearUtility`)."""
+        params = self.fitted_parameters() if params is None else params
+        return ShardedLinearUtility(x, params["weight"].detach(), params["bias"].detach(), self.class_shard)
 
     def log_likelihood(self, x, y, reduce: str = "mean", chunk_size: Optional[int] = None):
         """Test log-likelihood over all K classes, computed shard by shard

@@ -166,7 +166,13 @@ class _LocalGuide(AutoGuide):
         """(distribution, infer dict) of q for the datapoints ``idx``."""
         raise NotImplementedError
 
+    def _without_labels(self, *args, **kwargs) -> bool:
+        """Whether this call has no labels (prediction): the model then emits no noise site."""
+        return False
+
     def forward(self, *args, **kwargs):
+        if self._without_labels(*args, **kwargs):
+            return {}
         if self.prototype_trace is None:
             self._setup_prototype(*args, **kwargs)
         plates = self._create_plates(*args, **kwargs)
@@ -519,6 +525,13 @@ class ConditionalLocalGuide(_LocalGuide):
         if self._scaled is None or self._scaled[0] is not base:  # same strategy, more classes
             self._scaled = (base, local_sampler(base, self.oversample, self.label_head))
         return self._scaled[1]
+
+    def _without_labels(self, *args, **kwargs) -> bool:
+        """A call ``guide(x)`` without labels (e.g. ``pyro.infer.Predictive``): the model draws
+        labels and has no noise site, so the guide emits none (it needs the labels otherwise)."""
+        if self._utility_fn is not None:
+            return False
+        return (args[1] if len(args) > 1 else kwargs.get("y")) is None
 
     def _utilities(self, idx, *args, **kwargs):
         if self._utility_fn is not None:

@@ -48,7 +48,7 @@ from ..negatives import sample_without_replacement
 from ..distributions.categorical import check_labels
 from ..numerics import check_finite, check_int
 
-__all__ = ["CategoricalModel", "WeightedPlate", "take_rows", "check_positive_int", "check_sample_weight"]
+__all__ = ["CategoricalModel", "WeightStrategy", "PerClassWeights", "WeightedPlate", "take_rows", "check_positive_int", "check_sample_weight"]
 
 _WEIGHTS = ("mle", "map", "bayes")
 
@@ -139,6 +139,65 @@ class WeightedPlate(pyro.plate):
         msg["scale"] = msg["scale"] * w
 
 
+class WeightStrategy:
+    r"""How the per-class parameters of a model enter one model step: the plates the step
+    opens (shared with the guides through ``model.create_plates``) and the step itself.
+    A model holds one (:attr:`CategoricalModel.weight_strategy`); the base class's
+    ``__call__`` runs its :meth:`step`, so no model overrides ``__call__``.
+
+    The default, :class:`PerClassWeights`, takes every per-class parameter at once
+    (:meth:`CategoricalModel.parameters`: params for ``weights="mle"``/``"map"``, prior
+    sample sites for ``"bayes"``); :class:`~pyro_ar.models.bayesian_linear.ClassSubsampledWeights`
+    samples only the rows of a class subsample (:class:`~pyro_ar.models.BayesianLinearClassifier`).
+
+    Example:
+
+    >>> import torch, pyro.poutine as poutine
+    >>> from pyro_ar.models import BayesianLinearClassifier
+    >>> model = BayesianLinearClassifier(2, 50, num_negatives=4, subsample_size=8)
+    >>> x, y = torch.randn(100, 2), torch.randint(0, 50, (100,))
+    >>> tr = poutine.trace(model).get_trace(x, y)         # model(x, y) = model.weight_strategy.step(...)
+    >>> type(model.weight_strategy).__name__, tr.nodes["weight"]["value"].shape[0] < 50
+    ('ClassSubsampledWeights', True)
+    """
+
+    def create_plates(self, model, x, y=None, sample_weight=None):
+        """The plates of one step (here the O(B) ``"data"`` plate, :meth:`CategoricalModel.data_plate`)."""
+        return model.data_plate(x, y, sample_weight)
+
+    def step(self, model, x, y=None, sample_weight=None):
+        """One model step: emit the parameter and likelihood sites; return the labels."""
+        raise NotImplementedError
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+
+class PerClassWeights(WeightStrategy):
+    r"""Every per-class parameter at once: :math:`\theta = ` :meth:`CategoricalModel.parameters`
+    (params, MAP prior factor, or prior sample sites), then the minibatch's utilities
+    :math:`\psi = f_\theta(x_{batch})` handed to the likelihood object inside the data plate.
+
+    Example:
+
+    >>> from pyro_ar.models import LinearClassifier
+    >>> LinearClassifier(3, 10).weight_strategy
+    PerClassWeights()
+    """
+
+    def step(self, model, x, y=None, sample_weight=None):
+        model.check_call(x, y)
+        if sample_weight is not None:
+            check_sample_weight(sample_weight, len(x))
+        params = model.parameters(model._like(x))
+        N = len(x)
+        with model.create_plates(x, y, sample_weight) as idx:
+            index = None if idx.shape[0] == N else idx
+            psi = model.minibatch_utility(take_rows(x, index), params)
+            obs = None if y is None else take_rows(y, index)
+            return model.likelihood.sample(model.site, psi, obs, DataSubsample(index, N))
+
+
 class CategoricalModel:
     r"""Base class of the categorical models (see the module docstring for what it owns).
 
@@ -166,6 +225,8 @@ class CategoricalModel:
 
     #: whether the default local guide takes the natural step before the gradient step
     default_local_first = False
+    #: how the per-class parameters enter a step (:class:`WeightStrategy`)
+    weight_strategy: WeightStrategy = PerClassWeights()
     #: names of the inputs and labels in error messages (a subclass may rename them)
     input_names = ("x", "y")
 
@@ -266,6 +327,14 @@ class CategoricalModel:
 
     def create_plates(self, x, y: Optional[torch.Tensor] = None,
                       sample_weight: Optional[torch.Tensor] = None):
+        """The plates of one step, opened by the model and by its guides (``create_plates=``
+        of a guide): those of the model's :attr:`weight_strategy` -- the ``"data"`` plate
+        (:meth:`data_plate`), and for class-subsampled Bayesian weights also a
+        ``"classes"`` plate."""
+        return self.weight_strategy.create_plates(self, x, y, sample_weight)
+
+    def data_plate(self, x, y: Optional[torch.Tensor] = None,
+                   sample_weight: Optional[torch.Tensor] = None):
         """The ``"data"`` plate of one step, with O(B) subsample indices.
 
         ``pyro.plate("data", N, subsample_size=B)`` draws ``torch.randperm(N)``: O(N) work per
@@ -342,16 +411,9 @@ class CategoricalModel:
 
     def __call__(self, x, y: Optional[torch.Tensor] = None,
                  sample_weight: Optional[torch.Tensor] = None):
-        self.check_call(x, y)
-        if sample_weight is not None:
-            check_sample_weight(sample_weight, len(x))
-        params = self.parameters(self._like(x))
-        N = len(x)
-        with self.create_plates(x, y, sample_weight) as idx:
-            index = None if idx.shape[0] == N else idx
-            psi = self.minibatch_utility(take_rows(x, index), params)
-            obs = None if y is None else take_rows(y, index)
-            return self.likelihood.sample(self.site, psi, obs, DataSubsample(index, N))
+        """The model: one step of the :attr:`weight_strategy` (training with labels ``y``;
+        labels drawn for ``Predictive`` without)."""
+        return self.weight_strategy.step(self, x, y, sample_weight)
 
     # ---- evaluation ---------------------------------------------------------------------
     def fitted_parameters(self, like: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:

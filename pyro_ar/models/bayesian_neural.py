@@ -93,11 +93,9 @@ class BayesianNeuralClassifier(NetworkBody, BayesianLinearClassifier):
             return kept[1]
         return self.features(xb)
 
-    def __call__(self, x: torch.Tensor, y: Optional[torch.Tensor] = None):
-        self.register_body()
-        return super().__call__(x, y)
-
     def sample_rows(self, C, like, train):
+        """The model's rows of C (the body registered first: its parameters belong to the step)."""
+        self.register_body()
         return super().sample_rows(C, self._like(like), train)
 
     def _repr_fields(self):

@@ -176,23 +176,12 @@ class BigramLanguageModel(CategoricalModel):
 
     def evaluation_source(self, prev: torch.Tensor):
         """``(source, rows)`` for :mod:`pyro_ar.evaluation`: the utilities of the distinct
-        previous words, and the row of each datapoint (its previous word's)."""
+        previous words, and the row of each datapoint (its previous word's). The utilities
+        depend only on the previous word, so :meth:`log_likelihood` and :meth:`evaluate`
+        (the base class's) compute them once per distinct previous word -- exact over all K
+        classes (quadrature for other noises than Gumbel)."""
         words, inverse = torch.unique(prev, return_inverse=True)
         return self.utility(words), inverse
-
-    @torch.no_grad()
-    def log_likelihood(self, prev: torch.Tensor, next: torch.Tensor, chunk_size: int = 256,
-                       reduce: bool = True):
-        r"""Exact test log-likelihood :math:`\log p(y_n\mid u_n)` (all K classes).
-
-        The utilities depend only on the previous word, so they are computed once per
-        distinct previous word (``rows=`` of :func:`pyro_ar.evaluation.log_likelihood`) --
-        exact, no subsampling; other noises than Gumbel use quadrature.
-
-        :returns: the mean (``reduce=True``) or the per-datapoint values.
-        """
-        return super().log_likelihood(prev, next, chunk_size=chunk_size,
-                                      reduce="mean" if reduce else "none")
 
     def _repr_fields(self):
         return {"K": self.num_classes, "D": self.embedding_dim}

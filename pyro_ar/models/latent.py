@@ -50,14 +50,16 @@ import pyro
 import pyro.distributions as dist
 import pyro.poutine as poutine
 
+from .. import evaluation
+from ..evaluation import _check_reduce, _reduce  # (the one reduction of evaluation results)
 from ..distributions import BouchardBound
 from ..likelihoods import Bouchard, DataSubsample
 from ..negatives import get_negative_sampler, sample_without_replacement
-from ..numerics import first_position, show
+from ..numerics import check_int, first_position, show
 from ..utility import LinearUtility
 from .base import CategoricalModel, check_positive_int, take_rows
 
-__all__ = ["CategoricalLatentModel", "SessionEncoder", "LocalPosterior", "session_metrics"]
+__all__ = ["LatentCategoricalModel", "CategoricalLatentModel", "SessionEncoder", "LocalPosterior", "session_metrics"]
 
 
 class SessionEncoder(nn.Module):
@@ -189,7 +191,247 @@ def _distinct_per_row(held: torch.Tensor) -> torch.Tensor:
     return (new & (s >= 0)).sum(-1).double()
 
 
-class CategoricalLatentModel(CategoricalModel):
+class LatentCategoricalModel(CategoricalModel):
+    r"""Base class of the models with a Gaussian latent per datapoint,
+    :math:`\omega_n\sim N(0, I_Q)`, whose observed entries :math:`v_{n,1..T}` (padded with
+    -1) are categorical given :math:`\psi(\omega_n)`:
+    :class:`CategoricalLatentModel` (sessions of items) and
+    :class:`~pyro_ar.models.CategoricalLatentGP` (D variables, the CLGP).
+
+    It owns the model step (the datapoint plate :attr:`plate_name` at dim -2 with O(B)
+    subsample indices, the latent site, one likelihood site per observation group under
+    ``poutine.mask(v >= 0)``) and evaluation with the methods of every
+    :class:`~pyro_ar.models.base.CategoricalModel`, :meth:`log_likelihood` and
+    :meth:`evaluate`, of held-out entries ``y`` given the observed entries ``x`` of the
+    same datapoints:
+
+    .. math::  \log p(y_{nt}\mid x_n) \approx \log\frac1S\sum_{s=1}^S p(y_{nt}\mid\psi(\omega_s)),
+               \qquad \omega_s\sim q(\omega_n\mid x_n),
+
+    the posterior predictive under the fitted posterior :math:`q` (``num_samples=S``
+    seeded draws; ``num_samples=0``: the plug-in :math:`p(y_{nt}\mid\psi(\mathbb{E}_q\omega_n))`,
+    deterministic), each :math:`p(y\mid\psi)` exact over all classes
+    (:mod:`pyro_ar.evaluation`: log-softmax for Gumbel noise, quadrature otherwise).
+
+    A subclass sets ``posterior`` (a module ``(idx, v) -> (loc, scale, a)``), ``latent_dim``,
+    ``latent_site``, ``latent_kl_weight`` and ``bouchard`` (``"analytic"`` or ``"sampled"``)
+    and defines the :class:`~pyro_ar.models.base.CategoricalModel` hooks, with
+    ``minibatch_utility(omega, params, group=None, sample=True)`` of latent draws.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.models import CategoricalLatentModel, LatentCategoricalModel
+    >>> model = CategoricalLatentModel(20, 2, num_negatives=3, hidden_dim=8)
+    >>> observed, heldout = torch.randint(0, 20, (5, 4)), torch.randint(0, 20, (5, 2))
+    >>> isinstance(model, LatentCategoricalModel), model.log_likelihood(observed, heldout, reduce="none").shape
+    (True, torch.Size([10]))
+    """
+
+    #: name of the datapoint plate (dim -2)
+    plate_name = "data"
+
+    def check_call(self, items, y=None):
+        """The base class's checks; ``posterior="local"`` also needs all the training sessions."""
+        super().check_call(items, y)
+        if self.posterior_kind == "local" and len(items) != self.posterior.num_data:
+            xn = self.input_names[0]
+            raise ValueError(f"{xn} has {len(items)} rows but posterior='local' holds the "
+                             f"{self.posterior.num_data} training sessions only (num_sessions / num_data): "
+                             "it cannot score new sessions")
+
+    def observation_groups(self, v: torch.Tensor):
+        """``(site, plate name, entries, group)`` of each likelihood site of the minibatch's
+        (padded) entries ``v``: here one site, all of a session's items over one item set."""
+        return [(self.site, "items", v, None)]
+
+    def group_likelihood(self, group=None):
+        """The likelihood object of the site of ``group`` (here: the model's one likelihood)."""
+        return self.likelihood
+
+    def create_plates(self, items, y=None, sample_weight=None):
+        """The ``"sessions"`` plate (:attr:`plate_name`, dim -2) with O(B) subsample indices (as
+        the base class), after the call's checks (those of the minibatch's rows: O(B T))."""
+        self.check_call(items)
+        N, B = len(items), self.subsample_size
+        sub = None if B is None or B >= N else sample_without_replacement(N, B, device=items.device)
+        self.check_values(take_rows(items, sub), rows=sub)
+        return pyro.plate(self.plate_name, N, subsample=sub, dim=-2)
+
+    def _torch_modules(self) -> Dict[str, nn.Module]:
+        """The model's own torch modules by their Pyro names (without the prefix): the
+        posterior (encoder or per-session table) and the neural utility's feature map."""
+        out = {"posterior": self.posterior}
+        if self.feature_map is not None:
+            out["feature_map"] = self.feature_map
+        return out
+
+    def _modules(self, device: torch.device):
+        """Register :meth:`_torch_modules` with Pyro, each first moved to ``device`` (the data's)
+        if it is elsewhere: like the per-class parameters, created on the data's device, the
+        modules follow the data (``Module.to`` keeps the Parameter objects, so a move before
+        training leaves Pyro's param store consistent). Values already in the store (e.g. from
+        a checkpoint) are loaded into the modules: a resumed run continues with the trained
+        posterior, not a fresh one."""
+        for name, module in self._torch_modules().items():
+            p = next(module.parameters(), None)
+            if p is not None and p.device != device:
+                module.to(device)
+            pyro.module(self.prefix + name, module, update_module_params=True)
+
+    def posterior_params(self, idx, items) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(mu, sigma, a)`` of the sessions ``idx`` with (padded) items ``items``."""
+        self._modules(items.device)
+        return self.posterior(idx, items)
+
+    # ---- the model ------------------------------------------------------------------------
+    def __call__(self, items: torch.Tensor):
+        self.check_call(items)
+        like = torch.zeros((), device=items.device)
+        params = self.parameters(like)
+        self._modules(items.device)
+        N = len(items)
+        with self.create_plates(items) as idx:
+            index = None if idx.shape[0] == N else idx
+            v = take_rows(items, index)
+            prior = dist.Normal(like, 1.0).expand([self.latent_dim]).to_event(1)
+            with poutine.scale(scale=self.latent_kl_weight):
+                omega = pyro.sample(self.latent_site, prior)
+            out = []
+            for site, plate, vg, group in self.observation_groups(v):
+                with pyro.plate(plate, vg.shape[-1], dim=-1), poutine.mask(mask=vg >= 0):
+                    obs = vg.clamp(min=0)
+                    likelihood = self.group_likelihood(group)
+                    if isinstance(likelihood, Bouchard):
+                        out.append(self._bouchard(idx, v, omega, params, obs, site, group))
+                        continue
+                    utility = self.minibatch_utility(omega, params, group)
+                    out.append(likelihood.sample(site, utility, obs, DataSubsample(index, N)))
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def _bouchard(self, idx, v, omega, params, obs, site, group=None):
+        """The seed's bound: a_u amortised (or optimal), Gaussian utilities when analytic."""
+        loc, scale, a = self.posterior_params(idx, v)
+        likelihood = self.group_likelihood(group)
+        a = None if likelihood.a == "optimal" else a.unsqueeze(-1)
+        var = None
+        if self.bouchard == "analytic":
+            utility = self.minibatch_utility(loc.unsqueeze(-2), params)
+            var = _SquaredLinearUtility((scale * scale).unsqueeze(-2), params["weight"], None, self.sparse)
+        else:
+            utility = self.minibatch_utility(omega, params, group)
+        d = BouchardBound(utility, a=a, strategy=likelihood.sampler, utility_var=var)
+        return pyro.sample(site, d, obs=obs)
+
+    # ---- evaluation -----------------------------------------------------------------------
+    def latent_utility(self, omega: torch.Tensor, params, group=None, sample: bool = True):
+        """The utility of the entries of ``group`` at latents ``omega`` (n, 1, Q) for
+        evaluation (here :meth:`minibatch_utility`; batch shape (n, 1) when every entry of
+        a datapoint has the same classes, (n, T_g) otherwise)."""
+        return self.minibatch_utility(omega, params, group, sample=sample)
+
+    def utility(self, x, params=None):
+        """Utilities of the datapoints ``x`` (their observed entries) at the posterior mean
+        of their latents, under the fitted (or given) parameters (first observation group)."""
+        self.check_call(x)
+        self.check_values(x)
+        params = self.fitted_parameters() if params is None else params
+        with torch.no_grad():
+            loc, _, _ = self.posterior_params(torch.arange(len(x), device=x.device), x)
+            return self.latent_utility(loc.unsqueeze(-2), {n: p.detach() for n, p in params.items()},
+                                       sample=False)
+
+    def _check_heldout(self, x, y, index):
+        self.check_inputs(x)
+        self._check_nonempty(x)
+        if index is None:  # (a per-datapoint posterior holds the training datapoints only)
+            self.check_call(x)
+        self.check_inputs(y)
+        for t in (x, y):
+            self.check_values(t)
+        if y.shape[0] != x.shape[0]:
+            xn = self.input_names[0]
+            raise ValueError(f"y (the held-out entries) must have one row per row of {xn} "
+                             f"({x.shape[0]}), got y of shape {tuple(y.shape)}")
+        if index is not None and (not isinstance(index, torch.Tensor) or index.shape != (len(x),)):
+            raise ValueError(f"index must be a tensor of the {len(x)} datapoints' rows in the posterior, "
+                             f"got index={index!r}")
+        if not bool((y >= 0).any()):
+            raise ValueError("y holds no held-out entry (every entry is -1): nothing to evaluate")
+
+    def _predictive_pass(self, x, y, fn, num_samples: int, index, seed: int):
+        """Run ``fn(source, labels, noise, rows)`` (a :mod:`pyro_ar.evaluation` call with
+        ``reduce="none"``) on every observation group of the held-out entries ``y`` and
+        put the per-entry values back in ``y``'s row-major order of entries ``y >= 0``."""
+        num_samples = check_int("num_samples", num_samples, low=0)
+        self._check_heldout(x, y, index)
+        params = {n: p.detach() for n, p in self.fitted_parameters().items()}
+        dev = x.device
+        idx = torch.arange(len(x), device=dev) if index is None else index.to(dev)
+        out = {}
+        with torch.no_grad(), torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
+            torch.manual_seed(seed)
+            loc, scale, _ = self.posterior_params(idx, x)
+            loc, scale = loc.unsqueeze(-2), scale.unsqueeze(-2)            # (N, 1, Q)
+            omega = loc if num_samples == 0 else \
+                loc + scale * torch.randn((num_samples,) + loc.shape, dtype=loc.dtype, device=dev)
+            # the columns of y that each group's entries come from: the groups of the column ids
+            columns = [c[0] for _, _, c, _ in self.observation_groups(torch.arange(y.shape[-1], device=dev)[None])]
+            for (_, _, yg, group), colg in zip(self.observation_groups(y), columns):
+                per_entry = self.latent_utility(loc[:1], params, group, sample=False).batch_shape[-1] > 1
+                mask = yg >= 0
+                if not bool(mask.any()):  # no held-out entry of this group
+                    continue
+                n, t = mask.nonzero(as_tuple=True)
+                rows = n * yg.shape[-1] + t if per_entry else n
+                source = self._entry_source(omega, params, group, yg.shape[-1], per_entry, num_samples)
+                values = fn(source, yg[mask], self.group_likelihood(group).noise, rows)
+                for name, v in values.items():
+                    full = out.setdefault(name, torch.zeros(y.shape, dtype=torch.float64, device=dev))
+                    full[n, colg[t]] = v.to(full.device)
+        mask = y >= 0
+        return {name: v[mask] for name, v in out.items()}
+
+    def _entry_source(self, omega, params, group, width, per_entry, num_samples):
+        """A :mod:`pyro_ar.evaluation` source: row ``n * width + t`` (``per_entry``) or ``n``
+        is entry t of datapoint n; utilities ``(B, K)`` at the posterior mean or ``(S, B, K)``
+        under the S draws ``omega``."""
+        def fn(ids):
+            n = ids // width if per_entry else ids
+            w = omega[n] if num_samples == 0 else omega[:, n]
+            full = self.latent_utility(w, params, group, sample=num_samples > 0).full()
+            if per_entry:  # (..., B, T, K): entry t of each row
+                t = (ids % width).reshape((1,) * (full.dim() - 3) + (-1, 1, 1)).expand(
+                    full.shape[:-2] + (1, full.shape[-1]))
+                return full.gather(-2, t).squeeze(-2)
+            return full.squeeze(-2)
+
+        return evaluation.UtilitySource(fn)
+
+    def log_likelihood(self, x, y, num_samples: int = 0, reduce: str = "mean", chunk_size=None,
+                       index=None, seed: int = 0):
+        """Predictive log-likelihood of the held-out entries ``y`` (same rows as ``x``, -1
+        where not held out) given the observed entries ``x`` (class docstring): the mean
+        over held-out entries (``reduce="mean"``), their sum, or per entry (``"none"``, the
+        entries ``y >= 0`` in row-major order). ``index``: the datapoints' rows in a
+        per-datapoint posterior. ``seed`` seeds the draws (the global RNG is left alone)."""
+        _check_reduce(reduce)
+        lp = self._predictive_pass(x, y, lambda src, lab, noise, rows: {"log_lik": evaluation.log_likelihood(
+            src, lab, noise, rows=rows, reduce="none", chunk_size=chunk_size)}, num_samples, index, seed)["log_lik"]
+        return _reduce(lp, reduce)
+
+    def evaluate(self, x, y, metrics=("log_lik", "accuracy", "top5"), num_samples: int = 0,
+                 reduce: str = "mean", chunk_size=None, index=None, seed: int = 0):
+        """Several metrics (:func:`pyro_ar.evaluation.evaluate`) of the held-out entries ``y``
+        given the observed ``x``, as :meth:`log_likelihood`."""
+        _check_reduce(reduce)
+        values = self._predictive_pass(x, y, lambda src, lab, noise, rows: evaluation.evaluate(
+            src, lab, metrics, noise, rows=rows, reduce="none", chunk_size=chunk_size),
+            num_samples, index, seed)
+        return {n: _reduce(v, reduce) for n, v in values.items()}
+
+
+class CategoricalLatentModel(LatentCategoricalModel):
     r"""Pyro model of sessions of items with a Gaussian latent per session (module docstring).
 
     :param int num_items: P, the number of categories.
@@ -223,7 +465,6 @@ class CategoricalLatentModel(CategoricalModel):
     """
 
     input_names = ("items", "items")
-    #: name of the datapoint plate (dim -2)
     plate_name = "sessions"
 
     def __init__(self, num_items: int, latent_dim: int = 8, likelihood="ar", *, noise="gumbel",
@@ -287,15 +528,6 @@ class CategoricalLatentModel(CategoricalModel):
             raise ValueError(f"items must be a 2-D integer tensor (sessions, items) padded with -1, got "
                              f"{getattr(items, 'dtype', type(items).__name__)} {tuple(getattr(items, 'shape', ()))}")
 
-    def check_call(self, items, y=None):
-        """The base class's checks; ``posterior="local"`` also needs all the training sessions."""
-        super().check_call(items, y)
-        if self.posterior_kind == "local" and len(items) != self.posterior.num_data:
-            xn = self.input_names[0]
-            raise ValueError(f"{xn} has {len(items)} rows but posterior='local' holds the "
-                             f"{self.posterior.num_data} training sessions only (num_sessions / num_data): "
-                             "it cannot score new sessions")
-
     def check_values(self, items, y=None, rows=None):
         """Items in [0, P) or -1 (padding), naming the first bad entry."""
         bad = (items < -1) | (items >= self.num_classes)
@@ -310,88 +542,7 @@ class CategoricalLatentModel(CategoricalModel):
         h = omega if self.feature_map is None else self.feature_map(omega)
         return LinearUtility(h, params["weight"], params["bias"], sparse=self.sparse)
 
-    def observation_groups(self, v: torch.Tensor):
-        """``(site, plate name, entries, group)`` of each likelihood site of the minibatch's
-        (padded) entries ``v``: here one site, all of a session's items over one item set."""
-        return [(self.site, "items", v, None)]
-
-    def group_likelihood(self, group=None):
-        """The likelihood object of the site of ``group`` (here: the model's one likelihood)."""
-        return self.likelihood
-
-    def create_plates(self, items, y=None, sample_weight=None):
-        """The ``"sessions"`` plate (:attr:`plate_name`, dim -2) with O(B) subsample indices (as
-        the base class), after the call's checks (those of the minibatch's rows: O(B T))."""
-        self.check_call(items)
-        N, B = len(items), self.subsample_size
-        sub = None if B is None or B >= N else sample_without_replacement(N, B, device=items.device)
-        self.check_values(take_rows(items, sub), rows=sub)
-        return pyro.plate(self.plate_name, N, subsample=sub, dim=-2)
-
-    def _torch_modules(self) -> Dict[str, nn.Module]:
-        """The model's own torch modules by their Pyro names (without the prefix): the
-        posterior (encoder or per-session table) and the neural utility's feature map."""
-        out = {"posterior": self.posterior}
-        if self.feature_map is not None:
-            out["feature_map"] = self.feature_map
-        return out
-
-    def _modules(self, device: torch.device):
-        """Register :meth:`_torch_modules` with Pyro, each first moved to ``device`` (the data's)
-        if it is elsewhere: like the per-class parameters, created on the data's device, the
-        modules follow the data (``Module.to`` keeps the Parameter objects, so a move before
-        training leaves Pyro's param store consistent)."""
-        for name, module in self._torch_modules().items():
-            p = next(module.parameters(), None)
-            if p is not None and p.device != device:
-                module.to(device)
-            pyro.module(self.prefix + name, module)
-
-    def posterior_params(self, idx, items) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(mu, sigma, a)`` of the sessions ``idx`` with (padded) items ``items``."""
-        self._modules(items.device)
-        return self.posterior(idx, items)
-
-    # ---- the model ------------------------------------------------------------------------
-    def __call__(self, items: torch.Tensor):
-        self.check_call(items)
-        like = torch.zeros((), device=items.device)
-        params = self.parameters(like)
-        self._modules(items.device)
-        N = len(items)
-        with self.create_plates(items) as idx:
-            index = None if idx.shape[0] == N else idx
-            v = take_rows(items, index)
-            prior = dist.Normal(like, 1.0).expand([self.latent_dim]).to_event(1)
-            with poutine.scale(scale=self.latent_kl_weight):
-                omega = pyro.sample(self.latent_site, prior)
-            out = []
-            for site, plate, vg, group in self.observation_groups(v):
-                with pyro.plate(plate, vg.shape[-1], dim=-1), poutine.mask(mask=vg >= 0):
-                    obs = vg.clamp(min=0)
-                    likelihood = self.group_likelihood(group)
-                    if isinstance(likelihood, Bouchard):
-                        out.append(self._bouchard(idx, v, omega, params, obs, site, group))
-                        continue
-                    utility = self.minibatch_utility(omega, params, group)
-                    out.append(likelihood.sample(site, utility, obs, DataSubsample(index, N)))
-        return out[0] if len(out) == 1 else tuple(out)
-
-    def _bouchard(self, idx, v, omega, params, obs, site, group=None):
-        """The seed's bound: a_u amortised (or optimal), Gaussian utilities when analytic."""
-        loc, scale, a = self.posterior_params(idx, v)
-        likelihood = self.group_likelihood(group)
-        a = None if likelihood.a == "optimal" else a.unsqueeze(-1)
-        var = None
-        if self.bouchard == "analytic":
-            utility = self.minibatch_utility(loc.unsqueeze(-2), params)
-            var = _SquaredLinearUtility((scale * scale).unsqueeze(-2), params["weight"], None, self.sparse)
-        else:
-            utility = self.minibatch_utility(omega, params, group)
-        d = BouchardBound(utility, a=a, strategy=likelihood.sampler, utility_var=var)
-        return pyro.sample(site, d, obs=obs)
-
-    # ---- evaluation ---------------------------------------------------------------------
+    # ---- session metrics ----------------------------------------------------------------
     @torch.no_grad()
     def scores(self, items: torch.Tensor, num_samples: int = 0) -> torch.Tensor:
         r"""Predictive item utilities (U, P) of new sessions from their observed items: at the
@@ -412,13 +563,6 @@ class CategoricalLatentModel(CategoricalModel):
                           num_samples: int = 0, chunk_size: int = 256) -> dict:
         """:func:`session_metrics` of :meth:`scores` (``num_samples`` draws of q, 0: its mean)."""
         return session_metrics(lambda obs: self.scores(obs, num_samples), observed, heldout, k, chunk_size)
-
-    def log_likelihood(self, *args, **kwargs):
-        """Not per datapoint: a session's items share a latent; use :meth:`evaluate_sessions`."""
-        raise NotImplementedError("CategoricalLatentModel: use evaluate_sessions(observed, heldout) "
-                                  "(held-out items of held-out sessions) or scores(items)")
-
-    evaluate = log_likelihood
 
     def _repr_fields(self):
         return {"P": self.num_classes, "Q": self.latent_dim, "posterior": repr(self.posterior_kind)}

@@ -530,8 +530,9 @@ class CategoricalLatentGP(CategoricalLatentModel):
         r"""Imputation: :math:`\log\frac1S\sum_s p(y_{nd}\mid f_s(x_s))` of every target entry
         (``target >= 0``, row-major order) with :math:`x_s\sim q(x_n)` from the ``observed``
         entries (same shape, -1 where missing) and :math:`f_s` drawn from :math:`q(f\mid x_s)`
-        over all :math:`K_d` categories. ``index``: the datapoints' rows in the per-datapoint
-        posterior (``posterior="local"``; required there)."""
+        over all :math:`K_d` categories (:meth:`log_likelihood` with ``reduce="none"``, its
+        draws seeded from the global RNG). ``index``: the datapoints' rows in the
+        per-datapoint posterior (``posterior="local"``; required there)."""
         for t in (observed, target):
             self.check_inputs(t)
             self.check_values(t)
@@ -542,24 +543,8 @@ class CategoricalLatentGP(CategoricalLatentModel):
             raise ValueError(f"posterior='local' needs index, the {len(observed)} datapoints' rows in the "
                              f"training data, got index={index!r}")
         check_positive_int("num_samples", num_samples)
-        params = self.fitted_parameters()
-        dev = observed.device
-        self._modules(dev)
-        out = torch.zeros(target.shape, dtype=torch.float64, device=dev)
-        for start in range(0, len(observed), chunk_size):
-            obs, tgt = observed[start:start + chunk_size], target[start:start + chunk_size]
-            idx = torch.arange(start, start + len(obs), device=dev) if index is None else \
-                index[start:start + chunk_size].to(dev)
-            loc, scale, _ = self.posterior(idx, self.global_rows(obs))
-            for d in (tgt >= 0).any(0).nonzero().flatten().tolist():
-                sel = (tgt[:, d] >= 0).nonzero().flatten()
-                rows = int(self.offsets[d]) + torch.arange(self.cardinalities[d], device=dev)
-                y = tgt[sel, d]
-                logp = torch.stack([UtilityCategorical(
-                    self.row_utility(loc[sel] + scale[sel] * torch.randn_like(loc[sel]), params).gather_shared(rows),
-                    self.noise).log_prob(y) for _ in range(num_samples)])
-                out[start + sel, d] = (logp.logsumexp(0) - math.log(num_samples)).double()
-        return out[target >= 0]
+        return self.log_likelihood(observed, target, num_samples, reduce="none", chunk_size=chunk_size,
+                                   index=index, seed=int(torch.randint(2 ** 31, ())))
 
     def evaluate_imputation(self, observed: torch.Tensor, target: torch.Tensor, num_samples: int = 16,
                             index: Optional[torch.Tensor] = None) -> dict:

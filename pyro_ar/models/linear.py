@@ -357,15 +357,15 @@ class LinearClassifier(CategoricalModel):
         W = params["weight"] if self.rank is None else params["weight"] @ params["embedding"].T
         return W, params["bias"]
 
-    def utility(self, x, weight=None, bias=None, embedding=None):
-        """Lazy utilities of new data under the fitted (or given) weights (for evaluation)."""
-        given = weight is not None and bias is not None and (self.rank is None or embedding is not None)
-        fitted = {} if given else self.fitted_parameters()
-        params = {"weight": fitted["weight"] if weight is None else weight,
-                  "bias": fitted["bias"] if bias is None else bias}
-        if self.rank is not None:
-            params["embedding"] = fitted["embedding"] if embedding is None else embedding
-        params = {n: p.detach() for n, p in params.items()}
+    def utility(self, x, params: Optional[Dict[str, torch.Tensor]] = None):
+        """Lazy utilities of new data under the fitted (or given) parameters ``params``
+        (name -> tensor, as :meth:`parameter_shapes`; detached here), for evaluation."""
+        params = self.fitted_parameters() if params is None else params
+        needed = ["weight", "bias"] + ([] if self.rank is None else ["embedding"])
+        missing = [n for n in needed if n not in params]
+        if missing:
+            raise ValueError(f"params must hold the parameters {needed} of the utilities, missing {missing}")
+        params = {n: params[n].detach() for n in needed}
         if self.weight_pattern is not None:
             return PatternLinearUtility(x, self.weight_pattern.to(params["weight"].device),
                                         params["weight"], params["bias"])

@@ -253,15 +253,14 @@ class NeuralClassifier(NetworkBody, LinearClassifier):
         var = _VarianceUtility(h * h, *scales, sparse=self.sparse)
         return GaussianUtility(mean, var)
 
-    def utility(self, x, weight=None, bias=None):
-        """Lazy utilities of new inputs under the fitted (or given) output layer: the body
-        runs in eval mode without gradient, ``eval_batch_size`` rows at a time."""
+    def utility(self, x, params=None):
+        """Lazy utilities of new inputs under the fitted (or given) output layer ``params``
+        (``{"weight", "bias"}``): the body runs in eval mode without gradient,
+        ``eval_batch_size`` rows at a time."""
         h = self.eval_features(x)
-        if weight is None or bias is None:
-            fitted = self.fitted_parameters(self._like(x))
-            weight = fitted["weight"] if weight is None else weight
-            bias = fitted["bias"] if bias is None else bias
-        return super().utility(h, weight, bias)
+        if params is None:
+            params = self.fitted_parameters(self._like(x))
+        return super().utility(h, {n: params[n] for n in ("weight", "bias")})
 
     def _repr_fields(self):
         return {"body": type(self.body).__name__, "F": self.num_features, "K": self.num_classes}

@@ -15,14 +15,18 @@ import torch
 
 import pyro
 
+import pyro_ar.distributions as distributions
 from pyro_ar.distributions import (
     AugmentedCategorical,
     BouchardBound,
+    ClassSumLikelihood,
     ExactSoftmax,
     FastGumbel,
     GumbelExpectedFactor,
     JaakkolaJordanBernoulli,
     OVECategorical,
+    RelaxedUtilityCategorical,
+    RelaxedUtilityCategoricalStraightThrough,
     SampledSoftmax,
     UtilityCategorical,
 )
@@ -47,6 +51,7 @@ class Case:
     sample: bool = False  # has a sample method
     deterministic: bool = True  # log_prob without a random class subsample
     extra: dict = field(default_factory=dict)
+    event_shape: tuple = ()
 
 
 def _psi(*shape):
@@ -98,7 +103,17 @@ CASES = [
          _psi(3), (2, 3), ("scale", -torch.ones(2, 1, dtype=D64)), sample=True),
     Case(FastGumbel, {"loc": _psi(3), "scale": _psi(3).abs()}, lambda loc, scale: FastGumbel(loc, scale),
          _psi(3), (3,), ("scale", -torch.ones(3, dtype=D64)), sample=True),
+    Case(RelaxedUtilityCategorical, {"utility": _psi(3, 5), "temperature": torch.tensor(0.7, dtype=D64)},
+         lambda utility, temperature: RelaxedUtilityCategorical(utility, "gumbel", temperature),
+         _psi(3, 5).softmax(-1), (3,), ("temperature", torch.tensor(-1.0, dtype=D64)), sample=True,
+         event_shape=(5,)),
+    Case(RelaxedUtilityCategoricalStraightThrough, {"utility": _psi(2, 4), "temperature": _psi(2).abs()},
+         lambda utility, temperature: RelaxedUtilityCategoricalStraightThrough(utility, "gumbel", temperature),
+         _psi(2, 4).softmax(-1), (2,), ("utility", torch.full((2, 4), NAN, dtype=D64)), sample=True,
+         event_shape=(4,)),
 ]
+#: base classes of __all__ that are not distributions of their own (their subclasses are in CASES)
+BASES = {ClassSumLikelihood}
 IDS = [f"{c.cls.__name__}-{i}" for i, c in enumerate(CASES)]
 
 
@@ -121,9 +136,18 @@ def case(request):
         yield request.param
 
 
+def test_every_distribution_has_a_case():
+    """Each distribution class of pyro_ar.distributions.__all__ has a row in CASES (or is a
+    base class in BASES): a new distribution without a row fails here."""
+    exported = {obj for obj in (getattr(distributions, n) for n in distributions.__all__)
+                if isinstance(obj, type) and issubclass(obj, torch.distributions.Distribution)}
+    covered = {case.cls for case in CASES} | BASES
+    assert exported - covered == set(), f"distributions without a contract row: {exported - covered}"
+
+
 def test_shapes(case):
     d = _build(case)
-    assert d.batch_shape == case.batch_shape and d.event_shape == ()
+    assert d.batch_shape == case.batch_shape and d.event_shape == case.event_shape
     assert d.log_prob(case.value).shape == case.batch_shape
 
 
@@ -137,7 +161,7 @@ def test_support_and_arg_constraints_declared(case):
 
 def test_infer_shapes(case):
     shapes = {k: v.shape for k, v in _infer_params(case).items()}
-    assert case.cls.infer_shapes(**shapes) == (torch.Size(case.batch_shape), torch.Size())
+    assert case.cls.infer_shapes(**shapes) == (torch.Size(case.batch_shape), torch.Size(case.event_shape))
 
 
 def test_expand_keeps_every_attribute(case):
@@ -160,8 +184,8 @@ def test_expand_keeps_every_attribute(case):
 def test_sample_shapes_or_not_implemented(case):
     d = _build(case)
     if case.sample:
-        assert d.sample().shape == case.batch_shape
-        assert d.sample((2, 1)).shape == (2, 1) + case.batch_shape
+        assert d.sample().shape == case.batch_shape + case.event_shape
+        assert d.sample((2, 1)).shape == (2, 1) + case.batch_shape + case.event_shape
         assert torch.isfinite(d.log_prob(d.sample((3,)))).all()
     else:
         with pytest.raises(NotImplementedError):

@@ -39,7 +39,7 @@ def test_log_likelihood_matches_brute_force():
     model(prev, nxt)
     assert model.log_likelihood(prev, nxt, chunk_size=7) == pytest.approx(
         _full_log_softmax_ll(model, prev, nxt), abs=1e-5)
-    per = model.log_likelihood(prev[:9], nxt[:9], reduce=False)
+    per = model.log_likelihood(prev[:9], nxt[:9], reduce="none")
     assert per.shape == (9,) and (per <= 0).all()
 
 
@@ -114,7 +114,7 @@ def test_probit_log_likelihood_is_normalised():
     model = BigramLanguageModel(5, 3, noise="normal", num_negatives=2, strategy="shared")
     prev = torch.tensor([1, 1, 1, 1, 1])
     model(prev, torch.zeros(5, dtype=torch.long))
-    lp = model.log_likelihood(prev, torch.arange(5), reduce=False)
+    lp = model.log_likelihood(prev, torch.arange(5), reduce="none")
     assert lp.exp().sum().item() == pytest.approx(1.0, abs=1e-5)
 
 

@@ -218,3 +218,23 @@ def test_kl_warmup_resumes_from_a_checkpoint(tmp_path):
         svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo(model))
         train(svi, items, num_steps=steps, scheduler=warmup, checkpoint=path)
         assert warmup.t == steps and model.latent_kl_weight == steps / 20
+
+
+def test_log_likelihood_of_heldout_items_is_the_log_softmax_at_the_posterior_mean():
+    """num_samples=0: log p(y | psi(E_q omega)) of each held-out item, exactly the log-softmax
+    of the session's scores (utilities at q's mean); draws: log mean_s p(y | psi(omega_s))
+    over the same seeded draws whatever the call, with the global RNG left alone."""
+    items, _, _ = _sessions()
+    model = CategoricalLatentModel(30, 2, AR(negatives=SharedNegatives(5)), hidden_dim=8)
+    model(items)
+    heldout = items.flip(-1)[:, :2].clone()
+    heldout[::4, 1] = -1
+    got = model.log_likelihood(items, heldout, reduce="none")
+    expected = model.scores(items).double().log_softmax(-1).gather(-1, heldout.clamp(min=0))[heldout >= 0]
+    torch.testing.assert_close(got, expected.to(got.dtype), atol=1e-5, rtol=0)
+    state = torch.get_rng_state()
+    draws = [model.log_likelihood(items, heldout, num_samples=3, seed=7) for _ in range(2)]
+    assert torch.equal(torch.get_rng_state(), state) and draws[0] == draws[1]
+    assert model.evaluate(items, heldout, ("log_lik",), num_samples=3, seed=7)["log_lik"] == draws[0]
+    with pytest.raises(ValueError, match="no held-out entry"):
+        model.log_likelihood(items, torch.full_like(heldout, -1))

@@ -239,3 +239,23 @@ def test_imputation_and_frequency_baseline():
 def test_named_errors(make, match):
     with pytest.raises(ValueError, match=match):
         make()
+
+
+def test_log_likelihood_at_the_posterior_mean_is_the_per_variable_log_softmax():
+    """num_samples=0: each target entry's log p(y_nd | E f(E_q x_n)), the log-softmax over the
+    K_d categories of variable d of the GP's mean utilities (row-major order of the targets)."""
+    x = _data(N=30)
+    model = CategoricalLatentGP(CARDS, 2, AR(negatives=SharedNegatives(2)), num_inducing=4, hidden_dim=8)
+    model(x)
+    target = torch.full_like(x, -1)
+    target[:, 2], target[::3, 0] = x[:, 2], x[::3, 0]
+    observed = x.masked_fill(target >= 0, -1)
+    got = model.log_likelihood(observed, target, reduce="none")
+    with torch.no_grad():
+        loc, _, _ = model.posterior_params(torch.arange(30), observed)
+        full = model.row_utility(loc, model.fitted_parameters(), sample=False).full().double()  # (N, R)
+    expected = torch.zeros(target.shape, dtype=torch.float64)
+    for d, k in enumerate(CARDS):
+        o = int(model.offsets[d])
+        expected[:, d] = full[:, o:o + k].log_softmax(-1).gather(-1, target[:, d:d + 1].clamp(min=0))[:, 0]
+    torch.testing.assert_close(got, expected[target >= 0].to(got.dtype), atol=1e-5, rtol=0)

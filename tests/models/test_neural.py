@@ -55,7 +55,7 @@ def test_utilities_equal_a_dense_linear_head_on_the_body():
     x, _ = _data()
     body, head = _body(), torch.nn.Linear(F, K)
     model = NeuralClassifier(body, F, K, likelihood="exact")
-    psi = model.utility(x, head.weight, head.bias)
+    psi = model.utility(x, {"weight": head.weight, "bias": head.bias})
     assert psi.full().shape == (N, K)
     assert torch.allclose(psi.full(), head(body(x)).detach(), atol=1e-5)
     idx = torch.tensor([3, 0, K - 1])
