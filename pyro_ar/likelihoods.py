@@ -45,7 +45,7 @@ from .distributions import (
     sample_categorical,
 )
 from .negatives import NegativeSampler, PerDatapointNegatives, get_negative_sampler
-from .noise import GumbelNoise, Noise, get_noise
+from .noise import Noise, get_noise
 
 __all__ = [
     "DataSubsample",
@@ -297,7 +297,7 @@ def get_likelihood(likelihood="ar", noise="gumbel", num_negatives: Optional[int]
     sampler = get_negative_sampler(strategy, num_negatives, proposal)
     if cls is AR:
         return AR(noise, sampler)
-    if not isinstance(get_noise(noise), GumbelNoise):  # the baselines are softmax models
+    if not get_noise(noise).closed_form:  # the baselines are softmax models
         raise ValueError(f"likelihood={likelihood!r} is a softmax baseline; it needs noise='gumbel', "
                          f"got noise={get_noise(noise).name!r}")
     return cls(negatives=sampler, **kwargs)

@@ -172,13 +172,13 @@ def bound(utility, labels: torch.Tensor, likelihood: str = "ar", noise="gumbel",
     """
     from .distributions import BouchardBound, OVECategorical
     from .distributions import AugmentedCategorical
-    from .noise import GumbelNoise, get_noise
+    from .noise import get_noise
 
     if likelihood not in _BOUNDS:
         raise ValueError(f"bound: likelihood must be one of {_BOUNDS} (the sampled softmax "
                          f"'botev' is not a bound), got {likelihood!r}")
     nz = get_noise(noise)
-    gumbel = isinstance(nz, GumbelNoise)
+    gumbel = nz.closed_form  # the closed-form bound at log_eta
     if likelihood == "ar" and not gumbel and (loc is None or scale is None):
         raise ValueError("bound: the A&R bound of a non-Gumbel noise needs the local q's loc and scale")
     if likelihood == "ar" and not gumbel and (isinstance(num_samples, bool) or not isinstance(num_samples, int)
@@ -222,17 +222,8 @@ def bound(utility, labels: torch.Tensor, likelihood: str = "ar", noise="gumbel",
 
 
 def _draw(q, noise, num_samples, generator, dtype):
-    """Draws of q = noise(loc, scale) from an explicit generator (reproducible: the same draws
-    whatever the device of ``q``, where they are moved)."""
+    """Draws of q = noise(loc, scale) from an explicit generator by inversion (reproducible for
+    every noise: the same draws whatever the device of ``q``, where they are moved)."""
     u = torch.rand((num_samples,) + q.batch_shape, generator=generator, dtype=torch.float64)
-    u = u.clamp(1e-12, 1 - 1e-12)
-    name = getattr(noise, "name", "")
-    if name == "normal":
-        std = torch.special.ndtri(u)
-    elif name == "logistic":
-        std = torch.log(u) - torch.log1p(-u)
-    elif name == "gumbel":
-        std = -torch.log(-torch.log(u))
-    else:
-        return q.sample((num_samples,))
+    std = noise.icdf(u.clamp(1e-12, 1 - 1e-12))  # inversion: closed form or the generic bisection
     return q.loc + q.scale * std.to(dtype=dtype, device=q.loc.device)  # the draws: from the CPU generator

@@ -14,8 +14,8 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "pyro_ar"
 
 #: layer of each top-level module or subpackage (higher imports lower, never the reverse)
 LAYERS = {
-    "numerics": 0, "files": 0, "noise": 1, "negatives": 1, "utility": 1, "optim": 1, "datasets": 1,
-    "data": 1, "quadrature": 2, "weight_pattern": 2, "distributions": 3, "testing": 3, "evaluation": 4,
+    "numerics": 0, "files": 0, "quadrature": 1, "negatives": 1, "utility": 1, "optim": 1,
+    "data": 1, "noise": 2, "datasets": 2, "weight_pattern": 2, "distributions": 3, "testing": 3, "evaluation": 4,
     "likelihoods": 4, "models": 5, "infer": 6, "estimator": 7, "distributed": 7,
 }
 #: deprecated shims that re-export from above (one release)

@@ -23,7 +23,6 @@ from functools import partial
 
 from pyro.infer.autoguide import AutoGuideList, AutoNormal
 
-from ..noise import GumbelNoise
 from .elbo import ClosedFormELBO
 from .local_guides import ConditionalLocalGuide, GumbelLocalGuide, NoiseLocalGuide, hide_noise_sites
 
@@ -67,7 +66,7 @@ def default_local_guide(model, local_first=None, part_of_list: bool = False, loc
     if not model.likelihood.has_local_latent:
         return None
     kwargs.setdefault("create_plates", None if part_of_list else model.create_plates)
-    if isinstance(model.noise, GumbelNoise):
+    if model.noise.closed_form:
         if local_first is None:
             local_first = getattr(model, "default_local_first", False)
         return GumbelLocalGuide(model, local_first=local_first, **kwargs)
@@ -100,7 +99,7 @@ def default_guide(model, **kwargs):
     guide = AutoGuideList(model, create_plates=model.create_plates)
     weights = AutoNormal(hide_noise_sites(model))
     guide.append(weights)
-    if not isinstance(model.noise, GumbelNoise) and kwargs.get("local") in (None, "conditional"):
+    if not model.noise.closed_form and kwargs.get("local") in (None, "conditional"):
         kwargs.setdefault("parameters", partial(_posterior_mean, model, weights))
     local = default_local_guide(model, part_of_list=True, **kwargs)
     if local is not None:
