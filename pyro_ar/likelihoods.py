@@ -17,7 +17,7 @@ observed labels, to its likelihood object, which emits the Pyro sample site(s):
 ``negatives`` is None (every class: the exact class sum), an int s (s classes per datapoint,
 uniform) or a :class:`~pyro_ar.negatives.NegativeSampler` such as
 ``SharedNegatives(64)`` or ``ImportanceNegatives(256, proposal)``. Strings remain as a thin
-map for scripts: :func:`get_likelihood` (``"ar"``, ``"exact"``, ``"ove"``, ``"botev"``,
+map for scripts: :func:`get_likelihood` (``"ar"``, ``"exact"``, ``"ove"``, ``"sampled"``,
 ``"bouchard"``).
 
 Example:
@@ -271,7 +271,7 @@ class Bouchard(_SoftmaxBaseline):
         return f"Bouchard(a={self.a!r}, negatives={self.sampler!r})"
 
 
-_NAMES = {"ar": AR, "exact": Exact, "ove": OVE, "botev": Sampled, "sampled": Sampled,
+_NAMES = {"ar": AR, "exact": Exact, "ove": OVE, "sampled": Sampled,
           "bouchard": Bouchard}
 
 

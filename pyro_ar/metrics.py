@@ -176,7 +176,7 @@ def bound(utility, labels: torch.Tensor, likelihood: str = "ar", noise="gumbel",
 
     if likelihood not in _BOUNDS:
         raise ValueError(f"bound: likelihood must be one of {_BOUNDS} (the sampled softmax "
-                         f"'botev' is not a bound), got {likelihood!r}")
+                         f"'sampled' is not a bound), got {likelihood!r}")
     nz = get_noise(noise)
     gumbel = nz.closed_form  # the closed-form bound at log_eta
     if likelihood == "ar" and not gumbel and (loc is None or scale is None):

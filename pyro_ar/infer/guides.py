@@ -113,9 +113,11 @@ def _posterior_mean(model, weights, like):
     return {n: median[model.prefix + n].detach() for n in model.parameter_shapes()}
 
 
-def default_elbo(model=None, **kwargs):
+def default_elbo(**kwargs):
     """:class:`~pyro_ar.infer.ClosedFormELBO`: the closed-form softmax A&R bound with the
     natural eta step, ``TraceMeanField_ELBO`` everywhere else (analytic KL where registered).
+    It serves every model (it finds the closed-form sites in the traces), so it takes no
+    model; ``kwargs`` go to :class:`~pyro_ar.infer.ClosedFormELBO`.
 
     Example:
 

@@ -349,7 +349,7 @@ class CategoricalModel:
         """:func:`pyro_ar.infer.default_elbo` of this model."""
         from ..infer.guides import default_elbo
 
-        return default_elbo(self, **kwargs)
+        return default_elbo(**kwargs)
 
     def fitted_parameters(self, like: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
         """The fitted per-class parameters from the param store (detached; created at their

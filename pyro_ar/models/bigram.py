@@ -68,7 +68,7 @@ class BigramLanguageModel(CategoricalModel):
     :param int num_words: K, the vocabulary size (inputs and outputs share the id space).
     :param int embedding_dim: D.
     :param noise: ``"gumbel"`` (softmax), ``"normal"`` (probit), ``"logistic"`` or a Noise.
-    :param str likelihood: ``"ar"``, ``"exact"``, ``"ove"``, ``"botev"``, ``"bouchard"``.
+    :param str likelihood: ``"ar"``, ``"exact"``, ``"ove"``, ``"sampled"``, ``"bouchard"``.
     :param num_negatives: classes per likelihood estimate (None: all K, exact).
     :param strategy: ``"importance"`` (shared draws from ``proposal``), ``"shared"``
         (uniform, shared by the minibatch) or ``"per_datapoint"``.

@@ -118,7 +118,7 @@ class LinearClassifier(CategoricalModel):
     :param int num_features: D.
     :param int num_classes: K.
     :param likelihood: a :class:`~pyro_ar.likelihoods.Likelihood` object, or a name
-        (``"ar"``, ``"exact"``, ``"ove"``, ``"botev"``, ``"bouchard"``) combined with
+        (``"ar"``, ``"exact"``, ``"ove"``, ``"sampled"``, ``"bouchard"``) combined with
         ``noise``, ``num_negatives``, ``strategy`` and ``proposal`` (the string shortcut).
     :param num_negatives: negatives of the string shortcut: an int, None (all classes:
         O(K) per step) or ``"auto"`` (default: all classes up to K = 21, else 20 -- the

@@ -18,7 +18,6 @@ import pyro
 from pyro_ar.distributions import (
     AugmentedCategorical,
     BouchardBound,
-    ExactSoftmax,
     FastGumbel,
     GumbelExpectedFactor,
     JaakkolaJordanBernoulli,
@@ -73,8 +72,6 @@ CASES = [
     Case(AugmentedCategorical, {"utility": _psi(4), "eps": _psi(2, 3)},
          lambda utility, eps: _aug(utility, eps, noise="student_t3", num_negatives=2, strategy="shared"),
          torch.tensor(1), (2, 3), ("utility", torch.tensor([0.0, NAN, 1.0, 2.0], dtype=D64)), deterministic=False),
-    Case(ExactSoftmax, {"utility": _psi(3, 5)}, lambda utility: ExactSoftmax(utility),
-         torch.tensor([0, 4, 2]), (3,), ("utility", torch.full((3, 5), float("inf"), dtype=D64))),
     Case(OVECategorical, {"utility": _psi(3, 5)}, lambda utility: OVECategorical(utility),
          torch.tensor([0, 4, 2]), (3,), ("utility", torch.full((3, 5), NAN, dtype=D64))),
     Case(OVECategorical, {"utility": _psi(3, 6)},

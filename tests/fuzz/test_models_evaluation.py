@@ -32,7 +32,7 @@ MODEL_NAMES = ("num_features", "num_classes", "num_words", "embedding_dim", "noi
 
 
 LINEAR_GOOD = dict(D=[3, np.int64(3)], K=[4, 7, np.int64(5)], noise=["gumbel", "gumbel", "normal", "logistic"],
-                   likelihood=["ar", "ar", "exact", "ove", "botev", "bouchard"],
+                   likelihood=["ar", "ar", "exact", "ove", "sampled", "bouchard"],
                    k=[None, 1, 2, np.int64(2)], strategy=["per_datapoint", "shared"],
                    weights=["mle", "map", "bayes"], prior_scale=[1.0, 0.5, np.float32(2.0)],
                    B=[None, 4, np.int64(3)], N=[6, 6, 1], x_kind=["ok"], y_kind=["ok"])
