@@ -239,7 +239,7 @@ class Exact(Likelihood):
         return UtilityCategorical(utility, self.noise)
 
     def bound(self, utility, labels, **fitted):
-        """:math:`\log p(y\mid\psi)` itself (the exact objective)."""
+        r""":math:`\log p(y\mid\psi)` itself (the exact objective)."""
         return UtilityCategorical(utility, self.noise, validate_args=False).log_prob(labels), None
 
     def __repr__(self):

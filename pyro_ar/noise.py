@@ -33,17 +33,15 @@ Every :meth:`Noise.sample` takes a ``torch.Generator`` (``generator=``).
 with a generic default, overridden by the families that have a closed form (as GPyTorch's
 likelihoods default to Monte Carlo / quadrature and override it):
 
-=================================  =================================  ===============================
-method                             generic default (:class:`Noise`)   closed forms
-=================================  =================================  ===============================
-:meth:`~Noise.log_marginal`,       quadrature (:mod:`.quadrature`)    Gumbel: log-softmax
-:meth:`~Noise.log_marginal_all`
-:meth:`~Noise.icdf`                bisection on ``log_cdf``           Gumbel, normal, logistic, Laplace
-:meth:`~Noise.log_density_derivatives`,  autograd (2nd order)         normal, logistic
-:meth:`~Noise.log_cdf_derivatives`
-:meth:`~Noise.relaxed_log_prob`    none (``NotImplementedError``)     Gumbel: the Concrete density
-:attr:`~Noise.closed_form`         False                              Gumbel: True
-=================================  =================================  ===============================
+* :meth:`~Noise.log_marginal`, :meth:`~Noise.log_marginal_all` -- generic: quadrature
+  (:mod:`pyro_ar.quadrature`); Gumbel: the log-softmax;
+* :meth:`~Noise.icdf` -- generic: bisection on ``log_cdf``; Gumbel, normal, logistic,
+  Laplace: closed forms;
+* :meth:`~Noise.log_density_derivatives`, :meth:`~Noise.log_cdf_derivatives` -- generic:
+  autograd (second order); normal, logistic: closed forms;
+* :meth:`~Noise.relaxed_log_prob` -- generic: none (``NotImplementedError``); Gumbel: the
+  Concrete density;
+* :attr:`~Noise.closed_form` -- False; Gumbel: True.
 
 :attr:`Noise.closed_form` tells the layers above that the marginal is the softmax and the
 optimal local posterior of the A&R bound is :math:`\mathrm{Gumbel}(\log\eta, 1)`, so they can take
@@ -303,8 +301,8 @@ class Noise:
         r"""The quantile :math:`\Phi^{-1}(u)`, elementwise, for ``u`` in (0, 1) (inversion draws).
 
         Generic default: bisection on :math:`\log\Phi` in float64, from the bracket [-1, 1]
-        doubled until it holds the root, then :data:`_ICDF_STEPS` halvings (to float64
-        resolution); families with a closed form override it.
+        doubled until it holds the root, then 128 halvings (to float64 resolution);
+        families with a closed form override it.
         """
         with torch.no_grad():
             target = u.double().log()
