@@ -16,7 +16,12 @@ r"""The contract every :class:`~pyro_ar.noise.Noise` must satisfy, runnable on a
 4. ``log_cdf`` is stable in the tails: finite, :math:`\le 0`, non-decreasing on
    ``tail_range``, and its gradient is finite there;
 5. ``distribution(loc, scale)`` is the location-scale family:
-   :math:`\log p(x) = \log\phi((x-loc)/scale) - \log scale`, with the broadcast batch shape.
+   :math:`\log p(x) = \log\phi((x-loc)/scale) - \log scale`, with the broadcast batch shape;
+6. every method the noise overrides with a closed form (``log_marginal``,
+   ``log_marginal_all``, ``icdf``, ``log_density_derivatives``, ``log_cdf_derivatives``)
+   agrees with the generic default of :class:`~pyro_ar.noise.Noise` (quadrature, bisection,
+   autograd) built from the same ``log_density`` and ``log_cdf`` (float64; tolerances from the
+   generic methods' errors: 1e-8 for the quadrature of a smooth density, 1e-9 for the rest).
 
 :class:`NoiseContract` runs the same checks as pytest tests: subclass it in a test module
 with a class attribute ``noise``.
@@ -32,7 +37,7 @@ from .noise import Noise
 #: a device or its name
 Device = Union[str, torch.device]
 
-__all__ = ["check_noise", "NoiseContract"]
+__all__ = ["check_noise", "check_closed_forms", "NoiseContract"]
 
 
 def _grid(lo, hi, n, dtype, device):
@@ -146,6 +151,37 @@ def check_noise(noise: Noise, dtype: torch.dtype = torch.float64, device: Device
     check_sample(noise, dtype, device, num_samples, ks_alpha, seed)
     check_tails(noise, dtype, device, tail_range)
     check_distribution(noise, dtype, device)
+    check_closed_forms(noise, seed)
+
+
+def _overrides(noise: Noise, method: str) -> bool:
+    return getattr(type(noise), method) is not getattr(Noise, method)
+
+
+def check_closed_forms(noise: Noise, seed: int = 0) -> None:
+    """Check 6: each closed form the noise overrides agrees with :class:`Noise`'s generic default.
+
+    Example:
+
+    >>> import pyro_ar as ar
+    >>> from pyro_ar.testing import check_closed_forms
+    >>> check_closed_forms(ar.GumbelNoise())      # log-softmax = quadrature, ... : passes
+    """
+    generic = Noise(log_density=noise.log_density, log_cdf=noise.log_cdf, name=f"generic {noise.name}")
+    g = torch.Generator().manual_seed(seed)
+    psi = 3.0 * torch.randn(5, 7, generator=g, dtype=torch.float64)
+    y = torch.randint(7, (5,), generator=g)
+    u = torch.rand(64, generator=g, dtype=torch.float64).clamp(1e-9, 1 - 1e-9)
+    x = torch.linspace(-8.05, 8.05, 47, dtype=torch.float64)  # (no node at a kink at 0)
+    checks = [("log_marginal", (psi, y), 1e-8), ("log_marginal_all", (psi,), 1e-8), ("icdf", (u,), 1e-9),
+              ("log_density_derivatives", (x,), 1e-9), ("log_cdf_derivatives", (x,), 1e-9)]
+    for method, args, tol in checks:
+        if not _overrides(noise, method):
+            continue
+        got, ref = getattr(noise, method)(*args), getattr(generic, method)(*args)
+        for a, b in zip(got if isinstance(got, tuple) else (got,), ref if isinstance(ref, tuple) else (ref,)):
+            err = ((a - b).abs() / (1 + b.abs())).max().item()
+            assert err < tol, f"{noise!r}: {method} is off its generic default by {err:.3g} (tol {tol:g})"
 
 
 class NoiseContract:
@@ -158,7 +194,7 @@ class NoiseContract:
 
     >>> import pyro_ar as ar
     >>> from pyro_ar.testing import NoiseContract
-    >>> class TestLaplace(NoiseContract):      # in a test module: pytest collects five tests
+    >>> class TestLaplace(NoiseContract):      # in a test module: pytest collects six tests
     ...     noise = ar.LaplaceNoise()
     >>> TestLaplace().test_density_integrates_to_one()
     """
@@ -189,3 +225,6 @@ class NoiseContract:
 
     def test_distribution(self):
         check_distribution(self._noise(), self.dtype, self.device)
+
+    def test_closed_forms_match_generic_defaults(self):
+        check_closed_forms(self._noise())
