@@ -105,6 +105,245 @@ def test_exact_softmax_is_log_softmax():
         assert torch.allclose(UtilityCategorical(psi).log_prob(y), exact_log_lik(psi, y), rtol=0, atol=1e-12)
 
 
+def test_ove_below_exact():
+    for psi, y in random_cases(1):
+        ove = OVECategorical(psi).log_prob(y)
+        exact = exact_log_lik(psi, y)
+        assert (ove <= exact + 1e-12).all()
+        # the direct formula, summed over k' != y
+        d = psi.gather(-1, y.unsqueeze(-1)) - psi
+        ref = torch.where(torch.arange(psi.shape[-1]) != y.unsqueeze(-1), log_sigmoid(d), 0.).sum(-1)
+        assert torch.allclose(ove, ref, rtol=1e-12, atol=1e-12)
+        if psi.shape[-1] == 2:  # K = 2: OVE is exact
+            assert torch.allclose(ove, exact, rtol=0, atol=1e-12)
+
+
+def test_bouchard_below_exact_any_a_and_optimal_a_is_tightest():
+    g = torch.Generator().manual_seed(2)
+    for psi, y in random_cases(2):
+        exact = exact_log_lik(psi, y)
+        a_opt = optimal_bouchard_a(psi)
+        at_opt = BouchardBound(psi, a_opt).log_prob(y)
+        assert torch.equal(BouchardBound(psi).log_prob(y), at_opt)  # a=None uses the optimum
+        assert (at_opt <= exact + 1e-12).all()
+        for _ in range(5):
+            a = psi.logsumexp(-1) + 5 * torch.randn(psi.shape[:-1], dtype=D64, generator=g)
+            at_a = BouchardBound(psi, a).log_prob(y)
+            assert (at_a <= exact + 1e-12).all()
+            assert (at_a <= at_opt + 1e-12 * (1 + at_opt.abs())).all()
+        # the direct formula: psi_y - a - sum_k softplus(psi_k - a), over all k
+        ref = exact + psi.logsumexp(-1) - a - softplus(psi - a.unsqueeze(-1)).sum(-1)
+        assert torch.allclose(at_a, ref, rtol=1e-10, atol=1e-10)
+
+
+def test_gaussian_bouchard_below_expected_exact_log_lik():
+    """E_q log softmax(psi)_y >= E_q Bouchard(a) >= JJ-Bouchard(a), psi_k ~ N(m_k, v_k)."""
+    g = torch.Generator().manual_seed(6)
+    B, K, R = 6, 8, 20000
+    m = torch.randn(B, K, dtype=D64, generator=g) * 2
+    v = torch.rand(B, K, dtype=D64, generator=g) * 2
+    y = torch.randint(0, K, (B,), generator=g)
+    a_opt = optimal_bouchard_a(m, v)
+    jj_opt = BouchardBound(m, a_opt, utility_var=v).log_prob(y)
+    assert torch.equal(BouchardBound(m, utility_var=v).log_prob(y), jj_opt)
+    # Monte Carlo E_q log softmax(psi)_y: R draws, SE from their sd
+    psi = m + v.sqrt() * torch.randn(R, B, K, dtype=D64, generator=g)
+    ll = exact_log_lik(psi, y.expand(R, B))
+    mc, se = ll.mean(0), ll.std(0) / math.sqrt(R)
+    assert (jj_opt <= mc + 4 * se).all()
+    for _ in range(5):
+        a = m.logsumexp(-1) + 3 * torch.randn(B, dtype=D64, generator=g)
+        jj = BouchardBound(m, a, utility_var=v).log_prob(y)
+        assert (jj <= jj_opt + 1e-12).all()
+        # quadrature E_q of the (point) Bouchard bound, which holds for every psi
+        e_softplus = gauss_expect(softplus, m - a.unsqueeze(-1), v).sum(-1)
+        e_bouchard = m.gather(-1, y.unsqueeze(-1)).squeeze(-1) - a - e_softplus
+        assert (jj <= e_bouchard + 1e-9).all()
+        assert (e_bouchard <= mc + 4 * se).all()
+    # zero variance: the point Bouchard bound
+    zero = BouchardBound(m, a_opt, utility_var=torch.zeros_like(v)).log_prob(y)
+    assert torch.allclose(zero, BouchardBound(m, a_opt).log_prob(y), rtol=0, atol=1e-12)
+
+
+# ------------------------------------------------------------------------------------------
+# Subsampled OVE / Bouchard are unbiased; Botev is exact without subsampling, biased with it
+# ------------------------------------------------------------------------------------------
+
+
+def _draws(d, y, R):
+    """R independent log_prob draws, shape (R,) + y.shape."""
+    return torch.stack([d.log_prob(y) for _ in range(R)])
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("cls", [OVECategorical, BouchardBound], ids=["ove", "bouchard"])
+def test_subsampled_estimates_are_unbiased(cls, strategy):
+    torch.manual_seed(7)
+    B, K, s, R = 4, 25, 4, 3000
+    psi = torch.randn(B, K, dtype=D64) * 2
+    y = torch.randint(0, K, (B,))
+    a = optimal_bouchard_a(psi) + torch.randn(B, dtype=D64)
+    full = make(cls, psi, a=a).log_prob(y)
+    draws = _draws(make(cls, psi, s, strategy, a=a), y, R)
+    mean, se = draws.mean(0), draws.std(0) / math.sqrt(R)
+    assert (se > 0).all()  # the subsample is really random
+    assert ((mean - full).abs() <= 4 * se).all(), ((mean - full) / se)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_subsampled_gaussian_bouchard_is_unbiased(strategy):
+    torch.manual_seed(8)
+    B, K, s, R = 3, 20, 5, 3000
+    m = torch.randn(B, K, dtype=D64) * 2
+    v = torch.rand(B, K, dtype=D64) * 2
+    y = torch.randint(0, K, (B,))
+    full = make(BouchardBound, m, utility_var=v).log_prob(y)
+    a = optimal_bouchard_a(m, v)
+    draws = _draws(make(BouchardBound, m, s, strategy, a=a, utility_var=v), y, R)
+    mean, se = draws.mean(0), draws.std(0) / math.sqrt(R)
+    assert ((mean - full).abs() <= 4 * se).all(), ((mean - full) / se)
+
+
+@pytest.mark.parametrize("cls", SUBSAMPLED)
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_no_subsampling_is_the_full_value(cls, strategy):
+    torch.manual_seed(9)
+    psi = torch.randn(5, 12, dtype=D64) * 3
+    y = torch.randint(0, 12, (5,))
+    a = optimal_bouchard_a(psi)
+    full = make(cls, psi, None, strategy, a=a).log_prob(y)
+    if strategy != "importance":  # s >= K - 1 is exact too (importance draws never are)
+        assert torch.allclose(make(cls, psi, 11, strategy, a=a).log_prob(y), full, rtol=0, atol=1e-12)
+    if cls is SampledSoftmax:
+        assert torch.allclose(full, exact_log_lik(psi, y), rtol=0, atol=1e-12)
+
+
+def test_botev_without_subsampling_is_exact():
+    for psi, y in random_cases(10, num_cases=100):
+        assert torch.allclose(SampledSoftmax(psi).log_prob(y), exact_log_lik(psi, y), rtol=0, atol=1e-12)
+
+
+def test_botev_with_subsampling_is_biased():
+    """The sampled softmax is biased: E[log_prob] > exact (Jensen), here by ~80 SE.
+
+    K = 100, psi_y = 0, one negative at 4, the rest at 0, s = 5 per-datapoint negatives:
+    exact = -log(e^4 + 99) = -5.034; the estimate is -log(1 + 19.8 (e^4 + 4)) w.p. 5/99
+    (the big class drawn) and -log(1 + 19.8 * 5) otherwise: mean -4.729, a bias of +0.305,
+    sd 0.54 per draw, so SE = 0.0038 with R = 20000 draws.
+    """
+    torch.manual_seed(11)
+    K, s, R = 100, 5, 20000
+    psi = torch.zeros(K, dtype=D64)
+    psi[1] = 4.0
+    y = torch.zeros(R, dtype=torch.long)  # R independent per-datapoint subsamples at once
+    draws = SampledSoftmax(psi.expand(R, K), num_negatives=s).log_prob(y)
+    exact = exact_log_lik(psi, torch.tensor(0)).item()
+    mean, se = draws.mean().item(), draws.std().item() / math.sqrt(R)
+    assert mean - exact > 4 * se  # significantly biased, upwards (not a lower bound)
+    p = s / (K - 1)
+    expected = -p * math.log1p((K - 1) / s * (math.exp(4) + s - 1)) - (1 - p) * math.log1p(K - 1)
+    assert abs(mean - expected) < 4 * se  # and the mean is the analytic biased value
+    # every strategy is biased upwards on average here (the log of an unbiased sum)
+    for strategy in ("shared", "importance"):
+        d = make(SampledSoftmax, psi.expand(1, K), s, strategy)
+        draws = _draws(d, torch.zeros(1, dtype=torch.long), 3000)[:, 0]
+        assert draws.mean().item() - exact > 4 * draws.std().item() / math.sqrt(3000)
+
+
+def test_botev_importance_uses_log_weights():
+    """With fixed negatives: log-softmax over [psi_y, psi_S + log a_S], weight-0 classes dropped."""
+    psi = torch.tensor([[0.5, -1.0, 2.0, 0.0, 1.0]], dtype=D64)
+    y = torch.tensor([2])
+    index = torch.tensor([2, 0, 4, 0])
+    weight = torch.tensor([[0.0, 1.5, 0.25, 1.5]], dtype=D64)
+    d = SampledSoftmax(psi, negatives=Negatives(index, weight, True))
+    ref = 2.0 - torch.logsumexp(torch.tensor([2.0, 0.5 + math.log(1.5), 1.0 + math.log(0.25),
+                                             0.5 + math.log(1.5)], dtype=D64), 0)
+    assert torch.allclose(d.log_prob(y), ref.reshape(1), rtol=0, atol=1e-14)
+
+
+def test_fixed_negatives_match_manual_formulas():
+    torch.manual_seed(12)
+    B, K = 3, 9
+    psi = torch.randn(B, K, dtype=D64)
+    y = torch.tensor([0, 4, 8])
+    a = torch.randn(B, dtype=D64)
+    neg = get_negative_sampler("per_datapoint", 3)(y, K)
+    py = psi.gather(-1, y.unsqueeze(-1))
+    pn = psi.gather(-1, neg.index)
+    w = neg.weight
+    assert torch.allclose(OVECategorical(psi, negatives=neg).log_prob(y), (w * log_sigmoid(py - pn)).sum(-1))
+    bouchard = py.squeeze(-1) - a - softplus(py.squeeze(-1) - a) - (w * softplus(pn - a.unsqueeze(-1))).sum(-1)
+    assert torch.allclose(BouchardBound(psi, a, negatives=neg).log_prob(y), bouchard)
+    botev = py.squeeze(-1) - torch.cat([py, pn + w.log()], -1).logsumexp(-1)
+    assert torch.allclose(SampledSoftmax(psi, negatives=neg).log_prob(y), botev)
+
+
+# ------------------------------------------------------------------------------------------
+# Shapes, expand, validation, registry
+# ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_shapes_and_expand(cls):
+    torch.manual_seed(13)
+    K = 6
+    psi = torch.randn(2, 3, K)
+    d = make(cls, psi, a=torch.zeros(2, 3))
+    assert d.batch_shape == (2, 3) and d.event_shape == ()
+    assert d.support.lower_bound == 0 and d.support.upper_bound == K - 1 and d.support.is_discrete
+    y = torch.randint(0, K, (2, 3))
+    assert d.log_prob(y).shape == (2, 3)
+    assert d.log_prob(torch.randint(0, K, (5, 1, 1))).shape == (5, 2, 3)
+    assert d.log_prob(torch.tensor(2)).shape == (2, 3)
+    e = d.expand((4, 2, 3))
+    assert type(e) is cls and e.batch_shape == (4, 2, 3)
+    assert torch.allclose(e.log_prob(y), d.log_prob(y).expand(4, 2, 3))  # exact sums: deterministic
+    assert e.log_prob(y).shape == (4, 2, 3)
+    sub = make(cls, psi, 2, "shared", a=torch.zeros(2, 3))
+    assert sub.expand((4, 2, 3)).log_prob(y).shape == (4, 2, 3)
+    assert sub.log_prob(y).shape == (2, 3)
+    with pytest.raises(NotImplementedError, match="UtilityCategorical"):
+        d.sample()
+
+
+def test_bouchard_a_and_var_broadcast_the_batch_shape():
+    psi = torch.randn(3, 5)
+    d = BouchardBound(psi, a=torch.zeros(2, 1))
+    assert d.batch_shape == (2, 3)
+    assert d.log_prob(torch.tensor([0, 1, 2])).shape == (2, 3)
+    assert d.expand((4, 2, 3)).log_prob(torch.tensor([0, 1, 2])).shape == (4, 2, 3)
+    d = BouchardBound(torch.randn(5), a=0.5, utility_var=torch.rand(3, 5), num_negatives=2)
+    assert d.batch_shape == (3,) and d.log_prob(torch.tensor(1)).shape == (3,)
+    assert BouchardBound(psi).optimal_a().shape == (3,)
+    with pytest.raises(ValueError, match="broadcast"):
+        BouchardBound(psi, a=torch.zeros(4))
+    with pytest.raises(ValueError, match=">= 0"):
+        BouchardBound(psi, utility_var=-torch.ones(3, 5))
+    with pytest.raises(ValueError, match="classes"):
+        BouchardBound(psi, utility_var=torch.ones(3, 4))
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_bad_labels_raise(cls):
+    d = make(cls, torch.randn(3, 5), 2, a=torch.zeros(3))
+    for bad in (torch.tensor([0, 1, 5]), torch.tensor([-1, 0, 0]), torch.tensor([0.5, 1.0, 2.0]),
+                torch.tensor([True, False, True]), torch.zeros(4, dtype=torch.long)):
+        with pytest.raises(ValueError):
+            d.log_prob(bad)
+    with pytest.raises(ValueError):
+        make(cls, torch.tensor([[0.0, float("nan")]]))
+    with pytest.raises(ValueError, match="strategy"):
+        make(cls, torch.randn(3, 5), 2, strategy="nope")
+    with pytest.raises(ValueError, match="classes"):
+        cls(torch.randn(3, 5), num_negatives=2, strategy="importance", proposal=torch.ones(4))
+    with pytest.raises(ValueError, match="at least 2"):
+        make(cls, torch.randn(3, 1))
+    # validation off: no check (like every torch distribution)
+    d = make(cls, torch.randn(3, 5), 2, a=torch.zeros(3), validate_args=False)
+    assert d.log_prob(torch.tensor([0, 1, 4])).shape == (3,)
+
+
 # ------------------------------------------------------------------------------------------
 # LinearUtility (sparse gradients), dtypes, devices, Pyro
 # ------------------------------------------------------------------------------------------
