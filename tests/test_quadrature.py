@@ -199,3 +199,12 @@ def test_num_nodes_accepts_numpy_integers():
     a = UtilityCategorical(psi, "normal", num_nodes=np.int64(65)).log_prob(torch.tensor([0, 1]))
     b = UtilityCategorical(psi, "normal", num_nodes=65).log_prob(torch.tensor([0, 1]))
     assert torch.equal(a, b)
+
+
+def test_the_engine_takes_a_noise_object_not_a_name():
+    # the quadrature sits below pyro_ar.noise: names are resolved there (get_noise), and the
+    # noise's own log_marginal is the public entry (closed form where there is one)
+    psi, y = torch.randn(2, 3, dtype=torch.float64), torch.tensor([0, 1])
+    with pytest.raises(ValueError, match="noise must be a pyro_ar.Noise"):
+        log_marginal(psi, y, "normal")
+    torch.testing.assert_close(get_noise("normal").log_marginal(psi, y), log_marginal(psi, y, get_noise("normal")))
