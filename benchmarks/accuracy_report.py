@@ -27,6 +27,7 @@ import pyro
 
 import pyro_ar
 from pyro_ar import AugmentedCategorical, UtilityCategorical
+from pyro_ar.noise import get_noise
 from pyro_ar.quadrature import log_marginal, log_marginal_all
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out", "accuracy_report.json")
@@ -40,14 +41,14 @@ def gumbel_quadrature_errors():
     out = {}
     for K, rows in [(10, 4), (100, 4), (1000, 1)]:
         psi = 5.0 * torch.randn(rows, K, dtype=torch.float64)
-        err = (log_marginal_all(psi, "gumbel") - psi.log_softmax(-1)).abs().max().item()
+        err = (log_marginal_all(psi, get_noise("gumbel")) - psi.log_softmax(-1)).abs().max().item()
         out[K] = err
     return out
 
 
 def probit_error():
     psi = 3.0 * torch.randn(1000, 2, dtype=torch.float64)
-    lp = log_marginal(psi, torch.zeros(1000, dtype=torch.long), "normal")
+    lp = log_marginal(psi, torch.zeros(1000, dtype=torch.long), get_noise("normal"))
     return (lp.exp() - torch.special.ndtr((psi[:, 0] - psi[:, 1]) / math.sqrt(2.0))).abs().max().item()
 
 
@@ -57,7 +58,7 @@ def sum_to_one_errors():
     for name, noise in NOISES.items():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # Laplace: not smooth at 0
-            p = log_marginal_all(psi, noise).exp()
+            p = log_marginal_all(psi, get_noise(noise)).exp()
         out[name] = (p.sum(-1) - 1.0).abs().max().item()
     return out
 

@@ -111,7 +111,7 @@ def run_nuts(x, y, warmup, samples):
 def run_svi(likelihood, x, y, steps, lr, average=False, **kw):
     pyro.clear_param_store()
     model = layer(likelihood, x.shape[1], **kw)
-    svi = SVI(model, default_guide(model), lazy_adam({"lr": lr}), default_elbo(model))
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": lr}), default_elbo())
     if not average:
         train(svi, x, y, num_steps=steps, eval_every=steps)
         return beta_of_gaussian_layer()
@@ -124,7 +124,7 @@ def run_ar(x, y, steps, lr):
     pyro.clear_param_store()
     model = layer(AR(), x.shape[1], weights="bayes")
     guide = default_guide(model)
-    svi = SVI(model, guide, lazy_adam({"lr": lr}), default_elbo(model))
+    svi = SVI(model, guide, lazy_adam({"lr": lr}), default_elbo())
     train(svi, x, y, num_steps=steps, eval_every=steps)
     auto = guide[0]
     loc = {n: getattr(auto.locs, n).detach() for n in ("weight", "bias")}
@@ -213,7 +213,7 @@ def speed(args):
         store = pyro.get_param_store()
         store.clear()
         model = layer(lik, xtr.shape[1], subsample_size=1000, prefix=name + "_", site=name)
-        svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo(model))
+        svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
         runs[name] = {"svi": svi, "model": model, "cpu": 0.0, "trace": [], "state": None}
     block = 10
     while min(r["cpu"] for r in runs.values()) < args.speed_budget:

@@ -110,7 +110,7 @@ class PyroLM:
         from pyro.infer import SVI, Trace_ELBO
 
         from pyro_ar.infer import default_elbo, default_guide
-        from pyro_ar.likelihoods import AR, OVE, Sampled
+        from pyro_ar.likelihoods import AR, get_likelihood
         from pyro_ar.models import BigramLanguageModel
         from pyro_ar.negatives import ImportanceNegatives, SharedNegatives
         from pyro_ar.optim import lazy_adam
@@ -119,8 +119,9 @@ class PyroLM:
         # count^power, smoothed by 1 so that no class has probability 0 (Vocabulary.proposal)
         proposal = (counts.double().to(device) + 1) ** power if strategy == "importance" else None
         negs = ImportanceNegatives(negatives, proposal) if strategy == "importance" else SharedNegatives(negatives)
-        likelihood = {"ove": OVE, "botev": Sampled}.get(method, lambda negatives: AR(noise, negatives))(
-            negatives=negs)
+        # the method's likelihood through the library's one string map (negatives: the sampler)
+        likelihood = get_likelihood({"botev": "sampled"}.get(method, method if method == "ove" else "ar"),
+                                    noise, strategy=negs)
         pyro.clear_param_store()
         # biases start at the unigram fit of each noise: log frequencies for softmax and
         # logistic, 0.25 x log frequencies for probit (its unigram log-likelihood, by
@@ -128,8 +129,8 @@ class PyroLM:
         bias_scale = {"gumbel": 1.0, "logistic": 1.0, "normal": 0.25}[noise]
         self.model = BigramLanguageModel(K, D, likelihood=likelihood, subsample_size=B,
                                          init_bias=bias_scale * init_bias)
-        elbo = default_elbo(self.model) if isinstance(likelihood, AR) else Trace_ELBO()
-        if noise == "gumbel":
+        elbo = default_elbo() if isinstance(likelihood, AR) else Trace_ELBO()
+        if likelihood.noise.closed_form:
             guide = default_guide(self.model, local_first=local_first, local_step=local_step)
             optim = lazy_adam({"lr": lr})
         elif local_guide == "conditional":  # no local parameters: q refitted at every step
@@ -156,20 +157,15 @@ class PyroLM:
         return self.svi.step(self.x, self.y)
 
     def evaluate(self, prev, nxt):
-        from pyro_ar.noise import GumbelNoise
-
-        if not isinstance(self.model.noise, GumbelNoise):
+        if not self.model.noise.closed_form:
             return None  # quadrature: at the end only, on a subset
         return self.model.log_likelihood(prev, nxt)
 
     def log_likelihood_pairs(self, prev, nxt, num_nodes=33):
-        from pyro_ar.noise import GumbelNoise
-        from pyro_ar.quadrature import log_marginal
-
-        if isinstance(self.model.noise, GumbelNoise):
+        if self.model.noise.closed_form:
             return self.model.log_likelihood(prev, nxt)
-        vals = [log_marginal(self.model.utility(prev[i:i + 8]).full(), nxt[i:i + 8], self.model.noise,
-                             num_nodes=num_nodes) for i in range(0, prev.shape[0], 8)]
+        vals = [self.model.noise.log_marginal(self.model.utility(prev[i:i + 8]).full(), nxt[i:i + 8],
+                                              num_nodes=num_nodes) for i in range(0, prev.shape[0], 8)]
         import torch
 
         return torch.cat(vals).mean().item()

@@ -2,7 +2,7 @@
 (issue 25, item 11: the default model must have a step that does not grow with K).
 
 Two configurations, each stepped at both sizes by stock ``pyro.infer.SVI`` with the model's
-``pyro_ar.infer.default_guide(model)`` / ``default_elbo(model)`` and :func:`pyro_ar.optim.lazy_adam`:
+``pyro_ar.infer.default_guide(model)`` / ``default_elbo()`` and :func:`pyro_ar.optim.lazy_adam`:
 
 * ``old defaults`` -- the constructor defaults before issue 25, ``num_negatives=None``
   (every class in every step) and ``sparse=False`` (dense K x D gradients and Adam state);
@@ -39,7 +39,7 @@ def step_fn(K, D, N, seed, **model_kwargs):
     x, y = torch.randn(N, D, generator=g), torch.randint(0, K, (N,), generator=g)
     tag = f"{'old' if model_kwargs else 'new'}{K}_"
     model = LinearClassifier(D, K, prefix=tag, site=tag + "y", **model_kwargs)
-    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo(model))
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
     return lambda: svi.step(x, y)
 
 

@@ -91,7 +91,7 @@ def _build(args, rank, world, x, y):
         plate = ShardedDataPlate(len(x), B * world, seed=1)
         model = plate.attach(LinearClassifier(D, K, likelihood=AR(negatives=SharedNegatives(s)), sparse=True))
         guide = default_guide(model)
-        svi = SVI(model, guide, data_parallel(lazy_adam({"lr": args.lr}), local=guide), default_elbo(model))
+        svi = SVI(model, guide, data_parallel(lazy_adam({"lr": args.lr}), local=guide), default_elbo())
         xs, ys = plate.shard_rows(x), plate.shard_rows(y)
 
         def test(xt, yt):
@@ -102,7 +102,7 @@ def _build(args, rank, world, x, y):
 
         return svi, xs, ys, [plate], test
     model = ClassShardedLinearClassifier(D, K, num_negatives=s, subsample_size=B, seed=1)
-    svi = SVI(model, default_guide(model), lazy_adam({"lr": args.lr}), default_elbo(model))
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": args.lr}), default_elbo())
     return svi, x, y, [model.stream], lambda xt, yt: model.evaluate(xt, yt)
 
 

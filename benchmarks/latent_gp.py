@@ -84,7 +84,7 @@ def fit(method, data, args, Q, steps, negatives, proposal=None, kl_rows=None, ev
     pyro.set_rng_seed(seed)
     model = make_model(method, data, Q, args.num_inducing, negatives, proposal, kl_rows)
     svi = SVI(model, default_guide(model, **(guide_kwargs or {})), lazy_adam({"lr": args.lr}),
-              default_elbo(model))
+              default_elbo())
     anneal = method.startswith("clgp") or args.warmup_lgm
     warmup = LatentKLWarmup(model, args.warmup) if anneal and args.warmup else None
     obs, tgt = data.test_observed[:num_eval], data.test_target[:num_eval]
@@ -197,7 +197,7 @@ def part_timing(args, out):
             x = torch.randint(0, K, (2000, 3), generator=torch.Generator().manual_seed(0))
             model = CategoricalLatentGP([K] * 3, 5, AR(negatives=SharedNegatives(100)), utility=utility,
                                         num_inducing=args.num_inducing, subsample_size=64, prefix=f"{utility}{K}_")
-            svi = SVI(model, default_guide(model), lazy_adam({"lr": args.lr}), default_elbo(model))
+            svi = SVI(model, default_guide(model), lazy_adam({"lr": args.lr}), default_elbo())
             steps[K] = functools.partial(svi.step, x)
         builders["clgp-ar" if utility == "gp" else "lgm-ar"] = steps
     print(f"\n(d) per-step CPU time, B = 64 x 3 variables, Q = 5, M = {args.num_inducing}, 100 shared negatives, "

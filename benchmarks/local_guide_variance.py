@@ -127,7 +127,7 @@ def main():
     torch.manual_seed(0)
     model = CategoricalLatentModel(1500, 8, AR(negatives=SharedNegatives(args.negatives)), subsample_size=50,
                                    hidden_dim=32)
-    svi = SVI(model, default_guide(model, label_head=False), lazy_adam({"lr": 0.02}), default_elbo(model))
+    svi = SVI(model, default_guide(model, label_head=False), lazy_adam({"lr": 0.02}), default_elbo())
     at = sorted(int(a) for a in args.at.split(","))
     for step in range(at[-1] + 1):
         if step in at:

@@ -117,7 +117,7 @@ class PyroLM:
         # about once per epoch, so a stale eta would leave the bound loose)
         guide = default_guide(self.model, local_first=True) if method == "ar" else default_guide(self.model)
         self.svi = SVI(self.model, guide, lazy_adam({"lr": args.lr}),
-                       default_elbo(self.model))
+                       default_elbo())
         self.x, self.y = x, y
         pyro.poutine.block(self.model)(x[:2], y[:2])  # create the parameters (step-0 evaluation)
 

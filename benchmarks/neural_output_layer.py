@@ -96,7 +96,7 @@ def make_steps(args, x, y):
     def svi_step(name, likelihood, **kw):
         model = NeuralClassifier(mlp(x.shape[1], args.hidden, Fdim), Fdim, K, likelihood=likelihood,
                                  subsample_size=args.batch, prefix=name + "_", site=name, **kw)
-        svi = SVI(model, default_guide(model), lazy_adam({"lr": 1e-3}), default_elbo(model))
+        svi = SVI(model, default_guide(model), lazy_adam({"lr": 1e-3}), default_elbo())
         steps[name] = lambda: svi.step(x, y)
 
     svi_step("ar", AR(negatives=SharedNegatives(s)), sparse=True)

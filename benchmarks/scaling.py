@@ -209,7 +209,7 @@ def _build(method, x, y, K, B, S, lr=1e-3, tag=None):
                  "ar_logistic": "logistic"}[method]
         model = LinearClassifier(D, K, noise=noise, likelihood="ar",
                                  weights="map" if method == "ar_softmax_map" else "mle", **kw)
-        elbo = default_elbo(model)
+        elbo = default_elbo()
     else:
         model = LinearClassifier(D, K, likelihood=method, **kw)
         elbo = Trace_ELBO()

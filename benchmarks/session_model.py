@@ -129,7 +129,7 @@ def fit(method, data, Q, steps, subsample, negatives, lr, time_budget=None, seed
     pyro.clear_param_store()
     torch.manual_seed(seed)
     model = make_model(method, data.num_items, Q, subsample, negatives, counts=counts)
-    svi = SVI(model, default_guide(model), lazy_adam({"lr": lr}), default_elbo(model))
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": lr}), default_elbo())
     hist = train(svi, data.train, num_steps=steps, time_budget=time_budget, clock="process",
                  eval_at_start=False, eval_every=max(steps, 1), divergence=False)
     return model, hist[-1]
@@ -171,7 +171,7 @@ def part_drift(args, out):
         pyro.clear_param_store()
         torch.manual_seed(0)
         model = make_model(method, 1500, 8, 50, negatives, hidden=32)
-        svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.02}), default_elbo(model))
+        svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.02}), default_elbo())
         hist = train(svi, data.train, num_steps=steps, eval_every=600, eval_at_start=False, clock="process",
                      divergence=False, eval_fn=lambda: model.evaluate_sessions(
                          data.test_observed, data.test_heldout, num_samples=16))
@@ -213,7 +213,7 @@ def part_timing(args, out):
         for P in (1000, 100_000):
             items = torch.randint(0, P, (1000, 20), generator=torch.Generator().manual_seed(0))
             model = make_model(method, P, 20, 64, 100, prefix=f"P{P}_")
-            svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo(model))
+            svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
             steps[P] = functools.partial(svi.step, items)
         builders[method] = steps
     print(f"\n(c) per-step CPU time, B = 64 sessions x 20 items, Q = 20, 100 shared negatives, {repeats} "

@@ -96,7 +96,7 @@ def build(cfg, tag, N=20_000, seed=0):
     negatives = SharedNegatives(S) if cfg["strategy"] == "shared" else S
     model = LinearClassifier(cfg["D"], cfg["K"], likelihood=AR(negatives=negatives), subsample_size=B,
                              sparse=True, rank=cfg["rank"], prefix=f"{tag}.", site=f"{tag}_y")
-    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo(model))
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
     return model, svi, x, y
 
 
@@ -254,7 +254,7 @@ def ttq_methods(K, D, rank, counts, prior_scale, lr, batch_size, names=None):
             out[name] = ExactLoop(model, lr, batch_size)
             continue
         guide = default_guide(model, local_first=True) if name == "ar" else default_guide(model)  # (the estimator's)
-        svi = SVI(model, guide, lazy_adam({"lr": lr}), default_elbo(model))
+        svi = SVI(model, guide, lazy_adam({"lr": lr}), default_elbo())
         out[name] = svi
     return out
 

@@ -15,7 +15,7 @@ ar_probit      ``likelihood="ar"``, Normal noise, s negatives          Condition
                                                                        / ClosedFormELBO*
 ar_logistic    ``likelihood="ar"``, Logistic noise, s negatives        ConditionalLocalGuide
                                                                        / ClosedFormELBO*
-botev          ``likelihood="botev"`` (sampled softmax, biased)        none / ClosedFormELBO*
+botev          ``likelihood="sampled"`` (sampled softmax, biased)      none / ClosedFormELBO*
 bouchard       ``likelihood="bouchard"``, per-datapoint a_n            none / ClosedFormELBO*
 =============  ======================================================  =====================
 
@@ -111,7 +111,7 @@ METHODS = {  # "likelihood" names the bound for metrics.bound; "make" builds the
     "ar_softmax": dict(likelihood="ar", noise="gumbel", make=lambda s: AR("gumbel", negatives=s)),
     "ar_probit": dict(likelihood="ar", noise="normal", make=lambda s: AR("normal", negatives=s)),
     "ar_logistic": dict(likelihood="ar", noise="logistic", make=lambda s: AR("logistic", negatives=s)),
-    "botev": dict(likelihood="botev", noise="gumbel", make=lambda s: Sampled(negatives=s)),
+    "botev": dict(likelihood="sampled", noise="gumbel", make=lambda s: Sampled(negatives=s)),
     "bouchard": dict(likelihood="bouchard", noise="gumbel", make=lambda s: Bouchard("local", negatives=s)),
 }
 DEFAULT_METHODS = ["exact", "ove", "ar_softmax", "ar_probit", "ar_logistic"]
@@ -191,7 +191,7 @@ def fitted_bound(method, model, guide, x, y, K):
     if isinstance(guide, ConditionalLocalGuide):
         return conditional_bound(model, guide, x, y, spec["noise"])
     u = model.utility(x)
-    if spec["likelihood"] == "botev":
+    if spec["likelihood"] == "sampled":
         return {"mean": None, "se": None, "note": "not a bound"}
     if spec["likelihood"] in ("exact", "ove"):
         return metrics.bound(u, y, spec["likelihood"], return_pointwise=True)
@@ -227,7 +227,7 @@ def run_method(method, args, data, K):
     if method == "ar_softmax" and (args.rho_power != 0.9 or args.rho_min > 0 or args.estep_first):
         guide = GumbelLocalGuide(model, rho=common.rho_schedule(args.rho_power, args.rho_min),
                                  local_first=args.estep_first)
-    elbo = default_elbo(model)
+    elbo = default_elbo()
     svi = SVI(model, guide, make_optim(args), elbo)
     noise = spec["noise"] if spec["likelihood"] == "ar" else "gumbel"
 

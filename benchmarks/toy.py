@@ -111,7 +111,7 @@ def run(method, args, y, counts, p):
     if method == "ar_softmax" and (args.rho_power != 0.9 or args.rho_min > 0 or args.estep_first):
         guide = GumbelLocalGuide(model, rho=common.rho_schedule(args.rho_power, args.rho_min),
                                  local_first=args.estep_first)
-    elbo = default_elbo(model)
+    elbo = default_elbo()
     svi = SVI(model, guide, make_optim(args), elbo)
 
     def evaluate():

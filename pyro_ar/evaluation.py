@@ -22,7 +22,7 @@ The predictive probability of class :math:`k` at row :math:`r` is the average ov
         \log\int\phi(e)\prod_{k'\ne k}\Phi(e+\psi_k-\psi_{k'})\,de & \text{otherwise}
     \end{cases}
 
-(the integral by :func:`pyro_ar.quadrature.log_marginal`: O(K) per label, O(K^2) per row
+(the noise's :meth:`~pyro_ar.noise.Noise.log_marginal`; the integral by quadrature: O(K) per label, O(K^2) per row
 for all classes). Everything is computed and accumulated in float64, whatever the dtype of
 the source.
 
@@ -48,8 +48,7 @@ from typing import Callable, Dict, Iterator, Optional, Sequence, Tuple, Union
 
 import torch
 
-from .noise import GumbelNoise, Noise, get_noise
-from .quadrature import log_marginal, log_marginal_all
+from .noise import Noise, get_noise
 from .utility import DenseUtility, LinearUtility, Utility
 
 __all__ = ["Chunk", "UtilitySource", "linear_source", "iter_chunks", "log_likelihood", "predict_log_proba",
@@ -301,10 +300,7 @@ class Chunk:
     def draw_log_probs(self) -> torch.Tensor:
         """``(S, R_c, K)``: :math:`\\log p(k\\mid\\psi^{(s)}_r)` for every draw, row and class."""
         if self._per_draw is None:
-            if isinstance(self.noise, GumbelNoise):
-                self._per_draw = self.utility.log_softmax(-1)
-            else:
-                self._per_draw = log_marginal_all(self.utility, self.noise)
+            self._per_draw = self.noise.log_marginal_all(self.utility)
         return self._per_draw
 
     def log_probs(self) -> torch.Tensor:
@@ -315,10 +311,10 @@ class Chunk:
 
     def label_log_prob(self, labels: torch.Tensor) -> torch.Tensor:
         """``(B,)``: predictive log-probability of each datapoint's label (``labels`` of the chunk)."""
-        if self._mixed is not None or isinstance(self.noise, GumbelNoise):
+        if self._mixed is not None or self.noise.closed_form:  # all K cost as much as one
             return self.log_probs()[self.row, labels]
         psi = self.utility[:, self.row]                                   # (S, B, K)
-        return _mix(log_marginal(psi, labels.expand(psi.shape[:2]), self.noise))
+        return _mix(self.noise.log_marginal(psi, labels.expand(psi.shape[:2])))
 
     def scores(self) -> torch.Tensor:
         """``(R_c, K)`` scores ranking the classes like the predictive probability."""

@@ -16,7 +16,12 @@ r"""The contract every :class:`~pyro_ar.noise.Noise` must satisfy, runnable on a
 4. ``log_cdf`` is stable in the tails: finite, :math:`\le 0`, non-decreasing on
    ``tail_range``, and its gradient is finite there;
 5. ``distribution(loc, scale)`` is the location-scale family:
-   :math:`\log p(x) = \log\phi((x-loc)/scale) - \log scale`, with the broadcast batch shape.
+   :math:`\log p(x) = \log\phi((x-loc)/scale) - \log scale`, with the broadcast batch shape;
+6. every method the noise overrides with a closed form (``log_marginal``,
+   ``log_marginal_all``, ``icdf``, ``log_density_derivatives``, ``log_cdf_derivatives``)
+   agrees with the generic default of :class:`~pyro_ar.noise.Noise` (quadrature, bisection,
+   autograd) built from the same ``log_density`` and ``log_cdf`` (float64; tolerances from the
+   generic methods' errors: 1e-8 for the quadrature of a smooth density, 1e-9 for the rest).
 
 :class:`NoiseContract` runs the same checks as pytest tests: subclass it in a test module
 with a class attribute ``noise``.
@@ -52,7 +57,7 @@ except ImportError:  # pragma: no cover
 #: a device or its name
 Device = Union[str, torch.device]
 
-__all__ = ["check_noise", "NoiseContract", "ModelContract", "LikelihoodContract"]
+__all__ = ["check_noise", "check_closed_forms", "NoiseContract", "ModelContract", "LikelihoodContract"]
 
 
 def _grid(lo, hi, n, dtype, device):
@@ -166,6 +171,37 @@ def check_noise(noise: Noise, dtype: torch.dtype = torch.float64, device: Device
     check_sample(noise, dtype, device, num_samples, ks_alpha, seed)
     check_tails(noise, dtype, device, tail_range)
     check_distribution(noise, dtype, device)
+    check_closed_forms(noise, seed)
+
+
+def _overrides(noise: Noise, method: str) -> bool:
+    return getattr(noise, method).__func__ is not getattr(Noise, method)  # (a closed form)
+
+
+def check_closed_forms(noise: Noise, seed: int = 0) -> None:
+    """Check 6: each closed form the noise overrides agrees with :class:`Noise`'s generic default.
+
+    Example:
+
+    >>> import pyro_ar as ar
+    >>> from pyro_ar.testing import check_closed_forms
+    >>> check_closed_forms(ar.GumbelNoise())      # log-softmax = quadrature, ... : passes
+    """
+    generic = Noise(log_density=noise.log_density, log_cdf=noise.log_cdf, name=f"generic {noise.name}")
+    g = torch.Generator().manual_seed(seed)
+    psi = 3.0 * torch.randn(5, 7, generator=g, dtype=torch.float64)
+    y = torch.randint(7, (5,), generator=g)
+    u = torch.rand(64, generator=g, dtype=torch.float64).clamp(1e-9, 1 - 1e-9)
+    x = torch.linspace(-8.05, 8.05, 47, dtype=torch.float64)  # (no node at a kink at 0)
+    checks = [("log_marginal", (psi, y), 1e-8), ("log_marginal_all", (psi,), 1e-8), ("icdf", (u,), 1e-9),
+              ("log_density_derivatives", (x,), 1e-9), ("log_cdf_derivatives", (x,), 1e-9)]
+    for method, args, tol in checks:
+        if not _overrides(noise, method):
+            continue
+        got, ref = getattr(noise, method)(*args), getattr(generic, method)(*args)
+        for a, b in zip(got if isinstance(got, tuple) else (got,), ref if isinstance(ref, tuple) else (ref,)):
+            err = ((a - b).abs() / (1 + b.abs())).max().item()
+            assert err < tol, f"{noise!r}: {method} is off its generic default by {err:.3g} (tol {tol:g})"
 
 
 class NoiseContract:
@@ -178,7 +214,7 @@ class NoiseContract:
 
     >>> import pyro_ar as ar
     >>> from pyro_ar.testing import NoiseContract
-    >>> class TestLaplace(NoiseContract):      # in a test module: pytest collects five tests
+    >>> class TestLaplace(NoiseContract):      # in a test module: pytest collects six tests
     ...     noise = ar.LaplaceNoise()
     >>> TestLaplace().test_density_integrates_to_one()
     """
@@ -210,6 +246,8 @@ class NoiseContract:
     def test_distribution(self):
         check_distribution(self._noise(), self.dtype, self.device)
 
+    def test_closed_forms_match_generic_defaults(self):
+        check_closed_forms(self._noise())
 
 # ------------------------------------------------------------------------------------------
 # The model and likelihood contracts (pytest base classes, as GPyTorch ships its test bases)
@@ -264,8 +302,9 @@ class ModelContract:
        it (one evaluation path); Bayesian weights (``weights="bayes"``) raise a ValueError
        naming ``bayes`` (no point estimate), and their posterior predictive log-likelihood
        over ``Predictive`` draws of the weights is finite and <= 0;
-    7. for a point-estimate softmax model, ``log_likelihood`` is the log-softmax of
-       ``utility(x).full()`` at the labels and ``evaluate``'s accuracy its argmax's;
+    7. for a point-estimate model, ``log_likelihood`` is the noise's marginal
+       (``Noise.log_marginal_all``) of ``utility(x).full()`` at the labels and
+       ``evaluate``'s accuracy its argmax's;
     8. ``utility(x, params=None)``: that one signature, and given parameters equal to the
        fitted ones give the same utilities;
     9. malformed inputs raise a ValueError naming them, and ``check_data`` names the first
@@ -354,7 +393,7 @@ class ModelContract:
         plate = self._plate(model)
         sites = {n: s for n, s in tr.nodes.items() if s["type"] == "sample"}
         observed = [n for n, s in sites.items() if s["is_observed"]  # (not the prior / KL factors)
-                    and any(f.name == plate for f in s["cond_indep_stack"])]
+                    and plate in {f.name for f in s["cond_indep_stack"]}]
         B = model.subsample_size
         assert observed, f"a training step has no observed site in the plate {plate!r}"
         assert tr.nodes[plate]["value"].shape == (B,)
@@ -447,13 +486,16 @@ class ModelContract:
                                        model.noise, num_samples=num_samples)["log_lik"]
         assert math.isfinite(ll) and ll <= 1e-9, f"posterior predictive log-likelihood {ll}"
 
-    def test_softmax_log_likelihood_is_the_log_softmax_of_the_utilities(self):
+    def test_log_likelihood_is_the_noise_marginal_of_the_utilities(self):
+        """``log_likelihood`` is the mean of ``log p(y | psi)`` computed from the full utilities
+        by the noise's own marginal (``Noise.log_marginal_all``: the log-softmax for Gumbel,
+        quadrature otherwise), and the accuracy is that of their argmax."""
         model, x, y = self._case()
-        if self._latent(model) or model.weights == "bayes" or model.noise.name != "gumbel":
-            pytest.skip("point-estimate softmax models with inputs and labels")
+        if self._latent(model) or model.weights == "bayes":
+            pytest.skip("point-estimate models with inputs and labels")
         self._fitted(model, x, y)
         full = model.utility(x).full().double()
-        expected = full.log_softmax(-1).gather(-1, y[:, None]).mean().item()
+        expected = model.noise.log_marginal_all(full).gather(-1, y[:, None]).mean().item()
         assert model.log_likelihood(x, y) == pytest.approx(expected, abs=1e-6)
         acc = (full.argmax(-1) == y).double().mean().item()
         assert model.evaluate(x, y, metrics=("accuracy",))["accuracy"] == pytest.approx(acc)

@@ -72,7 +72,7 @@ def fit(likelihood, x, y, batch, steps, eval_fn=None, evals=10, **model_kwargs):
     model = LinearClassifier(x.shape[1], K, likelihood=likelihood, subsample_size=batch, sparse=True,
                              init_scale=0.1, bias_init_scale=1e-3, **model_kwargs)
     guide = default_guide(model)
-    svi = SVI(model, guide, authors_optim(), default_elbo(model))
+    svi = SVI(model, guide, authors_optim(), default_elbo())
     pyro.poutine.block(model)(x, y)  # create the parameters, so the step-0 evaluation can run
     history = train(svi, x, y, num_steps=steps, eval_fn=eval_fn and (lambda: eval_fn(model)),
                     eval_every=max(1, steps // evals), log_every=max(1, steps // 50))

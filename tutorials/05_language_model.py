@@ -148,7 +148,7 @@ def make(likelihood):
     pyro.set_rng_seed(args.seed)
     if isinstance(likelihood, AR):
         model = BigramLanguageModel(K, D, likelihood=likelihood, subsample_size=512, init_bias=init_bias)
-        svi = SVI(model, default_guide(model), lazy_adam({"lr": 1e-2}), default_elbo(model))
+        svi = SVI(model, default_guide(model), lazy_adam({"lr": 1e-2}), default_elbo())
     else:
         model = BigramLanguageModel(K, D, likelihood=likelihood, subsample_size=512, init_bias=init_bias)
         svi = SVI(model, default_guide(model), pyro.optim.Adam({"lr": 3e-3}), Trace_ELBO())

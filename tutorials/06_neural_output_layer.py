@@ -93,7 +93,7 @@ def fit(make_model, x, y, xt, yt, budget, metrics=("log_lik", "accuracy"), **gui
     pyro.clear_param_store()
     pyro.set_rng_seed(args.seed)
     model = make_model()
-    svi = SVI(model, default_guide(model, **guide_options), lazy_adam({"lr": 3e-3}), default_elbo(model))
+    svi = SVI(model, default_guide(model, **guide_options), lazy_adam({"lr": 3e-3}), default_elbo())
     pyro.poutine.block(model)(x[:2], y[:2])  # create the parameters, so the step-0 evaluation can run
     svi.step(x, y)  # one untimed warm-up step: a process's first step imports torch's lazy modules (~1 s)
     history = train(svi, x, y, num_steps=10**9, time_budget=budget, clock="process",

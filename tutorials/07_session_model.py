@@ -99,7 +99,7 @@ models, curves = {}, {}
 for name, likelihood in likelihoods.items():
     pyro.clear_param_store()
     model = CategoricalLatentModel(P, Q, likelihood, subsample_size=50, hidden_dim=32)
-    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.02}), default_elbo(model))
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.02}), default_elbo())
     t = time.process_time()
     history = train(svi, data.train, num_steps=steps, eval_at_start=False, log_every=max(steps // 20, 1))
     curves[name] = [(h["step"], h["loss"]) for h in history if h.get("loss") is not None]

@@ -96,7 +96,7 @@ for name, cfg in configs.items():
     pyro.clear_param_store()
     model = CategoricalLatentGP(data.cardinalities, 2, cfg["likelihood"], utility=cfg["utility"],
                                 num_inducing=16, subsample_size=64, hidden_dim=32, init_bias=bias)
-    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo(model))
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
     warmup = LatentKLWarmup(model, steps // 3) if cfg["utility"] == "gp" else None
     t = time.process_time()
     history = train(svi, data.train, num_steps=steps, eval_at_start=False, log_every=max(steps // 30, 1),
@@ -154,7 +154,7 @@ for K in (1_000, 100_000):
     x = torch.randint(0, K, (256, 3))
     model = CategoricalLatentGP([K] * 3, 2, AR(negatives=SharedNegatives(50)), num_inducing=16,
                                 subsample_size=64, hidden_dim=32)
-    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo(model))
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
     svi.step(x)
     t = time.process_time()
     for _ in range(5):

@@ -286,7 +286,7 @@ class ClassShardedLinearClassifier(LinearClassifier):
     >>> from pyro_ar.infer import default_elbo, default_guide
     >>> data = ar.datasets.make_linear_teacher(500, 4, 100, seed=0)
     >>> model = ClassShardedLinearClassifier(4, 100, num_negatives=10, subsample_size=50)
-    >>> optim, elbo = ar.optim.lazy_adam({"lr": 0.05}), default_elbo(model)
+    >>> optim, elbo = ar.optim.lazy_adam({"lr": 0.05}), default_elbo()
     >>> svi = pyro.infer.SVI(model, default_guide(model), optim, elbo)
     >>> history = ar.infer.train(svi, data.x, data.y, num_steps=5, modules=[model.stream])
     >>> pyro.param("weight").shape                 # one process: the only shard holds every row

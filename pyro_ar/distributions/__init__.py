@@ -11,8 +11,8 @@ module                                              contents
 :mod:`~pyro_ar.distributions.augmented`             :class:`AugmentedCategorical`
                                                     (:math:`\sum_{k\ne y}\log\Phi(\varepsilon+\psi_y-\psi_k)`),
                                                     :func:`sample_categorical`
-:mod:`~pyro_ar.distributions.baselines`             :class:`ExactSoftmax`, :class:`OVECategorical`,
-                                                    :class:`SampledSoftmax`, :class:`BouchardBound`
+:mod:`~pyro_ar.distributions.baselines`             :class:`OVECategorical`, :class:`SampledSoftmax`,
+                                                    :class:`BouchardBound`
 :mod:`~pyro_ar.distributions.analytic_bounds`       Jaakkola--Jordan and Bouchard bounds,
                                                     :class:`JaakkolaJordanBernoulli`
 :mod:`~pyro_ar.distributions.noise_distribution`    :class:`FastGumbel` (the location-scale

@@ -168,11 +168,11 @@ def resolve_likelihood(p, K: int, D: int) -> str:
     ('exact', 'ar')
     """
     exact_sum = p.num_negatives is None or p.num_negatives >= K - 1
-    if p.likelihood == "ar" and exact_sum and p.noise.name == "gumbel":
+    if p.likelihood == "ar" and exact_sum and p.noise.closed_form:
         warnings.warn(f"likelihood='ar' with num_negatives={p.num_negatives} >= K - 1 = {K - 1}: "
                       "the class sum is exact, so likelihood='exact' (or 'auto') costs no more "
                       "per step and has no bound to tighten", UserWarning, stacklevel=4)
     if p.likelihood != "auto":
         return p.likelihood
     cheaper = exact_sum or exact_step_is_cheaper(K, D, p.batch_size, p.num_negatives)
-    return "exact" if cheaper and p.noise.name == "gumbel" else "ar"
+    return "exact" if cheaper and p.noise.closed_form else "ar"

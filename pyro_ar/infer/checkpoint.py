@@ -257,7 +257,7 @@ def load_checkpoint(path: Union[str, os.PathLike], svi: SVI, *args,
     >>> data = make_linear_teacher(200, 3, 10, seed=0)
     >>> def make_svi():
     ...     model = LinearClassifier(3, 10, num_negatives=3, subsample_size=20, sparse=True)
-    ...     return SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo(model))
+    ...     return SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
     >>> svi = make_svi()
     >>> losses = [svi.step(data.x, data.y) for _ in range(3)]
     >>> path = os.path.join(tempfile.mkdtemp(), "run.pt")

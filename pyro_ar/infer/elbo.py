@@ -39,7 +39,6 @@ from pyro.util import check_model_guide_match, check_site_shape
 
 from ..distributions import AugmentedCategorical, FastGumbel, GumbelExpectedFactor
 from ..distributions.augmented import LocalStep, site_record
-from ..noise import GumbelNoise
 
 __all__ = ["ClosedFormELBO"]
 
@@ -69,7 +68,7 @@ class _ExpectedFactorMessenger(Messenger):
 
     def _pyro_sample(self, msg):
         fn = msg["fn"]
-        if not (isinstance(fn, AugmentedCategorical) and isinstance(fn.noise, GumbelNoise)
+        if not (isinstance(fn, AugmentedCategorical) and fn.noise.closed_form
                 and msg["is_observed"] and fn.eps_site in self.guide_trace.nodes):
             return
         node = self.guide_trace.nodes[fn.eps_site]

@@ -29,7 +29,6 @@ from functools import partial, singledispatch
 from pyro.infer.autoguide import AutoGuideList, AutoNormal
 
 from ..models import BayesianLinearClassifier, CategoricalLatentModel, CategoricalModel
-from ..noise import GumbelNoise
 from .elbo import ClosedFormELBO
 from .latent import LatentGuide
 from .local_guides import ConditionalLocalGuide, GumbelLocalGuide, NoiseLocalGuide, hide_noise_sites
@@ -75,7 +74,7 @@ def default_local_guide(model, local_first=None, part_of_list: bool = False, loc
     if not model.likelihood.has_local_latent:
         return None
     kwargs.setdefault("create_plates", None if part_of_list else model.create_plates)
-    if isinstance(model.noise, GumbelNoise):
+    if model.noise.closed_form:
         if local_first is None:
             local_first = getattr(model, "default_local_first", False)
         return GumbelLocalGuide(model, local_first=local_first, **kwargs)
@@ -127,7 +126,7 @@ def _(model: CategoricalModel, **kwargs):
     guide = AutoGuideList(model, create_plates=model.create_plates)
     weights = AutoNormal(hide_noise_sites(model))
     guide.append(weights)
-    if not isinstance(model.noise, GumbelNoise) and kwargs.get("local") in (None, "conditional"):
+    if not model.noise.closed_form and kwargs.get("local") in (None, "conditional"):
         kwargs.setdefault("parameters", partial(_posterior_mean, model, weights))
     local = default_local_guide(model, part_of_list=True, **kwargs)
     if local is not None:
@@ -141,9 +140,11 @@ def _posterior_mean(model, weights, like):
     return {n: median[model.prefix + n].detach() for n in model.parameter_shapes()}
 
 
-def default_elbo(model=None, **kwargs):
+def default_elbo(**kwargs):
     """:class:`~pyro_ar.infer.ClosedFormELBO`: the closed-form softmax A&R bound with the
     natural eta step, ``TraceMeanField_ELBO`` everywhere else (analytic KL where registered).
+    It serves every model (it finds the closed-form sites in the traces), so it takes no
+    model; ``kwargs`` go to :class:`~pyro_ar.infer.ClosedFormELBO`.
 
     Example:
 

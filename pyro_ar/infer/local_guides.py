@@ -388,7 +388,7 @@ class AmortizedLocalGuide(_LocalGuide):
             if info["num_classes"] is None:
                 raise ValueError(f"cannot infer the number of classes of site {name!r}; pass encoder=")
             enc = _DefaultEncoder(self._num_features, self._hidden_dim, info["num_classes"],
-                                  self.sparse, gumbel=info["noise"].name == "gumbel")
+                                  self.sparse, gumbel=info["noise"].closed_form)
             enc = enc.to(device=info["device"], dtype=info["dtype"])
         setattr(self, f"{name}_encoder", enc)
 
@@ -397,7 +397,7 @@ class AmortizedLocalGuide(_LocalGuide):
         encoder = pyro.module(f"{name}_encoder", getattr(self, f"{name}_encoder"))
         out = encoder(x[idx], y[idx])
         loc = out[..., 0]
-        if info["noise"].name == "gumbel":
+        if info["noise"].closed_form:
             return FastGumbel(loc, torch.ones_like(loc)), {}
         return info["noise"].distribution(loc, F.softplus(out[..., 1])), {}
 

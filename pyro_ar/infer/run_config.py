@@ -118,7 +118,7 @@ def run_config(svi: SVI, *args, modules: Sequence[torch.nn.Module] = (), **kwarg
     >>> from pyro_ar.optim import lazy_adam
     >>> data = make_linear_teacher(20, 3, 10, seed=0)
     >>> model = LinearClassifier(3, 10)
-    >>> svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo(model))
+    >>> svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
     >>> config = run_config(svi, data.x, data.y)
     >>> config["model"]["num_classes"], config["optim"]["pt_optim_args"], config["data"]["args"][0]
     (10, {'lr': 0.05}, {'shape': [20, 3], 'dtype': 'torch.float32'})

@@ -26,7 +26,7 @@ Use it with :func:`pyro.infer.SVI` and an optimizer that accepts sparse gradient
 
     model = BigramLanguageModel(K, 64, num_negatives=256, strategy="importance",
                                 proposal=counts.double() ** 0.75)
-    svi = SVI(model, default_guide(model), lazy_adam({"lr": 3e-3}), default_elbo(model))
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 3e-3}), default_elbo())
     for step in range(10_000):
         svi.step(prev, next)
     model.log_likelihood(prev_test, next_test)   # exact, per datapoint
@@ -68,7 +68,7 @@ class BigramLanguageModel(CategoricalModel):
     :param int num_words: K, the vocabulary size (inputs and outputs share the id space).
     :param int embedding_dim: D.
     :param noise: ``"gumbel"`` (softmax), ``"normal"`` (probit), ``"logistic"`` or a Noise.
-    :param str likelihood: ``"ar"``, ``"exact"``, ``"ove"``, ``"botev"``, ``"bouchard"``.
+    :param str likelihood: ``"ar"``, ``"exact"``, ``"ove"``, ``"sampled"``, ``"bouchard"``.
     :param num_negatives: classes per likelihood estimate (None: all K, exact).
     :param strategy: ``"importance"`` (shared draws from ``proposal``), ``"shared"``
         (uniform, shared by the minibatch) or ``"per_datapoint"``.
@@ -95,7 +95,7 @@ class BigramLanguageModel(CategoricalModel):
     >>> K = 5000
     >>> prev, nxt = torch.randint(0, K, (10_000,)), torch.randint(0, K, (10_000,))
     >>> model = BigramLanguageModel(K, 16, num_negatives=64, strategy="shared", subsample_size=256)
-    >>> svi = SVI(model, default_guide(model), lazy_adam({"lr": 1e-2}), default_elbo(model))
+    >>> svi = SVI(model, default_guide(model), lazy_adam({"lr": 1e-2}), default_elbo())
     >>> loss = svi.step(prev, nxt)                # O(B D + s D), whatever K
     >>> model.log_likelihood(prev[:100], nxt[:100]) < 0
     True

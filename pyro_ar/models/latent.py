@@ -458,7 +458,7 @@ class CategoricalLatentModel(LatentCategoricalModel):
     >>> from pyro_ar.optim import lazy_adam
     >>> items = torch.randint(0, 500, (100, 6))            # 100 sessions of 6 items, P = 500
     >>> model = CategoricalLatentModel(500, 4, num_negatives=20, subsample_size=32)
-    >>> svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo(model))
+    >>> svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
     >>> loss = svi.step(items)                             # O(B (T + s) Q), whatever P
     >>> model.scores(items[:3]).shape
     torch.Size([3, 500])

@@ -118,7 +118,7 @@ class LinearClassifier(CategoricalModel):
     :param int num_features: D.
     :param int num_classes: K.
     :param likelihood: a :class:`~pyro_ar.likelihoods.Likelihood` object, or a name
-        (``"ar"``, ``"exact"``, ``"ove"``, ``"botev"``, ``"bouchard"``) combined with
+        (``"ar"``, ``"exact"``, ``"ove"``, ``"sampled"``, ``"bouchard"``) combined with
         ``noise``, ``num_negatives``, ``strategy`` and ``proposal`` (the string shortcut).
     :param num_negatives: negatives of the string shortcut: an int, None (all classes:
         O(K) per step) or ``"auto"`` (default: all classes up to K = 21, else 20 -- the
@@ -164,7 +164,7 @@ class LinearClassifier(CategoricalModel):
     >>> data = make_linear_teacher(2000, 8, 500, seed=0)
     >>> model = LinearClassifier(8, 500, likelihood=AR(negatives=SharedNegatives(16)),
     ...                          subsample_size=128, sparse=True)
-    >>> svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo(model))
+    >>> svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
     >>> losses = [svi.step(data.x, data.y) for _ in range(10)]
     >>> model.utility(data.x[:3]).full().shape
     torch.Size([3, 500])

@@ -167,7 +167,7 @@ class NeuralClassifier(NetworkBody, LinearClassifier):
     >>> data = make_linear_teacher(500, 8, 1000, seed=0)
     >>> body = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU())
     >>> model = NeuralClassifier(body, 32, 1000, num_negatives=10, subsample_size=64, sparse=True)
-    >>> svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo(model))
+    >>> svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
     >>> before = body[0].weight.detach().clone()
     >>> losses = [svi.step(data.x, data.y) for _ in range(3)]
     >>> bool((body[0].weight != before).any())       # the body is trained by the same step

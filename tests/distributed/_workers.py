@@ -67,7 +67,7 @@ def dp_run(shard, num_shards, steps=STEPS, checkpoint=None, crash_at=None, callb
     guide = default_guide(model)
     optim = lazy_adam({"lr": 0.05})
     optim = optim if shard == "all" else data_parallel(optim, local=guide)
-    svi = SVI(model, guide, optim, default_elbo(model))
+    svi = SVI(model, guide, optim, default_elbo())
     done = _train(svi, plate.shard_rows(x), plate.shard_rows(y), steps, [plate], checkpoint, crash_at,
                   callbacks)
     store = pyro.get_param_store()
@@ -83,7 +83,7 @@ def cs_run(shard, num_shards, num_negatives=None, steps=20, checkpoint=None, cra
     model = ClassShardedLinearClassifier(D, K, num_negatives=num_negatives, shard=shard,
                                          num_shards=num_shards, subsample_size=B, seed=5)
     guide = default_guide(model)
-    svi = SVI(model, guide, lazy_adam({"lr": 0.05}), default_elbo(model))
+    svi = SVI(model, guide, lazy_adam({"lr": 0.05}), default_elbo())
     done = _train(svi, x, y, steps, [model.stream], checkpoint, crash_at)
     store = pyro.get_param_store()
     optim_numel = sum(t.numel() for o in svi.optim.optim_objs.values() for s in o.state.values()
@@ -108,7 +108,7 @@ def cs_reference(num_shards, steps=20):
     pyro.param("bias", torch.cat([b for _, b in rows]))
     model = LinearClassifier(D, K, likelihood=AR(), subsample_size=B, sparse=True)
     guide = default_guide(model)
-    svi = SVI(model, guide, lazy_adam({"lr": 0.05}), default_elbo(model))
+    svi = SVI(model, guide, lazy_adam({"lr": 0.05}), default_elbo())
     train(svi, x, y, num_steps=steps, eval_at_start=False)
     store = pyro.get_param_store()
     return {"weight": store["weight"].detach(), "bias": store["bias"].detach(),

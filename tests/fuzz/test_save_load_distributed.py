@@ -202,7 +202,7 @@ D, K, N = 4, 12, 200
 
 def _svi():
     model = LinearClassifier(D, K, num_negatives=4, subsample_size=32, sparse=True)
-    return SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo(model))
+    return SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
 
 
 @pytest.fixture(scope="module")

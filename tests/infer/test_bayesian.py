@@ -79,9 +79,10 @@ class _CRNGuide(ClassSubsampledNormal):
         z = self.zw[classes] if loc.dim() == 2 else self.zb[classes]
         return _FixedNormal(loc, scale, z)
 
-    def _local_distribution(self, family, loc, scale):
-        if family == "gumbel":
-            return _FixedGumbel(loc, self.ze_gumbel)
+    def _gumbel_local(self, loc):
+        return _FixedGumbel(loc, self.ze_gumbel)
+
+    def _normal_local(self, loc, scale):
         return _FixedNormal(loc, scale, self.ze)
 
     @property

@@ -36,7 +36,7 @@ D, K, N = 4, 12, 300
 def _svi(K=K, lr=0.05, guide=None, optim=None, num_negatives=4):
     model = LinearClassifier(D, K, num_negatives=num_negatives, subsample_size=32, sparse=True)
     guide = default_guide(model) if guide is None else guide(model)
-    return SVI(model, guide, optim or lazy_adam({"lr": lr}), default_elbo(model))
+    return SVI(model, guide, optim or lazy_adam({"lr": lr}), default_elbo())
 
 
 @pytest.fixture

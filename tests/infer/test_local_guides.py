@@ -390,7 +390,7 @@ def test_a_fitted_per_datapoint_guide_refuses_a_larger_data_set(noise):
     data = make_linear_teacher(200, 3, 7, noise, seed=0)
     model = LinearClassifier(3, 7, noise=noise, num_negatives=3, subsample_size=20, sparse=True)
     guide = default_guide(model, local="noise") if noise == "normal" else default_guide(model)
-    svi = SVI(model, guide, lazy_adam({"lr": 0.05}), default_elbo(model))
+    svi = SVI(model, guide, lazy_adam({"lr": 0.05}), default_elbo())
     svi.step(data.x[:100], data.y[:100])
     with pytest.raises(ValueError, match="per training datapoint.*100.*200 rows"):
         svi.step(data.x, data.y)

@@ -53,7 +53,7 @@ def _mle(noise_data):
     model = LinearClassifier(D, K, num_negatives=4, subsample_size=32, sparse=True)
     guide = default_guide(model)
     assert isinstance(guide, GumbelLocalGuide)  # natural eta step and visit counters
-    return SVI(model, guide, lazy_adam({"lr": 0.05}), default_elbo(model)), {}
+    return SVI(model, guide, lazy_adam({"lr": 0.05}), default_elbo()), {}
 
 
 def _map(noise_data):
@@ -62,7 +62,7 @@ def _map(noise_data):
     guide = default_guide(model, local="noise")
     assert isinstance(guide, NoiseLocalGuide)  # sparse per-datapoint params
     optim = lazy_adam(lambda name: {"lr": 0.1 if "_eps_" in name else 0.05})
-    return SVI(model, guide, optim, default_elbo(model)), {}
+    return SVI(model, guide, optim, default_elbo()), {}
 
 
 def _bayes(noise_data):
@@ -81,7 +81,7 @@ def _bayes_autoguide(noise_data):
     guide = AutoGuideList(model, create_plates=model.create_plates)
     guide.append(AutoNormal(hide_noise_sites(model)))
     guide.append(NoiseLocalGuide(model))
-    return SVI(model, guide, lazy_adam({"lr": 0.05}), default_elbo(model)), {}
+    return SVI(model, guide, lazy_adam({"lr": 0.05}), default_elbo()), {}
 
 
 CASES = {"mle_gumbel": (_mle, "gumbel"), "map_normal": (_map, "normal"),
@@ -259,7 +259,7 @@ def test_divergence_on_a_real_model_with_a_huge_learning_rate(validation_off):
     """lr = 1e4: the first step's loss is finite, the second's inf (NaN after)."""
     data = make_linear_teacher(N, D, K, seed=0)
     model = LinearClassifier(D, K, num_negatives=4, subsample_size=32, sparse=True)
-    svi = SVI(model, default_guide(model), lazy_adam({"lr": 1e4}), default_elbo(model))
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 1e4}), default_elbo())
     with pytest.raises(TrainingDiverged, match="step 2: the loss became inf"):
         train(svi, data.x, data.y, num_steps=5)
 
@@ -523,7 +523,7 @@ def test_divergence_of_a_real_model_exploding_within_the_window(noise, likelihoo
     """The issue's reproductions: finite but exploding losses from step 2 (before: no error)."""
     data = make_linear_teacher(N, D, K, seed=0)
     model = LinearClassifier(D, K, noise=noise, likelihood=likelihood, subsample_size=64)
-    svi = SVI(model, default_guide(model), lazy_adam({"lr": lr}), default_elbo(model))
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": lr}), default_elbo())
     with pytest.raises(TrainingDiverged, match="exceeds 1e\\+06 x the scale"):
         train(svi, data.x, data.y, num_steps=10)
 
@@ -593,7 +593,7 @@ def test_parameters_are_finite_after_a_real_divergence():
     when the diverging run started (before issue 25: NaN/inf)."""
     data = make_linear_teacher(N, D, K, seed=0)
     model = LinearClassifier(D, K, noise="normal", num_negatives=4, subsample_size=64, sparse=True)
-    guide, elbo = default_guide(model), default_elbo(model)
+    guide, elbo = default_guide(model), default_elbo()
     train(SVI(model, guide, lazy_adam({"lr": 0.05}), elbo), data.x, data.y, num_steps=5)
     before = {k: v.detach().clone() for k, v in pyro.get_param_store().items()}
     with pytest.raises(TrainingDiverged):
@@ -629,7 +629,7 @@ def test_train_checks_the_whole_data_before_the_first_step(field, row, value, ma
     else:
         x[row, 2] = value
     model = LinearClassifier(D, K, num_negatives=4, subsample_size=8, sparse=True)
-    svi = _CountingSVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo(model))
+    svi = _CountingSVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
     _CountingSVI.steps = 0
     with pytest.raises(ValueError, match=match):
         train(svi, x, y, num_steps=1000)
@@ -639,7 +639,7 @@ def test_train_checks_the_whole_data_before_the_first_step(field, row, value, ma
 def test_train_checks_sample_weight_before_the_first_step():
     data = make_linear_teacher(N, D, K, seed=0)
     model = LinearClassifier(D, K, num_negatives=4, subsample_size=8, sparse=True)
-    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo(model))
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
     w = torch.ones(N)
     w[7] = -1.0
     with pytest.raises(ValueError, match="sample_weight"):

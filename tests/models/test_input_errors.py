@@ -91,7 +91,7 @@ def test_a_bad_input_meets_a_named_error_before_the_guide(case, validation_off):
     """With Pyro's validation off too: the checks are the models', not the distributions'."""
     make, inputs, match = CASES[case]
     model = make()
-    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo(model))
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
     with pytest.raises(ValueError, match=match):
         svi.step(*inputs())
 

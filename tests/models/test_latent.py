@@ -90,7 +90,7 @@ def _fit_posterior(posterior, items, Psi, rho, steps=150):
     pyro.param("weight", Psi.clone())
     pyro.param("bias", rho.clone())
     frozen = poutine.block(model, hide=["weight", "bias"])   # not optimised
-    svi = SVI(frozen, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo(model))
+    svi = SVI(frozen, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
     for _ in range(steps):
         svi.step(items)
     loss = sum(svi.evaluate_loss(items) for _ in range(10)) / 10
@@ -111,7 +111,7 @@ def test_amortised_and_local_posteriors_agree():
 def test_elbo_improves_with_ar():
     items, _, _ = _sessions(U=60, P=40, Q=2, T=8)
     model = CategoricalLatentModel(40, 2, AR(negatives=SharedNegatives(10)), subsample_size=20, hidden_dim=16)
-    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.03}), default_elbo(model))
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.03}), default_elbo())
 
     def elbo():
         return -sum(svi.evaluate_loss(items) for _ in range(10)) / 10
@@ -215,7 +215,7 @@ def test_kl_warmup_resumes_from_a_checkpoint(tmp_path):
         pyro.clear_param_store()
         model = CategoricalLatentModel(30, 2, AR(negatives=SharedNegatives(5)))
         warmup = LatentKLWarmup(model, 20)
-        svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo(model))
+        svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
         train(svi, items, num_steps=steps, scheduler=warmup, checkpoint=path)
         assert warmup.t == steps and model.latent_kl_weight == steps / 20
 

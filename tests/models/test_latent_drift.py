@@ -29,7 +29,7 @@ def _fit(likelihood, data, checkpoints):
     pyro.clear_param_store()
     torch.manual_seed(0)
     model = CategoricalLatentModel(P, 4, likelihood, subsample_size=25, hidden_dim=16)
-    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.02}), default_elbo(model))
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.02}), default_elbo())
     out, done = [], 0
     for steps in checkpoints:
         for _ in range(steps - done):

@@ -161,7 +161,7 @@ def _fit_posterior(posterior, x, state, utility, steps=STEPS):
     for name in names:
         pyro.param(name, state[name].clone())
     frozen = poutine.block(model, hide=names)
-    svi = SVI(frozen, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo(model))
+    svi = SVI(frozen, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
     for _ in range(steps):
         svi.step(x)
     loss = sum(svi.evaluate_loss(x) for _ in range(10)) / 10

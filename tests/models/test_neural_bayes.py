@@ -105,7 +105,7 @@ def test_ngram_body_trains_with_a_lazy_output_layer_touching_few_rows():
     body = NGramBody(V, 3, 4, F)
     x, y = torch.randint(0, V, (100, 3)), torch.randint(0, V, (100,))
     model = NeuralClassifier(body, F, V, num_negatives=5, subsample_size=8, sparse=True)
-    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo(model))
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
     svi.step(x, y)
     emb = body.embedding.weight.detach().clone()
     svi.step(x, y)
