@@ -256,8 +256,9 @@ def test_errors_are_clear():
     guide = ConditionalLocalGuide(model, create_plates=model.create_plates)
     data = make_linear_teacher(20, 3, 10, "normal", seed=0)
     guide(data.x, data.y)
-    with pytest.raises(ValueError, match="labels"):
-        guide(data.x)
+    # without labels (prediction, pyro.infer.Predictive) the model has no noise site: the
+    # guide emits none instead of raising
+    assert guide(data.x) == {}
 
 
 @pytest.mark.parametrize("strategy", ["per_datapoint", "shared"])
