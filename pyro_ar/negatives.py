@@ -163,8 +163,8 @@ def sample_without_replacement(n: int, k: int, shape: Sequence[int] = (),
     # (about k^2/(2n) for k << n), so that a redraw is rare
     repeats = k * k / (2.0 * n)
     deferred = _defer_check(out.device)
-    sds = 12.0 if deferred else 6.0
-    m = k + int(math.ceil(repeats + sds * math.sqrt(repeats) + 2 * sds))
+    sds, spare = (12.0, 24.0) if deferred else (6.0, 2.0)
+    m = k + int(math.ceil(repeats + sds * math.sqrt(repeats) + spare))
     if deferred:
         draws = torch.randint(0, n, (rows, m), device=device, generator=generator)
         filled, ok = _first_k_distinct(draws, n, k)
