@@ -5,7 +5,7 @@ import torch
 
 from pyro.infer import SVI
 
-from ..infer import ClosedFormELBO, default_guide
+from ..infer import ClosedFormELBO, default_guide, local_parameter_names
 from ..models import LinearClassifier
 from ..optim import lazy_adam
 from ._settings import _SITE
@@ -43,6 +43,6 @@ def training_svi(est, s, K, D, y, batch_size):
                          weight_loc=getattr(est, "weight_loc_", None) if path.weight_pattern else None)
     guide = default_guide(model, local_first=True)  # (ignored without a local latent)
     lr, local_lr = s.learning_rate, s.local_learning_rate
-    optim = lazy_adam(lambda name: {"lr": local_lr if name.rsplit(".", 1)[-1].startswith(
-        f"{_SITE}_eps_") else lr})
+    is_local = local_parameter_names(guide)  # per-datapoint parameters: their own step size
+    optim = lazy_adam(lambda name: {"lr": local_lr if is_local(name) else lr})
     return model, guide, SVI(model, guide, optim, ClosedFormELBO())

@@ -41,6 +41,8 @@ import math
 import warnings
 from functools import partial
 
+from typing import Callable
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -56,6 +58,7 @@ from ..models.base import take_rows
 from .local_fit import conditional_local_q, gaussian_local, laplace_local, local_sampler
 
 __all__ = [
+    "local_parameter_names",
     "GumbelLocalGuide",
     "NoiseLocalGuide",
     "AmortizedLocalGuide",
@@ -558,3 +561,23 @@ class ConditionalLocalGuide(_LocalGuide):
         return conditional_local_q(info["noise"], utility, labels, self._sampler(),
                                    gaussian_local if self.fit == "gaussian" else laplace_local,
                                    self.newton_steps, no_grad=envelope)
+
+
+def local_parameter_names(guide) -> Callable[[str], bool]:
+    """A predicate on param-store names: True for the per-datapoint parameters of the local
+    guides inside ``guide`` (e.g. ``"GumbelLocalGuide.y_eps_log_eta"``) and of the Bouchard
+    likelihood (``"<site>_bouchard_a"``): the parameters that stay on their rank in data-parallel
+    training and that may get their own step size.
+
+    Example:
+
+    >>> from pyro_ar.infer import local_parameter_names
+    >>> from pyro_ar.infer import default_guide
+    >>> from pyro_ar.models import LinearClassifier
+    >>> is_local = local_parameter_names(default_guide(LinearClassifier(3, 10)))
+    >>> is_local("GumbelLocalGuide.y_eps_log_eta"), is_local("weight")
+    (True, False)
+    """
+    prefixes = tuple(m._pyro_name + "." for m in getattr(guide, "modules", lambda: [])()
+                     if isinstance(m, _LocalGuide) and m._per_datapoint_state)
+    return lambda name: (bool(prefixes) and name.startswith(prefixes)) or name.endswith("_bouchard_a")
