@@ -56,6 +56,8 @@ from tests.fuzz import _harness as H
 sklearn = pytest.importorskip("sklearn")
 from pyro_ar import ARClassifier  # noqa: E402
 
+pytestmark = pytest.mark.slow  # a fuzz battery
+
 COUNT_ONLY = os.environ.get("PYRO_AR_FUZZ_COUNT_ONLY") == "1"
 #: ``PYRO_AR_FUZZ_SCALE=k`` draws k times as many examples (a larger battery than the suite's)
 SCALE = max(1, int(os.environ.get("PYRO_AR_FUZZ_SCALE", "1")))
