@@ -888,8 +888,8 @@ def train(svi: SVI, *args, num_steps: int = 1000, time_budget: Optional[float] =
         updated, left open; ``"lines"`` or ``{"style": "lines", "desc": ..., "file": ...}``:
         a line per record (``desc: step N, T s (CPU s for clock="process"), loss L, <eval_fn's
         numbers>``) to ``file`` (default stdout), for scripts and logs.
-    :param clock: ``"wall"`` (:func:`time.perf_counter`), ``"process"`` (CPU time of this
-        process, :func:`time.process_time`) or a function returning seconds (e.g. a fake clock
+    :param clock: ``"wall"`` (``time.perf_counter``), ``"process"`` (CPU time of this
+        process, ``time.process_time``) or a function returning seconds (e.g. a fake clock
         in tests) for ``time``, ``time_budget``, ``eval_times`` and ``step_time``
         (``wall_time`` and ``cpu_time`` are always read from the real clocks).
     :param step_times: a list to which the time of every step is appended.
