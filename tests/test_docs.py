@@ -13,7 +13,7 @@ without running it again. The checks that need no build run in the default tier.
 import importlib
 import inspect
 import os
-import html
+from html import unescape
 import re
 import subprocess
 import sys
@@ -116,7 +116,7 @@ def test_tutorial_page_shows_its_figures(built_docs, script):
     text = page.read_text()
     for warning in ("TqdmWarning", "IProgress not found"):  # ipywidgets missing from the extras
         assert warning not in text, f"{script.name}'s page shows {warning!r}"
-    shown = html.unescape(re.sub(r"<[^>]+>", "", text))  # the cells' printed output, as text
+    shown = unescape(re.sub(r"<[^>]+>", "", text))  # the cells' printed output, as text
     for pattern in PROGRESS_LINES.get(script.stem, ()):
         assert re.search(pattern, shown), f"{script.name}'s page shows no progress line /{pattern}/"
 
