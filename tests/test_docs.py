@@ -13,11 +13,11 @@ without running it again. The checks that need no build run in the default tier.
 import importlib
 import inspect
 import os
-from html import unescape
 import re
 import subprocess
 import sys
 import warnings
+from html import unescape
 from pathlib import Path
 
 import pytest
