@@ -59,6 +59,7 @@ def small_pattern_limit(monkeypatch):
     monkeypatch.setattr(training_path, "FULL_RANK_MAX_BYTES", 1 << 16)
 
 
+@pytest.mark.slow
 def test_pattern_path_beats_the_low_rank_path_and_the_frequencies(small_pattern_limit):
     """Few rows per class (the WordNet regime at test size): held-out top-1 of the defaults
     on the pattern path against the low rank path the estimator took before (rank 128)."""

@@ -21,7 +21,7 @@ from pyro_ar.distributions import (BouchardBound, OVECategorical,
 from tests.fuzz import _harness as H
 from tests.fuzz import strategies as S
 
-pytestmark = pytest.mark.usefixtures("seeded", "validation_on")
+pytestmark = [pytest.mark.usefixtures("seeded", "validation_on"), pytest.mark.slow]  # a fuzz battery
 
 
 def _grads_finite(lp, *leaves):

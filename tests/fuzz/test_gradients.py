@@ -22,6 +22,8 @@ from pyro_ar.distributions import (BouchardBound, GumbelExpectedFactor, OVECateg
 from tests.fuzz import _harness as H
 from tests.helpers import DTYPES, LIBRARY_NOISES
 
+pytestmark = pytest.mark.slow  # a fuzz battery
+
 SCALES = [0.0, 1.0, 100.0, 1e4]
 PATTERNS = [[1.0, 0.0, -1.0], [-1.0, 1.0, 0.5], [1.0, 1.0, -1.0]]
 EPS = [0.0, -90.0, 800.0, -1e4, 1e4]

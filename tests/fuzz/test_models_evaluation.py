@@ -24,7 +24,7 @@ from pyro_ar.optim import lazy_adam
 from tests.fuzz import _harness as H
 from tests.fuzz import strategies as S
 
-pytestmark = pytest.mark.usefixtures("seeded", "validation_on")
+pytestmark = [pytest.mark.usefixtures("seeded", "validation_on"), pytest.mark.slow]  # a fuzz battery
 
 MODEL_NAMES = ("num_features", "num_classes", "num_words", "embedding_dim", "noise", "likelihood",
                "num_negatives", "strategy", "proposal", "weights", "prior_scale", "subsample_size",

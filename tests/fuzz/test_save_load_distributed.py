@@ -19,7 +19,7 @@ Counts: ``STATS`` of tests/fuzz/_harness.py (printed at the end of the run), wit
 at the first, and ``PYRO_AR_FUZZ_SCALE=k`` draws k times as many examples (for a battery's
 report)::
 
-    PYRO_AR_FUZZ_SCALE=4 PYRO_AR_FUZZ_COUNT_ONLY=1 python -m pytest -q tests/fuzz/test_save_load_distributed.py
+    PYRO_AR_FUZZ_SCALE=4 PYRO_AR_FUZZ_COUNT_ONLY=1 python -m pytest -q -m slow tests/fuzz/test_save_load_distributed.py
 """
 
 import copy
@@ -55,6 +55,8 @@ from tests.fuzz import _harness as H
 
 sklearn = pytest.importorskip("sklearn")
 from pyro_ar import ARClassifier  # noqa: E402
+
+pytestmark = pytest.mark.slow  # a fuzz battery
 
 COUNT_ONLY = os.environ.get("PYRO_AR_FUZZ_COUNT_ONLY") == "1"
 #: ``PYRO_AR_FUZZ_SCALE=k`` draws k times as many examples (a larger battery than the suite's)

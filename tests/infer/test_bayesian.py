@@ -102,10 +102,10 @@ def _randomise_guide(guide, K, D, seed=1):
 
 
 @pytest.mark.parametrize("noise,elbo_cls,stratify", [
-    ("gumbel", ClosedFormELBO, True),       # closed-form bound, analytic KL
-    ("gumbel", ClosedFormELBO, False),      # the paper's shared-negatives estimator
-    ("gumbel", Trace_ELBO, True),           # Monte Carlo KL and Monte Carlo eps
-    ("normal", TraceMeanField_ELBO, True),  # probit, Laplace local guide, MC eps
+    pytest.param("gumbel", ClosedFormELBO, True, marks=pytest.mark.slow),  # closed-form bound, analytic KL
+    ("gumbel", ClosedFormELBO, False),      # the paper's shared-negatives estimator (default tier)
+    pytest.param("gumbel", Trace_ELBO, True, marks=pytest.mark.slow),  # Monte Carlo KL and Monte Carlo eps
+    pytest.param("normal", TraceMeanField_ELBO, True, marks=pytest.mark.slow),  # probit, Laplace local guide, MC eps
 ])
 def test_large_k_elbo_estimator_is_unbiased(noise, elbo_cls, stratify):
     """K = 30: the class-subsampled ELBO (4 negatives, KL on 6 classes) averaged over many
@@ -371,6 +371,7 @@ def _digits_fit(kind, x, y, steps, seed=0):
     return average.average
 
 
+@pytest.mark.slow
 def test_digits_ar_posterior_agrees_with_exact_likelihood_mean_field():
     """Fast version of benchmarks/bayes_digits.py (part 1): digits (K=10, D=64, standardised,
     1400 train), prior N(0,1), softmax; the A&R posterior (3 shared negatives per step, the

@@ -9,6 +9,7 @@ the trajectory of the uninterrupted run.
 import math
 import os
 import time
+import sys
 import warnings
 
 import numpy as np
@@ -31,6 +32,7 @@ from pyro_ar.infer import (
     GumbelLocalGuide,
     IterateAverage,
     NoiseLocalGuide,
+    ResumeWarning,
     TrainingDiverged,
     default_elbo,
     default_guide,
@@ -226,18 +228,13 @@ def test_early_stopping_argument_errors():
 
 # ------------------------------------------------------------------ stopping rules
 class _ScriptedSVI:
-    """Stands in for SVI: returns scripted losses, optionally sleeping or burning CPU."""
+    """Stands in for SVI: returns scripted losses (1.0 when none are given)."""
 
-    def __init__(self, losses=None, sleep=0.0, burn=0.0):
-        self.losses, self.sleep, self.burn, self.calls = losses, sleep, burn, 0
+    def __init__(self, losses=None):
+        self.losses, self.calls = losses, 0
 
     def step(self):
         self.calls += 1
-        if self.sleep:
-            time.sleep(self.sleep)
-        t0 = time.process_time()
-        while time.process_time() - t0 < self.burn:
-            pass
         return 1.0 if self.losses is None else self.losses[self.calls - 1]
 
 
@@ -271,27 +268,48 @@ def test_divergence_check_arguments():
         DivergenceCheck(warmup=0)
 
 
-@pytest.mark.parametrize("clock,svi", [("wall", _ScriptedSVI(sleep=0.01)),
-                                       ("process", _ScriptedSVI(burn=0.004))])
-def test_time_budget_stops_on_the_chosen_clock_excluding_evaluation(clock, svi):
-    hist = train(svi, num_steps=10**9, time_budget=0.05, clock=clock, eval_every=1,
-                 eval_fn=lambda: time.sleep(0.01) or {})
+class _TickingClock:
+    """A fake clock for ``train(clock=...)``: each reading advances it by ``tick`` seconds,
+    so a step (two readings) takes exactly ``tick`` -- no sleeping, no real time asserted."""
+
+    def __init__(self, tick):
+        self.tick, self.now = tick, 0.0
+
+    def __call__(self):
+        self.now += self.tick
+        return self.now
+
+
+@pytest.mark.parametrize("clock", ["wall", "process"])
+def test_time_is_read_from_the_chosen_real_clock(clock):
+    hist = train(_ScriptedSVI(), num_steps=5, clock=clock, eval_every=1)
     last = hist[-1]
-    assert last["time"] >= 0.05 and last["step"] == svi.calls
-    # evaluation (10 ms each, at every step) is excluded: at most ~ budget / step time steps
-    # short of it, i.e. the budget was reached by training time alone
-    assert last["time"] == (last["wall_time"] if clock == "wall" else last["cpu_time"])
-    assert last["time"] - hist[-2]["time"] < 0.05
-    if clock == "process":
-        assert last["wall_time"] >= last["cpu_time"] * 0.5
+    assert last["time"] == (last["wall_time"] if clock == "wall" else last["cpu_time"]) > 0
+
+
+def test_time_budget_stops_on_the_injected_clock_excluding_evaluation():
+    """Steps take 0.25 s on the injected clock (exact in binary); evaluation at every step reads
+    the clock as well but is not training time: the 1 s budget stops the run after 4 steps."""
+    clock = _TickingClock(0.25)
+    svi = _ScriptedSVI()
+    hist = train(svi, num_steps=10**9, time_budget=1.0, clock=clock, eval_every=1,
+                 eval_fn=lambda: {"now": clock()})
+    assert svi.calls == 4 and [h["step"] for h in hist] == [0, 1, 2, 3, 4]
+    assert [h["time"] for h in hist] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert all(h["step_time"] == 0.25 for h in hist[1:])
 
 
 def test_eval_times_evaluate_at_training_times():
-    hist = train(_ScriptedSVI(sleep=0.005), num_steps=40, eval_every=1000, eval_times=[0.03, 0.06],
-                 eval_fn=lambda: {"ev": 1})
+    hist = train(_ScriptedSVI(), num_steps=40, eval_every=1000, eval_times=[0.75, 1.5],
+                 eval_fn=lambda: {"ev": 1}, clock=_TickingClock(0.25))
     ev = [h for h in hist if "ev" in h]
-    assert len(ev) == 4  # step 0, the two times, the end
-    assert ev[1]["time"] >= 0.03 and ev[2]["time"] >= 0.06
+    assert [h["step"] for h in ev] == [0, 3, 6, 40]  # step 0, the two times, the end
+    assert [h["time"] for h in ev] == [0.0, 0.75, 1.5, 10.0]
+
+
+def test_clock_must_be_a_name_or_a_function():
+    with pytest.raises(ValueError, match=r"clock must be 'wall', 'process' or a function.*clock=3"):
+        train(_ScriptedSVI(), num_steps=1, clock=3)
 
 
 def test_callbacks_can_stop_the_run():
@@ -486,14 +504,19 @@ def test_time_budget_counts_the_time_before_a_resume(tmp_path):
     data = make_linear_teacher(N, D, K, seed=0)
     path = str(tmp_path / "budget.pt")
     svi, _ = _mle(data)
-    hist = train(svi, data.x, data.y, num_steps=10**6, time_budget=0.05, checkpoint=path)
+    hist = train(svi, data.x, data.y, num_steps=10**6, time_budget=1.0, checkpoint=path,
+                 clock=_TickingClock(0.25))
+    assert hist[-1]["step"] == 4 and hist[-1]["time"] == 1.0
     svi, _ = _mle(data)
-    again = train(svi, data.x, data.y, num_steps=10**6, time_budget=0.05, checkpoint=path)
-    assert again[-1]["step"] == hist[-1]["step"] and again[-1]["time"] == hist[-1]["time"]
+    with pytest.warns(ResumeWarning):
+        again = train(svi, data.x, data.y, num_steps=10**6, time_budget=1.0, checkpoint=path,
+                      clock=_TickingClock(0.25))
+    assert again[-1]["step"] == 4 and again[-1]["time"] == 1.0
     svi, _ = _mle(data)
-    budget = hist[-1]["time"] + 0.05  # (the first step, which sets things up, may take long)
-    more = train(svi, data.x, data.y, num_steps=10**6, time_budget=budget, checkpoint=path)
-    assert more[-1]["step"] > hist[-1]["step"] and more[-1]["time"] >= budget
+    with pytest.warns(ResumeWarning):
+        more = train(svi, data.x, data.y, num_steps=10**6, time_budget=2.0, checkpoint=path,
+                     clock=_TickingClock(0.25))
+    assert more[-1]["step"] == 8 and more[-1]["time"] == 2.0
 
 
 # ------------------------------------------------------------------ issue 25: divergence within the window
