@@ -8,7 +8,6 @@ the trajectory of the uninterrupted run.
 
 import math
 import os
-import time
 import sys
 import warnings
 
