@@ -40,7 +40,6 @@ a CPU). ``--skip c,d`` leaves parts out.
 """
 
 import argparse
-import math
 import os
 import statistics
 import sys
