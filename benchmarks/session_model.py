@@ -22,16 +22,14 @@
 
 Usage::
 
-    python benchmarks/session_model.py [--quick] [--part recogym|brown|timing|drift|all] [--out DIR]
+    python -m benchmarks.session_model [--quick] [--part recogym|brown|timing|drift|all] [--out DIR]
 
 Prints tables; writes session_model.json to ``--out`` (default: the temp directory).
 """
 
-import argparse
 import functools
 import os
 import pickle
-import sys
 import tempfile
 import time
 
@@ -41,9 +39,9 @@ import torch
 import pyro
 from pyro.infer import SVI
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from paper_common import cost_ratio_table, write_json  # noqa: E402
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
 from pyro_ar.datasets import (SessionData, load_brown_sessions, make_recogym_sessions,  # noqa: E402
                               pad_sessions, split_sessions)
 from pyro_ar.infer import train  # noqa: E402
@@ -218,13 +216,12 @@ def part_timing(args, out):
         builders[method] = steps
     print(f"\n(c) per-step CPU time, B = 64 sessions x 20 items, Q = 20, 100 shared negatives, {repeats} "
           "interleaved repeats")
-    res = cost_ratio_table(builders, repeats, "P")
+    res = harness.cost_ratio_table(builders, repeats, "P")
     out["timing"] = res
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true")
+def main(argv=None):
+    p = harness.parser(__doc__)
     p.add_argument("--part", default="all", choices=["recogym", "brown", "timing", "drift", "all"])
     p.add_argument("--drift-seed", type=int, default=3, help="seed of the sessions of --part drift")
     p.add_argument("--latent-dim", type=int, default=20)
@@ -233,17 +230,16 @@ def main():
     p.add_argument("--few-negatives", type=int, default=None,
                    help="negatives of the few-negatives rows (default: 5%% of the items)")
     p.add_argument("--brown-budget", type=float, default=60.0)
-    p.add_argument("--out", default=tempfile.gettempdir())
-    args = p.parse_args()
-    torch.set_num_threads(1)
+    args = p.parse_args(argv)
+    harness.start(args)
     pyro.enable_validation(False)
-    out = {"args": vars(args)}
+    out = {}
     for part, fn in (("recogym", part_recogym), ("timing", part_timing), ("brown", part_brown),
                      ("drift", part_drift)):
         if args.part in (part, "all"):
             fn(args, out)
-    path = write_json("session_model.json", out, args.out)
-    print(f"\nwrote {path}")
+    harness.save(args, "session_model", out)
+    return out
 
 
 if __name__ == "__main__":
