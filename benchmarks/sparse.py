@@ -33,11 +33,11 @@ Parts (``--part``, default all):
 
 All timings are process CPU time (``time.process_time``) with ``torch.set_num_threads(1)``.
 
-    python benchmarks/sparse.py [--quick] [--part scaling|brown|synthetic|estimator|all] [--out DIR]
+    python -m benchmarks.sparse [--quick] [--part scaling|brown|synthetic|estimator|all] [--out DIR]
         [--D 50000 --K 20000 --nnz 10] [--rank 128 --prior-scale 0.1 --lr 0.01 --batch 1024 --rounds 8 --slice 10]
         [--window 10 --position-weights inverse|none] [--estimator-kwargs '{"prior_scale": 0.1}']
 
-Writes ``<out>/sparse_<part>.json`` (default out: the system temp directory).
+Writes ``sparse_<part>[_quick].json`` to ``--out``.
 """
 
 import argparse
@@ -47,25 +47,23 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+import pyro
+from pyro.infer import SVI
 
-import pyro  # noqa: E402
-from pyro.infer import SVI  # noqa: E402
+from pyro_ar.likelihoods import AR, OVE, Exact, Sampled
+from pyro_ar.models import LinearClassifier
+from pyro_ar.negatives import SharedNegatives
+from pyro_ar.optim import lazy_adam
 
-from pyro_ar.likelihoods import AR, OVE, Exact, Sampled  # noqa: E402
-from pyro_ar.models import LinearClassifier  # noqa: E402
-from pyro_ar.negatives import SharedNegatives  # noqa: E402
-from pyro_ar.optim import lazy_adam  # noqa: E402
-
-sys.path.insert(0, HERE)
-from paper_common import peak_bytes, reset_peak, rss_bytes  # noqa: E402  (benchmarks/paper_common.py)
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
+from benchmarks.harness import peak_bytes, reset_peak, rss_bytes  # noqa: E402
 
 B, S, NNZ = 256, 20, 10
 #: The Brown problem: bags of the previous WINDOW words, the i-th previous word weighing 1/i
@@ -389,11 +387,9 @@ def run_estimator(quick, args):
     return res
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true")
+def main(argv=None):
+    ap = harness.parser(__doc__)
     ap.add_argument("--part", default="all", choices=["all", "scaling", "brown", "synthetic", "estimator"])
-    ap.add_argument("--out", default=tempfile.gettempdir())
     ap.add_argument("--D", type=int, default=50_000, help="synthetic: features")
     ap.add_argument("--K", type=int, default=20_000, help="synthetic: classes")
     ap.add_argument("--nnz", type=int, default=10, help="synthetic: feature draws per row")
@@ -409,7 +405,7 @@ def main():
     ap.add_argument("--estimator-kwargs", default="{}", help="estimator: ARClassifier arguments (JSON)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--steps", type=int, default=5, help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.worker:
         cfg = json.loads(args.worker)
         worker = ttq_worker if cfg.get("kind") == "ttq" else scaling_worker
@@ -419,16 +415,13 @@ def main():
     runners = dict(scaling=run_scaling, estimator=run_estimator,
                    brown=lambda quick, a: run_ttq("brown", quick, a),
                    synthetic=lambda quick, a: run_ttq("synthetic", quick, a))
+    harness.start(args)
+    results = {}
     for part in parts:
         print(f"== {part} ==", flush=True)
-        res = runners[part](args.quick, args)
-        os.makedirs(args.out, exist_ok=True)
-        path = os.path.join(args.out, f"sparse_{part}.json")
-        with open(path, "w") as f:
-            json.dump(dict(command=" ".join([os.path.basename(sys.executable)] + sys.argv), quick=args.quick,
-                           load_average=os.getloadavg(), result=res), f, indent=1,
-                      default=lambda o: o if not isinstance(o, float) or math.isfinite(o) else str(o))
-        print(f"wrote {path}")
+        results[part] = runners[part](args.quick, args)
+        harness.save(args, f"sparse_{part}", dict(load_average=os.getloadavg(), result=results[part]))
+    return results
 
 
 if __name__ == "__main__":
