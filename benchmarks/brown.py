@@ -55,7 +55,7 @@ interpolation between evaluations) and exact's time over it.
 
     python -m benchmarks.brown [--quick] [--budget SECONDS] [--patience 4] [--device cpu|cuda] [--out DIR]
 
-``--quick`` (about a minute): 20 s caps, 10,000 evaluation pairs. Writes
+``--quick`` (about a minute): 5 s caps (probit / logistic 3 s), 2,000 evaluation pairs. Writes
 ``brown[_quick].json`` and ``.png`` to ``--out``.
 """
 
@@ -432,7 +432,7 @@ def print_table(ok, summary):
 
 
 def main(argv=None):
-    p = harness.parser(__doc__, quick_help="20 s caps, 10,000 evaluation pairs (about a minute)")
+    p = harness.parser(__doc__, quick_help="5 s caps (probit / logistic 3 s), 2,000 evaluation pairs")
     p.add_argument("--budget", type=float, default=None, help="cap on the training CPU seconds per softmax-family method")
     p.add_argument("--other-budget", type=float, default=None, help="training CPU seconds for probit/logistic")
     p.add_argument("--methods", default=",".join(SOFTMAX_FAMILY + OTHER_NOISE))
@@ -444,11 +444,11 @@ def main(argv=None):
     if a.worker:
         a.method = a.worker
         return worker(a)
-    a.budget = a.budget or (20.0 if a.quick else 900.0)
-    a.other_budget = a.other_budget or (10.0 if a.quick else 300.0)
+    a.budget = a.budget or (5.0 if a.quick else 900.0)
+    a.other_budget = a.other_budget or (3.0 if a.quick else 300.0)
     a.quad_pairs = a.quad_pairs if a.quad_pairs is not None else (10 if a.quick else 200)
-    a.checkpoints = a.checkpoints or (4 if a.quick else 20)
-    a.eval_pairs = a.eval_pairs if a.eval_pairs is not None else (10_000 if a.quick else 0)
+    a.checkpoints = a.checkpoints or (3 if a.quick else 20)
+    a.eval_pairs = a.eval_pairs if a.eval_pairs is not None else (2_000 if a.quick else 0)
     a.lr = a.lr or 3e-3
     a.ar_lr = a.ar_lr or a.lr
     methods = a.methods.split(",")
