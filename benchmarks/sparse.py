@@ -199,7 +199,7 @@ def sparse_rows(x, scale=1.0):
 
 
 class ExactLoop:
-    """The exact softmax on the same low-rank model in plain torch: ``F.cross_entropy`` over
+    r"""The exact softmax on the same low-rank model in plain torch: ``F.cross_entropy`` over
     all K classes of :math:`\psi = V (E^\top x) + b` and ``torch.optim.Adam`` (dense), the
     same MAP objective (:meth:`LinearClassifier.log_prior_estimate` with every row, exact)."""
 
