@@ -139,7 +139,7 @@ def render_claim(claim):
     out += [f"    {c}    # {commit}" for c, commit in runs] + [""]
     source = claim.get("source") or "read from " + ", ".join(f"`benchmarks/results/runs/{r}`" for r in claim["runs"])
     out += [f"Machine: {machine(claim)}. Source: {source}.", ""]
-    out += ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(h.replace("|", "\\|") for h in headers) + " |", "|" + "---|" * len(headers)]
     out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
     if claim.get("notes"):
         out += ["", claim["notes"]]
