@@ -103,6 +103,18 @@ def machine():
     return info
 
 
+def command():
+    """The command line of this run as it was typed, relative to the repository:
+    ``python -m benchmarks.NAME ...`` or ``python benchmarks/NAME.py ...``."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name:
+        head = ["-m", spec.name]
+    else:
+        script = Path(sys.argv[0]).resolve()
+        head = [str(script.relative_to(ROOT)) if script.is_relative_to(ROOT) else sys.argv[0]]
+    return " ".join(["python"] + head + sys.argv[1:])
+
+
 def environment():
     """What a result needs to be traced: the command, the git commit (and uncommitted changes
     of ``pyro_ar/``), the package versions, the machine and its load."""
@@ -114,7 +126,7 @@ def environment():
     except Exception:  # pragma: no cover - git missing
         commit, dirty = "unknown", ""
     return {
-        "command": " ".join([Path(sys.executable).name] + sys.argv),
+        "command": command(),
         "git_commit": commit,
         "pyro_ar_uncommitted_changes": dirty.splitlines(),
         "torch": torch.__version__,

@@ -26,6 +26,7 @@ NOT_CLAIMS = {
     "Both do all set-up on a fresh machine": "the size of the installed packages",
     "| tutorial | what it shows | run time": "the tutorials' run times (the test suite runs them)",
 }
+LITERAL_DIRECTIVES = (".. code-block::", ".. code::", ".. doctest::", ".. testcode::", ".. math::")
 CITE = re.compile(r"\[claim ([a-z0-9][a-z0-9-]*)\]")
 #: a number, with thousands separators and an exponent; "2.4x" (a ratio) counts, "x2" or "v1.2" not
 NUMBER = re.compile(r"(?<![\w.])[-−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:e[-−]?\d+)?(?![\da-wyzA-Z_])")
@@ -48,7 +49,7 @@ def units(path):
             flush()
             continue
         indented = line.startswith("    ") or line.startswith("\t")
-        if in_fence or (literal and (indented or not line.strip())):
+        if in_fence or (literal and (line[:1].isspace() or not line.strip())):
             continue
         literal = False
         if not line.strip():
@@ -59,7 +60,7 @@ def units(path):
         if path.suffix == ".md" and indented and not block:
             continue  # an indented code block (a command)
         block.append(line)
-        if line.rstrip().endswith("::"):
+        if line.rstrip().endswith("::") or line.strip().startswith(LITERAL_DIRECTIVES):
             flush()
             literal = True
     flush()
