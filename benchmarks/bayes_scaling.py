@@ -72,14 +72,8 @@ def build_dense(K):
 
 
 def state_bytes(svi):
-    """Bytes of the parameters and optimizer state reachable from this SVI's optimizer."""
-    total = 0
-    for p, opt in svi.optim.optim_objs.items():
-        total += p.numel() * p.element_size()
-        for v in opt.state[p].values():
-            if torch.is_tensor(v):
-                total += v.numel() * v.element_size()
-    return total
+    """Bytes of the parameters this SVI's optimizer steps and of its state."""
+    return harness.tensor_bytes(list(svi.optim.optim_objs)) + harness.optimizer_state_bytes(svi.optim)
 
 
 def memory_child(K, steps):

@@ -64,14 +64,11 @@ from benchmarks import harness  # noqa: E402
 
 # ============================================================================ the worker
 def _state_bytes(svi, tensors=()):
+    """Bytes of this rank's parameters (Pyro's param store), optimizer state and ``tensors``."""
     import pyro
-    import torch
 
-    total = sum(p.numel() * p.element_size() for _, p in pyro.get_param_store().named_parameters())
-    for opt in getattr(svi.optim, "optim_objs", {}).values():
-        total += sum(t.numel() * t.element_size() for s in opt.state.values() for t in s.values()
-                     if torch.is_tensor(t))
-    return total + sum(t.numel() * t.element_size() for t in tensors)
+    params = [p for _, p in pyro.get_param_store().named_parameters()]
+    return harness.tensor_bytes(params + list(tensors)) + harness.optimizer_state_bytes(svi.optim)
 
 
 def _build(args, rank, world, x, y):

@@ -116,18 +116,10 @@ def _short_path(path):
     return path
 
 
-def tensor_bytes(tensors):
-    return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
-
-
 def state_bytes(svi):
     """(parameter bytes in Pyro's param store, optimizer-state bytes of ``svi.optim``)."""
-    params = tensor_bytes(v.unconstrained() for _, v in pyro.get_param_store().items())
-    optim = 0
-    for opt in svi.optim.optim_objs.values():
-        for st in opt.state.values():
-            optim += tensor_bytes(st.values())
-    return params, optim
+    params = harness.tensor_bytes([v.unconstrained() for _, v in pyro.get_param_store().items()])
+    return params, harness.optimizer_state_bytes(svi.optim)
 
 
 def peak_reset(device):

@@ -187,6 +187,12 @@ def tensor_bytes(obj) -> int:
     return 0
 
 
+def optimizer_state_bytes(optim) -> int:
+    """Bytes of the state (moments, step counts) of a ``PyroOptim``'s per-parameter optimizers."""
+    return sum(tensor_bytes(list(state.values())) for opt in getattr(optim, "optim_objs", {}).values()
+               for state in opt.state.values())
+
+
 def median(xs):
     """The median of ``xs``; nan for none."""
     return statistics.median(xs) if len(xs) else float("nan")
