@@ -145,7 +145,8 @@ def render_claim(claim):
     headers, rows = table(claim)
     runs = provenance(claim)
     out = [f'<a id="{claim["id"]}"></a>', f"## `{claim['id']}`: {claim['title']}", "", claim["summary"], ""]
-    out += ["Command" + ("s" if len(runs) > 1 else "") + " (commit):", ""]
+    when = "commit" if "runs" in claim else "recorded at commit; measured on or before it"
+    out += ["Command" + ("s" if len(runs) > 1 else "") + f" ({when}):", ""]
     out += [f"    {c}    # {commit}" for c, commit in runs] + [""]
     source = claim.get("source") or "read from " + ", ".join(f"`benchmarks/results/runs/{r}`" for r in claim["runs"])
     out += [f"Machine: {machine(claim)}. Source: {source}.", ""]
