@@ -106,11 +106,11 @@ class PyroNeuralLM(harness.SVIMethod):
         negatives = ImportanceNegatives(args.negatives, (counts.double() + 1) ** args.power)
         likelihood = AR(negatives=negatives) if method == "ar" else Sampled(negatives)
         body = NGramBody(K, args.context, args.embedding, args.features, sparse=True)
-        # local_first: the closed-form eta step before the gradient step (each context is seen
-        # about once per epoch, so a stale eta would leave the bound loose)
         model = NeuralClassifier(body, args.features, K, likelihood=likelihood,
                                  subsample_size=args.batch, sparse=True, bias_init=init_bias,
                                  bias_init_scale=0.0)
+        # local_first: the closed-form eta step before the gradient step (each context is seen
+        # about once per epoch, so a stale eta would leave the bound loose)
         guide = model.default_guide(local_first=True) if method == "ar" else model.default_guide()
         super().__init__(model, guide, lazy_adam({"lr": args.lr}), model.default_elbo(), x, y)
 
