@@ -24,7 +24,9 @@ Usage::
 
     python -m benchmarks.session_model [--quick] [--part recogym|brown|timing|drift|all] [--out DIR]
 
-Prints tables; writes session_model.json to ``--out`` (default: the temp directory).
+``--quick``: 100 steps per fit (recogym, drift), 3 CPU s per method on 1,000 Brown
+sentences, timing at P = 1,000 vs 10,000 with 5 repeats. Prints tables; writes
+session_model[_quick].json to ``--out``.
 """
 
 import functools
@@ -142,7 +144,7 @@ def part_recogym(args, out):
     rows = {"pop": session_metrics(pop_scores(data), data.test_observed, data.test_heldout),
             "itemknn": session_metrics(itemknn_scores(data), data.test_observed, data.test_heldout)}
     rows["itemknn"]["log_lik"] = float("nan")
-    steps = 300 if args.quick else args.steps
+    steps = 100 if args.quick else args.steps
     few = args.few_negatives or max(1, data.num_items // 20)  # <= 5% of the items (issue 27)
     runs = [("rt-exact", 200), ("bouch-ae", 200), ("bouch-ae-ns", 200), ("ar", 200),
             ("bouch-ae-ns", few), ("ar", few), ("ar-head", few)]
@@ -164,13 +166,13 @@ def part_drift(args, out):
     60 + the minibatch's items, and at 200; the popularity baseline."""
     data = make_recogym_sessions(num_products=1500, num_train=300, num_test=300, seed=args.drift_seed)
     rows = {"pop": session_metrics(pop_scores(data), data.test_observed, data.test_heldout)}
-    steps = 600 if args.quick else 2400
+    steps = 100 if args.quick else 2400
     for method, negatives in (("rt-exact", 60), ("ar", 60), ("ar-head", 60), ("ar", 200)):
         pyro.clear_param_store()
         torch.manual_seed(0)
         model = make_model(method, 1500, 8, 50, negatives, hidden=32)
         svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.02}), model.default_elbo())
-        hist = train(svi, data.train, num_steps=steps, eval_every=600, eval_at_start=False, clock="process",
+        hist = train(svi, data.train, num_steps=steps, eval_every=min(600, steps), eval_at_start=False, clock="process",
                      divergence=False, eval_fn=lambda: model.evaluate_sessions(
                          data.test_observed, data.test_heldout, num_samples=16))
         key = method if method == "rt-exact" else f"{method}-{negatives}"
@@ -185,9 +187,9 @@ def part_drift(args, out):
 
 
 def part_brown(args, out):
-    n_train, n_test = (2000, 200) if args.quick else (20000, 1000)
+    n_train, n_test = (1000, 100) if args.quick else (20000, 1000)
     data = load_brown_sessions(num_train=n_train, num_test=n_test, max_items=30)
-    budget = 10.0 if args.quick else args.brown_budget
+    budget = 3.0 if args.quick else args.brown_budget
     print(f"\n(b) Brown sentences: {len(data.train)} train / {len(data.test_observed)} test, P = {data.num_items}, "
           f"{budget:.0f} CPU s each")
     rows = {}
@@ -202,13 +204,14 @@ def part_brown(args, out):
 
 
 def part_timing(args, out):
-    """Median CPU time of one step at P = 1e3 and 1e5, the two models stepped alternately."""
-    repeats = 20 if args.quick else 100
+    """Median CPU time of one step at P = 1e3 and 1e5 (``--quick``: 1e4), stepped alternately."""
+    repeats = 5 if args.quick else 100
+    large = 10_000 if args.quick else 100_000
     builders = {}
     # the full-sum Bouchard bound broadcasts a (B, T, P) term: 0.5 GB at P = 1e5, left out
     for method in ("ar", "bouch-ae-ns", "rt-exact"):
         steps = {}
-        for P in (1000, 100_000):
+        for P in (1000, large):
             items = torch.randint(0, P, (1000, 20), generator=torch.Generator().manual_seed(0))
             model = make_model(method, P, 20, 64, 100, prefix=f"P{P}_")
             svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
