@@ -181,7 +181,7 @@ def synthetic_data(quick, D, K, nnz):
     from pyro_ar.datasets import make_sparse_teacher
     from pyro_ar.datasets._common import Dataset
 
-    N = 60_000 if quick else 120_000
+    N = 20_000 if quick else 120_000
     t = make_sparse_teacher(N, D, K, nnz_per_row=nnz, rank=16, seed=0)
     n = int(0.8 * N)
     train, test = torch.arange(n), torch.arange(n, N)
@@ -291,6 +291,7 @@ def run_ttq(part, quick, args):
     """Time to quality: the four methods round-robin in one process, equal CPU slices."""
     torch.set_num_threads(1)
     pyro.set_rng_seed(0)
+    pyro.clear_param_store()  # --part all: the previous part's parameters have the same names
     d, title = problem(part, quick, args)
     K, D = d.num_classes, d.x_train.shape[1]
     scale = math.sqrt(float((d.x_train.coalesce().values() ** 2).sum()) / len(d.y_train))  # rms row norm
@@ -306,7 +307,7 @@ def run_ttq(part, quick, args):
          "--steps", "5"], capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1])
         for m in METHODS]
     methods = ttq_methods(K, D, args.rank, counts, args.prior_scale, args.lr, args.batch)
-    rounds, slice_s = (4, 5.0) if quick else (args.rounds, args.slice)
+    rounds, slice_s = (2, 1.5) if quick else (args.rounds, args.slice)
     curves = {name: [] for name in methods}
     cpu = {name: 0.0 for name in methods}
     steps = {name: 0 for name in methods}
