@@ -125,7 +125,7 @@ METHODS_SMALL = ("lgm-exact", "lgm-ar", "clgp-exact", "clgp-ar")
 
 
 def part_small(args, out):
-    steps = 300 if args.quick else args.steps_small
+    steps = 100 if args.quick else args.steps_small
     splits = 1 if args.quick else args.splits
     Q = args.latent_dim or 2
     load, name = ((load_breast_cancer_wisconsin, "Wisconsin breast cancer (9 x K=10 + 2)") if args.small_data ==
@@ -226,8 +226,8 @@ def main(argv=None):
     t0 = time.time()
     if args.part in ("small", "all"):
         part_small(args, out)
-    n_train, n_test = (2000, 300) if args.quick else (20000, 1000)
-    steps = 300 if args.quick else args.steps_brown
+    n_train, n_test = (1000, 200) if args.quick else (20000, 1000)
+    steps = 100 if args.quick else args.steps_brown
     methods = None if args.methods is None else tuple(args.methods.split(","))
     if args.part in ("brown", "all"):
         brown_part(args, out, "brown", 2, methods or ("lgm-ar", "lgm-map-ar", "clgp-ar"), n_train, n_test, steps)

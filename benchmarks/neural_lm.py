@@ -184,7 +184,7 @@ def plot(results, K, args, path):
 
 
 def main(argv=None):
-    p = harness.parser(__doc__)
+    p = harness.parser(__doc__, quick_help="4 CPU s per method, 1,000 evaluation pairs")
     p.add_argument("--budget", type=float, default=120.0, help="CPU seconds of training per method")
     p.add_argument("--methods", default=",".join(METHODS))
     p.add_argument("--context", type=int, default=4, help="previous words per input")
@@ -199,7 +199,7 @@ def main(argv=None):
     p.add_argument("--eval-pairs", type=int, default=5_000)
     args = p.parse_args(argv)
     if args.quick:
-        args.budget, args.eval_pairs, args.evals = 8.0, 2_000, 4
+        args.budget, args.eval_pairs, args.evals = 4.0, 1_000, 2
     harness.start(args)
     pyro.enable_validation(False)
     data, K, counts = load(args)

@@ -181,7 +181,7 @@ def main(argv=None):
                    help="comma-separated subset (the ratio column needs 'exact' first)")
     args = p.parse_args(argv)
     if args.quick:
-        args.steps, args.num_train, args.eval_every, args.refine = 100, 5000, 50, 20
+        args.steps, args.num_train, args.eval_every, args.refine = 50, 2000, 25, 10
     harness.start(args)
     data = load_mnist()
     x = (data.x_train[:args.num_train] > 0.5).float()
