@@ -74,7 +74,7 @@ METHODS = ("ar", "sampled", "ove", "exact")
 
 # ------------------------------------------------------------------ scaling in D
 def scaling_configs(quick):
-    Ds = [1_000, 10_000, 100_000]
+    Ds = [1_000, 10_000] if quick else [1_000, 10_000, 100_000]
     low = [dict(name=f"low_rank_{strat}", K=100_000, D=D, rank=64, strategy=strat)
            for strat in ("per_datapoint", "shared") for D in Ds]
     full = [dict(name="full_rank_per_datapoint", K=1_000, D=D, rank=None, strategy="per_datapoint")
@@ -366,7 +366,7 @@ def run_estimator(quick, args):
     d = brown_data(quick, args, max_test=5_000 if quick else 20_000)
     X, y = to_scipy_csr(d.x_train), d.y_train.numpy()
     Xt, yt = to_scipy_csr(d.x_test), d.y_test.numpy()
-    kw = dict(max_epochs=2) if quick else {}
+    kw = dict(max_epochs=1, min_steps=1) if quick else {}  # (min_steps: else at least 2,000 steps)
     kw.update(json.loads(args.estimator_kwargs))
     start_rss, t = rss_bytes(), time.process_time()
     clf = ARClassifier(random_state=0, **kw).fit(X, y)
