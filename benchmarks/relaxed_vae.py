@@ -26,7 +26,7 @@ samples, the analytic discrete KL) are only how the models were trained; their v
 the test set are reported beside it for reference, not compared. Reported per method: the
 discrete test ELBO per image every ``--eval-every`` steps (the curve) and at the end, its
 ratio to ``exact``'s and whether it lies within 2% (the target), and how much the latent is
-used: the mutual information :math:`I(x; z) = H(\bar q) - \overline{H(q(z\mid x))}` (nats,
+used: the mutual information :math:`I(x; z) = H(\\bar q) - \\overline{H(q(z\\mid x))}` (nats,
 at most log K) and the number of categories that are some test image's most probable one.
 
 ``--refine N``: each relaxed model then continues for N steps on the enumerated ELBO (a
