@@ -166,12 +166,13 @@ def run_scaling(quick, args):
 
 # ------------------------------------------------------------------ time to quality
 def brown_data(quick, args, max_test=None):
-    """The Brown problem of the estimator target (75,000 training rows, position-weighted bags;
-    ``--window``, ``--position-weights``)."""
+    """The Brown problem of the estimator target (75,000 training rows, ``--quick`` 20,000;
+    position-weighted bags; ``--window``, ``--position-weights``)."""
     from pyro_ar.datasets import load_brown_bag_of_words
 
     weights = None if args.position_weights == "none" else args.position_weights
-    return load_brown_bag_of_words(window=args.window, position_weights=weights, max_train=75_000,
+    return load_brown_bag_of_words(window=args.window, position_weights=weights,
+                                   max_train=20_000 if quick else 75_000,
                                    max_test=max_test or (2_000 if quick else 5_000))
 
 
