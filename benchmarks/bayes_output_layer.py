@@ -31,17 +31,12 @@ layers, minibatch 1,000, Adam 0.01), alternating blocks of steps in one process;
 (each method's own training objective per record) and the held-out log-likelihood against
 CPU time (one thread).
 
-    python benchmarks/bayes_output_layer.py [--quick] [--part accuracy|speed|both] [--out DIR]
+    python -m benchmarks.bayes_output_layer [--quick] [--part accuracy|speed|both] [--out DIR]
 
 Writes ``bayes_output_layer.json`` to ``--out`` (default: the system temp directory).
 """
 
-import argparse
-import json
 import math
-import os
-import sys
-import tempfile
 import time
 
 import torch
@@ -50,8 +45,10 @@ import pyro
 import pyro.distributions as dist
 from pyro.infer import MCMC, NUTS, SVI
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from paper_common import environment, table  # noqa: E402
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
+from benchmarks.harness import table  # noqa: E402
 
 from pyro_ar.distributions import JaakkolaJordanBernoulli  # noqa: E402
 from pyro_ar.infer import IterateAverage, default_elbo, default_guide, train  # noqa: E402
@@ -240,33 +237,27 @@ def speed(args):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true")
+    p = harness.parser(__doc__)
     p.add_argument("--part", choices=("accuracy", "speed", "both"), default="both")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--steps", type=int, default=4000)
     p.add_argument("--warmup", type=int, default=500)
     p.add_argument("--samples", type=int, default=1000)
     p.add_argument("--speed-records", type=int, default=9000)
     p.add_argument("--speed-features", type=int, default=2000)
     p.add_argument("--speed-budget", type=float, default=60.0)
-    p.add_argument("--out", default=tempfile.gettempdir())
     args = p.parse_args(argv)
     if args.quick:
         args.steps, args.warmup, args.samples, args.speed_budget = 500, 100, 200, 5.0
         args.speed_records, args.speed_features = 3000, 500
-    torch.set_num_threads(1)
-    pyro.set_rng_seed(args.seed)
+    harness.start(args)
     pyro.enable_validation(False)
-    out = {"environment": environment(), "args": vars(args)}
+    out = {}
     if args.part in ("accuracy", "both"):
         out["accuracy"] = accuracy(args)
     if args.part in ("speed", "both"):
         out["speed"] = speed(args)
-    path = os.path.join(args.out, "bayes_output_layer.json")
-    with open(path, "w") as f:
-        json.dump(out, f, indent=1)
-    print(f"wrote {path}")
+    harness.save(args, "bayes_output_layer", out)
+    return out
 
 
 if __name__ == "__main__":

@@ -36,24 +36,22 @@ default the system's temporary folder), rewritten after every part so that a run
 keeps what it measured. ``--quick``: tiny sizes for the test suite's slow tier (seconds on
 a CPU). ``--skip c,d`` leaves parts out.
 
-    python benchmarks/gpu.py [--quick] [--device cuda] [--out DIR] [--skip c,d] [--budget 40]
+    python -m benchmarks.gpu [--quick] [--device cuda] [--out DIR] [--skip c,d] [--budget 40]
 """
 
-import argparse
-import math
 import os
 import statistics
 import sys
-import tempfile
 import time
 import traceback
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+import torch
 
-import torch  # noqa: E402
+import pyro
 
-import pyro  # noqa: E402
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
 
 PARTS = ("a", "b", "c", "d")
 
@@ -118,18 +116,10 @@ def _short_path(path):
     return path
 
 
-def tensor_bytes(tensors):
-    return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
-
-
 def state_bytes(svi):
     """(parameter bytes in Pyro's param store, optimizer-state bytes of ``svi.optim``)."""
-    params = tensor_bytes(v.unconstrained() for _, v in pyro.get_param_store().items())
-    optim = 0
-    for opt in svi.optim.optim_objs.values():
-        for st in opt.state.values():
-            optim += tensor_bytes(st.values())
-    return params, optim
+    params = harness.tensor_bytes([v.unconstrained() for _, v in pyro.get_param_store().items()])
+    return params, harness.optimizer_state_bytes(svi.optim)
 
 
 def peak_reset(device):
@@ -290,15 +280,15 @@ class AdaptiveBigram:
 
 def _brown_methods(a, d, x, y, dev):
     """{name: constructor} of the three methods of (c), each built when called."""
-    import brown
-    from plain_loop import PlainExactBigram
+    from benchmarks import brown
+    from benchmarks.plain_loop import PlainExactBigram
 
     from pyro_ar.models import unigram_log_probs
 
     K, counts = d.num_classes, d.info["class_counts"]
     init_bias = unigram_log_probs(counts).float().to(dev)
     return {
-        "ar_softmax": lambda: brown.PyroLM("ar_softmax", K, a.lm_D, x, y, 512, 1e-2, init_bias, counts, 256,
+        "ar_softmax": lambda: brown.PyroBigram("ar_softmax", K, a.lm_D, x, y, 512, 1e-2, init_bias, counts, 256,
                                            "importance", dev),
         "exact": lambda: PlainExactBigram(K, a.lm_D, x, y, 512, 3e-3, init_bias, dev),
         "adaptive": lambda: AdaptiveBigram(K, a.lm_D, x, y, 512, 3e-3, counts, dev),
@@ -307,7 +297,7 @@ def _brown_methods(a, d, x, y, dev):
 
 def _train_lm(m, a, xv, yv, xt, yt, clock):
     """Train one method of (c) with ``pyro_ar.infer.train``; its history and best point."""
-    import brown
+    from benchmarks import brown
 
     from pyro_ar.infer import EarlyStopping, train
 
@@ -342,7 +332,7 @@ def _subset(x, y, n, seed, device):
 
 def part_c(a, report):
     """(c) tutorial 05 on the device: time to exact softmax's best test log-likelihood."""
-    import brown
+    from benchmarks import brown
 
     from pyro_ar.datasets import load_brown
 
@@ -364,9 +354,9 @@ def part_c(a, report):
               f"{res['methods'][name]['best']['test_ll']:.4f}", flush=True)
     target = res["methods"]["exact"]["best"]["test_ll"]
     res["exact_best_test_ll"] = target
-    t_exact = brown.time_to_reach(res["methods"]["exact"]["history"], target)
+    t_exact = harness.time_to_reach(res["methods"]["exact"]["history"], target)
     for name, r in res["methods"].items():
-        r["time_to_exact_best"] = t = brown.time_to_reach(r["history"], target)
+        r["time_to_exact_best"] = t = harness.time_to_reach(r["history"], target)
         r["exact_time_over_this"] = t_exact / t if t and t_exact else None
     res["target_ar_speedup"] = 10.0
 
@@ -496,10 +486,8 @@ def print_report(r):
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="tiny sizes (the test suite's slow tier)")
+    p = harness.parser(__doc__, quick_help="tiny sizes (the test suite's slow tier)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--out", default=tempfile.gettempdir(), help="folder of gpu[_quick].json")
     p.add_argument("--skip", default="", help="parts to leave out, e.g. c,d")
     p.add_argument("--ks", default=None, help="K grid of (a), comma-separated (default 1e3..1e7)")
     p.add_argument("--D", type=int, default=64)
@@ -543,16 +531,14 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
-    import paper_common
-
-    a = parse_args(argv)
-    report = dict(environment=paper_common.environment(), device=str(a.device), clock=Clock(a.device).name,
+    a = parse_args(argv)  # (one torch thread with --quick; a device run keeps torch's default)
+    report = dict(environment=harness.environment(), device=str(a.device), clock=Clock(a.device).name,
                   args={k: v for k, v in vars(a).items() if k not in ("skip",)}, skipped=sorted(a.skip), errors={})
     if torch.device(a.device).type == "cuda":
         report["device_name"] = torch.cuda.get_device_name()
         report["device_total_bytes"] = torch.cuda.get_device_properties(0).total_memory
     name = "gpu_quick.json" if a.quick else "gpu.json"
-    a.save = lambda rep: paper_common.write_json(name, rep, a.out)  # after each result: a run cut short keeps them
+    a.save = lambda rep: harness.write_json(name, rep, a.out)  # after each result: a run cut short keeps them
     path = a.save(report)
     for part, fn in zip(PARTS, (part_a, part_b, part_c, part_d)):
         if part in a.skip:

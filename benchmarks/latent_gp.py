@@ -31,17 +31,13 @@ Brown); ``--warmup-lgm`` does the same for the LGM.
 
 Usage::
 
-    python benchmarks/latent_gp.py [--quick] [--part small|brown|brown1k|timing|all] [--out DIR]
+    python -m benchmarks.latent_gp [--quick] [--part small|brown|brown1k|timing|all] [--out DIR]
 
 Prints tables; writes latent_gp.json to ``--out`` (default: the temp directory).
 """
 
-import argparse
 import functools
 import math
-import os
-import sys
-import tempfile
 import time
 
 import torch
@@ -49,9 +45,9 @@ import torch
 import pyro
 from pyro.infer import SVI
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from paper_common import cost_ratio_table, write_json  # noqa: E402
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
 from pyro_ar.datasets import (load_breast_cancer_categorical, load_breast_cancer_wisconsin,  # noqa: E402
                               load_brown_windows)
 from pyro_ar.infer import LatentKLWarmup, default_elbo, default_guide, train  # noqa: E402
@@ -129,7 +125,7 @@ METHODS_SMALL = ("lgm-exact", "lgm-ar", "clgp-exact", "clgp-ar")
 
 
 def part_small(args, out):
-    steps = 300 if args.quick else args.steps_small
+    steps = 100 if args.quick else args.steps_small
     splits = 1 if args.quick else args.splits
     Q = args.latent_dim or 2
     load, name = ((load_breast_cancer_wisconsin, "Wisconsin breast cancer (9 x K=10 + 2)") if args.small_data ==
@@ -202,13 +198,12 @@ def part_timing(args, out):
         builders["clgp-ar" if utility == "gp" else "lgm-ar"] = steps
     print(f"\n(d) per-step CPU time, B = 64 x 3 variables, Q = 5, M = {args.num_inducing}, 100 shared negatives, "
           f"{repeats} interleaved repeats")
-    res = cost_ratio_table(builders, repeats, "K")
+    res = harness.cost_ratio_table(builders, repeats, "K")
     out["timing"] = res
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true")
+def main(argv=None):
+    p = harness.parser(__doc__)
     p.add_argument("--part", default="all", choices=["small", "brown", "brown1k", "timing", "all"])
     p.add_argument("--latent-dim", type=int, default=None, help="Q (default: 2 small, as the paper; 5 Brown)")
     p.add_argument("--small-data", default="wisconsin", choices=["wisconsin", "wdbc"])
@@ -224,16 +219,15 @@ def main():
     p.add_argument("--evals", type=int, default=6)
     p.add_argument("--min-count", type=int, default=85)
     p.add_argument("--methods", default=None, help="comma-separated methods of the Brown parts (default: all)")
-    p.add_argument("--out", default=tempfile.gettempdir())
-    args = p.parse_args()
-    torch.set_num_threads(1)
+    args = p.parse_args(argv)
+    harness.start(args)
     pyro.enable_validation(False)
-    out = {"args": vars(args)}
+    out = {}
     t0 = time.time()
     if args.part in ("small", "all"):
         part_small(args, out)
-    n_train, n_test = (2000, 300) if args.quick else (20000, 1000)
-    steps = 300 if args.quick else args.steps_brown
+    n_train, n_test = (1000, 200) if args.quick else (20000, 1000)
+    steps = 100 if args.quick else args.steps_brown
     methods = None if args.methods is None else tuple(args.methods.split(","))
     if args.part in ("brown", "all"):
         brown_part(args, out, "brown", 2, methods or ("lgm-ar", "lgm-map-ar", "clgp-ar"), n_train, n_test, steps)
@@ -242,8 +236,9 @@ def main():
                    n_train, n_test, steps)
     if args.part in ("timing", "all"):
         part_timing(args, out)
-    path = write_json("latent_gp.json", out, args.out)
-    print(f"\nwrote {path} ({time.time() - t0:.0f} s wall)")
+    print(f"({time.time() - t0:.0f} s wall)")
+    harness.save(args, "latent_gp", out)
+    return out
 
 
 if __name__ == "__main__":

@@ -46,11 +46,8 @@ def test_gpu_benchmark_quick_runs_every_part(tmp_path):
 
 def test_out_of_memory_skips_the_larger_k_and_the_exact_step_tries_a_smaller_one(monkeypatch):
     """Part (a) records an out-of-memory K and stops; part (b) goes down the grid to a K that fits."""
-    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    try:
-        import gpu
-    finally:
-        sys.path.pop(0)
+    from benchmarks import gpu
+
     fits = {"ar": 10**6, "exact": 10**4}
 
     def fake_step(likelihood, K, D, B, s, device, steps, warmup, seed=0, validate=True):
