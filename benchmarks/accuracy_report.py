@@ -1,8 +1,8 @@
 """Accuracy report for the core of pyro_ar (the numbers the core test suite asserts).
 
-    .venv/bin/python benchmarks/accuracy_report.py
+    python -m benchmarks.accuracy_report [--quick] [--out DIR]
 
-prints a table and writes benchmarks/out/accuracy_report.json:
+prints a table and writes accuracy_report[_quick].json to ``--out``:
 
 * max |quadrature log p - log_softmax| with the quadrature forced on Gumbel noise, logits of
   scale 5, every class of K = 10 / 100 / 1000 (float64);
@@ -13,23 +13,25 @@ prints a table and writes benchmarks/out/accuracy_report.json:
   negatives, 1,500 calls for the shared ones; SE = sample sd / sqrt(replicas));
 * K = 5: max |int phi(eps) exp(exact augmented log_prob) d eps - p(y)| per noise (trapezoid
   on [-40, 60], 200,001 points, float64).
+
+``--quick``: a tenth of the replicas and of the trapezoid's points.
 """
 
-import json
 import math
-import os
 import time
 import warnings
 
 import torch
 
-import pyro
 
 import pyro_ar
 from pyro_ar import AugmentedCategorical, UtilityCategorical
+from pyro_ar.noise import get_noise
 from pyro_ar.quadrature import log_marginal, log_marginal_all
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out", "accuracy_report.json")
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
 
 # the library's noises (Student-t with 3 degrees of freedom and Laplace included)
 NOISES = {"gumbel": "gumbel", "normal": "normal", "logistic": "logistic",
@@ -40,14 +42,14 @@ def gumbel_quadrature_errors():
     out = {}
     for K, rows in [(10, 4), (100, 4), (1000, 1)]:
         psi = 5.0 * torch.randn(rows, K, dtype=torch.float64)
-        err = (log_marginal_all(psi, "gumbel") - psi.log_softmax(-1)).abs().max().item()
+        err = (log_marginal_all(psi, get_noise("gumbel")) - psi.log_softmax(-1)).abs().max().item()
         out[K] = err
     return out
 
 
 def probit_error():
     psi = 3.0 * torch.randn(1000, 2, dtype=torch.float64)
-    lp = log_marginal(psi, torch.zeros(1000, dtype=torch.long), "normal")
+    lp = log_marginal(psi, torch.zeros(1000, dtype=torch.long), get_noise("normal"))
     return (lp.exp() - torch.special.ndtr((psi[:, 0] - psi[:, 1]) / math.sqrt(2.0))).abs().max().item()
 
 
@@ -57,12 +59,12 @@ def sum_to_one_errors():
     for name, noise in NOISES.items():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # Laplace: not smooth at 0
-            p = log_marginal_all(psi, noise).exp()
+            p = log_marginal_all(psi, get_noise(noise)).exp()
         out[name] = (p.sum(-1) - 1.0).abs().max().item()
     return out
 
 
-def unbiasedness_z():
+def unbiasedness_z(scale=1):
     K, B, s = 30, 4, 5
     out = {}
     proposal = torch.arange(1, K + 1, dtype=torch.float64).flip(0) ** 0.75
@@ -75,11 +77,11 @@ def unbiasedness_z():
             kw = dict(strategy=strategy, proposal=proposal if strategy == "importance" else None)
             exact = AugmentedCategorical(psi, eps, noise, num_negatives=None, **kw).log_prob(y)
             if strategy == "per_datapoint":
-                R = 20000
+                R = 20000 // scale
                 d = AugmentedCategorical(psi.expand(R, B, K), eps.expand(R, B), noise, num_negatives=s, **kw)
                 est = d.log_prob(y.expand(R, B))
             else:
-                R = 1500
+                R = 1500 // scale
                 d = AugmentedCategorical(psi, eps, noise, num_negatives=s, **kw)
                 est = torch.stack([d.log_prob(y) for _ in range(R)])
             se = est.std(0) / math.sqrt(R)
@@ -89,10 +91,10 @@ def unbiasedness_z():
     return out
 
 
-def augmented_integration_errors():
+def augmented_integration_errors(scale=1):
     K = 5
     psi = torch.tensor([0.3, -1.2, 2.0, 0.0, 1.1], dtype=torch.float64)
-    grid = torch.linspace(-40.0, 60.0, 200001, dtype=torch.float64)
+    grid = torch.linspace(-40.0, 60.0, 200000 // scale + 1, dtype=torch.float64)
     out = {}
     for name in ["gumbel", "normal", "logistic"]:
         noise = pyro_ar.get_noise(name)
@@ -104,17 +106,19 @@ def augmented_integration_errors():
     return out
 
 
-def main():
-    pyro.set_rng_seed(0)
-    t0 = time.time()
+def main(argv=None):
+    args = harness.parser(__doc__, quick_help="a tenth of the replicas and quadrature points").parse_args(argv)
+    harness.start(args)
+    scale = 10 if args.quick else 1
+    t0 = time.process_time()
     report = {
         "gumbel_quadrature_max_abs_error_vs_log_softmax": gumbel_quadrature_errors(),
         "probit_K2_max_abs_error": probit_error(),
         "sum_to_one_max_abs_error_K50": sum_to_one_errors(),
-        "unbiasedness_z": unbiasedness_z(),
-        "augmented_joint_integration_max_abs_error_K5": augmented_integration_errors(),
+        "unbiasedness_z": unbiasedness_z(scale),
+        "augmented_joint_integration_max_abs_error_K5": augmented_integration_errors(scale),
     }
-    report["seconds"] = time.time() - t0
+    report["cpu_seconds"] = time.process_time() - t0
 
     print("Quadrature forced on Gumbel noise, max |log p - log_softmax| (logits of scale 5, float64)")
     for K, e in report["gumbel_quadrature_max_abs_error_vs_log_softmax"].items():
@@ -130,11 +134,9 @@ def main():
     print("K = 5, max |int phi(eps) p(y | eps) d eps - p(y)|")
     for name, e in report["augmented_joint_integration_max_abs_error_K5"].items():
         print(f"  {name:<11s} {e:.2e}")
-    print(f"({report['seconds']:.1f} s)")
-    os.makedirs(os.path.dirname(OUT), exist_ok=True)
-    with open(OUT, "w") as f:
-        json.dump(report, f, indent=2)
-    print(f"wrote {OUT}")
+    print(f"({report['cpu_seconds']:.1f} CPU s)")
+    harness.save(args, "accuracy_report", {"report": report})
+    return report
 
 
 if __name__ == "__main__":

@@ -25,16 +25,12 @@ as the ceiling of every W-independent q(eps), eta = E_q[1 + S] computed exactly 
 
 Usage::
 
-    python benchmarks/bayes_digits.py            # full (~1 h on 2 shared cores)
-    python benchmarks/bayes_digits.py --quick    # < 2 min, fewer steps/variants/draws
+    python -m benchmarks.bayes_digits            # full (~1 h on 2 shared cores)
+    python -m benchmarks.bayes_digits --quick    # < 2 min, fewer steps/variants/draws
 
-Writes benchmarks/out/bayes_digits[_quick].json and .png, and a small copy of the tables
-to benchmarks/results/bayes_digits[_quick].json.
+Writes bayes_digits[_quick].json and .png to ``--out``.
 """
 
-import argparse
-import json
-import os
 import sys
 import time
 
@@ -63,7 +59,10 @@ from pyro_ar.infer import (
 from pyro_ar.models import BayesianLinearClassifier, LinearClassifier
 from pyro_ar.optim import LazyAdam
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
+
 TARGETS = {"mean_dz": 0.2, "sd_rel": 0.2, "dll": 0.03}
 
 
@@ -408,15 +407,13 @@ def plot(rows1, sums1, rows2, per_weight, path):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="small version (< 2 min)")
+    p = harness.parser(__doc__, quick_help="small version (< 2 min)")
     p.add_argument("--steps", type=int, default=8000, help="SVI steps per variant (digits)")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--steps-teacher", type=int, default=5000, help="SVI steps per variant (K=1000 teacher)")
     p.add_argument("--skip-nuts", action="store_true")
     p.add_argument("--skip-teacher", action="store_true")
     args = p.parse_args(argv)
-    torch.set_num_threads(1)
+    harness.start(args)
     torch.set_default_dtype(torch.float64)
     t0 = time.perf_counter()
     print("== Part 1: digits (K=10, D=64+1), agreement with the exact-likelihood mean-field posterior")
@@ -429,19 +426,11 @@ def main(argv=None):
     if not (args.quick or args.skip_teacher):
         print("== Part 3: linear teacher, K=1000, D=16, N=20000, B=256, 64 negatives")
         rows3 = part3(args)
-    tag = "_quick" if args.quick else ""
-    os.makedirs(os.path.join(HERE, "out"), exist_ok=True)
-    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    result = {"command": "python benchmarks/bayes_digits.py" + (" --quick" if args.quick else ""),
-              "targets": TARGETS, "digits": rows1, "nuts": rows2, "teacher_K1000": rows3,
-              "seconds_total": time.perf_counter() - t0, "torch": torch.__version__,
-              "pyro": pyro.__version__}
-    with open(os.path.join(HERE, "out", f"bayes_digits{tag}.json"), "w") as f:
-        json.dump(dict(result, nuts_per_weight=per_weight), f, indent=1)
-    with open(os.path.join(HERE, "results", f"bayes_digits{tag}.json"), "w") as f:
-        json.dump(result, f, indent=1)
+    result = {"targets": TARGETS, "digits": rows1, "nuts": rows2, "teacher_K1000": rows3,
+              "seconds_total": time.perf_counter() - t0}
+    path = harness.save(args, "bayes_digits", dict(result, nuts_per_weight=per_weight))
     if per_weight:
-        plot(rows1, sums1, rows2, per_weight, os.path.join(HERE, "out", f"bayes_digits{tag}.png"))
+        plot(rows1, sums1, rows2, per_weight, path.with_suffix(".png"))
     print(f"total {time.perf_counter() - t0:.0f}s")
     return result
 

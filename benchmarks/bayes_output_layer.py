@@ -31,17 +31,12 @@ layers, minibatch 1,000, Adam 0.01), alternating blocks of steps in one process;
 (each method's own training objective per record) and the held-out log-likelihood against
 CPU time (one thread).
 
-    python benchmarks/bayes_output_layer.py [--quick] [--part accuracy|speed|both] [--out DIR]
+    python -m benchmarks.bayes_output_layer [--quick] [--part accuracy|speed|both] [--out DIR]
 
 Writes ``bayes_output_layer.json`` to ``--out`` (default: the system temp directory).
 """
 
-import argparse
-import json
 import math
-import os
-import sys
-import tempfile
 import time
 
 import torch
@@ -50,11 +45,13 @@ import pyro
 import pyro.distributions as dist
 from pyro.infer import MCMC, NUTS, SVI
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from paper_common import environment, table  # noqa: E402
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
+from benchmarks.harness import table  # noqa: E402
 
 from pyro_ar.distributions import JaakkolaJordanBernoulli  # noqa: E402
-from pyro_ar.infer import IterateAverage, train  # noqa: E402
+from pyro_ar.infer import IterateAverage, default_elbo, default_guide, train  # noqa: E402
 from pyro_ar.likelihoods import AR, JaakkolaJordan, LocalReparameterization  # noqa: E402
 from pyro_ar.models import NeuralClassifier  # noqa: E402
 from pyro_ar.optim import lazy_adam  # noqa: E402
@@ -111,7 +108,7 @@ def run_nuts(x, y, warmup, samples):
 def run_svi(likelihood, x, y, steps, lr, average=False, **kw):
     pyro.clear_param_store()
     model = layer(likelihood, x.shape[1], **kw)
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": lr}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": lr}), default_elbo())
     if not average:
         train(svi, x, y, num_steps=steps, eval_every=steps)
         return beta_of_gaussian_layer()
@@ -123,8 +120,8 @@ def run_svi(likelihood, x, y, steps, lr, average=False, **kw):
 def run_ar(x, y, steps, lr):
     pyro.clear_param_store()
     model = layer(AR(), x.shape[1], weights="bayes")
-    guide = model.default_guide()
-    svi = SVI(model, guide, lazy_adam({"lr": lr}), model.default_elbo())
+    guide = default_guide(model)
+    svi = SVI(model, guide, lazy_adam({"lr": lr}), default_elbo())
     train(svi, x, y, num_steps=steps, eval_every=steps)
     auto = guide[0]
     loc = {n: getattr(auto.locs, n).detach() for n in ("weight", "bias")}
@@ -213,7 +210,7 @@ def speed(args):
         store = pyro.get_param_store()
         store.clear()
         model = layer(lik, xtr.shape[1], subsample_size=1000, prefix=name + "_", site=name)
-        svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
+        svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
         runs[name] = {"svi": svi, "model": model, "cpu": 0.0, "trace": [], "state": None}
     block = 10
     while min(r["cpu"] for r in runs.values()) < args.speed_budget:
@@ -240,33 +237,27 @@ def speed(args):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true")
+    p = harness.parser(__doc__)
     p.add_argument("--part", choices=("accuracy", "speed", "both"), default="both")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--steps", type=int, default=4000)
     p.add_argument("--warmup", type=int, default=500)
     p.add_argument("--samples", type=int, default=1000)
     p.add_argument("--speed-records", type=int, default=9000)
     p.add_argument("--speed-features", type=int, default=2000)
     p.add_argument("--speed-budget", type=float, default=60.0)
-    p.add_argument("--out", default=tempfile.gettempdir())
     args = p.parse_args(argv)
     if args.quick:
         args.steps, args.warmup, args.samples, args.speed_budget = 500, 100, 200, 5.0
         args.speed_records, args.speed_features = 3000, 500
-    torch.set_num_threads(1)
-    pyro.set_rng_seed(args.seed)
+    harness.start(args)
     pyro.enable_validation(False)
-    out = {"environment": environment(), "args": vars(args)}
+    out = {}
     if args.part in ("accuracy", "both"):
         out["accuracy"] = accuracy(args)
     if args.part in ("speed", "both"):
         out["speed"] = speed(args)
-    path = os.path.join(args.out, "bayes_output_layer.json")
-    with open(path, "w") as f:
-        json.dump(out, f, indent=1)
-    print(f"wrote {path}")
+    harness.save(args, "bayes_output_layer", out)
+    return out
 
 
 if __name__ == "__main__":

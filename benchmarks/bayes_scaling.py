@@ -3,9 +3,10 @@
 BayesianLinearClassifier + ClassSubsampledNormal (softmax, W-conditioned closed-form local
 guide, ClosedFormELBO, LazyAdam on sparse row gradients) at K = 10^3, 10^4, 10^5, 10^6
 with D = 32, B = 256, 64 shared negatives (= the KL subsample), 64 eta classes. All four
-problems live in one process and are timed side by side: in each round every K runs a
-few steps (in a shuffled order), one thread (torch.set_num_threads(1)); the table gives
-medians of the per-step times and the median over rounds of the ratio to K = 10^3.
+problems live in one process and are timed side by side
+(:func:`benchmarks.harness.paired_step_times`: in each round every K runs a few steps, CPU
+time, one thread); the table gives medians of the per-step times and the median over rounds
+of the ratio to K = 10^3.
 For contrast, the stock dense path (LinearClassifier(weights="bayes") + AutoNormal +
 NoiseLocalGuide, O(K D) per step) is timed at the smaller K.
 
@@ -18,23 +19,20 @@ Labels are uniform random (the step cost does not depend on their values).
 
 Usage::
 
-    python benchmarks/bayes_scaling.py           # ~5 min
-    python benchmarks/bayes_scaling.py --quick   # < 2 min
+    python -m benchmarks.bayes_scaling           # ~5 min
+    python -m benchmarks.bayes_scaling --quick   # K up to 10^5, under a minute
 
-Writes benchmarks/out/bayes_scaling[_quick].json/.png and benchmarks/results/bayes_scaling[_quick].json.
+Writes bayes_scaling[_quick].json and .png to ``--out``.
 """
 
 import argparse
 import json
-import os
-import random
 import subprocess
 import sys
 import time
 
 import torch
 
-import pyro
 from pyro.infer import SVI, TraceMeanField_ELBO
 from pyro.infer.autoguide import AutoGuideList, AutoNormal
 
@@ -47,10 +45,10 @@ from pyro_ar.infer import (
 from pyro_ar.models import BayesianLinearClassifier, LinearClassifier
 from pyro_ar.optim import lazy_adam
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from paper_common import peak_bytes as hwm_bytes, rss_bytes  # noqa: E402  (benchmarks/paper_common.py)
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 D, B, S, N = 32, 256, 64, 20_000
 
 
@@ -74,27 +72,21 @@ def build_dense(K):
 
 
 def state_bytes(svi):
-    """Bytes of the parameters and optimizer state reachable from this SVI's optimizer."""
-    total = 0
-    for p, opt in svi.optim.optim_objs.items():
-        total += p.numel() * p.element_size()
-        for v in opt.state[p].values():
-            if torch.is_tensor(v):
-                total += v.numel() * v.element_size()
-    return total
+    """Bytes of the parameters this SVI's optimizer steps and of its state."""
+    return harness.tensor_bytes(list(svi.optim.optim_objs)) + harness.optimizer_state_bytes(svi.optim)
 
 
 def memory_child(K, steps):
     """Run in a subprocess: peak RSS increase of building + stepping the model at K."""
     torch.set_num_threads(1)
     x, y = data(K)
-    base = rss_bytes()
+    base = harness.rss_bytes()
     svi = build_sparse(K)
     for _ in range(steps):
         svi.step(x, y)
-    peak = hwm_bytes()
+    peak = harness.peak_bytes()
     print(json.dumps({"K": K, "peak_minus_base": peak - base, "state_bytes": state_bytes(svi),
-                      "rss_after": rss_bytes() - base}))
+                      "rss_after": harness.rss_bytes() - base}))
 
 
 def measure_memory(Ks, steps):
@@ -106,49 +98,18 @@ def measure_memory(Ks, steps):
     return rows
 
 
-def time_side_by_side(builders, rounds, inner, warmup):
-    """builders: {label: (K, svi, x, y)}; returns per-label lists of per-step seconds per round.
-
-    A timing harness, not a training loop: it times bare ``svi.step`` calls, interleaved
-    across models, so that nothing but the step itself is measured (training runs go
-    through ``pyro_ar.infer.train``)."""
-    times = {k: [] for k in builders}
-    for label, (K, svi, x, y) in builders.items():
-        for _ in range(warmup):
-            svi.step(x, y)
-    labels = list(builders)
-    rng = random.Random(0)
-    for r in range(rounds):
-        rng.shuffle(labels)
-        for label in labels:
-            K, svi, x, y = builders[label]
-            t0 = time.perf_counter()
-            for _ in range(inner):
-                svi.step(x, y)
-            times[label].append((time.perf_counter() - t0) / inner)
-    return times
-
-
-def median(v):
-    v = sorted(v)
-    n = len(v)
-    return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
-
-
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true")
+    p = harness.parser(__doc__, quick_help="K up to 10^5, fewer rounds (under a minute)")
     p.add_argument("--memory-child", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--child-steps", type=int, default=20, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.memory_child is not None:
         memory_child(args.memory_child, args.child_steps)
         return 0
-    torch.set_num_threads(1)
-    pyro.set_rng_seed(0)
-    Ks = [10 ** 3, 10 ** 4, 10 ** 5, 10 ** 6]
-    dense_Ks = [10 ** 3, 10 ** 4] if args.quick else [10 ** 3, 10 ** 4, 10 ** 5]
-    rounds, inner, warmup = (8, 5, 3) if args.quick else (25, 10, 5)
+    harness.start(args)
+    Ks = [10 ** 3, 10 ** 4, 10 ** 5] if args.quick else [10 ** 3, 10 ** 4, 10 ** 5, 10 ** 6]
+    dense_Ks = [10 ** 3] if args.quick else [10 ** 3, 10 ** 4, 10 ** 5]
+    rounds, inner, warmup = (4, 3, 2) if args.quick else (25, 10, 5)
     t_start = time.perf_counter()
 
     builders = {}
@@ -158,21 +119,24 @@ def main(argv=None):
     for K in dense_Ks:
         x, y = data(K)
         builders[f"dense K={K}"] = (K, build_dense(K), x, y)
-    times = time_side_by_side(builders, rounds, inner, warmup)
+    # bare svi.step calls, interleaved across the models (a timing harness, not a training loop)
+    steps = {label: (lambda svi=svi, x=x, y=y: svi.step(x, y)) for label, (K, svi, x, y) in builders.items()}
+    times = harness.paired_step_times(steps, rounds, block=inner, warmup=warmup)
     rows = []
     print(f"{'path':<8s} {'K':>9s} {'median ms/step':>15s} {'ratio to K=1e3 (median over rounds)':>38s}")
     for label, (K, svi, x, y) in builders.items():
         kind = label.split()[0]
         ref = times[f"{kind} K={Ks[0]}"]
         ratios = [a / b for a, b in zip(times[label], ref)]
-        row = {"path": kind, "K": K, "median_ms": 1000 * median(times[label]),
-               "ratio_to_K1e3": median(ratios), "ratio_of_medians": median(times[label]) / median(ref),
+        med = harness.median
+        row = {"path": kind, "K": K, "median_ms": 1000 * med(times[label]),
+               "ratio_to_K1e3": med(ratios), "ratio_of_medians": med(times[label]) / med(ref),
                "state_MB": state_bytes(svi) / 2 ** 20}
         rows.append(row)
         print(f"{kind:<8s} {K:>9d} {row['median_ms']:>15.2f} {row['ratio_to_K1e3']:>38.2f}")
-    sparse_1e6 = [r for r in rows if r["path"] == "sparse" and r["K"] == 10 ** 6][0]
-    met = sparse_1e6["ratio_to_K1e3"] <= 1.5
-    print(f"target: sparse K=1e6 step within 1.5x of K=1e3: ratio {sparse_1e6['ratio_to_K1e3']:.2f} -> "
+    largest = [r for r in rows if r["path"] == "sparse" and r["K"] == Ks[-1]][0]
+    met = largest["ratio_to_K1e3"] <= 1.5
+    print(f"target: sparse K={Ks[-1]:.0e} step within 1.5x of K=1e3: ratio {largest['ratio_to_K1e3']:.2f} -> "
           f"{'MET' if met else 'MISSED'}")
     del builders
     print("memory (fresh subprocess per K):")
@@ -183,18 +147,12 @@ def main(argv=None):
         m["ratio"] = m["peak_minus_base"] / m["state_bytes"]
         print(f"  K={m['K']:>8d}: peak RSS increase {m['peak_MB']:9.1f} MB, parameters + optimizer state "
               f"{m['state_MB']:9.1f} MB (ratio {m['ratio']:.2f})")
-    tag = "_quick" if args.quick else ""
-    result = {"command": "python benchmarks/bayes_scaling.py" + (" --quick" if args.quick else ""),
-              "config": {"D": D, "B": B, "num_negatives": S, "num_kl_classes": S, "num_eta_classes": S,
+    result = {"config": {"D": D, "B": B, "num_negatives": S, "num_kl_classes": S, "num_eta_classes": S,
                          "N": N, "rounds": rounds, "steps_per_round": inner, "threads": 1},
               "timing": rows, "memory": mem, "target_ratio": 1.5, "target_met": met,
-              "seconds_total": time.perf_counter() - t_start, "torch": torch.__version__}
-    os.makedirs(os.path.join(HERE, "out"), exist_ok=True)
-    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    for d in ("out", "results"):
-        with open(os.path.join(HERE, d, f"bayes_scaling{tag}.json"), "w") as f:
-            json.dump(result, f, indent=1)
-    plot(rows, mem, os.path.join(HERE, "out", f"bayes_scaling{tag}.png"))
+              "seconds_total": time.perf_counter() - t_start}
+    path = harness.save(args, "bayes_scaling", result)
+    plot(rows, mem, path.with_suffix(".png"))
     print(f"total {time.perf_counter() - t_start:.0f}s")
     return 0
 

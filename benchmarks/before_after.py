@@ -4,31 +4,37 @@ Runs ``benchmarks/scaling.py --worker`` (fresh process per point) once with the 
 it was before (a checkout of the given commit, put first on PYTHONPATH) and once with the
 working tree, alternating per point so that both see the same machine load.
 
-    python benchmarks/before_after.py --old-commit 54f26cf [--Ks 1e3,1e5,1e6] [--methods ...]
+    python -m benchmarks.before_after --old-commit 54f26cf [--Ks 1e3,1e5,1e6] [--methods ...] [--out DIR]
+
+``--quick``: K = 10^3, A&R softmax, a few steps, against ``--old-commit HEAD`` unless one is
+given (a smoke run of the comparison). Writes before_after[_quick].json to ``--out``.
 """
 
-import argparse
 import json
 import os
 import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--old-commit", default="54f26cf")
+    p = harness.parser(__doc__, quick_help="K = 1e3, A&R softmax, a few steps, against HEAD by default")
+    p.add_argument("--old-commit", default=None, help="the commit to compare with (default 54f26cf; --quick: HEAD)")
     p.add_argument("--Ks", default="1e3,1e5,1e6")
     p.add_argument("--methods", default="ar_softmax,ar_probit,ove,botev")
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--budget", type=float, default=4.0)
-    p.add_argument("--out", default=os.path.join(HERE, "results", "before_after.json"))
     a = p.parse_args(argv)
+    a.old_commit = a.old_commit or ("HEAD" if a.quick else "54f26cf")
+    if a.quick:
+        a.Ks, a.methods, a.steps, a.budget = "1e3", "ar_softmax", 10, 1.0
+    harness.start(a)
     old = tempfile.mkdtemp(prefix="pyro_ar_old_")
-    archive = subprocess.run(["git", "-C", ROOT, "archive", a.old_commit, "pyro_ar"], check=True,
+    archive = subprocess.run(["git", "-C", str(harness.ROOT), "archive", a.old_commit, "pyro_ar"], check=True,
                              capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", old], input=archive, check=True)
     rows = []
@@ -39,7 +45,7 @@ def main(argv=None):
                 env = dict(os.environ)
                 if path:
                     env["PYTHONPATH"] = path + os.pathsep + env.get("PYTHONPATH", "")
-                cmd = [sys.executable, os.path.join(HERE, "scaling.py"), "--worker", m, "--K", str(K),
+                cmd = [sys.executable, str(harness.HERE / "scaling.py"), "--worker", m, "--K", str(K),
                        "--steps", str(a.steps), "--warmup", "10", "--budget", str(a.budget)]
                 out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd="/tmp")
                 res = [json.loads(l[7:]) for l in out.stdout.splitlines() if l.startswith("RESULT ")]
@@ -53,10 +59,8 @@ def main(argv=None):
             if b and f:
                 print(f"K={K:>8d} {m:12s} before {1e3 * b['cpu']:7.2f} ms  after {1e3 * f['cpu']:7.2f} ms "
                       f"(CPU medians; x{b['cpu'] / f['cpu']:.2f})", flush=True)
-    os.makedirs(os.path.dirname(a.out), exist_ok=True)
-    with open(a.out, "w") as fh:
-        json.dump(dict(old_commit=a.old_commit, rows=rows, loadavg=os.getloadavg()), fh, indent=1)
-    print(f"wrote {a.out}")
+    harness.save(a, "before_after", dict(old_commit=a.old_commit, rows=rows, loadavg=os.getloadavg()))
+    return rows
 
 
 if __name__ == "__main__":

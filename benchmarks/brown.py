@@ -53,13 +53,12 @@ best: chosen on validation) and the CPU time; exact softmax's best test LL L* (a
 validation point), the CPU time each method's test LL first reaches L* (linear
 interpolation between evaluations) and exact's time over it.
 
-    python benchmarks/brown.py [--quick] [--budget SECONDS] [--patience 4] [--device cpu|cuda]
+    python -m benchmarks.brown [--quick] [--budget SECONDS] [--patience 4] [--device cpu|cuda] [--out DIR]
 
-``--quick`` (about a minute): 20 s caps, 10,000 evaluation pairs. Writes
-``$TMPDIR/pyro_ar_brown[_quick].json`` and ``.png`` (``--out`` to change).
+``--quick`` (about a minute): 5 s caps (probit / logistic 3 s), 2,000 evaluation pairs. Writes
+``brown[_quick].json`` and ``.png`` to ``--out``.
 """
 
-import argparse
 import json
 import math
 import os
@@ -69,8 +68,10 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
+
 SOFTMAX_FAMILY = ["ar_softmax", "exact", "ove", "botev", "adaptive"]
 OTHER_NOISE = ["ar_probit", "ar_logistic"]
 LABELS = {
@@ -96,20 +97,21 @@ def grouped_log_softmax_ll(E, W, b, prev, nxt, chunk=256):
 
 
 # --------------------------------------------------------------------------- methods
-from plain_loop import AdaptiveSoftmaxBigram  # noqa: E402  (PyTorch's adaptive softmax, the user loop)
-from plain_loop import PlainExactBigram as ExactTorch  # noqa: E402  (the plain user loop)
+from benchmarks.plain_loop import AdaptiveSoftmaxBigram  # noqa: E402  (PyTorch's adaptive softmax)
+from benchmarks.plain_loop import PlainExactBigram as ExactTorch  # noqa: E402  (the plain user loop)
 
 
-class PyroLM:
+class PyroBigram(harness.SVIMethod):
     """BigramLanguageModel + SVI for A&R (any noise) and the subsampled baselines."""
 
     def __init__(self, method, K, D, x, y, B, lr, init_bias, counts, negatives, strategy, device,
                  local_first=True, local_lr=0.05, power=0.75, local_step="natural",
                  local_guide="conditional", oversample=None, local_negatives=None):
         import pyro
-        from pyro.infer import SVI, Trace_ELBO
+        from pyro.infer import Trace_ELBO
 
-        from pyro_ar.likelihoods import AR, OVE, Sampled
+        from pyro_ar.infer import default_elbo, default_guide
+        from pyro_ar.likelihoods import AR, get_likelihood
         from pyro_ar.models import BigramLanguageModel
         from pyro_ar.negatives import ImportanceNegatives, SharedNegatives
         from pyro_ar.optim import lazy_adam
@@ -118,8 +120,9 @@ class PyroLM:
         # count^power, smoothed by 1 so that no class has probability 0 (Vocabulary.proposal)
         proposal = (counts.double().to(device) + 1) ** power if strategy == "importance" else None
         negs = ImportanceNegatives(negatives, proposal) if strategy == "importance" else SharedNegatives(negatives)
-        likelihood = {"ove": OVE, "botev": Sampled}.get(method, lambda negatives: AR(noise, negatives))(
-            negatives=negs)
+        # the method's likelihood through the library's one string map (negatives: the sampler)
+        likelihood = get_likelihood({"botev": "sampled"}.get(method, method if method == "ove" else "ar"),
+                                    noise, strategy=negs)
         pyro.clear_param_store()
         # biases start at the unigram fit of each noise: log frequencies for softmax and
         # logistic, 0.25 x log frequencies for probit (its unigram log-likelihood, by
@@ -127,16 +130,16 @@ class PyroLM:
         bias_scale = {"gumbel": 1.0, "logistic": 1.0, "normal": 0.25}[noise]
         self.model = BigramLanguageModel(K, D, likelihood=likelihood, subsample_size=B,
                                          init_bias=bias_scale * init_bias)
-        elbo = self.model.default_elbo() if isinstance(likelihood, AR) else Trace_ELBO()
-        if noise == "gumbel":
-            guide = self.model.default_guide(local_first=local_first, local_step=local_step)
+        elbo = default_elbo() if isinstance(likelihood, AR) else Trace_ELBO()
+        if likelihood.noise.closed_form:
+            guide = default_guide(self.model, local_first=local_first, local_step=local_step)
             optim = lazy_adam({"lr": lr})
         elif local_guide == "conditional":  # no local parameters: q refitted at every step
             kw = {"oversample": oversample} if oversample else {}
             if local_negatives:  # the local fit's own class subsample T, drawn like S
                 kw = {"negatives": ImportanceNegatives(local_negatives, proposal) if strategy == "importance"
                       else SharedNegatives(local_negatives), "oversample": 1}
-            guide = self.model.default_guide(**kw)
+            guide = default_guide(self.model, **kw)
             optim = lazy_adam({"lr": lr})
         else:
             # q(eps_n) starts near the noise's (1 - 1/K) quantile (the observed class's noise
@@ -144,30 +147,20 @@ class PyroLM:
             from scipy.stats import norm
 
             init_loc = float(norm.isf(1.0 / K)) if noise == "normal" else math.log(K - 1)
-            guide = self.model.default_guide(local="noise", init_loc=init_loc)
+            guide = default_guide(self.model, local="noise", init_loc=init_loc)
             optim = lazy_adam(lambda name: {"lr": local_lr if "y_eps" in name else lr})
-        self.svi = SVI(self.model, guide, optim, elbo)
-        self.x, self.y = x, y
-        self.model(x[:2], y[:2])  # create the parameters (so evaluation works at step 0)
-
-    def step(self):
-        return self.svi.step(self.x, self.y)
+        super().__init__(self.model, guide, optim, elbo, x, y)
 
     def evaluate(self, prev, nxt):
-        from pyro_ar.noise import GumbelNoise
-
-        if not isinstance(self.model.noise, GumbelNoise):
+        if not self.model.noise.closed_form:
             return None  # quadrature: at the end only, on a subset
         return self.model.log_likelihood(prev, nxt)
 
     def log_likelihood_pairs(self, prev, nxt, num_nodes=33):
-        from pyro_ar.noise import GumbelNoise
-        from pyro_ar.quadrature import log_marginal
-
-        if isinstance(self.model.noise, GumbelNoise):
+        if self.model.noise.closed_form:
             return self.model.log_likelihood(prev, nxt)
-        vals = [log_marginal(self.model.utility(prev[i:i + 8]).full(), nxt[i:i + 8], self.model.noise,
-                             num_nodes=num_nodes) for i in range(0, prev.shape[0], 8)]
+        vals = [self.model.noise.log_marginal(self.model.utility(prev[i:i + 8]).full(), nxt[i:i + 8],
+                                              num_nodes=num_nodes) for i in range(0, prev.shape[0], 8)]
         import torch
 
         return torch.cat(vals).mean().item()
@@ -215,7 +208,7 @@ def worker(a):
     else:
         strategy = "shared" if a.method == "ar_softmax_uniform" else a.strategy
         method = "ar_softmax" if a.method in ("ar_softmax_uniform", "ar_softmax_global") else a.method
-        m = PyroLM(method, K, a.D, x, y, a.B, lr, init_bias, counts, a.negatives, strategy, dev,
+        m = PyroBigram(method, K, a.D, x, y, a.B, lr, init_bias, counts, a.negatives, strategy, dev,
                    local_first=not (a.global_first or a.method == "ar_softmax_global"),
                    local_lr=a.local_lr, power=a.power, local_step=a.local_step,
                    local_guide=a.local_guide, oversample=a.oversample, local_negatives=a.local_negatives)
@@ -331,24 +324,9 @@ def _collect(procs, file=None):
     return results
 
 
-def time_to_reach(history, target, key="time"):
-    """First (linearly interpolated) training time at which test_ll >= target, or None."""
-    prev = None
-    for h in history:
-        if h["test_ll"] is None:
-            continue
-        if h["test_ll"] >= target:
-            if prev is None:
-                return h[key]
-            t0, l0 = prev[key], prev["test_ll"]
-            t1, l1 = h[key], h["test_ll"]
-            return t0 + (target - l0) * (t1 - t0) / (l1 - l0) if l1 > l0 else t1
-        prev = h
-    return None
-
-
 def add_common_arguments(p):
-    """The options shared by the driver, its workers and benchmarks/time_to_quality.py."""
+    """The options shared by the driver, its workers and benchmarks/time_to_quality.py (``p`` is a
+    :func:`benchmarks.harness.parser`: ``--quick``, ``--out``, ``--seed`` are there)."""
     p.add_argument("--device", default="cpu")
     p.add_argument("--D", type=int, default=64)
     p.add_argument("--B", type=int, default=512)
@@ -383,7 +361,6 @@ def add_common_arguments(p):
     p.add_argument("--patience", type=int, default=4,
                    help="early stopping: evaluations without a better validation LL (0: off)")
     p.add_argument("--eval-every", type=float, default=None, help="CPU seconds between evaluations")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--worker", default=None)
     p.add_argument("--data", default=None)
 
@@ -425,13 +402,13 @@ def summarize(ok, skip=OTHER_NOISE):
             summary[f"{m}_best"] = {k: r["best"][k] for k in ("step", "cpu_time", "valid_ll", "test_ll")}
     if "exact" in ok and ok["exact"].get("best"):
         target = ok["exact"]["best"]["test_ll"]
-        t_ex = time_to_reach(ok["exact"]["history"], target, "cpu_time")
+        t_ex = harness.time_to_reach(ok["exact"]["history"], target, "cpu_time")
         summary.update(exact_best_test_ll=target, exact_cpu_time_to_best=t_ex,
                        exact_stopped_early=ok["exact"].get("stopped_early"))
         for m in ok:
             if m == "exact" or m in skip:
                 continue
-            t_m = time_to_reach(ok[m]["history"], target, "cpu_time")
+            t_m = harness.time_to_reach(ok[m]["history"], target, "cpu_time")
             summary[f"{m}_cpu_time_to_exact_best"] = t_m
             summary[f"exact_over_{m}"] = t_ex / t_m if t_m and t_ex else None
     return summary
@@ -452,8 +429,7 @@ def print_table(ok, summary):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true")
+    p = harness.parser(__doc__, quick_help="5 s caps (probit / logistic 3 s), 2,000 evaluation pairs")
     p.add_argument("--budget", type=float, default=None, help="cap on the training CPU seconds per softmax-family method")
     p.add_argument("--other-budget", type=float, default=None, help="training CPU seconds for probit/logistic")
     p.add_argument("--methods", default=",".join(SOFTMAX_FAMILY + OTHER_NOISE))
@@ -461,22 +437,19 @@ def main(argv=None):
     p.add_argument("--checkpoints", type=int, default=None, help="evaluations over the budget")
     p.add_argument("--eval-pairs", type=int, default=None, help="test / validation pairs per evaluation (0: all)")
     add_common_arguments(p)
-    p.add_argument("--out", default=None)
     a = p.parse_args(argv)
     if a.worker:
         a.method = a.worker
         return worker(a)
-    a.budget = a.budget or (20.0 if a.quick else 900.0)
-    a.other_budget = a.other_budget or (10.0 if a.quick else 300.0)
+    a.budget = a.budget or (5.0 if a.quick else 900.0)
+    a.other_budget = a.other_budget or (3.0 if a.quick else 300.0)
     a.quad_pairs = a.quad_pairs if a.quad_pairs is not None else (10 if a.quick else 200)
-    a.checkpoints = a.checkpoints or (4 if a.quick else 20)
-    a.eval_pairs = a.eval_pairs if a.eval_pairs is not None else (10_000 if a.quick else 0)
+    a.checkpoints = a.checkpoints or (3 if a.quick else 20)
+    a.eval_pairs = a.eval_pairs if a.eval_pairs is not None else (2_000 if a.quick else 0)
     a.lr = a.lr or 3e-3
     a.ar_lr = a.ar_lr or a.lr
-    out = a.out or os.path.join(tempfile.gettempdir(), "pyro_ar_brown_quick" if a.quick else "pyro_ar_brown")
     methods = a.methods.split(",")
-
-    import torch
+    harness.start(a)
 
     from pyro_ar.datasets import load_brown
 
@@ -500,14 +473,11 @@ def main(argv=None):
                   f"{r['subset_test_ll']:.4f}")
     load["end"] = os.getloadavg()
     print(f"load average {load}; elapsed {elapsed:.0f} s")
-    meta = dict(torch=torch.__version__, cpus=os.cpu_count(), threads_per_worker=1, load_average=load,
-                elapsed=elapsed, args=vars(a), command=" ".join(["python"] + sys.argv),
+    meta = dict(threads_per_worker=1, load_average=load, elapsed=elapsed,
                 K=d.num_classes, num_train=d.num_train, num_test=d.num_test)
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    with open(out + ".json", "w") as f:
-        json.dump(dict(meta=meta, results=results, summary=summary), f, indent=1)
-    _plot(ok, summary, out + ".png", a)
-    print(f"wrote {out}.json and {out}.png")
+    path = harness.save(a, "brown", dict(meta=meta, results=results, summary=summary))
+    _plot(ok, summary, path.with_suffix(".png"), a)
+    return summary
 
 
 def _plot(ok, summary, path, a, title="Brown bigram LM"):

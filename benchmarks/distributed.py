@@ -45,34 +45,30 @@ outside the collectives, the predicted collective time with the measured wall ti
 them (on a loaded machine mostly waiting for the other rank), and the bytes and the state
 exactly. Quote every number with the command that produced it::
 
-    python benchmarks/distributed.py            # ~6 min on a loaded 2-core machine
-    python benchmarks/distributed.py --quick    # K = 10^5 only, fewer steps
+    python -m benchmarks.distributed            # ~6 min on a loaded 2-core machine
+    python -m benchmarks.distributed --quick    # K = 10^5 only, fewer steps
 """
 
-import argparse
 import json
 import math
 import os
-import resource
 import subprocess
 import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
 
 
 # ============================================================================ the worker
 def _state_bytes(svi, tensors=()):
+    """Bytes of this rank's parameters (Pyro's param store), optimizer state and ``tensors``."""
     import pyro
-    import torch
 
-    total = sum(p.numel() * p.element_size() for _, p in pyro.get_param_store().named_parameters())
-    for opt in getattr(svi.optim, "optim_objs", {}).values():
-        total += sum(t.numel() * t.element_size() for s in opt.state.values() for t in s.values()
-                     if torch.is_tensor(t))
-    return total + sum(t.numel() * t.element_size() for t in tensors)
+    params = [p for _, p in pyro.get_param_store().named_parameters()]
+    return harness.tensor_bytes(params + list(tensors)) + harness.optimizer_state_bytes(svi.optim)
 
 
 def _build(args, rank, world, x, y):
@@ -80,6 +76,7 @@ def _build(args, rank, world, x, y):
     from pyro.infer import SVI
 
     from pyro_ar.distributed import ClassShardedLinearClassifier, ShardedDataPlate, data_parallel, mean_across
+    from pyro_ar.infer import default_elbo, default_guide
     from pyro_ar.likelihoods import AR
     from pyro_ar.models import LinearClassifier
     from pyro_ar.negatives import SharedNegatives
@@ -89,8 +86,8 @@ def _build(args, rank, world, x, y):
     if args.mode == "dp":  # B is per rank: weak scaling (the global minibatch is R B)
         plate = ShardedDataPlate(len(x), B * world, seed=1)
         model = plate.attach(LinearClassifier(D, K, likelihood=AR(negatives=SharedNegatives(s)), sparse=True))
-        guide = model.default_guide()
-        svi = SVI(model, guide, data_parallel(lazy_adam({"lr": args.lr}), local=guide), model.default_elbo())
+        guide = default_guide(model)
+        svi = SVI(model, guide, data_parallel(lazy_adam({"lr": args.lr}), local=guide), default_elbo())
         xs, ys = plate.shard_rows(x), plate.shard_rows(y)
 
         def test(xt, yt):
@@ -101,7 +98,7 @@ def _build(args, rank, world, x, y):
 
         return svi, xs, ys, [plate], test
     model = ClassShardedLinearClassifier(D, K, num_negatives=s, subsample_size=B, seed=1)
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": args.lr}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": args.lr}), default_elbo())
     return svi, x, y, [model.stream], lambda xt, yt: model.evaluate(xt, yt)
 
 
@@ -116,7 +113,7 @@ def worker(args):
 
     rank, world = init_process_group()
     torch.set_num_threads(1)
-    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    rss0 = harness.peak_bytes() // 1024
     pyro.set_rng_seed(0)  # the same seed on every rank
     g = torch.Generator().manual_seed(0)
     x = torch.randn(args.num_data + args.num_test, args.num_features, generator=g)
@@ -136,8 +133,9 @@ def worker(args):
     out = {"rank": rank, "world": world, "mode": args.mode, "K": args.num_classes, "wall_step": wall,
            "cpu_step": cpu, "comm_bytes_step": COMM.bytes / args.steps, "comm_calls_step": COMM.calls / args.steps,
            "comm_wall_step": COMM.wall / args.steps, "comm_cpu_step": COMM.cpu / args.steps,
-           "state_bytes": _state_bytes(svi, (xs, ys)), "rss_growth_kb": resource.getrusage(
-               resource.RUSAGE_SELF).ru_maxrss - rss0, "rows_per_step": args.batch, "steps": history[-1]["step"],
+           "state_bytes": _state_bytes(svi, (xs, ys)),
+           "rss_growth_kb": harness.peak_bytes() // 1024 - rss0, "rows_per_step": args.batch,
+           "steps": history[-1]["step"],
            "loss": history[-1]["loss"]}
     if world > 1:  # the latency of one small collective (B floats), wall and CPU time
         buf = torch.zeros(args.batch)
@@ -149,6 +147,7 @@ def worker(args):
     if args.eval:
         out.update(test(xt, yt))
     if args.out:
+        os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, f"{args.mode}-K{args.num_classes}-R{world}-rank{rank}.json"), "w") as f:
             json.dump(out, f)
     if rank == 0:
@@ -163,7 +162,7 @@ def _launch(mode, K, R, args, out):
            os.path.abspath(__file__), "--worker", "--mode", mode, "--num-classes", str(K),
            "--steps", str(args.steps), "--warmup", str(args.warmup), "--out", out,
            "--batch", str(args.batch)]
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    env = dict(os.environ, PYTHONPATH=str(harness.ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
                OMP_NUM_THREADS="1")
     subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
     return [json.load(open(os.path.join(out, f"{mode}-K{K}-R{R}-rank{r}.json"))) for r in range(R)]
@@ -280,11 +279,9 @@ def benchmark(args):
               f"{r['comm_calls_step']:5.0f}")
     summary = _summary(rows)
     consts = _model_report(rows, args)
-    path = os.path.join(out, "distributed.json")
-    with open(path, "w") as f:
-        json.dump({"rows": rows, "summary": summary, "constants": consts}, f, indent=1)
     print(json.dumps(summary, indent=1))
-    print(f"saved {path}")
+    harness.save(args, "distributed", {"rows": rows, "summary": summary, "constants": consts})
+    return summary
 
 
 def _summary(rows):
@@ -308,7 +305,8 @@ def _summary(rows):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = harness.parser(__doc__, quick_help="K = 10^5 only, fewer steps",
+                       out_help="folder of distributed[_quick].json (the workers': of their per-rank JSON)")
     p.add_argument("--worker", action="store_true", help="run as a torchrun worker (the example)")
     p.add_argument("--mode", choices=("dp", "cs"), default="dp")
     p.add_argument("--num-classes", type=int, default=10 ** 5)
@@ -322,13 +320,12 @@ def main(argv=None):
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--checkpoint", default=None, help="per-rank checkpoints <name>.rank<r>-of-<R>.pt")
     p.add_argument("--eval", action="store_true", help="test log-likelihood over all K at the end")
-    p.add_argument("--out", default=None)
-    p.add_argument("--quick", action="store_true")
     args = p.parse_args(argv)
     if args.worker:
         return worker(args)
     if args.quick:
         args.steps, args.warmup = 20, 3
+    harness.start(args)
     return benchmark(args)
 
 

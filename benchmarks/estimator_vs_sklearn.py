@@ -22,15 +22,12 @@ favours scikit-learn) and the ratio of their fit time to the best C's and to the
 grid's (what choosing C costs scikit-learn). Results go to ``--out`` (JSON), outside the
 repository by default.
 
-    python benchmarks/estimator_vs_sklearn.py [--datasets digits mnist bibtex] [--quick]
+    python -m benchmarks.estimator_vs_sklearn [--datasets digits mnist bibtex] [--quick]
         [--methods default fixed mle lr]
 """
 
-import argparse
-import json
 import os
 import sys
-import tempfile
 import time
 import warnings
 
@@ -38,6 +35,10 @@ for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_v, "1")  # one BLAS thread for scikit-learn too (before numpy)
 
 import numpy as np  # noqa: E402
+
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
 
 AR_METHODS = {"default": ("ARClassifier()", {}),
               "fixed": ("ARClassifier(prior_scale=1)", {"prior_scale": 1.0}),
@@ -156,26 +157,21 @@ def print_table(r):
 
 
 def main(argv=None):
-    import torch
-
-    torch.set_num_threads(1)
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = harness.parser(__doc__, quick_help="MNIST: 6,000 training / 2,000 test images")
     p.add_argument("--datasets", nargs="+", default=["digits", "mnist", "bibtex"],
                    choices=["digits", "mnist", "bibtex"])
-    p.add_argument("--quick", action="store_true", help="MNIST: 6,000 training / 2,000 test images")
     p.add_argument("--C", type=float, nargs="+", default=[0.01, 0.1, 1.0, 10.0])
     p.add_argument("--methods", nargs="+", default=["default", "fixed", "mle", "lr"],
                    choices=["default", "fixed", "mle", "lr"])
     p.add_argument("--lr-features", choices=["standardized", "raw"], default="standardized")
-    p.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "pyro_ar_estimator_vs_sklearn.json"))
     a = p.parse_args(argv)
+    harness.start(a)
     results = []
     for name in a.datasets:
         results.append(run(name, a.quick, a.C, a.methods, a.lr_features))
         print_table(results[-1])
-    with open(a.out, "w") as f:
-        json.dump({"command": " ".join(sys.argv), "results": results}, f, indent=1)
-    print(f"\nresults in {a.out}")
+    harness.save(a, "estimator_vs_sklearn", {"results": results})
+    return results
 
 
 if __name__ == "__main__":

@@ -20,16 +20,11 @@ benchmark's fit (``--quick`` measures a smaller grid). The table reports, per
 configuration, the measured times, the fitted ones, and whether the rule picks the cheaper
 likelihood. Results (JSON) go to ``--out``, outside the repository by default.
 
-    python benchmarks/exact_vs_ar_cost.py [--quick] [--out /tmp/exact_vs_ar_cost.json]
+    python -m benchmarks.exact_vs_ar_cost [--quick] [--out DIR]
 """
 
-import argparse
 import itertools
-import json
-import os
 import statistics
-import sys
-import tempfile
 import time
 
 import numpy as np
@@ -37,6 +32,10 @@ import torch
 
 import pyro
 from pyro.infer import SVI
+
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
 
 from pyro_ar.infer import ClosedFormELBO, default_guide
 from pyro_ar.models import LinearClassifier
@@ -78,12 +77,10 @@ def fit(kind, rows):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true")
+    p = harness.parser(__doc__)
     p.add_argument("--steps", type=int, default=None)
-    p.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "exact_vs_ar_cost.json"))
     a = p.parse_args(argv)
-    torch.set_num_threads(1)
+    harness.start(a)
     if a.quick:
         grid = dict(K=[10, 100, 1000], D=[64, 784], B=[256, 1024], s=[5, 20])
     else:
@@ -111,9 +108,8 @@ def main(argv=None):
         print(f"{r['K']:6d} {r['D']:5d} {r['B']:5d} {r['s']:3d} {1e3 * r['exact']:9.2f} {1e3 * r['ar']:8.2f} "
               f"{1e3 * pred['exact']:9.2f} {1e3 * pred['ar']:8.2f} {cheaper:>8s} {rule:>6s}")
     print(f"\nthe rule picks the cheaper likelihood in {hits} of {len(rows)} configurations")
-    with open(a.out, "w") as f:
-        json.dump({"command": " ".join(sys.argv), "coefficients": coef, "rows": rows}, f, indent=1)
-    print(f"results in {a.out}")
+    harness.save(a, "exact_vs_ar_cost", {"coefficients": coef, "rows": rows})
+    return rows
 
 
 if __name__ == "__main__":

@@ -36,24 +36,22 @@ default the system's temporary folder), rewritten after every part so that a run
 keeps what it measured. ``--quick``: tiny sizes for the test suite's slow tier (seconds on
 a CPU). ``--skip c,d`` leaves parts out.
 
-    python benchmarks/gpu.py [--quick] [--device cuda] [--out DIR] [--skip c,d] [--budget 40]
+    python -m benchmarks.gpu [--quick] [--device cuda] [--out DIR] [--skip c,d] [--budget 40]
 """
 
-import argparse
-import math
 import os
 import statistics
 import sys
-import tempfile
 import time
 import traceback
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+import torch
 
-import torch  # noqa: E402
+import pyro
 
-import pyro  # noqa: E402
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
 
 PARTS = ("a", "b", "c", "d")
 
@@ -118,18 +116,10 @@ def _short_path(path):
     return path
 
 
-def tensor_bytes(tensors):
-    return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
-
-
 def state_bytes(svi):
     """(parameter bytes in Pyro's param store, optimizer-state bytes of ``svi.optim``)."""
-    params = tensor_bytes(v.unconstrained() for _, v in pyro.get_param_store().items())
-    optim = 0
-    for opt in svi.optim.optim_objs.values():
-        for st in opt.state.values():
-            optim += tensor_bytes(st.values())
-    return params, optim
+    params = harness.tensor_bytes([v.unconstrained() for _, v in pyro.get_param_store().items()])
+    return params, harness.optimizer_state_bytes(svi.optim)
 
 
 def peak_reset(device):
@@ -152,9 +142,12 @@ def free_device(device):
 
 
 # --------------------------------------------------------------------------- (a), (b), (e)
-def linear_step(likelihood, K, D, B, s, device, steps, warmup, seed=0):
+def linear_step(likelihood, K, D, B, s, device, steps, warmup, seed=0, validate=True):
     """Per-step seconds of one SVI step of ``LinearClassifier(D, K)`` with ``likelihood``
     ("ar": softmax A&R with ``s`` shared negatives; "exact") on ``device``, and its memory.
+    ``validate``: Pyro's validation (``pyro.validation_enabled``) during the timed steps; its
+    checks (distribution arguments, plate sizes, the minibatch's labels) each synchronise the
+    device with the host.
 
     The model, guide, ELBO and optimizer are those ``ARClassifier`` uses
     (``benchmarks/exact_vs_ar_cost.py`` times the same step on the CPU)."""
@@ -174,14 +167,17 @@ def linear_step(likelihood, K, D, B, s, device, steps, warmup, seed=0):
     model = LinearClassifier(D, K, likelihood=likelihood, weights="map", subsample_size=B,
                              sparse=True, site="y", **kw)
     svi = SVI(model, default_guide(model, local_first=True), lazy_adam({"lr": 0.01}), ClosedFormELBO())
-    svi.step(x, y)  # creates the parameters and the optimizer state
+    model.check_data(x, y)  # the whole data once, as pyro_ar.infer.train does (steps then skip it)
+    svi.step(x, y)  # creates the parameters and the optimizer state (validated)
     peak_reset(device)
-    times = clock.time(lambda: svi.step(x, y), steps, warmup)
+    with pyro.validation_enabled(validate):
+        times = clock.time(lambda: svi.step(x, y), steps, warmup)
+        syncs = sync_points(lambda: svi.step(x, y), device)
     params, optim = state_bytes(svi)
-    out = dict(likelihood=likelihood, K=K, D=D, B=B, s=s if likelihood == "ar" else None,
+    out = dict(likelihood=likelihood, K=K, D=D, B=B, s=s if likelihood == "ar" else None, validation=validate,
                median_s=statistics.median(times), p10_s=_quantile(times, 0.1), p90_s=_quantile(times, 0.9),
                steps=steps, param_bytes=params, optim_state_bytes=optim, peak_bytes=peak_bytes(device),
-               sync_points=sync_points(lambda: svi.step(x, y), device))
+               sync_points=syncs)
     del svi, model, x, y
     free_device(device)
     return out
@@ -196,11 +192,11 @@ def _is_oom(err):
     return isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err).lower()
 
 
-def try_step(likelihood, K, a, steps, warmup):
+def try_step(likelihood, K, a, steps, warmup, validate=True):
     """:func:`linear_step`, or None when the device runs out of memory (its memory freed
     after the exception, whose traceback holds the step's tensors, is gone)."""
     try:
-        return linear_step(likelihood, K, a.D, a.B, a.s, a.device, steps, warmup)
+        return linear_step(likelihood, K, a.D, a.B, a.s, a.device, steps, warmup, validate=validate)
     except RuntimeError as err:
         if not _is_oom(err):
             raise
@@ -212,29 +208,36 @@ def part_a(a, report):
     """(a) the A&R step against K; (e) its memory."""
     rows = report["ar_step"] = []
     for K in a.ks:
-        row = try_step("ar", K, a, a.steps, a.warmup)
-        rows.append(row or dict(likelihood="ar", K=K, error="out of memory"))
-        a.save(report)
+        for validate in a.validation:
+            row = try_step("ar", K, a, a.steps, a.warmup, validate)
+            rows.append(row or dict(likelihood="ar", K=K, validation=validate, error="out of memory"))
+            a.save(report)
         if row is None:  # the larger K are skipped
             break
-    ok = [r for r in rows if "median_s" in r]
-    if len(ok) >= 2:
-        ts = [r["median_s"] for r in ok]
-        report["ar_step_flatness"] = dict(K_min=ok[0]["K"], K_max=ok[-1]["K"], max_over_min=max(ts) / min(ts),
-                                          largest_over_smallest_K=ts[-1] / ts[0], target=1.5)
+    flat = report["ar_step_flatness"] = {}
+    for validate in a.validation:
+        ok = [r for r in rows if "median_s" in r and r["validation"] == validate]
+        if len(ok) >= 2:
+            ts = [r["median_s"] for r in ok]
+            flat["on" if validate else "off"] = dict(
+                K_min=ok[0]["K"], K_max=ok[-1]["K"], max_over_min=max(ts) / min(ts),
+                largest_over_smallest_K=ts[-1] / ts[0], target=1.5)
 
 
 def part_b(a, report):
-    """(b) the exact step at the largest K of the grid that fits, against the A&R step there."""
+    """(b) the exact step at the largest K of the grid that fits, against the A&R step there
+    (both with the same validation setting, the last of ``--validation``)."""
     tried = report["exact_step_tried"] = []
+    validate = a.validation[-1]
     for K in sorted(a.ks, reverse=True):
-        ex = try_step("exact", K, a, a.exact_steps, 2)
+        ex = try_step("exact", K, a, a.exact_steps, 2, validate)
         if ex is None:
-            tried.append(dict(likelihood="exact", K=K, error="out of memory"))
+            tried.append(dict(likelihood="exact", K=K, validation=validate, error="out of memory"))
             continue
-        ar = next((r for r in report.get("ar_step", []) if r.get("K") == K and "median_s" in r), None)
+        ar = next((r for r in report.get("ar_step", []) if r.get("K") == K and "median_s" in r
+                   and r["validation"] == validate), None)
         if ar is None:
-            ar = linear_step("ar", K, a.D, a.B, a.s, a.device, a.steps, a.warmup)
+            ar = linear_step("ar", K, a.D, a.B, a.s, a.device, a.steps, a.warmup, validate=validate)
         report["exact_step"] = dict(exact=ex, ar=ar, exact_over_ar=ex["median_s"] / ar["median_s"], target=100.0)
         return
     report["exact_step"] = dict(error="no K of the grid fits the device")
@@ -277,15 +280,15 @@ class AdaptiveBigram:
 
 def _brown_methods(a, d, x, y, dev):
     """{name: constructor} of the three methods of (c), each built when called."""
-    import brown
-    from plain_loop import PlainExactBigram
+    from benchmarks import brown
+    from benchmarks.plain_loop import PlainExactBigram
 
     from pyro_ar.models import unigram_log_probs
 
     K, counts = d.num_classes, d.info["class_counts"]
     init_bias = unigram_log_probs(counts).float().to(dev)
     return {
-        "ar_softmax": lambda: brown.PyroLM("ar_softmax", K, a.lm_D, x, y, 512, 1e-2, init_bias, counts, 256,
+        "ar_softmax": lambda: brown.PyroBigram("ar_softmax", K, a.lm_D, x, y, 512, 1e-2, init_bias, counts, 256,
                                            "importance", dev),
         "exact": lambda: PlainExactBigram(K, a.lm_D, x, y, 512, 3e-3, init_bias, dev),
         "adaptive": lambda: AdaptiveBigram(K, a.lm_D, x, y, 512, 3e-3, counts, dev),
@@ -294,7 +297,7 @@ def _brown_methods(a, d, x, y, dev):
 
 def _train_lm(m, a, xv, yv, xt, yt, clock):
     """Train one method of (c) with ``pyro_ar.infer.train``; its history and best point."""
-    import brown
+    from benchmarks import brown
 
     from pyro_ar.infer import EarlyStopping, train
 
@@ -329,7 +332,7 @@ def _subset(x, y, n, seed, device):
 
 def part_c(a, report):
     """(c) tutorial 05 on the device: time to exact softmax's best test log-likelihood."""
-    import brown
+    from benchmarks import brown
 
     from pyro_ar.datasets import load_brown
 
@@ -340,18 +343,20 @@ def part_c(a, report):
     xt, yt = _subset(d.x_test, d.y_test, a.eval_pairs, 99, dev)
     res = report["time_to_quality"] = dict(K=d.num_classes, budget_s=a.budget, clock=clock.name,
                                            eval_pairs=a.eval_pairs, methods={})
+    res["validation"] = a.validation[-1]
     for name, make in _brown_methods(a, d, x, y, dev).items():
         free_device(dev)
         pyro.set_rng_seed(0)
-        res["methods"][name] = _train_lm(make(), a, xv, yv, xt, yt, clock)
+        with pyro.validation_enabled(a.validation[-1]):
+            res["methods"][name] = _train_lm(make(), a, xv, yv, xt, yt, clock)
         a.save(report)
         print(f"  (c) {name}: {res['methods'][name]['steps']} steps, best test LL "
               f"{res['methods'][name]['best']['test_ll']:.4f}", flush=True)
     target = res["methods"]["exact"]["best"]["test_ll"]
     res["exact_best_test_ll"] = target
-    t_exact = brown.time_to_reach(res["methods"]["exact"]["history"], target)
+    t_exact = harness.time_to_reach(res["methods"]["exact"]["history"], target)
     for name, r in res["methods"].items():
-        r["time_to_exact_best"] = t = brown.time_to_reach(r["history"], target)
+        r["time_to_exact_best"] = t = harness.time_to_reach(r["history"], target)
         r["exact_time_over_this"] = t_exact / t if t and t_exact else None
     res["target_ar_speedup"] = 10.0
 
@@ -420,35 +425,44 @@ def _mib(b):
     return "-" if b is None else f"{b / 2**20:9.1f}"
 
 
+def _onoff(row):
+    return {True: "on", False: "off"}.get(row.get("validation"), "-")
+
+
 def print_report(r):
     if r.get("ar_step") or r.get("exact_step"):
         print(f"\n(a, b, e) one SVI step, LinearClassifier, {r['clock']} per step; memory in MiB")
-        print(f"{'likelihood':10s} {'K':>10s} {'median ms':>10s} {'p10':>8s} {'p90':>8s} {'params':>9s} "
+        print(f"{'likelihood':10s} {'valid.':>6s} {'K':>10s} {'median ms':>10s} {'p10':>8s} {'p90':>8s} {'params':>9s} "
               f"{'optim':>9s} {'peak':>9s} {'peak/(p+o)':>10s}")
         ex = r.get("exact_step", {})
         for row in r.get("ar_step", []) + r.get("exact_step_tried", []) + [ex.get("exact")] * ("exact" in ex):
             if "median_s" not in row:
-                print(f"{row['likelihood']:10s} {row['K']:10,d}  {row['error']}")
+                print(f"{row['likelihood']:10s} {_onoff(row):>6s} {row['K']:10,d}  {row['error']}")
                 continue
             ratio = row["peak_bytes"] / (row["param_bytes"] + row["optim_state_bytes"]) if row["peak_bytes"] else None
-            print(f"{row['likelihood']:10s} {row['K']:10,d} {1e3 * row['median_s']:10.3f} {1e3 * row['p10_s']:8.3f} "
+            print(f"{row['likelihood']:10s} {_onoff(row):>6s} {row['K']:10,d} {1e3 * row['median_s']:10.3f} {1e3 * row['p10_s']:8.3f} "
                   f"{1e3 * row['p90_s']:8.3f} {_mib(row['param_bytes'])} {_mib(row['optim_state_bytes'])} "
                   f"{_mib(row['peak_bytes'])} {'-' if ratio is None else f'{ratio:10.2f}'}")
-    for row in r.get("ar_step", [])[-1:] + ([r["exact_step"]["exact"]] if "exact" in r.get("exact_step", {}) else []):
+    last = [row for row in r.get("ar_step", []) if row.get("K") == max(x.get("K", 0) for x in r["ar_step"])] \
+        if r.get("ar_step") else []
+    for row in last + ([r["exact_step"]["exact"]] if "exact" in r.get("exact_step", {}) else []):
         sp = row.get("sync_points")
         if sp:
-            print(f"host-device synchronisations per {row['likelihood']} step at K = {row['K']:,}: "
+            print(f"host-device synchronisations per {row['likelihood']} step at K = {row['K']:,} "
+                  f"(validation {_onoff(row)}): "
                   f"{sp['per_call']:.1f}; " + ", ".join(f"{k} ({v:g})" for k, v in list(sp["where"].items())[:8]))
-    if "ar_step_flatness" in r:
-        f = r["ar_step_flatness"]
-        print(f"A&R step, K = {f['K_min']:,} .. {f['K_max']:,}: slowest / fastest {f['max_over_min']:.2f}x, "
-              f"largest K / smallest K {f['largest_over_smallest_K']:.2f}x (target <= {f['target']})")
+    for v, f in r.get("ar_step_flatness", {}).items():
+        print(f"A&R step (validation {v}), K = {f['K_min']:,} .. {f['K_max']:,}: slowest / fastest "
+              f"{f['max_over_min']:.2f}x, largest K / smallest K {f['largest_over_smallest_K']:.2f}x "
+              f"(target <= {f['target']})")
     if "exact_over_ar" in r.get("exact_step", {}):
         e = r["exact_step"]
-        print(f"exact step / A&R step at K = {e['exact']['K']:,}: {e['exact_over_ar']:.1f}x (target >= {e['target']:.0f}x)")
+        print(f"exact step / A&R step at K = {e['exact']['K']:,} (validation {_onoff(e['exact'])}): "
+              f"{e['exact_over_ar']:.1f}x (target >= {e['target']:.0f}x)")
     if "time_to_quality" in r:
         c = r["time_to_quality"]
-        print(f"\n(c) tutorial 05 (Brown, K = {c['K']:,}), {c['clock']} seconds, cap {c['budget_s']:g} s per method;"
+        print(f"\n(c) tutorial 05 (Brown, K = {c['K']:,}), {c['clock']} seconds, cap {c['budget_s']:g} s per method, "
+              f"validation {_onoff(c)};"
               f" exact's best test LL {c['exact_best_test_ll']:.4f}")
         print(f"{'method':12s} {'steps':>7s} {'ms/step':>8s} {'best valid':>11s} {'test there':>11s} {'at s':>7s} "
               f"{'s to exact best':>16s} {'exact / this':>13s}")
@@ -472,16 +486,16 @@ def print_report(r):
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="tiny sizes (the test suite's slow tier)")
+    p = harness.parser(__doc__, quick_help="tiny sizes (the test suite's slow tier)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--out", default=tempfile.gettempdir(), help="folder of gpu[_quick].json")
     p.add_argument("--skip", default="", help="parts to leave out, e.g. c,d")
     p.add_argument("--ks", default=None, help="K grid of (a), comma-separated (default 1e3..1e7)")
     p.add_argument("--D", type=int, default=64)
     p.add_argument("--B", type=int, default=512)
     p.add_argument("--s", type=int, default=64, help="shared negatives of the A&R step")
     p.add_argument("--steps", type=int, default=None, help="timed steps per K")
+    p.add_argument("--validation", default="on,off",
+                   help="Pyro's validation during the timed steps of (a), in turn; (b) and (c) use the last")
     p.add_argument("--budget", type=float, default=None, help="(c): seconds per method")
     p.add_argument("--eval-pairs", type=int, default=None)
     p.add_argument("--mnist", default=os.environ.get("PYRO_AR_MNIST"), help="folder of the MNIST files")
@@ -494,7 +508,11 @@ def parse_args(argv=None):
         p.error(f"--skip takes parts among {PARTS}, got {sorted(a.skip)}")
     q = a.quick
     a.ks = [int(float(k)) for k in a.ks.split(",")] if a.ks else \
-        ([100, 1_000, 10_000] if q else [10**3, 10**4, 10**5, 10**6, 10**7])
+        ([100, 1_000, 10_000] if q else [10**3, 10**4, 10**5, 10**6, 10**7, 2 * 10**7])
+    flags = {"on": True, "off": False}
+    if not a.validation or set(a.validation.split(",")) - set(flags):
+        p.error(f"--validation takes on, off or on,off; got {a.validation!r}")
+    a.validation = [flags[v] for v in a.validation.split(",")]
     a.steps = a.steps or (5 if q else 50)
     a.exact_steps = 3 if q else 10
     a.warmup = 2 if q else 10
@@ -513,16 +531,14 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
-    import paper_common
-
-    a = parse_args(argv)
-    report = dict(environment=paper_common.environment(), device=str(a.device), clock=Clock(a.device).name,
+    a = parse_args(argv)  # (one torch thread with --quick; a device run keeps torch's default)
+    report = dict(environment=harness.environment(), device=str(a.device), clock=Clock(a.device).name,
                   args={k: v for k, v in vars(a).items() if k not in ("skip",)}, skipped=sorted(a.skip), errors={})
     if torch.device(a.device).type == "cuda":
         report["device_name"] = torch.cuda.get_device_name()
         report["device_total_bytes"] = torch.cuda.get_device_properties(0).total_memory
     name = "gpu_quick.json" if a.quick else "gpu.json"
-    a.save = lambda rep: paper_common.write_json(name, rep, a.out)  # after each result: a run cut short keeps them
+    a.save = lambda rep: harness.write_json(name, rep, a.out)  # after each result: a run cut short keeps them
     path = a.save(report)
     for part, fn in zip(PARTS, (part_a, part_b, part_c, part_d)):
         if part in a.skip:

@@ -31,17 +31,13 @@ Brown); ``--warmup-lgm`` does the same for the LGM.
 
 Usage::
 
-    python benchmarks/latent_gp.py [--quick] [--part small|brown|brown1k|timing|all] [--out DIR]
+    python -m benchmarks.latent_gp [--quick] [--part small|brown|brown1k|timing|all] [--out DIR]
 
 Prints tables; writes latent_gp.json to ``--out`` (default: the temp directory).
 """
 
-import argparse
 import functools
 import math
-import os
-import sys
-import tempfile
 import time
 
 import torch
@@ -49,14 +45,14 @@ import torch
 import pyro
 from pyro.infer import SVI
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from paper_common import cost_ratio_table, write_json  # noqa: E402
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
 from pyro_ar.datasets import (load_breast_cancer_categorical, load_breast_cancer_wisconsin,  # noqa: E402
                               load_brown_windows)
-from pyro_ar.infer import train  # noqa: E402
+from pyro_ar.infer import LatentKLWarmup, default_elbo, default_guide, train  # noqa: E402
 from pyro_ar.likelihoods import AR, Exact  # noqa: E402
-from pyro_ar.models import CategoricalLatentGP, LatentKLWarmup  # noqa: E402
+from pyro_ar.models import CategoricalLatentGP  # noqa: E402
 from pyro_ar.models.latent_gp import frequency_log_predictive, marginal_log_probs  # noqa: E402
 from pyro_ar.negatives import ImportanceNegatives, SharedNegatives  # noqa: E402
 from pyro_ar.optim import lazy_adam  # noqa: E402
@@ -83,8 +79,8 @@ def fit(method, data, args, Q, steps, negatives, proposal=None, kl_rows=None, ev
     pyro.clear_param_store()
     pyro.set_rng_seed(seed)
     model = make_model(method, data, Q, args.num_inducing, negatives, proposal, kl_rows)
-    svi = SVI(model, model.default_guide(**(guide_kwargs or {})), lazy_adam({"lr": args.lr}),
-              model.default_elbo())
+    svi = SVI(model, default_guide(model, **(guide_kwargs or {})), lazy_adam({"lr": args.lr}),
+              default_elbo())
     anneal = method.startswith("clgp") or args.warmup_lgm
     warmup = LatentKLWarmup(model, args.warmup) if anneal and args.warmup else None
     obs, tgt = data.test_observed[:num_eval], data.test_target[:num_eval]
@@ -129,7 +125,7 @@ METHODS_SMALL = ("lgm-exact", "lgm-ar", "clgp-exact", "clgp-ar")
 
 
 def part_small(args, out):
-    steps = 300 if args.quick else args.steps_small
+    steps = 100 if args.quick else args.steps_small
     splits = 1 if args.quick else args.splits
     Q = args.latent_dim or 2
     load, name = ((load_breast_cancer_wisconsin, "Wisconsin breast cancer (9 x K=10 + 2)") if args.small_data ==
@@ -197,18 +193,17 @@ def part_timing(args, out):
             x = torch.randint(0, K, (2000, 3), generator=torch.Generator().manual_seed(0))
             model = CategoricalLatentGP([K] * 3, 5, AR(negatives=SharedNegatives(100)), utility=utility,
                                         num_inducing=args.num_inducing, subsample_size=64, prefix=f"{utility}{K}_")
-            svi = SVI(model, model.default_guide(), lazy_adam({"lr": args.lr}), model.default_elbo())
+            svi = SVI(model, default_guide(model), lazy_adam({"lr": args.lr}), default_elbo())
             steps[K] = functools.partial(svi.step, x)
         builders["clgp-ar" if utility == "gp" else "lgm-ar"] = steps
     print(f"\n(d) per-step CPU time, B = 64 x 3 variables, Q = 5, M = {args.num_inducing}, 100 shared negatives, "
           f"{repeats} interleaved repeats")
-    res = cost_ratio_table(builders, repeats, "K")
+    res = harness.cost_ratio_table(builders, repeats, "K")
     out["timing"] = res
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true")
+def main(argv=None):
+    p = harness.parser(__doc__)
     p.add_argument("--part", default="all", choices=["small", "brown", "brown1k", "timing", "all"])
     p.add_argument("--latent-dim", type=int, default=None, help="Q (default: 2 small, as the paper; 5 Brown)")
     p.add_argument("--small-data", default="wisconsin", choices=["wisconsin", "wdbc"])
@@ -224,16 +219,15 @@ def main():
     p.add_argument("--evals", type=int, default=6)
     p.add_argument("--min-count", type=int, default=85)
     p.add_argument("--methods", default=None, help="comma-separated methods of the Brown parts (default: all)")
-    p.add_argument("--out", default=tempfile.gettempdir())
-    args = p.parse_args()
-    torch.set_num_threads(1)
+    args = p.parse_args(argv)
+    harness.start(args)
     pyro.enable_validation(False)
-    out = {"args": vars(args)}
+    out = {}
     t0 = time.time()
     if args.part in ("small", "all"):
         part_small(args, out)
-    n_train, n_test = (2000, 300) if args.quick else (20000, 1000)
-    steps = 300 if args.quick else args.steps_brown
+    n_train, n_test = (1000, 200) if args.quick else (20000, 1000)
+    steps = 100 if args.quick else args.steps_brown
     methods = None if args.methods is None else tuple(args.methods.split(","))
     if args.part in ("brown", "all"):
         brown_part(args, out, "brown", 2, methods or ("lgm-ar", "lgm-map-ar", "clgp-ar"), n_train, n_test, steps)
@@ -242,8 +236,9 @@ def main():
                    n_train, n_test, steps)
     if args.part in ("timing", "all"):
         part_timing(args, out)
-    path = write_json("latent_gp.json", out, args.out)
-    print(f"\nwrote {path} ({time.time() - t0:.0f} s wall)")
+    print(f"({time.time() - t0:.0f} s wall)")
+    harness.save(args, "latent_gp", out)
+    return out
 
 
 if __name__ == "__main__":

@@ -18,24 +18,24 @@ of T), the script reports for every observed item
   ||E g - g*|| / ||g*|| (with a Monte Carlo standard error), its relative standard deviation
   per draw and cos(E g, g*), g* = the exact gradient of the log-likelihood.
 
-    python benchmarks/local_guide_variance.py [--at 0,100,300] [--draws 50]
+    python -m benchmarks.local_guide_variance [--at 0,100,300] [--draws 50] [--quick] [--out DIR]
 
-Prints the table (one minibatch, fixed seeds); nothing is written.
+Prints the table (one minibatch, fixed seeds) and writes it as local_guide_variance[_quick].json
+to ``--out``. ``--quick``: steps 0 and 20, 10 draws.
 """
 
-import argparse
 import math
-import os
-import sys
 
 import torch
 
 import pyro
 from pyro.infer import SVI
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
 from pyro_ar.datasets import make_recogym_sessions  # noqa: E402
+from pyro_ar.infer import default_elbo, default_guide  # noqa: E402
 from pyro_ar.infer.local_fit import local_sampler  # noqa: E402
 from pyro_ar.likelihoods import AR  # noqa: E402
 from pyro_ar.models import CategoricalLatentModel  # noqa: E402
@@ -104,37 +104,47 @@ def report(step, model, data, s, draws):
     print(f"  c_n = (1+S) E[1/(1+S_hat_T)]: median {c.median():.2f}, 90% {c.quantile(0.9):.2f}, max {c.max():.3g}")
     print(f"  {'eta from':<8} {'rel. bias':>9} {'(MC SE)':>8} {'rel. sd/draw':>13} {'cos':>6}")
     norm = g_true.norm()
+    row = dict(step=step, items=int(mask.sum()), median_S=float(S[mask].median()),
+               median_c=float(c.median()), eta={})
     for k, gs in grads.items():
         G = torch.stack(gs)
         mean = G.mean(0)
         sd = (G - mean).pow(2).sum(1).mean().sqrt() / norm
         cos = torch.nn.functional.cosine_similarity(mean, g_true, 0)
-        print(f"  {k:<8} {(mean - g_true).norm() / norm:9.3f} {sd / math.sqrt(draws):8.3f} {sd:13.2f} {cos:6.3f}")
+        bias = (mean - g_true).norm() / norm
+        print(f"  {k:<8} {bias:9.3f} {sd / math.sqrt(draws):8.3f} {sd:13.2f} {cos:6.3f}")
+        row["eta"][k] = dict(relative_bias=float(bias), bias_se=float(sd / math.sqrt(draws)),
+                             relative_sd=float(sd), cos=float(cos))
+    return row
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None):
+    p = harness.parser(__doc__, quick_help="steps 0 and 20, 10 draws", seed=3)
     p.add_argument("--at", default="0,100,300", help="steps at which to report (comma-separated)")
     p.add_argument("--draws", type=int, default=50)
     p.add_argument("--negatives", type=int, default=60)
-    p.add_argument("--seed", type=int, default=3)
-    args = p.parse_args()
-    torch.set_num_threads(1)
+    args = p.parse_args(argv)
+    if args.quick:
+        args.at, args.draws = "0,20", 10
+    harness.start(args)
     pyro.enable_validation(False)
     data = make_recogym_sessions(num_products=1500, num_train=300, num_test=300, seed=args.seed)
     pyro.clear_param_store()
     torch.manual_seed(0)
     model = CategoricalLatentModel(1500, 8, AR(negatives=SharedNegatives(args.negatives)), subsample_size=50,
                                    hidden_dim=32)
-    svi = SVI(model, model.default_guide(label_head=False), lazy_adam({"lr": 0.02}), model.default_elbo())
+    svi = SVI(model, default_guide(model, label_head=False), lazy_adam({"lr": 0.02}), default_elbo())
     at = sorted(int(a) for a in args.at.split(","))
+    rows = []
     for step in range(at[-1] + 1):
         if step in at:
             torch.manual_seed(1000 + step)
-            report(step, model, data, args.negatives, args.draws)
+            rows.append(report(step, model, data, args.negatives, args.draws))
             torch.manual_seed(step)
         if step < at[-1]:
             svi.step(data.train)
+    harness.save(args, "local_guide_variance", {"rows": rows})
+    return rows
 
 
 if __name__ == "__main__":

@@ -26,31 +26,27 @@ Reported: each method's best validation point and its test log-likelihood / perp
 there, steps and CPU ms per step, and the CPU time at which A&R's test log-likelihood first
 reaches exact's best.
 
-    python benchmarks/neural_lm.py [--quick] [--budget 120] [--context 4] [--out DIR]
+    python -m benchmarks.neural_lm [--quick] [--budget 120] [--context 4] [--out DIR]
 
 Writes ``neural_lm.json`` (and ``neural_lm.png``) to ``--out`` (default: the temp directory).
 """
 
-import argparse
-import json
 import math
-import os
-import sys
-import tempfile
 import time
 
 import torch
 import torch.nn.functional as F
 
 import pyro
-from pyro.infer import SVI
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from paper_common import environment, table  # noqa: E402
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
+from benchmarks.harness import table  # noqa: E402
 
 from pyro_ar import evaluation  # noqa: E402
 from pyro_ar.datasets import load_brown  # noqa: E402
-from pyro_ar.infer import EarlyStopping, train  # noqa: E402
+from pyro_ar.infer import EarlyStopping, default_elbo, default_guide, train  # noqa: E402
 from pyro_ar.likelihoods import AR, Sampled  # noqa: E402
 from pyro_ar.models import NeuralClassifier, NGramBody, context_windows, unigram_log_probs  # noqa: E402
 from pyro_ar.negatives import ImportanceNegatives  # noqa: E402
@@ -103,26 +99,20 @@ class PlainExact:
         return evaluation.log_likelihood(evaluation.linear_source(h, self.head.weight, self.head.bias), y)
 
 
-class PyroLM:
+class PyroNeuralLM(harness.SVIMethod):
     """NeuralClassifier + SVI with a subsampled likelihood (A&R or sampled softmax)."""
 
     def __init__(self, method, K, args, x, y, init_bias, counts):
         negatives = ImportanceNegatives(args.negatives, (counts.double() + 1) ** args.power)
         likelihood = AR(negatives=negatives) if method == "ar" else Sampled(negatives)
         body = NGramBody(K, args.context, args.embedding, args.features, sparse=True)
-        self.model = NeuralClassifier(body, args.features, K, likelihood=likelihood,
-                                      subsample_size=args.batch, sparse=True, bias_init=init_bias,
-                                      bias_init_scale=0.0)
+        model = NeuralClassifier(body, args.features, K, likelihood=likelihood,
+                                 subsample_size=args.batch, sparse=True, bias_init=init_bias,
+                                 bias_init_scale=0.0)
         # local_first: the closed-form eta step before the gradient step (each context is seen
         # about once per epoch, so a stale eta would leave the bound loose)
-        guide = self.model.default_guide(local_first=True) if method == "ar" else self.model.default_guide()
-        self.svi = SVI(self.model, guide, lazy_adam({"lr": args.lr}),
-                       self.model.default_elbo())
-        self.x, self.y = x, y
-        pyro.poutine.block(self.model)(x[:2], y[:2])  # create the parameters (step-0 evaluation)
-
-    def step(self):
-        return self.svi.step(self.x, self.y)
+        guide = default_guide(model, local_first=True) if method == "ar" else default_guide(model)
+        super().__init__(model, guide, lazy_adam({"lr": args.lr}), default_elbo(), x, y)
 
     def log_likelihood(self, x, y):
         return self.model.log_likelihood(x, y)
@@ -133,7 +123,7 @@ def run_method(method, data, K, counts, args):
     pyro.set_rng_seed(args.seed)
     (x, y), (xv, yv), (xt, yt) = data["train"], data["valid"], data["test"]
     init_bias = unigram_log_probs(counts).float()
-    m = PlainExact(K, args, x, y, init_bias) if method == "exact" else PyroLM(method, K, args, x, y, init_bias, counts)
+    m = PlainExact(K, args, x, y, init_bias) if method == "exact" else PyroNeuralLM(method, K, args, x, y, init_bias, counts)
     m.step()  # one untimed warm-up step (lazy imports, allocations)
 
     def evaluate():
@@ -160,16 +150,6 @@ def run_method(method, data, K, counts, args):
                 stopped_early=stop.stopped, wall_s=time.time() - t0)
 
 
-def time_to_reach(curve, target):
-    """First CPU time at which the test log-likelihood reaches ``target`` (linear interpolation)."""
-    for a, b in zip(curve, curve[1:]):
-        if b["test_ll"] >= target:
-            if a["test_ll"] >= target or b["test_ll"] == a["test_ll"]:
-                return b["time"]
-            return a["time"] + (target - a["test_ll"]) * (b["time"] - a["time"]) / (b["test_ll"] - a["test_ll"])
-    return None
-
-
 def summarise(results):
     rows = []
     exact = results.get("exact")
@@ -180,7 +160,7 @@ def summarise(results):
                    stopped="early" if r["stopped_early"] else "budget")
         if exact is not None:
             row["step_cost_vs_exact"] = exact["ms_per_step"] / r["ms_per_step"]
-            t = time_to_reach(r["curve"], exact["best"]["test_ll"])
+            t = harness.time_to_reach(r["curve"], exact["best"]["test_ll"])
             row["time_to_exact_best"] = t
             row["speedup_to_exact_best"] = exact["best"]["time"] / t if t else None
         rows.append(row)
@@ -204,8 +184,7 @@ def plot(results, K, args, path):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true", help="8 CPU s per method, 2,000 evaluation pairs")
+    p = harness.parser(__doc__, quick_help="4 CPU s per method, 1,000 evaluation pairs")
     p.add_argument("--budget", type=float, default=120.0, help="CPU seconds of training per method")
     p.add_argument("--methods", default=",".join(METHODS))
     p.add_argument("--context", type=int, default=4, help="previous words per input")
@@ -218,14 +197,11 @@ def main(argv=None):
     p.add_argument("--evals", type=int, default=6, help="evaluations per budget (plus 2, 5, 10 s)")
     p.add_argument("--patience", type=int, default=4)
     p.add_argument("--eval-pairs", type=int, default=5_000)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=tempfile.gettempdir())
     args = p.parse_args(argv)
     if args.quick:
-        args.budget, args.eval_pairs, args.evals = 8.0, 2_000, 4
-    torch.set_num_threads(1)
+        args.budget, args.eval_pairs, args.evals = 4.0, 1_000, 2
+    harness.start(args)
     pyro.enable_validation(False)
-    env = environment()
     data, K, counts = load(args)
     print(f"Brown: K = {K:,}, {len(data['train'][1]):,} training contexts of {args.context} words; "
           f"{args.budget:.0f} CPU s per method", flush=True)
@@ -242,11 +218,8 @@ def main(argv=None):
           f"K = {K:,}, B = {args.batch}, {args.negatives} negatives ~ (count+1)^{args.power}, lr {args.lr}, "
           f"{args.budget:.0f} CPU s per method (one thread), early stopping on validation")
     print(table(rows, cols))
-    path = os.path.join(args.out, "neural_lm.json")
-    with open(path, "w") as f:
-        json.dump({"environment": env, "args": vars(args), "rows": rows, "results": results}, f, indent=1)
-    plot(results, K, args, os.path.join(args.out, "neural_lm.png"))
-    print(f"wrote {path}")
+    path = harness.save(args, "neural_lm", {"rows": rows, "results": results})
+    plot(results, K, args, path.with_suffix(".png"))
     return rows
 
 

@@ -26,17 +26,12 @@ K = 10^3 and K = ``--num-classes``, interleaved with ``body`` in the same rounds
 samples and updates only the rows of its class subsample, so its cost should not depend on
 K (reported: the K = 10^5 step over the K = 10^3 step, and each layer's share over the body).
 
-    python benchmarks/neural_output_layer.py [--part layer|bayes] [--quick] [--num-classes 100000] [--out DIR]
+    python -m benchmarks.neural_output_layer [--part layer|bayes] [--quick] [--num-classes 100000] [--out DIR]
 
 Writes ``neural_output_layer[_bayes].json`` to ``--out`` (default: the system temp directory).
 """
 
-import argparse
-import json
-import os
 import statistics
-import sys
-import tempfile
 import time
 
 import torch
@@ -45,10 +40,12 @@ import torch.nn.functional as F
 import pyro
 from pyro.infer import SVI
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from paper_common import environment, table  # noqa: E402
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
+from benchmarks.harness import table  # noqa: E402
 
-from pyro_ar.infer import ClosedFormELBO  # noqa: E402
+from pyro_ar.infer import ClosedFormELBO, default_elbo, default_guide  # noqa: E402
 from pyro_ar.likelihoods import AR, Exact, Sampled  # noqa: E402
 from pyro_ar.models import BayesianNeuralClassifier, NeuralClassifier  # noqa: E402
 from pyro_ar.negatives import SharedNegatives  # noqa: E402
@@ -82,7 +79,7 @@ def make_bayes_steps(args, x):
         y = torch.randint(0, K, (len(x),), generator=torch.Generator().manual_seed(K))
         model = BayesianNeuralClassifier(mlp(x.shape[1], args.hidden, args.features), args.features, K,
                                          num_negatives=args.negatives, subsample_size=args.batch)
-        guide = model.default_guide(name=f"bayes_{K}")
+        guide = default_guide(model, name=f"bayes_{K}")
         svi = SVI(model, guide, lazy_adam({"lr": 1e-3}), ClosedFormELBO())
         steps[f"bayes_K{K}"] = lambda svi=svi, y=y: svi.step(x, y)
     return steps
@@ -96,7 +93,7 @@ def make_steps(args, x, y):
     def svi_step(name, likelihood, **kw):
         model = NeuralClassifier(mlp(x.shape[1], args.hidden, Fdim), Fdim, K, likelihood=likelihood,
                                  subsample_size=args.batch, prefix=name + "_", site=name, **kw)
-        svi = SVI(model, model.default_guide(), lazy_adam({"lr": 1e-3}), model.default_elbo())
+        svi = SVI(model, default_guide(model), lazy_adam({"lr": 1e-3}), default_elbo())
         steps[name] = lambda: svi.step(x, y)
 
     svi_step("ar", AR(negatives=SharedNegatives(s)), sparse=True)
@@ -178,10 +175,9 @@ def summarise_bayes(times, rounds, num_classes):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = harness.parser(__doc__)
     p.add_argument("--part", choices=("layer", "bayes"), default="layer",
                    help="layer: A&R / sampled / exact at K; bayes: the Bayesian layer at 10^3 vs K")
-    p.add_argument("--quick", action="store_true", help="K = 10^4, fewer rounds")
     p.add_argument("--num-classes", type=int, default=100_000)
     p.add_argument("--input-dim", type=int, default=784)
     p.add_argument("--hidden", type=int, default=512)
@@ -191,41 +187,37 @@ def main(argv=None):
     p.add_argument("--num-data", type=int, default=10_000)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--steps", type=int, default=12, help="steps per round (exact: a quarter)")
-    p.add_argument("--out", default=tempfile.gettempdir())
     args = p.parse_args(argv)
     if args.quick:
         args.num_classes, args.rounds, args.steps = 10_000, 2, 8
-    env = environment()
+    harness.start(args)
     times, rounds = run(args)
     if args.part == "bayes":
-        return report_bayes(args, env, times, rounds)
+        return report_bayes(args, times, rounds)
     rows = summarise(times, rounds)
     cols = [("method", "method", ""), ("step ms", "step_ms", ".1f"), ("layer ms", "layer_ms", ".1f"),
             ("layer/body", "layer_over_body", ".2f"), ("(per round)", "layer_over_body_rounds", ".2f"),
             ("exact layer / layer", "exact_layer_over_this", ".1f"),
             ("exact step / step", "exact_step_over_this", ".1f"), ("steps", "steps", "d")]
-    return report(args, env, times, rows, cols, f"K={args.num_classes}", "neural_output_layer.json")
+    return report(args, times, rows, cols, f"K={args.num_classes}", "neural_output_layer")
 
 
-def report(args, env, times, rows, cols, title, name):
+def report(args, times, rows, cols, title, name):
     """Print the table under ``title`` + the body's shape, write ``name`` (JSON) to ``--out``."""
     print(f"\n{title}; MLP {args.input_dim}-{args.hidden}-{args.hidden}-{args.features}, "
           f"B={args.batch}, {args.negatives} shared negatives, CPU time, 1 thread")
     print(table(rows, cols))
-    path = os.path.join(args.out, name)
-    with open(path, "w") as f:
-        json.dump({"environment": env, "args": vars(args), "rows": rows, "times": times}, f, indent=1)
-    print(f"wrote {path}")
+    harness.save(args, name, {"rows": rows, "times": times})
     return rows
 
 
-def report_bayes(args, env, times, rounds):
+def report_bayes(args, times, rounds):
     rows = summarise_bayes(times, rounds, args.num_classes)
     cols = [("method", "method", ""), ("step ms", "step_ms", ".1f"), ("layer ms", "layer_ms", ".1f"),
             ("layer/body", "layer_over_body", ".2f"), ("step / K=1000 step", "large_over_small", ".2f"),
             ("(per round)", "large_over_small_rounds", ".2f"), ("steps", "steps", "d")]
-    return report(args, env, times, rows, cols, f"Bayesian output layer (A&R, W-conditioned local guide) at "
-                  f"K = 1000 vs {args.num_classes}", "neural_output_layer_bayes.json")
+    return report(args, times, rows, cols, f"Bayesian output layer (A&R, W-conditioned local guide) at "
+                  f"K = 1000 vs {args.num_classes}", "neural_output_layer_bayes")
 
 
 if __name__ == "__main__":

@@ -53,12 +53,11 @@ timed apart); peak RSS = that process's ``VmHWM`` (its data included; ``rss_data
 resident set after loading the data). A method whose package is not installed is reported
 as ``missing`` (``pip install 'pyro-ar[peers]'``).
 
-    python benchmarks/peers.py [--dataset wordnet|gcide|synthetic] [--data-dir DIR] [--quick]
+    python -m benchmarks.peers [--dataset wordnet|gcide|synthetic] [--data-dir DIR] [--quick]
         [--methods centroid,frequency,omikuji,napkinxc,fasttext_hs,fasttext_ns,adaptive,pyro_ar]
         [--pyro-ar-variants '{"strategy": "shared", "num_negatives": 256}'] [--out DIR]
 
-Prints one table and writes ``<out>/peers_<dataset>.json`` (default out: the system temp
-directory).
+Prints one table and writes ``peers_<dataset>[_quick].json`` to ``--out``.
 """
 
 import argparse
@@ -71,16 +70,16 @@ import tempfile
 import time
 from types import SimpleNamespace
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+import numpy as np
+import torch
+
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
+from benchmarks.harness import peak_bytes, rss_bytes, table  # noqa: E402
+
 #: the environment of every method's process (numpy / torch read it when they are imported)
 THREAD_ENV = {v: "1" for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "RAYON_NUM_THREADS")}
-sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, HERE)
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-
-from paper_common import environment, peak_bytes, rss_bytes, table, write_json  # noqa: E402
 
 METHODS = ("centroid", "centroid_tfidf", "frequency", "omikuji", "napkinxc", "fasttext_hs", "fasttext_ns", "adaptive", "pyro_ar")
 OPTIONAL = ("fasttext_softmax",  # not in the default list: O(K) per row and epoch (an hour on WordNet)
@@ -202,13 +201,13 @@ def predict_centroid(C, d, chunk=512):
 
 
 def _tfidf(X, mean, scale):
-    from pyro_ar.estimator._support import apply_scaler
+    from pyro_ar.estimator._scaling import apply_scaler
 
     return apply_scaler(X, mean, scale, normalize_rows=True)
 
 
 def fit_centroid_tfidf(d, opts):
-    from pyro_ar.estimator._support import fit_scaler
+    from pyro_ar.estimator._scaling import fit_scaler
 
     mean, scale = fit_scaler(d.X, sparse_inputs=True, idf=True)
     return fit_centroid(type("D", (), dict(X=_tfidf(d.X, mean, scale), y=d.y, K=d.K)), opts), mean, scale
@@ -412,7 +411,7 @@ def inputs(method, d, folder, kwargs, quick):
     if method == "omikuji":
         xmc_file(opts["train_file"], d.X, d.y)
     elif method == "omikuji_tfidf":  # (the scaler is fitted here, outside the timed fit, as the files)
-        from pyro_ar.estimator._support import fit_scaler
+        from pyro_ar.estimator._scaling import fit_scaler
 
         opts["scaling"] = fit_scaler(d.X, sparse_inputs=True, idf=True)
         xmc_file(opts["train_file"], _tfidf(d.X, *opts["scaling"]), d.y)
@@ -462,16 +461,14 @@ def run(method, variant, args):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = harness.parser(__doc__, quick_help=f"{QUICK_CLASSES} random classes (seconds)")
     ap.add_argument("--dataset", default="wordnet", choices=["wordnet", "gcide", "synthetic"])
     ap.add_argument("--data-dir", default=None, help="folder holding wordnet/ and gcide/ (default: the data root)")
     ap.add_argument("--methods", default=",".join(METHODS),
                     help="comma-separated, from: " + ", ".join(METHODS + OPTIONAL))
     ap.add_argument("--pyro-ar-variants", nargs="*", default=[],
                     help="extra ARClassifier keyword arguments, one JSON object per variant")
-    ap.add_argument("--quick", action="store_true", help=f"{QUICK_CLASSES} random classes (seconds)")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per method")
-    ap.add_argument("--out", default=tempfile.gettempdir())
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--variant", default="{}", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -481,6 +478,7 @@ def main(argv=None):
     unknown = sorted(set(methods) - set(METHODS + OPTIONAL))
     if unknown:
         ap.error(f"--methods: unknown {unknown}; choose from {', '.join(METHODS + OPTIONAL)}")
+    harness.start(args)
     runs = [(m, {}) for m in methods]
     if "pyro_ar" in methods:
         runs += [("pyro_ar", json.loads(v)) for v in args.pyro_ar_variants]
@@ -502,9 +500,7 @@ def main(argv=None):
                         ("log-lik", "log_lik", ".3f"), ("top-1", "top1", ".4f"), ("top-5", "top5", ".4f"),
                         ("top-10", "top10", ".4f"), ("P@1", "p@1", ".4f"), ("P@5", "p@5", ".4f")]))
     print(f"(uniform log-lik {info['uniform_log_lik']:.3f}; omikuji / napkinXC / fastText: top-{TOP} rule)")
-    path = write_json(f"peers_{args.dataset}{'_quick' if args.quick else ''}.json",
-                      dict(environment=environment(), data=info, top_k_rule=TOP, results=rows), out_dir=args.out)
-    print(f"wrote {path}")
+    harness.save(args, f"peers_{args.dataset}", dict(data=info, top_k_rule=TOP, results=rows))
     return rows
 
 

@@ -17,15 +17,17 @@ The library's exact path (:class:`LibraryExactBigram`) is the same model,
 hit both alike), and prints the per-step times, the ratio of the totals and the median of
 the per-block ratios (target of issue 16: library / plain <= 1.05).
 
-    python benchmarks/plain_loop.py [--quick] [--rounds 20] [--block 5] [--no-validation]
+    python -m benchmarks.plain_loop [--quick] [--rounds 20] [--block 5] [--no-validation] [--out DIR]
+
+Writes plain_loop[_quick].json to ``--out``.
 """
 
-import argparse
-import json
 import os
 import statistics
-import sys
-import tempfile
+
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
 
 __all__ = ["PlainExactBigram", "LibraryExactBigram", "AdaptiveSoftmaxBigram", "frequency_cutoffs"]
 
@@ -173,75 +175,61 @@ class AdaptiveSoftmaxBigram:
     log_likelihood_pairs = evaluate
 
 
-class LibraryExactBigram:
+class LibraryExactBigram(harness.SVIMethod):
     """``BigramLanguageModel(K, D, likelihood="exact")`` + ``SVI(Trace_ELBO, pyro.optim.Adam)``."""
 
     def __init__(self, K, D, x, y, B, lr, init_bias, device="cpu", prefix=""):
         import pyro
-        from pyro.infer import SVI, Trace_ELBO
+        from pyro.infer import Trace_ELBO
 
+        from pyro_ar.infer import default_guide
         from pyro_ar.models import BigramLanguageModel
 
-        self.model = BigramLanguageModel(K, D, likelihood="exact", subsample_size=B,
-                                         init_bias=init_bias.float().to(device), prefix=prefix)
-        self.svi = SVI(self.model, self.model.default_guide(), pyro.optim.Adam({"lr": lr}), Trace_ELBO())
-        self.x, self.y = x, y
-        self.model(x[:2], y[:2])  # create the parameters
-
-    def step(self):
-        return self.svi.step(self.x, self.y)
+        model = BigramLanguageModel(K, D, likelihood="exact", subsample_size=B,
+                                    init_bias=init_bias.float().to(device), prefix=prefix)
+        super().__init__(model, default_guide(model), pyro.optim.Adam({"lr": lr}), Trace_ELBO(), x, y)
 
     def evaluate(self, prev, nxt):
         return self.model.log_likelihood(prev, nxt)
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="4 rounds (a smoke run)")
+    p = harness.parser(__doc__, quick_help="4 rounds (a smoke run)")
     p.add_argument("--rounds", type=int, default=None)
     p.add_argument("--block", type=int, default=5)
     p.add_argument("--D", type=int, default=64)
     p.add_argument("--B", type=int, default=512)
     p.add_argument("--no-validation", action="store_true", help="Pyro validation off")
-    p.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "pyro_ar_plain_loop.json"))
     a = p.parse_args(argv)
     rounds = a.rounds or (4 if a.quick else 20)
 
-    import torch
-
-    torch.set_num_threads(1)
+    harness.start(a)
     import pyro
 
     from pyro_ar.datasets import load_brown
     from pyro_ar.models import unigram_log_probs
 
     pyro.enable_validation(not a.no_validation)
-    pyro.set_rng_seed(0)
     d = load_brown()
     K, counts = d.num_classes, d.info["class_counts"]
     bias = unigram_log_probs(counts).float()
     pyro.clear_param_store()
     lib = LibraryExactBigram(K, a.D, d.x_train, d.y_train, a.B, 3e-3, bias)
     plain = PlainExactBigram(K, a.D, d.x_train, d.y_train, a.B, 3e-3, bias)
-    from paper_common import paired_step_times   # (the benchmarks' shared timing)
-
-    t = paired_step_times({"library": lib.step, "plain": plain.step}, rounds, a.block)
+    t = harness.paired_step_times({"library": lib.step, "plain": plain.step}, rounds, a.block)
     ratios = [x / y for x, y in zip(t["library"], t["plain"])]
     ms = {k: 1e3 * statistics.mean(v) for k, v in t.items()}
     res = dict(K=K, D=a.D, B=a.B, rounds=rounds, block=a.block, validation=not a.no_validation,
                ms_per_step=ms, ratio_of_totals=sum(t["library"]) / sum(t["plain"]),
                median_block_ratio=statistics.median(ratios), block_ratios=ratios,
-               torch=torch.__version__, pyro=pyro.__version__, load_average=os.getloadavg(),
-               command=" ".join(["python"] + sys.argv))
+               load_average=os.getloadavg())
     print(f"Brown K={K:,}, D={a.D}, B={a.B}, one thread, CPU time, {rounds} interleaved rounds of "
           f"{a.block} steps, Pyro validation {'on' if res['validation'] else 'off'}")
     print(f"  library exact (BigramLanguageModel + SVI + pyro.optim.Adam): {ms['library']:7.1f} ms/step")
     print(f"  plain loop (F.cross_entropy + torch.optim.Adam):            {ms['plain']:7.1f} ms/step")
     print(f"  library / plain: {res['ratio_of_totals']:.3f} (totals), {res['median_block_ratio']:.3f} "
           f"(median of the per-round ratios); target <= 1.05")
-    with open(a.out, "w") as f:
-        json.dump(res, f, indent=1)
-    print(f"wrote {a.out}")
+    harness.save(a, "plain_loop", res)
     return res
 
 

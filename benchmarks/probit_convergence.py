@@ -24,14 +24,13 @@ its best q), and the exact test log-likelihood; and, as the reference, the exact
 (full-batch L-BFGS on the exact training log-likelihood): its training and test
 log-likelihoods.
 
-    python benchmarks/probit_convergence.py --quick [--out /tmp/probit_convergence]
+    python -m benchmarks.probit_convergence --quick [--out DIR]
 
-``--quick``: K = 100, D = 5, N = 2000, 600 steps (about 3 minutes on one shared core; the
-exact quadrature fit dominates); the default K = 300, D = 10, N = 20000, 4000 steps. Writes ``<out>.json`` and ``<out>.md`` (the table).
+``--quick``: K = 50, D = 5, N = 1000, 200 steps (about a minute on one shared core; the
+exact quadrature fit dominates); the default K = 300, D = 10, N = 20000, 4000 steps. Writes
+``probit_convergence[_quick].json`` and ``.md`` (the table) to ``--out``.
 """
 
-import argparse
-import json
 import time
 
 import torch
@@ -46,6 +45,10 @@ from pyro_ar.infer import ClosedFormELBO, GumbelLocalGuide, NoiseLocalGuide
 from pyro_ar.infer.local_guides import ConditionalLocalGuide
 from pyro_ar.models import LinearClassifier
 from pyro_ar.optim import lazy_adam
+
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
 
 GUIDES = {"normal": ["noise", "noise_lr10", "conditional", "laplace"],
           "logistic": ["noise", "noise_lr10", "conditional", "laplace"],
@@ -162,9 +165,7 @@ def table(rows, ref):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--out", default="/tmp/probit_convergence")
+    p = harness.parser(__doc__, quick_help="K = 50, D = 5, N = 1000, 200 steps")
     p.add_argument("--noises", default="normal,logistic,gumbel")
     p.add_argument("--guides", default=None,
                    help="comma-separated guide kinds for the non-Gumbel noises (default: all)")
@@ -173,7 +174,6 @@ def main(argv=None):
     p.add_argument("--k", type=int, default=None, help="override the preset's K")
     p.add_argument("--n", type=int, default=None, help="override the preset's N (training points)")
     p.add_argument("--steps", type=int, default=None, help="override the preset's steps (evaluated at the end)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the linear teacher")
     p.add_argument("--gaussian-nodes", type=int, default=16,
                    help="conditional guides: Gauss-Hermite nodes of the factor's expectation under q "
                         "(ClosedFormELBO(gaussian_nodes=)); 0: one Monte Carlo draw of eps (the library's default)")
@@ -183,10 +183,10 @@ def main(argv=None):
     for noise in ("normal", "logistic"):
         kinds = args.guides.split(",") if args.guides else GUIDES[noise]
         GUIDES[noise] = kinds + [f"conditional_x{m}" for m in args.oversample]
-    torch.set_num_threads(1)
+    harness.start(args)
     if args.quick:
         args.k, args.d, args.n, args.n_test, args.steps, args.eval_at, args.lbfgs_iters = \
-            100, 5, 2000, 1000, 600, (100, 300, 600), 15
+            50, 5, 1000, 500, 200, (100, 200), 10
     else:
         args.k, args.d, args.n, args.n_test, args.steps, args.eval_at, args.lbfgs_iters = \
             300, 10, 20000, 3000, 4000, (200, 1000, 4000), 40
@@ -201,10 +201,9 @@ def main(argv=None):
     md = (f"K = {args.k}, D = {args.d}, N = {args.n} (test {args.n_test}), B = {args.b}, "
           f"s = {args.s} negatives, Adam lr {args.lr}, one thread\n\n" + table(rows, ref))
     print(md)
-    with open(args.out + ".json", "w") as f:
-        json.dump(dict(config={k: v for k, v in vars(args).items()}, rows=rows), f, indent=1)
-    with open(args.out + ".md", "w") as f:
-        f.write(md + "\n")
+    path = harness.save(args, "probit_convergence", dict(rows=rows))
+    path.with_suffix(".md").write_text(md + "\n")
+    return rows
 
 
 if __name__ == "__main__":

@@ -8,19 +8,19 @@ time per step of each (nested: a line includes the lines it calls). The Pyro and
 hand-written steps run in interleaved rounds of 10 steps (load changes hit both alike);
 the ratio is given overall and as the median of the per-round ratios.
 
-    python benchmarks/profile_step.py [--K 100000] [--method ar_softmax] [--validate]
+    python -m benchmarks.profile_step [--K 100000] [--method ar_softmax] [--validate] [--quick] [--out DIR]
+
+``--quick``: K = 10^4, 20 steps. Writes profile_step[_quick].json to ``--out``.
 """
 
-import argparse
 import collections
 import functools
-import os
 import statistics
-import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
 
 
 LABELS = [
@@ -46,16 +46,18 @@ LABELS = [
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = harness.parser(__doc__, quick_help="K = 10^4, 20 steps")
     p.add_argument("--K", type=int, default=100_000)
     p.add_argument("--method", default="ar_softmax")
     p.add_argument("--steps", type=int, default=400)
     p.add_argument("--validate", action="store_true", help="Pyro validation on (its default)")
     a = p.parse_args(argv)
+    if a.quick:
+        a.K, a.steps = 10_000, 20
+    harness.start(a)
 
     import torch
 
-    torch.set_num_threads(1)
     import pyro
     import pyro.infer.svi as svi_mod
     import pyro.infer.trace_mean_field_elbo as tmf
@@ -69,7 +71,7 @@ def main(argv=None):
     import pyro_ar.negatives as arn
     import pyro_ar.optim as aro
     import pyro_ar.utility as aru
-    import scaling
+    from benchmarks import scaling
 
     pyro.enable_validation(a.validate)
     acc, cnt = collections.Counter(), collections.Counter()
@@ -139,8 +141,14 @@ def main(argv=None):
           f"CPU per step (mean of {n}); hand-written torch step (LazyAdam) "
           f"{1e3 * total_hand / n:.3f} ms; ratio {total / total_hand:.2f} (median of the "
           f"per-round ratios {statistics.median(ratios):.2f}, {rounds} interleaved rounds)")
-    for label in [k for k in LABELS if k in pyro_acc]:
-        print(f"{1e3 * pyro_acc[label] / n:8.3f} ms  {pyro_cnt[label] / n:4.1f}x  {label}")
+    rows = [dict(part=label.strip(), ms=1e3 * pyro_acc[label] / n, calls=pyro_cnt[label] / n)
+            for label in LABELS if label in pyro_acc]
+    for label, r in zip([k for k in LABELS if k in pyro_acc], rows):
+        print(f"{r['ms']:8.3f} ms  {r['calls']:4.1f}x  {label}")
+    summary = dict(pyro_ms=1e3 * total / n, hand_ms=1e3 * total_hand / n, ratio=total / total_hand,
+                   median_round_ratio=statistics.median(ratios))
+    harness.save(a, "profile_step", {"summary": summary, "rows": rows})
+    return summary
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ samples, the analytic discrete KL) are only how the models were trained; their v
 the test set are reported beside it for reference, not compared. Reported per method: the
 discrete test ELBO per image every ``--eval-every`` steps (the curve) and at the end, its
 ratio to ``exact``'s and whether it lies within 2% (the target), and how much the latent is
-used: the mutual information :math:`I(x; z) = H(\bar q) - \overline{H(q(z\mid x))}` (nats,
+used: the mutual information :math:`I(x; z) = H(\\bar q) - \\overline{H(q(z\\mid x))}` (nats,
 at most log K) and the number of categories that are some test image's most probable one.
 
 ``--refine N``: each relaxed model then continues for N steps on the enumerated ELBO (a
@@ -38,17 +38,12 @@ where every image picks the same category (I = 0, ELBO about -202) and leaves it
 about 2,500 steps, hence the default of 5,000 steps (at 2,000 steps it had not yet left it,
 and the relaxations looked 15% better).
 
-    python benchmarks/relaxed_vae.py [--quick] [--steps 5000] [--eval-every 1000] [--refine 1000]
+    python -m benchmarks.relaxed_vae [--quick] [--steps 5000] [--eval-every 1000] [--refine 1000]
         [--methods exact,pyro_gumbel,gumbel,normal,logistic] [--out DIR]
 """
 
-import argparse
 import copy
-import json
 import math
-import os
-import sys
-import tempfile
 import time
 
 import torch
@@ -58,8 +53,10 @@ import pyro
 import pyro.distributions as dist
 from pyro.infer import TraceEnum_ELBO, config_enumerate
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from paper_common import environment, table  # noqa: E402
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
+from benchmarks.harness import table  # noqa: E402
 
 from pyro_ar.datasets import load_mnist  # noqa: E402
 from pyro_ar.distributions import RelaxedUtilityCategorical, UtilityCategorical  # noqa: E402
@@ -174,21 +171,18 @@ def run(name, x, xt, num_steps, seed, eval_every, refine):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true")
+    p = harness.parser(__doc__)
     p.add_argument("--steps", type=int, default=5000, help="training steps per method")
     p.add_argument("--eval-every", type=int, default=1000, help="steps between discrete test ELBOs")
     p.add_argument("--refine", type=int, default=1000,
                    help="enumeration steps continuing each relaxed model (0: none)")
     p.add_argument("--num-train", type=int, default=20000)
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--methods", default="exact,pyro_gumbel,gumbel,normal,logistic",
                    help="comma-separated subset (the ratio column needs 'exact' first)")
-    p.add_argument("--out", default=tempfile.gettempdir())
     args = p.parse_args(argv)
     if args.quick:
-        args.steps, args.num_train, args.eval_every, args.refine = 100, 5000, 50, 20
-    torch.set_num_threads(1)
+        args.steps, args.num_train, args.eval_every, args.refine = 50, 2000, 25, 10
+    harness.start(args)
     data = load_mnist()
     x = (data.x_train[:args.num_train] > 0.5).float()
     xt = (data.x_test[:2000] > 0.5).float()
@@ -213,10 +207,8 @@ def main(argv=None):
     print(table(rows, cols))
     print("discrete test ELBO during training: " + "; ".join(
         f"{r['method']} " + " ".join(f"{v:.1f}" for _, v in r["curve"]) for r in rows))
-    path = os.path.join(args.out, "relaxed_vae.json")
-    with open(path, "w") as f:
-        json.dump({"environment": environment(), "args": vars(args), "rows": rows}, f, indent=1)
-    print(f"wrote {path}")
+    harness.save(args, "relaxed_vae", {"rows": rows})
+    return rows
 
 
 if __name__ == "__main__":

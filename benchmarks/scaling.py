@@ -19,7 +19,7 @@ side by side (interleaved by K, one run):
   optimizer the Pyro path uses), to isolate Pyro's own overhead.
 
 Every (method, K) runs in a fresh subprocess (``--worker``), so that its peak resident set
-(``resource.getrusage(RUSAGE_SELF).ru_maxrss``; ``torch.cuda.max_memory_allocated`` on
+(:func:`benchmarks.harness.peak_bytes`; ``torch.cuda.max_memory_allocated`` on
 CUDA) belongs to that configuration alone; it is compared with the bytes of the
 parameters plus the optimizer state, and with the process's resident set before the model
 was built (interpreter + torch + pyro + data). Step time: median over the timed steps after
@@ -34,24 +34,24 @@ medians and as the median over rounds of the per-round ratio), and the flatness 
 (``--paired-flat``: the Pyro A&R step and the hand-written one at the smallest and the
 largest K).
 
-    python benchmarks/scaling.py [--quick] [--device cpu|cuda] [--out benchmarks/results/scaling]
+    python -m benchmarks.scaling [--quick] [--device cpu|cuda] [--out DIR]
 
-``--quick``: K up to 10^5, fewer steps (under 2 minutes). Writes ``<out>.json`` and
-``<out>.png`` (time per step and peak memory against K).
+``--quick``: K = 10^3 and 10^4, fewer steps, all methods of one K in one process (under a
+minute). Writes ``scaling[_quick].json`` and ``.png`` (time per step and peak memory against
+K) to ``--out``.
 """
 
-import argparse
 import json
 import math
 import os
-import platform
-import resource
 import statistics
 import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
 
 PYRO_METHODS = ["ar_softmax", "ar_softmax_map", "ar_probit", "ar_logistic", "ove", "botev"]
 TORCH_METHODS = ["exact_torch", "ar_torch", "ar_torch_lazy"]
@@ -71,32 +71,6 @@ LABELS = {
 
 
 # ------------------------------------------------------------------------------ workers
-def _rss_bytes():
-    """Current resident set of this process (Linux /proc; else the peak so far)."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except OSError:
-        return _maxrss_bytes()
-
-
-def _maxrss_bytes():
-    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return r if sys.platform == "darwin" else r * 1024
-
-
-def _tensor_bytes(obj):
-    import torch
-
-    if isinstance(obj, torch.Tensor):
-        return obj.numel() * obj.element_size()
-    if isinstance(obj, dict):
-        return sum(_tensor_bytes(v) for v in obj.values())
-    if isinstance(obj, (list, tuple)):
-        return sum(_tensor_bytes(v) for v in obj)
-    return 0
-
-
 class TorchAR:
     """Hand-written A&R softmax step: shared negatives, closed-form bound, eta step.
 
@@ -188,6 +162,7 @@ def _build(method, x, y, K, B, S, lr=1e-3, tag=None):
     import pyro
     from pyro.infer import SVI, Trace_ELBO
 
+    from pyro_ar.infer import default_elbo, default_guide
     from pyro_ar.models import LinearClassifier
     from pyro_ar.optim import lazy_adam
 
@@ -208,11 +183,11 @@ def _build(method, x, y, K, B, S, lr=1e-3, tag=None):
                  "ar_logistic": "logistic"}[method]
         model = LinearClassifier(D, K, noise=noise, likelihood="ar",
                                  weights="map" if method == "ar_softmax_map" else "mle", **kw)
-        elbo = model.default_elbo()
+        elbo = default_elbo()
     else:
         model = LinearClassifier(D, K, likelihood=method, **kw)
         elbo = Trace_ELBO()
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": lr}), elbo)
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": lr}), elbo)
 
     def params():
         store = pyro.get_param_store()
@@ -269,7 +244,7 @@ def _worker_one(method, K, D, B, S, N, device, warmup, max_steps, budget, shared
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     if cuda:
         torch.cuda.reset_peak_memory_stats()
-    rss_before = _rss_bytes()
+    rss_before = harness.rss_bytes()
     dev_before = torch.cuda.memory_allocated() if cuda else 0
     t_build = time.perf_counter()
     step, params, states = _build(method, x, y, K, B, S)
@@ -277,13 +252,13 @@ def _worker_one(method, K, D, B, S, N, device, warmup, max_steps, budget, shared
     if method == "exact_torch" and K >= 10**6:
         warmup = min(warmup, 1)
     wall, cpu = _time_steps(step, warmup, max_steps, budget, sync)
-    param_bytes = sum(_tensor_bytes(p) for p in params())
-    state_bytes = sum(_tensor_bytes(s) for s in states())
+    param_bytes = sum(harness.tensor_bytes(p) for p in params())
+    state_bytes = sum(harness.tensor_bytes(s) for s in states())
     out = dict(method=method, K=K, D=D, B=B, S=S, N=N, device=device, steps=len(wall),
                warmup=warmup, build_seconds=t_build,
                wall_median=statistics.median(wall), cpu_median=statistics.median(cpu),
                wall_all=wall, cpu_all=cpu, param_bytes=param_bytes, state_bytes=state_bytes,
-               rss_before=rss_before, peak_rss=_maxrss_bytes(), shared_process=shared)
+               rss_before=rss_before, peak_rss=harness.peak_bytes(), shared_process=shared)
     if cuda:
         out.update(peak_device=torch.cuda.max_memory_allocated(), device_before=dev_before)
     print("RESULT " + json.dumps(out), flush=True)
@@ -405,8 +380,7 @@ def _fmt_bytes(n):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="K up to 1e5, fewer steps (< 2 min)")
+    p = harness.parser(__doc__, quick_help="K = 1e3 and 1e4, fewer steps (under a minute)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--Ks", default=None, help="comma-separated K values (default 1e3,1e4,1e5,1e6)")
     p.add_argument("--methods", default=",".join(METHODS))
@@ -419,7 +393,6 @@ def main(argv=None):
     p.add_argument("--budget", type=float, default=None, help="seconds of timed steps per config")
     p.add_argument("--paired-K", type=int, default=100_000)
     p.add_argument("--no-paired", action="store_true")
-    p.add_argument("--out", default=None, help="output prefix (default benchmarks/results/scaling[_quick])")
     # internal
     p.add_argument("--worker", default=None)
     p.add_argument("--paired", action="store_true")
@@ -440,9 +413,11 @@ def main(argv=None):
     if a.paired_flat:
         return paired_flat(a.K_lo, a.K, a.D, a.B, a.S, a.N, a.device, blocks, 10)
 
-    a.out = a.out or os.path.join(HERE, "results", "scaling_quick" if a.quick else "scaling")
-    Ks = [int(float(k)) for k in (a.Ks or ("1e3,1e4,1e5" if a.quick else "1e3,1e4,1e5,1e6")).split(",")]
+    harness.start(a)
+    Ks = [int(float(k)) for k in (a.Ks or ("1e3,1e4" if a.quick else "1e3,1e4,1e5,1e6")).split(",")]
     methods = a.methods.split(",")
+    if a.quick:
+        a.paired_K = min(a.paired_K, max(Ks))
     t_start = time.time()
     common = ["--D", str(a.D), "--B", str(a.B), "--S", str(a.S), "--N", str(a.N), "--device", a.device,
               "--steps", str(steps), "--warmup", str(warmup), "--budget", str(budget)]
@@ -544,24 +519,11 @@ def main(argv=None):
             print(f"  {r['method']:15s} {mm['peak_over_params_state']:7.3f}  "
                   f"({mm['peak_minus_baseline_over_params_state']:.3f})")
     print(f"load average at end {load['end']}; elapsed {elapsed:.0f} s")
-
-    import torch
-
-    meta = dict(python=platform.python_version(), torch=torch.__version__, machine=platform.machine(),
-                cpus=os.cpu_count(), torch_threads_per_worker=1, load_average=load, elapsed=elapsed,
-                quick=a.quick, command=" ".join([os.path.basename(sys.executable)] + sys.argv))
-    try:
-        import pyro
-
-        meta["pyro"] = pyro.__version__
-    except ImportError:
-        pass
-    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    with open(a.out + ".json", "w") as f:
-        json.dump(dict(meta=meta, results=results, paired=pair, paired_flat=flat, ratios=ratios,
-                       memory=memory), f, indent=1)
-    _plot(results, a.out + ".png", a)
-    print(f"wrote {a.out}.json and {a.out}.png")
+    meta = dict(torch_threads_per_worker=1, load_average=load, elapsed=elapsed)
+    path = harness.save(a, "scaling", dict(meta=meta, results=results, paired=pair, paired_flat=flat,
+                                           ratios=ratios, memory=memory))
+    _plot(results, path.with_suffix(".png"), a)
+    return ratios
 
 
 def _plot(results, path, a):

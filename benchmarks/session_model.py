@@ -22,16 +22,16 @@
 
 Usage::
 
-    python benchmarks/session_model.py [--quick] [--part recogym|brown|timing|drift|all] [--out DIR]
+    python -m benchmarks.session_model [--quick] [--part recogym|brown|timing|drift|all] [--out DIR]
 
-Prints tables; writes session_model.json to ``--out`` (default: the temp directory).
+``--quick``: 30 (recogym) and 100 (drift) steps per fit, 3 CPU s per method on 1,000 Brown
+sentences, timing at P = 1,000 vs 10,000 with 5 repeats. Prints tables; writes
+session_model[_quick].json to ``--out``.
 """
 
-import argparse
 import functools
 import os
 import pickle
-import sys
 import tempfile
 import time
 
@@ -41,12 +41,12 @@ import torch
 import pyro
 from pyro.infer import SVI
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from paper_common import cost_ratio_table, write_json  # noqa: E402
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
 from pyro_ar.datasets import (SessionData, load_brown_sessions, make_recogym_sessions,  # noqa: E402
                               pad_sessions, split_sessions)
-from pyro_ar.infer import train  # noqa: E402
+from pyro_ar.infer import default_elbo, default_guide, train  # noqa: E402
 from pyro_ar.likelihoods import AR, Bouchard, Exact  # noqa: E402
 from pyro_ar.models import CategoricalLatentModel, unigram_log_probs  # noqa: E402
 from pyro_ar.models.latent import session_metrics  # noqa: E402
@@ -129,7 +129,7 @@ def fit(method, data, Q, steps, subsample, negatives, lr, time_budget=None, seed
     pyro.clear_param_store()
     torch.manual_seed(seed)
     model = make_model(method, data.num_items, Q, subsample, negatives, counts=counts)
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": lr}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": lr}), default_elbo())
     hist = train(svi, data.train, num_steps=steps, time_budget=time_budget, clock="process",
                  eval_at_start=False, eval_every=max(steps, 1), divergence=False)
     return model, hist[-1]
@@ -144,7 +144,7 @@ def part_recogym(args, out):
     rows = {"pop": session_metrics(pop_scores(data), data.test_observed, data.test_heldout),
             "itemknn": session_metrics(itemknn_scores(data), data.test_observed, data.test_heldout)}
     rows["itemknn"]["log_lik"] = float("nan")
-    steps = 300 if args.quick else args.steps
+    steps = 30 if args.quick else args.steps
     few = args.few_negatives or max(1, data.num_items // 20)  # <= 5% of the items (issue 27)
     runs = [("rt-exact", 200), ("bouch-ae", 200), ("bouch-ae-ns", 200), ("ar", 200),
             ("bouch-ae-ns", few), ("ar", few), ("ar-head", few)]
@@ -166,13 +166,13 @@ def part_drift(args, out):
     60 + the minibatch's items, and at 200; the popularity baseline."""
     data = make_recogym_sessions(num_products=1500, num_train=300, num_test=300, seed=args.drift_seed)
     rows = {"pop": session_metrics(pop_scores(data), data.test_observed, data.test_heldout)}
-    steps = 600 if args.quick else 2400
+    steps = 100 if args.quick else 2400
     for method, negatives in (("rt-exact", 60), ("ar", 60), ("ar-head", 60), ("ar", 200)):
         pyro.clear_param_store()
         torch.manual_seed(0)
         model = make_model(method, 1500, 8, 50, negatives, hidden=32)
-        svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.02}), model.default_elbo())
-        hist = train(svi, data.train, num_steps=steps, eval_every=600, eval_at_start=False, clock="process",
+        svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.02}), default_elbo())
+        hist = train(svi, data.train, num_steps=steps, eval_every=min(600, steps), eval_at_start=False, clock="process",
                      divergence=False, eval_fn=lambda: model.evaluate_sessions(
                          data.test_observed, data.test_heldout, num_samples=16))
         key = method if method == "rt-exact" else f"{method}-{negatives}"
@@ -187,9 +187,9 @@ def part_drift(args, out):
 
 
 def part_brown(args, out):
-    n_train, n_test = (2000, 200) if args.quick else (20000, 1000)
+    n_train, n_test = (1000, 100) if args.quick else (20000, 1000)
     data = load_brown_sessions(num_train=n_train, num_test=n_test, max_items=30)
-    budget = 10.0 if args.quick else args.brown_budget
+    budget = 3.0 if args.quick else args.brown_budget
     print(f"\n(b) Brown sentences: {len(data.train)} train / {len(data.test_observed)} test, P = {data.num_items}, "
           f"{budget:.0f} CPU s each")
     rows = {}
@@ -204,27 +204,27 @@ def part_brown(args, out):
 
 
 def part_timing(args, out):
-    """Median CPU time of one step at P = 1e3 and 1e5, the two models stepped alternately."""
-    repeats = 20 if args.quick else 100
+    """Median CPU time of one step at P = 1e3 and 1e5 (``--quick``: 1e4), stepped alternately."""
+    repeats = 5 if args.quick else 100
+    large = 10_000 if args.quick else 100_000
     builders = {}
     # the full-sum Bouchard bound broadcasts a (B, T, P) term: 0.5 GB at P = 1e5, left out
     for method in ("ar", "bouch-ae-ns", "rt-exact"):
         steps = {}
-        for P in (1000, 100_000):
+        for P in (1000, large):
             items = torch.randint(0, P, (1000, 20), generator=torch.Generator().manual_seed(0))
             model = make_model(method, P, 20, 64, 100, prefix=f"P{P}_")
-            svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
+            svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
             steps[P] = functools.partial(svi.step, items)
         builders[method] = steps
     print(f"\n(c) per-step CPU time, B = 64 sessions x 20 items, Q = 20, 100 shared negatives, {repeats} "
           "interleaved repeats")
-    res = cost_ratio_table(builders, repeats, "P")
+    res = harness.cost_ratio_table(builders, repeats, "P")
     out["timing"] = res
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true")
+def main(argv=None):
+    p = harness.parser(__doc__)
     p.add_argument("--part", default="all", choices=["recogym", "brown", "timing", "drift", "all"])
     p.add_argument("--drift-seed", type=int, default=3, help="seed of the sessions of --part drift")
     p.add_argument("--latent-dim", type=int, default=20)
@@ -233,17 +233,16 @@ def main():
     p.add_argument("--few-negatives", type=int, default=None,
                    help="negatives of the few-negatives rows (default: 5%% of the items)")
     p.add_argument("--brown-budget", type=float, default=60.0)
-    p.add_argument("--out", default=tempfile.gettempdir())
-    args = p.parse_args()
-    torch.set_num_threads(1)
+    args = p.parse_args(argv)
+    harness.start(args)
     pyro.enable_validation(False)
-    out = {"args": vars(args)}
+    out = {}
     for part, fn in (("recogym", part_recogym), ("timing", part_timing), ("brown", part_brown),
                      ("drift", part_drift)):
         if args.part in (part, "all"):
             fn(args, out)
-    path = write_json("session_model.json", out, args.out)
-    print(f"\nwrote {path}")
+    harness.save(args, "session_model", out)
+    return out
 
 
 if __name__ == "__main__":

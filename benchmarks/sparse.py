@@ -33,11 +33,11 @@ Parts (``--part``, default all):
 
 All timings are process CPU time (``time.process_time``) with ``torch.set_num_threads(1)``.
 
-    python benchmarks/sparse.py [--quick] [--part scaling|brown|synthetic|estimator|all] [--out DIR]
+    python -m benchmarks.sparse [--quick] [--part scaling|brown|synthetic|estimator|all] [--out DIR]
         [--D 50000 --K 20000 --nnz 10] [--rank 128 --prior-scale 0.1 --lr 0.01 --batch 1024 --rounds 8 --slice 10]
         [--window 10 --position-weights inverse|none] [--estimator-kwargs '{"prior_scale": 0.1}']
 
-Writes ``<out>/sparse_<part>.json`` (default out: the system temp directory).
+Writes ``sparse_<part>[_quick].json`` to ``--out``.
 """
 
 import argparse
@@ -47,25 +47,24 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+import pyro
+from pyro.infer import SVI
 
-import pyro  # noqa: E402
-from pyro.infer import SVI  # noqa: E402
+from pyro_ar.infer import default_elbo, default_guide
+from pyro_ar.likelihoods import AR, OVE, Exact, Sampled
+from pyro_ar.models import LinearClassifier
+from pyro_ar.negatives import SharedNegatives
+from pyro_ar.optim import lazy_adam
 
-from pyro_ar.likelihoods import AR, OVE, Exact, Sampled  # noqa: E402
-from pyro_ar.models import LinearClassifier  # noqa: E402
-from pyro_ar.negatives import SharedNegatives  # noqa: E402
-from pyro_ar.optim import lazy_adam  # noqa: E402
-
-sys.path.insert(0, HERE)
-from paper_common import peak_bytes, reset_peak, rss_bytes  # noqa: E402  (benchmarks/paper_common.py)
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
+from benchmarks.harness import peak_bytes, reset_peak, rss_bytes  # noqa: E402
 
 B, S, NNZ = 256, 20, 10
 #: The Brown problem: bags of the previous WINDOW words, the i-th previous word weighing 1/i
@@ -76,7 +75,7 @@ METHODS = ("ar", "sampled", "ove", "exact")
 
 # ------------------------------------------------------------------ scaling in D
 def scaling_configs(quick):
-    Ds = [1_000, 10_000, 100_000]
+    Ds = [1_000, 10_000] if quick else [1_000, 10_000, 100_000]
     low = [dict(name=f"low_rank_{strat}", K=100_000, D=D, rank=64, strategy=strat)
            for strat in ("per_datapoint", "shared") for D in Ds]
     full = [dict(name="full_rank_per_datapoint", K=1_000, D=D, rank=None, strategy="per_datapoint")
@@ -95,7 +94,7 @@ def build(cfg, tag, N=20_000, seed=0):
     negatives = SharedNegatives(S) if cfg["strategy"] == "shared" else S
     model = LinearClassifier(cfg["D"], cfg["K"], likelihood=AR(negatives=negatives), subsample_size=B,
                              sparse=True, rank=cfg["rank"], prefix=f"{tag}.", site=f"{tag}_y")
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
     return model, svi, x, y
 
 
@@ -168,12 +167,13 @@ def run_scaling(quick, args):
 
 # ------------------------------------------------------------------ time to quality
 def brown_data(quick, args, max_test=None):
-    """The Brown problem of the estimator target (75,000 training rows, position-weighted bags;
-    ``--window``, ``--position-weights``)."""
+    """The Brown problem of the estimator target (75,000 training rows, ``--quick`` 20,000;
+    position-weighted bags; ``--window``, ``--position-weights``)."""
     from pyro_ar.datasets import load_brown_bag_of_words
 
     weights = None if args.position_weights == "none" else args.position_weights
-    return load_brown_bag_of_words(window=args.window, position_weights=weights, max_train=75_000,
+    return load_brown_bag_of_words(window=args.window, position_weights=weights,
+                                   max_train=20_000 if quick else 75_000,
                                    max_test=max_test or (2_000 if quick else 5_000))
 
 
@@ -183,7 +183,7 @@ def synthetic_data(quick, D, K, nnz):
     from pyro_ar.datasets import make_sparse_teacher
     from pyro_ar.datasets._common import Dataset
 
-    N = 60_000 if quick else 120_000
+    N = 20_000 if quick else 120_000
     t = make_sparse_teacher(N, D, K, nnz_per_row=nnz, rank=16, seed=0)
     n = int(0.8 * N)
     train, test = torch.arange(n), torch.arange(n, N)
@@ -195,13 +195,13 @@ def sparse_rows(x, scale=1.0):
     """Row access to a sparse training matrix at O(B) per minibatch (the estimator's), the
     features divided by ``scale`` (the estimator's sparse standardisation)."""
     from pyro_ar.datasets import to_scipy_csr
-    from pyro_ar.estimator._support import SparseRows
+    from pyro_ar.estimator._features import SparseRows
 
     return SparseRows(to_scipy_csr(x) / scale, torch.float32, "cpu", sparse=True)
 
 
 class ExactLoop:
-    """The exact softmax on the same low-rank model in plain torch: ``F.cross_entropy`` over
+    r"""The exact softmax on the same low-rank model in plain torch: ``F.cross_entropy`` over
     all K classes of :math:`\psi = V (E^\top x) + b` and ``torch.optim.Adam`` (dense), the
     same MAP objective (:meth:`LinearClassifier.log_prior_estimate` with every row, exact)."""
 
@@ -252,8 +252,8 @@ def ttq_methods(K, D, rank, counts, prior_scale, lr, batch_size, names=None):
         if name == "exact":
             out[name] = ExactLoop(model, lr, batch_size)
             continue
-        guide = model.default_guide(local_first=True) if name == "ar" else model.default_guide()  # (the estimator's)
-        svi = SVI(model, guide, lazy_adam({"lr": lr}), model.default_elbo())
+        guide = default_guide(model, local_first=True) if name == "ar" else default_guide(model)  # (the estimator's)
+        svi = SVI(model, guide, lazy_adam({"lr": lr}), default_elbo())
         out[name] = svi
     return out
 
@@ -293,6 +293,7 @@ def run_ttq(part, quick, args):
     """Time to quality: the four methods round-robin in one process, equal CPU slices."""
     torch.set_num_threads(1)
     pyro.set_rng_seed(0)
+    pyro.clear_param_store()  # --part all: the previous part's parameters have the same names
     d, title = problem(part, quick, args)
     K, D = d.num_classes, d.x_train.shape[1]
     scale = math.sqrt(float((d.x_train.coalesce().values() ** 2).sum()) / len(d.y_train))  # rms row norm
@@ -308,7 +309,7 @@ def run_ttq(part, quick, args):
          "--steps", "5"], capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1])
         for m in METHODS]
     methods = ttq_methods(K, D, args.rank, counts, args.prior_scale, args.lr, args.batch)
-    rounds, slice_s = (4, 5.0) if quick else (args.rounds, args.slice)
+    rounds, slice_s = (2, 1.5) if quick else (args.rounds, args.slice)
     curves = {name: [] for name in methods}
     cpu = {name: 0.0 for name in methods}
     steps = {name: 0 for name in methods}
@@ -367,7 +368,7 @@ def run_estimator(quick, args):
     d = brown_data(quick, args, max_test=5_000 if quick else 20_000)
     X, y = to_scipy_csr(d.x_train), d.y_train.numpy()
     Xt, yt = to_scipy_csr(d.x_test), d.y_test.numpy()
-    kw = dict(max_epochs=2) if quick else {}
+    kw = dict(max_epochs=1, min_steps=1) if quick else {}  # (min_steps: else at least 2,000 steps)
     kw.update(json.loads(args.estimator_kwargs))
     start_rss, t = rss_bytes(), time.process_time()
     clf = ARClassifier(random_state=0, **kw).fit(X, y)
@@ -389,11 +390,9 @@ def run_estimator(quick, args):
     return res
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true")
+def main(argv=None):
+    ap = harness.parser(__doc__)
     ap.add_argument("--part", default="all", choices=["all", "scaling", "brown", "synthetic", "estimator"])
-    ap.add_argument("--out", default=tempfile.gettempdir())
     ap.add_argument("--D", type=int, default=50_000, help="synthetic: features")
     ap.add_argument("--K", type=int, default=20_000, help="synthetic: classes")
     ap.add_argument("--nnz", type=int, default=10, help="synthetic: feature draws per row")
@@ -409,7 +408,7 @@ def main():
     ap.add_argument("--estimator-kwargs", default="{}", help="estimator: ARClassifier arguments (JSON)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--steps", type=int, default=5, help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.worker:
         cfg = json.loads(args.worker)
         worker = ttq_worker if cfg.get("kind") == "ttq" else scaling_worker
@@ -419,16 +418,13 @@ def main():
     runners = dict(scaling=run_scaling, estimator=run_estimator,
                    brown=lambda quick, a: run_ttq("brown", quick, a),
                    synthetic=lambda quick, a: run_ttq("synthetic", quick, a))
+    harness.start(args)
+    results = {}
     for part in parts:
         print(f"== {part} ==", flush=True)
-        res = runners[part](args.quick, args)
-        os.makedirs(args.out, exist_ok=True)
-        path = os.path.join(args.out, f"sparse_{part}.json")
-        with open(path, "w") as f:
-            json.dump(dict(command=" ".join([os.path.basename(sys.executable)] + sys.argv), quick=args.quick,
-                           load_average=os.getloadavg(), result=res), f, indent=1,
-                      default=lambda o: o if not isinstance(o, float) or math.isfinite(o) else str(o))
-        print(f"wrote {path}")
+        results[part] = runners[part](args.quick, args)
+        harness.save(args, f"sparse_{part}", dict(load_average=os.getloadavg(), result=results[part]))
+    return results
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ ar_probit      ``likelihood="ar"``, Normal noise, s negatives          Condition
                                                                        / ClosedFormELBO*
 ar_logistic    ``likelihood="ar"``, Logistic noise, s negatives        ConditionalLocalGuide
                                                                        / ClosedFormELBO*
-botev          ``likelihood="botev"`` (sampled softmax, biased)        none / ClosedFormELBO*
+botev          ``likelihood="sampled"`` (sampled softmax, biased)      none / ClosedFormELBO*
 bouchard       ``likelihood="bouchard"``, per-datapoint a_n            none / ClosedFormELBO*
 =============  ======================================================  =====================
 
@@ -44,9 +44,9 @@ wall-clock time on a shared machine measures the waiting for a core) and per epo
 of the ELBO and of the test log-likelihood against training CPU time go to a PNG (the
 paper's Figure 2).
 
-    python benchmarks/table3.py --dataset mnist [--quick] [--optim authors|adam] [--methods ...]
-    python benchmarks/table3.py --arff-train Corel5k-train.arff --arff-test Corel5k-test.arff [--out DIR]
-    python benchmarks/table3.py --svmlight train.txt test.txt [--out DIR]
+    python -m benchmarks.table3 --dataset mnist [--quick] [--optim authors|adam] [--methods ...]
+    python -m benchmarks.table3 --arff-train Corel5k-train.arff --arff-test Corel5k-test.arff [--out DIR]
+    python -m benchmarks.table3 --svmlight train.txt test.txt [--out DIR]
 
 Results (JSON and a figure) go to --out (created), by default a new temporary folder;
 nothing is written inside the repository.
@@ -57,9 +57,6 @@ never occurs in train are dropped (the default ``drop_unseen_test=True``, as the
 did), leaving 2,512 test rows.
 """
 
-import argparse
-import json
-import tempfile
 from pathlib import Path
 import math
 import time
@@ -70,14 +67,23 @@ import torch.nn.functional as F
 import pyro
 from pyro.infer import SVI
 
-import paper_common as common
 from pyro_ar import evaluation, metrics  # metrics.bound: a training bound at fitted parameters
 from pyro_ar.datasets import load_arff_multilabel, load_bibtex, load_mnist, load_svmlight
-from pyro_ar.infer import EarlyStopping, GumbelLocalGuide, LearningRateDecay, train
+from pyro_ar.infer import (
+    EarlyStopping,
+    GumbelLocalGuide,
+    LearningRateDecay,
+    default_elbo,
+    default_guide,
+    train,
+)
 from pyro_ar.infer.local_guides import ConditionalLocalGuide
 from pyro_ar.likelihoods import AR, OVE, Bouchard, Exact, Sampled
 from pyro_ar.models import LinearClassifier
-from pyro_ar.optim import advi_step_size, lazy_adam
+
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
 
 #: the paper's Table 3 (test log-likelihood / accuracy)
 PAPER = {
@@ -104,7 +110,7 @@ METHODS = {  # "likelihood" names the bound for metrics.bound; "make" builds the
     "ar_softmax": dict(likelihood="ar", noise="gumbel", make=lambda s: AR("gumbel", negatives=s)),
     "ar_probit": dict(likelihood="ar", noise="normal", make=lambda s: AR("normal", negatives=s)),
     "ar_logistic": dict(likelihood="ar", noise="logistic", make=lambda s: AR("logistic", negatives=s)),
-    "botev": dict(likelihood="botev", noise="gumbel", make=lambda s: Sampled(negatives=s)),
+    "botev": dict(likelihood="sampled", noise="gumbel", make=lambda s: Sampled(negatives=s)),
     "bouchard": dict(likelihood="bouchard", noise="gumbel", make=lambda s: Bouchard("local", negatives=s)),
 }
 DEFAULT_METHODS = ["exact", "ove", "ar_softmax", "ar_probit", "ar_logistic"]
@@ -134,18 +140,6 @@ def load(name, args=None):
 def is_local(name):
     """Per-datapoint (local) variational parameters, which may get their own step size."""
     return name.startswith("NoiseLocalGuide.") or name.endswith("bouchard_a")
-
-
-def make_optim(args):
-    if args.optim == "authors":
-        def opts(name):
-            lr = args.local_lr if is_local(name) else args.lr
-            return {"lr": lr, "alpha": 0.1, "decay": 0.9, "decay_every": 2000}
-        return advi_step_size(opts)
-
-    def opts(name):
-        return {"lr": args.local_lr if is_local(name) else args.lr}
-    return lazy_adam(opts)
 
 
 def conditional_bound(model, guide, x, y, noise, num_nodes=32, chunk=500):
@@ -184,7 +178,7 @@ def fitted_bound(method, model, guide, x, y, K):
     if isinstance(guide, ConditionalLocalGuide):
         return conditional_bound(model, guide, x, y, spec["noise"])
     u = model.utility(x)
-    if spec["likelihood"] == "botev":
+    if spec["likelihood"] == "sampled":
         return {"mean": None, "se": None, "note": "not a bound"}
     if spec["likelihood"] in ("exact", "ove"):
         return metrics.bound(u, y, spec["likelihood"], return_pointwise=True)
@@ -214,14 +208,14 @@ def run_method(method, args, data, K):
         subsample_size=args.batch, sparse=True, init_scale=0.1, bias_init_scale=1e-3,
         utility=args.utility, weights="mle" if args.prior_scale is None else "map",
         prior_scale=args.prior_scale or 1.0)
-    guide = model.default_guide(**({"oversample": args.oversample}
+    guide = default_guide(model, **({"oversample": args.oversample}
                                    if spec["noise"] != "gumbel" and spec["likelihood"] == "ar"
                                    and args.oversample else {}))
     if method == "ar_softmax" and (args.rho_power != 0.9 or args.rho_min > 0 or args.estep_first):
-        guide = GumbelLocalGuide(model, rho=common.rho_schedule(args.rho_power, args.rho_min),
+        guide = GumbelLocalGuide(model, rho=harness.rho_schedule(args.rho_power, args.rho_min),
                                  local_first=args.estep_first)
-    elbo = model.default_elbo()
-    svi = SVI(model, guide, make_optim(args), elbo)
+    elbo = default_elbo()
+    svi = SVI(model, guide, harness.make_optim(args, local=is_local), elbo)
     noise = spec["noise"] if spec["likelihood"] == "ar" else "gumbel"
 
     def evaluate():
@@ -271,7 +265,7 @@ def run_method(method, args, data, K):
         gap_all = conditional_bound(model, best_q, x[rows_ll], y[rows_ll], spec["noise"])["mean"] - train_ll
     losses = [h["loss"] for h in history[1:]]
     tail = losses[-max(1, len(losses) // 20):]  # last 5% of the loss records
-    med = common.median(step_times)
+    med = harness.median(step_times)
     paper = PAPER.get(args.dataset, {}).get(method)
     row = {
         "method": method, "label": LABELS[method], "steps": final["step"],
@@ -309,7 +303,7 @@ def plot(results, args, path):
         pts = [(t["time"], t["elbo"]) for t in tr if t["elbo"] is not None and math.isfinite(t["elbo"])]
         if pts and m != "botev":
             window = max(1, len(pts) // 50)
-            axes[0].plot([p[0] for p in pts], common.moving_average([p[1] for p in pts], window),
+            axes[0].plot([p[0] for p in pts], harness.moving_average([p[1] for p in pts], window),
                          label=LABELS[m])
         ev = [(t["time"], t["test_ll"]) for t in tr if "test_ll" in t]
         axes[1].plot([p[0] for p in ev], [p[1] for p in ev], marker="o", ms=3, label=LABELS[m])
@@ -350,7 +344,7 @@ COLUMNS = [
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = harness.parser(__doc__, quick_help="a short run (under 2 minutes) of every method")
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--dataset", choices=["mnist", "bibtex"], help="a data set of the paper")
     which.add_argument("--arff-train", help="any multi-label ARFF training file (Mulan / MEKA)")
@@ -359,9 +353,6 @@ def main(argv=None):
     p.add_argument("--arff-test", help="the ARFF test file (with --arff-train)")
     p.add_argument("--num-labels", type=int, default=None,
                    help="labels = the last L attributes (default: from the Mulan XML / MEKA header)")
-    p.add_argument("--out", default=None,
-                   help="folder for the results (default: a new temporary folder, never the repository)")
-    p.add_argument("--quick", action="store_true", help="a short run (under 2 minutes) of every method")
     p.add_argument("--methods", nargs="+", choices=sorted(METHODS), default=DEFAULT_METHODS)
     p.add_argument("--optim", choices=["authors", "adam"], default="authors")
     p.add_argument("--lr", type=float, default=None, help="global step size (authors: 0.02; adam: 0.001)")
@@ -397,14 +388,12 @@ def main(argv=None):
     p.add_argument("--oversample", type=int, default=None,
                    help="probit/logistic: ConditionalLocalGuide's class subsample = this many "
                         "times the negatives (default: the guide's default)")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tag", default="", help="suffix of the output file names")
     args = p.parse_args(argv)
     if args.arff_train and not args.arff_test:
         p.error("--arff-train needs --arff-test")
     if args.dataset is None:
         args.dataset = "custom"
-    args.out = args.out or tempfile.mkdtemp(prefix="pyro_ar_table3_")
     st = SETTINGS[args.dataset]
     args.utility = args.utility or st["utility"]
     args.batch = args.batch or st["batch"]
@@ -418,7 +407,7 @@ def main(argv=None):
         args.lr = 0.02 if args.optim == "authors" else 1e-3
     if args.local_lr is None:
         args.local_lr = args.lr
-    env = common.setup(args.seed, out_dir=args.out)
+    env = harness.setup(args.seed, out_dir=args.out)
     data = load(args.dataset, args)
     K = data[4]
     data = data[:4]
@@ -434,20 +423,18 @@ def main(argv=None):
         row, trace = run_method(m, args, data, K)
         results.append({"row": row, "trace": trace})
         print(f"  {LABELS[m]:16s} test ll {row['test_ll']:.4f} (floored {row['test_ll_floored']:.4f}) "
-              f"acc {row['test_acc']:.4f}  bound/N {common.fmt(row['bound'])}  "
-              f"gap {common.fmt(row['bound_minus_train_ll'])} (q on all {common.fmt(row['bound_minus_train_ll_q_all_classes'])})  "
+              f"acc {row['test_acc']:.4f}  bound/N {harness.fmt(row['bound'])}  "
+              f"gap {harness.fmt(row['bound_minus_train_ll'])} (q on all {harness.fmt(row['bound_minus_train_ll_q_all_classes'])})  "
               f"{row['median_step_cpu_ms']:.2f} CPU ms/step  [{time.perf_counter() - t0:.0f} s wall]", flush=True)
         print("    curve (step, val ll, test ll): " + ", ".join(
-            f"({st}, {common.fmt(v, '.4f')}, {t:.4f})" for st, v, t in row["curve"]), flush=True)
+            f"({st}, {harness.fmt(v, '.4f')}, {t:.4f})" for st, v, t in row["curve"]), flush=True)
     rows = [r["row"] for r in results]
     print()
-    print(common.table(rows, COLUMNS))
+    print(harness.table(rows, COLUMNS))
     name = f"table3_{args.dataset}_{args.optim}{'_quick' if args.quick else ''}{args.tag}"
     out = {"benchmark": "table3", "dataset": args.dataset, "settings": vars(args), "environment": env,
            "rows": rows, "traces": {r["row"]["method"]: r["trace"] for r in results}}
-    path = Path(args.out) / (name + ".json")
-    with open(path, "w") as f:
-        json.dump(out, f, indent=1, default=common._json_default)
+    path = harness.write_json(name + ".json", out, args.out)
     plot(results, args, Path(args.out) / (name + ".png"))
     print(f"\nwrote {path} and {Path(args.out) / (name + '.png')}")
     return out

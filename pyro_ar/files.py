@@ -14,21 +14,38 @@ Integrity: :func:`atomic_save` stores under ``"checksum"`` the SHA-256 of the re
 payload (:func:`payload_digest`: every tensor's dtype, shape and bytes, every number and
 string, in a fixed order), and :func:`load_payload` recomputes and compares it, so bytes
 flipped on disk or in transit are an error, not a silently different model.
+
+The codecs both kinds of files share (one of each): :func:`to_plain` (numpy values to
+torch / Python ones), :func:`encode_constraint` / :func:`decode_constraint` (a parameter's
+constraint as plain data: by name, or by class and attributes) and :func:`rng_state` /
+:func:`set_rng_state` (the RNG states of torch, numpy and ``random``), with
+:func:`preserved_rng` and :func:`seeded` for blocks that must leave those states as they
+found them.
 """
 
 import contextlib
 import hashlib
+import importlib
+import math
 import os
 import pickle
+import random
 import re
 import socket
 import tempfile
 import zipfile
-from typing import Any, Dict, Optional, Tuple, Type, Union
+from typing import Any, Dict, Iterator, Optional, Tuple, Type, Union
 
+import numpy as np
 import torch
+from torch.distributions.constraints import Constraint
 
-__all__ = ["atomic_save", "load_payload", "payload_digest", "remove_stale_temporaries"]
+import pyro
+import pyro.distributions.constraints as pyro_constraints
+
+__all__ = ["atomic_save", "load_payload", "payload_digest", "remove_stale_temporaries", "to_plain",
+           "encode_constraint", "decode_constraint", "rng_state", "set_rng_state", "check_rng_state",
+           "preserved_rng", "seeded"]
 
 _CHECKSUM = "checksum"
 
@@ -225,3 +242,251 @@ def load_payload(path: Union[str, os.PathLike], fmt: str, version: Union[int, Tu
         raise error(f"{path_s!r} is damaged: its content does not match its checksum (bytes were "
                     f"changed after it was written: a disk, copy or transfer error, or an edit)")
     return payload
+
+
+# ------------------------------------------------------------------ plain data
+def to_plain(obj: Any, where: str, strict: bool = True) -> Any:
+    """``obj`` as ``weights_only``-loadable data: numpy arrays -> tensors, numpy scalars ->
+    Python numbers, tensors detached, containers recursively. Any other object raises
+    ``TypeError`` naming ``where``, or with ``strict=False`` is kept as it is (a file then
+    needs ``weights_only=False``).
+
+    Example:
+
+    >>> import numpy as np
+    >>> from pyro_ar.files import to_plain
+    >>> to_plain({"n": np.int64(3), "x": [np.float32(0.5)]}, "extra")
+    {'n': 3, 'x': [0.5]}
+    >>> to_plain(object(), "extra")
+    Traceback (most recent call last):
+    ...
+    TypeError: cannot save extra: a object is not a tensor, number, string, None, list, tuple or dict
+    """
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if isinstance(obj, torch.Tensor):
+        return obj.detach()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return torch.from_numpy(obj.copy())
+    if isinstance(obj, dict):
+        for k in obj:
+            if strict and not isinstance(k, (str, int)):
+                raise TypeError(f"cannot save {where}: key {k!r} is not a string or an int")
+        return {k: to_plain(v, f"{where}[{k!r}]", strict) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(to_plain(v, f"{where}[{i}]", strict) for i, v in enumerate(obj))
+    if not strict:
+        return obj
+    raise TypeError(f"cannot save {where}: a {type(obj).__name__} is not a tensor, number, string, "
+                    "None, list, tuple or dict")
+
+
+# ------------------------------------------------------------------ constraints
+#: modules whose constraint classes a file may name (decoding imports them)
+_TRUSTED_MODULES = ("torch.distributions.", "pyro.distributions.", "pyro_ar.")
+_CONSTRAINT_MODULES = (pyro_constraints, torch.distributions.constraints)
+
+
+def _singleton_name(c) -> Optional[str]:
+    """The name of ``c`` in Pyro's / torch's constraints modules: the object itself, or an
+    equal copy (e.g. an unpickled one) of a named one; None for other constraints."""
+    for module in _CONSTRAINT_MODULES:
+        for name in dir(module):
+            if not name.startswith("_") and getattr(module, name) is c:
+                return name
+    for module in _CONSTRAINT_MODULES:
+        for name in dir(module):
+            obj = getattr(module, name)
+            if not name.startswith("_") and isinstance(obj, Constraint) and type(obj) is type(c):
+                try:
+                    if vars(obj) == vars(c):
+                        return name
+                except Exception:  # noqa: BLE001  (uncomparable attributes)
+                    pass
+    return None
+
+
+def encode_constraint(c: Constraint, where: str) -> Dict:
+    """A constraint as plain data: ``{"__constraint__": name}`` for the named constraints of
+    ``pyro.distributions.constraints`` (``positive``, ``real``, ...), else
+    ``{"__constraint__": "module:Class", "attrs": {...}}`` (e.g. ``interval(0, 1)``;
+    classes from torch, Pyro and pyro_ar only: ``TypeError`` naming ``where`` otherwise).
+    :func:`decode_constraint` reverses it.
+
+    Example:
+
+    >>> from pyro.distributions import constraints
+    >>> from pyro_ar.files import decode_constraint, encode_constraint
+    >>> encode_constraint(constraints.positive, "param 'scale'")
+    {'__constraint__': 'positive'}
+    >>> decode_constraint(encode_constraint(constraints.interval(0.0, 1.0), "p"), "p").upper_bound
+    1.0
+    """
+    name = _singleton_name(c)
+    if name is not None:
+        return {"__constraint__": name}
+    cls = type(c)
+    if not cls.__module__.startswith(_TRUSTED_MODULES):
+        raise TypeError(f"cannot save the constraint of {where}: {cls.__module__}.{cls.__qualname__} "
+                        f"is not from {_TRUSTED_MODULES}")
+    attrs = {k: encode_constraint(v, where) if isinstance(v, Constraint)
+             else to_plain(v, f"the constraint of {where}") for k, v in vars(c).items()}
+    return {"__constraint__": f"{cls.__module__}:{cls.__qualname__}", "attrs": attrs}
+
+
+def decode_constraint(enc: Any, where: str) -> Constraint:
+    """The constraint :func:`encode_constraint` encoded; also a bare name (``"positive"``:
+    estimator files of format versions 1 to 3) and a constraint object (a pickled one, from
+    a file loaded with ``weights_only=False``). Anything else raises ``ValueError`` naming
+    ``where``.
+
+    Example:
+
+    >>> from pyro.distributions import constraints
+    >>> from pyro_ar.files import decode_constraint
+    >>> decode_constraint("positive", "parameter 'scale'") is constraints.positive
+    True
+    >>> decode_constraint({"__constraint__": "nope"}, "parameter 'scale'")
+    Traceback (most recent call last):
+    ...
+    ValueError: the constraint of parameter 'scale' is 'nope': an unknown constraint 'nope' ...
+    """
+    if isinstance(enc, Constraint):
+        return enc
+    spec = enc.get("__constraint__") if isinstance(enc, dict) else enc
+    if not isinstance(spec, str):
+        raise ValueError(f"the constraint of {where} must be a constraint's name or encoding, got {enc!r}")
+    if ":" not in spec:
+        for module in _CONSTRAINT_MODULES:
+            value = getattr(module, spec, None) if not spec.startswith("_") else None
+            if isinstance(value, Constraint):
+                return value
+        raise ValueError(f"the constraint of {where} is {spec!r}: an unknown constraint {spec!r} "
+                         f"(not one of pyro.distributions.constraints)")
+    module_name, _, qualname = spec.partition(":")
+    if not module_name.startswith(_TRUSTED_MODULES):
+        raise ValueError(f"the constraint of {where}: untrusted constraint class {spec!r}")
+    cls = getattr(importlib.import_module(module_name), qualname, None)
+    if not (isinstance(cls, type) and issubclass(cls, Constraint)) or not isinstance(enc.get("attrs"), dict):
+        raise ValueError(f"the constraint of {where}: {spec!r} is not a constraint class with attrs")
+    obj = cls.__new__(cls)
+    obj.__dict__.update({k: decode_constraint(v, where) if isinstance(v, dict) and "__constraint__" in v
+                         else v for k, v in enc["attrs"].items()})
+    return obj
+
+
+# ------------------------------------------------------------------ RNG states
+def rng_state() -> Dict:
+    """The RNG states of torch (CPU, CUDA if available), numpy and ``random`` as plain data.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.files import rng_state, set_rng_state
+    >>> state = rng_state(); a = torch.rand(2); set_rng_state(state)
+    >>> torch.equal(a, torch.rand(2))
+    True
+    """
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    version, internal, gauss_next = random.getstate()
+    state = {"torch": torch.get_rng_state(),
+             "numpy": {"name": name, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                       "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
+             "random": {"version": version, "state": torch.tensor(internal, dtype=torch.int64),
+                        "gauss_next": gauss_next}}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: Dict) -> None:
+    """Restore what :func:`rng_state` returned.
+
+    Example:
+
+    >>> import random
+    >>> from pyro_ar.files import rng_state, set_rng_state
+    >>> state = rng_state(); a = random.random(); set_rng_state(state)
+    >>> a == random.random()
+    True
+    """
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    n = state["numpy"]
+    np.random.set_state((n["name"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"],
+                         n["cached_gaussian"]))
+    r = state["random"]
+    random.setstate((r["version"], tuple(r["state"].tolist()), r["gauss_next"]))
+
+
+def check_rng_state(state) -> None:
+    """``ValueError`` unless ``state`` has the form :func:`rng_state` gives: torch's a uint8
+    tensor, numpy's Mersenne Twister (624 keys, a position in [0, 624]), ``random``'s (625
+    words).
+
+    Example:
+
+    >>> from pyro_ar.files import check_rng_state, rng_state
+    >>> check_rng_state(rng_state())
+    >>> check_rng_state({"torch": None})
+    Traceback (most recent call last):
+    ...
+    ValueError: the RNG states (rng) are not those of torch, numpy and random
+    """
+    try:
+        n, r = state["numpy"], state["random"]
+        ok = (isinstance(state["torch"], torch.Tensor) and state["torch"].dtype == torch.uint8
+              and n["name"] == "MT19937" and isinstance(n["keys"], torch.Tensor) and n["keys"].shape == (624,)
+              and isinstance(n["pos"], int) and not isinstance(n["pos"], bool) and 0 <= n["pos"] <= 624
+              and n["has_gauss"] in (0, 1) and isinstance(n["cached_gaussian"], float)
+              and math.isfinite(n["cached_gaussian"])
+              and isinstance(r["state"], torch.Tensor) and r["state"].shape == (625,)
+              and isinstance(r["version"], int) and (r["gauss_next"] is None or isinstance(r["gauss_next"], float)))
+    except Exception:  # noqa: BLE001  (any other structure: not RNG states)
+        ok = False
+    if not ok:
+        raise ValueError("the RNG states (rng) are not those of torch, numpy and random")
+
+
+@contextlib.contextmanager
+def preserved_rng() -> Iterator[None]:
+    """Run a block (e.g. an evaluation) without changing the RNG states seen after it.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.files import preserved_rng
+    >>> state = torch.get_rng_state()
+    >>> with preserved_rng():
+    ...     _ = torch.rand(3)
+    >>> torch.equal(state, torch.get_rng_state())
+    True
+    """
+    state = rng_state()
+    try:
+        yield
+    finally:
+        set_rng_state(state)
+
+
+@contextlib.contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """Run a block with torch, numpy and ``random`` seeded with ``seed``
+    (``pyro.set_rng_seed``), restoring their states after it (:func:`preserved_rng`).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.files import seeded
+    >>> with seeded(0):
+    ...     a = torch.rand(2)
+    >>> with seeded(0):
+    ...     torch.equal(a, torch.rand(2))
+    True
+    """
+    with preserved_rng():
+        pyro.set_rng_seed(seed)
+        yield

@@ -17,7 +17,7 @@ observed labels, to its likelihood object, which emits the Pyro sample site(s):
 ``negatives`` is None (every class: the exact class sum), an int s (s classes per datapoint,
 uniform) or a :class:`~pyro_ar.negatives.NegativeSampler` such as
 ``SharedNegatives(64)`` or ``ImportanceNegatives(256, proposal)``. Strings remain as a thin
-map for scripts: :func:`get_likelihood` (``"ar"``, ``"exact"``, ``"ove"``, ``"botev"``,
+map for scripts: :func:`get_likelihood` (``"ar"``, ``"exact"``, ``"ove"``, ``"sampled"``,
 ``"bouchard"``).
 
 Example:
@@ -38,6 +38,7 @@ import torch
 import pyro
 
 from .distributions import (
+    AugmentedCategorical,
     BouchardBound,
     OVECategorical,
     SampledSoftmax,
@@ -45,7 +46,7 @@ from .distributions import (
     sample_categorical,
 )
 from .negatives import NegativeSampler, PerDatapointNegatives, get_negative_sampler
-from .noise import GumbelNoise, Noise, get_noise
+from .noise import Noise, get_noise
 
 __all__ = [
     "DataSubsample",
@@ -137,6 +138,21 @@ class Likelihood:
         """The likelihood factor of the minibatch's labels (class-sum baselines)."""
         return self.distribution_class(utility, strategy=self.sampler)
 
+    def bound(self, utility: torch.Tensor, labels: torch.Tensor, **fitted):
+        r"""The objective this likelihood trains on, evaluated over **all** K classes (no class
+        subsampling) at fitted local parameters, per datapoint: ``(values, variance)``, both of
+        shape ``labels.shape``; ``variance`` is the Monte Carlo variance of a stochastic
+        evaluation (None when exact). Used by :func:`pyro_ar.metrics.bound`.
+
+        Keyword arguments (the fitted local parameters a likelihood may use, per datapoint):
+        ``log_eta``, ``loc``, ``scale`` (:class:`AR`), ``a`` (:class:`Bouchard`),
+        ``num_samples`` and ``generator`` (Monte Carlo). Default: the class-sum distribution
+        with every class.
+        """
+        if self.distribution_class is None:
+            raise NotImplementedError(f"{self!r} has no bound to evaluate")
+        return self.distribution_class(utility, validate_args=False).log_prob(labels), None
+
     def __repr__(self):
         return f"{type(self).__name__}(negatives={self.sampler!r})"
 
@@ -163,6 +179,40 @@ class AR(Likelihood):
     def distribution(self, utility, data):
         raise NotImplementedError("AR's factor needs the noise site: use AR.sample")
 
+    def bound(self, utility, labels, log_eta=None, loc=None, scale=None, num_samples=64,
+              generator=None, **fitted):
+        r"""The A&R bound with every class, at the fitted local :math:`q(\varepsilon_n)`.
+
+        * closed-form noise (Gumbel): :math:`1 - \log\eta - (1 + S_y)/\eta` at ``log_eta``,
+          :math:`S_y = \sum_{k\ne y} e^{\psi_k-\psi_y}`; with ``log_eta=None`` the optimal
+          :math:`\eta^* = 1 + S_y`, where it equals :math:`\log p(y\mid\psi)`;
+        * any other noise: :math:`\mathbb{E}_q[\log\phi(\varepsilon) + \sum_{k\ne y}\log\Phi(
+          \varepsilon+\psi_y-\psi_k) - \log q(\varepsilon)]` for :math:`q = \text{noise}(loc, scale)`,
+          averaged over ``num_samples`` inversion draws (:meth:`~pyro_ar.noise.Noise.icdf`) from
+          ``generator``; the variance is that of the average.
+        """
+        nz = self.noise
+        if nz.closed_form:
+            # 1 + S_y = exp(-log p(y)); (1 + S_y)/eta = exp(-log p(y) - log eta)
+            neg_logp = -utility.log_softmax(-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+            if log_eta is None:
+                return -neg_logp, None
+            le = log_eta.to(utility.dtype)
+            return 1.0 - le - torch.exp(neg_logp - le), None
+        if loc is None or scale is None:
+            raise ValueError("bound: the A&R bound of a non-Gumbel noise needs the local q's loc and scale")
+        if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 2:
+            raise ValueError(f"bound: num_samples must be an integer >= 2 (the standard error needs two "
+                             f"draws), got num_samples={num_samples!r}")
+        q = nz.distribution(loc.to(utility.dtype), scale.to(utility.dtype))
+        # inversion draws from a CPU generator: the same draws whatever the device of q
+        u = torch.rand((num_samples,) + q.batch_shape, generator=generator, dtype=torch.float64)
+        std = nz.icdf(u.clamp(1e-12, 1 - 1e-12))
+        eps = q.loc + q.scale * std.to(dtype=utility.dtype, device=q.loc.device)
+        factor = AugmentedCategorical(utility, eps, nz, validate_args=False).log_prob(labels)
+        draws = nz.log_density(eps) + factor - q.log_prob(eps)         # (S, B)
+        return draws.mean(0), draws.var(0) / num_samples
+
     def __repr__(self):
         return f"AR(noise={self.noise.name!r}, negatives={self.sampler!r})"
 
@@ -187,6 +237,10 @@ class Exact(Likelihood):
         # the model's (lazy) utility: materialised once, checked through the B log-probabilities
         # (O(B)) rather than all B x K values (see UtilityCategorical)
         return UtilityCategorical(utility, self.noise)
+
+    def bound(self, utility, labels, **fitted):
+        r""":math:`\log p(y\mid\psi)` itself (the exact objective)."""
+        return UtilityCategorical(utility, self.noise, validate_args=False).log_prob(labels), None
 
     def __repr__(self):
         return f"Exact(noise={self.noise.name!r})"
@@ -223,6 +277,9 @@ class Sampled(_SoftmaxBaseline):
     """
 
     distribution_class = SampledSoftmax
+
+    def bound(self, utility, labels, **fitted):
+        raise ValueError("bound: the sampled softmax ('sampled') is biased, not a bound")
 
 
 class Bouchard(_SoftmaxBaseline):
@@ -267,11 +324,15 @@ class Bouchard(_SoftmaxBaseline):
             return super().sample(site, utility, obs, data)
         return pyro.sample(site, self.distribution(utility, data, site), obs=obs)
 
+    def bound(self, utility, labels, a=None, **fitted):
+        """The bound at the fitted ``a`` (per datapoint), at the optimal :math:`a` when None."""
+        return self.distribution_class(utility, a=a, validate_args=False).log_prob(labels), None
+
     def __repr__(self):
         return f"Bouchard(a={self.a!r}, negatives={self.sampler!r})"
 
 
-_NAMES = {"ar": AR, "exact": Exact, "ove": OVE, "botev": Sampled, "sampled": Sampled,
+_NAMES = {"ar": AR, "exact": Exact, "ove": OVE, "sampled": Sampled,
           "bouchard": Bouchard}
 
 
@@ -297,7 +358,7 @@ def get_likelihood(likelihood="ar", noise="gumbel", num_negatives: Optional[int]
     sampler = get_negative_sampler(strategy, num_negatives, proposal)
     if cls is AR:
         return AR(noise, sampler)
-    if not isinstance(get_noise(noise), GumbelNoise):  # the baselines are softmax models
+    if not get_noise(noise).closed_form:  # the baselines are softmax models
         raise ValueError(f"likelihood={likelihood!r} is a softmax baseline; it needs noise='gumbel', "
                          f"got noise={get_noise(noise).name!r}")
     return cls(negatives=sampler, **kwargs)

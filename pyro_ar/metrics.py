@@ -1,138 +1,35 @@
-r"""The exact training bounds at fitted parameters (:func:`bound`), and deprecated metrics.
+r"""The exact training bounds at fitted parameters (:func:`bound`).
 
-The predictive metrics moved to :mod:`pyro_ar.evaluation` (one chunked evaluation path). The
-functions below keep their old signatures and return formats, and warn with a
-``DeprecationWarning`` when called:
-
-=============================== ===========================================================
-``log_likelihood`` (dict)       :func:`pyro_ar.evaluation.log_likelihood` with ``reduce="none"``
-                                (``"raw"`` is the mean, ``"floored"`` the mean with ``floor``)
-``accuracy``                    :func:`pyro_ar.evaluation.accuracy`
-``top_k_accuracy``              :func:`pyro_ar.evaluation.top_k_accuracy`
-``iter_utility_chunks``         :func:`pyro_ar.evaluation.iter_chunks`
-=============================== ===========================================================
-
-Unlike before, bad input (labels of the wrong count, range or dtype, empty input, ``k``
-outside ``[1, K]``, non-finite utilities) raises a ``ValueError``, and values are float64.
-
-:func:`bound` is not deprecated and stays here: it evaluates a *training objective* (A&R,
-OVE, Bouchard bounds) at fitted parameters, not a predictive metric; it uses the same
-chunked pass (:func:`pyro_ar.evaluation.iter_chunks`).
+:func:`bound` evaluates a *training objective* (A&R, OVE, Bouchard bounds) at fitted
+parameters, not a predictive metric (those live in :mod:`pyro_ar.evaluation`); it uses the
+same chunked pass (:func:`pyro_ar.evaluation.iter_chunks`).
 """
 
-import functools
-import warnings
 from typing import Dict
 
 import torch
 
 from . import evaluation
-from .distributions import UtilityCategorical
 
-__all__ = ["log_likelihood", "accuracy", "top_k_accuracy", "iter_utility_chunks", "bound"]
-
-
-def _deprecated(new):
-    def wrap(fn):
-        @functools.wraps(fn)
-        def inner(*args, **kwargs):
-            warnings.warn(f"pyro_ar.metrics.{fn.__name__} is deprecated; use {new}",
-                          DeprecationWarning, stacklevel=2)
-            return fn(*args, **kwargs)
-        return inner
-    return wrap
-
-
-@_deprecated("pyro_ar.evaluation.iter_chunks")
-def iter_utility_chunks(utility, chunk_size: int = 1024):
-    """Yield ``(start, stop, psi)`` with ``psi`` the float64 utilities of rows ``start:stop``.
-
-    Example:
-
-    >>> import torch, warnings
-    >>> from pyro_ar.metrics import iter_utility_chunks
-    >>> with warnings.catch_warnings():
-    ...     warnings.simplefilter("ignore", DeprecationWarning)
-    ...     [(a, b, psi.shape) for a, b, psi in iter_utility_chunks(torch.zeros(5, 3), chunk_size=2)]
-    [(0, 2, torch.Size([2, 3])), (2, 4, torch.Size([2, 3])), (4, 5, torch.Size([1, 3]))]
-    """
-    return _utility_chunks(utility, chunk_size)
+__all__ = ["bound"]
 
 
 def _utility_chunks(utility, chunk_size):
+    """``(start, stop, psi)`` with ``psi`` the float64 utilities of rows ``start:stop``."""
     for chunk in evaluation.iter_chunks(utility, chunk_size=chunk_size):
         yield int(chunk.index[0]), int(chunk.index[-1]) + 1, chunk.utility[0]
-
-
-@_deprecated("pyro_ar.evaluation.log_likelihood")
-def log_likelihood(utility, labels: torch.Tensor, noise="gumbel", floor: float = -26.0,
-                   chunk_size: int = 1024, return_pointwise: bool = False) -> Dict[str, float]:
-    r"""Mean predictive log-likelihood :math:`\frac1N\sum_n \log p(y_n\mid\psi_n)`.
-
-    :returns: dict with ``"raw"`` (plain mean), ``"floored"`` (mean of
-        :math:`\max(\log p, \text{floor})`), and ``"pointwise"`` (float64 tensor) if asked.
-
-    Example:
-
-    >>> import torch, warnings
-    >>> from pyro_ar import metrics
-    >>> with warnings.catch_warnings():
-    ...     warnings.simplefilter("ignore", DeprecationWarning)
-    ...     round(metrics.log_likelihood(torch.zeros(4, 10), torch.tensor([0, 1, 2, 3]))["raw"], 4)
-    -2.3026
-    """
-    lp = evaluation.log_likelihood(utility, labels, noise, chunk_size=chunk_size, reduce="none")
-    out = {"raw": lp.mean().item(), "floored": lp.clamp(min=floor).mean().item()}
-    if return_pointwise:
-        out["pointwise"] = lp
-    return out
-
-
-@_deprecated("pyro_ar.evaluation.top_k_accuracy")
-def top_k_accuracy(utility, labels: torch.Tensor, k: int = 1, chunk_size: int = 1024) -> float:
-    """Fraction of datapoints whose label is among the k largest mean utilities.
-
-    Example:
-
-    >>> import torch, warnings
-    >>> from pyro_ar import metrics
-    >>> with warnings.catch_warnings():
-    ...     warnings.simplefilter("ignore", DeprecationWarning)
-    ...     metrics.top_k_accuracy(torch.tensor([[3.0, 2.0, 1.0]]), torch.tensor([1]), k=2)
-    1.0
-    """
-    return evaluation.top_k_accuracy(utility, labels, k, chunk_size=chunk_size)
-
-
-@_deprecated("pyro_ar.evaluation.accuracy")
-def accuracy(utility, labels: torch.Tensor, chunk_size: int = 1024) -> float:
-    """Top-1 accuracy (argmax of the mean utilities).
-
-    Example:
-
-    >>> import torch, warnings
-    >>> from pyro_ar import metrics
-    >>> with warnings.catch_warnings():
-    ...     warnings.simplefilter("ignore", DeprecationWarning)
-    ...     metrics.accuracy(torch.eye(3), torch.tensor([0, 1, 0]))
-    0.6666666666666666
-    """
-    return evaluation.accuracy(utility, labels, chunk_size=chunk_size)
 
 
 # ------------------------------------------------------------------------------------------
 # The bound itself, computed exactly (no class subsampling) at fitted parameters
 # ------------------------------------------------------------------------------------------
 
-_BOUNDS = ("exact", "ar", "ove", "bouchard")
-
-
 def _chunk(t, start, stop):
     return None if t is None else t[start:stop]
 
 
 @torch.no_grad()
-def bound(utility, labels: torch.Tensor, likelihood: str = "ar", noise="gumbel",
+def bound(utility, labels: torch.Tensor, likelihood="ar", noise="gumbel",
           log_eta: torch.Tensor = None, loc: torch.Tensor = None, scale: torch.Tensor = None,
           a: torch.Tensor = None, num_samples: int = 64, seed: int = 0, chunk_size: int = 1024,
           return_pointwise: bool = False) -> Dict[str, float]:
@@ -156,6 +53,11 @@ def bound(utility, labels: torch.Tensor, likelihood: str = "ar", noise="gumbel",
     * ``"bouchard"`` -- :math:`\psi_y - a_n - \sum_k\log(1+e^{\psi_k-a_n})` at the fitted
       ``a`` (shape (N,)), or at the optimal :math:`a` if ``a`` is None.
 
+    ``likelihood`` is a :class:`~pyro_ar.likelihoods.Likelihood` or its name
+    (:func:`~pyro_ar.likelihoods.get_likelihood`, with ``noise``); each likelihood evaluates
+    its own bound (:meth:`~pyro_ar.likelihoods.Likelihood.bound`); the sampled softmax has
+    none (``ValueError``).
+
     :returns: dict with ``"mean"`` (per datapoint), ``"se"`` (0 for the deterministic
         ones) and ``"pointwise"`` if asked.
 
@@ -170,48 +72,19 @@ def bound(utility, labels: torch.Tensor, likelihood: str = "ar", noise="gumbel",
     >>> metrics.bound(psi, y, "ove")["mean"] <= exact
     True
     """
-    from .distributions import BouchardBound, OVECategorical
-    from .distributions import AugmentedCategorical
-    from .noise import GumbelNoise, get_noise
+    from .likelihoods import get_likelihood
 
-    if likelihood not in _BOUNDS:
-        raise ValueError(f"bound: likelihood must be one of {_BOUNDS} (the sampled softmax "
-                         f"'botev' is not a bound), got {likelihood!r}")
-    nz = get_noise(noise)
-    gumbel = isinstance(nz, GumbelNoise)
-    if likelihood == "ar" and not gumbel and (loc is None or scale is None):
-        raise ValueError("bound: the A&R bound of a non-Gumbel noise needs the local q's loc and scale")
-    if likelihood == "ar" and not gumbel and (isinstance(num_samples, bool) or not isinstance(num_samples, int)
-                                              or num_samples < 2):
-        raise ValueError(f"bound: num_samples must be an integer >= 2 (the standard error needs two "
-                         f"draws), got num_samples={num_samples!r}")
+    lik = get_likelihood(likelihood, noise)  # the one string map; a Likelihood passes through
     _, labels, _, _ = evaluation._prepare(utility, labels, None, None)  # count, dtype, range
     g = torch.Generator().manual_seed(seed)
     parts, ses = [], []
     for start, stop, psi in _utility_chunks(utility, chunk_size):
-        yy = labels[start:stop].long()
-        if likelihood == "exact":
-            lp = UtilityCategorical(psi, nz).log_prob(yy)
-        elif likelihood == "ove":
-            lp = OVECategorical(psi, validate_args=False).log_prob(yy)
-        elif likelihood == "bouchard":
-            lp = BouchardBound(psi, a=_chunk(a, start, stop), validate_args=False).log_prob(yy)
-        elif gumbel:
-            # 1 + S_y = exp(-log p(y)); (1 + S_y)/eta = exp(-log p(y) - log eta)
-            neg_logp = -psi.log_softmax(-1).gather(-1, yy.unsqueeze(-1)).squeeze(-1)
-            if log_eta is None:
-                lp = -neg_logp
-            else:
-                le = log_eta[start:stop].to(psi.dtype)
-                lp = 1.0 - le - torch.exp(neg_logp - le)
-        else:
-            q = nz.distribution(loc[start:stop].to(psi.dtype), scale[start:stop].to(psi.dtype))
-            eps = _draw(q, nz, num_samples, g, psi.dtype)
-            factor = AugmentedCategorical(psi, eps, nz, validate_args=False).log_prob(yy)
-            draws = nz.log_density(eps) + factor - q.log_prob(eps)         # (S, B)
-            lp = draws.mean(0)
-            ses.append(draws.var(0) / num_samples)                          # per-point MC variance
+        lp, var = lik.bound(psi, labels[start:stop].long(), log_eta=_chunk(log_eta, start, stop),
+                            loc=_chunk(loc, start, stop), scale=_chunk(scale, start, stop),
+                            a=_chunk(a, start, stop), num_samples=num_samples, generator=g)
         parts.append(lp)
+        if var is not None:
+            ses.append(var)                                                 # per-point MC variance
     lp = torch.cat(parts)
     n = lp.numel()
     out = {"mean": lp.mean().item(),
@@ -219,20 +92,3 @@ def bound(utility, labels: torch.Tensor, likelihood: str = "ar", noise="gumbel",
     if return_pointwise:
         out["pointwise"] = lp
     return out
-
-
-def _draw(q, noise, num_samples, generator, dtype):
-    """Draws of q = noise(loc, scale) from an explicit generator (reproducible: the same draws
-    whatever the device of ``q``, where they are moved)."""
-    u = torch.rand((num_samples,) + q.batch_shape, generator=generator, dtype=torch.float64)
-    u = u.clamp(1e-12, 1 - 1e-12)
-    name = getattr(noise, "name", "")
-    if name == "normal":
-        std = torch.special.ndtri(u)
-    elif name == "logistic":
-        std = torch.log(u) - torch.log1p(-u)
-    elif name == "gumbel":
-        std = -torch.log(-torch.log(u))
-    else:
-        return q.sample((num_samples,))
-    return q.loc + q.scale * std.to(dtype=dtype, device=q.loc.device)  # the draws: from the CPU generator

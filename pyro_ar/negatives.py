@@ -135,7 +135,10 @@ def sample_without_replacement(n: int, k: int, shape: Sequence[int] = (),
     fewer than k distinct values in its draws (rare: the number of draws leaves a margin
     for the expected ~k^2/(2n) repeats) is redrawn, which conditions on an event that
     does not depend on the labels and so keeps the result uniform. Otherwise (4k >= n) a
-    random permutation.
+    random permutation. On a GPU the check for a redraw would stop the host until the
+    device catches up at every call; there the draws leave a margin of 12 standard
+    deviations of the repeats (a shortfall has probability below 1e-20) and a shortfall
+    stops the program with a device-side assertion instead of a redraw.
 
     Example:
 
@@ -159,7 +162,14 @@ def sample_without_replacement(n: int, k: int, shape: Sequence[int] = (),
     # draws per row: k plus ~6 standard deviations above the expected number of repeats
     # (about k^2/(2n) for k << n), so that a redraw is rare
     repeats = k * k / (2.0 * n)
-    m = k + int(math.ceil(repeats + 6.0 * math.sqrt(repeats) + 2))
+    deferred = _defer_check(out.device)
+    sds, spare = (12.0, 24.0) if deferred else (6.0, 2.0)
+    m = k + int(math.ceil(repeats + sds * math.sqrt(repeats) + spare))
+    if deferred:
+        draws = torch.randint(0, n, (rows, m), device=device, generator=generator)
+        filled, ok = _first_k_distinct(draws, n, k)
+        torch._assert_async(ok.all(), "sample_without_replacement: fewer than k distinct draws")
+        return filled.reshape(shape + (k,))
     if rows == 1:  # one row (a plate's subsample, shared negatives): fewer, flat ops
         draws = torch.randint(0, n, (m,), device=device, generator=generator)
         filled = _first_distinct(draws)
@@ -170,18 +180,7 @@ def sample_without_replacement(n: int, k: int, shape: Sequence[int] = (),
     while True:
         r = rows if todo is None else todo.numel()
         draws = torch.randint(0, n, (r, m), device=device, generator=generator)
-        # one flat stable sort of (row, value) keys: a draw repeats a value of its row when
-        # it equals its predecessor in sorted order (stability puts the first one first)
-        keys = draws + torch.arange(r, device=device).unsqueeze(-1) * n
-        sorted_keys, perm = keys.reshape(-1).sort(stable=True)
-        first_sorted = torch.ones_like(sorted_keys, dtype=torch.bool)
-        first_sorted[1:] = sorted_keys[1:] != sorted_keys[:-1]
-        keep = torch.empty_like(first_sorted).scatter_(0, perm, first_sorted).reshape(r, m)
-        rank = keep.cumsum(-1)
-        ok = rank[:, -1] >= k
-        # the j-th distinct value of a row goes to column j - 1; the rest to a spare column k
-        col = torch.where(keep & (rank <= k), rank - 1, torch.full_like(rank, k))
-        filled = draws.new_empty((r, k + 1)).scatter_(-1, col, draws)[:, :k]
+        filled, ok = _first_k_distinct(draws, n, k)
         if todo is None:
             if bool(ok.all()):
                 return filled.reshape(shape + (k,))
@@ -193,6 +192,31 @@ def sample_without_replacement(n: int, k: int, shape: Sequence[int] = (),
             if todo.numel() == 0:
                 return out.reshape(shape + (k,))
         m = 2 * m
+
+
+def _defer_check(device: torch.device) -> bool:
+    """Whether :func:`sample_without_replacement` asserts on the device rather than checks on
+    the host (where a host check would wait for the device: CUDA)."""
+    return device.type == "cuda"
+
+
+def _first_k_distinct(draws: torch.Tensor, n: int, k: int):
+    """For each row of ``draws`` (r, m) of values in [0, n): its first k distinct values in
+    draw order (r, k), and whether the row had k (r,). Fixed-size ops only (no host-device
+    synchronisation)."""
+    r, m = draws.shape
+    # one flat stable sort of (row, value) keys: a draw repeats a value of its row when it
+    # equals its predecessor in sorted order (stability puts the first one first)
+    keys = draws + torch.arange(r, device=draws.device).unsqueeze(-1) * n
+    sorted_keys, perm = keys.reshape(-1).sort(stable=True)
+    first_sorted = torch.ones_like(sorted_keys, dtype=torch.bool)
+    first_sorted[1:] = sorted_keys[1:] != sorted_keys[:-1]
+    keep = torch.empty_like(first_sorted).scatter_(0, perm, first_sorted).reshape(r, m)
+    rank = keep.cumsum(-1)
+    # the j-th distinct value of a row goes to column j - 1; the rest to a spare column k
+    col = torch.where(keep & (rank <= k), rank - 1, torch.full_like(rank, k))
+    filled = draws.new_empty((r, k + 1)).scatter_(-1, col, draws)[:, :k]
+    return filled, rank[:, -1] >= k
 
 
 def _first_distinct(draws: torch.Tensor) -> torch.Tensor:

@@ -28,6 +28,25 @@ everything in ``pyro_ar`` takes a :class:`Noise` or one of the names ``"gumbel"`
 ``"normal"``, ``"logistic"``, ``"laplace"``, ``"student_t<df>"`` (see :func:`get_noise`).
 
 Every :meth:`Noise.sample` takes a ``torch.Generator`` (``generator=``).
+
+**The noise owns its math.** What depends on the noise family is a method of :class:`Noise`
+with a generic default, overridden by the families that have a closed form (as GPyTorch's
+likelihoods default to Monte Carlo / quadrature and override it):
+
+* :meth:`~Noise.log_marginal`, :meth:`~Noise.log_marginal_all` -- generic: quadrature
+  (:mod:`pyro_ar.quadrature`); Gumbel: the log-softmax;
+* :meth:`~Noise.icdf` -- generic: bisection on ``log_cdf``; Gumbel, normal, logistic,
+  Laplace: closed forms;
+* :meth:`~Noise.log_density_derivatives`, :meth:`~Noise.log_cdf_derivatives` -- generic:
+  autograd (second order); normal, logistic: closed forms;
+* :meth:`~Noise.relaxed_log_prob` -- generic: none (``NotImplementedError``); Gumbel: the
+  Concrete density;
+* :attr:`~Noise.closed_form` -- False; Gumbel: True.
+
+:attr:`Noise.closed_form` tells the layers above that the marginal is the softmax and the
+optimal local posterior of the A&R bound is :math:`\mathrm{Gumbel}(\log\eta, 1)`, so they can take
+their closed-form paths (exact softmax step, ``GumbelLocalGuide``, ``ClosedFormELBO``). No
+module outside this one asks which family a noise is (``tests/test_noise_switches.py``).
 """
 
 import inspect
@@ -36,17 +55,18 @@ import re
 from typing import Callable, Hashable, Optional, Sequence, Union
 
 import torch
+from torch.distributions import constraints
 
 import pyro.distributions as dist
 from pyro.distributions.util import broadcast_shape
 
-from .numerics import as_tensors, softplus, uniform_open
+from ._params import ParamsMixin
+from .numerics import as_tensors, softmax_log_prob, softplus, uniform_open
+from .quadrature import DEFAULT_NUM_NODES, log_marginal, log_marginal_all
 
-# (NoiseDistribution lives in pyro_ar.distributions, which imports this ground module: it is
-# imported lazily in Noise.distribution, and ``pyro_ar.noise.NoiseDistribution`` still works
-# through the module __getattr__ below.)
 __all__ = [
     "Noise",
+    "NoiseDistribution",
     "GumbelNoise",
     "NormalNoise",
     "LogisticNoise",
@@ -58,19 +78,15 @@ __all__ = [
 
 
 _SQRT_HALF = math.sqrt(0.5)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+#: bisection steps of the generic :meth:`Noise.icdf` (from a bracket of width <= 2^64: 2^-64
+#: relative to the bracket, below float64 resolution for the quantiles of u in [1e-12, 1 - 1e-12])
+_ICDF_STEPS = 128
 Shape = Union[Sequence[int], torch.Size]  # (type aliases of the signatures)
 Device = Optional[Union[str, torch.device]]
 Number = Union[float, torch.Tensor]
 TorchDistribution = dist.TorchDistribution
 _LOG2 = math.log(2.0)
-
-
-def __getattr__(name):
-    if name == "NoiseDistribution":
-        from .distributions.noise_distribution import NoiseDistribution
-
-        return NoiseDistribution
-    raise AttributeError(f"module 'pyro_ar.noise' has no attribute {name!r}")
 
 
 def _accepts_generator(f) -> bool:
@@ -79,6 +95,18 @@ def _accepts_generator(f) -> bool:
     except (TypeError, ValueError):
         return False
     return any(p.name == "generator" or p.kind == p.VAR_KEYWORD for p in params)
+
+
+def _autograd_derivatives(fn, x: torch.Tensor):
+    """Elementwise first and second derivatives of the elementwise ``fn`` at ``x`` by autograd
+    (constants for differentiation; ``0 * x`` is added so that the results keep ``x``'s graph
+    with a zero derivative along this path)."""
+    with torch.enable_grad():
+        xd = x.detach().requires_grad_(True)
+        g, = torch.autograd.grad(fn(xd).sum(), xd, create_graph=True)
+        h, = torch.autograd.grad(g.sum(), xd)
+    zero = 0 * x
+    return g.detach() + zero, h + zero
 
 
 def _call_with_generator(f, shape, dtype, device, generator):
@@ -217,10 +245,8 @@ class Noise:
 
         Library noises return Pyro's own distributions where they exist (so registered KL
         divergences apply under ``TraceMeanField_ELBO``); other noises return a
-        :class:`~pyro_ar.distributions.NoiseDistribution`.
+        :class:`NoiseDistribution`.
         """
-        from .distributions.noise_distribution import NoiseDistribution
-
         loc, scale = as_tensors(loc, scale)
         return NoiseDistribution(self, loc, scale)
 
@@ -231,6 +257,67 @@ class Noise:
         Gumbel integrand's exact mode ``log(1 + exp(x))``.
         """
         return softplus(x)
+
+    # ---- closed forms, with generic defaults (families override) ------------------------
+    #: True when :math:`p(y\mid\psi) = \mathrm{softmax}(\psi)_y` and the optimal local posterior
+    #: :math:`q^*(\varepsilon_n\mid\psi_n)` of the A&R bound is :math:`\mathrm{Gumbel}(\log(1 + \sum_{k\ne y}
+    #: e^{\psi_k-\psi_y}), 1)` (the Gumbel family): the layers above take their closed-form
+    #: paths (exact softmax step, ``GumbelLocalGuide``, ``ClosedFormELBO``, softmax baselines).
+    closed_form = False
+
+    def log_marginal(self, utility: torch.Tensor, labels: torch.Tensor,
+                     num_nodes: int = DEFAULT_NUM_NODES) -> torch.Tensor:
+        r""":math:`\log p(y\mid\psi) = \log\int\phi(e)\prod_{k\ne y}\Phi(e+\psi_y-\psi_k)\,de` of
+        ``labels`` (broadcastable to ``utility.shape[:-1]``).
+
+        Generic default: quadrature (:func:`pyro_ar.quadrature.log_marginal`, ``num_nodes``
+        initial nodes); Gumbel overrides it with the log-softmax.
+        """
+        return log_marginal(utility, labels, self, num_nodes)
+
+    def log_marginal_all(self, utility: torch.Tensor, num_nodes: int = DEFAULT_NUM_NODES) -> torch.Tensor:
+        """:meth:`log_marginal` of every class, shape ``utility.shape`` (quadrature: O(K^2) per row)."""
+        return log_marginal_all(utility, self, num_nodes)
+
+    def log_density_derivatives(self, e: torch.Tensor):
+        r"""``(d/de, d^2/de^2)`` of :math:`\log\phi(e)`, elementwise (generic: autograd)."""
+        return _autograd_derivatives(self.log_density, e)
+
+    def log_cdf_derivatives(self, x: torch.Tensor):
+        r"""``(d/dx, d^2/dx^2)`` of :math:`\log\Phi(x)`, elementwise (generic: autograd)."""
+        return _autograd_derivatives(self.log_cdf, x)
+
+    def icdf(self, u: torch.Tensor) -> torch.Tensor:
+        r"""The quantile :math:`\Phi^{-1}(u)`, elementwise, for ``u`` in (0, 1) (inversion draws).
+
+        Generic default: bisection on :math:`\log\Phi` in float64, from the bracket [-1, 1]
+        doubled until it holds the root, then 128 halvings (to float64 resolution);
+        families with a closed form override it.
+        """
+        with torch.no_grad():
+            target = u.double().log()
+            lo, hi = -torch.ones_like(target), torch.ones_like(target)
+            for _ in range(64):  # widen to [-2^64, 2^64] at most
+                low, high = self.log_cdf(lo) > target, self.log_cdf(hi) < target
+                if not (low.any() or high.any()):
+                    break
+                lo, hi = torch.where(low, 2 * lo, lo), torch.where(high, 2 * hi, hi)
+            for _ in range(_ICDF_STEPS):
+                mid = 0.5 * (lo + hi)
+                left = self.log_cdf(mid) < target
+                lo, hi = torch.where(left, mid, lo), torch.where(left, hi, mid)
+            return (0.5 * (lo + hi)).to(u.dtype)
+
+    def relaxed_log_prob(self, utility: torch.Tensor, temperature: torch.Tensor,
+                         value: torch.Tensor) -> torch.Tensor:
+        r"""Log-density of :math:`\mathrm{softmax}((\psi + \varepsilon)/\tau)` on the simplex.
+
+        It has a closed form only for Gumbel noise (the Concrete density); the generic
+        default raises ``NotImplementedError`` (draw with ``rsample`` only).
+        """
+        raise NotImplementedError(
+            f"the relaxed density has a closed form only for Gumbel noise (the Concrete "
+            f"density); noise={self.name!r} has none: use rsample only")
 
     @classmethod
     def from_distribution(cls, d: TorchDistribution, name: Optional[str] = None) -> "Noise":
@@ -275,6 +362,7 @@ class GumbelNoise(Noise):
     """
 
     name = "gumbel"
+    closed_form = True
 
     def __init__(self) -> None:
         super().__init__()
@@ -282,13 +370,39 @@ class GumbelNoise(Noise):
     def log_density(self, e: torch.Tensor) -> torch.Tensor:
         return -e - torch.exp(-e)
 
+    def log_marginal(self, utility: torch.Tensor, labels: torch.Tensor,
+                     num_nodes: int = DEFAULT_NUM_NODES) -> torch.Tensor:
+        r""":math:`\log\mathrm{softmax}(\psi)_y` (``num_nodes`` unused; the memory-lean gradient of
+        :func:`~pyro_ar.numerics.softmax_log_prob` when the labels match the batch)."""
+        if labels.shape == utility.shape[:-1]:
+            return softmax_log_prob(utility, labels)
+        shape = broadcast_shape(labels.shape, utility.shape[:-1])
+        logp = utility.log_softmax(-1).expand(shape + utility.shape[-1:])
+        return logp.gather(-1, labels.expand(shape).unsqueeze(-1)).squeeze(-1)
+
+    def log_marginal_all(self, utility: torch.Tensor, num_nodes: int = DEFAULT_NUM_NODES) -> torch.Tensor:
+        return utility.log_softmax(-1)
+
+    def icdf(self, u: torch.Tensor) -> torch.Tensor:
+        return -torch.log(-torch.log(u))
+
+    def relaxed_log_prob(self, utility: torch.Tensor, temperature: torch.Tensor,
+                         value: torch.Tensor) -> torch.Tensor:
+        r"""The Concrete density (Maddison et al. 2017) of :math:`x = \mathrm{softmax}((\psi+\varepsilon)/\tau)`:
+        :math:`\log\Gamma(K) + (K-1)\log\tau + \sum_k s_k - K\,\mathrm{logsumexp}_k s_k - \sum_k\log x_k`,
+        :math:`s_k = \psi_k - \tau\log x_k`."""
+        tau, K = temperature, utility.shape[-1]
+        log_x = value.clamp(min=torch.finfo(value.dtype).tiny).log()
+        score = utility - tau.unsqueeze(-1) * log_x
+        log_scale = math.lgamma(K) + (K - 1) * tau.log()
+        return log_scale + score.sum(-1) - K * score.logsumexp(-1) - log_x.sum(-1)
+
     def log_cdf(self, x: torch.Tensor) -> torch.Tensor:
         return -torch.exp(-x)
 
     def sample(self, shape: Shape, dtype: torch.dtype = torch.float32, device: Device = None,
                generator: Optional[torch.Generator] = None) -> torch.Tensor:
-        u = uniform_open(shape, dtype=dtype, device=device, generator=generator)
-        return -torch.log(-torch.log(u))
+        return self.icdf(uniform_open(shape, dtype=dtype, device=device, generator=generator))
 
     def distribution(self, loc: Number = 0.0, scale: Number = 1.0) -> TorchDistribution:
         loc, scale = as_tensors(loc, scale)
@@ -335,6 +449,19 @@ class NormalNoise(Noise):
         loc, scale = as_tensors(loc, scale)
         return dist.Normal(loc, scale)
 
+    def icdf(self, u: torch.Tensor) -> torch.Tensor:
+        return torch.special.ndtri(u)
+
+    def log_density_derivatives(self, e: torch.Tensor):
+        return -e, -torch.ones_like(e)
+
+    def log_cdf_derivatives(self, x: torch.Tensor):
+        # (log Phi)' = r = phi/Phi (the inverse Mills ratio), (log Phi)'' = -r (x + r), with
+        # r = sqrt(2/pi) / erfcx(-x/sqrt(2)): one scaled-erfc call, stable in both tails (r -> -x
+        # below, r -> 0 above; half the cost of log_ndtr in float64, rel. error < 2e-5 in float32)
+        r = _SQRT_2_OVER_PI / torch.special.erfcx(x * -_SQRT_HALF)
+        return r, -r * (x + r)
+
     def mode_hint(self, x: torch.Tensor) -> torch.Tensor:
         # The probit integrand peaks a little above the Gumbel one's mode; Newton fixes
         # the rest. Bounded so that a huge x does not start the search far in the tail.
@@ -366,8 +493,17 @@ class LogisticNoise(Noise):
 
     def sample(self, shape: Shape, dtype: torch.dtype = torch.float32, device: Device = None,
                generator: Optional[torch.Generator] = None) -> torch.Tensor:
-        u = uniform_open(shape, dtype=dtype, device=device, generator=generator)
+        return self.icdf(uniform_open(shape, dtype=dtype, device=device, generator=generator))
+
+    def icdf(self, u: torch.Tensor) -> torch.Tensor:
         return torch.log(u) - torch.log1p(-u)
+
+    def log_density_derivatives(self, e: torch.Tensor):
+        return -torch.tanh(0.5 * e), -0.5 / torch.cosh(0.5 * e) ** 2
+
+    def log_cdf_derivatives(self, x: torch.Tensor):
+        s = torch.sigmoid(-x)  # (log Phi)' = sigmoid(-x), (log Phi)'' = -sigmoid(x) sigmoid(-x)
+        return s, -s * (1 - s)
 
     # distribution(): the generic NoiseDistribution, not pyro's Logistic, whose log_prob uses
     # F.logsigmoid: with autograd on, torch 2.13's CPU logsigmoid costs ~12 ms even for a
@@ -403,7 +539,9 @@ class LaplaceNoise(Noise):
 
     def sample(self, shape: Shape, dtype: torch.dtype = torch.float32, device: Device = None,
                generator: Optional[torch.Generator] = None) -> torch.Tensor:
-        u = uniform_open(shape, dtype=dtype, device=device, generator=generator)
+        return self.icdf(uniform_open(shape, dtype=dtype, device=device, generator=generator))
+
+    def icdf(self, u: torch.Tensor) -> torch.Tensor:
         return torch.where(u < 0.5, torch.log(2 * u), -torch.log(2 * (1 - u)))
 
     def distribution(self, loc: Number = 0.0, scale: Number = 1.0) -> TorchDistribution:
@@ -584,3 +722,54 @@ def get_noise(noise: Union[str, Noise], **kwargs) -> Noise:
     raise ValueError(
         f"noise must be a name in {list(NOISE_NAMES)} or a pyro_ar.Noise, got {noise!r}"
     )
+
+
+class NoiseDistribution(ParamsMixin, TorchDistribution):
+    r"""Location-scale distribution :math:`p(x) = \phi((x - loc)/scale) / scale` of any :class:`Noise`.
+
+    Used for the prior and the local guide of the noise site when the noise is
+    user-defined (library noises map to Pyro's own Gumbel / Normal / Laplace / StudentT).
+
+    :param noise: a :class:`Noise`.
+    :param loc: location (tensor or number).
+    :param scale: scale, ``> 0`` (tensor or number).
+
+    Example:
+
+    >>> import torch, pyro_ar as ar
+    >>> d = ar.NoiseDistribution(ar.get_noise("logistic"), torch.zeros(3), torch.ones(3))
+    >>> d.rsample((2,)).shape
+    torch.Size([2, 3])
+    """
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    _expand_attrs = {"loc": 0, "scale": 0}
+
+    def __init__(self, noise: Noise, loc: Union[float, torch.Tensor], scale: Union[float, torch.Tensor],
+                 validate_args: Optional[bool] = None) -> None:
+        self.noise = noise
+        self.loc, self.scale = torch.broadcast_tensors(*as_tensors(loc, scale))
+        self._init_shape(self.loc.shape, validate_args)
+
+    @property
+    def has_rsample(self) -> bool:
+        return self.noise.has_sample
+
+    def rsample(self, sample_shape: Sequence[int] = torch.Size()) -> torch.Tensor:
+        return self.noise.rsample_like(self.loc, self.scale, sample_shape)
+
+    def sample(self, sample_shape: Sequence[int] = torch.Size()) -> torch.Tensor:
+        with torch.no_grad():
+            return self.rsample(sample_shape)
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        return self.noise.log_density((value - self.loc) / self.scale) - torch.log(self.scale)
+
+    def cdf(self, value: torch.Tensor) -> torch.Tensor:
+        return self.noise.log_cdf((value - self.loc) / self.scale).exp()
+
+    def __repr__(self):
+        return f"NoiseDistribution(noise={self.noise!r}, batch_shape={tuple(self.batch_shape)})"

@@ -32,18 +32,20 @@ Student-t (3 d.o.f.) noise sum to one within 1e-9.
 The nodes are treated as constants for differentiation, so gradients with respect to
 :math:`\psi` are the quadrature of the integrand's gradient. Derivatives of :math:`f_k` for
 Newton come from autograd, so any :class:`~pyro_ar.noise.Noise` works unchanged.
+
+This module is the generic default behind :meth:`pyro_ar.noise.Noise.log_marginal` (which
+noises with a closed form, such as Gumbel, override); it sits below :mod:`pyro_ar.noise`
+and takes a noise *object* (resolve a name with :func:`pyro_ar.noise.get_noise`).
 """
 
 import functools
 import math
 import warnings
 
-from typing import Union
 
 import numpy as np
 import torch
 
-from .noise import Noise, get_noise
 from .numerics import check_int
 
 __all__ = ["log_marginal", "log_marginal_all", "check_quadrature_args", "gauss_hermite",
@@ -333,13 +335,19 @@ def check_quadrature_args(utility: torch.Tensor, num_nodes: int) -> int:
     return check_int("num_nodes", num_nodes, low=_MIN_NUM_NODES, high=MAX_NUM_NODES)
 
 
-def log_marginal(utility: torch.Tensor, value: torch.Tensor, noise: Union[str, Noise] = "normal",
+def _check_noise(noise):
+    if not all(callable(getattr(noise, f, None)) for f in ("log_density", "log_cdf", "mode_hint")):
+        raise ValueError(f"noise must be a pyro_ar.Noise (resolve a name with pyro_ar.get_noise), "
+                         f"got noise={noise!r}")
+
+
+def log_marginal(utility: torch.Tensor, value: torch.Tensor, noise,
                  num_nodes: int = DEFAULT_NUM_NODES) -> torch.Tensor:
     r""":math:`\log p(y = value \mid \psi)` by quadrature (eq. 5), for any noise.
 
     :param utility: tensor ``batch_shape + (K,)``.
     :param value: integer labels broadcastable to ``batch_shape``.
-    :param noise: a :class:`~pyro_ar.noise.Noise` or its name.
+    :param noise: a :class:`~pyro_ar.noise.Noise` (not a name: see the module docstring).
     :param int num_nodes: initial number of nodes, in ``[5, MAX_NUM_NODES]`` (made odd;
         doubled where needed).
     :returns: tensor of shape ``broadcast(value.shape, batch_shape)`` (empty for an empty batch).
@@ -348,14 +356,15 @@ def log_marginal(utility: torch.Tensor, value: torch.Tensor, noise: Union[str, N
     Example:
 
     >>> import torch
+    >>> from pyro_ar.noise import GumbelNoise
     >>> from pyro_ar.quadrature import log_marginal
     >>> psi = torch.tensor([[1.0, 0.0, -1.0]], dtype=torch.float64)
     >>> exact = torch.log_softmax(psi, -1)[:, 0]
-    >>> torch.allclose(log_marginal(psi, torch.tensor([0]), "gumbel"), exact, atol=1e-12)
+    >>> torch.allclose(log_marginal(psi, torch.tensor([0]), GumbelNoise()), exact, atol=1e-12)
     True
     """
     num_nodes = check_quadrature_args(utility, num_nodes)
-    noise = get_noise(noise)
+    _check_noise(noise)
     K = utility.shape[-1]
     shape = torch.broadcast_shapes(utility.shape[:-1], value.shape)
     if shape.numel() == 0 or K == 0:
@@ -375,15 +384,16 @@ def log_marginal(utility: torch.Tensor, value: torch.Tensor, noise: Union[str, N
     return torch.cat(out).reshape(shape)
 
 
-def log_marginal_all(utility: torch.Tensor, noise: Union[str, Noise] = "normal",
+def log_marginal_all(utility: torch.Tensor, noise,
                      num_nodes: int = DEFAULT_NUM_NODES) -> torch.Tensor:
     """Log-probabilities of every class, shape ``batch_shape + (K,)`` (O(K^2) work).
 
     Example:
 
     >>> import torch
+    >>> from pyro_ar.noise import NormalNoise
     >>> from pyro_ar.quadrature import log_marginal_all
-    >>> p = log_marginal_all(torch.randn(2, 10, dtype=torch.float64), "normal").exp()
+    >>> p = log_marginal_all(torch.randn(2, 10, dtype=torch.float64), NormalNoise()).exp()
     >>> torch.allclose(p.sum(-1), torch.ones(2, dtype=torch.float64), atol=1e-10)
     True
     """

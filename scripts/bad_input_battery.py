@@ -38,7 +38,14 @@ from pyro_ar.datasets import load_svmlight  # noqa: E402
 from pyro_ar.distributions import (AugmentedCategorical, RelaxedUtilityCategorical,  # noqa: E402
                                    UtilityCategorical, check_labels)
 from pyro_ar.estimator import ARClassifier  # noqa: E402
-from pyro_ar.infer import DivergenceCheck, EarlyStopping, TrainingDiverged, train  # noqa: E402
+from pyro_ar.infer import (  # noqa: E402
+    DivergenceCheck,
+    EarlyStopping,
+    TrainingDiverged,
+    default_elbo,
+    default_guide,
+    train,
+)
 from pyro_ar.models import (BayesianLinearClassifier, BayesianNeuralClassifier,  # noqa: E402
                             BigramLanguageModel, CategoricalLatentGP, CategoricalLatentModel,
                             LinearClassifier, NeuralClassifier)
@@ -74,14 +81,14 @@ def finite(value) -> bool:
 # ------------------------------------------------------------------ models: one SVI step (the guide first)
 def step(model, *inputs, validate=False):
     pyro.clear_param_store()
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
     with pyro.validation_enabled(validate):
         return svi.step(*inputs)
 
 
 def fit(model, *inputs, lr=0.01, num_steps=3):
     pyro.clear_param_store()
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": lr}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": lr}), default_elbo())
     return train(svi, *inputs, num_steps=num_steps)[-1]["loss"]
 
 
@@ -182,7 +189,7 @@ for kw in [dict(num_negatives="many"), dict(num_negatives=0), dict(num_negatives
 def loop_case(description, names, **kwargs):
     def run():
         model = LinearClassifier(3, 7, subsample_size=4)
-        svi = SVI(model, model.default_guide(), lazy_adam({"lr": kwargs.pop("lr", 0.01)}), model.default_elbo())
+        svi = SVI(model, default_guide(model), lazy_adam({"lr": kwargs.pop("lr", 0.01)}), default_elbo())
         return train(svi, X8, Y8, **{"num_steps": 3, **kwargs})[-1]["loss"]
     case("loop", description, names)(run)
 

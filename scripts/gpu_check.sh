@@ -44,11 +44,12 @@ cuda=$($PY -c "import torch; print(int(torch.cuda.is_available()))" 2>/dev/null 
 [ "$cuda" = 1 ] || export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}  # a CPU run: one thread (a shared machine)
 
 # 1. the CUDA tests: every test id with "cuda" in it (the DEVICES parametrisation of
-#    tests/helpers.py and the test_cuda_* functions), in the files that have them
+#    tests/helpers.py and the test_cuda_* functions), in the files that have them, in both
+#    test tiers (-m "": the slow tier too)
 files=$(grep -rlE "requires_cuda|DEVICES|cuda.is_available" tests --include='test_*.py' | sort)
 per_test=()
 $PY -c "import pytest_timeout" 2>/dev/null && per_test=(--timeout=90)
-timeout -k 10 "$TEST_SECONDS" $PY -m pytest -q -p no:cacheprovider -k cuda -rfEs "${per_test[@]}" $files \
+timeout -k 10 "$TEST_SECONDS" $PY -m pytest -q -p no:cacheprovider -m "" -k cuda -rfEs "${per_test[@]}" $files \
     > "$OUT/tests.log" 2>&1
 rc_tests=$?
 tail -n 40 "$OUT/tests.log"

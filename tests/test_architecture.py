@@ -1,77 +1,247 @@
-"""The layering of the package: every module imports only from its own layer or below.
+"""The layering of the package, at module grain: every import points down or within a layer,
+and the module import graph has no cycle.
 
-Layers (bottom to top) are listed in docs/architecture.rst. Imports are read from the
-source with ``ast`` (module level and function level alike), so a lazy import that goes
-upwards is caught too; the deprecated shims are exempt.
+The layers are read from the table in ``docs/architecture.rst`` (the ``list-table`` named
+``layers``, top to bottom; a name is a module or a package). Imports are read from the source
+with ``ast``, at module level and inside functions alike, so a lazy import is an arrow like any
+other. An import of ``pyro_ar.a.b`` is an arrow to ``pyro_ar.a.b`` and to the package
+``pyro_ar.a`` (whose ``__init__`` runs first) -- except for the root package ``pyro_ar``, which
+every import passes through.
 """
 
 import ast
 import pathlib
+import re
+from typing import Dict, Iterator, List, Optional, Set, Tuple
 
-import pytest
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "pyro_ar"
+DOC = ROOT / "docs" / "architecture.rst"
 
-PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "pyro_ar"
-
-#: layer of each top-level module or subpackage (higher imports lower, never the reverse)
-LAYERS = {
-    "numerics": 0, "files": 0, "noise": 1, "negatives": 1, "utility": 1, "optim": 1, "datasets": 1,
-    "data": 1, "quadrature": 2, "weight_pattern": 2, "distributions": 3, "testing": 3, "evaluation": 4,
-    "likelihoods": 4, "models": 5, "infer": 6, "estimator": 7, "distributed": 7,
-}
-#: deprecated shims that re-export from above (one release)
-SHIMS = {"bounds.py", "metrics.py", "language_model.py", "infer/bayesian.py", "infer/training.py"}
-#: upward imports that are allowed (all lazy, inside one function): a model's one-line
-#: default_guide convenience, and Noise.distribution() building its NoiseDistribution
-ALLOWED = {("models", "infer"), ("noise", "distributions")}
+Graph = Dict[str, Dict[str, bool]]  # module -> {imported module: late (inside a function) only}
 
 
-def _top(module: str) -> str:
-    return module.split(".")[0]
+# ------------------------------------------------------------------ reading the layers
+def read_layers(text: str) -> List[Tuple[str, List[str]]]:
+    """``[(layer name, [module or package names])]``, top to bottom, from the ``list-table``
+    named ``layers`` of an rst page: each row is ``* - layer`` / ``- ``names```` / ``- text``."""
+    tables = re.finditer(r"^\.\. list-table::.*\n((?:[ \t]+:.*\n)*)", text, re.M)  # directive + options
+    match = next((t for t in tables if re.search(r":name:\s+layers\s*$", t.group(1), re.M)), None)
+    if match is None:
+        raise ValueError("docs/architecture.rst has no list-table with ':name: layers'")
+    body = re.split(r"\n(?=\S)", text[match.end():], maxsplit=1)[0]  # up to the next unindented line
+    rows = []
+    for row in re.split(r"^\s*\* - ", body, flags=re.M)[1:]:
+        cells = re.split(r"^\s*- ", row, flags=re.M)
+        rows.append((cells[0].strip(), re.findall(r"``(pyro_ar(?:\.\w+)*)``", cells[1]) if len(cells) > 1 else []))
+    header, layers = rows[0], rows[1:]
+    if header[0] != "layer" or not layers:
+        raise ValueError(f"the layers table must start with a 'layer' header row and have rows, got {rows!r}")
+    return layers
 
 
-def _imports(path: pathlib.Path):
-    rel = path.relative_to(PACKAGE)
-    own = rel.parts[0].removesuffix(".py")
-    tree = ast.parse(path.read_text())
+def layer_ranks(layers: List[Tuple[str, List[str]]]) -> Dict[str, int]:
+    """Name -> rank (0 for the bottom row); a name listed twice is an error."""
+    ranks = {}
+    for rank, (layer, names) in enumerate(reversed(layers)):
+        for name in names:
+            if name in ranks:
+                raise ValueError(f"{name} is listed in two layers of docs/architecture.rst")
+            ranks[name] = rank
+    return ranks
+
+
+def rank_of(module: str, ranks: Dict[str, int]) -> Optional[int]:
+    """The rank of the longest listed name that is ``module`` or a package above it."""
+    parts = module.split(".")
+    for end in range(len(parts), 0, -1):
+        name = ".".join(parts[:end])
+        if name in ranks:
+            return ranks[name]
+    return None
+
+
+# ------------------------------------------------------------------ reading the imports
+def module_files(package: pathlib.Path = PACKAGE) -> Dict[str, pathlib.Path]:
+    """Dotted module name -> file, for every ``.py`` file of the package."""
+    out = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def imports(source: str, module: str, is_package: bool, known: Set[str]) -> Iterator[Tuple[str, bool]]:
+    """``(imported module, late)`` for every import of ``pyro_ar`` in ``source``, the source
+    of ``module``; ``late`` is True for an import inside a function. ``from X import name``
+    imports the module ``X.name`` if there is one, otherwise ``X``."""
+    tree = ast.parse(source)
+    late_nodes = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                  for n in ast.walk(f)}
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            if node.level == 0:
-                if node.module and node.module.startswith("pyro_ar."):
-                    yield own, _top(node.module[len("pyro_ar."):])
-                continue
-            if node.level == 1 and len(rel.parts) == 1 or node.level == 2 and len(rel.parts) == 2:
-                if node.module:
-                    yield own, _top(node.module)
-                else:
-                    for alias in node.names:
-                        yield own, alias.name
-            # level 1 inside a subpackage: its own package, same layer
-
-
-FILES = [p for p in sorted(PACKAGE.rglob("*.py")) if str(p.relative_to(PACKAGE)) not in SHIMS]
-
-
-@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_imports_point_down(path):
-    for own, target in _imports(path):
-        if own not in LAYERS or target not in LAYERS or own == target:
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")[: len(module.split(".")) - node.level + is_package]
+                prefix = ".".join(base + ([node.module] if node.module else []))
+            else:
+                prefix = node.module or ""
+            targets = [f"{prefix}.{a.name}" if f"{prefix}.{a.name}" in known else prefix for a in node.names]
+        else:
             continue
-        assert LAYERS[target] <= LAYERS[own] or (own, target) in ALLOWED, (
-            f"{path.relative_to(PACKAGE)} (layer {own}) imports {target}, a higher layer")
+        for target in targets:
+            if target == "pyro_ar" or target.startswith("pyro_ar."):
+                yield target, id(node) in late_nodes
 
 
-def test_an_upward_import_is_caught(tmp_path, monkeypatch):
-    """The checker itself: a ground module importing the models package is reported."""
-    fake = PACKAGE / "negatives.py"
-    imports = set(_imports(fake))
-    assert all(LAYERS[t] <= LAYERS["negatives"] for o, t in imports if t in LAYERS)
-    tree_src = "def f():\n    from .models import LinearClassifier\n"
-    monkeypatch.setattr(pathlib.Path, "read_text", lambda self, *a, **k: tree_src)
-    assert ("negatives", "models") in set(_imports(fake))
+def import_graph(files: Dict[str, pathlib.Path]) -> Graph:
+    """The module import graph (module-level and late imports), with the arrows to the
+    packages a module import runs, except the root package and the importer's own packages."""
+    known = set(files)
+    graph: Graph = {m: {} for m in files}
+    for module, path in files.items():
+        own = {".".join(module.split(".")[:i]) for i in range(1, module.count(".") + 2)}
+        for target, late in imports(path.read_text(), module, path.name == "__init__.py", known):
+            while target not in known:  # pyro_ar.x.attr -> pyro_ar.x
+                target = target.rsplit(".", 1)[0]
+            parts = target.split(".")
+            runs = {".".join(parts[:i]) for i in range(2, len(parts) + 1)} - own  # packages run first
+            for t in runs | ({target} if target != module else set()):
+                if t in known:
+                    graph[module][t] = graph[module].get(t, True) and late
+    return graph
 
 
-def test_every_module_has_a_layer():
-    names = {p.relative_to(PACKAGE).parts[0].removesuffix(".py") for p in PACKAGE.glob("*")
-             if (p.suffix == ".py" or p.is_dir()) and not p.name.startswith("__")}
-    missing = names - set(LAYERS) - {s.split("/")[0].removesuffix(".py") for s in SHIMS}
-    assert not missing, f"modules without a layer in tests/test_architecture.py: {sorted(missing)}"
+def find_cycle(graph: Graph) -> Optional[List[str]]:
+    """A cycle of the graph as ``[a, b, ..., a]``, or None (iterative depth-first search)."""
+    state = {}  # 1: on the current path, 2: done
+    for start in sorted(graph):
+        if state.get(start):
+            continue
+        path, stack = [start], [iter(sorted(graph[start]))]
+        state[start] = 1
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            elif not state.get(nxt):
+                state[nxt] = 1
+                path.append(nxt)
+                stack.append(iter(sorted(graph.get(nxt, ()))))
+    return None
+
+
+def describe(cycle: List[str], graph: Graph) -> str:
+    """``a -> b -[late]-> c -> a``: ``-[late]->`` is an import inside a function."""
+    return cycle[0] + "".join(f" {'-[late]->' if graph[a][b] else '->'} {b}" for a, b in zip(cycle, cycle[1:]))
+
+
+def upward(graph: Graph, ranks: Dict[str, int]) -> List[str]:
+    """Every import that points to a higher layer, described."""
+    bad = []
+    for module, targets in sorted(graph.items()):
+        for target, late in sorted(targets.items()):
+            low, high = rank_of(module, ranks), rank_of(target, ranks)
+            if low is not None and high is not None and high > low:  # (no layer: its own test)
+                bad.append(f"{module} imports {target}{' (inside a function)' if late else ''}, a higher layer")
+    return bad
+
+
+# ------------------------------------------------------------------ the package
+LAYERS = read_layers(DOC.read_text())
+RANKS = layer_ranks(LAYERS)
+FILES = module_files()
+GRAPH = import_graph(FILES)
+
+
+def test_every_module_has_a_layer_and_every_name_exists():
+    missing = [m for m in FILES if rank_of(m, RANKS) is None]
+    assert not missing, f"modules without a layer in docs/architecture.rst: {missing}"
+    stale = [name for name in RANKS if name not in FILES]
+    assert not stale, f"docs/architecture.rst names modules that do not exist: {stale}"
+
+
+def test_imports_point_down_or_within_a_layer():
+    bad = upward(GRAPH, RANKS)
+    assert not bad, "\n".join(bad)
+
+
+def test_no_import_cycle():
+    cycle = find_cycle(GRAPH)
+    assert cycle is None, f"import cycle: {describe(cycle, GRAPH)}"
+
+
+# ------------------------------------------------------------------ the checker itself
+def test_the_layers_table_is_read_top_to_bottom():
+    text = ("intro\n\n.. list-table:: other\n   :header-rows: 1\n\n   * - x\n     - ``pyro_ar.nope``\n\n"
+            ".. list-table:: L\n   :name: layers\n   :header-rows: 1\n\n   * - layer\n     - modules\n"
+            "     - owns\n   * - top\n     - ``pyro_ar.b``,\n       ``pyro_ar.c``\n     - text ``pyro_ar.z``\n"
+            "   * - bottom\n     - ``pyro_ar.a``\n     - text\n\nAfter\n-----\n``pyro_ar.q``\n")
+    layers = read_layers(text)
+    assert layers == [("top", ["pyro_ar.b", "pyro_ar.c"]), ("bottom", ["pyro_ar.a"])]
+    ranks = layer_ranks(layers)
+    assert rank_of("pyro_ar.b.sub", ranks) == 1 and rank_of("pyro_ar.a", ranks) == 0
+    assert rank_of("pyro_ar.z", ranks) is None
+    assert [name for name, _ in LAYERS][0] == "facade" and rank_of("pyro_ar", RANKS) == len(LAYERS) - 1
+
+
+def test_late_and_relative_imports_are_read():
+    known = {"pyro_ar", "pyro_ar.noise", "pyro_ar.models", "pyro_ar.models.base", "pyro_ar.infer",
+             "pyro_ar.infer.guides"}
+    source = ("from . import noise\nfrom .models.base import take_rows\n"
+              "def f():\n    from .infer import default_guide\n    import pyro_ar.infer.guides\n")
+    got = set(imports(source, "pyro_ar.quadrature", False, known))
+    assert got == {("pyro_ar.noise", False), ("pyro_ar.models.base", False), ("pyro_ar.infer", True),
+                   ("pyro_ar.infer.guides", True)}
+    # inside a package: level 1 is the package itself, level 2 its parent
+    got = set(imports("from .base import x\nfrom ..noise import y\n", "pyro_ar.models", True, known))
+    assert got == {("pyro_ar.models.base", False), ("pyro_ar.noise", False)}
+    got = set(imports("from . import base\nfrom .. import noise\n", "pyro_ar.models.linear", False, known))
+    assert got == {("pyro_ar.models.base", False), ("pyro_ar.noise", False)}
+
+
+def test_an_upward_import_inside_a_function_is_caught(tmp_path):
+    pkg = tmp_path / "pyro_ar"
+    (pkg / "high").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "low.py").write_text("def f():\n    from .high.mod import g\n")
+    (pkg / "high" / "__init__.py").write_text("")
+    (pkg / "high" / "mod.py").write_text("from ..low import f\n")
+    graph = import_graph(module_files(pkg))
+    assert graph["pyro_ar.low"] == {"pyro_ar.high.mod": True, "pyro_ar.high": True}
+    ranks = {"pyro_ar": 2, "pyro_ar.high": 1, "pyro_ar.low": 0}
+    assert upward(graph, ranks) == [
+        "pyro_ar.low imports pyro_ar.high (inside a function), a higher layer",
+        "pyro_ar.low imports pyro_ar.high.mod (inside a function), a higher layer"]
+    assert find_cycle(graph) == ["pyro_ar.high.mod", "pyro_ar.low", "pyro_ar.high.mod"]
+
+
+def test_a_cycle_is_found_and_reported():
+    graph = {"a": {"b": False}, "b": {"c": True}, "c": {"a": False, "d": False}, "d": {}}
+    cycle = find_cycle(graph)
+    assert cycle == ["a", "b", "c", "a"]
+    assert describe(cycle, graph) == "a -> b -[late]-> c -> a"
+    assert find_cycle({"a": {"b": False}, "b": {"c": False}, "c": {}, "d": {"a": False}}) is None
+    assert find_cycle({"a": {"a": False}}) == ["a", "a"]
+
+
+def test_a_cycle_through_a_package_init_is_found(tmp_path):
+    """noise -> dist.wrapper (late) is no cycle by itself, but importing dist.wrapper runs
+    dist/__init__, which imports dist.other, which imports noise: the cycle issue 28 found."""
+    pkg = tmp_path / "pyro_ar"
+    (pkg / "dist").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from . import noise, dist\n")
+    (pkg / "noise.py").write_text("def f():\n    from .dist.wrapper import W\n")
+    (pkg / "dist" / "__init__.py").write_text("from .other import *\nfrom .wrapper import *\n")
+    (pkg / "dist" / "other.py").write_text("from ..noise import f\n")
+    (pkg / "dist" / "wrapper.py").write_text("W = 1\n")
+    graph = import_graph(module_files(pkg))
+    assert "pyro_ar" not in graph["pyro_ar.noise"]  # the root package is no arrow
+    cycle = find_cycle(graph)
+    assert cycle is not None and set(cycle) == {"pyro_ar.noise", "pyro_ar.dist", "pyro_ar.dist.other"}

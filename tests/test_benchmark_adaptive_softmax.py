@@ -5,20 +5,13 @@ worker, and the comparison helpers of ``benchmarks/time_to_quality.py``. Seconds
 import argparse
 import json
 import math
-import os
-import sys
 
 import pytest
 import torch
 
-BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
-sys.path.insert(0, BENCHMARKS)
-
-import brown  # noqa: E402
-import time_to_quality  # noqa: E402
-from plain_loop import AdaptiveSoftmaxBigram, frequency_cutoffs  # noqa: E402
-
-from pyro_ar.models import unigram_log_probs  # noqa: E402
+from benchmarks import brown, time_to_quality
+from benchmarks.plain_loop import AdaptiveSoftmaxBigram, frequency_cutoffs
+from pyro_ar.models import unigram_log_probs
 
 pytestmark = pytest.mark.usefixtures("seeded", "one_thread")
 

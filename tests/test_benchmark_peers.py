@@ -1,6 +1,5 @@
 """benchmarks/peers.py: the scoring rules, and one --quick run of every method on synthetic data."""
 
-import importlib.util
 import json
 import math
 import subprocess
@@ -18,10 +17,9 @@ SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "peers.py"
 
 @pytest.fixture(scope="module")
 def peers():
-    spec = importlib.util.spec_from_file_location("peers", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from benchmarks import peers
+
+    return peers
 
 
 def test_top_k_rule_spreads_the_rest_evenly(peers):

@@ -10,30 +10,21 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
-
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
-
-
-@pytest.fixture
-def benchmarks_path(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
+from benchmarks import brown, harness, table3
+from benchmarks import time_to_quality as ttq
 
 
-def test_table3_reports_cpu_time_per_step_and_writes_only_to_out(benchmarks_path, monkeypatch, tmp_path):
-    """--out DIR: everything goes there and no benchmarks/out is created; the step time is CPU
-    time -- a wall clock that runs 10 s per reading (a machine busy with other jobs) does not
-    change it (before: wall-clock "ms/step", 368-512 ms for steps of under 11 ms CPU)."""
-    import paper_common
-    import table3
+def test_table3_reports_cpu_time_per_step_and_writes_only_to_out(monkeypatch, tmp_path):
+    """--out DIR: everything goes there and the default output folder is not created; the step
+    time is CPU time -- a wall clock that runs 10 s per reading (a machine busy with other jobs)
+    does not change it (before: wall-clock "ms/step", 368-512 ms for steps of under 11 ms CPU)."""
     from tests.test_snippets import write_example_files
 
     write_example_files(tmp_path)
-    sentinel = tmp_path / "repo_benchmarks_out"
-    monkeypatch.setattr(paper_common, "OUT", sentinel)  # where benchmarks/out would be created
+    sentinel = tmp_path / "default_out"
+    monkeypatch.setattr(harness, "DEFAULT_OUT", sentinel)  # where a run without --out would write
     import pyro_ar.infer.loop as loop
 
     fake_wall = iter(range(0, 10**9, 10))  # the training loop's clocks: wall fake, CPU real
@@ -55,9 +46,7 @@ def test_table3_reports_cpu_time_per_step_and_writes_only_to_out(benchmarks_path
     assert saved["rows"][0]["median_step_cpu_ms"] == row["median_step_cpu_ms"]
 
 
-def test_time_to_quality_says_missing_instead_of_nan(benchmarks_path):
-    import time_to_quality as ttq
-
+def test_time_to_quality_says_missing_instead_of_nan():
     ok_run = {"history": [], "best": {"test_ll": -5.5}}
     summary = {"ar_softmax_best": {"test_ll": -5.5}}
     t = ttq.targets(summary, {"ar_softmax": ok_run})  # exact and botev not run
@@ -73,11 +62,9 @@ def test_time_to_quality_says_missing_instead_of_nan(benchmarks_path):
     assert "A&R 25.0x sooner to exact's best (>= 20: met)" in line and "+0.1000 (>= 0.05: met)" in line
 
 
-def test_workers_progress_is_relayed_while_they_run(benchmarks_path):
+def test_workers_progress_is_relayed_while_they_run():
     """brown._collect (time_to_quality's and brown.py's driver) prints each worker's progress
     lines as they arrive, labelled, and parses its RESULT line; a worker without one failed."""
-    import brown
-
     code = ("import json, sys, time\nprint('step 10, 1.0 CPU s, valid_ll -6', flush=True)\n"
             "time.sleep({delay})\nprint('RESULT ' + json.dumps({{'method': '{m}', 'history': []}}), flush=True)")
     procs = {m: subprocess.Popen([sys.executable, "-c", code.format(m=m, delay=d)], stdout=subprocess.PIPE,

@@ -19,8 +19,15 @@ from pyro.infer import SVI
 from pyro_ar import ARClassifier, metrics
 from pyro_ar.datasets import make_linear_teacher, make_sparse_teacher
 from pyro_ar.evaluation import evaluate
-from pyro_ar.infer import (ClassSubsampledNormal, ClosedFormELBO, predictive_log_likelihood, predictive_top_k,
-                           train)
+from pyro_ar.infer import (
+    ClassSubsampledNormal,
+    ClosedFormELBO,
+    default_elbo,
+    default_guide,
+    predictive_log_likelihood,
+    predictive_top_k,
+    train,
+)
 from pyro_ar.likelihoods import AR, Exact
 from pyro_ar.models import (BayesianLinearClassifier, CategoricalLatentGP, CategoricalLatentModel,
                             LinearClassifier, NeuralClassifier)
@@ -60,7 +67,7 @@ def test_linear_classifier_trains_and_evaluates_on_the_data_device(device, likel
         lik = AR(negatives=SharedNegatives(8)) if likelihood == "shared" else AR(negatives=8)
     model = LinearClassifier(D, K, likelihood=lik, weights="map", subsample_size=64, sparse=sparse,
                              utility=utility)
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
     losses = [svi.step(x, y) for _ in range(30)]
     assert all(math.isfinite(v) for v in losses)
     _assert_params_on(device)
@@ -73,7 +80,7 @@ def test_sparse_inputs_and_low_rank_on_the_data_device(device):
     s = make_sparse_teacher(400, 200, K, nnz_per_row=5, seed=0)
     x, y = _on(device, s.x, s.y)
     model = LinearClassifier(200, K, num_negatives=8, strategy="shared", subsample_size=64, sparse=True, rank=4)
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
     assert all(math.isfinite(svi.step(x, y)) for _ in range(10))
     _assert_params_on(device)
     assert math.isfinite(model.log_likelihood(x, y))
@@ -135,7 +142,7 @@ def test_latent_model_follows_the_data_device(device, posterior, utility):
     items = _sessions().to(device)
     model = CategoricalLatentModel(30, 2, AR(negatives=SharedNegatives(5)), subsample_size=16, hidden_dim=8,
                                    posterior=posterior, num_sessions=40, utility=utility)
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.03}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.03}), default_elbo())
     assert all(math.isfinite(svi.step(items)) for _ in range(5))
     _assert_params_on(device)
     s = model.scores(items, num_samples=4)
@@ -174,7 +181,7 @@ def test_latent_gp_trains_and_imputes_on_the_data_device(device, utility):
     x = _categorical_table().to(device)
     model = CategoricalLatentGP(CARDS, 2, AR(negatives=SharedNegatives(2)), num_inducing=4, hidden_dim=8,
                                 utility=utility, subsample_size=16)
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.03}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.03}), default_elbo())
     assert all(math.isfinite(svi.step(x)) for _ in range(5))
     _assert_params_on(device)
     target = torch.full_like(x, -1)
@@ -223,7 +230,7 @@ def test_neural_classifier_body_on_the_device(device):
     body = torch.nn.Sequential(torch.nn.Linear(D, 16), torch.nn.Tanh()).to(device)
     model = NeuralClassifier(body, 16, K, likelihood=AR(negatives=SharedNegatives(8)), subsample_size=64,
                              sparse=True)
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
     assert all(math.isfinite(svi.step(x, y)) for _ in range(5))
     _assert_params_on(device)
     assert math.isfinite(model.log_likelihood(x, y))
@@ -240,7 +247,7 @@ def test_checkpoint_resumes_a_run_on_the_device(device, tmp_path):
     def run(num_steps, path=None):
         pyro.clear_param_store()
         model = LinearClassifier(D, K, num_negatives=4, subsample_size=32, sparse=True)
-        svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
+        svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
         hist = train(svi, x, y, num_steps=num_steps, checkpoint=path, log_every=1)
         return [h["loss"] for h in hist if h["step"] > 0], pyro.param("weight").detach().clone()
 

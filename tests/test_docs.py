@@ -1,11 +1,13 @@
 """The documentation builds offline in nitpicky mode with warnings as errors.
 
-One Sphinx build (``sphinx -n -W``, module fixture) serves every check: no broken
-cross-reference, MathJax served from the build's ``_static`` folder, intersphinx links to
-Python / torch / Pyro / NumPy / scikit-learn from the committed inventories, and every
-tutorial executed as a Jupyter notebook (myst-nb, quick size) with each declared figure
-shown inline on its page and written as a PNG (the notebook counterpart of
-``tests/test_tutorials.py``).
+One Sphinx build (``sphinx -n -W``, module fixture; slow tier: ``pytest -m slow``) serves
+every check that needs it: no broken cross-reference, MathJax served from the build's
+``_static`` folder, intersphinx links to Python / torch / Pyro / NumPy / scikit-learn from
+the committed inventories, and every tutorial executed as a Jupyter notebook (myst-nb,
+quick size) with each declared figure shown inline on its page and written as a PNG, and
+the progress lines of the long-training tutorials shown on their pages. This build is the
+one execution of each tutorial; ``tests/test_tutorials.py`` checks the script form
+without running it again. The checks that need no build run in the default tier.
 """
 
 import importlib
@@ -15,18 +17,19 @@ import re
 import subprocess
 import sys
 import warnings
+from html import unescape
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import data_required
 from tests.test_docstrings import _find_modules
-from tests.test_tutorials import TUTORIALS, check_figures, declared_figures
+from tests.test_tutorials import PROGRESS_LINES, TUTORIALS, check_figures, declared_figures
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
-#: every public module (found by walking the package, deprecated shims and private modules
-#: skipped): each must be in the API reference
+#: every public module (found by walking the package, private modules skipped): each must be
+#: in the API reference
 PUBLIC_MODULES = [m for m in _find_modules() if not any(p.startswith("_") for p in m.split("."))]
 
 #: intersphinx project -> its documentation root (as in docs/conf.py)
@@ -63,11 +66,13 @@ def built_docs(tmp_path_factory):
     return tmp / "html", tmp / "figures"
 
 
+@pytest.mark.slow
 def test_sphinx_build_is_nitpick_clean(built_docs):
     html, _ = built_docs
     assert (html / "api.html").is_file() and (html / "tutorials.html").is_file()
 
 
+@pytest.mark.slow
 def test_math_is_served_from_static_not_a_cdn(built_docs):
     html, _ = built_docs
     page = (html / "math.html").read_text()
@@ -76,6 +81,7 @@ def test_math_is_served_from_static_not_a_cdn(built_docs):
     assert (html / "_static" / "mathjax" / "tex-chtml.js").is_file()
 
 
+@pytest.mark.slow
 def test_intersphinx_links_every_project(built_docs):
     """Each project's objects are linked (resolved offline from docs/_inventories/)."""
     html, _ = built_docs
@@ -97,6 +103,7 @@ def test_inventories_are_small_and_readable():
         assert len(inventory) > 0, f.name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", TUTORIALS, ids=[p.stem for p in TUTORIALS])
 def test_tutorial_page_shows_its_figures(built_docs, script):
     """The notebook ran in a kernel and every declared figure is shown inline, once."""
@@ -109,8 +116,12 @@ def test_tutorial_page_shows_its_figures(built_docs, script):
     text = page.read_text()
     for warning in ("TqdmWarning", "IProgress not found"):  # ipywidgets missing from the extras
         assert warning not in text, f"{script.name}'s page shows {warning!r}"
+    shown = unescape(re.sub(r"<[^>]+>", "", text))  # the cells' printed output, as text
+    for pattern in PROGRESS_LINES.get(script.stem, ()):
+        assert re.search(pattern, shown), f"{script.name}'s page shows no progress line /{pattern}/"
 
 
+@pytest.mark.slow
 def test_tutorial_notebooks_write_their_figures(built_docs):
     _, figures = built_docs
     declared = tuple(f for script in TUTORIALS for f in declared_figures(script))

@@ -2,9 +2,7 @@
 
 import doctest
 import importlib
-import importlib.util
 import pkgutil
-import warnings
 
 import pytest
 import torch
@@ -14,26 +12,9 @@ import pyro
 import pyro_ar
 
 
-def _is_deprecated_shim(name):
-    """A module kept only for its old import path: its docstring starts with "Deprecated"."""
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
-        return False
-    with open(spec.origin, encoding="utf-8") as f:
-        head = f.read(400).lstrip()
-    for prefix in ('r"""', '"""', "r'''", "'''"):
-        if head.startswith(prefix):
-            return head[len(prefix):].lstrip().lower().startswith("deprecated")
-    return False
-
-
 def _find_modules():
-    """Every module of the package (found with pkgutil, not a hand-kept list), shims skipped."""
-    names = ["pyro_ar"]
-    for info in pkgutil.walk_packages(pyro_ar.__path__, "pyro_ar."):
-        if not _is_deprecated_shim(info.name):
-            names.append(info.name)
-    return sorted(names)
+    """Every module of the package (found with pkgutil, not a hand-kept list)."""
+    return sorted(["pyro_ar"] + [info.name for info in pkgutil.walk_packages(pyro_ar.__path__, "pyro_ar.")])
 
 
 MODULES = _find_modules()
@@ -41,9 +22,7 @@ MODULES = _find_modules()
 
 @pytest.mark.parametrize("module", MODULES)
 def test_docstring_examples_run(module):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        mod = importlib.import_module(module)
+    mod = importlib.import_module(module)
     pyro.clear_param_store()
     torch.manual_seed(0)
     finder = doctest.DocTestFinder(exclude_empty=True)
@@ -65,9 +44,7 @@ def test_every_public_object_shows_an_example():
     for module in MODULES:
         if module == "pyro_ar":  # re-exports only
             continue
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            mod = importlib.import_module(module)
+        mod = importlib.import_module(module)
         for name in getattr(mod, "__all__", []):
             obj = getattr(mod, name)
             if inspect.isclass(obj) or inspect.isfunction(obj):

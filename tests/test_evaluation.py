@@ -1,14 +1,13 @@
 """pyro_ar.evaluation: closed forms, chunk-size and shared-row invariance, float64 accuracy,
-posterior draws, named errors for bad input (issue 12 item 2), and the deprecated metrics shim."""
+posterior draws, named errors for bad input (issue 12 item 2), and metrics.bound's."""
 
 import math
-import warnings
 
 import pytest
 import torch
 
 import pyro_ar as ar
-from pyro_ar import evaluation as ev
+from pyro_ar import evaluation as ev, metrics
 from tests.helpers import DEVICES
 
 pytestmark = pytest.mark.usefixtures("seeded")
@@ -167,6 +166,34 @@ def test_linear_source_matches_dense_and_draws():
     assert ev.log_likelihood(ev.linear_source(x, W[0], b[0]), y) == pytest.approx(ev.log_likelihood(psi[0], y))
 
 
+class _Rows:
+    """Rows fetched on demand as torch-sparse batches (as the estimator's scipy rows are)."""
+
+    def __init__(self, x):
+        self.x, self.shape = x, x.shape
+
+    def __getitem__(self, ids):
+        return self.x[ids].to_sparse()
+
+
+@pytest.mark.parametrize("sparse_rows", [False, True])
+def test_linear_source_low_rank_sparse_rows_and_pattern_weights(sparse_rows):
+    """Issue 28: the estimator's utilities (low rank W = V E^T, scipy rows fetched chunk by
+    chunk, W on a pattern as a torch-sparse matrix) go through linear_source, in float64."""
+    x, V, E, b = torch.randn(9, 5), torch.randn(3, 6, 2), torch.randn(3, 5, 2), torch.randn(3, 6)
+    x[x.abs() < 0.7] = 0.0
+    rows, ids = (_Rows(x) if sparse_rows else x), torch.tensor([4, 0, 7])
+    dense = torch.einsum("nd,sdr,skr->snk", x.double(), E.double(), V.double()) + b.double()[:, None]
+    assert torch.allclose(ev.linear_source(rows, V, b, embedding=E)(ids), dense[:, ids], atol=1e-12)
+    assert torch.allclose(ev.linear_source(rows, V[0], b[0], embedding=E[0])(ids), dense[0, ids], atol=1e-12)
+    W = x.new_zeros(6, 5)
+    W[[0, 2, 5], [1, 1, 4]] = torch.tensor([1.5, -2.0, 0.5])
+    plain = x.double() @ W.double().T + b[0].double()
+    assert torch.allclose(ev.linear_source(rows, W.to_sparse(), b[0])(ids), plain[ids], atol=1e-12)
+    with pytest.raises(ValueError, match="embedding"):
+        ev.linear_source(rows, V, b, embedding=E[0])
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_device(device):
     psi, y = _problem()
@@ -219,41 +246,15 @@ def test_bad_input_is_a_named_value_error(call, match):
         call()
 
 
-# ---------------------------------------------------------------- the deprecated shim
-def test_metrics_shim_keeps_the_old_formats_and_warns():
-    from pyro_ar import metrics
-
-    psi, y = _problem(scale=8.0)
-    with pytest.warns(DeprecationWarning, match="evaluation.log_likelihood"):
-        out = metrics.log_likelihood(psi, y, floor=-2.0, return_pointwise=True)
-    assert set(out) == {"raw", "floored", "pointwise"}
-    assert out["raw"] == pytest.approx(ev.log_likelihood(psi, y))
-    assert out["floored"] == pytest.approx(ev.log_likelihood(psi, y, floor=-2.0))
-    with pytest.warns(DeprecationWarning):
-        assert metrics.accuracy(psi, y) == ev.accuracy(psi, y)
-    with pytest.warns(DeprecationWarning):
-        assert metrics.top_k_accuracy(psi, y, k=3) == ev.top_k_accuracy(psi, y, 3)
-    with pytest.warns(DeprecationWarning):
-        starts = [(a, b) for a, b, _ in metrics.iter_utility_chunks(psi, chunk_size=10)]
-    assert starts == [(0, 10), (10, 20), (20, 23)]
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)
-        metrics.bound(psi, y, "ove")  # not deprecated
-
-
 @pytest.mark.parametrize("call", [
-    lambda m: m.accuracy(torch.eye(3), torch.tensor([0, 1, 2, 0, 0, 0])),
-    lambda m: m.top_k_accuracy(torch.eye(3), torch.tensor([0, 1, 2]), k=0),
-    lambda m: m.accuracy(torch.zeros(0, 3), torch.zeros(0, dtype=torch.long)),
-    lambda m: m.log_likelihood(torch.eye(3), torch.tensor([0, 1, 2, 2])),
-    lambda m: m.bound(torch.eye(3), torch.tensor([0, 1, 5]), "ove"),
-    lambda m: m.bound(torch.eye(3), torch.tensor([0, 1, 2]), "ar", "normal", loc=torch.zeros(3),
-                      scale=torch.ones(3), num_samples=0),
+    lambda: ev.accuracy(torch.eye(3), torch.tensor([0, 1, 2, 0, 0, 0])),
+    lambda: ev.top_k_accuracy(torch.eye(3), torch.tensor([0, 1, 2]), k=0),
+    lambda: ev.accuracy(torch.zeros(0, 3), torch.zeros(0, dtype=torch.long)),
+    lambda: ev.log_likelihood(torch.eye(3), torch.tensor([0, 1, 2, 2])),
+    lambda: metrics.bound(torch.eye(3), torch.tensor([0, 1, 5]), "ove"),
+    lambda: metrics.bound(torch.eye(3), torch.tensor([0, 1, 2]), "ar", "normal", loc=torch.zeros(3),
+                          scale=torch.ones(3), num_samples=0),
 ])
-def test_metrics_issue_12_regressions(call):
-    from pyro_ar import metrics
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        with pytest.raises(ValueError):
-            call(metrics)
+def test_issue_12_regressions(call):
+    with pytest.raises(ValueError):
+        call()

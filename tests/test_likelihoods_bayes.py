@@ -13,6 +13,7 @@ import pyro.poutine as poutine
 from pyro.infer import SVI
 
 from pyro_ar.datasets import make_linear_teacher
+from pyro_ar.infer import default_elbo, default_guide
 from pyro_ar.likelihoods import (DataSubsample, GaussianBouchard, GaussianUtility, JaakkolaJordan,
                                  LocalReparameterization)
 from pyro_ar.models import NeuralClassifier
@@ -130,7 +131,7 @@ def test_gaussian_output_layer_is_lazy_and_trains_like_lrt():
         pyro.clear_param_store()
         pyro.set_rng_seed(0)
         model = _model(lik, 2, subsample_size=100)
-        svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.1}), model.default_elbo())
+        svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.1}), default_elbo())
         losses = [svi.step(d.x, d.y) for _ in range(60)]
         assert all(map(math.isfinite, losses))
         results.append(model.evaluate(d.x, d.y, metrics=("log_lik",))["log_lik"])

@@ -354,3 +354,34 @@ def test_label_head_options_and_errors():
         LabelHeadNegatives("shared")
     with pytest.raises(ValueError, match="max_head"):
         LabelHeadNegatives(SharedNegatives(4), max_head=0)
+
+
+@pytest.fixture
+def deferred_check(monkeypatch):
+    """The path CUDA takes (a device-side assertion instead of a host check), here on the CPU."""
+    import pyro_ar.negatives as negatives
+
+    monkeypatch.setattr(negatives, "_defer_check", lambda device: True)
+    return negatives
+
+
+@pytest.mark.parametrize("n,k", [(9, 2), (41, 10)])
+def test_deferred_check_path_is_uniform_over_ordered_positions(deferred_check, n, k):
+    """The GPU path (no host-device synchronisation): distinct values, each position of the
+    ordered subset uniform over range(n) (chi-square at level ALPHA / k per position)."""
+    out = torch.cat([sample_without_replacement(n, k, (2000,)), torch.stack(
+        [sample_without_replacement(n, k) for _ in range(500)])])
+    s, _ = out.sort(-1)
+    assert (s[:, 1:] != s[:, :-1]).all() and s.min() >= 0 and s.max() < n
+    for j in range(k):
+        assert _chisquare_uniform(torch.bincount(out[:, j], minlength=n)) > ALPHA / k
+
+
+def test_deferred_check_stops_on_a_shortfall(deferred_check, monkeypatch):
+    """A row with fewer than k distinct draws (forced here) is not returned silently: the
+    device-side assertion fires (on the CPU at once, as a RuntimeError)."""
+    real = deferred_check._first_k_distinct
+    monkeypatch.setattr(deferred_check, "_first_k_distinct",
+                        lambda draws, n, k: (real(draws, n, k)[0], torch.zeros(draws.shape[0], dtype=torch.bool)))
+    with pytest.raises(RuntimeError, match="fewer than k distinct draws"):
+        sample_without_replacement(1000, 20)

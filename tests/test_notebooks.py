@@ -12,6 +12,9 @@ import sys
 from pathlib import Path
 
 import nbformat
+import pytest
+
+pytestmark = pytest.mark.slow  # starts a Jupyter kernel and fits an estimator in it
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,6 +10,7 @@ import scipy.stats
 import torch
 
 from pyro_ar import UtilityCategorical
+from pyro_ar.noise import get_noise
 from pyro_ar.quadrature import log_marginal, log_marginal_all
 
 from tests.helpers import BUILTIN_NOISES, DEVICES, DTYPES, make_noise
@@ -25,7 +26,7 @@ def test_gumbel_quadrature_matches_log_softmax(K):
     y[0] = psi[0].argmax()  # the most likely class,
     y[1] = psi[1].argmin()  # the least likely one (log p ~ -30 at K = 1000)
     expected = psi.log_softmax(-1).gather(-1, y.unsqueeze(-1)).squeeze(-1)
-    lp = log_marginal(psi, y, "gumbel")
+    lp = log_marginal(psi, y, get_noise("gumbel"))
     assert (lp - expected).abs().max().item() < 1e-6
     lp = UtilityCategorical(psi, "gumbel", method="quadrature").log_prob(y)
     assert (lp - expected).abs().max().item() < 1e-6
@@ -33,7 +34,7 @@ def test_gumbel_quadrature_matches_log_softmax(K):
 
 def test_gumbel_quadrature_all_classes():
     psi = 5.0 * torch.randn(3, 30, dtype=torch.float64)
-    torch.testing.assert_close(log_marginal_all(psi, "gumbel"), psi.log_softmax(-1),
+    torch.testing.assert_close(log_marginal_all(psi, get_noise("gumbel")), psi.log_softmax(-1),
                                rtol=0, atol=1e-6)
     d = UtilityCategorical(psi, "gumbel", method="quadrature")
     torch.testing.assert_close(d.logits, psi.log_softmax(-1), rtol=0, atol=1e-6)
@@ -43,7 +44,7 @@ def test_probit_two_classes_closed_form():
     # K = 2 probit: p(y = 0) = Phi((psi_0 - psi_1) / sqrt 2)
     psi = 3.0 * torch.randn(200, 2, dtype=torch.float64)
     psi[:4] = torch.tensor([[0.0, 0.0], [8.0, -8.0], [-8.0, 8.0], [1e-3, 0.0]], dtype=torch.float64)
-    lp = log_marginal(psi, torch.zeros(200, dtype=torch.long), "normal")
+    lp = log_marginal(psi, torch.zeros(200, dtype=torch.long), get_noise("normal"))
     z = (psi[:, 0] - psi[:, 1]) / math.sqrt(2.0)
     expected = torch.special.ndtr(z)
     assert (lp.exp() - expected).abs().max().item() < 1e-10
@@ -105,14 +106,14 @@ def test_gradcheck(name):
     psi = (2.0 * torch.randn(2, 5, dtype=torch.float64)).requires_grad_()
     y = torch.tensor([0, 4])
     noise = make_noise(name)
-    assert torch.autograd.gradcheck(lambda p: log_marginal(p, y, noise), (psi,),
+    assert torch.autograd.gradcheck(lambda p: log_marginal(p, y, get_noise(noise)), (psi,),
                                     eps=1e-6, atol=1e-7, rtol=1e-5)
 
 
 def test_gumbel_quadrature_gradient_is_softmax_gradient():
     psi = (5.0 * torch.randn(4, 100, dtype=torch.float64)).requires_grad_()
     y = torch.randint(100, (4,))
-    (g,) = torch.autograd.grad(log_marginal(psi, y, "gumbel").sum(), psi)
+    (g,) = torch.autograd.grad(log_marginal(psi, y, get_noise("gumbel")).sum(), psi)
     (expected,) = torch.autograd.grad(psi.log_softmax(-1).gather(-1, y[:, None]).sum(), psi)
     torch.testing.assert_close(g, expected, rtol=0, atol=1e-9)
     # the gradient of log p(y) sums to zero over classes (shift invariance)
@@ -124,8 +125,8 @@ def test_gumbel_quadrature_gradient_is_softmax_gradient():
 def test_float32_agrees_with_float64(name, device):
     psi = 3.0 * torch.randn(4, 20, dtype=torch.float64)
     y = torch.randint(20, (4,))
-    lp64 = log_marginal(psi, y, name)
-    lp32 = log_marginal(psi.float().to(device), y.to(device), name)
+    lp64 = log_marginal(psi, y, get_noise(name))
+    lp32 = log_marginal(psi.float().to(device), y.to(device), get_noise(name))
     assert lp32.dtype == torch.float32 and lp32.device.type == device
     torch.testing.assert_close(lp32.cpu().double(), lp64, rtol=1e-5, atol=1e-5)
 
@@ -133,12 +134,12 @@ def test_float32_agrees_with_float64(name, device):
 def test_shapes_and_broadcasting():
     psi = torch.randn(3, 5, dtype=torch.float64)
     y = torch.tensor([[0], [4]])  # (2, 1) against batch (3,)
-    lp = log_marginal(psi, y, "normal")
+    lp = log_marginal(psi, y, get_noise("normal"))
     assert lp.shape == (2, 3)
-    torch.testing.assert_close(lp[1], log_marginal(psi, torch.full((3,), 4), "normal"))
-    assert log_marginal(psi[0], torch.tensor(2), "logistic").shape == ()
-    assert log_marginal_all(psi, "logistic").shape == (3, 5)
-    assert log_marginal_all(torch.randn(2, 3, 4), "normal").shape == (2, 3, 4)
+    torch.testing.assert_close(lp[1], log_marginal(psi, torch.full((3,), 4), get_noise("normal")))
+    assert log_marginal(psi[0], torch.tensor(2), get_noise("logistic")).shape == ()
+    assert log_marginal_all(psi, get_noise("logistic")).shape == (3, 5)
+    assert log_marginal_all(torch.randn(2, 3, 4), get_noise("normal")).shape == (2, 3, 4)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -152,9 +153,9 @@ def test_large_utilities_finite(name, dtype):
     x = psi.to(dtype).requires_grad_()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        lp = log_marginal(x, y, name)
+        lp = log_marginal(x, y, get_noise(name))
         (g,) = torch.autograd.grad(lp.sum(), x)
-        ref = log_marginal(psi, y, name)
+        ref = log_marginal(psi, y, get_noise(name))
     assert torch.isfinite(lp).all() and torch.isfinite(g).all()
     rel = ((lp.double() - ref).abs() / ref.abs().clamp(min=1.0)).max().item()
     assert rel < (1e-4 if dtype == torch.float32 else 1e-10)
@@ -168,7 +169,7 @@ def test_half_precision_is_refused_by_name(noise, dtype):
     with pytest.raises(ValueError, match=rf"utility must be float32 or float64 .* dtype={dtype}"):
         UtilityCategorical(psi, noise)
     with pytest.raises(ValueError, match="utility must be float32 or float64"):
-        log_marginal(psi, torch.tensor([0, 1]), noise)
+        log_marginal(psi, torch.tensor([0, 1]), get_noise(noise))
     # Gumbel noise is a closed form: half precision works there
     assert UtilityCategorical(psi, "gumbel").log_prob(torch.tensor([0, 1])).dtype == dtype
 
@@ -180,7 +181,7 @@ def test_empty_batch_gives_empty_log_probs(noise):
     d = UtilityCategorical(psi, noise)
     lp = d.log_prob(torch.zeros(0, dtype=torch.long))
     assert lp.shape == (0,)
-    assert d.logits.shape == (0, 4) and log_marginal_all(psi, noise).shape == (0, 4)
+    assert d.logits.shape == (0, 4) and log_marginal_all(psi, get_noise(noise)).shape == (0, 4)
     lp.sum().backward()  # still part of the graph
     assert psi.grad.shape == (0, 4)
 
@@ -190,7 +191,7 @@ def test_num_nodes_is_validated(bad):
     with pytest.raises(ValueError, match=r"num_nodes must be an integer in \[5, 4097\], got num_nodes="):
         UtilityCategorical(torch.randn(2, 3), "normal", num_nodes=bad)
     with pytest.raises(ValueError, match="num_nodes must be"):
-        log_marginal(torch.randn(2, 3), torch.tensor([0, 1]), "normal", num_nodes=bad)
+        log_marginal(torch.randn(2, 3), torch.tensor([0, 1]), get_noise("normal"), num_nodes=bad)
 
 
 def test_num_nodes_accepts_numpy_integers():
@@ -198,3 +199,12 @@ def test_num_nodes_accepts_numpy_integers():
     a = UtilityCategorical(psi, "normal", num_nodes=np.int64(65)).log_prob(torch.tensor([0, 1]))
     b = UtilityCategorical(psi, "normal", num_nodes=65).log_prob(torch.tensor([0, 1]))
     assert torch.equal(a, b)
+
+
+def test_the_engine_takes_a_noise_object_not_a_name():
+    # the quadrature sits below pyro_ar.noise: names are resolved there (get_noise), and the
+    # noise's own log_marginal is the public entry (closed form where there is one)
+    psi, y = torch.randn(2, 3, dtype=torch.float64), torch.tensor([0, 1])
+    with pytest.raises(ValueError, match="noise must be a pyro_ar.Noise"):
+        log_marginal(psi, y, "normal")
+    torch.testing.assert_close(get_noise("normal").log_marginal(psi, y), log_marginal(psi, y, get_noise("normal")))

@@ -128,6 +128,7 @@ def test_the_repl_paste_check_catches_what_a_script_accepts(tmp_path):
     assert not run_pasted("1 / 0\n", tmp_path, repl=True)[0]  # a traceback
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, code", BLOCKS, ids=[n for n, _ in BLOCKS])
 def test_block_runs_as_pasted(name, code, tmp_path):
     if SKIP_MARK in code:
@@ -149,6 +150,7 @@ def launch_commands(path: Path) -> list:
             if line.strip().startswith("torchrun --standalone")]
 
 
+@pytest.mark.slow
 def test_distributed_launch_commands_run_one_after_the_other(tmp_path):
     """docs/distributed.rst's torchrun commands, pasted one after the other (issue 25, item
     17: they shared one checkpoint path, so the second resumed the first's checkpoint and

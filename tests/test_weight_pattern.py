@@ -114,7 +114,7 @@ def test_cuda_pattern_utility_and_estimator_path(monkeypatch):
     import numpy as np
     import scipy.sparse as sp
 
-    import pyro_ar.estimator._support as support
+    import pyro_ar.estimator._training_path as training_path
     from pyro_ar import ARClassifier
 
     dev = torch.device("cuda")
@@ -128,7 +128,7 @@ def test_cuda_pattern_utility_and_estimator_path(monkeypatch):
     svi = SVI(model, default_guide(model, local_first=True), lazy_adam({"lr": 0.05}), ClosedFormELBO())
     assert torch.isfinite(torch.tensor(svi.step(x.to_sparse(), y)))
     assert pyro.param("weight").device.type == "cuda"
-    monkeypatch.setattr(support, "FULL_RANK_MAX_BYTES", 1 << 10)
+    monkeypatch.setattr(training_path, "FULL_RANK_MAX_BYTES", 1 << 10)
     rng = np.random.RandomState(0)
     X = sp.random(300, 200, density=0.05, format="csr", random_state=rng)
     labels = rng.randint(40, size=300)

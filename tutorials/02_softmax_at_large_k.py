@@ -38,7 +38,7 @@ from pyro.infer import SVI
 
 from pyro_ar import evaluation, metrics  # metrics.bound: a training bound at a fit
 from pyro_ar.datasets import load_bibtex, make_toy
-from pyro_ar.infer import train
+from pyro_ar.infer import default_elbo, default_guide, train
 from pyro_ar.likelihoods import AR, OVE, Exact
 from pyro_ar.models import LinearClassifier
 from pyro_ar.optim import advi_step_size
@@ -71,8 +71,8 @@ def fit(likelihood, x, y, batch, steps, eval_fn=None, evals=10, **model_kwargs):
     pyro.set_rng_seed(args.seed)
     model = LinearClassifier(x.shape[1], K, likelihood=likelihood, subsample_size=batch, sparse=True,
                              init_scale=0.1, bias_init_scale=1e-3, **model_kwargs)
-    guide = model.default_guide()
-    svi = SVI(model, guide, authors_optim(), model.default_elbo())
+    guide = default_guide(model)
+    svi = SVI(model, guide, authors_optim(), default_elbo())
     pyro.poutine.block(model)(x, y)  # create the parameters, so the step-0 evaluation can run
     history = train(svi, x, y, num_steps=steps, eval_fn=eval_fn and (lambda: eval_fn(model)),
                     eval_every=max(1, steps // evals), log_every=max(1, steps // 50))

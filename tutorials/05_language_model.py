@@ -51,7 +51,7 @@ import pyro.optim
 from pyro.infer import SVI, Trace_ELBO
 
 from pyro_ar.datasets import load_brown
-from pyro_ar.infer import EarlyStopping, train as train_svi
+from pyro_ar.infer import EarlyStopping, default_elbo, default_guide, train as train_svi
 from pyro_ar.likelihoods import AR, Exact
 from pyro_ar.models import BigramLanguageModel, unigram_log_probs
 from pyro_ar.negatives import ImportanceNegatives
@@ -148,10 +148,10 @@ def make(likelihood):
     pyro.set_rng_seed(args.seed)
     if isinstance(likelihood, AR):
         model = BigramLanguageModel(K, D, likelihood=likelihood, subsample_size=512, init_bias=init_bias)
-        svi = SVI(model, model.default_guide(), lazy_adam({"lr": 1e-2}), model.default_elbo())
+        svi = SVI(model, default_guide(model), lazy_adam({"lr": 1e-2}), default_elbo())
     else:
         model = BigramLanguageModel(K, D, likelihood=likelihood, subsample_size=512, init_bias=init_bias)
-        svi = SVI(model, model.default_guide(), pyro.optim.Adam({"lr": 3e-3}), Trace_ELBO())
+        svi = SVI(model, default_guide(model), pyro.optim.Adam({"lr": 3e-3}), Trace_ELBO())
     return model, svi
 
 

@@ -44,7 +44,7 @@ import pyro
 from pyro.infer import SVI
 
 from pyro_ar.datasets import load_brown, load_digits, load_mnist
-from pyro_ar.infer import train
+from pyro_ar.infer import default_elbo, default_guide, train
 from pyro_ar.likelihoods import AR, Exact, Sampled
 from pyro_ar.models import NeuralClassifier, NGramBody, context_windows, unigram_log_probs
 from pyro_ar.negatives import ImportanceNegatives, SharedNegatives
@@ -93,7 +93,7 @@ def fit(make_model, x, y, xt, yt, budget, metrics=("log_lik", "accuracy"), **gui
     pyro.clear_param_store()
     pyro.set_rng_seed(args.seed)
     model = make_model()
-    svi = SVI(model, model.default_guide(**guide_options), lazy_adam({"lr": 3e-3}), model.default_elbo())
+    svi = SVI(model, default_guide(model, **guide_options), lazy_adam({"lr": 3e-3}), default_elbo())
     pyro.poutine.block(model)(x[:2], y[:2])  # create the parameters, so the step-0 evaluation can run
     svi.step(x, y)  # one untimed warm-up step: a process's first step imports torch's lazy modules (~1 s)
     history = train(svi, x, y, num_steps=10**9, time_budget=budget, clock="process",
@@ -208,7 +208,7 @@ _tutorial.save(fig, os.path.join(args.out, FIGURES[1]))
 #   (binary) — the analytic bounds of seeds/002, compared with NUTS in
 #   `benchmarks/bayes_output_layer.py`.
 # * A Bayesian output layer at large K with A&R: `BayesianNeuralClassifier(body, F, K,
-#   num_negatives=s)` with `model.default_guide()` and `ClosedFormELBO()` -- a mean-field
+#   num_negatives=s)` with `default_guide(model)` and `ClosedFormELBO()` -- a mean-field
 #   Gaussian over the output rows, each step sampling and updating only the rows of the
 #   labels, the negatives and the local guide's classes (per-step cost flat in K:
 #   `benchmarks/neural_output_layer.py --part bayes`).

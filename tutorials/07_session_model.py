@@ -38,7 +38,7 @@ import pyro
 from pyro.infer import SVI
 
 from pyro_ar.datasets import make_recogym_sessions
-from pyro_ar.infer import train
+from pyro_ar.infer import default_elbo, default_guide, train
 from pyro_ar.likelihoods import AR, Bouchard, Exact
 from pyro_ar.models import CategoricalLatentModel
 from pyro_ar.models.latent import session_metrics
@@ -73,7 +73,7 @@ print("first session:", data.train[0][data.train[0] >= 0][:12].tolist())
 # %% [markdown]
 # ## Three likelihoods, one model
 #
-# The likelihood is an object; the guide (`model.default_guide()`) samples $\omega_u$ from the
+# The likelihood is an object; the guide (`default_guide(model)`) samples $\omega_u$ from the
 # encoder's Gaussian and, for A&R, gives each view's noise its conditional optimum
 # $q(\varepsilon\mid\psi) = \mathrm{Gumbel}(\log(1+\hat S), 1)$. Training is stock SVI through
 # `pyro_ar.infer.train`.
@@ -99,7 +99,7 @@ models, curves = {}, {}
 for name, likelihood in likelihoods.items():
     pyro.clear_param_store()
     model = CategoricalLatentModel(P, Q, likelihood, subsample_size=50, hidden_dim=32)
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.02}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.02}), default_elbo())
     t = time.process_time()
     history = train(svi, data.train, num_steps=steps, eval_at_start=False, log_every=max(steps // 20, 1))
     curves[name] = [(h["step"], h["loss"]) for h in history if h.get("loss") is not None]

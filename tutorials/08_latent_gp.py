@@ -35,9 +35,9 @@ import pyro
 from pyro.infer import SVI
 
 from pyro_ar.datasets import load_breast_cancer_wisconsin
-from pyro_ar.infer import train
+from pyro_ar.infer import LatentKLWarmup, default_elbo, default_guide, train
 from pyro_ar.likelihoods import AR, Exact
-from pyro_ar.models import CategoricalLatentGP, LatentKLWarmup
+from pyro_ar.models import CategoricalLatentGP
 from pyro_ar.models.latent_gp import frequency_log_predictive, marginal_log_probs
 from pyro_ar.negatives import SharedNegatives
 from pyro_ar.optim import lazy_adam
@@ -74,7 +74,7 @@ print("its hidden entry:", {data.variable_names[d]: int(data.test_target[0, d])
 # The CLGP with A&R softmax (5 shared negative categories per variable; the 2-category
 # diagnosis gets the exact class sum), the CLGP with the exact softmax, and the linear LGM
 # with A&R. The per-category means $b_{d,k}$ start at the training log-frequencies.
-# `model.default_guide()` samples $x_n$ from the encoder's Gaussian and gives each observed
+# `default_guide(model)` samples $x_n$ from the encoder's Gaussian and gives each observed
 # entry's noise its closed-form optimum; with 10 categories its sum runs over all of them
 # (a site of at most 64 classes gets the exact sum in the guide), while the model's bound still
 # subsamples 5.
@@ -96,7 +96,7 @@ for name, cfg in configs.items():
     pyro.clear_param_store()
     model = CategoricalLatentGP(data.cardinalities, 2, cfg["likelihood"], utility=cfg["utility"],
                                 num_inducing=16, subsample_size=64, hidden_dim=32, init_bias=bias)
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
     warmup = LatentKLWarmup(model, steps // 3) if cfg["utility"] == "gp" else None
     t = time.process_time()
     history = train(svi, data.train, num_steps=steps, eval_at_start=False, log_every=max(steps // 30, 1),
@@ -154,7 +154,7 @@ for K in (1_000, 100_000):
     x = torch.randint(0, K, (256, 3))
     model = CategoricalLatentGP([K] * 3, 2, AR(negatives=SharedNegatives(50)), num_inducing=16,
                                 subsample_size=64, hidden_dim=32)
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
     svi.step(x)
     t = time.process_time()
     for _ in range(5):

@@ -19,6 +19,8 @@ from typing import Callable, NamedTuple, Optional, Union
 
 import torch
 
+from ..noise import GumbelNoise, Noise, get_noise
+
 __all__ = ["ToyData", "TeacherData", "SparseTeacherData", "make_toy", "make_linear_teacher",
            "make_sparse_teacher"]
 
@@ -103,29 +105,11 @@ def make_toy(
     return ToyData(y=y.to(torch.int64), probs=p.to(dtype))
 
 
-def _uniform_open(shape, g, dtype):
-    """Uniform draws in the open interval (0, 1) (torch.rand can return exactly 0)."""
-    u = torch.rand(shape, generator=g, dtype=dtype)
-    return u.clamp_(min=torch.finfo(dtype).tiny)
-
-
-def _sample_noise(name: str, shape, g, dtype) -> torch.Tensor:
-    """iid standard Gumbel / Normal / Logistic draws (in-place ops: one buffer per chunk)."""
-    if name == "gumbel":
-        return _uniform_open(shape, g, dtype).log_().neg_().log_().neg_()  # -log(-log U)
-    if name == "normal":
-        return torch.randn(shape, generator=g, dtype=dtype)
-    if name == "logistic":
-        u = _uniform_open(shape, g, dtype)
-        return u.div_(1.0 - u).log_()  # log U - log(1 - U)
-    raise ValueError(f"make_linear_teacher: unknown noise {name!r}; use 'gumbel', 'normal' or 'logistic'")
-
-
 def make_linear_teacher(
     num_samples: int,
     num_features: int,
     num_classes: int,
-    noise: Union[str, Callable[..., torch.Tensor]] = "gumbel",
+    noise: Union[str, Noise, Callable[..., torch.Tensor]] = "gumbel",
     weight_scale: float = 1.0,
     seed: Optional[int] = 0,
     generator: Optional[torch.Generator] = None,
@@ -137,9 +121,9 @@ def make_linear_teacher(
     x_n ~ N(0, I / D) (rows of ``x``), W ~ N(0, weight_scale^2) elementwise (K x D),
     b ~ N(0, 1) (K), and eps iid per datapoint and class:
 
-    * ``"gumbel"``: -log(-log U) -> labels follow softmax(x W^T + b) exactly;
-    * ``"normal"``: standard normal -> multinomial probit;
-    * ``"logistic"``: log U - log(1 - U) -> multinomial logistic;
+    * a :class:`~pyro_ar.noise.Noise` or its name (:func:`~pyro_ar.noise.get_noise`), drawn
+      with its ``sample``: ``"gumbel"`` -> labels follow softmax(x W^T + b) exactly;
+      ``"normal"`` -> multinomial probit; ``"logistic"`` -> multinomial logistic; ...
     * or a callable ``noise(shape, generator=..., dtype=...)`` returning iid draws.
 
     The N x K utilities are never held at once: rows are processed in chunks of at most
@@ -172,13 +156,11 @@ def make_linear_teacher(
     """
     if num_samples < 0 or num_features < 1 or num_classes < 1:
         raise ValueError("make_linear_teacher: need num_samples >= 0, num_features >= 1, num_classes >= 1")
-    if isinstance(noise, str):
-        name = noise.lower()
-        if name not in ("gumbel", "normal", "logistic"):
-            raise ValueError(f"make_linear_teacher: unknown noise {noise!r}; use 'gumbel', 'normal' or 'logistic'")
+    if isinstance(noise, (str, Noise)):
+        family = get_noise(noise)
 
         def draw(shape):
-            return _sample_noise(name, shape, g, dtype)
+            return family.sample(shape, dtype=dtype, generator=g)
 
     elif callable(noise):
 
@@ -298,6 +280,6 @@ def make_sparse_teacher(
     chunk = max(1, int(max_chunk_elements) // K)
     for start in range(0, N, chunk):
         stop = min(start + chunk, N)
-        eps = _sample_noise("gumbel", (stop - start, K), g, dtype)
+        eps = GumbelNoise().sample((stop - start, K), dtype=dtype, generator=g)
         y[start:stop] = eps.add_(b).addmm_(h[start:stop], V.t()).argmax(-1)
     return SparseTeacherData(x=x, y=y, embedding=E, weight=V, b=b)

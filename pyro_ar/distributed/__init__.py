@@ -31,7 +31,6 @@ from .collectives import COMM, CommCounter, max_across, sum_across
 from .data_parallel import (
     ShardedDataPlate,
     data_parallel,
-    local_parameter_names,
     mean_across,
     reduce_gradients,
 )
@@ -53,7 +52,7 @@ from .sharded_evaluation import sharded_evaluate
 __all__ = [
     "init_process_group", "DEFAULT_TIMEOUT", "describe_failure", "is_distributed", "get_rank", "get_world_size", "default_backend",
     "shard_range", "rank_path", "free_port", "RandomStream", "COMM", "CommCounter", "sum_across",
-    "max_across", "ShardedDataPlate", "data_parallel", "reduce_gradients", "local_parameter_names",
+    "max_across", "ShardedDataPlate", "data_parallel", "reduce_gradients",
     "mean_across", "ClassShard", "class_shard", "ShardedLinearUtility", "ShardedAugmentedCategorical",
     "ShardedAR", "ClassShardedLinearClassifier", "sharded_evaluate",
 ]

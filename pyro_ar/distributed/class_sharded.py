@@ -283,10 +283,11 @@ class ClassShardedLinearClassifier(LinearClassifier):
 
     >>> import pyro, pyro_ar as ar
     >>> from pyro_ar.distributed import ClassShardedLinearClassifier
+    >>> from pyro_ar.infer import default_elbo, default_guide
     >>> data = ar.datasets.make_linear_teacher(500, 4, 100, seed=0)
     >>> model = ClassShardedLinearClassifier(4, 100, num_negatives=10, subsample_size=50)
-    >>> optim, elbo = ar.optim.lazy_adam({"lr": 0.05}), model.default_elbo()
-    >>> svi = pyro.infer.SVI(model, model.default_guide(), optim, elbo)
+    >>> optim, elbo = ar.optim.lazy_adam({"lr": 0.05}), default_elbo()
+    >>> svi = pyro.infer.SVI(model, default_guide(model), optim, elbo)
     >>> history = ar.infer.train(svi, data.x, data.y, num_steps=5, modules=[model.stream])
     >>> pyro.param("weight").shape                 # one process: the only shard holds every row
     torch.Size([100, 4])
@@ -337,12 +338,11 @@ class ClassShardedLinearClassifier(LinearClassifier):
                                            for p in params.values())
         return sum_across(total, self.group)
 
-    def utility(self, x, weight=None, bias=None):
-        """This shard's utilities of new data (a :class:`ShardedLinearUtility`)."""
-        fitted = {} if weight is not None and bias is not None else self.fitted_parameters()
-        W = fitted["weight"] if weight is None else weight
-        b = fitted["bias"] if bias is None else bias
-        return ShardedLinearUtility(x, W.detach(), b.detach(), self.class_shard)
+    def utility(self, x, params=None):
+        """This shard's utilities of new data under the fitted (or given) ``params``
+        (``{"weight", "bias"}`` of this shard; a :class:`ShardedLinearUtility`)."""
+        params = self.fitted_parameters() if params is None else params
+        return ShardedLinearUtility(x, params["weight"].detach(), params["bias"].detach(), self.class_shard)
 
     def log_likelihood(self, x, y, reduce: str = "mean", chunk_size: Optional[int] = None):
         """Test log-likelihood over all K classes, computed shard by shard

@@ -39,14 +39,14 @@ import torch
 import pyro
 from pyro.optim import PyroOptim
 
-from ..infer.local_guides import _LocalGuide
+from ..infer.local_guides import local_parameter_names
 from ..models.base import WeightedPlate
 from ..negatives import sample_without_replacement
 from .collectives import all_gather_rows, all_reduce_sum
 from .process_group import get_rank, get_world_size, shard_range
 from .random_stream import RandomStream
 
-__all__ = ["ShardedDataPlate", "data_parallel", "reduce_gradients", "local_parameter_names",
+__all__ = ["ShardedDataPlate", "data_parallel", "reduce_gradients",
            "mean_across"]
 
 
@@ -182,24 +182,6 @@ class ShardedDataPlate(torch.nn.Module):
         overall = self.num_data / batch
         return torch.cat([torch.full((stop - start,), r / overall, dtype=x.dtype, device=x.device)
                           for (start, stop), r in zip(self.ranges.values(), ratios)])
-
-
-def local_parameter_names(guide) -> Callable[[str], bool]:
-    """A predicate on param-store names: True for the per-datapoint parameters of the local
-    guides inside ``guide`` (e.g. ``"GumbelLocalGuide.y_eps_log_eta"``) and of the Bouchard
-    likelihood (``"<site>_bouchard_a"``): the parameters that stay on their rank.
-
-    Example:
-
-    >>> from pyro_ar.distributed import local_parameter_names
-    >>> from pyro_ar.models import LinearClassifier
-    >>> is_local = local_parameter_names(LinearClassifier(3, 10).default_guide())
-    >>> is_local("GumbelLocalGuide.y_eps_log_eta"), is_local("weight")
-    (True, False)
-    """
-    prefixes = tuple(m._pyro_name + "." for m in getattr(guide, "modules", lambda: [])()
-                     if isinstance(m, _LocalGuide) and m._per_datapoint_state)
-    return lambda name: (bool(prefixes) and name.startswith(prefixes)) or name.endswith("_bouchard_a")
 
 
 def _as_predicate(local) -> Callable[[str], bool]:

@@ -21,7 +21,7 @@ from typing import Dict, Optional
 
 import torch
 
-from ..noise import GumbelNoise, get_noise
+from ..noise import get_noise
 from .collectives import all_reduce_sum, max_across
 
 __all__ = ["sharded_evaluate"]
@@ -45,7 +45,7 @@ def sharded_evaluate(utility, labels: torch.Tensor, noise="gumbel", *, chunk_siz
     >>> torch.allclose(out["log_lik"], torch.log_softmax((x @ W.T + b).double(), -1)[range(6), y])
     True
     """
-    if not isinstance(get_noise(noise), GumbelNoise):
+    if not get_noise(noise).closed_form:
         raise NotImplementedError(f"sharded evaluation is implemented for Gumbel noise (softmax), got "
                                   f"noise={get_noise(noise).name!r}")
     if reduce not in ("mean", "sum", "none"):

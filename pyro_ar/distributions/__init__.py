@@ -11,11 +11,13 @@ module                                              contents
 :mod:`~pyro_ar.distributions.augmented`             :class:`AugmentedCategorical`
                                                     (:math:`\sum_{k\ne y}\log\Phi(\varepsilon+\psi_y-\psi_k)`),
                                                     :func:`sample_categorical`
-:mod:`~pyro_ar.distributions.baselines`             :class:`ExactSoftmax`, :class:`OVECategorical`,
-                                                    :class:`SampledSoftmax`, :class:`BouchardBound`
+:mod:`~pyro_ar.distributions.baselines`             :class:`OVECategorical`, :class:`SampledSoftmax`,
+                                                    :class:`BouchardBound`
 :mod:`~pyro_ar.distributions.analytic_bounds`       Jaakkola--Jordan and Bouchard bounds,
                                                     :class:`JaakkolaJordanBernoulli`
-:mod:`~pyro_ar.distributions.noise_distribution`    :class:`NoiseDistribution`, :class:`FastGumbel`
+:mod:`~pyro_ar.distributions.noise_distribution`    :class:`FastGumbel` (the location-scale
+                                                    distribution of any other noise is
+                                                    :class:`pyro_ar.noise.NoiseDistribution`)
 :mod:`~pyro_ar.distributions.expected_factor`       :class:`GumbelExpectedFactor`,
                                                     :class:`GaussianExpectedFactor`
 :mod:`~pyro_ar.distributions.relaxed`               :class:`RelaxedUtilityCategorical` (softmax of

@@ -26,7 +26,7 @@ from pyro.distributions.util import broadcast_shape
 
 from ..numerics import as_tensor, log_sigmoid, show, softplus
 from ..utility import Utility
-from ._params import ParamsMixin
+from .._params import ParamsMixin
 
 __all__ = [
     "JaakkolaJordanBernoulli",

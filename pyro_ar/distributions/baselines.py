@@ -9,16 +9,17 @@ mean utilities :math:`\psi` (a tensor ``batch_shape + (K,)`` or a
 :class:`pyro_ar.UtilityCategorical`). What ``log_prob(y)`` returns:
 
 =======================================  =========================================================  =======================================
-class (registry name)                    ``log_prob(y)``                                            status
+class (likelihood name)                  ``log_prob(y)``                                            status
 =======================================  =========================================================  =======================================
-:class:`ExactSoftmax` (``"exact"``)      :math:`\psi_y - \log\sum_k e^{\psi_k}`                     exact (O(K) per datapoint)
 :class:`OVECategorical` (``"ove"``)      :math:`\sum_{k\ne y}\log\sigma(\psi_y-\psi_k)`             unbiased estimate of a lower bound
-:class:`SampledSoftmax` (``"botev"``)    :math:`\psi_y-\log(e^{\psi_y}+\sum_j a_j e^{\psi_{k_j}})`  **biased** (neither bound nor unbiased)
+:class:`SampledSoftmax` (``"sampled"``)  :math:`\psi_y-\log(e^{\psi_y}+\sum_j a_j e^{\psi_{k_j}})`  **biased** (neither bound nor unbiased)
 :class:`BouchardBound` (``"bouchard"``)  :math:`\psi_y-a-\sum_k\log(1+e^{\psi_k-a})`                unbiased estimate of a lower bound
 =======================================  =========================================================  =======================================
 
 (:math:`\sigma` is the logistic sigmoid, :math:`(k_j, a_j)` the sampled classes and
-their weights.) All are :class:`~pyro_ar.distributions.ClassSumLikelihood` subclasses,
+their weights.) The exact softmax :math:`\log\mathrm{softmax}(\psi)_y` is
+:class:`pyro_ar.UtilityCategorical` with Gumbel noise (likelihood ``"exact"``). The classes
+here are :class:`~pyro_ar.distributions.ClassSumLikelihood` subclasses,
 interchangeable with the y-given-eps factor :class:`pyro_ar.AugmentedCategorical` (which
 additionally takes the noise ``eps``); :class:`~pyro_ar.distributions.JaakkolaJordanBernoulli`
 (binary labels) lives in :mod:`pyro_ar.distributions.analytic_bounds`.
@@ -52,41 +53,7 @@ from ..utility import DenseUtility, Utility, as_utility
 from .analytic_bounds import _softplus_bound_terms, optimal_bouchard_a
 from .class_sum import ClassSumLikelihood, masked_weighted_sum, weighted_sum
 
-__all__ = ["ExactSoftmax", "SoftmaxCategorical", "OVECategorical", "SampledSoftmax", "BouchardBound"]
-
-
-class ExactSoftmax(ClassSumLikelihood):
-    r"""Exact softmax likelihood, the O(K) baseline.
-
-    .. math::  \texttt{log\_prob}(y) = \log\mathrm{softmax}(\psi)_y = \psi_y - \log\sum_{k=1}^K e^{\psi_k}.
-
-    Exact (no bound, no estimate); uses ``utility.full()`` so its cost and its gradients
-    (dense, even for a sparse :class:`~pyro_ar.utility.LinearUtility`) are O(K).
-    ``num_negatives``, ``strategy``, ``proposal`` and ``negatives`` are accepted (and
-    checked) so that the classes of this module are interchangeable, but not used.
-
-    Example:
-
-    >>> import torch
-    >>> from pyro_ar.distributions import ExactSoftmax
-    >>> psi = torch.randn(2, 7)
-    >>> torch.allclose(ExactSoftmax(psi).log_prob(torch.tensor([3, 4])),
-    ...                psi.log_softmax(-1)[[0, 1], [3, 4]])
-    True
-    """
-
-    @property
-    def logits(self) -> torch.Tensor:
-        """Normalised log-probabilities, ``batch_shape + (K,)``."""
-        return self.psi.full().log_softmax(-1)
-
-    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
-        labels = self.labels(value)
-        logp = self.logits.expand(labels.shape + (self.num_classes,))
-        return logp.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
-
-
-SoftmaxCategorical = ExactSoftmax
+__all__ = ["OVECategorical", "SampledSoftmax", "BouchardBound"]
 
 
 class OVECategorical(ClassSumLikelihood):

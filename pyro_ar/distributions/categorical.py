@@ -4,36 +4,28 @@ r"""The categorical in utility form, :math:`y = \arg\max_k(\psi_k + \varepsilon_
 
 .. math::  p(y=k\mid\psi) = \int \phi(e)\prod_{k'\ne k}\Phi(e + \psi_k - \psi_{k'})\,de,
 
-log-softmax for Gumbel noise, quadrature (:mod:`pyro_ar.quadrature`) for any other noise.
-:func:`check_labels` validates class labels for every distribution of the package.
-
-The Gumbel log-probability of the labels, :math:`\log p(y_n\mid\psi_n) = \psi_{n y_n} -
-\log\sum_k e^{\psi_{nk}}`, has the gradient :math:`\partial/\partial\psi_{nk} =
-\delta_{k y_n} - \mathrm{softmax}(\psi_n)_k`. When the utilities need a gradient,
-:func:`softmax_log_prob` computes it in the B x K buffer of the forward pass's log-softmax
-(one in-place ``exp`` and one in-place scaling), instead of autograd's zero-filled B x K
-gradient of the gather plus a new B x K gradient of the log-softmax: the exact softmax
-step of the library is then no slower than a plain ``F.cross_entropy`` loop
-(``benchmarks/plain_loop.py``).
+computed by the noise itself (:meth:`pyro_ar.noise.Noise.log_marginal`: quadrature by
+default, the log-softmax of :class:`~pyro_ar.noise.GumbelNoise`, through the memory-lean
+:func:`pyro_ar.numerics.softmax_log_prob`). :func:`check_labels` validates class labels for
+every distribution of the package.
 """
 
 from typing import Optional, Sequence, Union
 
 import torch
-from torch.autograd.function import once_differentiable
 from torch.distributions import constraints
 
 from pyro.distributions.torch_distribution import TorchDistribution
 from pyro.distributions.util import broadcast_shape
 
-from ..noise import GumbelNoise, Noise, get_noise
+from ..noise import Noise, get_noise
 from ..numerics import check_int, first_position, show
 from ..quadrature import (DEFAULT_NUM_NODES, MAX_NUM_NODES, check_quadrature_args, log_marginal,
                           log_marginal_all)
 from ..utility import DenseUtility, Utility, as_utility
-from ._params import ParamsMixin
+from .._params import ParamsMixin
 
-__all__ = ["UtilityCategorical", "check_labels", "softmax_log_prob"]
+__all__ = ["UtilityCategorical", "check_labels"]
 
 
 def check_labels(value: torch.Tensor, num_classes: int, batch_shape: Sequence[int],
@@ -78,57 +70,6 @@ def check_labels(value: torch.Tensor, num_classes: int, batch_shape: Sequence[in
             f"{tuple(batch_shape)}"
         ) from None
     return value.long()
-
-
-class _SoftmaxLogProb(torch.autograd.Function):
-    """``log_softmax(logits)[..., label]``; backward turns the saved log-softmax into the
-    gradient in place (so it supports one backward pass per forward)."""
-
-    @staticmethod
-    def forward(ctx, logits, labels):
-        logp = torch.log_softmax(logits, -1)
-        ctx.save_for_backward(logp, labels)
-        ctx.used = False
-        return logp.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad):
-        if ctx.used:
-            raise RuntimeError("softmax_log_prob supports one backward pass per forward pass (its "
-                               "B x K buffer becomes the gradient); recompute the log-probabilities "
-                               "for a second pass")
-        ctx.used = True
-        logp, labels = ctx.saved_tensors
-        g = grad.unsqueeze(-1)
-        out = logp.exp_().mul_(-g)  # -g softmax(psi), in the log-softmax's buffer
-        return out.scatter_add_(-1, labels.unsqueeze(-1), g), None
-
-
-def softmax_log_prob(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    r""":math:`\log\mathrm{softmax}(\psi)_y` for ``logits`` of shape ``batch_shape + (K,)`` and
-    int64 ``labels`` of shape ``batch_shape``, with the memory-lean backward of the module
-    docstring when ``logits`` needs a gradient (one backward pass per call; no double
-    backward). Without a gradient it is ``log_softmax`` and ``gather``.
-
-    Example:
-
-    >>> import torch
-    >>> from pyro_ar.distributions.categorical import softmax_log_prob
-    >>> psi = torch.randn(3, 5, requires_grad=True)
-    >>> y = torch.tensor([0, 4, 2])
-    >>> lp = softmax_log_prob(psi, y)
-    >>> torch.allclose(lp, psi.log_softmax(-1).gather(-1, y[:, None]).squeeze(-1))
-    True
-    >>> (g,) = torch.autograd.grad(lp.sum(), psi)
-    >>> torch.allclose(g, torch.nn.functional.one_hot(y, 5) - psi.softmax(-1))
-    True
-    """
-    if labels.shape != logits.shape[:-1]:
-        raise ValueError(f"labels must have shape {tuple(logits.shape[:-1])}, got {tuple(labels.shape)}")
-    if torch.is_grad_enabled() and logits.requires_grad:
-        return _SoftmaxLogProb.apply(logits, labels)
-    return logits.log_softmax(-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
 
 
 class UtilityCategorical(ParamsMixin, TorchDistribution):
@@ -212,14 +153,14 @@ class UtilityCategorical(ParamsMixin, TorchDistribution):
 
     @property
     def _closed_form(self):
-        return self.method == "auto" and isinstance(self.noise, GumbelNoise)
+        return self.method == "auto" and self.noise.closed_form
 
     @property
     def logits(self) -> torch.Tensor:
         """Normalised log-probabilities of every class, ``batch_shape + (K,)``."""
-        if self._closed_form:
-            return self.utility.log_softmax(-1)
-        return log_marginal_all(self.utility, self.noise, self.num_nodes)
+        if self.method == "quadrature":
+            return log_marginal_all(self.utility, self.noise, self.num_nodes)
+        return self.noise.log_marginal_all(self.utility, self.num_nodes)
 
     @property
     def probs(self) -> torch.Tensor:
@@ -235,14 +176,10 @@ class UtilityCategorical(ParamsMixin, TorchDistribution):
         if self._validate_args:
             value = check_labels(value, self.num_classes, self.batch_shape)
         value = value.long()
-        if not self._closed_form:
+        if self.method == "quadrature":
             out = log_marginal(self.utility, value, self.noise, self.num_nodes)
-        elif value.shape == self.batch_shape:
-            out = softmax_log_prob(self.utility, value)
         else:
-            shape = broadcast_shape(value.shape, self.batch_shape)
-            logp = self.utility.log_softmax(-1).expand(shape + (self.num_classes,))
-            out = logp.gather(-1, value.expand(shape).unsqueeze(-1)).squeeze(-1)
+            out = self.noise.log_marginal(self.utility, value, self.num_nodes)
         if self._validate_args and self._lazy:
             bad = ~torch.isfinite(out)
             if bad.any():

@@ -30,7 +30,7 @@ from pyro.distributions.util import broadcast_shape
 from ..negatives import Negatives, get_negative_sampler
 from ..numerics import check_finite
 from ..utility import DenseUtility, Utility, as_utility
-from ._params import ParamsMixin
+from .._params import ParamsMixin
 from .categorical import check_labels
 
 __all__ = ["ClassSumLikelihood", "GatheredUtilities"]

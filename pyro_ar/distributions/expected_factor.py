@@ -29,9 +29,9 @@ from torch.distributions import constraints
 
 from pyro.distributions.torch_distribution import TorchDistribution
 
+from .._params import ParamsMixin
 from ..numerics import check_int
 from ..quadrature import gauss_hermite
-from ._params import ParamsMixin
 from .augmented import AugmentedCategorical
 from .class_sum import weighted_sum
 

@@ -1,78 +1,22 @@
-r"""Location-scale distributions of the noise sites.
+r"""The Gumbel distribution of the noise sites, fast to build.
 
-* :class:`NoiseDistribution` -- :math:`p(x) = \phi((x - \mathrm{loc})/\mathrm{scale})/\mathrm{scale}`
-  for any :class:`~pyro_ar.noise.Noise` (prior and local guide of a user-defined noise site),
-  reparameterised as :math:`x = \mathrm{loc} + \mathrm{scale}\cdot\varepsilon`,
-  :math:`\varepsilon\sim\phi`.
-* :class:`FastGumbel` -- Pyro's Gumbel built in O(1) Python work, sampled by inversion
-  :math:`x = \mathrm{loc} - \mathrm{scale}\,\log(-\log u)`, :math:`u\sim U(0,1)`.
+:class:`FastGumbel` -- Pyro's Gumbel built in O(1) Python work, sampled by inversion
+:math:`x = \mathrm{loc} - \mathrm{scale}\,\log(-\log u)`, :math:`u\sim U(0,1)` (the local
+guides' :math:`q(\varepsilon)` and the A&R Gumbel prior). The location-scale distribution of
+any other noise, :class:`~pyro_ar.noise.NoiseDistribution`, lives next to the noise it wraps.
 """
 
 from typing import Optional, Sequence, Union
 
 import torch
-from torch.distributions import constraints
 from torch.distributions.utils import broadcast_all, lazy_property
 
 from pyro.distributions import Gumbel
 from pyro.distributions.torch_distribution import TorchDistribution
 
-from ..noise import Noise
-from ..numerics import as_tensors, uniform_open
-from ._params import ParamsMixin
+from ..numerics import uniform_open
 
-__all__ = ["NoiseDistribution", "FastGumbel"]
-
-
-class NoiseDistribution(ParamsMixin, TorchDistribution):
-    r"""Location-scale distribution :math:`p(x) = \phi((x - loc)/scale) / scale` of any :class:`~pyro_ar.noise.Noise`.
-
-    Used for the prior and the local guide of the noise site when the noise is
-    user-defined (library noises map to Pyro's own Gumbel / Normal / Laplace / StudentT).
-
-    :param noise: a :class:`~pyro_ar.noise.Noise`.
-    :param loc: location (tensor or number).
-    :param scale: scale, ``> 0`` (tensor or number).
-
-    Example:
-
-    >>> import torch, pyro_ar as ar
-    >>> d = ar.NoiseDistribution(ar.get_noise("logistic"), torch.zeros(3), torch.ones(3))
-    >>> d.rsample((2,)).shape
-    torch.Size([2, 3])
-    """
-
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    _expand_attrs = {"loc": 0, "scale": 0}
-
-    def __init__(self, noise: Noise, loc: Union[float, torch.Tensor], scale: Union[float, torch.Tensor],
-                 validate_args: Optional[bool] = None) -> None:
-        self.noise = noise
-        self.loc, self.scale = torch.broadcast_tensors(*as_tensors(loc, scale))
-        self._init_shape(self.loc.shape, validate_args)
-
-    @property
-    def has_rsample(self) -> bool:
-        return self.noise.has_sample
-
-    def rsample(self, sample_shape: Sequence[int] = torch.Size()) -> torch.Tensor:
-        return self.noise.rsample_like(self.loc, self.scale, sample_shape)
-
-    def sample(self, sample_shape: Sequence[int] = torch.Size()) -> torch.Tensor:
-        with torch.no_grad():
-            return self.rsample(sample_shape)
-
-    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
-        if self._validate_args:
-            self._validate_sample(value)
-        return self.noise.log_density((value - self.loc) / self.scale) - torch.log(self.scale)
-
-    def cdf(self, value: torch.Tensor) -> torch.Tensor:
-        return self.noise.log_cdf((value - self.loc) / self.scale).exp()
-
-    def __repr__(self):
-        return f"NoiseDistribution(noise={self.noise!r}, batch_shape={tuple(self.batch_shape)})"
+__all__ = ["FastGumbel"]
 
 
 class FastGumbel(Gumbel):

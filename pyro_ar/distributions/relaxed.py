@@ -37,7 +37,6 @@ scale the temperature by the noise's standard deviation relative to Gumbel's
 with the relaxed sample's gradient (biased, often useful at moderate temperatures).
 """
 
-import math
 
 import torch
 from torch.distributions import constraints
@@ -47,10 +46,10 @@ from pyro.distributions.relaxed_straight_through import QuantizeCategorical
 from pyro.distributions.torch_distribution import TorchDistribution
 from pyro.distributions.util import broadcast_shape
 
-from ..noise import GumbelNoise, get_noise
+from ..noise import get_noise
 from ..numerics import as_tensor, show
 from ..utility import DenseUtility, Utility
-from ._params import ParamsMixin
+from .._params import ParamsMixin
 
 __all__ = ["RelaxedUtilityCategorical", "RelaxedUtilityCategoricalStraightThrough"]
 
@@ -144,17 +143,9 @@ class RelaxedUtilityCategorical(ParamsMixin, TorchDistribution):
         return self._soft(sample_shape)
 
     def log_prob(self, value):
-        if not isinstance(self.noise, GumbelNoise):
-            raise NotImplementedError(
-                f"the relaxed density has a closed form only for Gumbel noise (the Concrete "
-                f"density); noise={self.noise.name!r} has none: use rsample only")
         if self._validate_args:
             self._check_value(value)
-        tau, K = self.temperature, self.num_classes
-        log_x = value.clamp(min=torch.finfo(value.dtype).tiny).log()
-        score = self.utility - tau.unsqueeze(-1) * log_x
-        log_scale = math.lgamma(K) + (K - 1) * tau.log()
-        return log_scale + score.sum(-1) - K * score.logsumexp(-1) - log_x.sum(-1)
+        return self.noise.relaxed_log_prob(self.utility, self.temperature, value)
 
     def _check_value(self, value):
         if not isinstance(value, torch.Tensor) or value.shape[-1:] != self.event_shape:

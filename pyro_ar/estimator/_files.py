@@ -1,6 +1,10 @@
-"""Saving and loading a fitted :class:`~pyro_ar.estimator.ARClassifier` (format version 3;
-versions 1 and 2 are still read). Writes are atomic and checksummed, reads are checked
+"""Saving and loading a fitted :class:`~pyro_ar.estimator.ARClassifier` (format version 4;
+versions 1 to 3 are still read). Writes are atomic and checksummed, reads are checked
 (:mod:`pyro_ar.files`): a damaged, foreign or inconsistent file raises ``ValueError``.
+
+Version 4 encodes the parameters' constraints with the codec checkpoints use
+(:func:`pyro_ar.files.encode_constraint`: ``{"__constraint__": "positive"}``, or a class and
+its attributes); versions 1 to 3 stored a bare name (``"positive"``), still read.
 
 Version 3 also keeps what ``partial_fit`` and a ``warm_start`` fit continue from
 (``training_path_``, ``n_partial_fits_``, ``prior_scale_``, ``prior_scale_scores_``); for
@@ -14,16 +18,34 @@ import pickle
 import numpy as np
 import torch
 
-from pyro.distributions import constraints as pyro_constraints
-
-from ..files import atomic_save, load_payload
+from ..files import atomic_save, decode_constraint, encode_constraint, load_payload
 from ..infer.checkpoint import check_param_state
-from ._support import (
-    _FORMAT, _FORMAT_VERSION, _LIKELIHOODS, _STRATEGIES, TrainingPath, check_choice, constraint_name,
-    copy_state, plain,
-)
+from ._checks import check_choice
+from ._param_state import state_on
+from ._settings import _LIKELIHOODS, _STRATEGIES, settings_of
+from ._training_path import TrainingPath
 
 __all__ = ["save_estimator", "load_estimator"]
+
+_FORMAT = "pyro_ar.ARClassifier"
+# 4: constraints by the shared codec; 3: checksum, training path, partial fits, prior scale;
+# 2: standardisation and likelihood_; 1 to 3 are still read
+_FORMAT_VERSION = 4
+
+
+def _plain(v):
+    """numpy scalars -> Python scalars (other values as they are: weights-only files)."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _encoded(c, name):
+    """A parameter's constraint for the file: :func:`~pyro_ar.files.encode_constraint`'s
+    plain data, or the object itself (a constraint class from elsewhere: such a file needs
+    ``weights_only=False``)."""
+    try:
+        return encode_constraint(c, f"parameter {name!r}")
+    except TypeError:
+        return c
 
 
 def save_estimator(est, path, weights_only: bool = True) -> None:
@@ -43,14 +65,14 @@ def save_estimator(est, path, weights_only: bool = True) -> None:
     >>> load_estimator(ARClassifier, path).classes_.tolist()
     [0, 1, 2]
     """
-    state = copy_state(est.param_state_, "cpu")
-    state["constraints"] = {n: constraint_name(c) for n, c in state["constraints"].items()}
+    state = state_on(est.param_state_, "cpu")
+    state["constraints"] = {n: _encoded(c, n) for n, c in state["constraints"].items()}
     scaling = None if est.feature_mean_ is None else \
         [torch.as_tensor(est.feature_mean_), torch.as_tensor(est.feature_scale_)]
     payload = {
         "format": _FORMAT, "version": _FORMAT_VERSION,
-        "hyperparameters": {k: plain(v) for k, v in est.get_params(deep=False).items()},
-        "classes": [plain(c) for c in est.classes_.tolist()],
+        "hyperparameters": {k: _plain(v) for k, v in est.get_params(deep=False).items()},
+        "classes": [_plain(c) for c in est.classes_.tolist()],
         "classes_dtype": est.classes_.dtype.str,
         "n_features_in": int(est.n_features_in_),
         "feature_names_in": (None if not hasattr(est, "feature_names_in_")
@@ -124,7 +146,7 @@ def load_estimator(cls, path, map_location="cpu", weights_only=True):
     ...
     ValueError: no file written by ARClassifier.save file at '/nonexistent.pt'
     """
-    d = load_payload(path, _FORMAT, (1, 2, _FORMAT_VERSION), ValueError, map_location,
+    d = load_payload(path, _FORMAT, (1, 2, 3, _FORMAT_VERSION), ValueError, map_location,
                      "a file written by ARClassifier.save", weights_only, checksum_since=3)
     try:
         return _from_payload(cls, d)
@@ -141,7 +163,7 @@ def _from_payload(cls, d):
     if missing and d["version"] >= 3:
         raise ValueError(f"hyperparameters lacks {sorted(missing)}")
     est = cls(**d["hyperparameters"])
-    p = est._validated_params()
+    p = settings_of(est)
     for name in ("early_stopping", "standardize", "warm_start"):
         if not isinstance(getattr(est, name), (bool, np.bool_)):
             raise ValueError(f"{name} must be a bool, got {getattr(est, name)!r}")
@@ -173,7 +195,7 @@ def _from_payload(cls, d):
     est.likelihood_ = check_choice("likelihood", d.get("likelihood", "ar"), _LIKELIHOODS[1:])
     state = d["param_state"]
     check_param_state(state, "param_state")
-    state["constraints"] = {n: _constraint(n, c) for n, c in state["constraints"].items()}
+    state["constraints"] = {n: decode_constraint(c, f"parameter {n!r}") for n, c in state["constraints"].items()}
     est.param_state_ = state
     fit = d["fit"]
     _check_fit_record(fit)
@@ -258,28 +280,15 @@ def _check_fit_record(fit):
         v = fit[name]
         if not (isinstance(v, list) or v is None and name == "validation_scores_"):
             raise ValueError(f"{name} must be a list of numbers, got {v!r}")
-        for x in v or ():
-            if isinstance(x, bool) or not isinstance(x, (int, float)) or math.isnan(x):
-                raise ValueError(f"{name} must be a list of numbers, got an entry {x!r}")
+        for x in v or ():  # (a fit's losses and scores are finite: train() stops on a non-finite loss)
+            if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+                raise ValueError(f"{name} must be a list of finite numbers, got an entry {x!r}")
     best = fit["best_validation_score_"]
-    if not (best is None or isinstance(best, float) and not math.isnan(best)):
-        raise ValueError(f"best_validation_score_ must be a number or None, got {best!r}")
+    if not (best is None or isinstance(best, float) and math.isfinite(best)):
+        raise ValueError(f"best_validation_score_ must be a finite number or None, got {best!r}")
     seed = fit["predict_seed"]
     if seed is not None:
         _count("predict_seed", seed)
-
-
-def _constraint(name, c):
-    """The constraint object stored for parameter ``name`` (by name, or pickled)."""
-    if isinstance(c, pyro_constraints.Constraint):
-        return c
-    if not isinstance(c, str):
-        raise ValueError(f"the constraint of parameter {name!r} must be a constraint's name, got {c!r}")
-    value = getattr(pyro_constraints, c, None) if not c.startswith("_") else None
-    if not isinstance(value, pyro_constraints.Constraint):
-        raise ValueError(f"the constraint of parameter {name!r} is {c!r}, which is not a constraint "
-                         f"of pyro.distributions.constraints")
-    return value
 
 
 def _set_continuation(est, d, p):
@@ -292,14 +301,11 @@ def _set_continuation(est, d, p):
             raise ValueError(f"training_path_ must be [bool, rank (int >= 1 or None), strategy, "
                              f"weight pattern (bool)], got {fit['training_path_']!r}")
         sparse_inputs, rank, strategy, *pattern = fit["training_path_"]
-        n_partial = fit["n_partial_fits_"]
-        if isinstance(n_partial, bool) or not isinstance(n_partial, int) or n_partial < 0:
-            raise ValueError(f"n_partial_fits_ must be an int >= 0, got {n_partial!r}")
-        est.n_partial_fits_ = n_partial
+        est.n_partial_fits_ = _count("n_partial_fits_", fit["n_partial_fits_"])
         est.prior_scale_ = _number("prior_scale_", fit["prior_scale_"], allow_none=True)
-        if (est.prior_scale_ is None) != (p["weights"] == "mle") or (est.prior_scale_ or 1.0) <= 0:
+        if (est.prior_scale_ is None) != (p.weights == "mle") or (est.prior_scale_ or 1.0) <= 0:
             raise ValueError(f"prior_scale_ must be None for weights='mle' and a number > 0 otherwise, got "
-                             f"{fit['prior_scale_']!r} with weights={p['weights']!r}")
+                             f"{fit['prior_scale_']!r} with weights={p.weights!r}")
         scores = fit["prior_scale_scores_"]
         if not (scores is None or isinstance(scores, list) and all(
                 isinstance(pair, list) and len(pair) == 2 for pair in scores)):
@@ -307,15 +313,15 @@ def _set_continuation(est, d, p):
         est.prior_scale_scores_ = None if scores is None else {
             _number("prior_scale_scores_ scale", k): _number("prior_scale_scores_ score", v) for k, v in scores}
     else:
-        W, _, *E = est._weights(p, len(est.classes_), est.n_features_in_)
+        W, _, *E = est._fitted_weights(p)
         rank = E[0].shape[-1] if E else None
         scale = est.feature_scale_
         sparse_inputs = bool(scale is not None and not est.feature_mean_.any() and len(scale) > 1
                              and (scale == scale[0]).all())
-        strategy = "per_datapoint" if p["strategy"] == "auto" else p["strategy"]
-        grid = p["prior_scale"]
+        strategy = "per_datapoint" if p.strategy == "auto" else p.strategy
+        grid = p.prior_scale
         est.n_partial_fits_, est.prior_scale_scores_ = 0, None
-        est.prior_scale_ = None if p["weights"] == "mle" else (grid if not isinstance(grid, tuple)
+        est.prior_scale_ = None if p.weights == "mle" else (grid if not isinstance(grid, tuple)
                                                                  else (1.0 if 1.0 in grid else grid[len(grid) // 2]))
     check_choice("training_path_ strategy", strategy, _STRATEGIES[1:])
     if not isinstance(sparse_inputs, bool) or not (rank is None or isinstance(rank, int)
@@ -340,12 +346,12 @@ def _check_loaded_shapes(est, p):
         if t is not None and t.shape != (D,):
             raise ValueError(f"feature scaling of shape {t.shape}, expected ({D},)")
     if est.weight_pattern_ is not None:  # W as a (K, D) sparse matrix on the pattern
-        W, b = est._weights(p, K, D)
+        W, b = est._fitted_weights(p)
         if W.shape != (K, D) or b.shape != (1, K) or W._nnz() != len(est.weight_pattern_):
             raise ValueError(f"weights on the pattern must be {len(est.weight_pattern_)} entries of "
                              f"({K}, {D}) and a bias ({K},)")
         return
-    W, b, *E = (t[0] for t in est._weights(p, K, D))
+    W, b, *E = (t[0] for t in est._fitted_weights(p))
     width = D if not E else E[0].shape[-1]  # (a rank: W = V E^T, V (K, r), E (D, r))
     if W.shape != (K, width) or b.shape != (K,) or (E and E[0].shape != (D, width)):
         raise ValueError(f"weights of shapes {[tuple(t.shape) for t in (W, b, *E)]}, expected "

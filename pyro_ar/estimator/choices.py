@@ -15,7 +15,7 @@ import warnings
 
 import numpy as np
 
-from ._support import check_float
+from ._checks import check_float
 
 __all__ = ["PRIOR_SCALE_GRID", "exact_step_is_cheaper", "prior_scale_candidates", "refined_candidates",
            "resolve_likelihood", "select_prior_scale"]
@@ -151,25 +151,28 @@ def select_prior_scale(fit, grid, steps: int, init=None, refine: bool = False):
 
 
 def resolve_likelihood(p, K: int, D: int) -> str:
-    """``"ar"`` or ``"exact"`` for the checked hyper-parameters ``p``: ``"auto"`` takes the
+    """``"ar"`` or ``"exact"`` for the checked hyper-parameters ``p`` (the estimator's
+    ``Settings``, or any object with their attributes ``likelihood``, ``num_negatives``,
+    ``batch_size`` and ``noise``): ``"auto"`` takes the
     exact softmax (Gumbel noise only) when its step is cheaper (:func:`exact_step_is_cheaper`:
     always when the class sum is exact anyway, ``num_negatives >= K - 1``; and it has no
     bound to tighten), A&R otherwise. Forcing ``"ar"`` on an exact class sum warns.
 
     Example:
 
+    >>> from types import SimpleNamespace
     >>> from pyro_ar import get_noise
     >>> from pyro_ar.estimator.choices import resolve_likelihood
-    >>> p = dict(likelihood="auto", num_negatives=20, batch_size=1024, noise=get_noise("gumbel"))
+    >>> p = SimpleNamespace(likelihood="auto", num_negatives=20, batch_size=1024, noise=get_noise("gumbel"))
     >>> resolve_likelihood(p, 10, 784), resolve_likelihood(p, 100_000, 784)
     ('exact', 'ar')
     """
-    exact_sum = p["num_negatives"] is None or p["num_negatives"] >= K - 1
-    if p["likelihood"] == "ar" and exact_sum and p["noise"].name == "gumbel":
-        warnings.warn(f"likelihood='ar' with num_negatives={p['num_negatives']} >= K - 1 = {K - 1}: "
+    exact_sum = p.num_negatives is None or p.num_negatives >= K - 1
+    if p.likelihood == "ar" and exact_sum and p.noise.closed_form:
+        warnings.warn(f"likelihood='ar' with num_negatives={p.num_negatives} >= K - 1 = {K - 1}: "
                       "the class sum is exact, so likelihood='exact' (or 'auto') costs no more "
                       "per step and has no bound to tighten", UserWarning, stacklevel=4)
-    if p["likelihood"] != "auto":
-        return p["likelihood"]
-    cheaper = exact_sum or exact_step_is_cheaper(K, D, p["batch_size"], p["num_negatives"])
-    return "exact" if cheaper and p["noise"].name == "gumbel" else "ar"
+    if p.likelihood != "auto":
+        return p.likelihood
+    cheaper = exact_sum or exact_step_is_cheaper(K, D, p.batch_size, p.num_negatives)
+    return "exact" if cheaper and p.noise.closed_form else "ar"

@@ -1,37 +1,34 @@
 """The scikit-learn estimator :class:`ARClassifier` (see :mod:`pyro_ar.estimator`)."""
 
+import contextlib
 import math
-import numbers
 import sys
+from typing import NamedTuple, Optional
 
 import numpy as np
 import torch
 
 import pyro
-from pyro.infer import SVI
 
 from ..evaluation import log_likelihood, predict_log_proba, top_k
-from ..infer import (ClosedFormELBO, EarlyStopping, LearningRateDecay, TrainingDiverged, default_guide,
-                     progress_bar, train)
-from ..infer.loop import set_progress_total
-from ..noise import Noise, get_noise
-from ..models import LinearClassifier
+from ..files import seeded
+from ..infer import EarlyStopping, LearningRateDecay, TrainingDiverged, train
+from ..infer.progress import progress_bar, set_progress_total
 from ..negatives import DEFAULT_NUM_NEGATIVES
-from ..optim import lazy_adam
-from .choices import _REFIT_BUDGET, prior_scale_candidates, resolve_likelihood, select_prior_scale
+from ._features import DENSIFY_MAX_ELEMENTS, training_features
 from ._files import load_estimator, save_estimator
-from ._support import (PATTERN_MAX_EPOCHS, PATTERN_PRIOR_SCALE, pattern_and_centroids,
-    _LIKELIHOODS, _MAX_SEED, _NOISES, _SITE, _STRATEGIES, _WEIGHTS, DENSIFY_MAX_ELEMENTS,
-    apply_scaler, check_choice, check_float, check_int, choose_path,
-    combine_sample_weights, copy_state, dummy_datapoint, encode_targets, fit_scaler, global_state,
-    label_array, rows_source, seeded, torch_seeded, training_features,
-)
+from ._labels import check_labels, combine_sample_weights, encode_targets, label_array, label_codes
+from ._model import training_svi
+from ._param_state import global_state, state_on
+from ._prediction import Predictor, fitted_weights, utility_source
+from ._scaling import apply_scaler, fit_scaler
+from ._settings import _MAX_SEED, settings_of
+from ._training_path import PATTERN_MAX_EPOCHS, PATTERN_PRIOR_SCALE, choose_path, pattern_and_centroids
+from .choices import _REFIT_BUDGET, resolve_likelihood, select_prior_scale
 
 try:  # scikit-learn is an optional dependency of pyro_ar (extras "data" / "test")
     import scipy.sparse as sp
     from sklearn.base import BaseEstimator, ClassifierMixin
-    from sklearn.utils import check_random_state
-    from sklearn.utils.multiclass import type_of_target
     from sklearn.utils.validation import check_is_fitted
 
     try:
@@ -44,6 +41,29 @@ except ImportError as e:  # pragma: no cover  (tested in a subprocess without sc
                       "scikit-learn scipy (or the extra: pip install 'pyro-ar[data]')") from e
 
 __all__ = ["ARClassifier", "DENSIFY_MAX_ELEMENTS"]
+
+
+class _FitData(NamedTuple):
+    """What a fit trains on: the (scaled) features, the labels as class positions, the
+    per-datapoint weights (None: all 1), the number of classes and of features."""
+
+    X: object
+    codes: np.ndarray
+    weights: Optional[np.ndarray]
+    K: int
+    D: int
+
+
+class _FitResult(NamedTuple):
+    """What one SVI fit gives: the global parameters' state, its epochs and steps, the loss
+    per epoch, the validation scores (None without a held-out split) and the best one."""
+
+    state: dict
+    n_iter: int
+    n_steps: int
+    loss_curve: list
+    validation_scores: Optional[list]
+    best_score: Optional[float]
 
 
 def _checked_data(estimator, *args, **kwargs):
@@ -71,7 +91,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         where the estimate is exact); None: all classes.
     :param strategy: ``"auto"`` (default: importance negatives when the labels are skewed,
         else per-datapoint, or shared where per-datapoint negatives would be memory-bound;
-        see ``pyro_ar.estimator._support.choose_path``),
+        see ``pyro_ar.estimator._training_path.choose_path``),
         ``"per_datapoint"`` (the paper's), ``"shared"`` (one set per minibatch) or
         ``"importance"`` (shared draws from the training class frequencies^0.75).
     :param weights: ``"map"`` (default: Gaussian prior on W, like scikit-learn's L2 penalty
@@ -139,7 +159,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
 
     The training path -- sparse inputs (utilities from the non-zeros of a scipy.sparse X,
     O(nnz x (1 + s)) per step), the rank and the negatives -- is chosen from the data by
-    ``pyro_ar.estimator._support.choose_path`` and kept as ``training_path_``.
+    ``pyro_ar.estimator._training_path.choose_path`` and kept as ``training_path_``.
 
     ``verbose=True`` prints the data's shape and the training path, then shows one labelled
     progress bar per phase of a fit: with a prior-scale
@@ -217,104 +237,11 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         return {"X_types": ["2darray", "sparse"]}
 
     def __getstate__(self):
-        state = super().__getstate__()
+        state = dict(super().__getstate__())
+        state.pop("_fitted_predictor", None)  # (rebuilt on the first prediction)
         if "param_state_" in state:  # device-independent pickles
-            state = dict(state)
-            state["param_state_"] = copy_state(state["param_state_"], "cpu")
+            state["param_state_"] = state_on(state["param_state_"], "cpu")
         return state
-
-    # ------------------------------------------------------------------ validation
-    def _noise_object(self):
-        noise = self.noise
-        if isinstance(noise, Noise):
-            return noise
-        if isinstance(noise, str) and noise in _NOISES:
-            return get_noise(noise)
-        raise ValueError(f"noise must be one of {list(_NOISES)} or a pyro_ar.Noise instance, "
-                         f"got {noise!r}")
-
-    def _torch_device(self):
-        try:
-            device = torch.device(self.device)
-        except (RuntimeError, TypeError, ValueError) as e:
-            raise ValueError(f"device must be a torch device or its name, got {self.device!r}") from e
-        if device.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError(f"device={self.device!r} but CUDA is not available")
-        return device
-
-    def _validated_params(self, fitting=False):
-        """All hyper-parameters checked (ValueError naming the argument) and resolved;
-        with ``fitting``, also the torch seed from ``random_state`` (``p["seed"]``)."""
-        p = dict(
-            noise=self._noise_object(),
-            num_negatives=check_int("num_negatives", self.num_negatives, 1, allow_none=True),
-            strategy=check_choice("strategy", self.strategy, _STRATEGIES),
-            weights=check_choice("weights", self.weights, _WEIGHTS),
-            prior_scale=prior_scale_candidates(self.prior_scale),
-            batch_size=check_int("batch_size", self.batch_size, 1),
-            max_epochs=check_int("max_epochs", self.max_epochs, 1),
-            min_steps=check_int("min_steps", self.min_steps, 0),
-            num_steps=check_int("num_steps", self.num_steps, 1, allow_none=True),
-            learning_rate=check_float("learning_rate", self.learning_rate, low=0.0),
-            local_learning_rate=check_float("local_learning_rate", self.local_learning_rate, low=0.0),
-            num_posterior_samples=check_int("num_posterior_samples", self.num_posterior_samples, 1),
-            validation_fraction=check_float("validation_fraction", self.validation_fraction, 0.0, 1.0),
-            n_iter_no_change=check_int("n_iter_no_change", self.n_iter_no_change, 1),
-            tol=check_float("tol", self.tol, low=0.0, low_open=False),
-            device=self._torch_device(),
-            likelihood=check_choice("likelihood", self.likelihood, _LIKELIHOODS),
-        )
-        if not (self.rank is None or self.rank == "auto" or isinstance(self.rank, numbers.Integral)
-                and not isinstance(self.rank, bool) and self.rank >= 1):
-            raise ValueError(f"rank must be 'auto', None or an integer >= 1, got {self.rank!r}")
-        p["rank"] = self.rank
-        if not (self.class_weight is None or self.class_weight == "balanced"
-                or isinstance(self.class_weight, dict)):
-            raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {self.class_weight!r}")
-        for name in ("early_stopping", "verbose", "standardize", "warm_start"):
-            v = getattr(self, name)
-            if not isinstance(v, (bool, np.bool_, numbers.Integral)):
-                raise ValueError(f"{name} must be a bool, got {v!r}")
-        if not fitting:
-            return p
-        try:
-            rs = check_random_state(self.random_state)
-        except (ValueError, TypeError) as e:
-            raise ValueError(f"random_state must be None, an int or a numpy RandomState, got "
-                             f"{self.random_state!r}") from e
-        if isinstance(self.random_state, numbers.Integral) and not isinstance(self.random_state, bool):
-            p["seed"] = int(self.random_state) % (2**32)
-        else:
-            p["seed"] = int(rs.randint(_MAX_SEED))
-        return p
-
-    @staticmethod
-    def _check_labels(y):
-        """Class labels: binary/multiclass targets, or a 1-D object array of any hashables."""
-        if y.ndim == 1 and y.dtype == object:  # e.g. enum members, tuples, mixed types
-            try:
-                for v in y:
-                    hash(v)
-                return
-            except TypeError:
-                raise ValueError("Unknown label type: y holds unhashable objects; class labels "
-                                 "must be hashable") from None
-        y_type = type_of_target(y, input_name="y")
-        if y_type not in ("binary", "multiclass"):
-            raise ValueError(f"Unknown label type: {y_type!r}. ARClassifier needs class labels "
-                             "(binary or multiclass, one per sample), not continuous or "
-                             "multi-output targets")
-
-    # ------------------------------------------------------------------ building blocks
-    def _model(self, p, K, D, *, num_negatives=None, strategy="per_datapoint", proposal=None,
-               subsample_size=None, likelihood="ar", rank=None, bias_init=None, weight_loc=None):
-        return LinearClassifier(  # the bias unpenalised, like scikit-learn's intercept
-            D, K, noise=p["noise"], likelihood=likelihood, num_negatives=num_negatives,
-            strategy=strategy, proposal=proposal, weights=p["weights"],
-            prior_scale=p["prior_scale"] if not isinstance(p["prior_scale"], tuple) else
-            getattr(self, "prior_scale_", None) or 1.0, subsample_size=subsample_size,
-            sparse=p["weights"] != "bayes", site=_SITE, rank=rank, bias_init=bias_init, penalize_bias=False,
-            weight_pattern=getattr(self, "weight_pattern_", None), weight_loc=weight_loc)
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y, sample_weight=None):
@@ -355,12 +282,12 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         return self._fit(X, y, sample_weight, partial=True, classes=classes)
 
     def _fit(self, X, y, sample_weight, partial, classes=None):
-        p = self._validated_params(fitting=True)
+        s = settings_of(self, fitting=True)
         first = not (partial and hasattr(self, "classes_"))
         seen = {k: self.__dict__[k] for k in ("n_features_in_", "feature_names_in_") if k in self.__dict__}
         X, y = _checked_data(self, X, y, accept_sparse="csr", dtype=(np.float64, np.float32),
                               reset=first)
-        self._check_labels(y)
+        check_labels(y)
         classes, codes = encode_targets(y, classes, getattr(self, "classes_", None), partial, first)
         K, (N, D) = len(classes), X.shape
         if K < 2:
@@ -375,62 +302,72 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"warm_start=True continues the fit on {seen['n_features_in_']} features, "
                              f"got X with {D} features; set warm_start=False to fit anew")
         if not warm:
-            self.training_path_ = choose_path(N, D, K, X.nnz if sp.issparse(X) else None, p["strategy"],
-                                              p["rank"], p["batch_size"], p["num_negatives"],
-                                              np.bincount(codes, minlength=K))
-            pattern = self.training_path_.weight_pattern
-            self.feature_mean_, self.feature_scale_ = fit_scaler(
-                X, self.training_path_.sparse_inputs, idf=pattern) if self.standardize else (None, None)
-            self.row_normalize_ = bool(pattern and self.standardize)
-            self.weight_pattern_ = None
-            self.likelihood_ = resolve_likelihood(p, K, D)
-            self._predict_seed, self.n_partial_fits_ = None, 0
-        p["strategy"] = self.training_path_.strategy
+            self._choose_path(X, codes, K, s)
+        s = s.replace(strategy=self.training_path_.strategy)
         X = apply_scaler(X, self.feature_mean_, self.feature_scale_, getattr(self, "row_normalize_", False))
         if self.training_path_.weight_pattern and isinstance(self.prior_scale, str):
-            p["prior_scale"] = PATTERN_PRIOR_SCALE  # no search: see PATTERN_PRIOR_SCALE
-        weights = combine_sample_weights(codes, classes, sample_weight, self.class_weight)
+            s = s.replace(prior_scale=PATTERN_PRIOR_SCALE)  # no search: see PATTERN_PRIOR_SCALE
+        data = _FitData(X, codes, combine_sample_weights(codes, classes, sample_weight, self.class_weight), K, D)
         if self.verbose:
             print(f"ARClassifier: {N:,} rows, {D:,} features, {K:,} classes; {self.training_path_.describe()}; "
                   f"{'exact softmax' if self.likelihood_ == 'exact' else 'A&R'} likelihood; "
-                  f"{min(p['batch_size'], N):,} rows per SVI step", file=sys.stderr)
-        with seeded(p["seed"] + (self.n_partial_fits_ if partial else 0), p["device"]):
-            rng = np.random.RandomState(p["seed"])
-            train_idx, val_idx = (np.arange(N), None) if partial else self._split(codes, p, rng)
-            predict_seed = int(rng.randint(_MAX_SEED)) if self._predict_seed is None else self._predict_seed
-            init = self.param_state_ if warm else None
-            p, init, budget, search_steps = self._choose_prior_scale(X, codes, weights, K, D, p, rng,
-                                                                     predict_seed, init, partial)
+                  f"{min(s.batch_size, N):,} rows per SVI step", file=sys.stderr)
+        with seeded(s.seed + (self.n_partial_fits_ if partial else 0)):
+            rng = np.random.RandomState(s.seed)
+            train_idx, val_idx = (np.arange(N), None) if partial else self._split(codes, s, rng)
+            if self._predict_seed is None:
+                self._predict_seed = int(rng.randint(_MAX_SEED))
+            s, init, budget, search_steps = self._choose_prior_scale(
+                data, s, rng, self.param_state_ if warm else None, partial)
             phase = (f"partial_fit {self.n_partial_fits_ + 1}" if partial else
                      "phase 2/2: fit on all the data" if search_steps else "fit")
-            bar = self._progress_bar(f"{phase} (prior scale {p['prior_scale']:.3g})" if search_steps
-                                     else phase, max(1, round(budget * self._num_steps(p, len(train_idx), partial))))
-            try:
-                result = self._fit_svi(X, codes, weights, train_idx, val_idx, K, D, p, predict_seed,
-                                       init, partial, budget, bar)
-                if bar is not None and result[2] < bar.total:  # early stopping ended it
+            if search_steps:
+                phase += f" (prior scale {s.prior_scale:.3g})"
+            planned = self._num_steps(s, len(train_idx), partial, budget)
+            with self._progress(phase, planned) as bar:
+                result = self._fit_svi(data, s, train_idx, val_idx, init=init, partial=partial,
+                                       budget=budget, bar=bar)
+                if bar is not None and result.n_steps < planned:
                     bar.set_description(f"{bar.desc}, early-stopped", refresh=False)
-                    set_progress_total(bar, result[2])
-            finally:
-                if bar is not None:
-                    bar.close()
-        self.classes_, self._predict_seed = classes, predict_seed
-        (self.param_state_, self.n_iter_, final_steps, self.loss_curve_,
-         self.validation_scores_, self.best_validation_score_) = result
-        self.n_steps_by_phase_ = {"prior_scale_search": search_steps, "final_fit": final_steps}
-        self.n_steps_ = search_steps + final_steps
+        self.classes_, self.param_state_ = classes, result.state
+        self.n_iter_, self.loss_curve_ = result.n_iter, result.loss_curve
+        self.validation_scores_, self.best_validation_score_ = result.validation_scores, result.best_score
+        self.n_steps_by_phase_ = {"prior_scale_search": search_steps, "final_fit": result.n_steps}
+        self.n_steps_ = search_steps + result.n_steps
         self.n_partial_fits_ += int(partial)
+        self._predictor(s)  # the fitted model, built once for the predictions to come
         return self
 
-    def _progress_bar(self, phase, total):
-        """The progress bar of one phase of a fit (None unless ``verbose``)."""
-        return progress_bar(total, desc=f"ARClassifier {phase}") if self.verbose else None
+    def _choose_path(self, X, codes, K, s):
+        """A fresh fit's training path, standardisation and likelihood (from the data)."""
+        N, D = X.shape
+        self.training_path_ = choose_path(N, D, K, X.nnz if sp.issparse(X) else None, s.strategy,
+                                          s.rank, s.batch_size, s.num_negatives,
+                                          np.bincount(codes, minlength=K))
+        pattern = self.training_path_.weight_pattern
+        self.feature_mean_, self.feature_scale_ = fit_scaler(
+            X, self.training_path_.sparse_inputs, idf=pattern) if self.standardize else (None, None)
+        self.row_normalize_ = bool(pattern and self.standardize)
+        self.weight_pattern_ = None
+        self.likelihood_ = resolve_likelihood(s, K, D)
+        self._predict_seed, self.n_partial_fits_ = None, 0
 
-    def _split(self, codes, p, rng, force=False):
+    @contextlib.contextmanager
+    def _progress(self, phase, total):
+        """The one progress display of a fit's phase: a labelled :func:`~pyro_ar.infer.progress_bar`
+        of ``total`` SVI steps when ``verbose`` (None otherwise), closed after the phase."""
+        bar = progress_bar(total, desc=f"ARClassifier {phase}") if self.verbose else None
+        try:
+            yield bar
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def _split(self, codes, s, rng, force=False):
         N = len(codes)
         if not (self.early_stopping or force):
             return np.arange(N), None
-        n_val = max(1, int(round(p["validation_fraction"] * N)))
+        n_val = max(1, int(round(s.validation_fraction * N)))
         if N - n_val < 1:
             raise ValueError(f"validation_fraction={self.validation_fraction!r} leaves no training "
                              f"data out of {N} samples")
@@ -443,195 +380,145 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             train_idx, val_idx = perm[n_val:], perm[:n_val]
         return np.sort(train_idx), np.sort(val_idx)
 
-    def _choose_prior_scale(self, X, codes, weights, K, D, p, rng, predict_seed, init, partial):
-        """``(p, init, budget, search steps)`` of the final fit, ``p["prior_scale"]`` a number: a
-        grid is scored on a held-out split (:func:`~pyro_ar.estimator.choices.select_prior_scale`;
+    def _choose_prior_scale(self, data, s, rng, init, partial):
+        """``(settings, init, budget, search steps)`` of the final fit, ``prior_scale`` a number:
+        a grid is scored on a held-out split (:func:`~pyro_ar.estimator.choices.select_prior_scale`;
         SVI steps run: ``search steps``, 0 without a search), the final fit starts from the
         best with ``_REFIT_BUDGET`` of a plain fit's steps. Sets ``prior_scale_`` (None for
         ``"mle"``) and ``prior_scale_scores_``."""
-        grid, self.prior_scale_scores_ = p["prior_scale"], None
+        grid, self.prior_scale_scores_ = s.prior_scale, None
         grid = grid if isinstance(grid, tuple) else (grid,)
-        if p["weights"] == "mle" or len(grid) == 1:
-            self.prior_scale_ = None if p["weights"] == "mle" else grid[0]
-            return dict(p, prior_scale=grid[0]), init, 1.0, 0
+        if s.weights == "mle" or len(grid) == 1:
+            self.prior_scale_ = None if s.weights == "mle" else grid[0]
+            return s.replace(prior_scale=grid[0]), init, 1.0, 0
         if partial:  # no held-out split: the previous fit's choice, else the grid's middle
             if getattr(self, "prior_scale_", None) is None:
                 self.prior_scale_ = 1.0 if 1.0 in grid else grid[len(grid) // 2]
-            return dict(p, prior_scale=self.prior_scale_), init, 1.0, 0
-        train_idx, val_idx = self._split(codes, p, rng, force=True)
-        steps, refine, planned = self._num_steps(p, len(train_idx)), isinstance(self.prior_scale, str), []
-        select_prior_scale(lambda s, n, state: (planned.append(n), 0.0), grid, steps, refine=refine)  # dry run
-        bar = self._progress_bar("phase 1/2: prior-scale search", sum(planned))
+            return s.replace(prior_scale=self.prior_scale_), init, 1.0, 0
+        train_idx, val_idx = self._split(data.codes, s, rng, force=True)
+        steps, refine, planned = self._num_steps(s, len(train_idx)), isinstance(self.prior_scale, str), []
+        select_prior_scale(lambda scale, n, state: (planned.append(n), 0.0), grid, steps, refine=refine)  # dry run
         done = []
-
-        def fit(scale, num_steps, state):  # on the training split: (state, best validation score)
-            if bar is not None:
-                bar.set_description(f"ARClassifier phase 1/2: prior-scale search (fit {len(done) + 1} of "
-                                    f"{len(planned)}: prior scale {scale:.3g})", refresh=False)
-            out = self._fit_svi(X, codes, weights, train_idx, val_idx, K, D,
-                                dict(p, prior_scale=scale, num_steps=num_steps), predict_seed, state, False,
-                                bar=bar)
-            done.append(out[2])
-            if bar is not None:  # an early-stopped fit: its remaining steps will not run
-                set_progress_total(bar, bar.total - (num_steps - out[2]))
-            return out[0], out[5]
-        try:
+        with self._progress("phase 1/2: prior-scale search", sum(planned)) as bar:
+            def fit(scale, num_steps, state):  # on the training split: (state, best validation score)
+                if bar is not None:
+                    bar.set_description(f"ARClassifier phase 1/2: prior-scale search (fit {len(done) + 1} of "
+                                        f"{len(planned)}: prior scale {scale:.3g})", refresh=False)
+                out = self._fit_svi(data, s.replace(prior_scale=scale, num_steps=num_steps), train_idx,
+                                    val_idx, init=state, bar=bar)
+                done.append(out.n_steps)
+                return out.state, out.best_score
             self.prior_scale_, self.prior_scale_scores_, state = select_prior_scale(
                 fit, grid, steps, init, refine=refine)
-        finally:
-            if bar is not None:
-                bar.close()
-        return dict(p, prior_scale=self.prior_scale_), state, _REFIT_BUDGET, sum(done)
+        return s.replace(prior_scale=self.prior_scale_), state, _REFIT_BUDGET, sum(done)
 
-    def _num_steps(self, p, n_train, partial=False):
-        """SVI steps of a plain fit on ``n_train`` datapoints (of a ``partial_fit`` call on a
-        chunk of ``n_train``: ``max_epochs`` epochs, no ``min_steps``)."""
-        steps_per_epoch = math.ceil(n_train / min(p["batch_size"], n_train))
+    def _num_steps(self, s, n_train, partial=False, budget=1.0):
+        """SVI steps of a fit on ``n_train`` datapoints: ``budget`` times a plain fit's (of a
+        ``partial_fit`` call on a chunk of ``n_train``: ``max_epochs`` epochs, no ``min_steps``)."""
+        steps_per_epoch = math.ceil(n_train / min(s.batch_size, n_train))
         if getattr(self, "training_path_", None) is not None and self.training_path_.weight_pattern:
             # it starts at the centroid scorer: at most PATTERN_MAX_EPOCHS epochs, no min_steps
-            return p["num_steps"] or min(p["max_epochs"], PATTERN_MAX_EPOCHS) * steps_per_epoch
-        return p["num_steps"] or max(p["max_epochs"] * steps_per_epoch, 0 if partial else p["min_steps"])
+            steps = s.num_steps or min(s.max_epochs, PATTERN_MAX_EPOCHS) * steps_per_epoch
+        else:
+            steps = s.num_steps or max(s.max_epochs * steps_per_epoch, 0 if partial else s.min_steps)
+        return max(1, round(budget * steps))
 
-    def _fit_svi(self, X, codes, weights, train_idx, val_idx, K, D, p, predict_seed, init_state,
-                 partial, budget=1.0, bar=None):
-        """Train with :func:`pyro_ar.infer.train` in a private param store (started from
-        ``init_state`` when warm) for ``budget`` times a plain fit's steps, updating the
-        progress ``bar`` (None: none); returns the fit's attributes (global parameter state,
-        epochs, steps, loss curve, validation scores, best validation score)."""
-        device = p["device"]
-        n_train = len(train_idx)
-        path = self.training_path_
-        x = training_features(X if val_idx is None else X[train_idx], torch.float32, device,
-                              path.sparse_inputs)
-        y = torch.as_tensor(codes[train_idx], dtype=torch.long, device=device)
-        data = (x, y) if weights is None else \
-            (x, y, torch.as_tensor(weights[train_idx], dtype=torch.float32, device=device))
-        batch_size = min(p["batch_size"], n_train)
-        steps_per_epoch = math.ceil(n_train / batch_size)
+    def _fit_svi(self, data, s, train_idx, val_idx, *, init=None, partial=False, budget=1.0, bar=None):
+        """Train with :func:`pyro_ar.infer.train` in a private param store (started from a copy
+        of ``init`` when warm) on the rows ``train_idx`` of ``data`` for ``budget`` times a
+        plain fit's steps, scoring the rows ``val_idx`` (None: none) after each epoch and
+        updating the progress ``bar`` (None: none; its total shrinks when the fit stops early)."""
+        n_train, path, device = len(train_idx), self.training_path_, s.device
+        X_train = data.X if val_idx is None else data.X[train_idx]
+        y = torch.as_tensor(data.codes[train_idx], dtype=torch.long, device=device)
+        xs = (training_features(X_train, torch.float32, device, path.sparse_inputs), y)
+        if data.weights is not None:
+            xs += (torch.as_tensor(data.weights[train_idx], dtype=torch.float32, device=device),)
+        steps_per_epoch = math.ceil(n_train / min(s.batch_size, n_train))
         if path.weight_pattern and self.weight_pattern_ is None:  # from the rows it trains on
-            self.weight_pattern_, self.weight_loc_ = pattern_and_centroids(
-                X if val_idx is None else X[train_idx], codes[train_idx], K)
-        init = None if init_state is None else copy_state(init_state, device)
+            self.weight_pattern_, self.weight_loc_ = pattern_and_centroids(X_train, data.codes[train_idx], data.K)
+        init = None if init is None else state_on(init, device, copy=True)
         for t in (init or {"params": {}})["params"].values():
             t.requires_grad_(True)  # as pyro.param leaves the tensors it creates
+        num_steps = self._num_steps(s, n_train, partial, budget)
         with pyro.get_param_store().scope(init):  # a private param store for this fit
-            model, guide, svi = self._svi(p, K, D, y, batch_size)
-            eval_fn = early = None
-            if val_idx is not None:
-                X_val = X[val_idx]
-                y_val = torch.as_tensor(codes[val_idx], dtype=torch.long, device=device)
-
-                w_val = None if weights is None else torch.as_tensor(weights[val_idx], device=device)
-
-                def eval_fn():  # the mean validation log-likelihood, weighted like the data
-                    source = self._source(X_val, p, K, self._live_weights(p, model, guide, predict_seed))
-                    if w_val is None:
-                        return {"val_log_lik": log_likelihood(source, y_val, p["noise"])}
-                    lp = log_likelihood(source, y_val, p["noise"], reduce="none")
-                    return {"val_log_lik": float((w_val * lp).sum() / w_val.sum().clamp(min=1e-300))}
-                early = EarlyStopping("val_log_lik", patience=p["n_iter_no_change"], min_delta=p["tol"])
-            num_steps = max(1, round(budget * self._num_steps(p, n_train, partial)))
+            model, guide, svi = training_svi(self, s, data.K, data.D, y, min(s.batch_size, n_train))
+            early = None if val_idx is None else \
+                EarlyStopping("val_log_lik", patience=s.n_iter_no_change, min_delta=s.tol)
             try:
-                history = train(svi, *data, num_steps=num_steps,
-                                eval_fn=eval_fn, eval_every=steps_per_epoch, log_every=steps_per_epoch,
+                history = train(svi, *xs, num_steps=num_steps, eval_fn=self._scorer(data, s, val_idx, model, guide),
+                                eval_every=steps_per_epoch, log_every=steps_per_epoch,
                                 eval_at_start=False, early_stopping=early,
                                 callbacks=[] if partial else [LearningRateDecay()],
                                 progress=bar if bar is not None else False)
             except TrainingDiverged as e:  # (the estimator keeps its previous fit, if any)
-                raise TrainingDiverged(f"ARClassifier(learning_rate={p['learning_rate']!r}): {e}") from None
+                raise TrainingDiverged(f"ARClassifier(learning_rate={s.learning_rate!r}): {e}") from None
             state = global_state(model, guide)
+        if bar is not None and history[-1]["step"] < num_steps:  # stopped early: its steps will not come
+            set_progress_total(bar, bar.total - (num_steps - history[-1]["step"]))
         loss_curve = [r["loss"] / n_train for r in history if r["step"] > 0]
         scores = [r["val_log_lik"] for r in history if "val_log_lik" in r] if early else None
-        return (state, len(loss_curve), history[-1]["step"], loss_curve, scores,
-                early.best if early else None)
+        return _FitResult(state, len(loss_curve), history[-1]["step"], loss_curve, scores,
+                          early.best if early else None)
 
-    def _svi(self, p, K, D, y, batch_size):
-        """The model, its guide and ``SVI`` (lazy Adam; its own step size for local params)."""
-        proposal, counts, path = None, torch.bincount(y, minlength=K).double(), self.training_path_
-        if p["strategy"] == "importance":  # training class frequencies ^ 0.75 (the authors')
-            proposal = counts.clamp(min=1.0) ** 0.75
-        log_freq = (counts + 1).log()  # sparse / low-rank paths (large K): b starts at the unigram
-        # (on the pattern path only for skewed labels, where the negatives are importance
-        # draws: with a few rows for every class the centroids rank the classes better alone)
-        bias_init = (log_freq - log_freq.mean()).float() if (path.sparse_inputs or path.rank) \
-            and (not path.weight_pattern or path.strategy == "importance") else None
-        model = self._model(p, K, D, num_negatives=None if p["num_negatives"] is None else
-                            min(p["num_negatives"], K - 1), strategy=p["strategy"],
-                            proposal=proposal, subsample_size=batch_size, likelihood=self.likelihood_,
-                            rank=path.rank, bias_init=bias_init,
-                            weight_loc=getattr(self, "weight_loc_", None) if path.weight_pattern else None)
-        guide = default_guide(model, local_first=True)  # (ignored without a local latent)
-        lr, local_lr = p["learning_rate"], p["local_learning_rate"]
-        optim = lazy_adam(lambda name: {"lr": local_lr if name.rsplit(".", 1)[-1].startswith(
-            f"{_SITE}_eps_") else lr})
-        return model, guide, SVI(model, guide, optim, ClosedFormELBO())
+    def _scorer(self, data, s, val_idx, model, guide):
+        """The validation score of a fit (None without a held-out split): the mean
+        log-likelihood of the rows ``val_idx``, weighted like the data, under the live weights."""
+        if val_idx is None:
+            return None
+        X_val, device = data.X[val_idx], s.device
+        y_val = torch.as_tensor(data.codes[val_idx], dtype=torch.long, device=device)
+        w_val = None if data.weights is None else torch.as_tensor(data.weights[val_idx], device=device)
+
+        def score():
+            source = utility_source(X_val, fitted_weights(model, guide, s, self._predict_seed))
+            if w_val is None:
+                return {"val_log_lik": log_likelihood(source, y_val, s.noise)}
+            lp = log_likelihood(source, y_val, s.noise, reduce="none")
+            return {"val_log_lik": float((w_val * lp).sum() / w_val.sum().clamp(min=1e-300))}
+        return score
 
     # ------------------------------------------------------------------ prediction core
-    def _live_weights(self, p, model, guide, seed):
-        """(W (S, K, D), b (S, K)) in float64 from the live param store: the point weights
-        (S = 1) or ``num_posterior_samples`` draws of q(W, b) under ``seed``; with a rank,
-        (V (S, K, r), b (S, K), E (S, D, r)) (W = V E^T is never formed)."""
-        names = list(model.parameter_shapes())
-        if model.weight_pattern is not None:  # W as a (K, D) sparse matrix
-            fitted = model.fitted_parameters()
-            return model.weight_pattern.sparse(fitted["weight"].double()), fitted["bias"].double()[None]
-        if p["weights"] != "bayes":
-            fitted = model.fitted_parameters()
-            return tuple(fitted[n].double()[None] for n in names)
-        draws, dummy = [], dummy_datapoint(model.num_features, p["device"])
-        with torch.no_grad(), torch_seeded(seed, p["device"]):
-            for _ in range(p["num_posterior_samples"]):
-                s = guide[0](*dummy)  # the AutoNormal part: q(W, b)
-                draws.append([s[n].double() for n in names])
-        return tuple(torch.stack(d) for d in zip(*draws))
+    def _predictor(self, s):
+        """The fitted model and guide (:class:`~pyro_ar.estimator._prediction.Predictor`),
+        built at the end of a fit (while loading, on the first prediction after unpickling) and
+        kept until the next fit or a change of the settings they depend on."""
+        predictor = self.__dict__.get("_fitted_predictor")
+        if predictor is None or not predictor.serves(self, s):
+            predictor = self._fitted_predictor = Predictor(self, s, len(self.classes_), self.n_features_in_)
+        return predictor
 
-    def _weights(self, p, K, D):
-        """The fitted weights as :meth:`_live_weights` gives them, from ``param_state_``."""
-        with pyro.get_param_store().scope(copy_state(self.param_state_, p["device"])):
-            rank = next((t.shape[-1] for n, t in self.param_state_["params"].items()  # (from E's shape)
-                         if n.rsplit(".", 1)[-1] == "embedding"), None)
-            model = self._model(p, K, D, likelihood="exact", rank=rank)
-            guide = default_guide(model)
-            if p["weights"] == "bayes":
-                with torch.no_grad():  # set up the prototype trace on one dummy datapoint
-                    guide(*dummy_datapoint(D, p["device"]))
-            return self._live_weights(p, model, guide, self._predict_seed)
-
-    @staticmethod
-    def _source(X, p, K, weights):
-        """The utilities of the rows of ``X`` under ``weights`` (:func:`rows_source`)."""
-        return rows_source(X, K, weights, p["device"])
+    def _fitted_weights(self, s):
+        """The fitted weights (:func:`~pyro_ar.estimator._prediction.fitted_weights`)."""
+        return self._predictor(s).weights(self._predict_seed)
 
     def _prepare(self, X):
+        """``(settings, utility source of the rows of X)`` of a fitted estimator."""
         check_is_fitted(self)
-        p = self._validated_params()
+        s = settings_of(self)
         X = _checked_data(self, X, accept_sparse="csr", dtype=(np.float64, np.float32), reset=False)
         X = apply_scaler(X, getattr(self, "feature_mean_", None), getattr(self, "feature_scale_", None),
                          getattr(self, "row_normalize_", False))
-        return X, p, len(self.classes_)
-
-    def _fitted_source(self, X, p, K):
-        return self._source(X, p, K, self._weights(p, K, X.shape[1]))
+        return s, self._predictor(s).source(X, self._predict_seed)
 
     # ------------------------------------------------------------------ public prediction
     def predict_log_proba(self, X):
         """Log of :meth:`predict_proba`, shape (n_samples, n_classes), columns as ``classes_``."""
-        X, p, K = self._prepare(X)
-        return predict_log_proba(self._fitted_source(X, p, K), p["noise"]).cpu().numpy()
+        s, source = self._prepare(X)
+        return predict_log_proba(source, s.noise).cpu().numpy()
 
     def decision_function(self, X):
         """Class scores, shape (n_samples, n_classes) (binary: (n_samples,), the second
         class's score minus the first's): the mean utilities :math:`\\psi = W x + b` for point
         weights (the argmax is :meth:`predict`), the predictive log-probabilities for
         ``weights="bayes"``."""
-        X, p, K = self._prepare(X)
-        source = self._fitted_source(X, p, K)
-        if p["weights"] == "bayes":
-            scores = predict_log_proba(source, p["noise"])
+        s, source = self._prepare(X)
+        if s.weights == "bayes":
+            scores = predict_log_proba(source, s.noise)
         else:
-            scores = source(torch.arange(X.shape[0]))
+            scores = source(torch.arange(source.num_rows))
         scores = scores.cpu().numpy()
-        return scores[:, 1] - scores[:, 0] if K == 2 else scores
+        return scores[:, 1] - scores[:, 0] if len(self.classes_) == 2 else scores
 
     def predict_proba(self, X):
         """Class probabilities p(y = classes_[k] | x), shape (n_samples, n_classes).
@@ -644,8 +531,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
 
     def predict(self, X):
         """Most probable class for each row (labels from ``classes_``)."""
-        X, p, K = self._prepare(X)
-        classes, _ = top_k(self._fitted_source(X, p, K), 1, p["noise"])
+        s, source = self._prepare(X)
+        classes, _ = top_k(source, 1, s.noise)
         return self.classes_[classes[:, 0].cpu().numpy()]
 
     def score(self, X, y, sample_weight=None):
@@ -663,17 +550,12 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
 
         Labels must be among ``classes_``.
         """
-        X, p, K = self._prepare(X)
+        s, source = self._prepare(X)
         y = label_array(y)
-        if len(y) != X.shape[0]:
-            raise ValueError(f"X has {X.shape[0]} rows but y has {len(y)} labels")
-        index = {c: k for k, c in enumerate(self.classes_.tolist())}
-        try:
-            codes = np.fromiter((index[v] for v in y.tolist()), dtype=np.int64, count=len(y))
-        except KeyError as e:
-            raise ValueError(f"y contains a label not seen during fit: {e.args[0]!r}") from None
-        codes = torch.as_tensor(codes, device=p["device"])
-        return log_likelihood(self._fitted_source(X, p, K), codes, p["noise"])
+        if len(y) != source.num_rows:
+            raise ValueError(f"X has {source.num_rows} rows but y has {len(y)} labels")
+        codes = label_codes(y, self.classes_, "y contains a label not seen during fit")
+        return log_likelihood(source, torch.as_tensor(codes, device=s.device), s.noise)
 
     # ------------------------------------------------------------------ save / load
     def save(self, path, weights_only=True):

@@ -5,10 +5,10 @@ choose what goes with a model; :func:`train` is the one training loop (checkpoin
 """
 
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from ..distributions import GumbelExpectedFactor
 from .drift import DriftCheck
 from .elbo import ClosedFormELBO
 from .guides import default_elbo, default_guide, default_local_guide, empty_guide
+from .latent import LatentGuide, LatentKLWarmup
 from . import local_guides
 from .local_guides import *  # noqa: F401,F403  (its __all__)
 from .loop import (
@@ -33,11 +33,12 @@ from .posterior import (
 
 __all__ = local_guides.__all__ + [
     "ClosedFormELBO",
-    "GumbelExpectedFactor",
     "default_guide",
     "default_local_guide",
     "default_elbo",
     "empty_guide",
+    "LatentGuide",
+    "LatentKLWarmup",
     "train",
     "progress_bar",
     "TrainState",
@@ -59,15 +60,3 @@ __all__ = local_guides.__all__ + [
     "predictive_top_k",
 ]
 
-
-def __getattr__(name):
-    # deprecated location of the model (now pyro_ar.models.BayesianLinearClassifier)
-    if name == "BayesianLinearClassifier":
-        import warnings
-
-        from ..models import BayesianLinearClassifier
-
-        warnings.warn("pyro_ar.infer.BayesianLinearClassifier is deprecated; import it from "
-                      "pyro_ar.models", DeprecationWarning, stacklevel=2)
-        return BayesianLinearClassifier
-    raise AttributeError(f"module 'pyro_ar.infer' has no attribute {name!r}")

@@ -20,6 +20,10 @@ dicts -- no pickled objects) holding
   what differs;
 * a SHA-256 checksum of all of it (:mod:`pyro_ar.files`), verified on load.
 
+The plain-data, constraint and RNG codecs are :mod:`pyro_ar.files`' (shared with the
+estimator's files); the optimizer's part is :mod:`pyro_ar.infer.optim_state`, the
+configuration :mod:`pyro_ar.infer.run_config`.
+
 Restoring (:func:`load_checkpoint`) sets the param store, then sets up the guide's lazily
 built parts (AutoGuides build their prototype on their first call) by running the guide
 once, blocked, on the training arguments, then copies the buffers, hands the optimizer
@@ -33,34 +37,25 @@ Ranks that checkpoint together (:func:`agree_on_checkpoint`) keep their previous
 as well and resume from the newest step that every rank has.
 """
 
-import contextlib
-import hashlib
-import importlib
-import math
 import os
-import random
-import types
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Union
 
-import numpy as np
 import torch
-from torch.distributions.constraints import Constraint
 
 import pyro
-import pyro.distributions.constraints as pyro_constraints
 import pyro.poutine as poutine
 from pyro.infer import SVI
 from pyro.infer.autoguide import AutoGuide
-from pyro.optim import PyroOptim
-from pyro.optim.optim import _load_state_dict
 
-from ..files import atomic_save, load_payload
+from ..files import (atomic_save, check_rng_state, decode_constraint, encode_constraint, load_payload,
+                     preserved_rng, rng_state, set_rng_state, to_plain)
+from .optim_state import check_optim_state, check_optim_values, optim_state, set_optim_state
+from .run_config import config_differences, run_config
 
 __all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint", "run_config", "config_differences",
-           "agree_on_checkpoint", "previous_path", "rotate_checkpoint"]
+           "agree_on_checkpoint", "previous_path", "rotate_checkpoint", "check_param_state"]
 
 _FORMAT, _VERSION = "pyro_ar.checkpoint", 2  # 2: checksum and configuration; 1 is still read
-_TRUSTED_MODULES = ("torch.distributions.", "pyro.distributions.", "pyro_ar.")
 
 
 class CheckpointError(RuntimeError):
@@ -77,133 +72,6 @@ class CheckpointError(RuntimeError):
     """
 
 
-# ------------------------------------------------------------------ plain data
-def _plain(obj, where: str):
-    """``obj`` as weights_only-loadable data (numpy -> torch / Python numbers), or an error."""
-    if obj is None or isinstance(obj, (bool, int, float, str)):
-        return obj
-    if isinstance(obj, torch.Tensor):
-        return obj.detach()
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, np.ndarray):
-        return torch.from_numpy(obj.copy())
-    if isinstance(obj, dict):
-        for k in obj:
-            if not isinstance(k, (str, int)):
-                raise TypeError(f"cannot save {where}: key {k!r} is not a string or an int")
-        return {k: _plain(v, f"{where}[{k!r}]") for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_plain(v, f"{where}[{i}]") for i, v in enumerate(obj))
-    raise TypeError(f"cannot save {where}: a {type(obj).__name__} is not a tensor, number, string, "
-                    "None, list, tuple or dict")
-
-
-def _singletons() -> Dict[int, str]:
-    out = {}
-    for module in (torch.distributions.constraints, pyro_constraints):
-        for name in dir(module):
-            value = getattr(module, name)
-            if isinstance(value, Constraint):
-                out.setdefault(id(value), name)
-    return out
-
-
-def _encode_constraint(c, singletons, where):
-    if id(c) in singletons:
-        return {"__constraint__": singletons[id(c)]}
-    cls = type(c)
-    if not cls.__module__.startswith(_TRUSTED_MODULES):
-        raise TypeError(f"cannot save the constraint of {where}: {cls.__module__}.{cls.__qualname__} "
-                        f"is not from {_TRUSTED_MODULES}")
-    attrs = {k: _encode_constraint(v, singletons, where) if isinstance(v, Constraint)
-             else _plain(v, f"the constraint of {where}") for k, v in vars(c).items()}
-    return {"__constraint__": f"{cls.__module__}:{cls.__qualname__}", "attrs": attrs}
-
-
-def _decode_constraint(enc):
-    spec = enc["__constraint__"]
-    if ":" not in spec:
-        for module in (pyro_constraints, torch.distributions.constraints):
-            value = getattr(module, spec, None)
-            if isinstance(value, Constraint):
-                return value
-        raise ValueError(f"unknown constraint {spec!r}")
-    module_name, qualname = spec.split(":")
-    if not module_name.startswith(_TRUSTED_MODULES):
-        raise ValueError(f"untrusted constraint class {spec!r}")
-    cls = getattr(importlib.import_module(module_name), qualname)
-    if not (isinstance(cls, type) and issubclass(cls, Constraint)):
-        raise ValueError(f"{spec!r} is not a constraint class")
-    obj = cls.__new__(cls)
-    obj.__dict__.update({k: _decode_constraint(v) if isinstance(v, dict) and "__constraint__" in v
-                         else v for k, v in enc["attrs"].items()})
-    return obj
-
-
-# ------------------------------------------------------------------ RNG states
-def rng_state() -> Dict:
-    """The RNG states of torch (CPU, CUDA if available), numpy and ``random`` as plain data.
-
-    Example:
-
-    >>> from pyro_ar.infer.checkpoint import rng_state, set_rng_state
-    >>> import torch
-    >>> state = rng_state(); a = torch.rand(2); set_rng_state(state)
-    >>> torch.equal(a, torch.rand(2))
-    True
-    """
-    name, keys, pos, has_gauss, cached = np.random.get_state()
-    version, internal, gauss_next = random.getstate()
-    state = {"torch": torch.get_rng_state(),
-             "numpy": {"name": name, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
-                       "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
-             "random": {"version": version, "state": torch.tensor(internal, dtype=torch.int64),
-                        "gauss_next": gauss_next}}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: Dict) -> None:
-    """Restore what :func:`rng_state` returned (see its example).
-
-    Example:
-
-    >>> from pyro_ar.infer.checkpoint import rng_state, set_rng_state
-    >>> set_rng_state(rng_state())
-    """
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
-    n = state["numpy"]
-    np.random.set_state((n["name"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"],
-                         n["cached_gaussian"]))
-    r = state["random"]
-    random.setstate((r["version"], tuple(r["state"].tolist()), r["gauss_next"]))
-
-
-@contextlib.contextmanager
-def preserved_rng() -> Iterator[None]:
-    """Run a block (e.g. an evaluation) without changing the RNG states seen after it.
-
-    Example:
-
-    >>> import torch
-    >>> from pyro_ar.infer.checkpoint import preserved_rng
-    >>> state = torch.get_rng_state()
-    >>> with preserved_rng():
-    ...     _ = torch.rand(3)
-    >>> torch.equal(state, torch.get_rng_state())
-    True
-    """
-    state = rng_state()
-    try:
-        yield
-    finally:
-        set_rng_state(state)
-
-
 # ------------------------------------------------------------------ parts of a run
 def _modules(svi, modules):
     named = {}
@@ -217,116 +85,22 @@ def _modules(svi, modules):
     return named
 
 
-def _optim_state(optim) -> Optional[Dict]:
-    if not hasattr(optim, "get_state"):
-        return None
-    state = dict(getattr(optim, "_state_waiting_to_be_consumed", {}))  # not stepped since a load
-    state.update(optim.get_state())
-    return state
-
-
-def _set_optim_state(optim, state) -> None:
-    if state is None:
-        return
-    if not hasattr(optim, "set_state"):
-        raise TypeError(f"svi.optim ({type(optim).__name__}) has no set_state")
-    if isinstance(optim, PyroOptim):  # forget optimizers of the parameters before the load
-        optim.optim_objs.clear()
-        optim.grad_clip.clear()
-        optim._state_waiting_to_be_consumed = {}
-    optim.set_state(state)
-
-
-def _check_optim_state(optim, state) -> None:
-    """Each per-parameter state of a PyroOptim must name a parameter of the (restored) param
-    store and load into an optimizer of that parameter, its row-wise tensors with as many
-    rows: otherwise the first step would fail (a KeyError or a shape error) far from the file."""
-    if state is None or not isinstance(optim, PyroOptim):
-        return
-    if not isinstance(state, dict):
-        raise ValueError(f"the optimizer state must be a dict of per-parameter states, got a "
-                         f"{type(state).__name__}")
-    store = pyro.get_param_store()
-    for name, part in state.items():
-        if name not in store:
-            raise ValueError(f"the optimizer state names the parameter {name!r}, which is not in the "
-                             f"checkpoint's param store")
-        param = store[name].unconstrained()
-        try:
-            opt = optim._get_optim(param)
-            _load_state_dict(opt, part)
-        except Exception as e:  # noqa: BLE001  (a hand-made state: report what and where)
-            raise ValueError(f"the optimizer state of parameter {name!r} does not load into "
-                             f"{type(optim).__name__}'s optimizer: {type(e).__name__}: {e}") from e
-        inner = getattr(opt, "optimizer", opt)
-        for values in inner.state.values():
-            for key, t in values.items():
-                if torch.is_tensor(t) and t.dim() >= 1 and param.dim() >= 1 and t.shape[0] != param.shape[0]:
-                    raise ValueError(f"the optimizer state {key!r} of parameter {name!r} has shape "
-                                     f"{tuple(t.shape)}, the parameter {tuple(param.shape)}")
-
-
-def _check_optim_values(name, state) -> None:
-    """Per-parameter optimizer states hold tensors and finite numbers, and their ``params``
-    ids cover the states' keys (else torch drops a state without a word)."""
-    if not (isinstance(state, dict) and isinstance(state.get("state"), dict)
-            and isinstance(state.get("param_groups"), list)):
-        inner = state.get("optimizer") if isinstance(state, dict) else None
-        if isinstance(inner, dict) and "scheduler" in state:  # a scheduler's: check its optimizer
-            return _check_optim_values(name, inner)
-        raise ValueError(f"the optimizer state of parameter {name!r} must be a dict with 'state' and "
-                         f"'param_groups'")
-    for group in state["param_groups"]:
-        problem = _param_group_problem(group)
-        if problem:
-            raise ValueError(f"the optimizer settings of parameter {name!r}: {problem}")
-    ids = [i for g in state["param_groups"] if isinstance(g, dict) for i in g.get("params", [None])]
-    if any(isinstance(i, bool) or not isinstance(i, int) for i in ids) or not set(state["state"]) <= set(ids):
-        raise ValueError(f"the optimizer state of parameter {name!r} has parameter ids {ids!r} that do "
-                         f"not cover its states {sorted(map(repr, state['state']))}")
-    for values in state["state"].values():
-        for key, v in (values.items() if isinstance(values, dict) else [("(entry)", values)]):
-            ok = all(x is None or (not x.is_floating_point() or bool(torch.isfinite(x).all()))
-                     if isinstance(x, torch.Tensor) else isinstance(x, (int, float)) and not
-                     isinstance(x, bool) and math.isfinite(x)
-                     for x in (v if isinstance(v, (list, tuple)) else [v]))
-            if key == "step" and not isinstance(v, torch.Tensor):
-                ok = ok and isinstance(v, int) and v >= 0
-            if not ok:
-                raise ValueError(f"the optimizer state {key!r} of parameter {name!r} is {v!r}: not a "
-                                 f"tensor, a finite number or None")
-
-
-def _param_group_problem(group) -> Optional[str]:
-    """What is wrong with one torch optimizer's param group (the settings torch's
-    optimizers share: lr, betas, eps, weight decay, momentum; numbers finite)."""
-    if not isinstance(group, dict):
-        return f"a param group is a {type(group).__name__}, not a dict"
-    for key, v in group.items():
-        values = v if isinstance(v, (list, tuple)) and key != "params" else [v]
-        for x in values if key != "params" else []:
-            if isinstance(x, float) and not math.isfinite(x):
-                return f"{key}={v!r} is not finite"
-    rules = {"lr": lambda x: x >= 0, "initial_lr": lambda x: x >= 0, "eps": lambda x: x >= 0,
-             "weight_decay": lambda x: x >= 0, "momentum": lambda x: 0 <= x <= 1,
-             "betas": lambda x: all(isinstance(b, (int, float)) and 0 <= b < 1 for b in x) and len(x) == 2}
-    for key, ok in rules.items():
-        if key in group:
-            v = group[key]
-            number = isinstance(v, (int, float)) and not isinstance(v, bool)
-            try:
-                good = ok(v) if key == "betas" else number and ok(v)
-            except TypeError:
-                good = False
-            if not good:
-                return f"{key}={v!r} is out of range"
-    return None
-
-
 def check_param_state(state, name: str = "param_state") -> None:
     """A saved param store state (``{"params", "constraints"}``, as the estimator's files and
     the checkpoints hold it): finite floating-point tensors, one constraint per parameter;
-    a ``ValueError`` naming ``name`` and the parameter otherwise."""
+    a ``ValueError`` naming ``name`` and the parameter otherwise.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro.distributions import constraints
+    >>> from pyro_ar.infer.checkpoint import check_param_state
+    >>> check_param_state({"params": {"w": torch.zeros(2)}, "constraints": {"w": constraints.real}})
+    >>> check_param_state({"params": {"w": torch.tensor([float("nan")])}, "constraints": {"w": constraints.real}})
+    Traceback (most recent call last):
+    ...
+    ValueError: parameter 'w' holds non-finite values
+    """
     if not (isinstance(state, dict) and isinstance(state.get("params"), dict)
             and isinstance(state.get("constraints"), dict)):
         raise ValueError(f"{name} must be a dict with 'params' and 'constraints' dicts")
@@ -354,26 +128,8 @@ def _check_payload(ck) -> None:
         if not isinstance(ck["optim"], dict):
             raise ValueError(f"the optimizer state must be a dict, got {type(ck['optim']).__name__}")
         for name, state in ck["optim"].items():
-            _check_optim_values(name, state)
-    _check_rng_state(ck["rng"])
-
-
-def _check_rng_state(state) -> None:
-    """The RNG states: torch's a uint8 tensor, numpy's Mersenne Twister (624 keys, a
-    position in [0, 624]), ``random``'s (625 words)."""
-    try:
-        n, r = state["numpy"], state["random"]
-        ok = (isinstance(state["torch"], torch.Tensor) and state["torch"].dtype == torch.uint8
-              and n["name"] == "MT19937" and isinstance(n["keys"], torch.Tensor) and n["keys"].shape == (624,)
-              and isinstance(n["pos"], int) and not isinstance(n["pos"], bool) and 0 <= n["pos"] <= 624
-              and n["has_gauss"] in (0, 1) and isinstance(n["cached_gaussian"], float)
-              and math.isfinite(n["cached_gaussian"])
-              and isinstance(r["state"], torch.Tensor) and r["state"].shape == (625,)
-              and isinstance(r["version"], int) and (r["gauss_next"] is None or isinstance(r["gauss_next"], float)))
-    except Exception:  # noqa: BLE001  (any other structure: not RNG states)
-        ok = False
-    if not ok:
-        raise ValueError("the RNG states (rng) are not those of torch, numpy and random")
+            check_optim_values(name, state)
+    check_rng_state(ck["rng"])
 
 
 def _check_model_shapes(model) -> None:
@@ -416,161 +172,6 @@ def _set_buffers(named, saved) -> None:
             current[name].copy_(value)
 
 
-# ------------------------------------------------------------------ the run's configuration
-_PLAIN = (type(None), bool, int, float, str)
-
-
-def _qualname(obj) -> str:
-    return f"{getattr(obj, '__module__', None) or ''}.{getattr(obj, '__qualname__', type(obj).__qualname__)}"
-
-
-def _code_digest(code: types.CodeType) -> str:
-    """A digest of a function's code and constants (nested code objects by their digest)."""
-    consts = [_code_digest(c) if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts]
-    return hashlib.sha256(code.co_code + repr((consts, code.co_names)).encode()).hexdigest()[:16]
-
-
-def _describe_callable(f) -> Dict:
-    """A function by its name and a digest of its code, constants, defaults and plain
-    closure values (so ``lambda name: {"lr": 0.1}`` differs from ``... 0.2``); a class by name."""
-    if isinstance(f, type):
-        return {"class": _qualname(f)}
-    out = {"function": _qualname(f)}
-    code = getattr(f, "__code__", None)
-    if code is not None:
-        cells = [c.cell_contents for c in (f.__closure__ or ()) if _is_plain(_cell(c))]
-        out["code"] = _code_digest(code)
-        out["values"] = _describe(list(f.__defaults__ or ()) + cells, 0)
-    return out
-
-
-def _cell(c):
-    try:
-        return c.cell_contents
-    except ValueError:  # an empty cell
-        return object()
-
-
-def _is_plain(v) -> bool:
-    return isinstance(v, _PLAIN) or (isinstance(v, (list, tuple)) and all(_is_plain(x) for x in v))
-
-
-def _describe(v, depth: int = 1):
-    """Configuration data: plain values as they are, containers recursively, tensors and
-    arrays by shape and dtype, callables by :func:`_describe_callable`, other objects by
-    their class and (``depth`` levels of) plain public attributes."""
-    if isinstance(v, _PLAIN):
-        return v
-    if isinstance(v, (list, tuple)):
-        return [_describe(x, depth) for x in v]
-    if isinstance(v, dict):
-        return {str(k): _describe(x, depth) for k, x in v.items()}
-    if isinstance(v, torch.Tensor) or (isinstance(v, np.ndarray)):
-        return {"shape": list(v.shape), "dtype": str(v.dtype)}
-    if hasattr(v, "shape") and hasattr(v, "dtype"):  # e.g. scipy.sparse matrices
-        return {"class": _qualname(type(v)), "shape": list(v.shape), "dtype": str(v.dtype)}
-    if isinstance(v, (types.FunctionType, types.MethodType, type)):
-        return _describe_callable(v)
-    out = {"class": _qualname(type(v))}
-    if depth > 0:
-        for name, x in sorted(vars(v).items()) if hasattr(v, "__dict__") else ():
-            if name.startswith("_") or name == "training":
-                continue
-            if _is_plain(x):
-                out[name] = _describe(x)
-            elif depth > 1 and not isinstance(x, torch.Tensor) and type(x).__module__.startswith(
-                    ("pyro_ar.", "pyro.", "torch.")) and not isinstance(x, torch.nn.Module):
-                out[name] = _describe(x, depth - 1)
-    return out
-
-
-def _describe_optim(optim) -> Dict:
-    out = {"class": _qualname(type(optim))}
-    for name in ("pt_optim_constructor", "pt_scheduler_constructor"):
-        if hasattr(optim, name):
-            out[name] = _describe_callable(getattr(optim, name))
-    for name in ("pt_optim_args", "pt_clip_args", "kwargs"):
-        if hasattr(optim, name):
-            value = getattr(optim, name)
-            out[name] = _describe_callable(value) if callable(value) else _describe(value)
-    return out
-
-
-def run_config(svi: SVI, *args, modules: Sequence[torch.nn.Module] = (), **kwargs) -> Dict:
-    """A fingerprint of a run's configuration, as plain data: the model's class and its
-    plain public attributes (its shape-defining arguments: ``num_features``,
-    ``num_classes``, ``rank``, ...; two levels into pyro_ar / Pyro objects such as the
-    likelihood and its sampler of negatives), the guide's and the ``modules``' likewise, the ELBO's class and number of
-    particles, the optimizer's class, constructor and settings (``optim_args``; a
-    per-parameter function by a digest of its code and constants) and the shapes and
-    dtypes of the data ``*args, **kwargs`` of ``svi.step``. Compute it on fresh objects
-    (before the first step): :func:`~pyro_ar.infer.train` does.
-
-    Example:
-
-    >>> import pyro
-    >>> from pyro.infer import SVI
-    >>> from pyro_ar.datasets import make_linear_teacher
-    >>> from pyro_ar.infer.checkpoint import run_config
-    >>> from pyro_ar.models import LinearClassifier
-    >>> from pyro_ar.optim import lazy_adam
-    >>> data = make_linear_teacher(20, 3, 10, seed=0)
-    >>> model = LinearClassifier(3, 10)
-    >>> svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
-    >>> config = run_config(svi, data.x, data.y)
-    >>> config["model"]["num_classes"], config["optim"]["pt_optim_args"], config["data"]["args"][0]
-    (10, {'lr': 0.05}, {'shape': [20, 3], 'dtype': 'torch.float32'})
-    """
-    elbo = getattr(getattr(svi, "loss_and_grads", None), "__self__", None)
-    return {
-        "model": _describe(svi.model, 3), "guide": _describe(svi.guide, 3),
-        "modules": [_describe(m, 3) for m in modules],
-        "elbo": {"class": _qualname(type(elbo)), "num_particles": getattr(elbo, "num_particles", None)},
-        "optim": _describe_optim(svi.optim),
-        "data": {"args": [_describe(a, 0) for a in args],
-                 "kwargs": {k: _describe(v, 0) for k, v in sorted(kwargs.items())}},
-    }
-
-
-def _flatten(d, prefix="") -> Dict[str, Any]:
-    out = {}
-    if isinstance(d, dict) and not d:
-        out[prefix] = {}
-    elif isinstance(d, dict):
-        for k, v in d.items():
-            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
-    elif isinstance(d, list) and d and any(isinstance(v, (dict, list)) for v in d):
-        for i, v in enumerate(d):
-            out.update(_flatten(v, f"{prefix}[{i}]"))
-        out[f"{prefix}.len"] = len(d)
-    else:
-        out[prefix] = d
-    return out
-
-
-def config_differences(saved: Dict, current: Dict) -> List[str]:
-    """``"<what>: checkpoint <a>, this run <b>"`` for every entry of two :func:`run_config`
-    results that differs (an empty list when they match). Attributes present on one side
-    only are skipped (e.g. one that an object sets lazily to a non-plain value), except
-    classes, list lengths and the data: a different class is reported by its ``class``.
-
-    Example:
-
-    >>> from pyro_ar.infer.checkpoint import config_differences
-    >>> config_differences({"optim": {"lr": 0.05}}, {"optim": {"lr": 0.1}})
-    ['optim.lr: checkpoint 0.05, this run 0.1']
-    """
-    a, b = _flatten(saved), _flatten(current)
-    always = [k for k in set(a) | set(b) if k.startswith("data.") or k.endswith((".class", ".len", "function"))]
-
-    def reshaped(k, other):  # a value on one side where the other has entries below it, or above
-        return any(o.startswith((k + ".", k + "[")) or k.startswith((o + ".", o + "[")) for o in other)
-    always += [k for k in set(a) - set(b) if reshaped(k, b)] + [k for k in set(b) - set(a) if reshaped(k, a)]
-    keys = sorted((set(a) & set(b)) | set(always))
-    return [f"{k}: checkpoint {a.get(k, 'absent')!r}, this run {b.get(k, 'absent')!r}"
-            for k in keys if repr(a.get(k, "absent")) != repr(b.get(k, "absent"))]
-
-
 # ------------------------------------------------------------------ save / load
 def save_checkpoint(path: Union[str, os.PathLike], svi: SVI, *, step: int,
                     modules: Sequence[torch.nn.Module] = (), history: Optional[List[Dict]] = None,
@@ -602,21 +203,20 @@ def save_checkpoint(path: Union[str, os.PathLike], svi: SVI, *, step: int,
     (1, tensor(0.1000), {'note': 'after one step'})
     """
     store_state = pyro.get_param_store().get_state()
-    singletons = _singletons()
     params, constraints = store_state["params"], store_state["constraints"]
     payload = {
         "format": _FORMAT, "version": _VERSION, "step": int(step),
         "param_store": {
             "params": {n: p.detach() for n, p in params.items()},
-            "constraints": {n: _encode_constraint(constraints[n], singletons, f"param {n!r}")
+            "constraints": {n: encode_constraint(constraints[n], f"param {n!r}")
                             for n in params}},
         "buffers": {key: {n: b.detach() for n, b in m.named_buffers() if b is not None}
                     for key, m in _modules(svi, modules).items()},
-        "optim": _plain(_optim_state(svi.optim), "the optimizer state"),
+        "optim": to_plain(optim_state(svi.optim), "the optimizer state"),
         "rng": rng_state(),
-        "history": _plain(list(history or []), "history"),
-        "extra": _plain(extra, "extra"),
-        "config": _plain(config, "config"),
+        "history": to_plain(list(history or []), "history"),
+        "extra": to_plain(extra, "extra"),
+        "config": to_plain(config, "config"),
     }
     atomic_save(payload, path)
 
@@ -650,13 +250,14 @@ def load_checkpoint(path: Union[str, os.PathLike], svi: SVI, *args,
     >>> import pyro
     >>> from pyro.infer import SVI
     >>> from pyro_ar.datasets import make_linear_teacher
+    >>> from pyro_ar.infer import default_elbo, default_guide
     >>> from pyro_ar.infer.checkpoint import load_checkpoint, save_checkpoint
     >>> from pyro_ar.models import LinearClassifier
     >>> from pyro_ar.optim import lazy_adam
     >>> data = make_linear_teacher(200, 3, 10, seed=0)
     >>> def make_svi():
     ...     model = LinearClassifier(3, 10, num_negatives=3, subsample_size=20, sparse=True)
-    ...     return SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
+    ...     return SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
     >>> svi = make_svi()
     >>> losses = [svi.step(data.x, data.y) for _ in range(3)]
     >>> path = os.path.join(tempfile.mkdtemp(), "run.pt")
@@ -674,7 +275,7 @@ def load_checkpoint(path: Union[str, os.PathLike], svi: SVI, *args,
         raise CheckpointError(f"the checkpoint {os.fspath(path)!r} is not a valid checkpoint: "
                               f"{type(e).__name__}: {e}") from e
     if config is not None and ck.get("config") is not None:
-        differences = config_differences(ck["config"], _plain(config, "config"))
+        differences = config_differences(ck["config"], to_plain(config, "config"))
         if differences:
             raise CheckpointError(
                 f"the checkpoint {os.fspath(path)!r} was written by a run with another configuration, "
@@ -687,12 +288,12 @@ def load_checkpoint(path: Union[str, os.PathLike], svi: SVI, *args,
         params = {n: p.requires_grad_(p.is_floating_point() or p.is_complex())
                   for n, p in ck["param_store"]["params"].items()}
         store.set_state({"params": params, "constraints": {
-            n: _decode_constraint(c) for n, c in ck["param_store"]["constraints"].items()}})
+            n: decode_constraint(c, f"param {n!r}") for n, c in ck["param_store"]["constraints"].items()}})
         _check_model_shapes(svi.model)
         _set_up_lazy_guide(svi.guide, args, kwargs)
         _set_buffers(_modules(svi, modules), ck["buffers"])
-        _check_optim_state(svi.optim, ck["optim"])
-        _set_optim_state(svi.optim, ck["optim"])
+        check_optim_state(svi.optim, ck["optim"])
+        set_optim_state(svi.optim, ck["optim"])
         set_rng_state(ck["rng"])
     except Exception as e:
         raise CheckpointError(f"cannot restore the checkpoint {os.fspath(path)!r} into this run: "

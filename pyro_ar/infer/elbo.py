@@ -44,10 +44,9 @@ from pyro.util import check_model_guide_match, check_site_shape
 
 from ..distributions import AugmentedCategorical, FastGumbel, GaussianExpectedFactor, GumbelExpectedFactor  # noqa: F401
 from ..distributions.augmented import LocalStep, site_record
-from ..noise import GumbelNoise
 from ..numerics import check_int
 
-__all__ = ["ClosedFormELBO"]  # FastGumbel, GumbelExpectedFactor: see pyro_ar.distributions
+__all__ = ["ClosedFormELBO"]
 
 
 def _unwrap(fn):
@@ -82,7 +81,7 @@ class _ExpectedFactorMessenger(Messenger):
             return
         node = self.guide_trace.nodes[fn.eps_site]
         guide_fn = node["fn"]
-        if not isinstance(fn.noise, GumbelNoise):
+        if not fn.noise.closed_form:
             q = _unwrap(guide_fn)
             if self.gaussian_nodes is not None and isinstance(q, torch.distributions.Normal):
                 shape = fn.batch_shape

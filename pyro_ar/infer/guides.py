@@ -14,18 +14,25 @@ r"""The guide and the ELBO that go with a model: the one place that chooses them
   local guide then conditions on the posterior mean of the per-class parameters.
 * :class:`~pyro_ar.models.BayesianLinearClassifier`: its class-subsampled posterior
   :class:`~pyro_ar.infer.ClassSubsampledNormal`.
+* :class:`~pyro_ar.models.CategoricalLatentModel`: :class:`~pyro_ar.infer.LatentGuide`.
 
 Every guide opens the model's data plate with ``create_plates=model.create_plates`` (O(B)
 subsample indices, shared with the model through Pyro's replay).
+
+:func:`default_guide` dispatches on the model's class (``functools.singledispatch``): models
+know no guides, and a new model class gets its guide with
+``@default_guide.register(MyModel)``.
 """
 
-from functools import partial
+from functools import partial, singledispatch
 
 from pyro.infer.autoguide import AutoGuideList, AutoNormal
 
-from ..noise import GumbelNoise
+from ..models import BayesianLinearClassifier, CategoricalLatentModel, CategoricalModel
 from .elbo import ClosedFormELBO
+from .latent import LatentGuide
 from .local_guides import ConditionalLocalGuide, GumbelLocalGuide, NoiseLocalGuide, hide_noise_sites
+from .posterior import ClassSubsampledNormal
 
 __all__ = ["default_guide", "default_local_guide", "default_elbo", "empty_guide"]
 
@@ -67,7 +74,7 @@ def default_local_guide(model, local_first=None, part_of_list: bool = False, loc
     if not model.likelihood.has_local_latent:
         return None
     kwargs.setdefault("create_plates", None if part_of_list else model.create_plates)
-    if isinstance(model.noise, GumbelNoise):
+    if model.noise.closed_form:
         if local_first is None:
             local_first = getattr(model, "default_local_first", False)
         return GumbelLocalGuide(model, local_first=local_first, **kwargs)
@@ -76,23 +83,42 @@ def default_local_guide(model, local_first=None, part_of_list: bool = False, loc
     return ConditionalLocalGuide(model, **kwargs)
 
 
+@singledispatch
 def default_guide(model, **kwargs):
-    """The guide that goes with ``model`` (see the module docstring); ``kwargs`` go to the
-    local guide (or to :class:`~pyro_ar.infer.ClassSubsampledNormal`).
+    """The guide that goes with ``model``, chosen by its class (see the module docstring);
+    ``kwargs`` go to the local guide (or to :class:`~pyro_ar.infer.ClassSubsampledNormal`,
+    :class:`~pyro_ar.infer.LatentGuide`).
+
+    :raises TypeError: for a model of a class that has no registered guide.
 
     Example:
 
     >>> from pyro_ar.infer import default_guide
-    >>> from pyro_ar.models import LinearClassifier
+    >>> from pyro_ar.models import CategoricalLatentModel, LinearClassifier
     >>> type(default_guide(LinearClassifier(3, 10, weights="bayes"))).__name__
     'AutoGuideList'
+    >>> type(default_guide(CategoricalLatentModel(50, 2))).__name__
+    'LatentGuide'
     """
-    from ..models import BayesianLinearClassifier
+    raise TypeError(f"default_guide: no guide is registered for model={model!r} (a "
+                    f"{type(model).__name__}); pass a pyro_ar.models.CategoricalModel, or register "
+                    "one with @pyro_ar.infer.default_guide.register(YourModelClass)")
 
-    if isinstance(model, BayesianLinearClassifier):
-        from .posterior import ClassSubsampledNormal
 
-        return ClassSubsampledNormal(model, **kwargs)
+@default_guide.register
+def _(model: BayesianLinearClassifier, **kwargs):
+    return ClassSubsampledNormal(model, **kwargs)
+
+
+@default_guide.register
+def _(model: CategoricalLatentModel, **kwargs):
+    return LatentGuide(model, **kwargs)
+
+
+@default_guide.register
+def _(model: CategoricalModel, **kwargs):
+    """The local guide of the noise sites, joined for ``weights="bayes"`` with an
+    ``AutoNormal`` over the per-class parameters."""
     bayes = getattr(model, "weights", "mle") == "bayes"
     if not bayes:
         local = default_local_guide(model, **kwargs)
@@ -100,7 +126,7 @@ def default_guide(model, **kwargs):
     guide = AutoGuideList(model, create_plates=model.create_plates)
     weights = AutoNormal(hide_noise_sites(model))
     guide.append(weights)
-    if not isinstance(model.noise, GumbelNoise) and kwargs.get("local") in (None, "conditional"):
+    if not model.noise.closed_form and kwargs.get("local") in (None, "conditional"):
         kwargs.setdefault("parameters", partial(_posterior_mean, model, weights))
     local = default_local_guide(model, part_of_list=True, **kwargs)
     if local is not None:
@@ -114,10 +140,12 @@ def _posterior_mean(model, weights, like):
     return {n: median[model.prefix + n].detach() for n in model.parameter_shapes()}
 
 
-def default_elbo(model=None, **kwargs):
+def default_elbo(**kwargs):
     """:class:`~pyro_ar.infer.ClosedFormELBO`: the closed-form softmax A&R bound with the
     natural eta step, ``TraceMeanField_ELBO`` everywhere else (analytic KL where registered);
     ``gaussian_nodes=16`` integrates a probit/logistic factor under the Gaussian local q by quadrature.
+    It serves every model (it finds the closed-form sites in the traces), so it takes no
+    model; ``kwargs`` go to :class:`~pyro_ar.infer.ClosedFormELBO`.
 
     Example:
 

@@ -10,8 +10,10 @@ local posterior
   Newton steps);
 * :func:`gaussian_local` -- the Gaussian maximising the local bound
   :math:`\mathbb{E}_q[f] + H(q)` (damped Newton steps on the Gauss-Hermite bound from the Laplace point);
-* :func:`local_derivatives` -- :math:`f'`, :math:`f''` (analytic for Normal and Logistic
-  noise, autograd for any other :class:`~pyro_ar.noise.Noise`).
+* :func:`local_derivatives` -- :math:`f'`, :math:`f''` from the noise's
+  :meth:`~pyro_ar.noise.Noise.log_density_derivatives` and
+  :meth:`~pyro_ar.noise.Noise.log_cdf_derivatives` (analytic for Normal and Logistic
+  noise, autograd by default).
 
 Used by :class:`~pyro_ar.infer.local_guides.ConditionalLocalGuide` and by
 :class:`~pyro_ar.infer.ClassSubsampledNormal` (its W-conditioned local guide).
@@ -22,43 +24,9 @@ import math
 import torch
 
 from ..distributions.class_sum import weighted_sum
-from ..noise import LogisticNoise, NormalNoise
 from ..quadrature import gauss_hermite
 
 __all__ = ["laplace_local", "gaussian_local", "local_derivatives", "conditional_local_q", "local_sampler"]
-
-
-def _normal_log_cdf_derivs(x):
-    # (log Phi)' = r = phi/Phi (the inverse Mills ratio), (log Phi)'' = -r (x + r), with
-    # r = sqrt(2/pi) / erfcx(-x/sqrt(2)): one scaled-erfc call, stable in both tails (r -> -x
-    # below, r -> 0 above; half the cost of log_ndtr in float64, rel. error < 2e-5 in float32)
-    r = _SQRT_2_OVER_PI / torch.special.erfcx(x * _MINUS_SQRT_HALF)
-    return r, -r * (x + r)
-
-
-_SQRT_2_OVER_PI, _MINUS_SQRT_HALF = math.sqrt(2.0 / math.pi), -math.sqrt(0.5)
-
-
-def _logistic_log_cdf_derivs(x):
-    s = torch.sigmoid(-x)  # (log Phi)' = sigmoid(-x), (log Phi)'' = -sigmoid(x) sigmoid(-x)
-    return s, -s * (1 - s)
-
-
-#: analytic (f', f'') of (log phi, log Phi) for library noises (others: autograd)
-_DERIVATIVES = {
-    NormalNoise: (lambda e: (-e, -torch.ones_like(e)), _normal_log_cdf_derivs),
-    LogisticNoise: (lambda e: (-torch.tanh(0.5 * e), -0.5 / torch.cosh(0.5 * e) ** 2),
-                    _logistic_log_cdf_derivs),
-}
-
-
-def _autograd_derivs(fn, x):
-    """Elementwise first and second derivatives of the elementwise ``fn`` at ``x``."""
-    with torch.enable_grad():
-        x = x.detach().requires_grad_(True)
-        g, = torch.autograd.grad(fn(x).sum(), x, create_graph=True)
-        h, = torch.autograd.grad(g.sum(), x)
-    return g.detach(), h
 
 
 def local_derivatives(noise, e, d, w):
@@ -74,13 +42,8 @@ def local_derivatives(noise, e, d, w):
     >>> g.item(), h.item()      # log phi(e) = -e^2/2 + c: f' = -e, f'' = -1
     (-1.0, -1.0)
     """
-    density, cdf = _DERIVATIVES.get(type(noise), (None, None))
-    if density is None:
-        g0, h0 = _autograd_derivs(noise.log_density, e)
-        g1, h1 = _autograd_derivs(noise.log_cdf, e.unsqueeze(-1) + d)
-        g1, h1 = g1 + 0 * d, h1 + 0 * d  # (keep d's graph: no derivative along this path)
-    else:
-        (g0, h0), (g1, h1) = density(e), cdf(e.unsqueeze(-1) + d)
+    g0, h0 = noise.log_density_derivatives(e)
+    g1, h1 = noise.log_cdf_derivatives(e.unsqueeze(-1) + d)
     return g0 + weighted_sum(w, g1), h0 + weighted_sum(w, h1)
 
 
@@ -266,14 +229,13 @@ def conditional_local_q(noise, utility, labels: torch.Tensor, sampler, local_fit
 
     from ..distributions import AugmentedCategorical, FastGumbel
     from ..distributions.augmented import INFER_KEY, LocalStep
-    from ..noise import GumbelNoise
     from ..utility import as_utility
 
     with torch.no_grad() if no_grad else contextlib.nullcontext():
         utility = as_utility(utility)
         zero = torch.zeros((), dtype=utility.dtype, device=utility.device)
         factor = AugmentedCategorical(utility, zero, noise, strategy=sampler)
-        if isinstance(noise, GumbelNoise):
+        if noise.closed_form:
             log_eta = F.softplus(factor.log_sum_exp_negatives(labels))  # log(1 + S_hat)
             return FastGumbel(log_eta, torch.ones_like(log_eta)), {INFER_KEY: LocalStep(unit_gumbel=True)}
         d, w = factor.utility_differences(labels)

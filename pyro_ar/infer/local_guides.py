@@ -41,6 +41,8 @@ import math
 import warnings
 from functools import partial
 
+from typing import Callable
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -56,6 +58,7 @@ from ..models.base import take_rows
 from .local_fit import conditional_local_q, gaussian_local, laplace_local, local_sampler
 
 __all__ = [
+    "local_parameter_names",
     "GumbelLocalGuide",
     "NoiseLocalGuide",
     "AmortizedLocalGuide",
@@ -166,7 +169,13 @@ class _LocalGuide(AutoGuide):
         """(distribution, infer dict) of q for the datapoints ``idx``."""
         raise NotImplementedError
 
+    def _without_labels(self, *args, **kwargs) -> bool:
+        """Whether this call has no labels (prediction): the model then emits no noise site."""
+        return False
+
     def forward(self, *args, **kwargs):
+        if self._without_labels(*args, **kwargs):
+            return {}
         if self.prototype_trace is None:
             self._setup_prototype(*args, **kwargs)
         plates = self._create_plates(*args, **kwargs)
@@ -382,7 +391,7 @@ class AmortizedLocalGuide(_LocalGuide):
             if info["num_classes"] is None:
                 raise ValueError(f"cannot infer the number of classes of site {name!r}; pass encoder=")
             enc = _DefaultEncoder(self._num_features, self._hidden_dim, info["num_classes"],
-                                  self.sparse, gumbel=info["noise"].name == "gumbel")
+                                  self.sparse, gumbel=info["noise"].closed_form)
             enc = enc.to(device=info["device"], dtype=info["dtype"])
         setattr(self, f"{name}_encoder", enc)
 
@@ -391,7 +400,7 @@ class AmortizedLocalGuide(_LocalGuide):
         encoder = pyro.module(f"{name}_encoder", getattr(self, f"{name}_encoder"))
         out = encoder(x[idx], y[idx])
         loc = out[..., 0]
-        if info["noise"].name == "gumbel":
+        if info["noise"].closed_form:
             return FastGumbel(loc, torch.ones_like(loc)), {}
         return info["noise"].distribution(loc, F.softplus(out[..., 1])), {}
 
@@ -527,6 +536,13 @@ class ConditionalLocalGuide(_LocalGuide):
             self._scaled = (base, local_sampler(base, self.oversample, self.label_head))
         return self._scaled[1]
 
+    def _without_labels(self, *args, **kwargs) -> bool:
+        """A call ``guide(x)`` without labels (e.g. ``pyro.infer.Predictive``): the model draws
+        labels and has no noise site, so the guide emits none (it needs the labels otherwise)."""
+        if self._utility_fn is not None:
+            return False
+        return (args[1] if len(args) > 1 else kwargs.get("y")) is None
+
     def _utilities(self, idx, *args, **kwargs):
         if self._utility_fn is not None:
             return self._utility_fn(idx, *args, **kwargs)
@@ -552,3 +568,23 @@ class ConditionalLocalGuide(_LocalGuide):
         return conditional_local_q(info["noise"], utility, labels, self._sampler(),
                                    gaussian_local if self.fit == "gaussian" else laplace_local,
                                    self.newton_steps, no_grad=envelope)
+
+
+def local_parameter_names(guide) -> Callable[[str], bool]:
+    """A predicate on param-store names: True for the per-datapoint parameters of the local
+    guides inside ``guide`` (e.g. ``"GumbelLocalGuide.y_eps_log_eta"``) and of the Bouchard
+    likelihood (``"<site>_bouchard_a"``): the parameters that stay on their rank in data-parallel
+    training and that may get their own step size.
+
+    Example:
+
+    >>> from pyro_ar.infer import local_parameter_names
+    >>> from pyro_ar.infer import default_guide
+    >>> from pyro_ar.models import LinearClassifier
+    >>> is_local = local_parameter_names(default_guide(LinearClassifier(3, 10)))
+    >>> is_local("GumbelLocalGuide.y_eps_log_eta"), is_local("weight")
+    (True, False)
+    """
+    prefixes = tuple(m._pyro_name + "." for m in getattr(guide, "modules", lambda: [])()
+                     if isinstance(m, _LocalGuide) and m._per_datapoint_state)
+    return lambda name: (bool(prefixes) and name.startswith(prefixes)) or name.endswith("_bouchard_a")

@@ -1,5 +1,10 @@
 r"""One SVI training loop: records, evaluation, callbacks, early stopping, checkpoint/resume.
 
+The loop is this module; its parts have their own: the callbacks
+(:mod:`pyro_ar.infer.callbacks`), the divergence check (:mod:`pyro_ar.infer.divergence`),
+the progress display (:mod:`pyro_ar.infer.progress`) and checkpoints
+(:mod:`pyro_ar.infer.checkpoint`). Their public names are importable from here as well.
+
 :func:`train` repeats ``loss_t = svi.step(*args, **kwargs)`` (then ``scheduler.step()``)
 for :math:`t = 1, \dots, T` and returns a history of records. It stops at
 :math:`T` = ``num_steps``, once the training time reaches ``time_budget`` (on the wall or
@@ -41,25 +46,21 @@ import inspect
 import math
 import os
 import statistics
-import sys
 import time
 import warnings
 from typing import Callable, Dict, List, Optional, Sequence, Union
 
 import torch
 
-import pyro
 from pyro.infer import SVI
 
-from .checkpoint import (
-    CheckpointError,
-    agree_on_checkpoint,
-    load_checkpoint,
-    preserved_rng,
-    rotate_checkpoint,
-    run_config,
-    save_checkpoint,
-)
+from ..files import preserved_rng
+from .callbacks import (Callback, EarlyStopping, IterateAverage, LearningRateDecay, TrainState,
+                        _FunctionCallback, restore_params, snapshot_params)
+from .checkpoint import CheckpointError, agree_on_checkpoint, load_checkpoint, rotate_checkpoint, save_checkpoint
+from .divergence import DivergenceCheck, TrainingDiverged
+from .progress import _Progress, progress_bar, set_progress_total
+from .run_config import run_config
 
 __all__ = [
     "train", "TrainState", "Callback", "EarlyStopping", "IterateAverage", "LearningRateDecay",
@@ -79,448 +80,6 @@ class ResumeWarning(UserWarning):
     >>> issubclass(ResumeWarning, UserWarning)
     True
     """
-
-class TrainingDiverged(RuntimeError):
-    """Raised by :func:`train` when the loss is not finite or explodes (:class:`DivergenceCheck`).
-
-    Example:
-
-    >>> from pyro_ar.infer.loop import DivergenceCheck, TrainingDiverged
-    >>> try:
-    ...     DivergenceCheck()(7, float("nan"))
-    ... except TrainingDiverged as e:
-    ...     print(str(e)[:46])
-    training diverged at step 7: the loss became n
-    """
-
-
-class DivergenceCheck:
-    r"""Declares step t divergent if :math:`L_t` is not finite or
-    :math:`|L_t| > \text{factor}\cdot r`, with the reference scale :math:`r = \max(1, |L_1|)`
-    (the first loss of the run, computed at the initial parameters) during the first
-    ``warmup`` steps and :math:`r = \max(1, \mathrm{median}(|L_1|..|L_w|))`, w = ``warmup``,
-    after them.
-
-    A loss that explodes within the calibration window is caught too (its growth is measured
-    against the first loss). Calling it with ``(step, loss)`` raises
-    :class:`TrainingDiverged` naming the step, the loss and what to change. With
-    ``restore`` (default), :func:`train` keeps a copy of the parameters taken at its
-    records (at most two at a time, at records at least ``num_steps / 20`` steps apart)
-    and, on divergence, puts back the last one whose next loss passed this check before
-    raising.
-
-    Example:
-
-    >>> from pyro_ar.infer.loop import DivergenceCheck
-    >>> check = DivergenceCheck(factor=100.0, warmup=2)
-    >>> for t, loss in enumerate([50.0, 30.0, 20.0], 1):
-    ...     check(t, loss)
-    >>> check.scale           # median of |50|, |30|
-    40.0
-    >>> check = DivergenceCheck(factor=100.0)
-    >>> check(1, 50.0)
-    >>> try:                  # within the window: 1e4 > 100 x |L_1|
-    ...     check(2, 1e4)
-    ... except Exception as e:
-    ...     print(type(e).__name__)
-    TrainingDiverged
-    """
-
-    def __init__(self, factor: float = 1e6, warmup: int = 10, restore: bool = True) -> None:
-        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 1 < factor < math.inf:
-            raise ValueError(f"factor must be a finite number > 1, got factor={factor!r}")
-        if isinstance(warmup, bool) or not (isinstance(warmup, int) and warmup >= 1):
-            raise ValueError(f"warmup must be an int >= 1, got warmup={warmup!r}")
-        self.factor, self.warmup, self.restore = float(factor), warmup, bool(restore)
-        self.scale, self.reference, self._first = None, None, []
-
-    def __call__(self, step: int, loss: float) -> None:
-        if not math.isfinite(loss):
-            reason = "is not finite"
-        elif self.scale is not None:
-            if abs(loss) <= self.factor * self.scale:
-                return
-            reason = (f"exceeds {self.factor:g} x the scale {self.scale:.4g} of the first "
-                      f"{self.warmup} losses")
-        else:
-            if self.reference is None:
-                self.reference = max(1.0, abs(loss))
-            if abs(loss) <= self.factor * self.reference:
-                self._first.append(abs(loss))
-                if len(self._first) >= self.warmup:
-                    self.scale, self._first = max(1.0, statistics.median(self._first)), []
-                return
-            reason = f"exceeds {self.factor:g} x the scale {self.reference:.4g} of the first loss"
-        raise TrainingDiverged(
-            f"training diverged at step {step}: the loss became {loss!r}, which {reason}; try a "
-            "smaller learning rate, standardise the features, or check the data for "
-            "non-finite or extreme values")
-
-    def state_dict(self) -> Dict:
-        return {"scale": self.scale, "first": list(self._first), "reference": self.reference}
-
-    def load_state_dict(self, state: Dict) -> None:
-        self.scale, self._first = state["scale"], list(state["first"])
-        self.reference = state.get("reference")  # (absent from checkpoints before it)
-        if self.reference is None and self._first:
-            self.reference = max(1.0, self._first[0])
-
-
-def snapshot_params(names=None) -> Dict[str, torch.Tensor]:
-    """Copies of the unconstrained tensors of Pyro's param store (all, or ``names``), as
-    :class:`EarlyStopping` and the divergence restore take them."""
-    store = dict(pyro.get_param_store().named_parameters())
-    names = list(store) if names is None else list(names)
-    missing = [n for n in names if n not in store]
-    if missing:
-        raise KeyError(f"params={missing} are not in the param store")
-    return {n: store[n].detach().clone() for n in names}
-
-
-def restore_params(snapshot: Dict[str, torch.Tensor], drop_others: bool = False) -> List[str]:
-    """Copy a :func:`snapshot_params` back in place (optimizers keep their tensors); with
-    ``drop_others``, params created after the snapshot are removed from the store (their
-    names are returned)."""
-    ps = pyro.get_param_store()
-    store = dict(ps.named_parameters())
-    with torch.no_grad():
-        for name, value in snapshot.items():
-            if name in store:
-                store[name].copy_(value)
-    dropped = [n for n in store if n not in snapshot] if drop_others else []
-    for name in dropped:
-        del ps[name]
-    return dropped
-
-
-class TrainState:
-    """What callbacks see: ``svi``, ``step`` (steps done), ``num_steps``, ``loss`` (the last
-    step's), ``time`` (training seconds on the loop's clock), ``history`` and ``stop`` (set
-    it to True to stop after the current step).
-
-    Example:
-
-    >>> from pyro_ar.infer.loop import TrainState
-    >>> TrainState(None, num_steps=10).step
-    0
-    """
-
-    def __init__(self, svi: SVI, num_steps: int) -> None:
-        self.svi, self.num_steps = svi, num_steps
-        self.step, self.loss, self.time, self.history, self.stop = 0, None, 0.0, [], False
-
-
-class Callback:
-    """Base class of :func:`train` callbacks; override what you need.
-
-    ``on_step(state)`` runs after every step (keep it O(1)); ``on_record(record, state)``
-    after every record; returning True from either stops the run (as does
-    ``state.stop = True``). ``state_dict`` / ``load_state_dict`` carry the callback's state
-    through checkpoints (numbers, strings, tensors, lists, tuples, dicts). A plain
-    function passed to ``train(callbacks=...)`` is called as ``on_record`` with the record.
-
-    Example:
-
-    >>> from pyro_ar.infer.loop import Callback
-    >>> class StopAt(Callback):
-    ...     def __init__(self, step):
-    ...         self.at = step
-    ...     def on_step(self, state):
-    ...         return state.step >= self.at
-    """
-
-    def on_train_begin(self, state: TrainState) -> None:
-        pass
-
-    def on_step(self, state: TrainState) -> Optional[bool]:
-        pass
-
-    def on_record(self, record: Dict, state: TrainState) -> Optional[bool]:
-        pass
-
-    def on_train_end(self, state: TrainState) -> None:
-        pass
-
-    def state_dict(self) -> Dict:
-        return {}
-
-    def load_state_dict(self, state: Dict) -> None:
-        pass
-
-
-class _FunctionCallback(Callback):
-    def __init__(self, fn):
-        self.fn = fn
-
-    def on_record(self, record: Dict, state: TrainState) -> Optional[bool]:
-        return self.fn(record)
-
-
-class EarlyStopping(Callback):
-    r"""Stop when the evaluation ``record[monitor]`` has not improved for ``patience`` evaluations.
-
-    An evaluation counts as progress if it beats the best so far by at least ``min_delta``
-    (``score >= best + min_delta`` for ``mode="max"``, ``score <= best - min_delta`` for
-    ``"min"``); any strict improvement snapshots the parameters (the unconstrained tensors
-    of Pyro's param store, all or the names ``params`` gives: an iterable, or a function
-    returning one), and with ``restore_best`` they are copied back in place at the end of
-    training. NaN scores never improve. Attributes ``best``, ``best_step``, ``stopped``.
-
-    Example:
-
-    >>> from pyro_ar.infer.loop import EarlyStopping
-    >>> es = EarlyStopping("val_ll", patience=2)
-    >>> es.on_train_begin(None)
-    >>> [bool(es.on_record({"step": s, "val_ll": v}, None)) for s, v in enumerate([-3., -2., -2.5, -2.1])]
-    [False, False, False, True]
-    >>> es.best, es.best_step
-    (-2.0, 1)
-    """
-
-    def __init__(self, monitor: str, mode: str = "max", patience: int = 5, min_delta: float = 0.0,
-                 restore_best: bool = True, params: Optional[Sequence[str]] = None) -> None:
-        if mode not in ("max", "min"):
-            raise ValueError(f"mode must be 'max' or 'min', got mode={mode!r}")
-        if not (isinstance(patience, int) and patience >= 1):
-            raise ValueError(f"patience must be an int >= 1, got patience={patience!r}")
-        if not min_delta >= 0:
-            raise ValueError(f"min_delta must be >= 0, got min_delta={min_delta!r}")
-        self.monitor, self.mode, self.patience, self.min_delta = monitor, mode, patience, min_delta
-        self.restore_best, self.params = restore_best, params
-        self.on_train_begin(None)
-
-    def on_train_begin(self, state: TrainState) -> None:
-        self.best = -math.inf if self.mode == "max" else math.inf
-        self.best_step, self.wait, self.stopped, self._snapshot = None, 0, False, None
-
-    def on_record(self, record: Dict, state: TrainState) -> Optional[bool]:
-        if self.monitor not in record:
-            return False
-        score = float(record[self.monitor])
-        sign = 1.0 if self.mode == "max" else -1.0
-        if sign * score > sign * self.best:
-            if self.restore_best:
-                self._snapshot = self._take_snapshot()
-            self.best_step = record["step"]
-        progress = sign * score >= sign * self.best + self.min_delta
-        self.best = score if sign * score > sign * self.best else self.best
-        self.wait = 0 if progress else self.wait + 1
-        self.stopped = self.wait >= self.patience
-        return self.stopped
-
-    def _take_snapshot(self):
-        names = self.params() if callable(self.params) else self.params
-        try:
-            return snapshot_params(names)
-        except KeyError as e:
-            raise KeyError(f"EarlyStopping(params=...): {e.args[0]}") from None
-
-    def on_train_end(self, state: TrainState) -> None:
-        if self.restore_best and self._snapshot:
-            restore_params(self._snapshot)
-
-    def state_dict(self) -> Dict:
-        return {"best": self.best, "best_step": self.best_step, "wait": self.wait,
-                "stopped": self.stopped, "snapshot": self._snapshot}
-
-    def load_state_dict(self, state: Dict) -> None:
-        self.best, self.best_step, self.wait = state["best"], state["best_step"], state["wait"]
-        self.stopped, self._snapshot = state["stopped"], state["snapshot"]
-
-
-class IterateAverage(Callback):
-    r"""Polyak averaging: :math:`\bar s = \frac{1}{|S|}\sum_{t\in S} s_t` of a summary
-    ``summary_fn()`` (a dict of tensors or None) over the steps
-    :math:`S = \{t > T - \mathrm{round}(f T)\}`, the last fraction :math:`f` =
-    ``start_fraction`` of ``num_steps`` T. The summary is computed at every averaged step:
-    keep it cheap. The result is :attr:`average` (None before the first averaged step).
-
-    Example:
-
-    >>> import torch
-    >>> from pyro_ar.infer.loop import IterateAverage, TrainState
-    >>> state = TrainState(None, num_steps=4)
-    >>> avg = IterateAverage(lambda: {"x": torch.tensor(float(state.step))}, start_fraction=0.5)
-    >>> avg.on_train_begin(state)
-    >>> for state.step in range(1, 5):
-    ...     avg.on_step(state)
-    >>> avg.average["x"]           # mean of the steps 3 and 4
-    tensor(3.5000)
-    """
-
-    def __init__(self, summary_fn: Callable[[], Dict], start_fraction: float = 0.5) -> None:
-        if not 0.0 <= start_fraction <= 1.0:
-            raise ValueError(f"start_fraction must lie in [0, 1], got start_fraction={start_fraction!r}")
-        self.summary_fn, self.start_fraction = summary_fn, float(start_fraction)
-        self.start, self._sum, self.count = None, None, 0
-
-    def on_train_begin(self, state: TrainState) -> None:
-        T = state.num_steps
-        self.start, self._sum, self.count = T - int(round(self.start_fraction * T)), None, 0
-
-    @torch.no_grad()
-    def on_step(self, state: TrainState) -> None:
-        if state.step <= self.start:
-            return
-        snap = self.summary_fn()
-        if self._sum is None:
-            self._sum = {k: None if v is None else v.detach().clone() for k, v in snap.items()}
-        else:
-            for k, v in snap.items():
-                if v is not None:
-                    self._sum[k] += v.detach()
-        self.count += 1
-
-    @property
-    def average(self) -> Optional[Dict]:
-        """The averaged summary (a dict like ``summary_fn()``'s), or None before the first averaged step."""
-        if self._sum is None:
-            return None
-        return {k: None if v is None else v / self.count for k, v in self._sum.items()}
-
-    def state_dict(self) -> Dict:
-        return {"sum": self._sum, "count": self.count, "start": self.start}
-
-    def load_state_dict(self, state: Dict) -> None:
-        if state["start"] != self.start:
-            warnings.warn(f"IterateAverage: the averaging window now starts after step {self.start}, "
-                          f"the checkpoint's after step {state['start']} (num_steps changed); the "
-                          "average keeps the steps already summed", RuntimeWarning)
-        self._sum, self.count = state["sum"], state["count"]
-
-
-# ------------------------------------------------------------------ the loop
-class LearningRateDecay(Callback):
-    r"""Linear step-size decay of every optimizer of ``svi``:
-    :math:`\mathrm{lr}_t = \mathrm{lr}_0\,(1 - (1 - f)\,t/T)`, from the optimizers' own
-    step sizes :math:`\mathrm{lr}_0` at :math:`t = 0` to :math:`f\,\mathrm{lr}_0` at
-    :math:`T` = ``num_steps`` (Robbins-Monro-like convergence of the stochastic steps,
-    instead of a noise floor). Works with Pyro's per-parameter optimizers (those created
-    later start from their own step size); the step sizes are part of the optimizer state,
-    so checkpoints keep them.
-
-    Example:
-
-    >>> import torch
-    >>> from types import SimpleNamespace
-    >>> from pyro_ar.infer.loop import LearningRateDecay, TrainState
-    >>> opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
-    >>> state = TrainState(SimpleNamespace(optim=SimpleNamespace(optim_objs={"w": opt})), num_steps=10)
-    >>> state.step = 5
-    >>> LearningRateDecay(final_fraction=0.0).on_step(state)
-    >>> round(opt.param_groups[0]["lr"], 6)
-    0.05
-    """
-
-    def __init__(self, final_fraction: float = 0.05) -> None:
-        if not 0.0 <= final_fraction <= 1.0:
-            raise ValueError(f"final_fraction must lie in [0, 1], got final_fraction={final_fraction!r}")
-        self.final_fraction = float(final_fraction)
-
-    def on_step(self, state: TrainState) -> None:
-        factor = 1.0 - (1.0 - self.final_fraction) * min(1.0, state.step / max(1, state.num_steps))
-        for opt in getattr(state.svi.optim, "optim_objs", {}).values():
-            for group in opt.param_groups:
-                group.setdefault("initial_lr", group["lr"])
-                group["lr"] = group["initial_lr"] * factor
-
-
-def progress_bar(total: Optional[int] = None, **options):
-    """A tqdm progress bar (``tqdm.auto``: a widget in Jupyter, text on stderr elsewhere) of
-    ``total`` SVI steps: the bar :func:`train` opens for ``progress=True``, and the one to
-    open for a bar that spans several :func:`train` calls (pass it as ``progress=bar``;
-    ``train`` updates it and leaves it open). ``options`` go to ``tqdm`` (``desc``, ``file``,
-    ``disable``, ...); the unit is ``"step"`` unless given.
-
-    Example:
-
-    >>> import io
-    >>> from pyro_ar.infer.loop import progress_bar
-    >>> bar = progress_bar(3, desc="phase 1", file=io.StringIO())
-    >>> bar.update(3); bar.close()
-    >>> bar.n, bar.total
-    (3, 3)
-    """
-    from tqdm.auto import tqdm
-
-    options.setdefault("unit", "step")
-    return tqdm(total=total, **options)
-
-
-def set_progress_total(bar, total: int) -> None:
-    """Change the ``total`` of a :func:`progress_bar` while it runs (e.g. when a run it counts
-    stopped early and its remaining steps will never come), in a terminal and in a Jupyter
-    widget alike, and redraw it.
-
-    Example:
-
-    >>> import io
-    >>> from pyro_ar.infer.loop import progress_bar, set_progress_total
-    >>> bar = progress_bar(10, file=io.StringIO())
-    >>> bar.update(4); set_progress_total(bar, 4); bar.close()
-    >>> bar.n == bar.total == 4
-    True
-    """
-    bar.total = total
-    container = getattr(bar, "container", None)  # tqdm.notebook: the widget's maximum as well
-    if container is not None:
-        container.children[1].max = total
-    bar.refresh()
-
-
-class _Progress:
-    """What :func:`train` shows while it runs, from its ``progress`` argument (see there):
-    nothing, its own bar, a caller's bar, or printed lines."""
-
-    def __init__(self, progress, clock: str) -> None:
-        self.bar, self.own_bar, self.lines, self.postfix = None, False, None, {}
-        self.options, self.clock = {}, "CPU s" if clock == "process" else "s"
-        style = progress.get("style", "bar") if isinstance(progress, dict) else progress
-        if isinstance(progress, dict):
-            self.options = {k: v for k, v in progress.items() if k != "style"}
-        if progress is None or progress is False:
-            return
-        if hasattr(progress, "update") and hasattr(progress, "set_postfix"):
-            self.bar = progress  # the caller's bar
-        elif style == "lines":
-            unknown = set(self.options) - {"desc", "file"}
-            if unknown:
-                raise ValueError(f"progress style 'lines' takes the options 'desc' and 'file', got "
-                                 f"{sorted(unknown)} in progress={progress!r}")
-            self.lines = self.options
-        elif style is True or style == "bar":
-            self.own_bar = True
-        else:
-            raise ValueError("progress must be False, True, 'lines', a dict of options with "
-                             "'style' 'bar' or 'lines', or a tqdm bar, got "
-                             f"progress={progress!r}")
-
-    def start(self, state: "TrainState") -> None:
-        if self.own_bar:
-            self.bar = progress_bar(total=state.num_steps, initial=state.step, **self.options)
-
-    def step(self, loss: float) -> None:
-        if self.bar is not None:
-            self.bar.update(1)
-            self.bar.set_postfix({"loss": f"{loss:.4g}", **self.postfix}, refresh=False)
-
-    def record(self, rec: Dict, evaluation: Dict) -> None:
-        numbers = {k: f"{v:.4g}" for k, v in evaluation.items() if isinstance(v, (int, float))}
-        self.postfix = numbers or self.postfix  # the bar keeps showing the last evaluation
-        if self.lines is None or (rec["step"] == 0 and not numbers):  # (nothing to say yet)
-            return
-        desc = self.lines.get("desc")
-        parts = [f"step {rec['step']:,}", f"{rec['time']:.1f} {self.clock}"]
-        if math.isfinite(rec["loss"]):
-            parts.append(f"loss {rec['loss']:.4g}")
-        parts += [f"{k} {v}" for k, v in numbers.items()]
-        print((f"{desc}: " if desc else "") + ", ".join(parts), file=self.lines.get("file") or sys.stdout,
-              flush=True)
-
-    def close(self) -> None:
-        if self.own_bar and self.bar is not None:
-            self.bar.close()
-
 
 def _accepts(fn, args, kwargs) -> bool:
     """Whether ``fn(*args, **kwargs)`` matches ``fn``'s signature."""
@@ -604,12 +163,13 @@ class _Loop:
     # ---- one step
     def step(self) -> None:
         st, o = self.state, self.o
-        w0, c0 = time.perf_counter(), time.process_time()
+        clock = o["clock"] if callable(o["clock"]) else None  # an injected clock (tests)
+        w0, c0, t0 = time.perf_counter(), time.process_time(), clock() if clock else 0.0
         loss = self.svi.step(*self.args, **self.kwargs)
         if o["scheduler"] is not None:
             o["scheduler"].step()
         dw, dc = time.perf_counter() - w0, time.process_time() - c0
-        dt = dw if o["clock"] == "wall" else dc
+        dt = clock() - t0 if clock else dw if o["clock"] == "wall" else dc
         st.step, st.loss = st.step + 1, loss
         self.elapsed["wall"] += dw
         self.elapsed["cpu"] += dc
@@ -840,7 +400,7 @@ def train(svi: SVI, *args, num_steps: int = 1000, time_budget: Optional[float] =
           scheduler: Optional[object] = None, checkpoint: Optional[Union[str, os.PathLike]] = None,
           checkpoint_every: Optional[int] = None, resume: bool = True, checkpoint_group="auto",
           modules: Sequence[torch.nn.Module] = (), progress: Union[bool, Dict] = False,
-          clock: str = "wall", step_times: Optional[List[float]] = None,
+          clock: Union[str, Callable[[], float]] = "wall", step_times: Optional[List[float]] = None,
           divergence: Union[bool, DivergenceCheck] = True, **kwargs) -> List[Dict]:
     """Run ``svi.step(*args, **kwargs)`` and return a history of records (see the module doc).
 
@@ -887,8 +447,10 @@ def train(svi: SVI, *args, num_steps: int = 1000, time_budget: Optional[float] =
         updated, left open; ``"lines"`` or ``{"style": "lines", "desc": ..., "file": ...}``:
         a line per record (``desc: step N, T s (CPU s for clock="process"), loss L, <eval_fn's
         numbers>``) to ``file`` (default stdout), for scripts and logs.
-    :param clock: ``"wall"`` or ``"process"`` (CPU time of this process) for ``time`` and
-        ``time_budget``.
+    :param clock: ``"wall"`` (``time.perf_counter``), ``"process"`` (CPU time of this
+        process, ``time.process_time``) or a function returning seconds (e.g. a fake clock
+        in tests) for ``time``, ``time_budget``, ``eval_times`` and ``step_time``
+        (``wall_time`` and ``cpu_time`` are always read from the real clocks).
     :param step_times: a list to which the time of every step is appended.
     :param divergence: True (a :class:`DivergenceCheck`), a :class:`DivergenceCheck`, or
         False (no check). On divergence the parameters are restored (module docstring)
@@ -910,8 +472,8 @@ def train(svi: SVI, *args, num_steps: int = 1000, time_budget: Optional[float] =
     """
     if not (isinstance(num_steps, int) and num_steps >= 0):
         raise ValueError(f"num_steps must be an int >= 0, got num_steps={num_steps!r}")
-    if clock not in ("wall", "process"):
-        raise ValueError(f"clock must be 'wall' or 'process', got clock={clock!r}")
+    if not (callable(clock) or clock in ("wall", "process")):
+        raise ValueError(f"clock must be 'wall', 'process' or a function returning seconds, got clock={clock!r}")
     for name, value in (("eval_every", eval_every), ("log_every", log_every),
                         ("checkpoint_every", checkpoint_every)):
         if value is not None and not (isinstance(value, int) and value >= 1):

@@ -33,7 +33,7 @@ from pyro.nn import PyroParam
 
 from ..evaluation import linear_source, log_likelihood, predict_proba
 from ..models.bayesian_linear import BayesianLinearClassifier, ClassPlate
-from ..noise import GumbelNoise, Noise
+from ..noise import Noise
 from .local_fit import laplace_local
 
 __all__ = [
@@ -205,23 +205,25 @@ class ClassSubsampledNormal(AutoGuide):
             psi_e = psi_e + b.index_select(0, cols)
         d = psi_y.unsqueeze(-1) - psi_e                                   # psi_y - psi_k
         w = st.eta_weight.to(d.dtype)
-        if isinstance(model.noise, GumbelNoise):
+        if model.noise.closed_form:
             # log eta = log(1 + sum_j w_j exp(-d_j)), the leading 0 keeps logsumexp finite
             logw = torch.where(w > 0, w.clamp(min=1e-300).log(), torch.full_like(w, -math.inf))
             terms = torch.cat([torch.zeros_like(psi_y).unsqueeze(-1), logw - d], -1)
             log_eta = torch.logsumexp(terms, -1)
-            return pyro.sample(model.eps_site, self._local_distribution("gumbel", log_eta, None))
+            return pyro.sample(model.eps_site, self._gumbel_local(log_eta))
         loc, sd = laplace_local(model.noise, d, w, self.newton_steps)
-        return pyro.sample(model.eps_site, self._local_distribution("normal", loc, sd))
+        return pyro.sample(model.eps_site, self._normal_local(loc, sd))
 
     def _row_distribution(self, loc, scale, classes):
         """q of the gathered rows (override to control the draws, e.g. common random numbers)."""
         return dist.Normal(loc, scale)
 
-    def _local_distribution(self, family, loc, scale):
-        """q(eps | W): ``Gumbel(loc, 1)`` or ``Normal(loc, scale)`` (override to control the draws)."""
-        if family == "gumbel":
-            return dist.Gumbel(loc, torch.ones_like(loc))
+    def _gumbel_local(self, loc):
+        """q(eps | W) of a closed-form noise, ``Gumbel(loc, 1)`` (override to control the draws)."""
+        return dist.Gumbel(loc, torch.ones_like(loc))
+
+    def _normal_local(self, loc, scale):
+        """q(eps | W) of any other noise, ``Normal(loc, scale)`` (override to control the draws)."""
         return dist.Normal(loc, scale)
 
     # ---------------------------------------------------------------- posterior access

@@ -1,5 +1,8 @@
 """Categorical models: one base class (:class:`CategoricalModel`) owns the plumbing; each
-model defines only how its utilities are computed.
+model defines only how its utilities are computed. The models with a latent per datapoint
+share :class:`LatentCategoricalModel` (the latent step; evaluation of held-out entries
+given observed ones, with the same ``log_likelihood`` / ``evaluate``). Every model passes
+:class:`pyro_ar.testing.ModelContract`.
 
 ====================================  ===========================================================
 model                                 utilities
@@ -17,7 +20,7 @@ model                                 utilities
 from .base import CategoricalModel
 from .bayesian_linear import BayesianLinearClassifier
 from .bigram import BigramLanguageModel, unigram_log_probs
-from .latent import CategoricalLatentModel, LatentGuide, LatentKLWarmup, LocalPosterior, SessionEncoder
+from .latent import CategoricalLatentModel, LatentCategoricalModel, LocalPosterior, SessionEncoder
 from .latent_gp import CategoricalLatentGP
 from .linear import LinearClassifier
 from .neural import NeuralClassifier
@@ -32,6 +35,6 @@ __all__ = [
     "NeuralClassifier", "NGramBody", "context_windows",
     "BayesianNeuralClassifier",
     "unigram_log_probs",
-    "CategoricalLatentModel", "SessionEncoder", "LocalPosterior", "LatentGuide", "LatentKLWarmup",
+    "LatentCategoricalModel", "CategoricalLatentModel", "SessionEncoder", "LocalPosterior",
     "CategoricalLatentGP",
 ]

@@ -23,10 +23,10 @@ maximum-likelihood parameters, MAP parameters under a Gaussian prior, or latent 
   (``weights="bayes"``, for an AutoGuide; O(K) per step);
 * the O(B) data plate (:meth:`create_plates`), shared with the guides through Pyro's replay;
 * the likelihood (a :class:`~pyro_ar.likelihoods.Likelihood` object) that emits the sites;
-* ``repr``, evaluation (:meth:`log_likelihood`, :meth:`utility`), and the one-line
-  conveniences :meth:`default_guide` / :meth:`default_elbo`, which defer to
-  :func:`pyro_ar.infer.default_guide` (models know no guides; the arrow points from
-  inference to models).
+* ``repr`` and evaluation (:meth:`log_likelihood`, :meth:`utility`).
+
+Models know no guides: :func:`pyro_ar.infer.default_guide` (inference, the layer above)
+chooses the guide of a model by its class.
 
 A subclass defines only :meth:`parameter_shapes` / :meth:`init_parameter` (its per-class
 parameters), :meth:`check_inputs` (what its inputs look like) and :meth:`minibatch_utility`
@@ -34,6 +34,7 @@ parameters), :meth:`check_inputs` (what its inputs look like) and :meth:`minibat
 """
 
 import numbers
+import weakref
 from typing import Dict, Optional, Tuple
 
 import torch
@@ -47,7 +48,7 @@ from ..negatives import sample_without_replacement
 from ..distributions.categorical import check_labels
 from ..numerics import check_finite, check_int
 
-__all__ = ["CategoricalModel", "WeightedPlate", "take_rows", "check_positive_int", "check_sample_weight"]
+__all__ = ["CategoricalModel", "WeightStrategy", "PerClassWeights", "WeightedPlate", "take_rows", "check_positive_int", "check_sample_weight"]
 
 _WEIGHTS = ("mle", "map", "bayes")
 
@@ -138,6 +139,65 @@ class WeightedPlate(pyro.plate):
         msg["scale"] = msg["scale"] * w
 
 
+class WeightStrategy:
+    r"""How the per-class parameters of a model enter one model step: the plates the step
+    opens (shared with the guides through ``model.create_plates``) and the step itself.
+    A model holds one (:attr:`CategoricalModel.weight_strategy`); the base class's
+    ``__call__`` runs its :meth:`step`, so no model overrides ``__call__``.
+
+    The default, :class:`PerClassWeights`, takes every per-class parameter at once
+    (:meth:`CategoricalModel.parameters`: params for ``weights="mle"``/``"map"``, prior
+    sample sites for ``"bayes"``); :class:`~pyro_ar.models.bayesian_linear.ClassSubsampledWeights`
+    samples only the rows of a class subsample (:class:`~pyro_ar.models.BayesianLinearClassifier`).
+
+    Example:
+
+    >>> import torch, pyro.poutine as poutine
+    >>> from pyro_ar.models import BayesianLinearClassifier
+    >>> model = BayesianLinearClassifier(2, 50, num_negatives=4, subsample_size=8)
+    >>> x, y = torch.randn(100, 2), torch.randint(0, 50, (100,))
+    >>> tr = poutine.trace(model).get_trace(x, y)         # model(x, y) = model.weight_strategy.step(...)
+    >>> type(model.weight_strategy).__name__, tr.nodes["weight"]["value"].shape[0] < 50
+    ('ClassSubsampledWeights', True)
+    """
+
+    def create_plates(self, model, x, y=None, sample_weight=None):
+        """The plates of one step (here the O(B) ``"data"`` plate, :meth:`CategoricalModel.data_plate`)."""
+        return model.data_plate(x, y, sample_weight)
+
+    def step(self, model, x, y=None, sample_weight=None):
+        """One model step: emit the parameter and likelihood sites; return the labels."""
+        raise NotImplementedError
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+
+class PerClassWeights(WeightStrategy):
+    r"""Every per-class parameter at once: :math:`\theta = ` :meth:`CategoricalModel.parameters`
+    (params, MAP prior factor, or prior sample sites), then the minibatch's utilities
+    :math:`\psi = f_\theta(x_{batch})` handed to the likelihood object inside the data plate.
+
+    Example:
+
+    >>> from pyro_ar.models import LinearClassifier
+    >>> LinearClassifier(3, 10).weight_strategy
+    PerClassWeights()
+    """
+
+    def step(self, model, x, y=None, sample_weight=None):
+        model.check_call(x, y)
+        if sample_weight is not None:
+            check_sample_weight(sample_weight, len(x))
+        params = model.parameters(model._like(x))
+        N = len(x)
+        with model.create_plates(x, y, sample_weight) as idx:
+            index = None if idx.shape[0] == N else idx
+            psi = model.minibatch_utility(take_rows(x, index), params)
+            obs = None if y is None else take_rows(y, index)
+            return model.likelihood.sample(model.site, psi, obs, DataSubsample(index, N))
+
+
 class CategoricalModel:
     r"""Base class of the categorical models (see the module docstring for what it owns).
 
@@ -165,6 +225,8 @@ class CategoricalModel:
 
     #: whether the default local guide takes the natural step before the gradient step
     default_local_first = False
+    #: how the per-class parameters enter a step (:class:`WeightStrategy`)
+    weight_strategy: WeightStrategy = PerClassWeights()
     #: names of the inputs and labels in error messages (a subclass may rename them)
     input_names = ("x", "y")
 
@@ -265,6 +327,14 @@ class CategoricalModel:
 
     def create_plates(self, x, y: Optional[torch.Tensor] = None,
                       sample_weight: Optional[torch.Tensor] = None):
+        """The plates of one step, opened by the model and by its guides (``create_plates=``
+        of a guide): those of the model's :attr:`weight_strategy` -- the ``"data"`` plate
+        (:meth:`data_plate`), and for class-subsampled Bayesian weights also a
+        ``"classes"`` plate."""
+        return self.weight_strategy.create_plates(self, x, y, sample_weight)
+
+    def data_plate(self, x, y: Optional[torch.Tensor] = None,
+                   sample_weight: Optional[torch.Tensor] = None):
         """The ``"data"`` plate of one step, with O(B) subsample indices.
 
         ``pyro.plate("data", N, subsample_size=B)`` draws ``torch.randperm(N)``: O(N) work per
@@ -280,8 +350,8 @@ class CategoricalModel:
         N = len(x)
         B = None if y is None else self.subsample_size
         subsample = None if B is None or B >= N else sample_without_replacement(N, B, device=x.device)
-        if y is not None:  # the minibatch's labels (O(B)), before a guide gathers at them
-            self.check_batch(x, y, subsample)
+        if y is not None and not self._checked_whole(x, y):  # the minibatch's labels (O(B)),
+            self.check_batch(x, y, subsample)                 # before a guide gathers at them
         if sample_weight is not None:
             return WeightedPlate("data", N, subsample=subsample, weight=sample_weight)
         return pyro.plate("data", N, subsample=subsample)
@@ -294,7 +364,9 @@ class CategoricalModel:
 
     def check_batch(self, x, y: torch.Tensor, rows: Optional[torch.Tensor]):
         """The O(B) value checks of a training call on the minibatch ``rows`` (None: all):
-        here its labels (what guides and likelihoods index with)."""
+        here its labels (what guides and likelihoods index with). Skipped for the tensors
+        that :meth:`check_data` passed, while they are unchanged: its reductions would
+        synchronise a GPU with the host at every step."""
         self.check_values(None, take_rows(y, rows), rows)
 
     def check_data(self, x, y: Optional[torch.Tensor] = None,
@@ -317,6 +389,18 @@ class CategoricalModel:
         if sample_weight is not None:
             check_sample_weight(sample_weight, len(x))
         self.check_values(x, y)
+        self._checked = tuple(_Unchanged(t) for t in (x, y))
+
+    def _checked_whole(self, x, y) -> bool:
+        """Whether ``x`` and ``y`` are the very tensors :meth:`check_data` last passed, not
+        modified in place since (their version counters unchanged)."""
+        checked = self.__dict__.get("_checked")
+        return checked is not None and checked[0].matches(x) and checked[1].matches(y)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_checked", None)  # (weak references to data do not pickle)
+        return state
 
     def _check_nonempty(self, x):
         """A data set needs at least one datapoint (a 0-row plate has nothing to scale by)."""
@@ -327,30 +411,11 @@ class CategoricalModel:
 
     def __call__(self, x, y: Optional[torch.Tensor] = None,
                  sample_weight: Optional[torch.Tensor] = None):
-        self.check_call(x, y)
-        if sample_weight is not None:
-            check_sample_weight(sample_weight, len(x))
-        params = self.parameters(self._like(x))
-        N = len(x)
-        with self.create_plates(x, y, sample_weight) as idx:
-            index = None if idx.shape[0] == N else idx
-            psi = self.minibatch_utility(take_rows(x, index), params)
-            obs = None if y is None else take_rows(y, index)
-            return self.likelihood.sample(self.site, psi, obs, DataSubsample(index, N))
+        """The model: one step of the :attr:`weight_strategy` (training with labels ``y``;
+        labels drawn for ``Predictive`` without)."""
+        return self.weight_strategy.step(self, x, y, sample_weight)
 
-    # ---- inference conveniences and evaluation -----------------------------------------
-    def default_guide(self, **kwargs):
-        """:func:`pyro_ar.infer.default_guide` of this model (``kwargs`` go to the guide)."""
-        from ..infer.guides import default_guide
-
-        return default_guide(self, **kwargs)
-
-    def default_elbo(self, **kwargs):
-        """:func:`pyro_ar.infer.default_elbo` of this model."""
-        from ..infer.guides import default_elbo
-
-        return default_elbo(self, **kwargs)
-
+    # ---- evaluation ---------------------------------------------------------------------
     def fitted_parameters(self, like: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
         """The fitted per-class parameters from the param store (detached; created at their
         initial values if the model has not been run yet)."""
@@ -393,3 +458,22 @@ class CategoricalModel:
         fields = ", ".join(f"{k}={v}" for k, v in self._repr_fields().items())
         return (f"{type(self).__name__}({fields}, likelihood={self.likelihood!r}, "
                 f"weights={self.weights!r}, subsample_size={self.subsample_size})")
+
+
+class _Unchanged:
+    """A weak reference to a tensor with its version counter then: :meth:`matches` is True
+    for that same tensor while nothing has written to it in place."""
+
+    def __init__(self, t):
+        self.ref = weakref.ref(t) if isinstance(t, torch.Tensor) else None
+        self.version = _version(t)
+
+    def matches(self, t) -> bool:
+        return self.ref is not None and self.ref() is t and _version(t) == self.version
+
+
+def _version(t):
+    try:
+        return t._version
+    except (AttributeError, RuntimeError):  # not a tensor; a tensor kind without a counter
+        return None

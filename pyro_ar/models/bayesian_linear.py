@@ -24,7 +24,7 @@ Rows of W are sampled (reparameterised) only for the classes the step needs,
 explicit ``subsample=`` of a ``pyro.plate("classes", K)``: the plate contributes the
 scale :math:`K/|C|`, and a tensor ``poutine.scale`` (:math:`|C|/|U|` on U) with a ``poutine.mask``
 (False off U: with validation on, scales must be > 0) makes the per-row weight of the KL
-term :math:`(K/|U|)\,1[k\in U]`. The guide draws C (in :meth:`BayesianLinearClassifier.create_plates`,
+term :math:`(K/|U|)\,1[k\in U]`. The guide draws C (in ``model.create_plates``, :meth:`ClassSubsampledWeights.create_plates`,
 which the guide calls through ``create_plates=``) and Pyro's replay hands the very same C
 to the model, as it does for any subsample site. Rows needed only by the likelihood
 (labels, T) are masked out of the KL term, so it stays an unbiased estimate.
@@ -83,9 +83,9 @@ from ..distributions import AugmentedCategorical, UtilityCategorical
 from ..distributions.augmented import INFER_KEY, NoiseSite
 from ..negatives import Negatives, sample_without_replacement
 from ..likelihoods import AR, Exact
-from .base import CategoricalModel, check_positive_int
+from .base import CategoricalModel, WeightStrategy, check_positive_int
 
-__all__ = ["BayesianLinearClassifier", "ClassPlate", "StepStructure", "class_positions"]
+__all__ = ["BayesianLinearClassifier", "ClassSubsampledWeights", "ClassPlate", "StepStructure", "class_positions"]
 
 
 class StepStructure(NamedTuple):
@@ -200,6 +200,94 @@ def _pad_classes(C, m, K):
     return torch.cat([C, rest[torch.randperm(rest.numel(), device=C.device)[:need]]])
 
 
+class ClassSubsampledWeights(WeightStrategy):
+    r"""The weight strategy of :class:`BayesianLinearClassifier`: prior sample sites for the
+    rows of W and b of a class subsample C only (the ``"classes"`` plate, beside the
+    ``"data"`` plate), weighted so that the KL term and the likelihood's class sum stay
+    unbiased (module docstring).
+
+    Example:
+
+    >>> from pyro_ar.models import BayesianLinearClassifier
+    >>> BayesianLinearClassifier(2, 50, num_negatives=4).weight_strategy
+    ClassSubsampledWeights()
+    """
+
+    @staticmethod
+    def _no_sample_weight(sample_weight):
+        if sample_weight is not None:
+            raise ValueError("sample_weight is not supported with class-subsampled Bayesian weights "
+                             "(BayesianLinearClassifier): got a sample_weight tensor")
+
+    def create_plates(self, model, x: torch.Tensor, y: Optional[torch.Tensor] = None, sample_weight=None):
+        """The ``"data"`` and ``"classes"`` plates of one step (``model.create_plates``).
+
+        Draws the minibatch (via the data plate), then the class subsample
+        ``C = [R, (T u labels) minus R, padding]`` as the class plate's explicit ``subsample=``
+        (padded with unused classes to the fixed size ``min(K, |R| + |T| + B)``, so that every
+        step's sites have the same shapes):
+        R uniform without replacement (its first ``num_negatives`` entries are the
+        negatives, its first ``num_kl_classes`` the KL subsample), T an independent uniform
+        set for the local guide. When the guide calls this, both subsamples are recorded in
+        its trace and replayed into the model. With ``y=None`` (prediction), or without
+        class subsampling, both plates are full.
+        """
+        K = model.num_classes
+        train = y is not None
+        self._no_sample_weight(sample_weight)
+        data = model.data_plate(x, y)
+        if not (train and model.subsampled):
+            classes = ClassPlate(model, K)
+        else:
+            device = x.device
+            idx = data.indices
+            labels = y[idx]
+            s, u, t = model.num_negatives, model.num_kl_classes, model.num_eta_classes
+            r = max(s, u)
+            R = sample_without_replacement(K, r, device=device)
+            R = R[torch.randperm(r, device=device)]  # uniform order: any prefix is a uniform subset
+            T = sample_without_replacement(K, t, device=device) if t else R.new_zeros(0)
+            extra = torch.unique(torch.cat([T, labels]))
+            C = torch.cat([R, extra[~torch.isin(extra, R)]])
+            C = _pad_classes(C, min(K, r + t + labels.shape[0]), K)
+            classes = ClassPlate(model, K, subsample=C, eta_classes=T)
+        return [data, classes]
+
+    def step(self, model, x: torch.Tensor, y: Optional[torch.Tensor] = None, sample_weight=None):
+        """The model step: the rows of C from the prior (KL-weighted), then the likelihood of
+        the minibatch over C (module docstring); labels drawn over all K classes without ``y``."""
+        self._no_sample_weight(sample_weight)
+        model.check_inputs(x, y)
+        data, classes = model.create_plates(x, y)
+        with classes as C:
+            C = classes.indices if C is None else C
+            model._check_subsample(C, x, data.indices)
+            W, b = model.sample_rows(C, x, y is not None)
+        with data as idx:
+            idx = data.indices if idx is None else idx
+            xb = model.minibatch_features(x, idx)
+            psi = xb @ W.T
+            if b is not None:
+                psi = psi + b
+            if y is None:
+                return pyro.sample(model.site, UtilityCategorical(model._full_order(psi, C), model.noise))
+            labels = y[idx]
+            if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= model.num_classes):
+                raise ValueError(f"y must hold labels in [0, {model.num_classes}), got values in "
+                                 f"[{int(labels.min())}, {int(labels.max())}]")
+            if not model.likelihood.has_local_latent:
+                return pyro.sample(model.site, UtilityCategorical(model._full_order(psi, C), model.noise),
+                                   obs=labels)
+            st = model.step_structure(C, labels)
+            zero = torch.zeros((), dtype=psi.dtype, device=psi.device)
+            prior = model.noise.distribution(zero, torch.ones_like(zero)).expand([xb.shape[0]])
+            eps = pyro.sample(model.eps_site, prior,
+                              infer={INFER_KEY: NoiseSite(model.noise, model.site, model.num_classes)})
+            neg = Negatives(st.neg_index, st.neg_weight.to(psi.dtype), True)
+            d = AugmentedCategorical(psi, eps, model.noise, negatives=neg, eps_site=model.eps_site)
+            return pyro.sample(model.site, d, obs=st.label_pos)
+
+
 class BayesianLinearClassifier(CategoricalModel):
     r"""Linear classifier with Gaussian priors on the rows of W and on b, for large K.
 
@@ -289,6 +377,7 @@ class BayesianLinearClassifier(CategoricalModel):
         self.eps_site = f"{site}_eps"
 
     num_negatives = property(lambda self: self._num_negatives)  # s of the shared negative set R
+    weight_strategy = ClassSubsampledWeights()
 
     # ------------------------------------------------------------------ plates
     @property
@@ -305,39 +394,6 @@ class BayesianLinearClassifier(CategoricalModel):
             if not isinstance(y, torch.Tensor) or y.shape != x.shape[:1]:
                 raise ValueError(f"y must be a tensor of shape ({x.shape[0]},), got "
                                  f"{tuple(y.shape) if isinstance(y, torch.Tensor) else y!r}")
-
-    def create_plates(self, x: torch.Tensor, y: Optional[torch.Tensor] = None):
-        """The ``"data"`` and ``"classes"`` plates of one step (pass as ``create_plates=``).
-
-        Draws the minibatch (via the data plate), then the class subsample
-        ``C = [R, (T u labels) minus R, padding]`` as the class plate's explicit ``subsample=``
-        (padded with unused classes to the fixed size ``min(K, |R| + |T| + B)``, so that every
-        step's sites have the same shapes):
-        R uniform without replacement (its first ``num_negatives`` entries are the
-        negatives, its first ``num_kl_classes`` the KL subsample), T an independent uniform
-        set for the local guide. When the guide calls this, both subsamples are recorded in
-        its trace and replayed into the model. With ``y=None`` (prediction), or without
-        class subsampling, both plates are full.
-        """
-        K = self.num_classes
-        train = y is not None
-        data = super().create_plates(x, y)
-        if not (train and self.subsampled):
-            classes = ClassPlate(self, K)
-        else:
-            device = x.device
-            idx = data.indices
-            labels = y[idx]
-            s, u, t = self.num_negatives, self.num_kl_classes, self.num_eta_classes
-            r = max(s, u)
-            R = sample_without_replacement(K, r, device=device)
-            R = R[torch.randperm(r, device=device)]  # uniform order: any prefix is a uniform subset
-            T = sample_without_replacement(K, t, device=device) if t else R.new_zeros(0)
-            extra = torch.unique(torch.cat([T, labels]))
-            C = torch.cat([R, extra[~torch.isin(extra, R)]])
-            C = _pad_classes(C, min(K, r + t + labels.shape[0]), K)
-            classes = ClassPlate(self, K, subsample=C, eta_classes=T)
-        return [data, classes]
 
     # ------------------------------------------------------------------ structure of a step
     def _kl_weights(self, m, like):
@@ -421,37 +477,6 @@ class BayesianLinearClassifier(CategoricalModel):
             W = pyro.sample("weight", prior.expand([m, D]).to_event(1))
             b = pyro.sample("bias", prior.expand([m])) if self.bias else None
         return W, b
-
-    def __call__(self, x: torch.Tensor, y: Optional[torch.Tensor] = None):
-        self.check_inputs(x, y)
-        data, classes = self.create_plates(x, y)
-        with classes as C:
-            C = classes.indices if C is None else C
-            self._check_subsample(C, x, data.indices)
-            W, b = self.sample_rows(C, x, y is not None)
-        with data as idx:
-            idx = data.indices if idx is None else idx
-            xb = self.minibatch_features(x, idx)
-            psi = xb @ W.T
-            if b is not None:
-                psi = psi + b
-            if y is None:
-                return pyro.sample(self.site, UtilityCategorical(self._full_order(psi, C), self.noise))
-            labels = y[idx]
-            if labels.numel() and (int(labels.min()) < 0 or int(labels.max()) >= self.num_classes):
-                raise ValueError(f"y must hold labels in [0, {self.num_classes}), got values in "
-                                 f"[{int(labels.min())}, {int(labels.max())}]")
-            if not self.likelihood.has_local_latent:
-                return pyro.sample(self.site, UtilityCategorical(self._full_order(psi, C), self.noise),
-                                   obs=labels)
-            st = self.step_structure(C, labels)
-            zero = torch.zeros((), dtype=psi.dtype, device=psi.device)
-            prior = self.noise.distribution(zero, torch.ones_like(zero)).expand([xb.shape[0]])
-            eps = pyro.sample(self.eps_site, prior,
-                              infer={INFER_KEY: NoiseSite(self.noise, self.site, self.num_classes)})
-            neg = Negatives(st.neg_index, st.neg_weight.to(psi.dtype), True)
-            d = AugmentedCategorical(psi, eps, self.noise, negatives=neg, eps_site=self.eps_site)
-            return pyro.sample(self.site, d, obs=st.label_pos)
 
     def _full_order(self, psi, C):
         """Utilities of all K classes in class order (C is a permutation of range(K))."""

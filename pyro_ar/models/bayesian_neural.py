@@ -43,7 +43,7 @@ class BayesianNeuralClassifier(NetworkBody, BayesianLinearClassifier):
     The other arguments (``noise``, ``likelihood``, ``num_negatives``, ``num_kl_classes``,
     ``num_eta_classes``, ``stratify``, ``prior_scale``, ``subsample_size``, ``bias``,
     ``site``) are those of :class:`~pyro_ar.models.BayesianLinearClassifier`. Train with
-    :meth:`default_guide` (a :class:`~pyro_ar.infer.ClassSubsampledNormal`),
+    :func:`~pyro_ar.infer.default_guide` (a :class:`~pyro_ar.infer.ClassSubsampledNormal`),
     :class:`~pyro_ar.infer.ClosedFormELBO` and :func:`~pyro_ar.optim.lazy_adam`.
 
     Example:
@@ -51,13 +51,13 @@ class BayesianNeuralClassifier(NetworkBody, BayesianLinearClassifier):
     >>> import torch
     >>> from pyro.infer import SVI
     >>> from pyro_ar.datasets import make_linear_teacher
-    >>> from pyro_ar.infer import ClosedFormELBO, predictive_log_likelihood
+    >>> from pyro_ar.infer import ClosedFormELBO, default_guide, predictive_log_likelihood
     >>> from pyro_ar.models import BayesianNeuralClassifier
     >>> from pyro_ar.optim import lazy_adam
     >>> data = make_linear_teacher(500, 8, 5000, seed=0)
     >>> body = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh())
     >>> model = BayesianNeuralClassifier(body, 16, 5000, num_negatives=32, subsample_size=64)
-    >>> guide = model.default_guide()
+    >>> guide = default_guide(model)
     >>> svi = SVI(model, guide, lazy_adam({"lr": 0.01}), ClosedFormELBO())
     >>> losses = [svi.step(data.x, data.y) for _ in range(3)]
     >>> guide.last_classes.numel() <= 32 + 32 + 64      # rows touched by the last step
@@ -93,11 +93,9 @@ class BayesianNeuralClassifier(NetworkBody, BayesianLinearClassifier):
             return kept[1]
         return self.features(xb)
 
-    def __call__(self, x: torch.Tensor, y: Optional[torch.Tensor] = None):
-        self.register_body()
-        return super().__call__(x, y)
-
     def sample_rows(self, C, like, train):
+        """The model's rows of C (the body registered first: its parameters belong to the step)."""
+        self.register_body()
         return super().sample_rows(C, self._like(like), train)
 
     def _repr_fields(self):

@@ -26,7 +26,7 @@ Use it with :func:`pyro.infer.SVI` and an optimizer that accepts sparse gradient
 
     model = BigramLanguageModel(K, 64, num_negatives=256, strategy="importance",
                                 proposal=counts.double() ** 0.75)
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 3e-3}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 3e-3}), default_elbo())
     for step in range(10_000):
         svi.step(prev, next)
     model.log_likelihood(prev_test, next_test)   # exact, per datapoint
@@ -68,7 +68,7 @@ class BigramLanguageModel(CategoricalModel):
     :param int num_words: K, the vocabulary size (inputs and outputs share the id space).
     :param int embedding_dim: D.
     :param noise: ``"gumbel"`` (softmax), ``"normal"`` (probit), ``"logistic"`` or a Noise.
-    :param str likelihood: ``"ar"``, ``"exact"``, ``"ove"``, ``"botev"``, ``"bouchard"``.
+    :param str likelihood: ``"ar"``, ``"exact"``, ``"ove"``, ``"sampled"``, ``"bouchard"``.
     :param num_negatives: classes per likelihood estimate (None: all K, exact).
     :param strategy: ``"importance"`` (shared draws from ``proposal``), ``"shared"``
         (uniform, shared by the minibatch) or ``"per_datapoint"``.
@@ -89,12 +89,13 @@ class BigramLanguageModel(CategoricalModel):
 
     >>> import torch
     >>> from pyro.infer import SVI
+    >>> from pyro_ar.infer import default_elbo, default_guide
     >>> from pyro_ar.models import BigramLanguageModel
     >>> from pyro_ar.optim import lazy_adam
     >>> K = 5000
     >>> prev, nxt = torch.randint(0, K, (10_000,)), torch.randint(0, K, (10_000,))
     >>> model = BigramLanguageModel(K, 16, num_negatives=64, strategy="shared", subsample_size=256)
-    >>> svi = SVI(model, model.default_guide(), lazy_adam({"lr": 1e-2}), model.default_elbo())
+    >>> svi = SVI(model, default_guide(model), lazy_adam({"lr": 1e-2}), default_elbo())
     >>> loss = svi.step(prev, nxt)                # O(B D + s D), whatever K
     >>> model.log_likelihood(prev[:100], nxt[:100]) < 0
     True
@@ -175,23 +176,12 @@ class BigramLanguageModel(CategoricalModel):
 
     def evaluation_source(self, prev: torch.Tensor):
         """``(source, rows)`` for :mod:`pyro_ar.evaluation`: the utilities of the distinct
-        previous words, and the row of each datapoint (its previous word's)."""
+        previous words, and the row of each datapoint (its previous word's). The utilities
+        depend only on the previous word, so :meth:`log_likelihood` and :meth:`evaluate`
+        (the base class's) compute them once per distinct previous word -- exact over all K
+        classes (quadrature for other noises than Gumbel)."""
         words, inverse = torch.unique(prev, return_inverse=True)
         return self.utility(words), inverse
-
-    @torch.no_grad()
-    def log_likelihood(self, prev: torch.Tensor, next: torch.Tensor, chunk_size: int = 256,
-                       reduce: bool = True):
-        r"""Exact test log-likelihood :math:`\log p(y_n\mid u_n)` (all K classes).
-
-        The utilities depend only on the previous word, so they are computed once per
-        distinct previous word (``rows=`` of :func:`pyro_ar.evaluation.log_likelihood`) --
-        exact, no subsampling; other noises than Gumbel use quadrature.
-
-        :returns: the mean (``reduce=True``) or the per-datapoint values.
-        """
-        return super().log_likelihood(prev, next, chunk_size=chunk_size,
-                                      reduce="mean" if reduce else "none")
 
     def _repr_fields(self):
         return {"K": self.num_classes, "D": self.embedding_dim}

@@ -35,7 +35,7 @@ Sessions are ragged: ``items`` is a (U, T) integer tensor padded with -1
 O(B) subsample) and an ``"items"`` plate (dim -1) under ``poutine.mask(items >= 0)``.
 The utilities are lazy (:class:`~pyro_ar.utility.LinearUtility` of batch shape (B, 1)):
 only the observed and the negative items' rows of :math:`\Psi` are gathered, so a step costs
-O(B (T + s) Q) whatever P. :class:`LatentKLWarmup` anneals the KL term of :math:`q(\omega_u)`
+O(B (T + s) Q) whatever P. :class:`~pyro_ar.infer.LatentKLWarmup` anneals the KL term of :math:`q(\omega_u)`
 from 0 to 1 over the first steps, against posterior collapse.
 """
 
@@ -50,15 +50,16 @@ import pyro
 import pyro.distributions as dist
 import pyro.poutine as poutine
 
+from .. import evaluation
+from ..evaluation import _check_reduce, _reduce  # (the one reduction of evaluation results)
 from ..distributions import BouchardBound
 from ..likelihoods import Bouchard, DataSubsample
 from ..negatives import get_negative_sampler, sample_without_replacement
-from ..numerics import first_position, show
+from ..numerics import check_int, first_position, show
 from ..utility import LinearUtility
 from .base import CategoricalModel, check_positive_int, take_rows
 
-__all__ = ["CategoricalLatentModel", "SessionEncoder", "LocalPosterior", "LatentGuide", "LatentKLWarmup",
-           "session_metrics"]
+__all__ = ["LatentCategoricalModel", "CategoricalLatentModel", "SessionEncoder", "LocalPosterior", "session_metrics"]
 
 
 class SessionEncoder(nn.Module):
@@ -190,102 +191,45 @@ def _distinct_per_row(held: torch.Tensor) -> torch.Tensor:
     return (new & (s >= 0)).sum(-1).double()
 
 
-class CategoricalLatentModel(CategoricalModel):
-    r"""Pyro model of sessions of items with a Gaussian latent per session (module docstring).
+class LatentCategoricalModel(CategoricalModel):
+    r"""Base class of the models with a Gaussian latent per datapoint,
+    :math:`\omega_n\sim N(0, I_Q)`, whose observed entries :math:`v_{n,1..T}` (padded with
+    -1) are categorical given :math:`\psi(\omega_n)`:
+    :class:`CategoricalLatentModel` (sessions of items) and
+    :class:`~pyro_ar.models.CategoricalLatentGP` (D variables, the CLGP).
 
-    :param int num_items: P, the number of categories.
-    :param int latent_dim: Q.
-    :param likelihood: a :class:`~pyro_ar.likelihoods.Likelihood` or a name (``"ar"``,
-        ``"exact"``, ``"bouchard"``, ...) with ``noise``, ``num_negatives``, ``strategy``,
-        ``proposal`` as in :class:`~pyro_ar.models.base.CategoricalModel`.
-    :param str posterior: ``"amortised"`` (:class:`SessionEncoder`) or ``"local"``
-        (:class:`LocalPosterior`, needs ``num_sessions``).
-    :param str utility: ``"linear"`` (:math:`\Psi\omega+\rho`) or ``"neural"``
-        (:math:`\Psi\,\mathrm{MLP}(\omega)+\rho`, ``hidden_dim`` units).
-    :param str bouchard: ``"analytic"`` (Gaussian utilities, no Monte Carlo; linear only)
-        or ``"sampled"`` (reparameterised :math:`\omega`).
-    :param int hidden_dim: width of the encoder (and of the neural utility).
-    :param init_bias: initial :math:`\rho` (a (P,) tensor, e.g.
-        :func:`~pyro_ar.models.unigram_log_probs` of the item counts) or None for N(0, 0.001^2).
+    It owns the model step (the datapoint plate :attr:`plate_name` at dim -2 with O(B)
+    subsample indices, the latent site, one likelihood site per observation group under
+    ``poutine.mask(v >= 0)``) and evaluation with the methods of every
+    :class:`~pyro_ar.models.base.CategoricalModel`, :meth:`log_likelihood` and
+    :meth:`evaluate`, of held-out entries ``y`` given the observed entries ``x`` of the
+    same datapoints:
+
+    .. math::  \log p(y_{nt}\mid x_n) \approx \log\frac1S\sum_{s=1}^S p(y_{nt}\mid\psi(\omega_s)),
+               \qquad \omega_s\sim q(\omega_n\mid x_n),
+
+    the posterior predictive under the fitted posterior :math:`q` (``num_samples=S``
+    seeded draws; ``num_samples=0``: the plug-in :math:`p(y_{nt}\mid\psi(\mathbb{E}_q\omega_n))`,
+    deterministic), each :math:`p(y\mid\psi)` exact over all classes
+    (:mod:`pyro_ar.evaluation`: log-softmax for Gumbel noise, quadrature otherwise).
+
+    A subclass sets ``posterior`` (a module ``(idx, v) -> (loc, scale, a)``), ``latent_dim``,
+    ``latent_site``, ``latent_kl_weight`` and ``bouchard`` (``"analytic"`` or ``"sampled"``)
+    and defines the :class:`~pyro_ar.models.base.CategoricalModel` hooks, with
+    ``minibatch_utility(omega, params, group=None, sample=True)`` of latent draws.
 
     Example:
 
     >>> import torch
-    >>> from pyro.infer import SVI
-    >>> from pyro_ar.models import CategoricalLatentModel
-    >>> from pyro_ar.optim import lazy_adam
-    >>> items = torch.randint(0, 500, (100, 6))            # 100 sessions of 6 items, P = 500
-    >>> model = CategoricalLatentModel(500, 4, num_negatives=20, subsample_size=32)
-    >>> svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
-    >>> loss = svi.step(items)                             # O(B (T + s) Q), whatever P
-    >>> model.scores(items[:3]).shape
-    torch.Size([3, 500])
+    >>> from pyro_ar.models import CategoricalLatentModel, LatentCategoricalModel
+    >>> model = CategoricalLatentModel(20, 2, num_negatives=3, hidden_dim=8)
+    >>> observed, heldout = torch.randint(0, 20, (5, 4)), torch.randint(0, 20, (5, 2))
+    >>> isinstance(model, LatentCategoricalModel), model.log_likelihood(observed, heldout, reduce="none").shape
+    (True, torch.Size([10]))
     """
 
-    input_names = ("items", "items")
     #: name of the datapoint plate (dim -2)
-    plate_name = "sessions"
-
-    def __init__(self, num_items: int, latent_dim: int = 8, likelihood="ar", *, noise="gumbel",
-                 num_negatives: Optional[int] = None, strategy="shared", proposal=None,
-                 posterior: str = "amortised", num_sessions: Optional[int] = None,
-                 utility: str = "linear", bouchard: str = "analytic", hidden_dim: int = 64,
-                 weights: str = "mle", prior_scale: float = 1.0, subsample_size: Optional[int] = None,
-                 sparse: bool = True, init_scale: float = 0.1, init_bias: Optional[torch.Tensor] = None,
-                 prefix: str = "", site: str = "v"):
-        if likelihood == "bouchard":
-            likelihood = Bouchard("local", get_negative_sampler(strategy, num_negatives, proposal),
-                                  sparse=sparse)
-        if weights == "bayes":
-            raise ValueError("CategoricalLatentModel supports weights='mle' or 'map', got weights='bayes'")
-        super().__init__(num_items, likelihood, noise=noise, num_negatives=num_negatives,
-                         strategy=strategy, proposal=proposal, weights=weights, prior_scale=prior_scale,
-                         subsample_size=subsample_size, sparse=sparse, prefix=prefix, site=site)
-        self.latent_dim = check_positive_int("latent_dim", latent_dim)
-        self.hidden_dim = check_positive_int("hidden_dim", hidden_dim)
-        for name, value, allowed in (("posterior", posterior, ("amortised", "local")),
-                                     ("utility", utility, ("linear", "neural")),
-                                     ("bouchard", bouchard, ("analytic", "sampled"))):
-            if value not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {name}={value!r}")
-        if posterior == "local":
-            num_sessions = check_positive_int("num_sessions", num_sessions)
-            self.posterior = LocalPosterior(num_sessions, latent_dim, num_items, sparse)
-        else:
-            self.posterior = SessionEncoder(num_items, latent_dim, hidden_dim, sparse)
-        self.posterior_kind, self.utility_kind = posterior, utility
-        self.bouchard = bouchard if utility == "linear" else "sampled"
-        self.feature_map = nn.Sequential(nn.Linear(latent_dim, hidden_dim), nn.Tanh()) \
-            if utility == "neural" else None
-        if init_bias is not None and tuple(init_bias.shape) != (num_items,):
-            raise ValueError(f"init_bias must have shape ({num_items},), got init_bias of shape "
-                             f"{tuple(init_bias.shape)}")
-        self.init_scale, self.init_bias = init_scale, init_bias
-        self.latent_site = prefix + "omega"
-        #: The weight of the latent's KL term in the loss, 1 for the ELBO. :class:`LatentKLWarmup`
-        #: raises it from near 0 to 1, against posterior collapse.
-        self.latent_kl_weight = 1.0
-
-    # ---- CategoricalModel hooks ---------------------------------------------------------
-    @property
-    def num_items(self):
-        return self.num_classes
-
-    def parameter_shapes(self):
-        D = self.hidden_dim if self.utility_kind == "neural" else self.latent_dim
-        return {"weight": (self.num_classes, D), "bias": (self.num_classes,)}
-
-    def init_parameter(self, name, shape, like):
-        if name == "bias" and self.init_bias is not None:
-            return self.init_bias.to(dtype=like.dtype, device=like.device).clone()
-        scale = self.init_scale if name == "weight" else 1e-3
-        return scale * torch.randn(shape, dtype=like.dtype, device=like.device)
-
-    def check_inputs(self, items, y=None):
-        if not isinstance(items, torch.Tensor) or items.dim() != 2 or items.is_floating_point() \
-                or items.dtype == torch.bool or items.is_complex():
-            raise ValueError(f"items must be a 2-D integer tensor (sessions, items) padded with -1, got "
-                             f"{getattr(items, 'dtype', type(items).__name__)} {tuple(getattr(items, 'shape', ()))}")
+    plate_name = "data"
 
     def check_call(self, items, y=None):
         """The base class's checks; ``posterior="local"`` also needs all the training sessions."""
@@ -295,20 +239,6 @@ class CategoricalLatentModel(CategoricalModel):
             raise ValueError(f"{xn} has {len(items)} rows but posterior='local' holds the "
                              f"{self.posterior.num_data} training sessions only (num_sessions / num_data): "
                              "it cannot score new sessions")
-
-    def check_values(self, items, y=None, rows=None):
-        """Items in [0, P) or -1 (padding), naming the first bad entry."""
-        bad = (items < -1) | (items >= self.num_classes)
-        if bad.any():
-            raise ValueError(f"items must lie in [0, {self.num_classes}) or be -1 (padding), got "
-                             f"{show(items[bad])} (the first at {first_position(bad, 'items', rows)})")
-
-    def minibatch_utility(self, omega: torch.Tensor, params, group=None, sample: bool = True):
-        """Lazy utilities of latent draws ``omega`` (..., Q): linear in ``omega`` or in its MLP
-        features. ``group`` (which likelihood site, see :meth:`observation_groups`) and
-        ``sample`` (draw random utilities, or give their mean to the guide) are for subclasses."""
-        h = omega if self.feature_map is None else self.feature_map(omega)
-        return LinearUtility(h, params["weight"], params["bias"], sparse=self.sparse)
 
     def observation_groups(self, v: torch.Tensor):
         """``(site, plate name, entries, group)`` of each likelihood site of the minibatch's
@@ -340,12 +270,14 @@ class CategoricalLatentModel(CategoricalModel):
         """Register :meth:`_torch_modules` with Pyro, each first moved to ``device`` (the data's)
         if it is elsewhere: like the per-class parameters, created on the data's device, the
         modules follow the data (``Module.to`` keeps the Parameter objects, so a move before
-        training leaves Pyro's param store consistent)."""
+        training leaves Pyro's param store consistent). Values already in the store (e.g. from
+        a checkpoint) are loaded into the modules: a resumed run continues with the trained
+        posterior, not a fresh one."""
         for name, module in self._torch_modules().items():
             p = next(module.parameters(), None)
             if p is not None and p.device != device:
                 module.to(device)
-            pyro.module(self.prefix + name, module)
+            pyro.module(self.prefix + name, module, update_module_params=True)
 
     def posterior_params(self, idx, items) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(mu, sigma, a)`` of the sessions ``idx`` with (padded) items ``items``."""
@@ -391,11 +323,226 @@ class CategoricalLatentModel(CategoricalModel):
         d = BouchardBound(utility, a=a, strategy=likelihood.sampler, utility_var=var)
         return pyro.sample(site, d, obs=obs)
 
-    def default_guide(self, **kwargs):
-        """A :class:`LatentGuide` of this model."""
-        return LatentGuide(self, **kwargs)
+    # ---- evaluation -----------------------------------------------------------------------
+    def latent_utility(self, omega: torch.Tensor, params, group=None, sample: bool = True):
+        """The utility of the entries of ``group`` at latents ``omega`` (n, 1, Q) for
+        evaluation (here :meth:`minibatch_utility`; batch shape (n, 1) when every entry of
+        a datapoint has the same classes, (n, T_g) otherwise)."""
+        return self.minibatch_utility(omega, params, group, sample=sample)
 
-    # ---- evaluation ---------------------------------------------------------------------
+    def utility(self, x, params=None):
+        """Utilities of the datapoints ``x`` (their observed entries) at the posterior mean
+        of their latents, under the fitted (or given) parameters (first observation group)."""
+        self.check_call(x)
+        self.check_values(x)
+        params = self.fitted_parameters() if params is None else params
+        with torch.no_grad():
+            loc, _, _ = self.posterior_params(torch.arange(len(x), device=x.device), x)
+            return self.latent_utility(loc.unsqueeze(-2), {n: p.detach() for n, p in params.items()},
+                                       sample=False)
+
+    def _check_heldout(self, x, y, index):
+        self.check_inputs(x)
+        self._check_nonempty(x)
+        if index is None:  # (a per-datapoint posterior holds the training datapoints only)
+            self.check_call(x)
+        self.check_inputs(y)
+        for t in (x, y):
+            self.check_values(t)
+        if y.shape[0] != x.shape[0]:
+            xn = self.input_names[0]
+            raise ValueError(f"y (the held-out entries) must have one row per row of {xn} "
+                             f"({x.shape[0]}), got y of shape {tuple(y.shape)}")
+        if index is not None and (not isinstance(index, torch.Tensor) or index.shape != (len(x),)):
+            raise ValueError(f"index must be a tensor of the {len(x)} datapoints' rows in the posterior, "
+                             f"got index={index!r}")
+        if not bool((y >= 0).any()):
+            raise ValueError("y holds no held-out entry (every entry is -1): nothing to evaluate")
+
+    def _predictive_pass(self, x, y, fn, num_samples: int, index, seed: int):
+        """Run ``fn(source, labels, noise, rows)`` (a :mod:`pyro_ar.evaluation` call with
+        ``reduce="none"``) on every observation group of the held-out entries ``y`` and
+        put the per-entry values back in ``y``'s row-major order of entries ``y >= 0``."""
+        num_samples = check_int("num_samples", num_samples, low=0)
+        self._check_heldout(x, y, index)
+        params = {n: p.detach() for n, p in self.fitted_parameters().items()}
+        dev = x.device
+        idx = torch.arange(len(x), device=dev) if index is None else index.to(dev)
+        out = {}
+        with torch.no_grad(), torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
+            torch.manual_seed(seed)
+            loc, scale, _ = self.posterior_params(idx, x)
+            loc, scale = loc.unsqueeze(-2), scale.unsqueeze(-2)            # (N, 1, Q)
+            omega = loc if num_samples == 0 else \
+                loc + scale * torch.randn((num_samples,) + loc.shape, dtype=loc.dtype, device=dev)
+            # the columns of y that each group's entries come from: the groups of the column ids
+            columns = [c[0] for _, _, c, _ in self.observation_groups(torch.arange(y.shape[-1], device=dev)[None])]
+            for (_, _, yg, group), colg in zip(self.observation_groups(y), columns):
+                per_entry = self.latent_utility(loc[:1], params, group, sample=False).batch_shape[-1] > 1
+                mask = yg >= 0
+                if not bool(mask.any()):  # no held-out entry of this group
+                    continue
+                n, t = mask.nonzero(as_tuple=True)
+                rows = n * yg.shape[-1] + t if per_entry else n
+                source = self._entry_source(omega, params, group, yg.shape[-1], per_entry, num_samples)
+                values = fn(source, yg[mask], self.group_likelihood(group).noise, rows)
+                for name, v in values.items():
+                    full = out.setdefault(name, torch.zeros(y.shape, dtype=torch.float64, device=dev))
+                    full[n, colg[t]] = v.to(full.device)
+        mask = y >= 0
+        return {name: v[mask] for name, v in out.items()}
+
+    def _entry_source(self, omega, params, group, width, per_entry, num_samples):
+        """A :mod:`pyro_ar.evaluation` source: row ``n * width + t`` (``per_entry``) or ``n``
+        is entry t of datapoint n; utilities ``(B, K)`` at the posterior mean or ``(S, B, K)``
+        under the S draws ``omega``."""
+        def fn(ids):
+            n = ids // width if per_entry else ids
+            w = omega[n] if num_samples == 0 else omega[:, n]
+            full = self.latent_utility(w, params, group, sample=num_samples > 0).full()
+            if per_entry:  # (..., B, T, K): entry t of each row
+                t = (ids % width).reshape((1,) * (full.dim() - 3) + (-1, 1, 1)).expand(
+                    full.shape[:-2] + (1, full.shape[-1]))
+                return full.gather(-2, t).squeeze(-2)
+            return full.squeeze(-2)
+
+        return evaluation.UtilitySource(fn)
+
+    def log_likelihood(self, x, y, num_samples: int = 0, reduce: str = "mean", chunk_size=None,
+                       index=None, seed: int = 0):
+        """Predictive log-likelihood of the held-out entries ``y`` (same rows as ``x``, -1
+        where not held out) given the observed entries ``x`` (class docstring): the mean
+        over held-out entries (``reduce="mean"``), their sum, or per entry (``"none"``, the
+        entries ``y >= 0`` in row-major order). ``index``: the datapoints' rows in a
+        per-datapoint posterior. ``seed`` seeds the draws (the global RNG is left alone)."""
+        _check_reduce(reduce)
+        lp = self._predictive_pass(x, y, lambda src, lab, noise, rows: {"log_lik": evaluation.log_likelihood(
+            src, lab, noise, rows=rows, reduce="none", chunk_size=chunk_size)}, num_samples, index, seed)["log_lik"]
+        return _reduce(lp, reduce)
+
+    def evaluate(self, x, y, metrics=("log_lik", "accuracy", "top5"), num_samples: int = 0,
+                 reduce: str = "mean", chunk_size=None, index=None, seed: int = 0):
+        """Several metrics (:func:`pyro_ar.evaluation.evaluate`) of the held-out entries ``y``
+        given the observed ``x``, as :meth:`log_likelihood`."""
+        _check_reduce(reduce)
+        values = self._predictive_pass(x, y, lambda src, lab, noise, rows: evaluation.evaluate(
+            src, lab, metrics, noise, rows=rows, reduce="none", chunk_size=chunk_size),
+            num_samples, index, seed)
+        return {n: _reduce(v, reduce) for n, v in values.items()}
+
+
+class CategoricalLatentModel(LatentCategoricalModel):
+    r"""Pyro model of sessions of items with a Gaussian latent per session (module docstring).
+
+    :param int num_items: P, the number of categories.
+    :param int latent_dim: Q.
+    :param likelihood: a :class:`~pyro_ar.likelihoods.Likelihood` or a name (``"ar"``,
+        ``"exact"``, ``"bouchard"``, ...) with ``noise``, ``num_negatives``, ``strategy``,
+        ``proposal`` as in :class:`~pyro_ar.models.base.CategoricalModel`.
+    :param str posterior: ``"amortised"`` (:class:`SessionEncoder`) or ``"local"``
+        (:class:`LocalPosterior`, needs ``num_sessions``).
+    :param str utility: ``"linear"`` (:math:`\Psi\omega+\rho`) or ``"neural"``
+        (:math:`\Psi\,\mathrm{MLP}(\omega)+\rho`, ``hidden_dim`` units).
+    :param str bouchard: ``"analytic"`` (Gaussian utilities, no Monte Carlo; linear only)
+        or ``"sampled"`` (reparameterised :math:`\omega`).
+    :param int hidden_dim: width of the encoder (and of the neural utility).
+    :param init_bias: initial :math:`\rho` (a (P,) tensor, e.g.
+        :func:`~pyro_ar.models.unigram_log_probs` of the item counts) or None for N(0, 0.001^2).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro.infer import SVI
+    >>> from pyro_ar.infer import default_elbo, default_guide
+    >>> from pyro_ar.models import CategoricalLatentModel
+    >>> from pyro_ar.optim import lazy_adam
+    >>> items = torch.randint(0, 500, (100, 6))            # 100 sessions of 6 items, P = 500
+    >>> model = CategoricalLatentModel(500, 4, num_negatives=20, subsample_size=32)
+    >>> svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
+    >>> loss = svi.step(items)                             # O(B (T + s) Q), whatever P
+    >>> model.scores(items[:3]).shape
+    torch.Size([3, 500])
+    """
+
+    input_names = ("items", "items")
+    plate_name = "sessions"
+
+    def __init__(self, num_items: int, latent_dim: int = 8, likelihood="ar", *, noise="gumbel",
+                 num_negatives: Optional[int] = None, strategy="shared", proposal=None,
+                 posterior: str = "amortised", num_sessions: Optional[int] = None,
+                 utility: str = "linear", bouchard: str = "analytic", hidden_dim: int = 64,
+                 weights: str = "mle", prior_scale: float = 1.0, subsample_size: Optional[int] = None,
+                 sparse: bool = True, init_scale: float = 0.1, init_bias: Optional[torch.Tensor] = None,
+                 prefix: str = "", site: str = "v"):
+        if likelihood == "bouchard":
+            likelihood = Bouchard("local", get_negative_sampler(strategy, num_negatives, proposal),
+                                  sparse=sparse)
+        if weights == "bayes":
+            raise ValueError("CategoricalLatentModel supports weights='mle' or 'map', got weights='bayes'")
+        super().__init__(num_items, likelihood, noise=noise, num_negatives=num_negatives,
+                         strategy=strategy, proposal=proposal, weights=weights, prior_scale=prior_scale,
+                         subsample_size=subsample_size, sparse=sparse, prefix=prefix, site=site)
+        self.latent_dim = check_positive_int("latent_dim", latent_dim)
+        self.hidden_dim = check_positive_int("hidden_dim", hidden_dim)
+        for name, value, allowed in (("posterior", posterior, ("amortised", "local")),
+                                     ("utility", utility, ("linear", "neural")),
+                                     ("bouchard", bouchard, ("analytic", "sampled"))):
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {name}={value!r}")
+        if posterior == "local":
+            num_sessions = check_positive_int("num_sessions", num_sessions)
+            self.posterior = LocalPosterior(num_sessions, latent_dim, num_items, sparse)
+        else:
+            self.posterior = SessionEncoder(num_items, latent_dim, hidden_dim, sparse)
+        self.posterior_kind, self.utility_kind = posterior, utility
+        self.bouchard = bouchard if utility == "linear" else "sampled"
+        self.feature_map = nn.Sequential(nn.Linear(latent_dim, hidden_dim), nn.Tanh()) \
+            if utility == "neural" else None
+        if init_bias is not None and tuple(init_bias.shape) != (num_items,):
+            raise ValueError(f"init_bias must have shape ({num_items},), got init_bias of shape "
+                             f"{tuple(init_bias.shape)}")
+        self.init_scale, self.init_bias = init_scale, init_bias
+        self.latent_site = prefix + "omega"
+        #: The weight of the latent's KL term in the loss, 1 for the ELBO. :class:`~pyro_ar.infer.LatentKLWarmup`
+        #: raises it from near 0 to 1, against posterior collapse.
+        self.latent_kl_weight = 1.0
+
+    # ---- CategoricalModel hooks ---------------------------------------------------------
+    @property
+    def num_items(self):
+        return self.num_classes
+
+    def parameter_shapes(self):
+        D = self.hidden_dim if self.utility_kind == "neural" else self.latent_dim
+        return {"weight": (self.num_classes, D), "bias": (self.num_classes,)}
+
+    def init_parameter(self, name, shape, like):
+        if name == "bias" and self.init_bias is not None:
+            return self.init_bias.to(dtype=like.dtype, device=like.device).clone()
+        scale = self.init_scale if name == "weight" else 1e-3
+        return scale * torch.randn(shape, dtype=like.dtype, device=like.device)
+
+    def check_inputs(self, items, y=None):
+        if not isinstance(items, torch.Tensor) or items.dim() != 2 or items.is_floating_point() \
+                or items.dtype == torch.bool or items.is_complex():
+            raise ValueError(f"items must be a 2-D integer tensor (sessions, items) padded with -1, got "
+                             f"{getattr(items, 'dtype', type(items).__name__)} {tuple(getattr(items, 'shape', ()))}")
+
+    def check_values(self, items, y=None, rows=None):
+        """Items in [0, P) or -1 (padding), naming the first bad entry."""
+        bad = (items < -1) | (items >= self.num_classes)
+        if bad.any():
+            raise ValueError(f"items must lie in [0, {self.num_classes}) or be -1 (padding), got "
+                             f"{show(items[bad])} (the first at {first_position(bad, 'items', rows)})")
+
+    def minibatch_utility(self, omega: torch.Tensor, params, group=None, sample: bool = True):
+        """Lazy utilities of latent draws ``omega`` (..., Q): linear in ``omega`` or in its MLP
+        features. ``group`` (which likelihood site, see :meth:`observation_groups`) and
+        ``sample`` (draw random utilities, or give their mean to the guide) are for subclasses."""
+        h = omega if self.feature_map is None else self.feature_map(omega)
+        return LinearUtility(h, params["weight"], params["bias"], sparse=self.sparse)
+
+    # ---- session metrics ----------------------------------------------------------------
     @torch.no_grad()
     def scores(self, items: torch.Tensor, num_samples: int = 0) -> torch.Tensor:
         r"""Predictive item utilities (U, P) of new sessions from their observed items: at the
@@ -417,133 +564,5 @@ class CategoricalLatentModel(CategoricalModel):
         """:func:`session_metrics` of :meth:`scores` (``num_samples`` draws of q, 0: its mean)."""
         return session_metrics(lambda obs: self.scores(obs, num_samples), observed, heldout, k, chunk_size)
 
-    def log_likelihood(self, *args, **kwargs):
-        """Not per datapoint: a session's items share a latent; use :meth:`evaluate_sessions`."""
-        raise NotImplementedError("CategoricalLatentModel: use evaluate_sessions(observed, heldout) "
-                                  "(held-out items of held-out sessions) or scores(items)")
-
-    evaluate = log_likelihood
-
     def _repr_fields(self):
         return {"P": self.num_classes, "Q": self.latent_dim, "posterior": repr(self.posterior_kind)}
-
-
-class LatentGuide:
-    r"""Guide of a :class:`CategoricalLatentModel`: :math:`q(\omega_u)` from the model's
-    posterior module (reparameterised), and for A&R the conditional local guide
-    :math:`q(\varepsilon_{u,t}\mid\psi_u)` of every observed item (no per-item state), built
-    from detached utilities at the drawn :math:`\omega_u` (the envelope-theorem gradient of
-    :class:`~pyro_ar.infer.local_guides.ConditionalLocalGuide`).
-
-    :param model: the :class:`CategoricalLatentModel`.
-    :param negatives: sampler of the guide's class subsample (default ``"model"``: the model's,
-        per site; None: all classes).
-    :param int all_classes_upto: sites over at most this many classes get the guide's class sum
-        over all of them with ``negatives="model"`` (O(K) in the guide only; the model's bound
-        still subsamples). An independent small draw there makes the estimate of the bound's
-        term :math:`\hat S/(1+\hat S')` heavy-tailed whenever :math:`\hat S'` misses a
-        dominant class, which can diverge a fit with unregularised weights.
-    :param bool label_head: the guide's class subsample also holds the minibatch's distinct
-        items, summed exactly (:func:`~pyro_ar.infer.local_fit.local_sampler`; default True):
-        without them a small uniform draw misses the frequent items in most steps, and the fit
-        at few negatives drifts away with training (issue 27).
-
-    Example:
-
-    >>> import torch, pyro.poutine as poutine
-    >>> from pyro_ar.models import CategoricalLatentModel
-    >>> model = CategoricalLatentModel(50, 2, num_negatives=5)
-    >>> tr = poutine.trace(model.default_guide()).get_trace(torch.tensor([[1, 2, -1], [3, -1, -1]]))
-    >>> tr.nodes["omega"]["value"].shape, tr.nodes["v_eps"]["value"].shape
-    (torch.Size([2, 1, 2]), torch.Size([2, 3]))
-    """
-
-    def __init__(self, model: CategoricalLatentModel, negatives="model", all_classes_upto: int = 64,
-                 label_head: bool = True):
-        self.model, self.label_head = model, bool(label_head)
-        self._local_samplers = {}  # base sampler -> the guide's (stratified) sampler
-        self.sampler = None if negatives == "model" else get_negative_sampler(
-            "per_datapoint" if isinstance(negatives, int) else "shared", negatives)
-        self.all_classes_upto = check_positive_int("all_classes_upto", all_classes_upto)
-
-    def site_sampler(self, group, num_classes: int):
-        """The negative sampler of the local step of ``group``'s site over ``num_classes`` classes."""
-        if self.sampler is not None:
-            return self.sampler
-        if num_classes <= self.all_classes_upto:
-            return get_negative_sampler("shared", None)
-        base = self.model.group_likelihood(group).sampler
-        cached = self._local_samplers.get(id(base))
-        if cached is None or cached[0] is not base:
-            from ..infer.local_fit import local_sampler  # (infer is the layer above)
-
-            cached = self._local_samplers[id(base)] = (base, local_sampler(base, 1, self.label_head))
-        return cached[1]
-
-    def __call__(self, items: torch.Tensor):
-        model = self.model
-        N = len(items)
-        with model.create_plates(items) as idx:
-            v = take_rows(items, None if idx.shape[0] == N else idx)
-            loc, scale, _ = model.posterior_params(idx, v)
-            q = dist.Normal(loc.unsqueeze(-2), scale.unsqueeze(-2)).to_event(1)
-            with poutine.scale(scale=model.latent_kl_weight):
-                omega = pyro.sample(model.latent_site, q)
-            if not model.likelihood.has_local_latent:
-                return omega
-            from ..infer.local_fit import conditional_local_q  # (infer is the layer above)
-
-            params = model.fitted_parameters(loc)
-            for site, plate, vg, group in model.observation_groups(v):
-                with pyro.plate(plate, vg.shape[-1], dim=-1), poutine.mask(mask=vg >= 0):
-                    with torch.no_grad():
-                        utility = model.minibatch_utility(omega.detach(), params, group, sample=False)
-                        sampler = self.site_sampler(group, utility.num_classes)
-                        fn, infer = conditional_local_q(model.noise, utility, vg.clamp(min=0), sampler)
-                    pyro.sample(site + "_eps", fn, infer=infer)
-        return omega
-
-
-class LatentKLWarmup:
-    r"""KL annealing of a latent model's per-datapoint latent (Bowman et al. 2016): after
-    step t the loss is
-
-    .. math::  -\mathbb{E}_q\log p(y\mid\omega) + \beta_t\,\mathrm{KL}(q(\omega)\Vert p(\omega)),
-               \qquad \beta_t = \min\big(1, \max(t, 1)/T\big),
-
-    set on ``model.latent_kl_weight`` (a ``poutine.scale`` of the latent site in model and
-    guide), so from step T = ``num_steps`` on it is the ELBO again. Without it a model whose
-    utilities start flat (the CLGP) can collapse its posterior to the prior before the
-    utilities learn to use it. An object with ``step()``, ``get_state()`` and ``set_state()``:
-    pass it as :func:`pyro_ar.infer.train`'s ``scheduler`` (its state is checkpointed).
-
-    Example:
-
-    >>> from pyro_ar.models import CategoricalLatentModel, LatentKLWarmup
-    >>> model = CategoricalLatentModel(50, 2, num_negatives=5)
-    >>> warmup = LatentKLWarmup(model, num_steps=4)
-    >>> weights = [model.latent_kl_weight]
-    >>> for _ in range(5):
-    ...     warmup.step()
-    ...     weights.append(model.latent_kl_weight)
-    >>> weights
-    [0.25, 0.25, 0.5, 0.75, 1.0, 1.0]
-    """
-
-    def __init__(self, model: CategoricalLatentModel, num_steps: int):
-        if not isinstance(model, CategoricalLatentModel):
-            raise ValueError(f"model must be a CategoricalLatentModel (it has the latent to anneal), got "
-                             f"{type(model).__name__}")
-        self.model, self.num_steps = model, check_positive_int("num_steps", num_steps)
-        self.set_state({"step": 0})
-
-    def step(self) -> None:
-        """One SVI step done: raise :math:`\\beta`."""
-        self.set_state({"step": self.t + 1})
-
-    def get_state(self) -> dict:
-        return {"step": self.t}
-
-    def set_state(self, state: dict) -> None:
-        self.t = int(state["step"])
-        self.model.latent_kl_weight = min(1.0, max(self.t, 1) / self.num_steps)

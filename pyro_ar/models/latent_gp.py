@@ -341,7 +341,7 @@ def frequency_log_predictive(train: torch.Tensor, target: torch.Tensor, cardinal
 
 class CategoricalLatentGP(CategoricalLatentModel):
     r"""The CLGP (module docstring) as a :class:`~pyro_ar.models.CategoricalLatentModel`: the
-    same latent plate, posterior modules, guide (:class:`~pyro_ar.models.LatentGuide`) and
+    same latent plate, posterior modules, guide (:class:`~pyro_ar.infer.LatentGuide`) and
     likelihood objects, with D categorical variables and a sparse-GP (or linear) utility map.
 
     :param cardinalities: :math:`K_1,\dots,K_D`.
@@ -364,11 +364,12 @@ class CategoricalLatentGP(CategoricalLatentModel):
 
     >>> import torch
     >>> from pyro.infer import SVI
+    >>> from pyro_ar.infer import default_elbo, default_guide
     >>> from pyro_ar.models import CategoricalLatentGP
     >>> from pyro_ar.optim import lazy_adam
     >>> x = torch.randint(0, 1000, (64, 3))                   # 64 datapoints, 3 variables of K = 1000
     >>> model = CategoricalLatentGP([1000] * 3, 2, num_negatives=20, num_inducing=8, subsample_size=16)
-    >>> svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
+    >>> svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
     >>> loss = svi.step(x)                                     # O(B D (1 + s) M), whatever K
     >>> target = torch.full((4, 3), -1); target[:, 1] = x[:4, 1]
     >>> observed = x[:4].masked_fill(target >= 0, -1)          # impute variable 1 from the others
@@ -529,8 +530,9 @@ class CategoricalLatentGP(CategoricalLatentModel):
         r"""Imputation: :math:`\log\frac1S\sum_s p(y_{nd}\mid f_s(x_s))` of every target entry
         (``target >= 0``, row-major order) with :math:`x_s\sim q(x_n)` from the ``observed``
         entries (same shape, -1 where missing) and :math:`f_s` drawn from :math:`q(f\mid x_s)`
-        over all :math:`K_d` categories. ``index``: the datapoints' rows in the per-datapoint
-        posterior (``posterior="local"``; required there)."""
+        over all :math:`K_d` categories (:meth:`log_likelihood` with ``reduce="none"``, its
+        draws seeded from the global RNG). ``index``: the datapoints' rows in the
+        per-datapoint posterior (``posterior="local"``; required there)."""
         for t in (observed, target):
             self.check_inputs(t)
             self.check_values(t)
@@ -541,24 +543,8 @@ class CategoricalLatentGP(CategoricalLatentModel):
             raise ValueError(f"posterior='local' needs index, the {len(observed)} datapoints' rows in the "
                              f"training data, got index={index!r}")
         check_positive_int("num_samples", num_samples)
-        params = self.fitted_parameters()
-        dev = observed.device
-        self._modules(dev)
-        out = torch.zeros(target.shape, dtype=torch.float64, device=dev)
-        for start in range(0, len(observed), chunk_size):
-            obs, tgt = observed[start:start + chunk_size], target[start:start + chunk_size]
-            idx = torch.arange(start, start + len(obs), device=dev) if index is None else \
-                index[start:start + chunk_size].to(dev)
-            loc, scale, _ = self.posterior(idx, self.global_rows(obs))
-            for d in (tgt >= 0).any(0).nonzero().flatten().tolist():
-                sel = (tgt[:, d] >= 0).nonzero().flatten()
-                rows = int(self.offsets[d]) + torch.arange(self.cardinalities[d], device=dev)
-                y = tgt[sel, d]
-                logp = torch.stack([UtilityCategorical(
-                    self.row_utility(loc[sel] + scale[sel] * torch.randn_like(loc[sel]), params).gather_shared(rows),
-                    self.noise).log_prob(y) for _ in range(num_samples)])
-                out[start + sel, d] = (logp.logsumexp(0) - math.log(num_samples)).double()
-        return out[target >= 0]
+        return self.log_likelihood(observed, target, num_samples, reduce="none", chunk_size=chunk_size,
+                                   index=index, seed=int(torch.randint(2 ** 31, ())))
 
     def evaluate_imputation(self, observed: torch.Tensor, target: torch.Tensor, num_samples: int = 16,
                             index: Optional[torch.Tensor] = None) -> dict:

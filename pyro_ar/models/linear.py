@@ -118,7 +118,7 @@ class LinearClassifier(CategoricalModel):
     :param int num_features: D.
     :param int num_classes: K.
     :param likelihood: a :class:`~pyro_ar.likelihoods.Likelihood` object, or a name
-        (``"ar"``, ``"exact"``, ``"ove"``, ``"botev"``, ``"bouchard"``) combined with
+        (``"ar"``, ``"exact"``, ``"ove"``, ``"sampled"``, ``"bouchard"``) combined with
         ``noise``, ``num_negatives``, ``strategy`` and ``proposal`` (the string shortcut).
     :param num_negatives: negatives of the string shortcut: an int, None (all classes:
         O(K) per step) or ``"auto"`` (default: all classes up to K = 21, else 20 -- the
@@ -156,6 +156,7 @@ class LinearClassifier(CategoricalModel):
 
     >>> from pyro.infer import SVI
     >>> from pyro_ar.datasets import make_linear_teacher
+    >>> from pyro_ar.infer import default_elbo, default_guide
     >>> from pyro_ar.likelihoods import AR
     >>> from pyro_ar.models import LinearClassifier
     >>> from pyro_ar.negatives import SharedNegatives
@@ -163,7 +164,7 @@ class LinearClassifier(CategoricalModel):
     >>> data = make_linear_teacher(2000, 8, 500, seed=0)
     >>> model = LinearClassifier(8, 500, likelihood=AR(negatives=SharedNegatives(16)),
     ...                          subsample_size=128, sparse=True)
-    >>> svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
+    >>> svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
     >>> losses = [svi.step(data.x, data.y) for _ in range(10)]
     >>> model.utility(data.x[:3]).full().shape
     torch.Size([3, 500])
@@ -295,7 +296,9 @@ class LinearClassifier(CategoricalModel):
             # select the rows before converting: no O(K) copy (or transfer) per step
             loc = self.bias_init if rows is None else self.bias_init.index_select(0, rows.to(self.bias_init.device))
             loc = loc.to(like)
-        return dist.Normal(loc, self.prior_scales()[name])
+        # the scale as a tensor made on the device (a Python float would be copied there from
+        # the host at every step)
+        return dist.Normal(loc, loc.new_full((), self.prior_scales()[name]))
 
     def parameters(self, like: Optional[torch.Tensor] = None) -> Dict[str, torch.Tensor]:
         """As the base class; ``weights="bayes"`` samples each parameter from its own prior
@@ -354,15 +357,15 @@ class LinearClassifier(CategoricalModel):
         W = params["weight"] if self.rank is None else params["weight"] @ params["embedding"].T
         return W, params["bias"]
 
-    def utility(self, x, weight=None, bias=None, embedding=None):
-        """Lazy utilities of new data under the fitted (or given) weights (for evaluation)."""
-        given = weight is not None and bias is not None and (self.rank is None or embedding is not None)
-        fitted = {} if given else self.fitted_parameters()
-        params = {"weight": fitted["weight"] if weight is None else weight,
-                  "bias": fitted["bias"] if bias is None else bias}
-        if self.rank is not None:
-            params["embedding"] = fitted["embedding"] if embedding is None else embedding
-        params = {n: p.detach() for n, p in params.items()}
+    def utility(self, x, params: Optional[Dict[str, torch.Tensor]] = None):
+        """Lazy utilities of new data under the fitted (or given) parameters ``params``
+        (name -> tensor, as :meth:`parameter_shapes`; detached here), for evaluation."""
+        params = self.fitted_parameters() if params is None else params
+        needed = ["weight", "bias"] + ([] if self.rank is None else ["embedding"])
+        missing = [n for n in needed if n not in params]
+        if missing:
+            raise ValueError(f"params must hold the parameters {needed} of the utilities, missing {missing}")
+        params = {n: params[n].detach() for n in needed}
         if self.weight_pattern is not None:
             return PatternLinearUtility(x, self.weight_pattern.to(params["weight"].device),
                                         params["weight"], params["bias"])

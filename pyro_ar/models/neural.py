@@ -161,12 +161,13 @@ class NeuralClassifier(NetworkBody, LinearClassifier):
     >>> import torch
     >>> from pyro.infer import SVI
     >>> from pyro_ar.datasets import make_linear_teacher
+    >>> from pyro_ar.infer import default_elbo, default_guide
     >>> from pyro_ar.models import NeuralClassifier
     >>> from pyro_ar.optim import lazy_adam
     >>> data = make_linear_teacher(500, 8, 1000, seed=0)
     >>> body = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU())
     >>> model = NeuralClassifier(body, 32, 1000, num_negatives=10, subsample_size=64, sparse=True)
-    >>> svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
+    >>> svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
     >>> before = body[0].weight.detach().clone()
     >>> losses = [svi.step(data.x, data.y) for _ in range(3)]
     >>> bool((body[0].weight != before).any())       # the body is trained by the same step
@@ -252,15 +253,14 @@ class NeuralClassifier(NetworkBody, LinearClassifier):
         var = _VarianceUtility(h * h, *scales, sparse=self.sparse)
         return GaussianUtility(mean, var)
 
-    def utility(self, x, weight=None, bias=None):
-        """Lazy utilities of new inputs under the fitted (or given) output layer: the body
-        runs in eval mode without gradient, ``eval_batch_size`` rows at a time."""
+    def utility(self, x, params=None):
+        """Lazy utilities of new inputs under the fitted (or given) output layer ``params``
+        (``{"weight", "bias"}``): the body runs in eval mode without gradient,
+        ``eval_batch_size`` rows at a time."""
         h = self.eval_features(x)
-        if weight is None or bias is None:
-            fitted = self.fitted_parameters(self._like(x))
-            weight = fitted["weight"] if weight is None else weight
-            bias = fitted["bias"] if bias is None else bias
-        return super().utility(h, weight, bias)
+        if params is None:
+            params = self.fitted_parameters(self._like(x))
+        return super().utility(h, {n: params[n] for n in ("weight", "bias")})
 
     def _repr_fields(self):
         return {"body": type(self.body).__name__, "F": self.num_features, "K": self.num_classes}

@@ -5,7 +5,8 @@ import math
 import pytest
 import torch
 
-from pyro_ar.datasets import make_linear_teacher, make_toy, synthetic
+from pyro_ar.datasets import make_linear_teacher, make_toy
+from pyro_ar.noise import get_noise
 
 
 def test_make_toy_reproducible():
@@ -92,7 +93,7 @@ def test_make_linear_teacher_argmax_matches_direct(noise):
     x, y, W, b = make_linear_teacher(64, 3, 20, noise=noise, generator=g)
     g2 = torch.Generator().manual_seed(11)
     torch.randn(64, 3, generator=g2), torch.randn(20, 3, generator=g2), torch.randn(20, generator=g2)
-    eps = synthetic._sample_noise(noise, (64, 20), g2, torch.float32)
+    eps = get_noise(noise).sample((64, 20), dtype=torch.float32, generator=g2)
     assert torch.equal(y, (x @ W.T + b + eps).argmax(-1))
 
 

@@ -20,7 +20,7 @@ from pyro_ar.distributed import (
     class_shard,
     data_parallel,
 )
-from pyro_ar.infer import Callback, train
+from pyro_ar.infer import Callback, default_elbo, default_guide, train
 from pyro_ar.likelihoods import AR
 from pyro_ar.models import LinearClassifier
 from pyro_ar.negatives import SharedNegatives
@@ -64,10 +64,10 @@ def dp_run(shard, num_shards, steps=STEPS, checkpoint=None, crash_at=None, callb
     x, y = data()
     plate = ShardedDataPlate(N, B, shard=shard, num_shards=num_shards, seed=1)
     model = plate.attach(LinearClassifier(D, K, likelihood=AR(negatives=SharedNegatives(S)), sparse=True))
-    guide = model.default_guide()
+    guide = default_guide(model)
     optim = lazy_adam({"lr": 0.05})
     optim = optim if shard == "all" else data_parallel(optim, local=guide)
-    svi = SVI(model, guide, optim, model.default_elbo())
+    svi = SVI(model, guide, optim, default_elbo())
     done = _train(svi, plate.shard_rows(x), plate.shard_rows(y), steps, [plate], checkpoint, crash_at,
                   callbacks)
     store = pyro.get_param_store()
@@ -82,8 +82,8 @@ def cs_run(shard, num_shards, num_negatives=None, steps=20, checkpoint=None, cra
     x, y = data()
     model = ClassShardedLinearClassifier(D, K, num_negatives=num_negatives, shard=shard,
                                          num_shards=num_shards, subsample_size=B, seed=5)
-    guide = model.default_guide()
-    svi = SVI(model, guide, lazy_adam({"lr": 0.05}), model.default_elbo())
+    guide = default_guide(model)
+    svi = SVI(model, guide, lazy_adam({"lr": 0.05}), default_elbo())
     done = _train(svi, x, y, steps, [model.stream], checkpoint, crash_at)
     store = pyro.get_param_store()
     optim_numel = sum(t.numel() for o in svi.optim.optim_objs.values() for s in o.state.values()
@@ -107,8 +107,8 @@ def cs_reference(num_shards, steps=20):
     pyro.param("weight", torch.cat([w for w, _ in rows]))
     pyro.param("bias", torch.cat([b for _, b in rows]))
     model = LinearClassifier(D, K, likelihood=AR(), subsample_size=B, sparse=True)
-    guide = model.default_guide()
-    svi = SVI(model, guide, lazy_adam({"lr": 0.05}), model.default_elbo())
+    guide = default_guide(model)
+    svi = SVI(model, guide, lazy_adam({"lr": 0.05}), default_elbo())
     train(svi, x, y, num_steps=steps, eval_at_start=False)
     store = pyro.get_param_store()
     return {"weight": store["weight"].detach(), "bias": store["bias"].detach(),

@@ -74,6 +74,7 @@ def one_process():
     pyro.clear_param_store()
 
 
+@pytest.mark.slow  # spawns the ranks
 @pytest.mark.parametrize("world", [2, 4])
 def test_data_parallel_trajectory_matches_one_process(world, two, four, one_process):
     results = {2: two, 4: four}[world]
@@ -88,6 +89,7 @@ def test_data_parallel_trajectory_matches_one_process(world, two, four, one_proc
         assert _rel(res["dp"]["eta"], ref["eta"][start:stop]) < 1e-8
 
 
+@pytest.mark.slow  # spawns the ranks
 @pytest.mark.parametrize("world", [2, 4])
 def test_class_sharded_exact_trajectory_and_evaluation_match_one_process(world, two, four, one_process):
     results = {2: two, 4: four}[world]
@@ -100,6 +102,7 @@ def test_class_sharded_exact_trajectory_and_evaluation_match_one_process(world, 
         assert res["cs"]["eval"]["accuracy"] == ref["eval"]["accuracy"]
 
 
+@pytest.mark.slow  # spawns the ranks
 def test_class_sharded_rank_holds_only_its_shard(two):
     total = 0
     for r, res in enumerate(two):
@@ -111,6 +114,7 @@ def test_class_sharded_rank_holds_only_its_shard(two):
     assert total == W.K * (W.D + 1)
 
 
+@pytest.mark.slow  # spawns the ranks
 @pytest.mark.parametrize("strategy", ["shared", "per_datapoint"])
 def test_class_sharded_estimator_is_unbiased(strategy, two):
     res = [r[f"cs_{strategy}"] for r in two]
@@ -123,6 +127,7 @@ def test_class_sharded_estimator_is_unbiased(strategy, two):
     assert ((mean - exact).abs() < 4 * se).all(), (mean, exact, se)
 
 
+@pytest.mark.slow  # spawns the ranks
 @pytest.mark.parametrize("scenario", ["dp_resume", "cs_resume"])
 def test_crash_and_resume_reproduce_the_run(scenario, two):
     for res in two:
@@ -132,7 +137,25 @@ def test_crash_and_resume_reproduce_the_run(scenario, two):
             assert torch.equal(out["resumed"][name], out["full"][name]), name
 
 
-# ---- in-process checks (no process group: one rank) -------------------------------------
+# ---- in-process checks (no process group, or a process group of one rank) ---------------
+def test_a_one_rank_process_group_runs_both_paths_as_one_process(one_process):
+    """The default tier's run of the distributed code (the spawned 2- and 4-rank tests are
+    slow-tier): in a gloo group of one rank (in this process), the data-parallel optimizer
+    and the class-sharded model make the one-process runs' trajectories (1e-12 relative:
+    the same sums, in the same order up to the all-reduce of a single tensor)."""
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        dp, ref = W.dp_run(0, 1, steps=30), W.dp_run("all", 1, steps=30)
+        for name in ("weight", "bias", "eta"):
+            assert _rel(dp[name], ref[name]) < 1e-12, name
+        cs, ref = W.cs_run(0, 1, steps=10), W.cs_reference(1, steps=10)
+        for name in ("weight", "bias", "eta"):
+            assert _rel(cs[name], ref[name]) < 1e-12, name
+        assert cs["eval"]["log_lik"] == pytest.approx(ref["eval"]["log_lik"], rel=1e-12)
+    finally:
+        dist.destroy_process_group()
+
+
 @pytest.mark.parametrize("kwargs, match", [
     (dict(num_data=10, subsample_size=3, num_shards=2, shard=0), "multiple of num_shards"),
     (dict(num_data=10, subsample_size=4, num_shards=2, shard=2), "shard must lie"),

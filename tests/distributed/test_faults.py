@@ -25,8 +25,9 @@ from pyro_ar.distributed import free_port
 
 from . import _fault_workers as F
 
-pytestmark = pytest.mark.skipif(not (dist.is_available() and dist.is_gloo_available()),
-                                reason="torch.distributed with gloo is not available")
+pytestmark = [pytest.mark.skipif(not (dist.is_available() and dist.is_gloo_available()),
+                                 reason="torch.distributed with gloo is not available"),
+              pytest.mark.slow]  # every test spawns ranks (and waits out a real timeout)
 
 
 def _errors(tmp, world):

@@ -73,7 +73,8 @@ def test_exact_without_subsampling(name, strategy, num_negatives):
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
-@pytest.mark.parametrize("name", BUILTIN_NOISES + ["student_t3", "user_t3"])
+@pytest.mark.parametrize("name", BUILTIN_NOISES + [pytest.param("student_t3", marks=pytest.mark.slow),  # 3 CPU s each
+                                                   "user_t3"])
 def test_unbiased_subsampled_log_prob(name, strategy, record_property):
     K, B, s = 30, 4, 5
     noise = make_noise(name)

@@ -21,14 +21,12 @@ import pyro
 from pyro.infer import SVI, Trace_ELBO
 from pyro.optim import Adam
 
-import pyro_ar
 from pyro_ar.distributions import (
     BouchardBound,
-    ExactSoftmax,
     JaakkolaJordanBernoulli,
     OVECategorical,
     SampledSoftmax,
-    SoftmaxCategorical,
+    UtilityCategorical,
     jaakkola_jordan_lambda,
     jaakkola_jordan_softplus_bound,
     optimal_bouchard_a,
@@ -37,15 +35,15 @@ from pyro_ar.negatives import Negatives, get_negative_sampler
 from pyro_ar.utility import LinearUtility
 
 D64 = torch.float64
-#: the baselines by registry name (what pyro_ar.bounds.get_likelihood returned)
-BY_NAME = {"exact": ExactSoftmax, "ove": OVECategorical, "botev": SampledSoftmax, "bouchard": BouchardBound}
+#: the class-sum baselines by their likelihood name (pyro_ar.likelihoods.get_likelihood)
+BY_NAME = {"ove": OVECategorical, "sampled": SampledSoftmax, "bouchard": BouchardBound}
 STRATEGIES = ["per_datapoint", "shared", "importance"]
 DEVICES = [
     "cpu",
     pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")),
 ]
 SUBSAMPLED = [OVECategorical, SampledSoftmax, BouchardBound]
-ALL = [ExactSoftmax, OVECategorical, SampledSoftmax, BouchardBound]
+ALL = [OVECategorical, SampledSoftmax, BouchardBound]
 
 # Gauss-Hermite (probabilists') nodes: E f(t), t ~ N(m, v)  =  sum_i w_i f(m + sqrt(v) z_i) / sqrt(2 pi)
 _GH_Z, _GH_W = np.polynomial.hermite_e.hermegauss(120)
@@ -103,8 +101,7 @@ def random_cases(seed, num_cases=400):
 
 def test_exact_softmax_is_log_softmax():
     for psi, y in random_cases(0):
-        assert torch.allclose(ExactSoftmax(psi).log_prob(y), exact_log_lik(psi, y), rtol=0, atol=1e-12)
-    assert SoftmaxCategorical is ExactSoftmax
+        assert torch.allclose(UtilityCategorical(psi).log_prob(y), exact_log_lik(psi, y), rtol=0, atol=1e-12)
 
 
 def test_ove_below_exact():
@@ -346,43 +343,6 @@ def test_bad_labels_raise(cls):
     assert d.log_prob(torch.tensor([0, 1, 4])).shape == (3,)
 
 
-def test_bounds_shim_warns_and_keeps_the_old_names():
-    import importlib
-    import sys
-
-    sys.modules.pop("pyro_ar.bounds", None)
-    with pytest.warns(DeprecationWarning, match="pyro_ar.bounds is deprecated"):
-        bounds = importlib.import_module("pyro_ar.bounds")
-    import pyro_ar.distributions as new
-
-    for name in bounds.__all__:
-        if name not in ("LIKELIHOODS", "get_likelihood"):
-            assert getattr(bounds, name) is getattr(new, name), name
-    assert bounds._ClassSumLikelihood is new.ClassSumLikelihood
-
-
-def test_registry():
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        from pyro_ar.bounds import LIKELIHOODS, get_likelihood
-    assert get_likelihood("ar") is pyro_ar.AugmentedCategorical
-    assert get_likelihood("exact") is ExactSoftmax
-    assert get_likelihood("ove") is OVECategorical
-    assert get_likelihood("botev") is SampledSoftmax
-    assert get_likelihood("bouchard") is BouchardBound
-    assert set(LIKELIHOODS) == {"ar", "exact", "ove", "botev", "bouchard"}
-    assert get_likelihood(OVECategorical) is OVECategorical
-    with pytest.raises(ValueError, match="unknown likelihood"):
-        get_likelihood("softmax-ish")
-    # one switch: the same call works for every baseline
-    psi, y = torch.randn(4, 10), torch.randint(0, 10, (4,))
-    for name in ("exact", "ove", "botev", "bouchard"):
-        lp = get_likelihood(name)(psi, num_negatives=3, strategy="shared").log_prob(y)
-        assert lp.shape == (4,) and torch.isfinite(lp).all()
-
-
 # ------------------------------------------------------------------------------------------
 # LinearUtility (sparse gradients), dtypes, devices, Pyro
 # ------------------------------------------------------------------------------------------
@@ -423,7 +383,7 @@ def test_linear_utility_exact_and_gaussian_bouchard():
     Wv, bv = torch.rand(K, D, dtype=D64), torch.rand(K, dtype=D64)  # mean-field Gaussian weights
     y = torch.randint(0, K, (B,))
     lin, dense = LinearUtility(x, W, b), x @ W.T + b
-    assert torch.allclose(ExactSoftmax(lin).log_prob(y), exact_log_lik(dense, y), rtol=0, atol=1e-12)
+    assert torch.allclose(UtilityCategorical(lin).log_prob(y), exact_log_lik(dense, y), rtol=0, atol=1e-12)
     # variance of x.w + b under independent Gaussian rows: (x^2) . var_w + var_b, a LinearUtility
     var_lin, var_dense = LinearUtility(x ** 2, Wv, bv), x ** 2 @ Wv.T + bv
     neg = get_negative_sampler("shared", 7)(y, K)
@@ -490,7 +450,7 @@ def test_gradients_finite_at_degenerate_points():
     assert torch.allclose(vv.grad, jaakkola_jordan_lambda(xi))
 
 
-@pytest.mark.parametrize("name", ["exact", "ove", "botev", "bouchard"])
+@pytest.mark.parametrize("name", ["ove", "sampled", "bouchard"])
 def test_pyro_svi_step(name):
     pyro.clear_param_store()
     torch.manual_seed(17)

@@ -9,7 +9,6 @@ from pyro_ar.distributions import (
     AugmentedCategorical,
     BouchardBound,
     ClassSumLikelihood,
-    ExactSoftmax,
     GumbelExpectedFactor,
     OVECategorical,
     SampledSoftmax,
@@ -20,7 +19,7 @@ from tests.helpers import DTYPES, LIBRARY_NOISES
 
 pytestmark = pytest.mark.usefixtures("seeded")
 
-CLASS_SUM = [ExactSoftmax, OVECategorical, SampledSoftmax, BouchardBound]
+CLASS_SUM = [OVECategorical, SampledSoftmax, BouchardBound]
 
 
 def test_every_class_sum_likelihood_subclasses_the_base():

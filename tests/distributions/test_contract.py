@@ -15,21 +15,23 @@ import torch
 
 import pyro
 
+import pyro_ar.distributions as distributions
 from pyro_ar.distributions import (
     AugmentedCategorical,
     BouchardBound,
-    ExactSoftmax,
+    ClassSumLikelihood,
     FastGumbel,
     GaussianExpectedFactor,
     GumbelExpectedFactor,
     JaakkolaJordanBernoulli,
-    NoiseDistribution,
     OVECategorical,
+    RelaxedUtilityCategorical,
+    RelaxedUtilityCategoricalStraightThrough,
     SampledSoftmax,
     UtilityCategorical,
 )
 from pyro_ar.negatives import Negatives
-from pyro_ar.noise import get_noise
+from pyro_ar.noise import NoiseDistribution, get_noise
 
 D64 = torch.float64
 
@@ -49,6 +51,7 @@ class Case:
     sample: bool = False  # has a sample method
     deterministic: bool = True  # log_prob without a random class subsample
     extra: dict = field(default_factory=dict)
+    event_shape: tuple = ()
 
 
 def _psi(*shape):
@@ -78,8 +81,6 @@ CASES = [
     Case(AugmentedCategorical, {"utility": _psi(4), "eps": _psi(2, 3)},
          lambda utility, eps: _aug(utility, eps, noise="student_t3", num_negatives=2, strategy="shared"),
          torch.tensor(1), (2, 3), ("utility", torch.tensor([0.0, NAN, 1.0, 2.0], dtype=D64)), deterministic=False),
-    Case(ExactSoftmax, {"utility": _psi(3, 5)}, lambda utility: ExactSoftmax(utility),
-         torch.tensor([0, 4, 2]), (3,), ("utility", torch.full((3, 5), float("inf"), dtype=D64))),
     Case(OVECategorical, {"utility": _psi(3, 5)}, lambda utility: OVECategorical(utility),
          torch.tensor([0, 4, 2]), (3,), ("utility", torch.full((3, 5), NAN, dtype=D64))),
     Case(OVECategorical, {"utility": _psi(3, 6)},
@@ -106,7 +107,17 @@ CASES = [
          _psi(3), (2, 3), ("scale", -torch.ones(2, 1, dtype=D64)), sample=True),
     Case(FastGumbel, {"loc": _psi(3), "scale": _psi(3).abs()}, lambda loc, scale: FastGumbel(loc, scale),
          _psi(3), (3,), ("scale", -torch.ones(3, dtype=D64)), sample=True),
+    Case(RelaxedUtilityCategorical, {"utility": _psi(3, 5), "temperature": torch.tensor(0.7, dtype=D64)},
+         lambda utility, temperature: RelaxedUtilityCategorical(utility, "gumbel", temperature),
+         _psi(3, 5).softmax(-1), (3,), ("temperature", torch.tensor(-1.0, dtype=D64)), sample=True,
+         event_shape=(5,)),
+    Case(RelaxedUtilityCategoricalStraightThrough, {"utility": _psi(2, 4), "temperature": _psi(2).abs()},
+         lambda utility, temperature: RelaxedUtilityCategoricalStraightThrough(utility, "gumbel", temperature),
+         _psi(2, 4).softmax(-1), (2,), ("utility", torch.full((2, 4), NAN, dtype=D64)), sample=True,
+         event_shape=(4,)),
 ]
+#: base classes of __all__ that are not distributions of their own (their subclasses are in CASES)
+BASES = {ClassSumLikelihood}
 IDS = [f"{c.cls.__name__}-{i}" for i, c in enumerate(CASES)]
 
 
@@ -131,9 +142,18 @@ def case(request):
         yield request.param
 
 
+def test_every_distribution_has_a_case():
+    """Each distribution class of pyro_ar.distributions.__all__ has a row in CASES (or is a
+    base class in BASES): a new distribution without a row fails here."""
+    exported = {obj for obj in (getattr(distributions, n) for n in distributions.__all__)
+                if isinstance(obj, type) and issubclass(obj, torch.distributions.Distribution)}
+    covered = {case.cls for case in CASES} | BASES
+    assert exported - covered == set(), f"distributions without a contract row: {exported - covered}"
+
+
 def test_shapes(case):
     d = _build(case)
-    assert d.batch_shape == case.batch_shape and d.event_shape == ()
+    assert d.batch_shape == case.batch_shape and d.event_shape == case.event_shape
     assert d.log_prob(case.value).shape == case.batch_shape
 
 
@@ -147,7 +167,7 @@ def test_support_and_arg_constraints_declared(case):
 
 def test_infer_shapes(case):
     shapes = {k: v.shape for k, v in _infer_params(case).items()}
-    assert case.cls.infer_shapes(**shapes) == (torch.Size(case.batch_shape), torch.Size())
+    assert case.cls.infer_shapes(**shapes) == (torch.Size(case.batch_shape), torch.Size(case.event_shape))
 
 
 def test_expand_keeps_every_attribute(case):
@@ -170,8 +190,8 @@ def test_expand_keeps_every_attribute(case):
 def test_sample_shapes_or_not_implemented(case):
     d = _build(case)
     if case.sample:
-        assert d.sample().shape == case.batch_shape
-        assert d.sample((2, 1)).shape == (2, 1) + case.batch_shape
+        assert d.sample().shape == case.batch_shape + case.event_shape
+        assert d.sample((2, 1)).shape == (2, 1) + case.batch_shape + case.event_shape
         assert torch.isfinite(d.log_prob(d.sample((3,)))).all()
     else:
         with pytest.raises(NotImplementedError):

@@ -15,7 +15,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import pyro_ar
 import pyro_ar.estimator as estimator_module
-import pyro_ar.estimator._support as estimator_support
+import pyro_ar.estimator._features as estimator_features
 from pyro_ar import ARClassifier
 from pyro_ar.datasets import make_linear_teacher
 
@@ -277,26 +277,27 @@ def test_sparse_input_equals_dense_input(monkeypatch, densify_limit):
     batch = 32
     rows_seen = []
     if densify_limit is not None:
-        monkeypatch.setattr(estimator_support, "DENSIFY_MAX_ELEMENTS", densify_limit)
-        getitem = estimator_support.SparseRows.__getitem__
+        monkeypatch.setattr(estimator_features, "DENSIFY_MAX_ELEMENTS", densify_limit)
+        getitem = estimator_features.SparseRows.__getitem__
 
         def spy(self, idx):
             out = getitem(self, idx)
             rows_seen.append(out.shape[0])
             return out
-        monkeypatch.setattr(estimator_support.SparseRows, "__getitem__", spy)
+        monkeypatch.setattr(estimator_features.SparseRows, "__getitem__", spy)
     # (standardize=False: sparse input is scaled without centring, dense input is centred)
     kw = dict(num_negatives=1, batch_size=batch, max_epochs=3, random_state=0, min_steps=0,
               standardize=False, likelihood="ar")
     dense = ARClassifier(**kw).fit(X, y)
     sparse = ARClassifier(**kw).fit(Xs, y)
+    fit_rows = list(rows_seen)  # (prediction fetches its own chunks of rows)
     for name, value in dense.param_state_["params"].items():  # identical training runs
         assert torch.equal(value, sparse.param_state_["params"][name])
     np.testing.assert_array_equal(dense.predict_proba(X), sparse.predict_proba(Xs))
     np.testing.assert_array_equal(dense.predict_proba(X), dense.predict_proba(sp.csc_matrix(X)))
     np.testing.assert_array_equal(dense.predict(X), sparse.predict(Xs))
     if densify_limit is not None:  # the minibatch path ran, never densifying everything
-        assert rows_seen and max(rows_seen) <= batch
+        assert fit_rows and max(fit_rows) <= batch
 
 
 # ------------------------------------------------------------------------ hyper-parameters
@@ -437,13 +438,14 @@ def test_probit_estimator_uses_the_conditional_local_guide(monkeypatch):
     through default_guide): nothing per datapoint ends up in the fitted state."""
     from pyro_ar.infer.local_guides import ConditionalLocalGuide
 
+    import pyro_ar.estimator._model as estimator_model
     built = []
-    original = estimator_module.classifier.default_guide
+    original = estimator_model.default_guide
 
     def spy(model, **kwargs):
         built.append(original(model, **kwargs))
         return built[-1]
-    monkeypatch.setattr(estimator_module.classifier, "default_guide", spy)
+    monkeypatch.setattr(estimator_model, "default_guide", spy)
     X, y = _small()
     clf = ARClassifier(noise="normal", num_negatives=1, min_steps=0, max_epochs=2, random_state=0).fit(X, y)
     assert isinstance(built[0], ConditionalLocalGuide)
@@ -588,3 +590,52 @@ def test_features_near_the_float32_limit_are_standardised(dtype, sparse_input):
     X = sp.csr_matrix(X) if sparse_input else X
     clf = ARClassifier(max_epochs=2, random_state=0).fit(X, y)
     assert np.isfinite(clf.feature_scale_).all() and np.isfinite(clf.predict_proba(X)).all()
+
+
+# ------------------------------------------------------------------------ issue 28: a thin estimator
+@pytest.mark.parametrize("weights", ["map", "bayes"])
+def test_prediction_builds_the_model_once_per_fit(monkeypatch, tmp_path, weights):
+    """Every predict / predict_proba built a LinearClassifier and its guide again from a copy of
+    param_state_; now they are built once after a fit (or while loading), and again only
+    after a refit or a change of the settings that shape them."""
+    import pyro_ar.estimator._model as estimator_model
+    built = []
+    real = estimator_model.LinearClassifier
+    monkeypatch.setattr(estimator_model, "LinearClassifier", lambda *a, **k: built.append(1) or real(*a, **k))
+    X, y = _small()
+    clf = ARClassifier(weights=weights, min_steps=0, max_epochs=2, num_posterior_samples=3, random_state=0)
+    clf.fit(X, y)  # (builds the model for training, and the fitted one at its end)
+    first = len(built)
+    proba = clf.predict_proba(X)
+    for _ in range(3):
+        clf.predict(X), clf.decision_function(X), clf.log_likelihood(X, y)
+        np.testing.assert_array_equal(clf.predict_proba(X), proba)
+    assert len(built) == first
+    clf.fit(X, y)  # a refit: a new fit, a new model
+    refit = len(built)
+    clf.predict_proba(X), clf.predict_proba(X)
+    assert len(built) == refit
+    clf.set_params(num_posterior_samples=2)
+    clf.predict_proba(X), clf.predict_proba(X)
+    assert len(built) == refit + 1
+    clf.save(tmp_path / "m.pt")
+    loaded = ARClassifier.load(tmp_path / "m.pt")  # builds it while checking the file
+    loading = len(built)
+    loaded.predict_proba(X), loaded.predict(X)
+    assert len(built) == loading
+    np.testing.assert_array_equal(loaded.predict_proba(X), clf.predict_proba(X))
+    assert "_fitted_predictor" not in pickle.loads(pickle.dumps(clf)).__dict__
+
+
+def test_prediction_does_not_copy_or_change_the_fitted_state():
+    """param_state_ was copied at every prediction; now its tensors are used as they are
+    (on the fit's device) and left unchanged."""
+    X, y = _small()
+    clf = ARClassifier(min_steps=0, max_epochs=2, random_state=0).fit(X, y)
+    before = {n: t.clone() for n, t in clf.param_state_["params"].items()}
+    names = set(clf.param_state_["params"])
+    clf.predict_proba(X)
+    store = clf._fitted_predictor.state["params"]
+    assert all(store[n].data_ptr() == clf.param_state_["params"][n].data_ptr() for n in names)
+    assert set(clf.param_state_["params"]) == names
+    assert all(torch.equal(before[n], clf.param_state_["params"][n]) for n in names)

@@ -224,6 +224,7 @@ def test_a_save_killed_midway_leaves_a_temporary_file_that_the_next_save_removes
     (lambda d: d["fit"].update(training_path_=[True, -2, "shared"]), "training_path_"),
     (lambda d: d["fit"].update(training_path_=[True, None, "sideways"]), "strategy"),
     (lambda d: d["fit"].pop("n_partial_fits_"), "n_partial_fits_"),
+    (lambda d: d["fit"]["loss_curve_"].__setitem__(0, float("inf")), "loss_curve_ must be a list of finite"),
     (lambda d: d.pop("checksum"), "no checksum"),
 ])
 def test_hand_made_files_are_refused_with_named_errors(tmp_path, fitted, edit, message):
@@ -245,3 +246,34 @@ def test_saving_to_a_folder_names_the_folder_not_a_temporary_file(tmp_path, fitt
         fitted[0].save(tmp_path / "missing" / "m.pt")
     assert ".tmp" not in str(info.value)
     assert not list(tmp_path.iterdir())
+
+
+# ---- issue 28: one constraint codec for estimator files and checkpoints
+def test_version_3_files_with_constraint_names_still_load(tmp_path, fitted):
+    """Version 3 files stored each constraint by its bare name; version 4 files use the codec
+    of the checkpoints (pyro_ar.files.encode_constraint). Both load, to the same predictions."""
+    from pyro_ar.files import encode_constraint
+    clf, X = fitted
+    path = tmp_path / "m.pt"
+    clf.save(path)
+    d = torch.load(path, weights_only=True)
+    assert d["version"] == 4
+    for n, c in clf.param_state_["constraints"].items():
+        assert d["param_state"]["constraints"][n] == encode_constraint(c, n)
+    d["version"] = 3
+    d["param_state"]["constraints"] = {n: c["__constraint__"] for n, c in d["param_state"]["constraints"].items()}
+    atomic_save(d, path)
+    loaded = ARClassifier.load(path)
+    assert loaded.param_state_["constraints"] == clf.param_state_["constraints"]
+    np.testing.assert_array_equal(loaded.predict_proba(X), clf.predict_proba(X))
+
+
+def test_an_unpickled_estimator_saves_its_constraints_by_name(tmp_path, fitted):
+    """Unpickled constraints are copies of the named ones: still encoded by name."""
+    import pickle
+    clf, X = fitted
+    copy = pickle.loads(pickle.dumps(clf))
+    copy.save(tmp_path / "m.pt")
+    d = torch.load(tmp_path / "m.pt", weights_only=True)
+    assert all(set(c) == {"__constraint__"} for c in d["param_state"]["constraints"].values())
+    np.testing.assert_array_equal(ARClassifier.load(tmp_path / "m.pt").predict_proba(X), clf.predict_proba(X))

@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import pyro_ar.estimator._support as support
+import pyro_ar.estimator._training_path as training_path
 from pyro_ar import ARClassifier
-from pyro_ar.estimator._support import apply_scaler, choose_path, fit_scaler, pattern_and_centroids
+from pyro_ar.estimator._scaling import apply_scaler, fit_scaler
+from pyro_ar.estimator._training_path import choose_path, pattern_and_centroids
 
 
 def _few_rows_per_class(seed=0, K=400, D=3000, N=1600, words=6):
@@ -55,9 +56,10 @@ def test_centroids_are_the_normalised_class_sums_on_the_pattern():
 @pytest.fixture
 def small_pattern_limit(monkeypatch):
     """Take the pattern path at test size (the real rule: 16 K D bytes above 2 GiB)."""
-    monkeypatch.setattr(support, "FULL_RANK_MAX_BYTES", 1 << 16)
+    monkeypatch.setattr(training_path, "FULL_RANK_MAX_BYTES", 1 << 16)
 
 
+@pytest.mark.slow
 def test_pattern_path_beats_the_low_rank_path_and_the_frequencies(small_pattern_limit):
     """Few rows per class (the WordNet regime at test size): held-out top-1 of the defaults
     on the pattern path against the low rank path the estimator took before (rank 128)."""

@@ -7,8 +7,8 @@ import torch
 
 from pyro_ar import ARClassifier
 from pyro_ar.datasets import make_sparse_teacher, to_scipy_csr
-from pyro_ar.estimator import _support
-from pyro_ar.estimator._support import TrainingPath, choose_path
+from pyro_ar.estimator import _features, _training_path
+from pyro_ar.estimator._training_path import TrainingPath, choose_path
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors: threads only add contention
 
@@ -84,8 +84,8 @@ def test_low_rank_memory_rule_switches_the_estimator(monkeypatch):
     """With the memory limit lowered, the same data go onto the weight pattern (sparse X,
     labels not skewed) or low rank (dense X; AUTO_RANK patched small)."""
     X, y = _sparse_problem(N=200)
-    monkeypatch.setattr(_support, "FULL_RANK_MAX_BYTES", 1000)
-    monkeypatch.setattr(_support, "AUTO_RANK", 5)
+    monkeypatch.setattr(_training_path, "FULL_RANK_MAX_BYTES", 1000)
+    monkeypatch.setattr(_training_path, "AUTO_RANK", 5)
     clf = ARClassifier(num_steps=3, random_state=0).fit(X, y)
     assert clf.training_path_.weight_pattern and clf.training_path_.rank is None
     assert clf.param_state_["params"]["weight"].shape == (len(clf.weight_pattern_),)
@@ -111,7 +111,7 @@ def test_bad_rank_is_named(value):
 
 def test_sparse_rows_batches_are_torch_sparse():
     X, _ = _sparse_problem(N=50)
-    rows = _support.SparseRows(X, torch.float32, "cpu", sparse=True)
+    rows = _features.SparseRows(X, torch.float32, "cpu", sparse=True)
     batch = rows[torch.tensor([4, 1])]
     assert batch.layout == torch.sparse_coo and batch.shape == (2, 300)
     assert np.array_equal(batch.to_dense().numpy(), X[[4, 1]].toarray())

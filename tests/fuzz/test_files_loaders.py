@@ -21,6 +21,8 @@ from pyro_ar.files import atomic_save, load_payload
 
 from tests.fuzz import _harness as H
 
+pytestmark = pytest.mark.slow  # a fuzz battery
+
 LOADER_ERRORS = (ValueError, TypeError, FileNotFoundError)
 
 ARFF_LINES = ["@relation r", "@attribute a numeric", "@attribute b {0,1}", "@attribute 'c d' real",

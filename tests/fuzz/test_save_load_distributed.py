@@ -19,7 +19,7 @@ Counts: ``STATS`` of tests/fuzz/_harness.py (printed at the end of the run), wit
 at the first, and ``PYRO_AR_FUZZ_SCALE=k`` draws k times as many examples (for a battery's
 report)::
 
-    PYRO_AR_FUZZ_SCALE=4 PYRO_AR_FUZZ_COUNT_ONLY=1 python -m pytest -q tests/fuzz/test_save_load_distributed.py
+    PYRO_AR_FUZZ_SCALE=4 PYRO_AR_FUZZ_COUNT_ONLY=1 python -m pytest -q -m slow tests/fuzz/test_save_load_distributed.py
 """
 
 import copy
@@ -46,7 +46,7 @@ from pyro_ar.distributed import (
 )
 from pyro_ar.distributed.sharded_evaluation import sharded_evaluate
 from pyro_ar.files import atomic_save
-from pyro_ar.infer import CheckpointError, train
+from pyro_ar.infer import CheckpointError, default_elbo, default_guide, train
 from pyro_ar.infer.checkpoint import agree_on_checkpoint, previous_path
 from pyro_ar.models import LinearClassifier
 from pyro_ar.optim import lazy_adam
@@ -55,6 +55,8 @@ from tests.fuzz import _harness as H
 
 sklearn = pytest.importorskip("sklearn")
 from pyro_ar import ARClassifier  # noqa: E402
+
+pytestmark = pytest.mark.slow  # a fuzz battery
 
 COUNT_ONLY = os.environ.get("PYRO_AR_FUZZ_COUNT_ONLY") == "1"
 #: ``PYRO_AR_FUZZ_SCALE=k`` draws k times as many examples (a larger battery than the suite's)
@@ -202,7 +204,7 @@ D, K, N = 4, 12, 200
 
 def _svi():
     model = LinearClassifier(D, K, num_negatives=4, subsample_size=32, sparse=True)
-    return SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
+    return SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from pyro_ar.negatives import get_negative_sampler, sample_without_replacement
 from tests.fuzz import _harness as H
 from tests.fuzz import strategies as S
 
-pytestmark = pytest.mark.usefixtures("seeded", "validation_on")
+pytestmark = [pytest.mark.usefixtures("seeded", "validation_on"), pytest.mark.slow]  # a fuzz battery
 
 
 @settings(H.FUZZ, max_examples=150)

@@ -15,7 +15,14 @@ from pyro.infer import SVI
 from pyro_ar.datasets import make_linear_teacher
 from pyro_ar.files import atomic_save
 from pyro_ar.infer import (
-    CheckpointError, NoiseLocalGuide, ResumeWarning, load_checkpoint, save_checkpoint, train,
+    CheckpointError,
+    NoiseLocalGuide,
+    ResumeWarning,
+    default_elbo,
+    default_guide,
+    load_checkpoint,
+    save_checkpoint,
+    train,
 )
 from pyro_ar.infer.checkpoint import agree_on_checkpoint, previous_path, run_config
 from pyro_ar.models import LinearClassifier
@@ -28,8 +35,8 @@ D, K, N = 4, 12, 300
 
 def _svi(K=K, lr=0.05, guide=None, optim=None, num_negatives=4):
     model = LinearClassifier(D, K, num_negatives=num_negatives, subsample_size=32, sparse=True)
-    guide = model.default_guide() if guide is None else guide(model)
-    return SVI(model, guide, optim or lazy_adam({"lr": lr}), model.default_elbo())
+    guide = default_guide(model) if guide is None else guide(model)
+    return SVI(model, guide, optim or lazy_adam({"lr": lr}), default_elbo())
 
 
 @pytest.fixture

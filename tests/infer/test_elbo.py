@@ -9,7 +9,7 @@ import torch
 import pyro
 from pyro.infer import SVI
 
-from pyro_ar.infer import ClosedFormELBO
+from pyro_ar.infer import ClosedFormELBO, default_guide
 from pyro_ar.models import LinearClassifier
 
 pytestmark = pytest.mark.usefixtures("seeded")
@@ -25,7 +25,7 @@ def test_vectorized_particles_are_refused_at_construction():
 def test_supported_particle_settings_step(num_particles, vectorize):
     model = LinearClassifier(3, 4)
     elbo = ClosedFormELBO(num_particles=num_particles, vectorize_particles=vectorize, max_plate_nesting=1)
-    svi = SVI(model, model.default_guide(), pyro.optim.Adam({"lr": 0.1}), elbo)
+    svi = SVI(model, default_guide(model), pyro.optim.Adam({"lr": 0.1}), elbo)
     assert math.isfinite(svi.step(torch.randn(6, 3), torch.randint(0, 4, (6,))))
 
 

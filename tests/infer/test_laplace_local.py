@@ -183,13 +183,17 @@ def test_normal_bound_is_nearly_tight_at_small_k():
     assert (exact - draws.mean()) / len(data.y) < 0.05
 
 
-@pytest.mark.parametrize("name", ["normal", "logistic", "user_t3"])
-def test_elbo_estimate_under_subsampling_is_unbiased_and_a_bound(name):
+@pytest.mark.parametrize("name,draws", [
+    ("normal", 300),  # the default tier's (fewer draws: the tolerance follows the SE)
+    pytest.param("normal", 1500, marks=pytest.mark.slow),
+    pytest.param("logistic", 1500, marks=pytest.mark.slow),
+    pytest.param("user_t3", 500, marks=pytest.mark.slow),
+])
+def test_elbo_estimate_under_subsampling_is_unbiased_and_a_bound(name, draws):
     """T (the guide's classes) independent of S (the model's): the ELBO estimate with S of
     2 classes has the same mean as with S = all classes, for the same guide (T of 2
     classes), within 4 standard errors of the difference; and it stays below log p(y).
     (The user-defined noise has no fast paths, so fewer draws: the tolerance follows the SE.)"""
-    draws = 500 if name == "user_t3" else 1500
     data, model_sub, exact = _fixed_model(name, K=8, num_negatives=2)
     model_all = LinearClassifier(3, 8, noise=make_noise(name))
     guide = ConditionalLocalGuide(model_sub, negatives=2, oversample=1, create_plates=model_sub.create_plates)
@@ -256,8 +260,9 @@ def test_errors_are_clear():
     guide = ConditionalLocalGuide(model, create_plates=model.create_plates)
     data = make_linear_teacher(20, 3, 10, "normal", seed=0)
     guide(data.x, data.y)
-    with pytest.raises(ValueError, match="labels"):
-        guide(data.x)
+    # without labels (prediction, pyro.infer.Predictive) the model has no noise site: the
+    # guide emits none instead of raising
+    assert guide(data.x) == {}
 
 
 @pytest.mark.parametrize("strategy", ["per_datapoint", "shared"])

@@ -6,11 +6,9 @@ follows bit for bit (``==`` on the losses, ``torch.equal`` on the parameters and
 the trajectory of the uninterrupted run.
 """
 
-import importlib
 import math
 import os
 import sys
-import time
 import warnings
 
 import numpy as np
@@ -24,7 +22,6 @@ from pyro.infer.autoguide import AutoGuideList, AutoNormal
 
 from pyro_ar.datasets import make_linear_teacher
 from pyro_ar.infer import (
-    BayesianLinearClassifier,
     Callback,
     CheckpointError,
     ClassSubsampledNormal,
@@ -34,15 +31,17 @@ from pyro_ar.infer import (
     GumbelLocalGuide,
     IterateAverage,
     NoiseLocalGuide,
+    ResumeWarning,
     TrainingDiverged,
+    default_elbo,
+    default_guide,
     hide_noise_sites,
     load_checkpoint,
     posterior_summary,
     save_checkpoint,
     train,
 )
-from pyro_ar.infer.bayesian import fit  # the deprecated wrapper, tested against train()
-from pyro_ar.models import LinearClassifier
+from pyro_ar.models import BayesianLinearClassifier, LinearClassifier
 from pyro_ar.optim import LazyAdam, lazy_adam
 
 pytestmark = pytest.mark.usefixtures("seeded", "one_thread")
@@ -53,18 +52,18 @@ D, K, N = 4, 12, 300
 # ------------------------------------------------------------------ the runs
 def _mle(noise_data):
     model = LinearClassifier(D, K, num_negatives=4, subsample_size=32, sparse=True)
-    guide = model.default_guide()
+    guide = default_guide(model)
     assert isinstance(guide, GumbelLocalGuide)  # natural eta step and visit counters
-    return SVI(model, guide, lazy_adam({"lr": 0.05}), model.default_elbo()), {}
+    return SVI(model, guide, lazy_adam({"lr": 0.05}), default_elbo()), {}
 
 
 def _map(noise_data):
     model = LinearClassifier(D, K, noise="normal", weights="map", num_negatives=4,
                              subsample_size=32, sparse=True)
-    guide = model.default_guide(local="noise")
+    guide = default_guide(model, local="noise")
     assert isinstance(guide, NoiseLocalGuide)  # sparse per-datapoint params
     optim = lazy_adam(lambda name: {"lr": 0.1 if "_eps_" in name else 0.05})
-    return SVI(model, guide, optim, model.default_elbo()), {}
+    return SVI(model, guide, optim, default_elbo()), {}
 
 
 def _bayes(noise_data):
@@ -83,7 +82,7 @@ def _bayes_autoguide(noise_data):
     guide = AutoGuideList(model, create_plates=model.create_plates)
     guide.append(AutoNormal(hide_noise_sites(model)))
     guide.append(NoiseLocalGuide(model))
-    return SVI(model, guide, lazy_adam({"lr": 0.05}), model.default_elbo()), {}
+    return SVI(model, guide, lazy_adam({"lr": 0.05}), default_elbo()), {}
 
 
 CASES = {"mle_gumbel": (_mle, "gumbel"), "map_normal": (_map, "normal"),
@@ -186,22 +185,6 @@ def test_resuming_a_finished_run_takes_no_step(tmp_path):
     assert steps == [] and [h["step"] for h in again] == [h["step"] for h in hist] == [0, 3, 6]
 
 
-def test_iterate_average_equals_bayesian_fit():
-    """IterateAverage as a callback reproduces bayesian.fit's Polyak average exactly."""
-    data = make_linear_teacher(N, D, K, seed=0)
-    svi, extra = _bayes(data)
-    out = fit(svi, data.x, data.y, num_steps=12, scheduler=extra["scheduler"], average_fraction=0.5,
-              summary_fn=lambda: posterior_summary(svi.guide))
-    pyro.clear_param_store()
-    pyro.set_rng_seed(0)
-    svi, extra = _bayes(data)
-    hist = train(svi, data.x, data.y, num_steps=12, scheduler=extra["scheduler"], log_every=1,
-                 callbacks=[extra["average"]])
-    assert [h["loss"] for h in hist[1:]] == out["losses"]
-    _assert_same_state(extra["average"].average, out["average"])
-    assert extra["average"].count == 6
-
-
 # ------------------------------------------------------------------ early stopping
 def test_early_stopping_stops_and_restores_the_best_parameters():
     data = make_linear_teacher(N, D, K, seed=0)
@@ -244,18 +227,13 @@ def test_early_stopping_argument_errors():
 
 # ------------------------------------------------------------------ stopping rules
 class _ScriptedSVI:
-    """Stands in for SVI: returns scripted losses, optionally sleeping or burning CPU."""
+    """Stands in for SVI: returns scripted losses (1.0 when none are given)."""
 
-    def __init__(self, losses=None, sleep=0.0, burn=0.0):
-        self.losses, self.sleep, self.burn, self.calls = losses, sleep, burn, 0
+    def __init__(self, losses=None):
+        self.losses, self.calls = losses, 0
 
     def step(self):
         self.calls += 1
-        if self.sleep:
-            time.sleep(self.sleep)
-        t0 = time.process_time()
-        while time.process_time() - t0 < self.burn:
-            pass
         return 1.0 if self.losses is None else self.losses[self.calls - 1]
 
 
@@ -277,7 +255,7 @@ def test_divergence_on_a_real_model_with_a_huge_learning_rate(validation_off):
     """lr = 1e4: the first step's loss is finite, the second's inf (NaN after)."""
     data = make_linear_teacher(N, D, K, seed=0)
     model = LinearClassifier(D, K, num_negatives=4, subsample_size=32, sparse=True)
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 1e4}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 1e4}), default_elbo())
     with pytest.raises(TrainingDiverged, match="step 2: the loss became inf"):
         train(svi, data.x, data.y, num_steps=5)
 
@@ -289,27 +267,48 @@ def test_divergence_check_arguments():
         DivergenceCheck(warmup=0)
 
 
-@pytest.mark.parametrize("clock,svi", [("wall", _ScriptedSVI(sleep=0.01)),
-                                       ("process", _ScriptedSVI(burn=0.004))])
-def test_time_budget_stops_on_the_chosen_clock_excluding_evaluation(clock, svi):
-    hist = train(svi, num_steps=10**9, time_budget=0.05, clock=clock, eval_every=1,
-                 eval_fn=lambda: time.sleep(0.01) or {})
+class _TickingClock:
+    """A fake clock for ``train(clock=...)``: each reading advances it by ``tick`` seconds,
+    so a step (two readings) takes exactly ``tick`` -- no sleeping, no real time asserted."""
+
+    def __init__(self, tick):
+        self.tick, self.now = tick, 0.0
+
+    def __call__(self):
+        self.now += self.tick
+        return self.now
+
+
+@pytest.mark.parametrize("clock", ["wall", "process"])
+def test_time_is_read_from_the_chosen_real_clock(clock):
+    hist = train(_ScriptedSVI(), num_steps=5, clock=clock, eval_every=1)
     last = hist[-1]
-    assert last["time"] >= 0.05 and last["step"] == svi.calls
-    # evaluation (10 ms each, at every step) is excluded: at most ~ budget / step time steps
-    # short of it, i.e. the budget was reached by training time alone
-    assert last["time"] == (last["wall_time"] if clock == "wall" else last["cpu_time"])
-    assert last["time"] - hist[-2]["time"] < 0.05
-    if clock == "process":
-        assert last["wall_time"] >= last["cpu_time"] * 0.5
+    assert last["time"] == (last["wall_time"] if clock == "wall" else last["cpu_time"]) > 0
+
+
+def test_time_budget_stops_on_the_injected_clock_excluding_evaluation():
+    """Steps take 0.25 s on the injected clock (exact in binary); evaluation at every step reads
+    the clock as well but is not training time: the 1 s budget stops the run after 4 steps."""
+    clock = _TickingClock(0.25)
+    svi = _ScriptedSVI()
+    hist = train(svi, num_steps=10**9, time_budget=1.0, clock=clock, eval_every=1,
+                 eval_fn=lambda: {"now": clock()})
+    assert svi.calls == 4 and [h["step"] for h in hist] == [0, 1, 2, 3, 4]
+    assert [h["time"] for h in hist] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert all(h["step_time"] == 0.25 for h in hist[1:])
 
 
 def test_eval_times_evaluate_at_training_times():
-    hist = train(_ScriptedSVI(sleep=0.005), num_steps=40, eval_every=1000, eval_times=[0.03, 0.06],
-                 eval_fn=lambda: {"ev": 1})
+    hist = train(_ScriptedSVI(), num_steps=40, eval_every=1000, eval_times=[0.75, 1.5],
+                 eval_fn=lambda: {"ev": 1}, clock=_TickingClock(0.25))
     ev = [h for h in hist if "ev" in h]
-    assert len(ev) == 4  # step 0, the two times, the end
-    assert ev[1]["time"] >= 0.03 and ev[2]["time"] >= 0.06
+    assert [h["step"] for h in ev] == [0, 3, 6, 40]  # step 0, the two times, the end
+    assert [h["time"] for h in ev] == [0.0, 0.75, 1.5, 10.0]
+
+
+def test_clock_must_be_a_name_or_a_function():
+    with pytest.raises(ValueError, match=r"clock must be 'wall', 'process' or a function.*clock=3"):
+        train(_ScriptedSVI(), num_steps=1, clock=3)
 
 
 def test_callbacks_can_stop_the_run():
@@ -338,13 +337,6 @@ def test_records_keep_the_old_keys_and_step_times():
 def test_train_argument_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
         train(_ScriptedSVI(), **kwargs)
-
-
-def test_training_module_is_a_deprecated_shim():
-    sys.modules.pop("pyro_ar.infer.training", None)
-    with pytest.warns(DeprecationWarning, match="pyro_ar.infer.train"):
-        shim = importlib.import_module("pyro_ar.infer.training")
-    assert shim.train is train
 
 
 # ------------------------------------------------------------------ checkpoint files
@@ -511,14 +503,19 @@ def test_time_budget_counts_the_time_before_a_resume(tmp_path):
     data = make_linear_teacher(N, D, K, seed=0)
     path = str(tmp_path / "budget.pt")
     svi, _ = _mle(data)
-    hist = train(svi, data.x, data.y, num_steps=10**6, time_budget=0.05, checkpoint=path)
+    hist = train(svi, data.x, data.y, num_steps=10**6, time_budget=1.0, checkpoint=path,
+                 clock=_TickingClock(0.25))
+    assert hist[-1]["step"] == 4 and hist[-1]["time"] == 1.0
     svi, _ = _mle(data)
-    again = train(svi, data.x, data.y, num_steps=10**6, time_budget=0.05, checkpoint=path)
-    assert again[-1]["step"] == hist[-1]["step"] and again[-1]["time"] == hist[-1]["time"]
+    with pytest.warns(ResumeWarning):
+        again = train(svi, data.x, data.y, num_steps=10**6, time_budget=1.0, checkpoint=path,
+                      clock=_TickingClock(0.25))
+    assert again[-1]["step"] == 4 and again[-1]["time"] == 1.0
     svi, _ = _mle(data)
-    budget = hist[-1]["time"] + 0.05  # (the first step, which sets things up, may take long)
-    more = train(svi, data.x, data.y, num_steps=10**6, time_budget=budget, checkpoint=path)
-    assert more[-1]["step"] > hist[-1]["step"] and more[-1]["time"] >= budget
+    with pytest.warns(ResumeWarning):
+        more = train(svi, data.x, data.y, num_steps=10**6, time_budget=2.0, checkpoint=path,
+                     clock=_TickingClock(0.25))
+    assert more[-1]["step"] == 8 and more[-1]["time"] == 2.0
 
 
 # ------------------------------------------------------------------ issue 25: divergence within the window
@@ -548,7 +545,7 @@ def test_divergence_of_a_real_model_exploding_within_the_window(noise, likelihoo
     """The issue's reproductions: finite but exploding losses from step 2 (before: no error)."""
     data = make_linear_teacher(N, D, K, seed=0)
     model = LinearClassifier(D, K, noise=noise, likelihood=likelihood, subsample_size=64)
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": lr}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": lr}), default_elbo())
     with pytest.raises(TrainingDiverged, match="exceeds 1e\\+06 x the scale"):
         train(svi, data.x, data.y, num_steps=10)
 
@@ -618,7 +615,7 @@ def test_parameters_are_finite_after_a_real_divergence():
     when the diverging run started (before issue 25: NaN/inf)."""
     data = make_linear_teacher(N, D, K, seed=0)
     model = LinearClassifier(D, K, noise="normal", num_negatives=4, subsample_size=64, sparse=True)
-    guide, elbo = model.default_guide(), model.default_elbo()
+    guide, elbo = default_guide(model), default_elbo()
     train(SVI(model, guide, lazy_adam({"lr": 0.05}), elbo), data.x, data.y, num_steps=5)
     before = {k: v.detach().clone() for k, v in pyro.get_param_store().items()}
     with pytest.raises(TrainingDiverged):
@@ -654,7 +651,7 @@ def test_train_checks_the_whole_data_before_the_first_step(field, row, value, ma
     else:
         x[row, 2] = value
     model = LinearClassifier(D, K, num_negatives=4, subsample_size=8, sparse=True)
-    svi = _CountingSVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
+    svi = _CountingSVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
     _CountingSVI.steps = 0
     with pytest.raises(ValueError, match=match):
         train(svi, x, y, num_steps=1000)
@@ -664,7 +661,7 @@ def test_train_checks_the_whole_data_before_the_first_step(field, row, value, ma
 def test_train_checks_sample_weight_before_the_first_step():
     data = make_linear_teacher(N, D, K, seed=0)
     model = LinearClassifier(D, K, num_negatives=4, subsample_size=8, sparse=True)
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
     w = torch.ones(N)
     w[7] = -1.0
     with pytest.raises(ValueError, match="sample_weight"):

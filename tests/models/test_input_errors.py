@@ -18,6 +18,7 @@ import pyro
 from pyro.infer import SVI
 
 from pyro_ar.estimator import ARClassifier
+from pyro_ar.infer import default_elbo, default_guide
 from pyro_ar.models import (
     BayesianLinearClassifier,
     BayesianNeuralClassifier,
@@ -90,7 +91,7 @@ def test_a_bad_input_meets_a_named_error_before_the_guide(case, validation_off):
     """With Pyro's validation off too: the checks are the models', not the distributions'."""
     make, inputs, match = CASES[case]
     model = make()
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
     with pytest.raises(ValueError, match=match):
         svi.step(*inputs())
 
@@ -132,3 +133,24 @@ def test_estimator_warm_start_with_another_feature_count_is_named():
         with pytest.raises(ValueError, match=f"warm_start=True continues the fit on 3 features, got X with {width}"):
             clf.fit(rng.randn(60, width), y)
     assert clf.n_features_in_ == 3 and np.array_equal(clf.predict_proba(X), before)
+
+
+def test_steps_skip_the_label_check_only_for_the_data_check_data_passed(monkeypatch):
+    """After ``check_data`` (what ``train`` calls once), a step on those very tensors does not
+    check its minibatch's labels again (each check synchronises a GPU with the host); a
+    modified, copied or other label tensor is checked at every call."""
+    model = LinearClassifier(3, 4)
+    x, y = torch.randn(6, 3), torch.tensor([0, 1, 2, 3, 0, 1])
+    calls = []
+    check = model.check_batch
+    monkeypatch.setattr(model, "check_batch", lambda *a: calls.append(1) or check(*a))
+    model(x, y)
+    assert len(calls) == 1
+    model.check_data(x, y)
+    model(x, y)
+    assert len(calls) == 1  # skipped: the same, unchanged tensors
+    model(x, y.clone())
+    assert len(calls) == 2  # another tensor with the same values: checked
+    y[2] = 7  # written in place after the check: checked again, and refused
+    with pytest.raises(ValueError, match=r"y must lie in \[0, 4\), got \[7\] \(the first at y\[2\]\)"):
+        model(x, y)

@@ -8,8 +8,9 @@ import pyro
 import pyro.poutine as poutine
 from pyro.infer import SVI
 
+from pyro_ar.infer import LatentGuide, LatentKLWarmup, default_elbo, default_guide
 from pyro_ar.likelihoods import AR, Bouchard, Exact
-from pyro_ar.models import CategoricalLatentModel, LatentGuide, LatentKLWarmup
+from pyro_ar.models import CategoricalLatentModel
 from pyro_ar.negatives import LabelHeadNegatives, SharedNegatives
 from pyro_ar.optim import lazy_adam
 
@@ -28,7 +29,7 @@ def _sessions(U=40, P=30, Q=2, T=6, seed=0):
 
 
 def _trace(model, items):
-    guide = model.default_guide()
+    guide = default_guide(model)
     gtr = poutine.trace(guide).get_trace(items)
     return gtr, poutine.trace(poutine.replay(model, trace=gtr)).get_trace(items)
 
@@ -89,7 +90,7 @@ def _fit_posterior(posterior, items, Psi, rho, steps=150):
     pyro.param("weight", Psi.clone())
     pyro.param("bias", rho.clone())
     frozen = poutine.block(model, hide=["weight", "bias"])   # not optimised
-    svi = SVI(frozen, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
+    svi = SVI(frozen, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
     for _ in range(steps):
         svi.step(items)
     loss = sum(svi.evaluate_loss(items) for _ in range(10)) / 10
@@ -110,7 +111,7 @@ def test_amortised_and_local_posteriors_agree():
 def test_elbo_improves_with_ar():
     items, _, _ = _sessions(U=60, P=40, Q=2, T=8)
     model = CategoricalLatentModel(40, 2, AR(negatives=SharedNegatives(10)), subsample_size=20, hidden_dim=16)
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.03}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.03}), default_elbo())
 
     def elbo():
         return -sum(svi.evaluate_loss(items) for _ in range(10)) / 10
@@ -149,7 +150,7 @@ def test_named_errors(kwargs, items, match):
 def test_local_posterior_refuses_new_sessions():
     items, _, _ = _sessions()
     model = CategoricalLatentModel(30, 2, Exact(), posterior="local", num_sessions=40)
-    assert isinstance(model.default_guide(), LatentGuide)
+    assert isinstance(default_guide(model), LatentGuide)
     with pytest.raises(ValueError, match="training sessions only"):
         model.scores(items[:5])
 
@@ -161,7 +162,7 @@ def test_kl_warmup_scales_the_latent_terms_only_and_reaches_the_elbo():
     model = CategoricalLatentModel(30, 2, AR(negatives=SharedNegatives(5)))
     warmup = LatentKLWarmup(model, num_steps=4)
     assert model.latent_kl_weight == 0.25
-    guide_tr = poutine.trace(model.default_guide()).get_trace(items)
+    guide_tr = poutine.trace(default_guide(model)).get_trace(items)
     model_tr = poutine.trace(poutine.replay(model, trace=guide_tr)).get_trace(items)
     for tr in (guide_tr, model_tr):
         assert tr.nodes["omega"]["scale"] == 0.25
@@ -186,7 +187,7 @@ def test_guide_local_step_sums_over_all_classes_when_they_are_few():
     of exp(psi_k - psi_y) over the other classes (the closed form); more: the model's sampler."""
     items, _, _ = _sessions()
     model = CategoricalLatentModel(30, 2, AR(negatives=SharedNegatives(5)))
-    guide = model.default_guide()
+    guide = default_guide(model)
     tr = poutine.trace(guide).get_trace(items)
     omega = tr.nodes["omega"]["value"]
     psi = model.minibatch_utility(omega, model.fitted_parameters()).full()      # (U, 1, P)
@@ -214,6 +215,26 @@ def test_kl_warmup_resumes_from_a_checkpoint(tmp_path):
         pyro.clear_param_store()
         model = CategoricalLatentModel(30, 2, AR(negatives=SharedNegatives(5)))
         warmup = LatentKLWarmup(model, 20)
-        svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
+        svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
         train(svi, items, num_steps=steps, scheduler=warmup, checkpoint=path)
         assert warmup.t == steps and model.latent_kl_weight == steps / 20
+
+
+def test_log_likelihood_of_heldout_items_is_the_log_softmax_at_the_posterior_mean():
+    """num_samples=0: log p(y | psi(E_q omega)) of each held-out item, exactly the log-softmax
+    of the session's scores (utilities at q's mean); draws: log mean_s p(y | psi(omega_s))
+    over the same seeded draws whatever the call, with the global RNG left alone."""
+    items, _, _ = _sessions()
+    model = CategoricalLatentModel(30, 2, AR(negatives=SharedNegatives(5)), hidden_dim=8)
+    model(items)
+    heldout = items.flip(-1)[:, :2].clone()
+    heldout[::4, 1] = -1
+    got = model.log_likelihood(items, heldout, reduce="none")
+    expected = model.scores(items).double().log_softmax(-1).gather(-1, heldout.clamp(min=0))[heldout >= 0]
+    torch.testing.assert_close(got, expected.to(got.dtype), atol=1e-5, rtol=0)
+    state = torch.get_rng_state()
+    draws = [model.log_likelihood(items, heldout, num_samples=3, seed=7) for _ in range(2)]
+    assert torch.equal(torch.get_rng_state(), state) and draws[0] == draws[1]
+    assert model.evaluate(items, heldout, ("log_lik",), num_samples=3, seed=7)["log_lik"] == draws[0]
+    with pytest.raises(ValueError, match="no held-out entry"):
+        model.log_likelihood(items, torch.full_like(heldout, -1))

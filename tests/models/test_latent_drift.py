@@ -9,7 +9,7 @@ import pyro
 from pyro.infer import SVI
 
 from pyro_ar.datasets import make_recogym_sessions
-from pyro_ar.infer import DriftCheck, TrainingDiverged, train
+from pyro_ar.infer import DriftCheck, TrainingDiverged, default_elbo, default_guide, train
 from pyro_ar.likelihoods import AR, Exact
 from pyro_ar.models import CategoricalLatentModel
 from pyro_ar.negatives import LabelHeadNegatives, SharedNegatives
@@ -29,7 +29,7 @@ def _fit(likelihood, data, checkpoints):
     pyro.clear_param_store()
     torch.manual_seed(0)
     model = CategoricalLatentModel(P, 4, likelihood, subsample_size=25, hidden_dim=16)
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.02}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.02}), default_elbo())
     out, done = [], 0
     for steps in checkpoints:
         for _ in range(steps - done):

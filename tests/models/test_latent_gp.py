@@ -10,6 +10,7 @@ import pyro
 import pyro.poutine as poutine
 from pyro.infer import SVI
 
+from pyro_ar.infer import default_elbo, default_guide
 from pyro_ar.likelihoods import AR, Bouchard, Exact
 from pyro_ar.models import CategoricalLatentGP
 from pyro_ar.models.latent_gp import (RBFKernel, SparseGPMap, SparseGPUtility, VariableUtility,
@@ -32,7 +33,7 @@ def _data(N=40, cards=CARDS, seed=0):
 
 
 def _trace(model, x):
-    gtr = poutine.trace(model.default_guide()).get_trace(x)
+    gtr = poutine.trace(default_guide(model)).get_trace(x)
     return gtr, poutine.trace(poutine.replay(model, trace=gtr)).get_trace(x)
 
 
@@ -160,7 +161,7 @@ def _fit_posterior(posterior, x, state, utility, steps=STEPS):
     for name in names:
         pyro.param(name, state[name].clone())
     frozen = poutine.block(model, hide=names)
-    svi = SVI(frozen, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
+    svi = SVI(frozen, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
     for _ in range(steps):
         svi.step(x)
     loss = sum(svi.evaluate_loss(x) for _ in range(10)) / 10
@@ -238,3 +239,23 @@ def test_imputation_and_frequency_baseline():
 def test_named_errors(make, match):
     with pytest.raises(ValueError, match=match):
         make()
+
+
+def test_log_likelihood_at_the_posterior_mean_is_the_per_variable_log_softmax():
+    """num_samples=0: each target entry's log p(y_nd | E f(E_q x_n)), the log-softmax over the
+    K_d categories of variable d of the GP's mean utilities (row-major order of the targets)."""
+    x = _data(N=30)
+    model = CategoricalLatentGP(CARDS, 2, AR(negatives=SharedNegatives(2)), num_inducing=4, hidden_dim=8)
+    model(x)
+    target = torch.full_like(x, -1)
+    target[:, 2], target[::3, 0] = x[:, 2], x[::3, 0]
+    observed = x.masked_fill(target >= 0, -1)
+    got = model.log_likelihood(observed, target, reduce="none")
+    with torch.no_grad():
+        loc, _, _ = model.posterior_params(torch.arange(30), observed)
+        full = model.row_utility(loc, model.fitted_parameters(), sample=False).full().double()  # (N, R)
+    expected = torch.zeros(target.shape, dtype=torch.float64)
+    for d, k in enumerate(CARDS):
+        o = int(model.offsets[d])
+        expected[:, d] = full[:, o:o + k].log_softmax(-1).gather(-1, target[:, d:d + 1].clamp(min=0))[:, 0]
+    torch.testing.assert_close(got, expected[target >= 0].to(got.dtype), atol=1e-5, rtol=0)

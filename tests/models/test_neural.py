@@ -11,7 +11,7 @@ from pyro.infer import SVI
 from pyro.nn import PyroModule
 
 from pyro_ar.datasets import make_linear_teacher
-from pyro_ar.infer import train
+from pyro_ar.infer import default_elbo, default_guide, train
 from pyro_ar.likelihoods import AR, OVE, Bouchard, Exact, Sampled
 from pyro_ar.models import NeuralClassifier
 from pyro_ar.negatives import SharedNegatives
@@ -43,7 +43,7 @@ def test_every_likelihood_trains_body_and_output_layer_in_one_step(likelihood):
     x, y = _data()
     body = _body()
     model = NeuralClassifier(body, F, K, likelihood=likelihood, subsample_size=B, sparse=True)
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
     before = _body_params(body)
     history = train(svi, x, y, num_steps=3, eval_every=3)
     assert math.isfinite(history[-1]["loss"])
@@ -55,7 +55,7 @@ def test_utilities_equal_a_dense_linear_head_on_the_body():
     x, _ = _data()
     body, head = _body(), torch.nn.Linear(F, K)
     model = NeuralClassifier(body, F, K, likelihood="exact")
-    psi = model.utility(x, head.weight, head.bias)
+    psi = model.utility(x, {"weight": head.weight, "bias": head.bias})
     assert psi.full().shape == (N, K)
     assert torch.allclose(psi.full(), head(body(x)).detach(), atol=1e-5)
     idx = torch.tensor([3, 0, K - 1])
@@ -69,7 +69,7 @@ def test_gradient_reaches_the_body_and_the_output_gradient_is_row_sparse():
     body = _body()
     model = NeuralClassifier(body, F, K, likelihood=AR(negatives=SharedNegatives(5)),
                              subsample_size=B, sparse=True)
-    guide = model.default_guide()
+    guide = default_guide(model)
     tr = poutine.trace(poutine.replay(model, trace=poutine.trace(guide).get_trace(x, y))).get_trace(x, y)
     (-tr.log_prob_sum()).backward()
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in body.parameters())
@@ -86,7 +86,7 @@ def test_map_and_bayesian_output_layers_train(weights):
     body = _body()
     model = NeuralClassifier(body, F, K, noise="logistic", num_negatives=5, weights=weights,
                              subsample_size=B)
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
     before = _body_params(body)
     assert all(math.isfinite(svi.step(x, y)) for _ in range(2))
     assert all((p != q).any() for p, q in zip(body.parameters(), before))
@@ -96,7 +96,7 @@ def test_training_fits_the_data_and_evaluates():
     """80 A&R steps raise the exact training log-likelihood far above chance (log 1/K = -3.7)."""
     x, y = _data()
     model = NeuralClassifier(_body(), F, K, num_negatives=5, subsample_size=64, sparse=True)
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
     start = model.evaluate(x, y)["log_lik"]
     train(svi, x, y, num_steps=80, eval_every=80)
     end = model.evaluate(x, y)
@@ -107,7 +107,7 @@ def test_a_pyro_module_body_registers_its_own_parameters():
     x, y = _data()
     body = PyroModule[torch.nn.Linear](D, F)
     model = NeuralClassifier(body, F, K, num_negatives=5, subsample_size=B)
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
     svi.step(x, y)
     names = set(pyro.get_param_store())
     assert {"weight", "bias", "body.weight", "body.bias"} <= names  # output layer and body

@@ -9,7 +9,7 @@ import pyro.poutine as poutine
 from pyro.infer import SVI
 
 from pyro_ar.datasets import make_linear_teacher
-from pyro_ar.infer import ClosedFormELBO, predictive_log_likelihood
+from pyro_ar.infer import ClosedFormELBO, default_elbo, default_guide, predictive_log_likelihood
 from pyro_ar.models import BayesianNeuralClassifier, NeuralClassifier, NGramBody, context_windows
 from pyro_ar.optim import lazy_adam
 
@@ -35,7 +35,7 @@ def _fit(num_steps=1, noise="gumbel"):
     data = make_linear_teacher(N, D, K, seed=0)
     body = CountingBody()
     model = BayesianNeuralClassifier(body, F, K, noise=noise, num_negatives=S, subsample_size=B)
-    guide = model.default_guide()
+    guide = default_guide(model)
     svi = SVI(model, guide, lazy_adam({"lr": 0.05}), ClosedFormELBO())
     svi.step(data.x, data.y)  # creates the parameters
     return data, body, model, guide, svi
@@ -83,7 +83,7 @@ def test_token_inputs_and_bad_inputs():
     model = BayesianNeuralClassifier(body, F, 50, num_negatives=5, subsample_size=4)
     x = torch.randint(0, 50, (30, 2))
     y = torch.randint(0, 50, (30,))
-    SVI(model, model.default_guide(), lazy_adam({"lr": 0.01}), ClosedFormELBO()).step(x, y)
+    SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), ClosedFormELBO()).step(x, y)
     with pytest.raises(ValueError, match="body must be a torch.nn.Module"):
         BayesianNeuralClassifier("mlp", F, K)
     with pytest.raises(ValueError, match=r"y must have shape \(30,\)"):
@@ -105,7 +105,7 @@ def test_ngram_body_trains_with_a_lazy_output_layer_touching_few_rows():
     body = NGramBody(V, 3, 4, F)
     x, y = torch.randint(0, V, (100, 3)), torch.randint(0, V, (100,))
     model = NeuralClassifier(body, F, V, num_negatives=5, subsample_size=8, sparse=True)
-    svi = SVI(model, model.default_guide(), lazy_adam({"lr": 0.05}), model.default_elbo())
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
     svi.step(x, y)
     emb = body.embedding.weight.detach().clone()
     svi.step(x, y)
@@ -128,6 +128,6 @@ def test_an_identity_body_gives_the_bayesian_linear_classifier(noise):
                                            subsample_size=B)):
         pyro.clear_param_store()
         pyro.set_rng_seed(3)
-        guide = model.default_guide(init_loc_scale=0.1)
+        guide = default_guide(model, init_loc_scale=0.1)
         losses.append(ClosedFormELBO().loss(model, guide, data.x, data.y))
     assert losses[0] == pytest.approx(losses[1], rel=1e-6)

@@ -1,0 +1,97 @@
+"""The estimator's labels: as a 1-D array, encoded as class positions (``classes_``), and
+the per-datapoint weights from ``sample_weight`` and ``class_weight``."""
+
+import numpy as np
+
+try:  # scikit-learn is an optional dependency of pyro_ar (extras "data" / "test")
+    from sklearn.utils.multiclass import type_of_target
+except ImportError:  # pragma: no cover
+    type_of_target = None
+
+
+def check_labels(y):
+    """Class labels: binary/multiclass targets, or a 1-D object array of any hashables."""
+    if y.ndim == 1 and y.dtype == object:  # e.g. enum members, tuples, mixed types
+        try:
+            for v in y:
+                hash(v)
+            return
+        except TypeError:
+            raise ValueError("Unknown label type: y holds unhashable objects; class labels "
+                             "must be hashable") from None
+    y_type = type_of_target(y, input_name="y")
+    if y_type not in ("binary", "multiclass"):
+        raise ValueError(f"Unknown label type: {y_type!r}. ARClassifier needs class labels "
+                         "(binary or multiclass, one per sample), not continuous or "
+                         "multi-output targets")
+
+
+def label_array(y):
+    """A 1-D array of labels; a list of tuples stays a 1-D object array of tuples."""
+    if isinstance(y, np.ndarray):
+        return y.reshape(-1) if y.ndim == 2 and y.shape[1] == 1 else y
+    out = np.empty(len(y), dtype=object)
+    for i, v in enumerate(y):
+        out[i] = v
+    return out
+
+
+def encode_labels(y):
+    """(classes, codes): sorted unique labels when orderable, else by first appearance."""
+    try:
+        classes, codes = np.unique(y, return_inverse=True)
+    except TypeError:  # hashable but unorderable labels (e.g. a mix of types)
+        index = {}
+        codes = np.empty(len(y), dtype=np.int64)
+        for i, v in enumerate(y):
+            codes[i] = index.setdefault(v, len(index))
+        classes = np.empty(len(index), dtype=object)
+        for v, k in index.items():
+            classes[k] = v
+    return classes, np.asarray(codes, dtype=np.int64).reshape(-1)
+
+
+def encode_targets(y, classes, fitted_classes, partial: bool, first: bool):
+    """``(classes, codes)``: the labels ``y`` as positions in the classes (``fit``: the sorted
+    labels of ``y``; ``partial_fit``: ``classes=`` on the first call, the fitted ones after)."""
+    if not partial:
+        return encode_labels(y)
+    if first:
+        if classes is None:
+            raise ValueError("partial_fit needs classes= (all labels) on its first call")
+        classes = encode_labels(label_array(np.asarray(classes, dtype=object)
+                                            if not isinstance(classes, np.ndarray) else classes))[0]
+    else:
+        classes = fitted_classes
+    return classes, label_codes(label_array(y), classes, "y contains a label not in classes")
+
+
+def label_codes(y, classes, unknown: str):
+    """The positions of the labels ``y`` (a 1-D array) in ``classes``; a label not among them
+    raises ``ValueError`` starting with ``unknown`` and naming the label."""
+    index = {c: k for k, c in enumerate(classes.tolist())}
+    try:
+        return np.fromiter((index[v] for v in y.tolist()), dtype=np.int64, count=len(y))
+    except KeyError as e:
+        raise ValueError(f"{unknown}: {e.args[0]!r}") from None
+
+
+def combine_sample_weights(codes, classes, sample_weight, class_weight):
+    """Per-datapoint weights, ``sample_weight`` times the ``class_weight`` of each label
+    (None when both are None: every datapoint weighs 1)."""
+    if sample_weight is None and class_weight is None:
+        return None
+    from sklearn.utils.class_weight import compute_sample_weight
+    from sklearn.utils.validation import _check_sample_weight
+
+    w = _check_sample_weight(sample_weight, np.empty((len(codes), 0)), dtype=np.float64)
+    if np.any(w < 0):
+        raise ValueError(f"sample_weight must be >= 0, got {w[w < 0][:5].tolist()}")
+    if class_weight is not None:
+        if isinstance(class_weight, dict):
+            missing = set(class_weight) - set(classes.tolist())
+            if missing:
+                raise ValueError(f"class_weight names labels not in y: {sorted(map(repr, missing))}")
+            class_weight = dict(enumerate(class_weight.get(c, 1.0) for c in classes.tolist()))
+        w = w * compute_sample_weight(class_weight, codes)
+    return w

@@ -1,0 +1,48 @@
+"""The estimator's Pyro pieces: its :class:`~pyro_ar.models.LinearClassifier`
+(:func:`linear_model`) and, for a fit, the model, its guide and ``SVI`` (:func:`training_svi`)."""
+
+import torch
+
+from pyro.infer import SVI
+
+from ..infer import ClosedFormELBO, default_guide, local_parameter_names
+from ..models import LinearClassifier
+from ..optim import lazy_adam
+from ._settings import _SITE
+
+
+def linear_model(est, s, K, D, *, num_negatives=None, strategy="per_datapoint", proposal=None,
+                 subsample_size=None, likelihood="ar", rank=None, bias_init=None, weight_loc=None):
+    """The :class:`~pyro_ar.models.LinearClassifier` of the estimator ``est`` under its
+    settings ``s`` (the bias unpenalised, like scikit-learn's intercept; W on
+    ``est.weight_pattern_`` when it has one)."""
+    return LinearClassifier(
+        D, K, noise=s.noise, likelihood=likelihood, num_negatives=num_negatives,
+        strategy=strategy, proposal=proposal, weights=s.weights,
+        prior_scale=s.prior_scale if not isinstance(s.prior_scale, tuple) else
+        getattr(est, "prior_scale_", None) or 1.0, subsample_size=subsample_size,
+        sparse=s.weights != "bayes", site=_SITE, rank=rank, bias_init=bias_init, penalize_bias=False,
+        weight_pattern=getattr(est, "weight_pattern_", None), weight_loc=weight_loc)
+
+
+def training_svi(est, s, K, D, y, batch_size):
+    """The model of a fit on the labels ``y``, its guide and ``SVI`` (lazy Adam; its own step
+    size for local params; the training path ``est.training_path_``)."""
+    proposal, counts, path = None, torch.bincount(y, minlength=K).double(), est.training_path_
+    if s.strategy == "importance":  # training class frequencies ^ 0.75 (the authors')
+        proposal = counts.clamp(min=1.0) ** 0.75
+    log_freq = (counts + 1).log()  # sparse / low-rank paths (large K): b starts at the unigram
+    # (on the pattern path only for skewed labels, where the negatives are importance
+    # draws: with a few rows for every class the centroids rank the classes better alone)
+    bias_init = (log_freq - log_freq.mean()).float() if (path.sparse_inputs or path.rank) \
+        and (not path.weight_pattern or path.strategy == "importance") else None
+    model = linear_model(est, s, K, D, num_negatives=None if s.num_negatives is None else
+                         min(s.num_negatives, K - 1), strategy=s.strategy,
+                         proposal=proposal, subsample_size=batch_size, likelihood=est.likelihood_,
+                         rank=path.rank, bias_init=bias_init,
+                         weight_loc=getattr(est, "weight_loc_", None) if path.weight_pattern else None)
+    guide = default_guide(model, local_first=True)  # (ignored without a local latent)
+    lr, local_lr = s.learning_rate, s.local_learning_rate
+    is_local = local_parameter_names(guide)  # per-datapoint parameters: their own step size
+    optim = lazy_adam(lambda name: {"lr": local_lr if is_local(name) else lr})
+    return model, guide, SVI(model, guide, optim, ClosedFormELBO())

@@ -1,0 +1,141 @@
+r"""Inference for the latent models of :mod:`pyro_ar.models.latent`: their guide
+(:class:`LatentGuide`) and KL annealing (:class:`LatentKLWarmup`).
+
+The guide is :math:`q(\omega_u)\prod_t q(\varepsilon_{u,t}\mid\psi_u)`: the model's
+posterior module gives :math:`q(\omega_u) = N(\mu_u, \mathrm{diag}\,\sigma_u^2)`, and for A&R
+every observed item's noise gets the conditional local guide of
+:func:`~pyro_ar.infer.local_fit.conditional_local_q`. :func:`pyro_ar.infer.default_guide` of a
+:class:`~pyro_ar.models.CategoricalLatentModel` is a :class:`LatentGuide`.
+"""
+
+import torch
+
+import pyro
+import pyro.distributions as dist
+import pyro.poutine as poutine
+
+from ..models.base import check_positive_int, take_rows
+from ..models.latent import CategoricalLatentModel
+from ..negatives import get_negative_sampler
+from .local_fit import conditional_local_q, local_sampler
+
+__all__ = ["LatentGuide", "LatentKLWarmup"]
+
+
+class LatentGuide:
+    r"""Guide of a :class:`~pyro_ar.models.CategoricalLatentModel`: :math:`q(\omega_u)` from the
+    model's posterior module (reparameterised), and for A&R the conditional local guide
+    :math:`q(\varepsilon_{u,t}\mid\psi_u)` of every observed item (no per-item state), built
+    from detached utilities at the drawn :math:`\omega_u` (the envelope-theorem gradient of
+    :class:`~pyro_ar.infer.local_guides.ConditionalLocalGuide`).
+
+    :param model: the :class:`~pyro_ar.models.CategoricalLatentModel`.
+    :param negatives: sampler of the guide's class subsample (default ``"model"``: the model's,
+        per site; None: all classes).
+    :param int all_classes_upto: sites over at most this many classes get the guide's class sum
+        over all of them with ``negatives="model"`` (O(K) in the guide only; the model's bound
+        still subsamples). An independent small draw there makes the estimate of the bound's
+        term :math:`\hat S/(1+\hat S')` heavy-tailed whenever :math:`\hat S'` misses a
+        dominant class, which can diverge a fit with unregularised weights.
+    :param bool label_head: the guide's class subsample also holds the minibatch's distinct
+        items, summed exactly (:func:`~pyro_ar.infer.local_fit.local_sampler`; default True):
+        without them a small uniform draw misses the frequent items in most steps, and the fit
+        at few negatives drifts away with training (issue 27).
+
+    Example:
+
+    >>> import torch, pyro.poutine as poutine
+    >>> from pyro_ar.infer import LatentGuide
+    >>> from pyro_ar.models import CategoricalLatentModel
+    >>> model = CategoricalLatentModel(50, 2, num_negatives=5)
+    >>> tr = poutine.trace(LatentGuide(model)).get_trace(torch.tensor([[1, 2, -1], [3, -1, -1]]))
+    >>> tr.nodes["omega"]["value"].shape, tr.nodes["v_eps"]["value"].shape
+    (torch.Size([2, 1, 2]), torch.Size([2, 3]))
+    """
+
+    def __init__(self, model: CategoricalLatentModel, negatives="model", all_classes_upto: int = 64,
+                 label_head: bool = True):
+        self.model, self.label_head = model, bool(label_head)
+        self._local_samplers = {}  # base sampler -> the guide's (stratified) sampler
+        self.sampler = None if negatives == "model" else get_negative_sampler(
+            "per_datapoint" if isinstance(negatives, int) else "shared", negatives)
+        self.all_classes_upto = check_positive_int("all_classes_upto", all_classes_upto)
+
+    def site_sampler(self, group, num_classes: int):
+        """The negative sampler of the local step of ``group``'s site over ``num_classes`` classes."""
+        if self.sampler is not None:
+            return self.sampler
+        if num_classes <= self.all_classes_upto:
+            return get_negative_sampler("shared", None)
+        base = self.model.group_likelihood(group).sampler
+        cached = self._local_samplers.get(id(base))
+        if cached is None or cached[0] is not base:
+            cached = self._local_samplers[id(base)] = (base, local_sampler(base, 1, self.label_head))
+        return cached[1]
+
+    def __call__(self, items: torch.Tensor):
+        model = self.model
+        N = len(items)
+        with model.create_plates(items) as idx:
+            v = take_rows(items, None if idx.shape[0] == N else idx)
+            loc, scale, _ = model.posterior_params(idx, v)
+            q = dist.Normal(loc.unsqueeze(-2), scale.unsqueeze(-2)).to_event(1)
+            with poutine.scale(scale=model.latent_kl_weight):
+                omega = pyro.sample(model.latent_site, q)
+            if not model.likelihood.has_local_latent:
+                return omega
+            params = model.fitted_parameters(loc)
+            for site, plate, vg, group in model.observation_groups(v):
+                with pyro.plate(plate, vg.shape[-1], dim=-1), poutine.mask(mask=vg >= 0):
+                    with torch.no_grad():
+                        utility = model.minibatch_utility(omega.detach(), params, group, sample=False)
+                        sampler = self.site_sampler(group, utility.num_classes)
+                        fn, infer = conditional_local_q(model.noise, utility, vg.clamp(min=0), sampler)
+                    pyro.sample(site + "_eps", fn, infer=infer)
+        return omega
+
+
+class LatentKLWarmup:
+    r"""KL annealing of a latent model's per-datapoint latent (Bowman et al. 2016): after
+    step t the loss is
+
+    .. math::  -\mathbb{E}_q\log p(y\mid\omega) + \beta_t\,\mathrm{KL}(q(\omega)\Vert p(\omega)),
+               \qquad \beta_t = \min\big(1, \max(t, 1)/T\big),
+
+    set on ``model.latent_kl_weight`` (a ``poutine.scale`` of the latent site in model and
+    guide), so from step T = ``num_steps`` on it is the ELBO again. Without it a model whose
+    utilities start flat (the CLGP) can collapse its posterior to the prior before the
+    utilities learn to use it. An object with ``step()``, ``get_state()`` and ``set_state()``:
+    pass it as :func:`pyro_ar.infer.train`'s ``scheduler`` (its state is checkpointed).
+
+    Example:
+
+    >>> from pyro_ar.infer import LatentKLWarmup
+    >>> from pyro_ar.models import CategoricalLatentModel
+    >>> model = CategoricalLatentModel(50, 2, num_negatives=5)
+    >>> warmup = LatentKLWarmup(model, num_steps=4)
+    >>> weights = [model.latent_kl_weight]
+    >>> for _ in range(5):
+    ...     warmup.step()
+    ...     weights.append(model.latent_kl_weight)
+    >>> weights
+    [0.25, 0.25, 0.5, 0.75, 1.0, 1.0]
+    """
+
+    def __init__(self, model: CategoricalLatentModel, num_steps: int):
+        if not isinstance(model, CategoricalLatentModel):
+            raise ValueError(f"model must be a CategoricalLatentModel (it has the latent to anneal), got "
+                             f"{type(model).__name__}")
+        self.model, self.num_steps = model, check_positive_int("num_steps", num_steps)
+        self.set_state({"step": 0})
+
+    def step(self) -> None:
+        """One SVI step done: raise :math:`\\beta`."""
+        self.set_state({"step": self.t + 1})
+
+    def get_state(self) -> dict:
+        return {"step": self.t}
+
+    def set_state(self, state: dict) -> None:
+        self.t = int(state["step"])
+        self.model.latent_kl_weight = min(1.0, max(self.t, 1) / self.num_steps)

@@ -1,0 +1,55 @@
+"""benchmarks/harness.py: the one copy of the benchmarks' shared pieces (seconds)."""
+
+import json
+import math
+
+import pytest
+
+from benchmarks import harness
+
+
+def test_time_to_reach_interpolates_between_evaluations():
+    h = [dict(time=0.0, test_ll=-7.0), dict(time=5.0, test_ll=None), dict(time=10.0, test_ll=-5.0)]
+    # -6 is half-way from -7 (0 s) to -5 (10 s); the point without a value is skipped
+    assert harness.time_to_reach(h, -6.0) == pytest.approx(5.0)
+    assert harness.time_to_reach(h, -7.5) == 0.0          # met at the first evaluation
+    assert harness.time_to_reach(h, -4.0) is None          # never reached
+    cpu = [dict(cpu_time=1.0, test_ll=-6.0), dict(cpu_time=3.0, test_ll=-5.0)]
+    assert harness.time_to_reach(cpu, -5.5, "cpu_time") == pytest.approx(2.0)
+
+
+def test_median_and_paired_step_times():
+    assert harness.median([3.0, 1.0, 2.0]) == 2.0 and math.isnan(harness.median([]))
+    calls = {"a": 0, "b": 0}
+
+    def step(name):
+        def f():
+            calls[name] += 1
+        return f
+
+    t = harness.paired_step_times({"a": step("a"), "b": step("b")}, rounds=3, block=2, warmup=1)
+    assert {k: len(v) for k, v in t.items()} == {"a": 3, "b": 3} and calls == {"a": 7, "b": 7}
+    assert all(x >= 0 for v in t.values() for x in v)
+
+
+def test_parser_save_and_environment(tmp_path, monkeypatch):
+    """The shared options; a result file carries the command, the commit and the machine."""
+    args = harness.parser("A benchmark.\n\nMore.", seed=3).parse_args(["--quick", "--out", str(tmp_path)])
+    assert args.quick and args.seed == 3 and args.out == str(tmp_path)
+    assert harness.parser("x").parse_args([]).out == str(harness.DEFAULT_OUT)
+    path = harness.save(args, "demo", {"rows": [{"ms": 1.5}]})
+    assert path == tmp_path / "demo_quick.json"
+    record = json.loads(path.read_text())
+    assert record["rows"] == [{"ms": 1.5}] and record["args"]["seed"] == 3
+    env = record["environment"]
+    assert env["command"].startswith("python") and env["git_commit"] and env["machine"]["cpus"] >= 1
+
+
+def test_make_optim_gives_local_parameters_their_own_step():
+    from types import SimpleNamespace
+
+    args = SimpleNamespace(optim="adam", lr=0.01, local_lr=0.2)
+    optim = harness.make_optim(args, local=lambda name: name.startswith("local."))
+    assert optim.pt_optim_args("local.q")["lr"] == 0.2 and optim.pt_optim_args("weight")["lr"] == 0.01
+    authors = harness.make_optim(SimpleNamespace(optim="authors", lr=0.02, local_lr=0.02))
+    assert authors.pt_optim_args("b")["decay_every"] == 2000

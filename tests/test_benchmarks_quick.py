@@ -1,0 +1,103 @@
+"""Every benchmark runs: its ``--quick`` mode, from the table :data:`QUICK` (slow tier), and the
+shape every script shares (fast): it is in the table, builds its command line with
+``benchmarks.harness.parser`` (``--quick``, ``--out``, ``--seed``) and leaves ``sys.path`` alone.
+
+A quick run writes its JSON to ``tmp_path`` (``--out``), with the command, commit and machine
+(``benchmarks.harness.environment``) in it.
+"""
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCHMARKS = ROOT / "benchmarks"
+#: modules of the package that are not benchmarks
+NOT_BENCHMARKS = {"__init__", "_path", "harness", "report"}
+#: script -> (extra arguments of its --quick run, the JSON files it writes)
+QUICK = {
+    "accuracy_report": ([], ["accuracy_report_quick.json"]),
+    "bayes_digits": (["--skip-nuts"], ["bayes_digits_quick.json"]),
+    "bayes_output_layer": ([], ["bayes_output_layer_quick.json"]),
+    "bayes_scaling": ([], ["bayes_scaling_quick.json"]),
+    "before_after": ([], ["before_after_quick.json"]),
+    "brown": (["--methods", "ar_softmax,exact,adaptive,ar_probit"], ["brown_quick.json"]),
+    "default_model": ([], ["default_model_quick.json"]),
+    "distributed": ([], ["distributed_quick.json"]),
+    "estimator_vs_sklearn": (["--datasets", "digits"], ["estimator_vs_sklearn_quick.json"]),
+    "exact_vs_ar_cost": ([], ["exact_vs_ar_cost_quick.json"]),
+    "latent_gp": ([], ["latent_gp_quick.json"]),
+    "local_guide_variance": ([], ["local_guide_variance_quick.json"]),
+    "neural_lm": ([], ["neural_lm_quick.json"]),
+    "neural_output_layer": ([], ["neural_output_layer_quick.json"]),
+    "plain_loop": ([], ["plain_loop_quick.json"]),
+    "probit_convergence": ([], ["probit_convergence_quick.json"]),
+    "profile_step": ([], ["profile_step_quick.json"]),
+    "relaxed_vae": ([], ["relaxed_vae_quick.json"]),
+    "scaling": ([], ["scaling_quick.json"]),
+    "session_model": ([], ["session_model_quick.json"]),
+    "sparse": ([], ["sparse_scaling_quick.json", "sparse_estimator_quick.json"]),
+    "table3": (["--dataset", "mnist", "--methods", "ar_softmax", "ove"], ["table3_mnist_authors_quick.json"]),
+    "time_to_quality": (["--methods", "ar_softmax,exact,adaptive"], ["time_to_quality_quick.json"]),
+    "toy": ([], ["toy_authors_quick.json"]),
+}
+#: scripts whose --quick run has a test of its own, which checks its output in detail
+OWN_TEST = {"gpu": "tests/test_gpu_benchmark.py", "peers": "tests/test_benchmark_peers.py"}
+
+
+def scripts():
+    return sorted(p.stem for p in BENCHMARKS.glob("*.py") if p.stem not in NOT_BENCHMARKS)
+
+
+def test_every_benchmark_has_a_quick_run_in_the_table():
+    assert set(scripts()) == set(QUICK) | set(OWN_TEST)
+    assert not set(QUICK) & set(OWN_TEST)
+    for name, test in OWN_TEST.items():
+        assert f"benchmarks/{name}.py" in (ROOT / test).read_text() or f"benchmarks.{name}" in (ROOT / test).read_text()
+
+
+@pytest.mark.parametrize("name", scripts())
+def test_a_benchmark_uses_the_harness_and_leaves_sys_path_alone(name):
+    """One harness: the options come from ``harness.parser``; ``sys.path`` is edited only by
+    ``benchmarks/_path.py`` (imported for the ``python benchmarks/NAME.py`` form)."""
+    source = (BENCHMARKS / f"{name}.py").read_text()
+    tree = ast.parse(source)
+    calls = {ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    assert "harness.parser" in calls, f"{name}: build the command line with benchmarks.harness.parser"
+    assert "sys.path" not in source, f"{name}: edits sys.path (import _path when not __package__)"
+    assert "if not __package__:" in source and "import _path" in source, f"{name}: no python benchmarks/NAME.py form"
+
+
+def _run(cmd, timeout):
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               OMP_NUM_THREADS="1")
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(QUICK))
+def test_quick_run(name, tmp_path):
+    """``python -m benchmarks.NAME --quick --out tmp_path`` exits 0 and writes its JSON, which
+    names the command, the commit and the machine."""
+    extra, outputs = QUICK[name]
+    run = _run([sys.executable, "-m", f"benchmarks.{name}", "--quick", "--out", str(tmp_path)] + extra, 900)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
+    for out in outputs:
+        record = json.loads((tmp_path / out).read_text())
+        env = record["environment"]
+        assert f"benchmarks.{name}" in env["command"] and "--quick" in env["command"]
+        assert env["git_commit"] and env["machine"]["cpus"] >= 1
+
+
+@pytest.mark.slow
+def test_the_script_form_runs_too(tmp_path):
+    """``python benchmarks/NAME.py`` (the form older commands use) imports the package."""
+    run = _run([sys.executable, str(BENCHMARKS / "default_model.py"), "--quick", "--rounds", "1",
+                "--out", str(tmp_path)], 300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads((tmp_path / "default_model_quick.json").read_text())["results"]

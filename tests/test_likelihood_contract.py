@@ -1,0 +1,111 @@
+"""Every likelihood object of pyro_ar.likelihoods passes the shipped contract,
+pyro_ar.testing.LikelihoodContract (one subclass per configuration, each defining only
+``make_likelihood()``); ``test_every_likelihood_has_a_contract`` fails when a Likelihood
+class is added to ``pyro_ar.likelihoods.__all__`` without a contract subclass here."""
+
+import inspect
+import sys
+
+import pytest
+import torch
+
+import pyro
+
+import pyro_ar.likelihoods as likelihoods
+from pyro_ar.likelihoods import (AR, OVE, Bouchard, Exact, GaussianBouchard, JaakkolaJordan, Likelihood,
+                                 LocalReparameterization, Sampled)
+from pyro_ar.negatives import SharedNegatives
+from pyro_ar.testing import LikelihoodContract
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+class TestARGumbel(LikelihoodContract):
+    def make_likelihood(self):
+        return AR(negatives=SharedNegatives(3))
+
+
+class TestARNormalAllClasses(LikelihoodContract):
+    def make_likelihood(self):
+        return AR("normal")
+
+
+class TestExact(LikelihoodContract):
+    def make_likelihood(self):
+        return Exact()
+
+
+class TestExactLogistic(LikelihoodContract):
+    def make_likelihood(self):
+        return Exact("logistic")
+
+
+class TestOVE(LikelihoodContract):
+    def make_likelihood(self):
+        return OVE(negatives=3)
+
+
+class TestSampled(LikelihoodContract):
+    is_lower_bound = False  # the sampled softmax is biased, neither a bound nor unbiased
+
+    def make_likelihood(self):
+        return Sampled(negatives=SharedNegatives(3))
+
+
+class TestBouchardLocal(LikelihoodContract):
+    def make_likelihood(self):
+        return Bouchard("local", negatives=3)
+
+
+class TestBouchardOptimal(LikelihoodContract):
+    def make_likelihood(self):
+        return Bouchard("optimal")
+
+
+class TestJaakkolaJordan(LikelihoodContract):
+    num_classes = 2
+
+    def make_likelihood(self):
+        return JaakkolaJordan()
+
+
+class TestGaussianBouchard(LikelihoodContract):
+    def make_likelihood(self):
+        return GaussianBouchard("local", negatives=3)
+
+
+class TestLocalReparameterization(LikelihoodContract):
+    def make_likelihood(self):
+        return LocalReparameterization()
+
+
+CONTRACTS = [obj for obj in vars(sys.modules[__name__]).values()
+             if inspect.isclass(obj) and issubclass(obj, LikelihoodContract) and obj is not LikelihoodContract]
+
+
+def test_every_likelihood_has_a_contract():
+    """Each Likelihood class of pyro_ar.likelihoods.__all__ is built by some contract's make_likelihood()."""
+    exported = {obj for obj in (getattr(likelihoods, n) for n in likelihoods.__all__)
+                if inspect.isclass(obj) and issubclass(obj, Likelihood) and obj is not Likelihood}
+    covered = {type(contract().make_likelihood()) for contract in CONTRACTS}
+    assert exported - covered == set(), f"likelihoods without a LikelihoodContract subclass: {exported - covered}"
+
+
+class _Overstated(Exact):
+    """Exact plus 0.05 nats per datapoint: no longer a bound (the contract must notice)."""
+
+    def sample(self, site, utility, obs, data):
+        labels = super().sample(site, utility, obs, data)
+        if obs is not None:
+            pyro.factor(f"{site}_overstated", torch.full(obs.shape, 0.05))
+        return labels
+
+
+class _OverstatedContract(LikelihoodContract):
+    def make_likelihood(self):
+        return _Overstated()
+
+
+def test_the_bound_check_catches_a_likelihood_above_the_exact_one():
+    with pytest.raises(AssertionError, match="above the exact log-likelihood"):
+        _OverstatedContract().test_elbo_is_below_the_exact_log_likelihood()
