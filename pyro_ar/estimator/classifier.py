@@ -450,7 +450,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                                 eval_every=steps_per_epoch, log_every=steps_per_epoch,
                                 eval_at_start=False, early_stopping=early,
                                 callbacks=[] if partial else [LearningRateDecay()],
-                                progress=bar if bar is not None else False)
+                                progress=bar if bar is not None else False,
+                                validation="first")  # (check_data ran: later steps need no Pyro checks)
             except TrainingDiverged as e:  # (the estimator keeps its previous fit, if any)
                 raise TrainingDiverged(f"ARClassifier(learning_rate={s.learning_rate!r}): {e}") from None
             state = global_state(model, guide)

@@ -42,6 +42,7 @@ the process CPU clock; evaluation and checkpoint time excluded), or when a callb
   ``torch.load(path, weights_only=True)``.
 """
 
+import contextlib
 import inspect
 import math
 import os
@@ -52,6 +53,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Union
 
 import torch
 
+import pyro
 from pyro.infer import SVI
 
 from ..files import preserved_rng
@@ -109,7 +111,7 @@ class _Loop:
         self.state = TrainState(svi, opts["num_steps"])
         self.elapsed = {"time": 0.0, "wall": 0.0, "cpu": 0.0}
         self.losses, self.times, self.loss_sum = [], [], 0.0
-        self.next_eval_time = 0
+        self.next_eval_time, self.stepped = 0, False
         self.progress = _Progress(opts["progress"], opts["clock"])
         self.config, self.group = None, None
         div = opts["divergence"]
@@ -165,7 +167,10 @@ class _Loop:
         st, o = self.state, self.o
         clock = o["clock"] if callable(o["clock"]) else None  # an injected clock (tests)
         w0, c0, t0 = time.perf_counter(), time.process_time(), clock() if clock else 0.0
-        loss = self.svi.step(*self.args, **self.kwargs)
+        quiet = o["validation"] == "first" and self.stepped  # (the run's first step validated)
+        with pyro.validation_enabled(False) if quiet else contextlib.nullcontext():
+            loss = self.svi.step(*self.args, **self.kwargs)
+        self.stepped = True
         if o["scheduler"] is not None:
             o["scheduler"].step()
         dw, dc = time.perf_counter() - w0, time.process_time() - c0
@@ -401,7 +406,7 @@ def train(svi: SVI, *args, num_steps: int = 1000, time_budget: Optional[float] =
           checkpoint_every: Optional[int] = None, resume: bool = True, checkpoint_group="auto",
           modules: Sequence[torch.nn.Module] = (), progress: Union[bool, Dict] = False,
           clock: Union[str, Callable[[], float]] = "wall", step_times: Optional[List[float]] = None,
-          divergence: Union[bool, DivergenceCheck] = True, **kwargs) -> List[Dict]:
+          divergence: Union[bool, DivergenceCheck] = True, validation: str = "all", **kwargs) -> List[Dict]:
     """Run ``svi.step(*args, **kwargs)`` and return a history of records (see the module doc).
 
     Each record has ``step``, ``time`` (training seconds so far on ``clock``; evaluation and
@@ -455,6 +460,12 @@ def train(svi: SVI, *args, num_steps: int = 1000, time_budget: Optional[float] =
     :param divergence: True (a :class:`DivergenceCheck`), a :class:`DivergenceCheck`, or
         False (no check). On divergence the parameters are restored (module docstring)
         before :class:`TrainingDiverged` is raised.
+    :param validation: ``"all"`` (default): every step under Pyro's global validation
+        setting (``pyro.enable_validation``); ``"first"``: the run's first step so, the
+        others with validation off (``pyro.validation_enabled(False)``), once the model's
+        data check has run: the checks of distribution arguments and plates then cost
+        nothing per step (on a GPU each is a host-device synchronisation). The steps
+        compute the same numbers either way.
 
     Example:
 
@@ -472,6 +483,8 @@ def train(svi: SVI, *args, num_steps: int = 1000, time_budget: Optional[float] =
     """
     if not (isinstance(num_steps, int) and num_steps >= 0):
         raise ValueError(f"num_steps must be an int >= 0, got num_steps={num_steps!r}")
+    if validation not in ("all", "first"):
+        raise ValueError(f"validation must be 'all' or 'first', got validation={validation!r}")
     if not (callable(clock) or clock in ("wall", "process")):
         raise ValueError(f"clock must be 'wall', 'process' or a function returning seconds, got clock={clock!r}")
     for name, value in (("eval_every", eval_every), ("log_every", log_every),
@@ -487,5 +500,6 @@ def train(svi: SVI, *args, num_steps: int = 1000, time_budget: Optional[float] =
                 early_stopping=early_stopping, scheduler=scheduler, checkpoint=checkpoint,
                 checkpoint_every=checkpoint_every, resume=resume, checkpoint_group=checkpoint_group,
                 modules=tuple(modules),
-                progress=progress, clock=clock, step_times=step_times, divergence=divergence)
+                progress=progress, clock=clock, step_times=step_times, divergence=divergence,
+                validation=validation)
     return _Loop(svi, args, kwargs, opts).run()

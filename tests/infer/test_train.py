@@ -679,3 +679,36 @@ def test_divergence_copies_are_spaced_whatever_log_every(monkeypatch):
     pyro.param("w", torch.tensor(0.0))
     train(_ParamSVI([1.0] * 200), num_steps=200, log_every=1, eval_every=1)
     assert 15 <= len(calls) <= 22
+
+
+def test_validation_first_checks_the_first_step_only_and_computes_the_same():
+    """``validation="first"``: the run's first step under Pyro's validation, the others
+    without (each check would synchronise a GPU with the host); the same parameters."""
+    import pyro.distributions as dist
+    from pyro.infer import SVI, Trace_ELBO
+    from pyro.infer.util import is_validation_enabled
+
+    from pyro_ar.infer import train
+
+    seen = []
+
+    def model(x):
+        seen.append(is_validation_enabled())
+        loc = pyro.param("loc", torch.tensor(0.0))
+        with pyro.plate("data", len(x)):
+            pyro.sample("x", dist.Normal(loc, 1.0), obs=x)
+
+    x = torch.linspace(0.0, 4.0, 10)
+    finals = {}
+    for mode in ("all", "first"):
+        pyro.clear_param_store()
+        seen.clear()
+        with pyro.validation_enabled(True):
+            svi = SVI(model, lambda x: None, pyro.optim.Adam({"lr": 0.1}), Trace_ELBO())
+            train(svi, x, num_steps=5, eval_every=5, validation=mode)
+        finals[mode] = pyro.param("loc").item()
+        assert seen == ([True] * 5 if mode == "all" else [True] + [False] * 4), (mode, seen)
+        assert is_validation_enabled()  # restored after the run
+    assert finals["all"] == finals["first"]
+    with pytest.raises(ValueError, match=r"validation must be 'all' or 'first', got validation='some'"):
+        train(svi, x, num_steps=1, validation="some")
