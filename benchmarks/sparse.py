@@ -376,8 +376,9 @@ def run_estimator(quick, args):
     classes = clf.classes_
     known = np.isin(yt, classes)
     codes = torch.as_tensor(np.searchsorted(classes, yt[known]))
-    Xk, p, K = clf._prepare(Xt[known])
-    m = evaluate(clf._fitted_source(Xk, p, K), codes, ("log_lik", "accuracy", "top10"), p["noise"])
+    s, source = clf._prepare(Xt[known])  # (the estimator's settings and its fitted utility source)
+    K = len(classes)
+    m = evaluate(source, codes, ("log_lik", "accuracy", "top10"), s.noise)
     counts = np.bincount(np.searchsorted(classes, y), minlength=K) + 1.0
     unigram = float(np.log(counts / counts.sum())[codes.numpy()].mean())
     res = dict(path=clf.training_path_.describe(), n_train=len(y), K=K, D=X.shape[1],

@@ -381,7 +381,9 @@ def log_marginal(utility: torch.Tensor, value: torch.Tensor, noise,
         p, yy = psi[start:start + chunk], y[start:start + chunk]
         psi_y = p.gather(-1, yy.unsqueeze(-1))
         out.append(_log_integral(noise, psi_y - p, classes != yy.unsqueeze(-1), num_nodes))
-    return torch.cat(out).reshape(shape)
+    # a probability is at most one: the rule's error (about 1e-6 for a kinked density such as
+    # the Laplace's, near p = 1) must not push log p above 0
+    return torch.cat(out).reshape(shape).clamp(max=0.0)
 
 
 def log_marginal_all(utility: torch.Tensor, noise,

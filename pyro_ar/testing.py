@@ -563,10 +563,10 @@ class ModelContract:
 class LikelihoodContract:
     r"""The contract every likelihood object of :mod:`pyro_ar.likelihoods` meets, as pytest
     tests: subclass it with a factory ``make_likelihood()``. Class attributes size the
-    problem (:attr:`num_classes`, :attr:`num_data`, :attr:`batch_size`, :attr:`num_features`);
+    problem (``num_classes``, ``num_data``, ``batch_size``, ``num_features``);
     ``make_model(likelihood)`` and ``make_data()`` may be overridden (default: a
     :class:`~pyro_ar.models.LinearClassifier` on :func:`~pyro_ar.datasets.make_linear_teacher`
-    data). :attr:`is_lower_bound` says whether the likelihood's factor is a lower bound
+    data). ``is_lower_bound`` says whether the likelihood's factor is a lower bound
     of (or equal to) :math:`\log p(y\mid\psi)` (False for the sampled softmax, which is biased).
 
     The tests:
@@ -582,7 +582,7 @@ class LikelihoodContract:
     4. the ELBO is below the exact log-likelihood: the mean of R independent estimates of
        :math:`-\mathrm{loss}` on the whole data (each unbiased for the model's bound) stays below
        :math:`\sum_n\log p(y_n\mid\psi_n)` (:meth:`~pyro_ar.models.CategoricalModel.log_likelihood`
-       with ``reduce="sum"``) up to 4 standard errors of that mean (R = :attr:`num_repeats`);
+       with ``reduce="sum"``) up to 4 standard errors of that mean (R = ``num_repeats``);
     5. a likelihood of Gaussian utilities (``gaussian_utilities``) also trains the
        Bayesian output layer ``NeuralClassifier(..., weights="gaussian")``.
 
