@@ -17,10 +17,12 @@ Reported, relative to the norm of the exact log-likelihood gradient of the same 
 (with its standard error), and the cosine between the mean and the exact gradient. Softmax
 (Gumbel noise, ``--noise gumbel``) has its factor in closed form: no eps row.
 
-    python benchmarks/probit_gradient_noise.py [--noise normal] [--reps 200] [--seed 1]
+    python benchmarks/probit_gradient_noise.py [--noise normal] [--reps 200] [--seed 1] [--out DIR]
+
+It prints the table and writes ``probit_gradient_noise[_quick].json`` to ``--out``
+(``--quick``: 5 draws, for the test suite's slow tier).
 """
 
-import argparse
 import itertools
 
 import torch
@@ -32,6 +34,10 @@ from pyro_ar.datasets import make_linear_teacher
 from pyro_ar.infer import ClosedFormELBO
 from pyro_ar.infer.local_guides import ConditionalLocalGuide
 from pyro_ar.models import LinearClassifier
+
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
 
 
 def exact_gradient(x, y, W, b, noise):
@@ -62,12 +68,14 @@ def draws(x, y, W, b, noise, subsample_s, subsample_t, mc_eps, reps):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = harness.parser(__doc__, quick_help="5 draws per row of the table", seed=1)
     p.add_argument("--noise", default="normal")
     p.add_argument("--reps", type=int, default=200)
-    p.add_argument("--seed", type=int, default=1)
     args = p.parse_args(argv)
-    torch.set_num_threads(1)
+    env = harness.start(args)
+    if args.quick:
+        args.reps = 5
+    rows_out = []
     K, D, N, B = 200, 10, 20000, 256
     data = make_linear_teacher(N, D, K, args.noise, weight_scale=2.0, seed=args.seed)
     rows = torch.randperm(N, generator=torch.Generator().manual_seed(0))[:B]
@@ -86,6 +94,12 @@ def main(argv=None):
         yes = lambda v: "yes" if v else "no"  # noqa: E731
         print(f"| {yes(s_on)} | {yes(t_on)} | {yes(mc) if args.noise != 'gumbel' else '-'} | {noise:.3f} | "
               f"{bias:.3f} ({se:.3f}) | {cos:.3f} |", flush=True)
+        rows_out.append(dict(model_subsample=s_on, guide_subsample=t_on, eps_drawn=mc if args.noise != "gumbel" else None,
+                             noise=float(noise), bias=float(bias), bias_se=float(se), cosine=float(cos)))
+    name = "probit_gradient_noise_quick.json" if args.quick else "probit_gradient_noise.json"
+    path = harness.write_json(name, dict(environment=env, settings=dict(noise=args.noise, reps=args.reps, K=K, B=B),
+                                         rows=rows_out), args.out)
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

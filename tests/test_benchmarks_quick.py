@@ -37,6 +37,7 @@ QUICK = {
     "neural_output_layer": ([], ["neural_output_layer_quick.json"]),
     "plain_loop": ([], ["plain_loop_quick.json"]),
     "probit_convergence": ([], ["probit_convergence_quick.json"]),
+    "probit_gradient_noise": ([], ["probit_gradient_noise_quick.json"]),
     "profile_step": ([], ["profile_step_quick.json"]),
     "relaxed_vae": ([], ["relaxed_vae_quick.json"]),
     "scaling": ([], ["scaling_quick.json"]),
