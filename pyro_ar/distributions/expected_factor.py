@@ -44,7 +44,28 @@ __all__ = ["GumbelExpectedFactor", "GaussianExpectedFactor", "DEFAULT_GAUSSIAN_N
 DEFAULT_GAUSSIAN_NODES = 16
 
 
-class GumbelExpectedFactor(ParamsMixin, TorchDistribution):
+class _ExpectedFactor(ParamsMixin, TorchDistribution):
+    """What both expected factors share: the labels' support and sampling of the ``base``
+    :class:`~pyro_ar.AugmentedCategorical` whose noise they integrate out."""
+
+    @constraints.dependent_property(is_discrete=True, event_dim=0)
+    def support(self) -> constraints.Constraint:
+        return self.base.support
+
+    @property
+    def num_classes(self) -> int:
+        return self.base.num_classes
+
+    def sample(self, sample_shape: Sequence[int] = torch.Size()) -> torch.Tensor:
+        return self.base.sample(sample_shape)
+
+
+def _check_base(base) -> None:
+    if not isinstance(base, AugmentedCategorical):
+        raise ValueError(f"base must be an AugmentedCategorical, got {base!r}")
+
+
+class GumbelExpectedFactor(_ExpectedFactor):
     r"""Expectation of an A&R softmax factor under :math:`q(\varepsilon) = \mathrm{Gumbel}(\log\eta, 1)`.
 
     ``log_prob(y)`` :math:`= -\exp(\log\hat S_y - \log\eta)`, with :math:`\hat S_y` from a
@@ -80,24 +101,12 @@ class GumbelExpectedFactor(ParamsMixin, TorchDistribution):
     def __init__(self, base: AugmentedCategorical, log_eta: torch.Tensor,
                  local_step: Optional[Callable[[torch.Tensor], torch.Tensor]] = None,
                  validate_args: Optional[bool] = None) -> None:
-        if not isinstance(base, AugmentedCategorical):
-            raise ValueError(f"base must be an AugmentedCategorical, got {base!r}")
+        _check_base(base)
         self.base, self.log_eta = base, log_eta
         self.last_log_s = None
         self.local_step = local_step
         self.updated_log_eta = None
         self._init_shape(base.batch_shape, validate_args)
-
-    @constraints.dependent_property(is_discrete=True, event_dim=0)
-    def support(self) -> constraints.Constraint:
-        return self.base.support
-
-    @property
-    def num_classes(self) -> int:
-        return self.base.num_classes
-
-    def sample(self, sample_shape: Sequence[int] = torch.Size()) -> torch.Tensor:
-        return self.base.sample(sample_shape)
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         log_s = self.base.log_sum_exp_negatives(value)
@@ -115,7 +124,7 @@ class GumbelExpectedFactor(ParamsMixin, TorchDistribution):
                 f"{self.num_classes}, local_first={self.local_step is not None})")
 
 
-class GaussianExpectedFactor(ParamsMixin, TorchDistribution):
+class GaussianExpectedFactor(_ExpectedFactor):
     r"""Expectation of an A&R factor under a Gaussian :math:`q(\varepsilon) = N(m, s^2)`, by quadrature.
 
     ``log_prob(y)`` :math:`= \sum_j a_j \sum_i w_i \log\Phi(m + s z_i + \psi_y - \psi_{k_j})`,
@@ -152,22 +161,10 @@ class GaussianExpectedFactor(ParamsMixin, TorchDistribution):
 
     def __init__(self, base: AugmentedCategorical, loc: torch.Tensor, scale: torch.Tensor,
                  num_nodes: int = DEFAULT_GAUSSIAN_NODES, validate_args: Optional[bool] = None) -> None:
-        if not isinstance(base, AugmentedCategorical):
-            raise ValueError(f"base must be an AugmentedCategorical, got {base!r}")
+        _check_base(base)
         self.base, self.loc, self.scale = base, loc, scale
         self.num_nodes = check_int("num_nodes", num_nodes, low=1)
         self._init_shape(base.batch_shape, validate_args)
-
-    @constraints.dependent_property(is_discrete=True, event_dim=0)
-    def support(self) -> constraints.Constraint:
-        return self.base.support
-
-    @property
-    def num_classes(self) -> int:
-        return self.base.num_classes
-
-    def sample(self, sample_shape: Sequence[int] = torch.Size()) -> torch.Tensor:
-        return self.base.sample(sample_shape)
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         d, weight = self.base.utility_differences(value)                  # (..., s)
