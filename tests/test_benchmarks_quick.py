@@ -15,11 +15,19 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import require_data
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
 #: modules of the package that are not benchmarks
 NOT_BENCHMARKS = {"__init__", "_path", "harness", "report"}
 #: script -> (extra arguments of its --quick run, the JSON files it writes)
+#: script -> (data folder, files) its --quick run reads from the data root (the others make
+#: their data or use what ships with their packages): skipped without the data root, as the
+#: other data-backed tests (tests/helpers.py, require_data)
+NEEDS_DATA = {name: ("mnist", ["train-images.idx3-ubyte.gz", "train-labels.idx1-ubyte.gz",
+                               "t10k-images.idx3-ubyte.gz", "t10k-labels.idx1-ubyte.gz"])
+              for name in ("relaxed_vae", "table3")}
 QUICK = {
     "accuracy_report": ([], ["accuracy_report_quick.json"]),
     "bayes_digits": (["--skip-nuts"], ["bayes_digits_quick.json"]),
@@ -86,6 +94,8 @@ def test_quick_run(name, tmp_path):
     """``python -m benchmarks.NAME --quick --out tmp_path`` exits 0 and writes its JSON, which
     names the command, the commit and the machine."""
     extra, outputs = QUICK[name]
+    if name in NEEDS_DATA:
+        require_data(*NEEDS_DATA[name])
     run = _run([sys.executable, "-m", f"benchmarks.{name}", "--quick", "--out", str(tmp_path)] + extra, 900)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
     for out in outputs:
