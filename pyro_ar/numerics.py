@@ -26,6 +26,7 @@ r"""Numerical primitives shared by the whole package (the ground layer: imports 
 * :func:`as_tensor` / :func:`as_tensors` -- numbers to tensors of a reference dtype/device.
 """
 
+import math
 import operator
 from typing import Optional, Sequence, Tuple, Union
 
@@ -378,3 +379,74 @@ def softmax_log_prob(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor
     if torch.is_grad_enabled() and logits.requires_grad:
         return _SoftmaxLogProb.apply(logits, labels)
     return logits.log_softmax(-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+
+
+# ---- the Student-t density and log CDF (the special functions behind StudentTNoise)
+def _student_t_log_density(x, df):
+    log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+    return log_norm - (df + 1) / 2 * torch.log1p(x * x / df)
+
+
+def _log_betainc_cf(a, b, z, max_iter=300, tol=1e-15):
+    """log of the continued fraction of the regularised incomplete beta (modified Lentz),
+    accurate for ``z < (a + 1) / (a + b + 2)``; float64 tensors."""
+    tiny = 1e-300
+
+    def fix(v):
+        return torch.where(v.abs() < tiny, torch.full_like(v, tiny), v)
+
+    c = torch.ones_like(z)
+    d = 1 / fix(1 - (a + b) * z / (a + 1))
+    h = d.clone()
+    for m in range(1, max_iter + 1):
+        aa = m * (b - m) * z / ((a - 1 + 2 * m) * (a + 2 * m))
+        d = 1 / fix(1 + aa * d)
+        c = fix(1 + aa / c)
+        h = h * d * c
+        aa = -(a + m) * (a + b + m) * z / ((a + 2 * m) * (a + 1 + 2 * m))
+        d = 1 / fix(1 + aa * d)
+        c = fix(1 + aa / c)
+        delta = d * c
+        h = h * delta
+        if m % 8 == 0 and bool(((delta - 1).abs() < tol).all()):
+            break
+    return torch.log(h)
+
+
+def _student_t_log_cdf_value(x, df):
+    r""":math:`\log F_\nu(x)` in float64, from :math:`F_\nu(-t) = \frac12 I_{\nu/(\nu+t^2)}(\nu/2, 1/2)`."""
+    t = x.abs()
+    a, b = df / 2, 0.5
+    # log(df + t^2) without overflow, then log z and log(1 - z)
+    lden = torch.where(t > 1, 2 * torch.log(t.clamp(min=1)) + torch.log1p(df / t.clamp(min=1) ** 2),
+                       torch.log(df + t * t))
+    log_z = math.log(df) - lden
+    log_1mz = 2 * torch.log(t) - lden
+    direct = log_z.exp() < (a + 1) / (a + b + 2)  # the tail: I_z(a, b) by its continued fraction
+    aa = torch.where(direct, torch.full_like(t, a), torch.full_like(t, b))
+    bb = torch.where(direct, torch.full_like(t, b), torch.full_like(t, a))
+    zz = torch.where(direct, log_z, log_1mz).exp()
+    lbeta = math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+    log_i = (torch.where(direct, a * log_z + b * log_1mz, b * log_1mz + a * log_z)
+             - torch.log(aa) - lbeta + _log_betainc_cf(aa, bb, zz))
+    # log I_z(a, b): direct, or log(1 - I_{1-z}(b, a)) near the centre
+    log_i = torch.where(direct, log_i, torch.log1p(-log_i.exp().clamp(max=1.0)))
+    lower = log_i - math.log(2.0)                               # log F(-t)
+    upper = torch.log1p(-0.5 * log_i.exp())             # log F(t) = log(1 - F(-t))
+    return torch.where(x < 0, lower, upper)
+
+
+class _StudentTLogCDF(torch.autograd.Function):
+    """log F_df(x), evaluated in float64; gradient phi/F (itself differentiable, for Newton)."""
+
+    @staticmethod
+    def forward(ctx, x, df):
+        out = _student_t_log_cdf_value(x.detach().double(), df).to(x.dtype)
+        ctx.df = df
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, out = ctx.saved_tensors
+        return grad * torch.exp(_student_t_log_density(x, ctx.df) - out), None

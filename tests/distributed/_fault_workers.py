@@ -101,17 +101,7 @@ def _start(rank, world, port, timeout):
     init_process_group("gloo", timeout=timeout)
 
 
-def _finish(tmp, rank, body):
-    try:
-        result = body()
-        torch.save(result, os.path.join(tmp, f"rank{rank}.pt"))
-    except BaseException:
-        with open(os.path.join(tmp, f"rank{rank}.err"), "w") as f:
-            f.write(traceback.format_exc())
-        raise
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+_finish = W.finish  # (one rank's run: its result or its traceback saved)
 
 
 def worker(rank, world, port, tmp, names):

@@ -159,11 +159,21 @@ def worker(rank, world, port, tmp, names):
     """The body of one spawned rank: run the scenarios ``names``, save their results."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
-    try:
+
+    def body():
         dist.init_process_group("gloo", rank=rank, world_size=world)
-        results = {name: SCENARIOS[name](rank, world, tmp) for name in names}
-        torch.save(results, os.path.join(tmp, f"rank{rank}.pt"))
-    except Exception:
+        return {name: SCENARIOS[name](rank, world, tmp) for name in names}
+
+    finish(tmp, rank, body)
+
+
+def finish(tmp, rank, body):
+    """Run one rank's ``body()`` and save its result as ``tmp/rank<r>.pt``, or its traceback as
+    ``tmp/rank<r>.err``; the process group is destroyed either way."""
+    try:
+        result = body()
+        torch.save(result, os.path.join(tmp, f"rank{rank}.pt"))
+    except BaseException:
         with open(os.path.join(tmp, f"rank{rank}.err"), "w") as f:
             f.write(traceback.format_exc())
         raise
