@@ -41,12 +41,13 @@ likelihoods default to Monte Carlo / quadrature and override it):
   autograd (second order); normal, logistic: closed forms;
 * :meth:`~Noise.relaxed_log_prob` -- generic: none (``NotImplementedError``); Gumbel: the
   Concrete density;
-* :attr:`~Noise.closed_form` -- False; Gumbel: True.
+* :attr:`~pyro_ar.noise.base.Noise.closed_form` -- False; Gumbel: True.
 
-:attr:`Noise.closed_form` tells the layers above that the marginal is the softmax and the
-optimal local posterior of the A&R bound is :math:`\mathrm{Gumbel}(\log\eta, 1)`, so they can take
-their closed-form paths (exact softmax step, ``GumbelLocalGuide``, ``ClosedFormELBO``). No
-module outside this package asks which family a noise is (``tests/test_noise_switches.py``).
+:attr:`Noise.closed_form <pyro_ar.noise.base.Noise.closed_form>` tells the layers above that
+the marginal is the softmax and the optimal local posterior of the A&R bound is
+:math:`\mathrm{Gumbel}(\log\eta, 1)`, so they can take their closed-form paths (exact
+softmax step, ``GumbelLocalGuide``, ``ClosedFormELBO``). No module outside this package asks
+which family a noise is (``tests/test_noise_switches.py``).
 
 The package has three modules, all re-exported here (``from pyro_ar.noise import GumbelNoise``):
 
