@@ -72,16 +72,13 @@ class ClassSubsampledNormal(AutoGuide):
 
     Example:
 
-    >>> import torch
-    >>> from pyro.infer import SVI
-    >>> from pyro_ar.datasets import make_linear_teacher
-    >>> from pyro_ar.infer import ClassSubsampledNormal, ClosedFormELBO
+    >>> import torch, pyro, pyro_ar as ar
     >>> from pyro_ar.models import BayesianLinearClassifier
-    >>> from pyro_ar.optim import lazy_adam
-    >>> data = make_linear_teacher(2000, 8, 10_000, seed=0)
     >>> model = BayesianLinearClassifier(8, 10_000, num_negatives=32, subsample_size=128)
-    >>> guide = ClassSubsampledNormal(model)
-    >>> loss = SVI(model, guide, lazy_adam({"lr": 0.05}), ClosedFormELBO()).step(data.x, data.y)
+    >>> guide = ar.infer.ClassSubsampledNormal(model)
+    >>> data = ar.datasets.make_linear_teacher(2000, 8, 10_000, seed=0)
+    >>> optim, elbo = ar.optim.lazy_adam({"lr": 0.05}), ar.infer.ClosedFormELBO()
+    >>> loss = pyro.infer.SVI(model, guide, optim, elbo).step(data.x, data.y)   # one step
     >>> lo, hi = guide.credible_interval(torch.tensor([0, 1]), level=0.9)   # rows of W
     >>> lo.shape
     torch.Size([2, 8])

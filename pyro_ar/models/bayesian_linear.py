@@ -327,18 +327,14 @@ class BayesianLinearClassifier(CategoricalModel):
 
     Example:
 
-    >>> from pyro.infer import SVI
-    >>> from pyro_ar.datasets import make_linear_teacher
-    >>> from pyro_ar.infer import ClassSubsampledNormal, ClosedFormELBO
+    >>> import pyro, pyro_ar as ar
     >>> from pyro_ar.models import BayesianLinearClassifier
-    >>> from pyro_ar.infer import predictive_log_likelihood
-    >>> from pyro_ar.optim import lazy_adam
-    >>> data = make_linear_teacher(1000, 6, 300, seed=0)
+    >>> data = ar.datasets.make_linear_teacher(1000, 6, 300, seed=0)
     >>> model = BayesianLinearClassifier(6, 300, num_negatives=8, subsample_size=64)
-    >>> guide = ClassSubsampledNormal(model)
-    >>> svi = SVI(model, guide, lazy_adam({"lr": 0.05}), ClosedFormELBO())
+    >>> guide = ar.infer.ClassSubsampledNormal(model)
+    >>> svi = pyro.infer.SVI(model, guide, ar.optim.lazy_adam({"lr": 0.05}), ar.infer.ClosedFormELBO())
     >>> losses = [svi.step(data.x, data.y) for _ in range(5)]
-    >>> predictive_log_likelihood(guide, data.x[:50], data.y[:50], num_samples=4)["log_lik"] < 0
+    >>> ar.infer.predictive_log_likelihood(guide, data.x[:50], data.y[:50], num_samples=4)["log_lik"] < 0
     True
     """
 

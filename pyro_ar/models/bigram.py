@@ -87,15 +87,13 @@ class BigramLanguageModel(CategoricalModel):
 
     Example:
 
-    >>> import torch
-    >>> from pyro.infer import SVI
-    >>> from pyro_ar.infer import default_elbo, default_guide
+    >>> import torch, pyro, pyro_ar as ar
     >>> from pyro_ar.models import BigramLanguageModel
-    >>> from pyro_ar.optim import lazy_adam
     >>> K = 5000
     >>> prev, nxt = torch.randint(0, K, (10_000,)), torch.randint(0, K, (10_000,))
     >>> model = BigramLanguageModel(K, 16, num_negatives=64, strategy="shared", subsample_size=256)
-    >>> svi = SVI(model, default_guide(model), lazy_adam({"lr": 1e-2}), default_elbo())
+    >>> svi = pyro.infer.SVI(model, ar.infer.default_guide(model), ar.optim.lazy_adam({"lr": 1e-2}),
+    ...                      ar.infer.default_elbo())
     >>> loss = svi.step(prev, nxt)                # O(B D + s D), whatever K
     >>> model.log_likelihood(prev[:100], nxt[:100]) < 0
     True

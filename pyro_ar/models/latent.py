@@ -451,14 +451,12 @@ class CategoricalLatentModel(LatentCategoricalModel):
 
     Example:
 
-    >>> import torch
-    >>> from pyro.infer import SVI
-    >>> from pyro_ar.infer import default_elbo, default_guide
+    >>> import torch, pyro, pyro_ar as ar
     >>> from pyro_ar.models import CategoricalLatentModel
-    >>> from pyro_ar.optim import lazy_adam
     >>> items = torch.randint(0, 500, (100, 6))            # 100 sessions of 6 items, P = 500
     >>> model = CategoricalLatentModel(500, 4, num_negatives=20, subsample_size=32)
-    >>> svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
+    >>> svi = pyro.infer.SVI(model, ar.infer.default_guide(model), ar.optim.lazy_adam({"lr": 0.01}),
+    ...                      ar.infer.default_elbo())
     >>> loss = svi.step(items)                             # O(B (T + s) Q), whatever P
     >>> model.scores(items[:3]).shape
     torch.Size([3, 500])

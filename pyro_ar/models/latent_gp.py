@@ -362,14 +362,12 @@ class CategoricalLatentGP(CategoricalLatentModel):
 
     Example:
 
-    >>> import torch
-    >>> from pyro.infer import SVI
-    >>> from pyro_ar.infer import default_elbo, default_guide
+    >>> import torch, pyro, pyro_ar as ar
     >>> from pyro_ar.models import CategoricalLatentGP
-    >>> from pyro_ar.optim import lazy_adam
     >>> x = torch.randint(0, 1000, (64, 3))                   # 64 datapoints, 3 variables of K = 1000
     >>> model = CategoricalLatentGP([1000] * 3, 2, num_negatives=20, num_inducing=8, subsample_size=16)
-    >>> svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
+    >>> svi = pyro.infer.SVI(model, ar.infer.default_guide(model), ar.optim.lazy_adam({"lr": 0.01}),
+    ...                      ar.infer.default_elbo())
     >>> loss = svi.step(x)                                     # O(B D (1 + s) M), whatever K
     >>> target = torch.full((4, 3), -1); target[:, 1] = x[:4, 1]
     >>> observed = x[:4].masked_fill(target >= 0, -1)          # impute variable 1 from the others

@@ -154,21 +154,17 @@ class LinearClassifier(CategoricalModel):
 
     Example:
 
-    >>> from pyro.infer import SVI
-    >>> from pyro_ar.datasets import make_linear_teacher
-    >>> from pyro_ar.infer import default_elbo, default_guide
+    >>> import pyro, pyro_ar as ar
     >>> from pyro_ar.likelihoods import AR
-    >>> from pyro_ar.models import LinearClassifier
-    >>> from pyro_ar.negatives import SharedNegatives
-    >>> from pyro_ar.optim import lazy_adam
-    >>> data = make_linear_teacher(2000, 8, 500, seed=0)
-    >>> model = LinearClassifier(8, 500, likelihood=AR(negatives=SharedNegatives(16)),
-    ...                          subsample_size=128, sparse=True)
-    >>> svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
+    >>> data = ar.datasets.make_linear_teacher(2000, 8, 500, seed=0)
+    >>> model = ar.LinearClassifier(8, 500, likelihood=AR(negatives=ar.SharedNegatives(16)),
+    ...                             subsample_size=128, sparse=True)
+    >>> svi = pyro.infer.SVI(model, ar.infer.default_guide(model), ar.optim.lazy_adam({"lr": 0.05}),
+    ...                      ar.infer.default_elbo())
     >>> losses = [svi.step(data.x, data.y) for _ in range(10)]
     >>> model.utility(data.x[:3]).full().shape
     torch.Size([3, 500])
-    >>> low = LinearClassifier(8, 500, rank=4)            # W = V E^T: (8 + 500) x 4 numbers
+    >>> low = ar.LinearClassifier(8, 500, rank=4)         # W = V E^T: (8 + 500) x 4 numbers
     >>> low.parameter_shapes()
     {'weight': (500, 4), 'bias': (500,), 'embedding': (8, 4)}
     """

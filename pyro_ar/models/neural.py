@@ -158,16 +158,13 @@ class NeuralClassifier(NetworkBody, LinearClassifier):
 
     Example:
 
-    >>> import torch
-    >>> from pyro.infer import SVI
-    >>> from pyro_ar.datasets import make_linear_teacher
-    >>> from pyro_ar.infer import default_elbo, default_guide
+    >>> import torch, pyro, pyro_ar as ar
     >>> from pyro_ar.models import NeuralClassifier
-    >>> from pyro_ar.optim import lazy_adam
-    >>> data = make_linear_teacher(500, 8, 1000, seed=0)
+    >>> data = ar.datasets.make_linear_teacher(500, 8, 1000, seed=0)
     >>> body = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU())
     >>> model = NeuralClassifier(body, 32, 1000, num_negatives=10, subsample_size=64, sparse=True)
-    >>> svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
+    >>> svi = pyro.infer.SVI(model, ar.infer.default_guide(model), ar.optim.lazy_adam({"lr": 0.01}),
+    ...                      ar.infer.default_elbo())
     >>> before = body[0].weight.detach().clone()
     >>> losses = [svi.step(data.x, data.y) for _ in range(3)]
     >>> bool((body[0].weight != before).any())       # the body is trained by the same step
