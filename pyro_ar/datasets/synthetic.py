@@ -20,6 +20,7 @@ from typing import Callable, NamedTuple, Optional, Union
 import torch
 
 from ..noise import GumbelNoise, Noise, get_noise
+from ..numerics import check_int
 
 __all__ = ["ToyData", "TeacherData", "SparseTeacherData", "make_toy", "make_linear_teacher",
            "make_sparse_teacher"]
@@ -63,6 +64,29 @@ def _generator(seed: Optional[int], generator: Optional[torch.Generator]) -> tor
     return torch.Generator().manual_seed(0 if seed is None else int(seed))
 
 
+def _check_sizes(**sizes):
+    """``name=(value, low)``: each value an integer >= low, or a ValueError naming it (check_int)."""
+    for name, (value, low) in sizes.items():
+        check_int(name, value, low=low)
+
+
+def _teacher_labels(features: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+                    draw: Callable[[tuple], torch.Tensor], max_chunk_elements: int) -> torch.Tensor:
+    r"""The labels :math:`y_n = \arg\max_k(f_n\cdot w_k + b_k + \varepsilon_{nk})` of a linear
+    teacher on features ``f`` (N, r), weights ``w`` (K, r) and biases ``b`` (K,), with the
+    noise ``draw(shape)`` of each chunk of at most ``max_chunk_elements // K`` rows (at least 1):
+    the N x K utilities are never held at once. Returns int64 (N,)."""
+    N, K = features.shape[0], weight.shape[0]
+    y = torch.empty(N, dtype=torch.int64)
+    rows = max(1, int(max_chunk_elements) // K)
+    for start in range(0, N, rows):
+        stop = min(start + rows, N)
+        eps = draw((stop - start, K))
+        # eps <- f W^T + b + eps, in place (addmm_ with beta=1 adds to eps)
+        y[start:stop] = eps.add_(bias).addmm_(features[start:stop], weight.t()).argmax(-1)
+    return y
+
+
 def make_toy(
     num_classes: int = 10_000,
     num_samples: int = 200_000,
@@ -93,8 +117,7 @@ def make_toy(
     >>> toy.y.shape, round(toy.probs.sum().item(), 6)
     (torch.Size([1000]), 1.0)
     """
-    if num_classes < 1 or num_samples < 0:
-        raise ValueError("make_toy: need num_classes >= 1 and num_samples >= 0")
+    _check_sizes(num_classes=(num_classes, 1), num_samples=(num_samples, 0))
     g = _generator(seed, generator)
     u = torch.rand(num_classes, generator=g, dtype=torch.float64)
     p = u / u.sum()
@@ -154,8 +177,8 @@ def make_linear_teacher(
     >>> data.x.shape, data.W.shape, int(data.y.max()) < 30
     (torch.Size([200, 5]), torch.Size([30, 5]), True)
     """
-    if num_samples < 0 or num_features < 1 or num_classes < 1:
-        raise ValueError("make_linear_teacher: need num_samples >= 0, num_features >= 1, num_classes >= 1")
+    _check_sizes(num_samples=(num_samples, 0), num_features=(num_features, 1), num_classes=(num_classes, 1),
+                 max_chunk_elements=(max_chunk_elements, 1))
     if isinstance(noise, (str, Noise)):
         family = get_noise(noise)
 
@@ -174,15 +197,7 @@ def make_linear_teacher(
     x = torch.randn(num_samples, num_features, generator=g, dtype=dtype) / math.sqrt(num_features)
     W = torch.randn(num_classes, num_features, generator=g, dtype=dtype) * weight_scale
     b = torch.randn(num_classes, generator=g, dtype=dtype)
-    y = torch.empty(num_samples, dtype=torch.int64)
-    rows = max(1, int(max_chunk_elements) // num_classes)
-    for start in range(0, num_samples, rows):
-        stop = min(start + rows, num_samples)
-        eps = draw((stop - start, num_classes))
-        # eps <- x W^T + b + eps, in place (addmm_ with beta=1 adds to eps)
-        eps.add_(b).addmm_(x[start:stop], W.t())
-        y[start:stop] = eps.argmax(-1)
-    return TeacherData(x=x, y=y, W=W, b=b)
+    return TeacherData(x=x, y=_teacher_labels(x, W, b, draw, max_chunk_elements), W=W, b=b)
 
 
 class SparseTeacherData(NamedTuple):
@@ -256,11 +271,8 @@ def make_sparse_teacher(
     >>> data.x.shape, data.x._nnz() <= 10 * 1000, int(data.y.max()) < 500
     (torch.Size([1000, 10000]), True, True)
     """
-    for name, v, low in (("num_samples", num_samples, 0), ("num_features", num_features, 1),
-                         ("num_classes", num_classes, 1), ("nnz_per_row", nnz_per_row, 1),
-                         ("rank", rank, 1), ("max_chunk_elements", max_chunk_elements, 1)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < low:
-            raise ValueError(f"make_sparse_teacher: {name} must be an integer >= {low}, got {v!r}")
+    _check_sizes(num_samples=(num_samples, 0), num_features=(num_features, 1), num_classes=(num_classes, 1),
+                 nnz_per_row=(nnz_per_row, 1), rank=(rank, 1), max_chunk_elements=(max_chunk_elements, 1))
     if not (feature_power >= 0 and class_power >= 0 and weight_scale >= 0):
         raise ValueError(f"make_sparse_teacher: feature_power, class_power and weight_scale must be "
                          f">= 0, got {feature_power!r}, {class_power!r}, {weight_scale!r}")
@@ -276,10 +288,6 @@ def make_sparse_teacher(
     b = -float(class_power) * torch.arange(1, K + 1, dtype=dtype).log()
     h = torch.zeros(N, rank, dtype=dtype).index_add_(0, x.indices()[0], E[x.indices()[1]] * x.values()[:, None])
     h /= math.sqrt(m)
-    y = torch.empty(N, dtype=torch.int64)
-    chunk = max(1, int(max_chunk_elements) // K)
-    for start in range(0, N, chunk):
-        stop = min(start + chunk, N)
-        eps = GumbelNoise().sample((stop - start, K), dtype=dtype, generator=g)
-        y[start:stop] = eps.add_(b).addmm_(h[start:stop], V.t()).argmax(-1)
+    gumbel = GumbelNoise()
+    y = _teacher_labels(h, V, b, lambda shape: gumbel.sample(shape, dtype=dtype, generator=g), max_chunk_elements)
     return SparseTeacherData(x=x, y=y, embedding=E, weight=V, b=b)

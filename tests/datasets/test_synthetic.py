@@ -113,3 +113,16 @@ def test_make_linear_teacher_gumbel_is_softmax():
     _, y_probit, _, _ = make_linear_teacher(N, D, K, noise="normal", weight_scale=2.0, seed=0)
     z_probit = (torch.bincount(y_probit, minlength=K).double() - mean) / se
     assert z_probit.abs().max() > 4.0
+
+
+@pytest.mark.parametrize("make,args,match", [
+    (make_linear_teacher, (-1, 2, 3), r"num_samples must be an integer >= 0, got num_samples=-1"),
+    (make_linear_teacher, (10, 0, 3), r"num_features must be an integer >= 1, got num_features=0"),
+    (make_linear_teacher, (10, 2, 3.0), r"num_classes must be an integer >= 1, got num_classes=3.0"),
+    (make_toy, (0, 5), r"num_classes must be an integer >= 1, got num_classes=0"),
+])
+def test_bad_sizes_are_named_with_their_value(make, args, match):
+    """The teachers and the toy problem share one size check (numerics.check_int), which names
+    the argument and its value (make_linear_teacher's check named neither)."""
+    with pytest.raises(ValueError, match=match):
+        make(*args)
