@@ -172,14 +172,11 @@ def local_sampler(base, oversample: int = 1, label_head: bool = True):
     gradient of every datapoint's term is the exact one times
     :math:`c_n = (1+S)\,\mathbb{E}[1/(1+\hat S'_T)] \ge 1` (Jensen) with a per-draw ratio
     :math:`(1+\hat S_S)/(1+\hat S'_T)`. On a peaked softmax a small uniform T misses the few
-    classes that dominate S in most draws: :math:`c_n` grows and the ratio becomes heavy-tailed
-    (on the session model at 60 of 1,500 items its extreme quantiles reached the hundreds, and
-    the gradient's standard deviation was several times that with the exact :math:`\eta`),
-    which reweights the fit towards badly fit datapoints and drove it below the uniform
-    distribution. The minibatch's labels contain the frequent classes, so the stratified T
-    tracks S closely. (Fitting :math:`\eta` on S itself, common random
-    numbers, bounds the ratio but biases the gradient: it pointed far less along the exact
-    gradient than with the head.)
+    classes that dominate S in most draws: :math:`c_n` grows and the ratio becomes heavy-tailed,
+    which reweights the fit towards badly fit datapoints (on the session model at 60 of 1,500
+    items it drove the fit below the uniform distribution). The minibatch's labels contain the
+    frequent classes, so the stratified T tracks S closely. (Fitting :math:`\eta` on S itself,
+    common random numbers, bounds the ratio but biases the gradient.)
 
     Example:
 
