@@ -173,10 +173,10 @@ save(fig, FIGURES[2])
 # $|\text{mean} - \text{exact}|/\text{SE}$ is a valid test only for the light-tailed
 # importance estimates. The spread (right) is the practical point: the uniform
 # strategies' standard deviation falls slowly and erratically with $s$, while the
-# importance proposal puts the samples where the terms are large: its spread is 30–300
-# times smaller and falls like $1/\sqrt{s}$. This is why the language model of tutorial 5
-# draws its negatives
-# from the class frequencies.
+# importance proposal puts the samples where the terms are large: its spread (the table
+# printed below) is orders of magnitude smaller and falls like $1/\sqrt{s}$ (the full-size
+# run's standard deviations: [claim negatives-variance] in `benchmarks/RESULTS.md`). This is
+# why the language model of tutorial 5 draws its negatives from the class frequencies.
 
 # %%
 K = 10_000

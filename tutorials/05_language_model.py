@@ -15,7 +15,8 @@
 #   on the $K \times D$ output embedding. The library's exact path is measured against the
 #   loop a user writes in plain PyTorch (`F.cross_entropy` + `torch.optim.Adam`,
 #   `benchmarks/plain_loop.py`): its step is no slower (0.81x the plain loop's CPU time,
-#   paired in one process), so it is a fair baseline;
+#   paired in one process; [claim plain-loop] in `benchmarks/RESULTS.md`), so it is a fair
+#   baseline;
 # * **A&R softmax** — the same model written as $y = \arg\max_k(\psi_k + \varepsilon_k)$ with
 #   Gumbel noise, augmented with the observed class's noise $\varepsilon_y$, whose log-joint
 #   is a sum over classes that SVI subsamples: each step touches the minibatch's labels and
@@ -37,7 +38,7 @@
 #     python tutorials/05_language_model.py --quick    # CI size: a few seconds of training
 #     python tutorials/05_language_model.py --full     # up to 10 CPU minutes per method (benchmarks/brown.py is the full study)
 #
-# The data ships with `pyro_ar` (the Brown corpus, 2.8 MB), so nothing is downloaded.
+# The data ships with `pyro_ar` (the Brown corpus, 2.9 MB), so nothing is downloaded.
 
 # %%
 import math

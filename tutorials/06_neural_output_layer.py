@@ -24,7 +24,7 @@
 # any output layer; the saving is at large K: `benchmarks/neural_output_layer.py` measures,
 # for an MLP body at K = 100,000, the A&R layer at about 0.6x the body's own
 # forward+backward time and about 80x cheaper than the exact softmax layer per step
-# (`benchmarks/RESULTS.md`).
+# ([claim neural-output-layer] in `benchmarks/RESULTS.md`).
 #
 # Run it:
 #
@@ -198,7 +198,8 @@ _tutorial.save(fig, os.path.join(args.out, FIGURES[1]))
 # contexts, E = 64, F = 128) A&R ends at a test log-likelihood of -5.245 nats/word
 # (perplexity 190), ahead of the sampled softmax (-5.308, perplexity 202: it is biased and
 # levels off) and of the exact softmax's plain PyTorch loop (-5.608, perplexity 273: a
-# step costs 14x A&R's), which A&R's curve passes after 5.4 CPU s (`benchmarks/RESULTS.md`).
+# step costs 14x A&R's), which A&R's curve passes after 5.4 CPU s ([claim neural-lm] in
+# `benchmarks/RESULTS.md`).
 
 # %% [markdown]
 # ## Where to go from here

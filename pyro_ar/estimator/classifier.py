@@ -268,8 +268,9 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         without early stopping and without step-size decay (the step size stays at
         ``learning_rate``: the length of the stream is unknown). For example, with the
         defaults a chunk of 449 digits (64 features, 10 classes) gets 20 full-chunk steps,
-        and three such chunks reach 0.95 test accuracy (scikit-learn's
-        ``SGDClassifier(loss="log_loss").partial_fit``: 0.92; ``tests/estimator``). The first
+        and three such chunks reach the test accuracy of scikit-learn's
+        ``SGDClassifier(loss="log_loss").partial_fit`` on the same chunks (``tests/estimator``
+        asks both for at least 90 %). The first
         call needs ``classes`` (every label that will ever occur) and fixes the
         standardisation from its chunk.
 

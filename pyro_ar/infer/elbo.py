@@ -115,12 +115,12 @@ class ClosedFormELBO(TraceMeanField_ELBO):
         ``loss_and_grads`` (``SVI.step``); ``loss`` / ``evaluate_loss`` never update.
     :param gaussian_nodes: Gauss-Hermite nodes of the expectation of a non-Gumbel factor under a
         Gaussian q (:class:`~pyro_ar.distributions.GaussianExpectedFactor`; 16 are accurate to
-        about 1e-6 per term, 8 to 1e-4); None (default) keeps ``TraceMeanField_ELBO``'s single
+        about 1e-6 per term, fewer less so); None (default) keeps ``TraceMeanField_ELBO``'s single
         Monte Carlo draw of :math:`\varepsilon`. The factor then costs ``gaussian_nodes``
         evaluations of :math:`\log\Phi` per class term: cheap beside the local fit at tens of
         negatives (the probit hidden teacher, s = 10: gap 0.148 -> 0.137 and 0.163 -> 0.140 at
-        16 nodes), but on the Brown bigram model (B = 512, 256 negatives) a probit step took 34 ->
-        63 / 92 / 152 ms CPU at 4 / 8 / 16 nodes, so it is not the default (issue 27).
+        16 nodes), but at Brown's 256 negatives 16 nodes make a probit step about 4x dearer in
+        CPU time, so it is not the default (issue 27) [claim probit-gap].
 
     ``vectorize_particles=True`` with ``num_particles > 1`` is refused at construction
     (``ValueError``); ``num_particles > 1`` in a loop works.

@@ -112,7 +112,7 @@ def gaussian_local(noise, d: torch.Tensor, w: torch.Tensor, steps: int = 8, refi
     :math:`s^2 \leftarrow -1/\mathbb{E}[f'']`. The steps stop when m and s move less than
     ``tol`` (at most ``refine_steps``); when ``d`` or ``w`` carries a graph, one more,
     differentiable, gives the implicit-function derivative at the optimum. Eight nodes
-    (default) move m and s by about 1e-5 from twelve on Bibtex. Unlike the Laplace point, the result is a
+    (default) give nearly the m and s of twelve. Unlike the Laplace point, the result is a
     stationary point of the local bound over the Gaussian family, so the bound's gradient
     with q held fixed is its total gradient (envelope theorem).
 
@@ -172,13 +172,11 @@ def local_sampler(base, oversample: int = 1, label_head: bool = True):
     gradient of every datapoint's term is the exact one times
     :math:`c_n = (1+S)\,\mathbb{E}[1/(1+\hat S'_T)] \ge 1` (Jensen) with a per-draw ratio
     :math:`(1+\hat S_S)/(1+\hat S'_T)`. On a peaked softmax a small uniform T misses the few
-    classes that dominate S in most draws: :math:`c_n` grows and the ratio becomes heavy-tailed
-    (measured on the session model at 60 of 1,500 items: a 99.9% quantile of about 100 and a
-    gradient standard deviation 8 times that of the exact :math:`\eta`), which reweights the
-    fit towards badly fit datapoints and drove it below the uniform distribution. The
-    minibatch's labels contain the frequent classes, so the stratified T tracks S closely.
-    (Fitting :math:`\eta` on S itself, common random numbers, bounds the ratio but biases the
-    gradient: measured cosine 0.54 with the exact gradient, against 0.98 with the head.)
+    classes that dominate S in most draws: :math:`c_n` grows and the ratio becomes heavy-tailed,
+    which reweights the fit towards badly fit datapoints (on the session model at 60 of 1,500
+    items it drove the fit below the uniform distribution). The minibatch's labels contain the
+    frequent classes, so the stratified T tracks S closely. (Fitting :math:`\eta` on S itself,
+    common random numbers, bounds the ratio but biases the gradient.)
 
     Example:
 
