@@ -354,11 +354,10 @@ class _Default:
         return (_Default, ())
 
 
-#: "The model's default": the value of the models' likelihood keywords (``noise``,
-#: ``num_negatives``, ``strategy``, ``proposal``) that the caller did not set, so that a model
-#: tells a keyword it was given from its own default
-#: (:meth:`~pyro_ar.models.base.CategoricalModel.likelihood_shortcuts`). It shows as
-#: ``default`` in signatures.
+#: The models' likelihood keywords (``noise``, ``num_negatives``, ``strategy``, ``proposal``)
+#: default to this value, "the model's default", so that a model tells a keyword the caller set
+#: from one left unset (:meth:`~pyro_ar.models.base.CategoricalModel.likelihood_shortcuts`).
+#: It shows as ``default`` in signatures.
 DEFAULT = _Default()
 
 
