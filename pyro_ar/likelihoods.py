@@ -57,6 +57,7 @@ __all__ = [
     "Sampled",
     "Bouchard",
     "get_likelihood",
+    "DEFAULT",
     "GaussianUtility",
     "JaakkolaJordan",
     "GaussianBouchard",
@@ -336,10 +337,37 @@ _NAMES = {"ar": AR, "exact": Exact, "ove": OVE, "sampled": Sampled,
           "bouchard": Bouchard}
 
 
+class _Default:
+    """The type of :data:`DEFAULT` (one instance, kept by pickling and copying)."""
+
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self):
+        return "default"
+
+    def __reduce__(self):
+        return (_Default, ())
+
+
+#: The models' likelihood keywords (``noise``, ``num_negatives``, ``strategy``, ``proposal``)
+#: default to this value, "the model's default", so that a model tells a keyword the caller set
+#: from one left unset (:meth:`~pyro_ar.models.base.CategoricalModel.likelihood_shortcuts`).
+#: It shows as ``default`` in signatures.
+DEFAULT = _Default()
+
+
 def get_likelihood(likelihood="ar", noise="gumbel", num_negatives: Optional[int] = None,
                    strategy="per_datapoint", proposal=None, **kwargs) -> Likelihood:
     """A :class:`Likelihood` from a name and the classic keyword arguments (a Likelihood
     passes through). The thin map for scripts and for the models' string shortcuts.
+    ``kwargs`` go to the softmax baselines' constructors (e.g. ``a``, ``sparse`` of
+    :class:`Bouchard`); ``"ar"`` and ``"exact"`` take none. ``"exact"`` sums every class:
+    it has no negatives (``num_negatives``, ``strategy``, ``proposal`` are not used).
 
     Example:
 
@@ -353,6 +381,9 @@ def get_likelihood(likelihood="ar", noise="gumbel", num_negatives: Optional[int]
         raise ValueError(f"unknown likelihood={likelihood!r}; expected a pyro_ar.likelihoods."
                          f"Likelihood or one of {sorted(_NAMES)}")
     cls = _NAMES[likelihood]
+    if kwargs and cls in (AR, Exact):
+        raise ValueError(f"likelihood={likelihood!r} takes no further arguments, got "
+                         + ", ".join(f"{k}={v!r}" for k, v in kwargs.items()))
     if cls is Exact:
         return Exact(noise)
     sampler = get_negative_sampler(strategy, num_negatives, proposal)

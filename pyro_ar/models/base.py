@@ -43,7 +43,7 @@ import pyro
 import pyro.distributions as dist
 
 from .. import evaluation
-from ..likelihoods import DataSubsample, Likelihood, get_likelihood
+from ..likelihoods import DEFAULT, DataSubsample, Likelihood, get_likelihood
 from ..negatives import sample_without_replacement
 from ..distributions.categorical import check_labels
 from ..numerics import check_finite, check_int
@@ -203,9 +203,18 @@ class CategoricalModel:
 
     :param int num_classes: K.
     :param likelihood: a :class:`~pyro_ar.likelihoods.Likelihood` (e.g. ``AR("normal",
-        negatives=SharedNegatives(64))``) or a name understood by
-        :func:`~pyro_ar.likelihoods.get_likelihood` together with ``noise``,
-        ``num_negatives``, ``strategy``, ``proposal``.
+        negatives=SharedNegatives(64))``), which carries its noise and negatives, or a name
+        understood by :func:`~pyro_ar.likelihoods.get_likelihood` (the string shortcut)
+        together with ``noise``, ``num_negatives``, ``strategy``, ``proposal`` and
+        ``likelihood_kwargs`` (:meth:`likelihood_shortcuts`).
+    :param noise: the string shortcut's noise (default: the model's, see
+        :attr:`likelihood_defaults`).
+    :param num_negatives: the string shortcut's number of negatives (default: the model's,
+        see :attr:`likelihood_defaults`).
+    :param strategy: the string shortcut's negative sampling strategy (default: the model's,
+        see :attr:`likelihood_defaults`).
+    :param proposal: the string shortcut's proposal of importance negatives (default: the
+        model's, see :attr:`likelihood_defaults`).
     :param str weights: ``"mle"``, ``"map"`` or ``"bayes"``.
     :param float prior_scale: s of the Gaussian prior (``"map"``, ``"bayes"``).
     :param num_prior_classes: :math:`|U|`, the classes of the MAP prior estimate (default: the likelihood's
@@ -221,6 +230,11 @@ class CategoricalModel:
     >>> from pyro_ar.models.base import CategoricalModel
     >>> isinstance(LinearClassifier(3, 10), CategoricalModel)
     True
+    >>> from pyro_ar.likelihoods import AR
+    >>> LinearClassifier(3, 10, likelihood=AR("gumbel"), num_negatives=5)
+    Traceback (most recent call last):
+    ...
+    ValueError: num_negatives=5 is ignored with a Likelihood object (likelihood=AR(...)); give it to the likelihood itself, ...
     """
 
     #: whether the default local guide takes the natural step before the gradient step
@@ -229,9 +243,13 @@ class CategoricalModel:
     weight_strategy: WeightStrategy = PerClassWeights()
     #: names of the inputs and labels in error messages (a subclass may rename them)
     input_names = ("x", "y")
+    #: the string shortcut's keyword values that a constructor's :data:`~pyro_ar.likelihoods.DEFAULT`
+    #: stands for: this model's defaults, declared here only (a subclass overrides the dict)
+    likelihood_defaults = {"noise": "gumbel", "num_negatives": None, "strategy": "per_datapoint",
+                           "proposal": None}
 
-    def __init__(self, num_classes: int, likelihood="ar", *, noise="gumbel", num_negatives=None,
-                 strategy="per_datapoint", proposal=None, weights: str = "mle",
+    def __init__(self, num_classes: int, likelihood="ar", *, noise=DEFAULT, num_negatives=DEFAULT,
+                 strategy=DEFAULT, proposal=DEFAULT, weights: str = "mle",
                  prior_scale: float = 1.0, num_prior_classes: Optional[int] = None,
                  subsample_size: Optional[int] = None, sparse: bool = False, prefix: str = "",
                  site: str = "y", **likelihood_kwargs):
@@ -241,15 +259,70 @@ class CategoricalModel:
         if isinstance(prior_scale, bool) or not isinstance(prior_scale, numbers.Real) \
                 or not 0 < prior_scale < float("inf"):
             raise ValueError(f"prior_scale must be a finite number > 0, got prior_scale={prior_scale!r}")
-        self.likelihood: Likelihood = get_likelihood(likelihood, noise, num_negatives, strategy,
-                                                     proposal, **likelihood_kwargs)
+        if sparse not in (True, False):
+            raise ValueError(f"sparse must be True or False, got sparse={sparse!r}")
+        self.likelihood: Likelihood = self.make_likelihood(
+            likelihood, num_classes, sparse=sparse, noise=noise, num_negatives=num_negatives,
+            strategy=strategy, proposal=proposal, **likelihood_kwargs)
         self.likelihood.check(num_classes)
         self.weights, self.prior_scale = weights, float(prior_scale)
         self.num_prior_classes = check_positive_int("num_prior_classes", num_prior_classes, True)
         self.subsample_size = check_positive_int("subsample_size", subsample_size, True)
-        if sparse not in (True, False):
-            raise ValueError(f"sparse must be True or False, got sparse={sparse!r}")
         self.sparse, self.prefix, self.site = bool(sparse), prefix, site
+
+    # ---- the likelihood: an object, or the string shortcut with its keywords -------------
+    @classmethod
+    def likelihood_shortcuts(cls, likelihood, num_classes: int, **given) -> Dict[str, object]:
+        """The keyword values of the string shortcut ``likelihood`` (a name) for this model:
+        each keyword of ``given`` that is not :data:`~pyro_ar.likelihoods.DEFAULT`, the
+        others from :attr:`likelihood_defaults`, then :meth:`resolve_shortcuts`. Negatives
+        and noise are given at one level: a :class:`~pyro_ar.likelihoods.Likelihood` object
+        carries its own, so with an object this is ``{}``, and a ``ValueError`` naming
+        each keyword that was set (it would otherwise be ignored).
+
+        Example:
+
+        >>> from pyro_ar.likelihoods import AR, DEFAULT
+        >>> from pyro_ar.models import LinearClassifier
+        >>> LinearClassifier.likelihood_shortcuts("ar", 1000, noise="normal", num_negatives=DEFAULT)
+        {'noise': 'normal', 'num_negatives': 20, 'strategy': 'per_datapoint', 'proposal': None}
+        >>> LinearClassifier.likelihood_shortcuts(AR(), 1000, noise=DEFAULT, num_negatives=DEFAULT)
+        {}
+        """
+        set_ = {name: value for name, value in given.items() if value is not DEFAULT}
+        if isinstance(likelihood, Likelihood):
+            if set_:
+                raise ValueError(_ignored_message(likelihood, set_))
+            return {}
+        return cls.resolve_shortcuts(likelihood, num_classes, {**cls.likelihood_defaults, **set_})
+
+    @classmethod
+    def resolve_shortcuts(cls, likelihood: str, num_classes: int, values: Dict[str, object]) -> Dict[str, object]:
+        """A model's own reading of the string shortcut's values (e.g. ``num_negatives="auto"``
+        of :class:`~pyro_ar.models.LinearClassifier`); here unchanged. It must be idempotent:
+        a subclass may resolve the values and hand them to the base constructor, which
+        resolves them again."""
+        return values
+
+    @classmethod
+    def make_likelihood(cls, likelihood, num_classes: int, sparse: bool = True, **given) -> Likelihood:
+        """The likelihood object of this model: ``likelihood`` itself when it is an object
+        (no keyword may be set then), else :func:`~pyro_ar.likelihoods.get_likelihood` of the
+        name with the :meth:`likelihood_shortcuts` (and ``sparse`` for ``"bouchard"``, whose
+        per-datapoint :math:`a_n` then take the model's sparse gradients).
+
+        Example:
+
+        >>> from pyro_ar.models import CategoricalLatentModel
+        >>> CategoricalLatentModel.make_likelihood("ar", 500, num_negatives=20)
+        AR(noise='gumbel', negatives=SharedNegatives(num_negatives=20))
+        """
+        values = cls.likelihood_shortcuts(likelihood, num_classes, **given)
+        if isinstance(likelihood, Likelihood):
+            return likelihood
+        if likelihood == "bouchard":
+            values.setdefault("sparse", sparse)
+        return get_likelihood(likelihood, **values)
 
     # ---- what a subclass defines ---------------------------------------------------------
     def parameter_shapes(self) -> Dict[str, Tuple[int, ...]]:
@@ -458,6 +531,16 @@ class CategoricalModel:
         fields = ", ".join(f"{k}={v}" for k, v in self._repr_fields().items())
         return (f"{type(self).__name__}({fields}, likelihood={self.likelihood!r}, "
                 f"weights={self.weights!r}, subsample_size={self.subsample_size})")
+
+
+def _ignored_message(likelihood, given: Dict[str, object]) -> str:
+    """The error of keywords set together with a likelihood object: they would not apply."""
+    names = ", ".join(f"{name}={value!r}" for name, value in given.items())
+    one = len(given) == 1
+    return (f"{names} {'is' if one else 'are'} ignored with a Likelihood object (likelihood="
+            f"{likelihood!r}); give {'it' if one else 'them'} to the likelihood itself, e.g. "
+            f"AR(noise, negatives=SharedNegatives(64)) (negatives: an int or a sampler of "
+            f"pyro_ar.negatives), or give the likelihood by name")
 
 
 class _Unchanged:

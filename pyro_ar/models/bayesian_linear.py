@@ -82,7 +82,7 @@ import pyro.poutine as poutine
 from ..distributions import AugmentedCategorical, UtilityCategorical
 from ..distributions.augmented import INFER_KEY, NoiseSite
 from ..negatives import Negatives, sample_without_replacement
-from ..likelihoods import AR, Exact
+from ..likelihoods import AR, DEFAULT, Exact
 from .base import CategoricalModel, WeightStrategy, check_positive_int
 
 __all__ = ["BayesianLinearClassifier", "ClassSubsampledWeights", "ClassPlate", "StepStructure", "class_positions"]
@@ -307,15 +307,16 @@ class BayesianLinearClassifier(CategoricalModel):
 
     :param int num_features: D.
     :param int num_classes: K.
-    :param noise: ``"gumbel"`` (softmax), ``"normal"``, ``"logistic"`` or a :class:`~pyro_ar.Noise`.
+    :param noise: ``"gumbel"`` (softmax), ``"normal"``, ``"logistic"`` or a :class:`~pyro_ar.Noise`
+        (default: the model's, see :attr:`likelihood_defaults`: ``"gumbel"``).
     :param likelihood: ``"ar"`` (augmented, class-subsampled) or ``"exact"``
         (:class:`~pyro_ar.UtilityCategorical` over all K classes, O(K) per step: the
         reference the A&R posterior is compared with), or the objects
-        :class:`~pyro_ar.likelihoods.AR` (its noise; its number of negatives when
-        ``num_negatives`` is not given -- the negatives are always shared and uniform here)
-        and :class:`~pyro_ar.likelihoods.Exact`.
+        :class:`~pyro_ar.likelihoods.AR` (its noise and its number of negatives -- the
+        negatives are always shared and uniform here) and :class:`~pyro_ar.likelihoods.Exact`
+        (its noise); with an object ``noise`` and ``num_negatives`` must be left unset.
     :param num_negatives: s, size of the shared uniform negative set (None: all classes,
-        no subsampling).
+        no subsampling; default: the model's, see :attr:`likelihood_defaults`: None).
     :param num_kl_classes: :math:`|U|`, classes on which the KL term is estimated (default s).
     :param num_eta_classes: :math:`|T|`, extra uniform classes for the W-conditioned local guide
         (default s; 0: none).
@@ -338,24 +339,27 @@ class BayesianLinearClassifier(CategoricalModel):
     True
     """
 
-    def __init__(self, num_features: int, num_classes: int, noise="gumbel", likelihood="ar",
-                 num_negatives: Optional[int] = None, num_kl_classes: Optional[int] = None,
+    #: the string shortcut's defaults (:meth:`~pyro_ar.models.base.CategoricalModel.likelihood_shortcuts`;
+    #: the negatives are shared and uniform, the model's own step draws them)
+    likelihood_defaults = {"noise": "gumbel", "num_negatives": None}
+
+    def __init__(self, num_features: int, num_classes: int, noise=DEFAULT, likelihood="ar",
+                 num_negatives: Optional[int] = DEFAULT, num_kl_classes: Optional[int] = None,
                  num_eta_classes: Optional[int] = None, stratify: bool = True,
                  prior_scale: float = 1.0, subsample_size: Optional[int] = None,
                  bias: bool = True, site: str = "y"):
+        shortcuts = self.likelihood_shortcuts(likelihood, num_classes, noise=noise, num_negatives=num_negatives)
         if isinstance(likelihood, (AR, Exact)):  # the object form: its noise and negatives
-            noise = likelihood.noise
-            if isinstance(likelihood, AR) and num_negatives is None:
-                num_negatives = likelihood.num_negatives
+            shortcuts = {"noise": likelihood.noise, "num_negatives": likelihood.num_negatives}
             likelihood = "ar" if isinstance(likelihood, AR) else "exact"
         if likelihood not in ("ar", "exact"):
             raise ValueError(f"likelihood must be 'ar', 'exact', an AR or an Exact likelihood, "
                              f"got likelihood={likelihood!r}")
-        super().__init__(num_classes, likelihood, noise=noise, weights="bayes",
+        super().__init__(num_classes, likelihood, noise=shortcuts["noise"], weights="bayes",
                          prior_scale=prior_scale, subsample_size=subsample_size, site=site)
         K = num_classes
         self.num_features = check_positive_int("num_features", num_features)
-        self._num_negatives = _check_count("num_negatives", num_negatives, K)
+        self._num_negatives = _check_count("num_negatives", shortcuts["num_negatives"], K)
         if self.num_negatives is None:
             for name, v in (("num_kl_classes", num_kl_classes), ("num_eta_classes", num_eta_classes)):
                 if v is not None:

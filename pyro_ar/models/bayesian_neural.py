@@ -25,6 +25,7 @@ from typing import Optional
 
 import torch
 
+from ..likelihoods import DEFAULT
 from .bayesian_linear import BayesianLinearClassifier
 from .neural import NetworkBody
 
@@ -42,7 +43,9 @@ class BayesianNeuralClassifier(NetworkBody, BayesianLinearClassifier):
 
     The other arguments (``noise``, ``likelihood``, ``num_negatives``, ``num_kl_classes``,
     ``num_eta_classes``, ``stratify``, ``prior_scale``, ``subsample_size``, ``bias``,
-    ``site``) are those of :class:`~pyro_ar.models.BayesianLinearClassifier`. Train with
+    ``site``) are those of :class:`~pyro_ar.models.BayesianLinearClassifier` (its string
+    shortcut's defaults too,
+    :attr:`~pyro_ar.models.bayesian_linear.BayesianLinearClassifier.likelihood_defaults`). Train with
     :func:`~pyro_ar.infer.default_guide` (a :class:`~pyro_ar.infer.ClassSubsampledNormal`),
     :class:`~pyro_ar.infer.ClosedFormELBO` and :func:`~pyro_ar.optim.lazy_adam`.
 
@@ -67,8 +70,8 @@ class BayesianNeuralClassifier(NetworkBody, BayesianLinearClassifier):
     True
     """
 
-    def __init__(self, body: torch.nn.Module, num_features: int, num_classes: int, noise="gumbel",
-                 likelihood="ar", num_negatives: Optional[int] = None,
+    def __init__(self, body: torch.nn.Module, num_features: int, num_classes: int, noise=DEFAULT,
+                 likelihood="ar", num_negatives: Optional[int] = DEFAULT,
                  num_kl_classes: Optional[int] = None, num_eta_classes: Optional[int] = None,
                  stratify: bool = True, prior_scale: float = 1.0,
                  subsample_size: Optional[int] = None, bias: bool = True, site: str = "y",

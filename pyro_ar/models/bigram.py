@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 
 from ..distributions.categorical import check_labels
-from ..likelihoods import Exact
+from ..likelihoods import DEFAULT, Exact
 from ..utility import LinearUtility
 from .base import CategoricalModel, check_positive_int, take_rows
 
@@ -67,12 +67,18 @@ class BigramLanguageModel(CategoricalModel):
 
     :param int num_words: K, the vocabulary size (inputs and outputs share the id space).
     :param int embedding_dim: D.
-    :param noise: ``"gumbel"`` (softmax), ``"normal"`` (probit), ``"logistic"`` or a Noise.
-    :param str likelihood: ``"ar"``, ``"exact"``, ``"ove"``, ``"sampled"``, ``"bouchard"``.
-    :param num_negatives: classes per likelihood estimate (None: all K, exact).
-    :param strategy: ``"importance"`` (shared draws from ``proposal``), ``"shared"``
-        (uniform, shared by the minibatch) or ``"per_datapoint"``.
-    :param proposal: class weights for ``strategy="importance"`` (e.g. count^0.75).
+    :param noise: ``"gumbel"`` (softmax), ``"normal"`` (probit), ``"logistic"`` or a Noise
+        (default: the model's, see :attr:`likelihood_defaults`: ``"gumbel"``).
+    :param likelihood: ``"ar"``, ``"exact"``, ``"ove"``, ``"sampled"``, ``"bouchard"`` (the
+        string shortcut, with ``noise``, ``num_negatives``, ``strategy``, ``proposal``), or a
+        :class:`~pyro_ar.likelihoods.Likelihood` object carrying its own noise and negatives
+        (then those four must be left unset: a ValueError names any that is set).
+    :param num_negatives: classes per likelihood estimate (None: all K, exact; default: the
+        model's, see :attr:`likelihood_defaults`: 256).
+    :param strategy: ``"importance"`` (shared draws from ``proposal``; the model's default),
+        ``"shared"`` (uniform, shared by the minibatch) or ``"per_datapoint"``.
+    :param proposal: class weights for ``strategy="importance"`` (e.g. count^0.75; needed
+        there, default: the model's, None).
     :param subsample_size: minibatch size B (None: the whole data set).
     :param str weights: ``"mle"`` or ``"map"`` (Gaussian prior with scale ``prior_scale``,
         class-subsampled).
@@ -102,19 +108,17 @@ class BigramLanguageModel(CategoricalModel):
     default_local_first = True
     input_names = ("prev", "next")
 
-    def __init__(self, num_words: int, embedding_dim: int = 64, noise="gumbel", likelihood="ar",
-                 num_negatives: Optional[int] = 256, strategy="importance", proposal=None,
+    #: the string shortcut's defaults (:meth:`~pyro_ar.models.base.CategoricalModel.likelihood_shortcuts`)
+    likelihood_defaults = {"noise": "gumbel", "num_negatives": 256, "strategy": "importance",
+                           "proposal": None}
+
+    def __init__(self, num_words: int, embedding_dim: int = 64, noise=DEFAULT, likelihood="ar",
+                 num_negatives: Optional[int] = DEFAULT, strategy=DEFAULT, proposal=DEFAULT,
                  subsample_size: Optional[int] = 512, weights="mle", prior_scale: float = 1.0,
                  init_scale: float = 0.1, init_bias: Optional[torch.Tensor] = None,
                  sparse: Optional[bool] = None, prefix: str = "", site: str = "y"):
-        exact = likelihood == "exact" or isinstance(likelihood, Exact)
-        if strategy == "importance" and num_negatives is not None and proposal is None \
-                and not exact and not hasattr(likelihood, "sampler"):
-            raise ValueError("strategy='importance' needs a proposal (class weights over the K words)")
-        if num_negatives is None and strategy == "importance" or exact:  # every class: no proposal
-            strategy, proposal = "shared", None
         if sparse is None:  # exact: every output row gets a gradient, so dense (any optimizer)
-            sparse = not exact
+            sparse = not (likelihood == "exact" or isinstance(likelihood, Exact))
         super().__init__(num_words, likelihood, noise=noise, num_negatives=num_negatives,
                          strategy=strategy, proposal=proposal, weights=weights,
                          prior_scale=prior_scale, subsample_size=subsample_size, sparse=sparse,
@@ -124,6 +128,19 @@ class BigramLanguageModel(CategoricalModel):
             raise ValueError(f"init_bias must have shape ({num_words},), got init_bias of shape "
                              f"{tuple(init_bias.shape)}")
         self.init_scale, self.init_bias = init_scale, init_bias
+
+    @classmethod
+    def resolve_shortcuts(cls, likelihood, num_classes, values):
+        """Importance negatives need a ``proposal``; with every class (``num_negatives=None``
+        or ``"exact"``) there is nothing to propose: uniform shared (no proposal)."""
+        values = dict(values)
+        exact = likelihood == "exact"
+        if values["strategy"] == "importance" and values["num_negatives"] is not None \
+                and values["proposal"] is None and not exact:
+            raise ValueError("strategy='importance' needs a proposal (class weights over the K words)")
+        if values["num_negatives"] is None and values["strategy"] == "importance" or exact:
+            values["strategy"], values["proposal"] = "shared", None
+        return values
 
     @property
     def num_words(self):

@@ -53,8 +53,8 @@ import pyro.poutine as poutine
 from .. import evaluation
 from ..evaluation import _check_reduce, _reduce  # (the one reduction of evaluation results)
 from ..distributions import BouchardBound
-from ..likelihoods import Bouchard, DataSubsample
-from ..negatives import get_negative_sampler, sample_without_replacement
+from ..likelihoods import DEFAULT, Bouchard, DataSubsample
+from ..negatives import sample_without_replacement
 from ..numerics import check_int, first_position, show
 from ..utility import LinearUtility
 from .base import CategoricalModel, check_positive_int, take_rows
@@ -438,7 +438,9 @@ class CategoricalLatentModel(LatentCategoricalModel):
     :param int latent_dim: Q.
     :param likelihood: a :class:`~pyro_ar.likelihoods.Likelihood` or a name (``"ar"``,
         ``"exact"``, ``"bouchard"``, ...) with ``noise``, ``num_negatives``, ``strategy``,
-        ``proposal`` as in :class:`~pyro_ar.models.base.CategoricalModel`.
+        ``proposal`` as in :class:`~pyro_ar.models.base.CategoricalModel` (default: the
+        model's, see :attr:`likelihood_defaults`: Gumbel noise, every class, ``"shared"``
+        negatives, no proposal; with an object they must be left unset).
     :param str posterior: ``"amortised"`` (:class:`SessionEncoder`) or ``"local"``
         (:class:`LocalPosterior`, needs ``num_sessions``).
     :param str utility: ``"linear"`` (:math:`\Psi\omega+\rho`) or ``"neural"``
@@ -465,16 +467,16 @@ class CategoricalLatentModel(LatentCategoricalModel):
     input_names = ("items", "items")
     plate_name = "sessions"
 
-    def __init__(self, num_items: int, latent_dim: int = 8, likelihood="ar", *, noise="gumbel",
-                 num_negatives: Optional[int] = None, strategy="shared", proposal=None,
+    #: the string shortcut's defaults (:meth:`~pyro_ar.models.base.CategoricalModel.likelihood_shortcuts`)
+    likelihood_defaults = {"noise": "gumbel", "num_negatives": None, "strategy": "shared", "proposal": None}
+
+    def __init__(self, num_items: int, latent_dim: int = 8, likelihood="ar", *, noise=DEFAULT,
+                 num_negatives: Optional[int] = DEFAULT, strategy=DEFAULT, proposal=DEFAULT,
                  posterior: str = "amortised", num_sessions: Optional[int] = None,
                  utility: str = "linear", bouchard: str = "analytic", hidden_dim: int = 64,
                  weights: str = "mle", prior_scale: float = 1.0, subsample_size: Optional[int] = None,
                  sparse: bool = True, init_scale: float = 0.1, init_bias: Optional[torch.Tensor] = None,
                  prefix: str = "", site: str = "v"):
-        if likelihood == "bouchard":
-            likelihood = Bouchard("local", get_negative_sampler(strategy, num_negatives, proposal),
-                                  sparse=sparse)
         if weights == "bayes":
             raise ValueError("CategoricalLatentModel supports weights='mle' or 'map', got weights='bayes'")
         super().__init__(num_items, likelihood, noise=noise, num_negatives=num_negatives,

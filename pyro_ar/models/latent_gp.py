@@ -55,7 +55,7 @@ import pyro
 from pyro.distributions.util import broadcast_shape
 
 from ..distributions import UtilityCategorical
-from ..likelihoods import Exact, get_likelihood
+from ..likelihoods import DEFAULT, Exact
 from ..negatives import PerDatapointNegatives, sample_without_replacement
 from ..numerics import check_positive_number
 from ..utility import LinearUtility, Utility, _validating, check_index
@@ -348,8 +348,10 @@ class CategoricalLatentGP(CategoricalLatentModel):
     :param int latent_dim: Q.
     :param likelihood: a :class:`~pyro_ar.likelihoods.Likelihood` or a name (``"ar"``, ``"exact"``,
         ``"bouchard"``, ...) with ``noise``, ``num_negatives``, ``strategy``, ``proposal``
-        (negatives are drawn within a variable's categories: a proposal is over K classes;
-        variables with fewer categories than uniform negatives get the exact class sum).
+        (default: the model's, see :attr:`~pyro_ar.models.latent.CategoricalLatentModel.likelihood_defaults`, as
+        :class:`~pyro_ar.models.CategoricalLatentModel`'s; with an object they must be left
+        unset). Negatives are drawn within a variable's categories: a proposal is over K
+        classes; variables with fewer categories than uniform negatives get the exact class sum.
     :param str utility: ``"gp"`` (CLGP) or ``"linear"`` (the LGM).
     :param int num_inducing: M.
     :param str posterior: ``"amortised"`` or ``"local"`` (needs ``num_data``).
@@ -379,8 +381,8 @@ class CategoricalLatentGP(CategoricalLatentModel):
     plate_name = "data"
 
     def __init__(self, cardinalities: Sequence[int], latent_dim: int = 2, likelihood="ar", *,
-                 utility: str = "gp", num_inducing: int = 32, noise="gumbel",
-                 num_negatives: Optional[int] = None, strategy="shared", proposal=None,
+                 utility: str = "gp", num_inducing: int = 32, noise=DEFAULT,
+                 num_negatives: Optional[int] = DEFAULT, strategy=DEFAULT, proposal=DEFAULT,
                  posterior: str = "amortised", num_data: Optional[int] = None, hidden_dim: int = 64,
                  weights: str = "mle", subsample_size: Optional[int] = None,
                  num_kl_rows: Optional[int] = None, sparse: bool = True, init_scale: float = 0.1,
@@ -396,7 +398,8 @@ class CategoricalLatentGP(CategoricalLatentModel):
             raise ValueError(f"utility='gp' has its own prior on the inducing outputs: it needs "
                              f"weights='mle', got weights={weights!r}")
         # the likelihood is over each variable's K_d categories, not over the R rows: checked per cardinality
-        lik = get_likelihood(likelihood, noise, num_negatives, strategy, proposal)
+        lik = self.make_likelihood(likelihood, sum(ks), sparse=sparse, noise=noise, num_negatives=num_negatives,
+                                   strategy=strategy, proposal=proposal)
         super().__init__(sum(ks), latent_dim, Exact(lik.noise), posterior=posterior, num_sessions=num_data,
                          hidden_dim=hidden_dim, weights=weights, subsample_size=subsample_size,
                          sparse=sparse, init_scale=init_scale, init_bias=init_bias, prefix=prefix, site=site)

@@ -65,8 +65,8 @@ import torch
 import pyro
 import pyro.distributions as dist
 
-from ..likelihoods import Bouchard, Likelihood
-from ..negatives import DEFAULT_NUM_NEGATIVES, get_negative_sampler
+from ..likelihoods import DEFAULT, Likelihood
+from ..negatives import DEFAULT_NUM_NEGATIVES
 
 from ..negatives import sample_without_replacement
 from ..utility import DenseUtility, LinearUtility, embed_inputs, gather_entries, is_sparse_tensor
@@ -117,12 +117,21 @@ class LinearClassifier(CategoricalModel):
 
     :param int num_features: D.
     :param int num_classes: K.
-    :param likelihood: a :class:`~pyro_ar.likelihoods.Likelihood` object, or a name
-        (``"ar"``, ``"exact"``, ``"ove"``, ``"sampled"``, ``"bouchard"``) combined with
-        ``noise``, ``num_negatives``, ``strategy`` and ``proposal`` (the string shortcut).
+    :param noise: noise of the string shortcut (default: the model's, see
+        :attr:`likelihood_defaults`: ``"gumbel"``).
+    :param likelihood: a :class:`~pyro_ar.likelihoods.Likelihood` object, which carries its
+        noise and negatives (then ``noise``, ``num_negatives``, ``strategy``, ``proposal``
+        and ``bouchard_a`` must be left unset: a ValueError names any that is set), or a
+        name (``"ar"``, ``"exact"``, ``"ove"``, ``"sampled"``, ``"bouchard"``) combined with
+        them (the string shortcut).
     :param num_negatives: negatives of the string shortcut: an int, None (all classes:
-        O(K) per step) or ``"auto"`` (default: all classes up to K = 21, else 20 -- the
-        default model's step does not grow with K; :func:`resolve_defaults`).
+        O(K) per step) or ``"auto"`` (default: the model's, see :attr:`likelihood_defaults`:
+        ``"auto"``, all classes up to K = 21, else 20 -- the default model's step does not
+        grow with K; :func:`resolve_defaults`).
+    :param strategy: negative sampling of the string shortcut (default: the model's, see
+        :attr:`likelihood_defaults`: ``"per_datapoint"``).
+    :param proposal: proposal of ``strategy="importance"`` (default: the model's, see
+        :attr:`likelihood_defaults`: None).
     :param sparse: row-sparse gradients of the per-class parameters (use
         :func:`pyro_ar.optim.lazy_adam`); None (default): when the step subsamples classes
         and the weights are point estimates (:func:`resolve_defaults`).
@@ -133,7 +142,9 @@ class LinearClassifier(CategoricalModel):
         so on its sparse and low-rank paths); it is also the mean of b's prior.
     :param str utility: ``"lazy"`` (gathers only the rows asked for, O(B s D) per step) or
         ``"dense"`` (all K utilities of the minibatch, O(B K D)).
-    :param bouchard_a: ``"local"`` or ``"optimal"`` (string shortcut ``likelihood="bouchard"``).
+    :param bouchard_a: ``"local"`` (the default) or ``"optimal"``, the ``a`` of the string
+        shortcut ``likelihood="bouchard"`` (a :class:`~pyro_ar.likelihoods.Bouchard` object
+        carries its own).
     :param rank: None (a full K x D weight matrix) or r: the low-rank model
         :math:`W = V E^\top` (see the module docstring), O((D + K) r) parameters.
     :param num_prior_classes: rows of each parameter in one step's MAP log-prior estimate
@@ -169,25 +180,25 @@ class LinearClassifier(CategoricalModel):
     {'weight': (500, 4), 'bias': (500,), 'embedding': (8, 4)}
     """
 
-    def __init__(self, num_features: int, num_classes: int, noise="gumbel", likelihood="ar",
-                 num_negatives: Union[int, None, str] = "auto", strategy="per_datapoint", proposal=None,
+    #: the string shortcut's defaults (:meth:`~pyro_ar.models.base.CategoricalModel.likelihood_shortcuts`)
+    likelihood_defaults = {"noise": "gumbel", "num_negatives": "auto", "strategy": "per_datapoint",
+                           "proposal": None}
+
+    def __init__(self, num_features: int, num_classes: int, noise=DEFAULT, likelihood="ar",
+                 num_negatives: Union[int, None, str] = DEFAULT, strategy=DEFAULT, proposal=DEFAULT,
                  weights="mle", prior_scale: float = 1.0, subsample_size: Optional[int] = None,
                  sparse: Optional[bool] = None, init_scale: float = 0.1, bias_init_scale: float = 1e-3,
                  prefix: str = "", site: str = "y", utility: str = "lazy",
-                 bouchard_a: str = "local", rank: Optional[int] = None,
+                 bouchard_a: str = DEFAULT, rank: Optional[int] = None,
                  bias_init: Optional[torch.Tensor] = None, num_prior_classes: Optional[int] = None,
                  penalize_bias: bool = True, weight_pattern: Optional[WeightPattern] = None,
                  weight_loc: Optional[torch.Tensor] = None, num_prior_entries: int = 4096):
         self.num_features = check_positive_int("num_features", num_features)
         self.rank = check_positive_int("rank", rank, allow_none=True)
-        if bouchard_a not in ("local", "optimal"):
-            raise ValueError(f"bouchard_a must be 'local' or 'optimal', got bouchard_a={bouchard_a!r}")
-        num_negatives, sparse = resolve_defaults(num_classes, likelihood, num_negatives, weights, sparse)
-        if likelihood == "bouchard":  # the string shortcut's extra options
-            likelihood = Bouchard(bouchard_a, get_negative_sampler(strategy, num_negatives, proposal),
-                                  sparse=sparse)
-        super().__init__(num_classes, likelihood, noise=noise, num_negatives=num_negatives,
-                         strategy=strategy, proposal=proposal, weights=weights,
+        shortcuts = self.likelihood_shortcuts(likelihood, num_classes, noise=noise, num_negatives=num_negatives,
+                                              strategy=strategy, proposal=proposal, bouchard_a=bouchard_a)
+        _, sparse = resolve_defaults(num_classes, likelihood, shortcuts.get("num_negatives"), weights, sparse)
+        super().__init__(num_classes, likelihood, **shortcuts, weights=weights,
                          prior_scale=prior_scale, subsample_size=subsample_size, sparse=sparse,
                          prefix=prefix, site=site, num_prior_classes=num_prior_classes)
         if utility not in ("lazy", "dense"):
@@ -206,6 +217,23 @@ class LinearClassifier(CategoricalModel):
         if rank is not None and num_prior_classes is None and self.num_negatives is not None \
                 and self.subsample_size is not None:  # the prior on B rows: see prior_scales
             self.num_prior_classes = max(self.subsample_size, self.num_negatives)
+
+    @classmethod
+    def resolve_shortcuts(cls, likelihood, num_classes, values):
+        """``num_negatives="auto"`` resolved for K (:func:`resolve_defaults`); ``bouchard_a``
+        becomes the ``a`` of ``likelihood="bouchard"`` (and an error with another name)."""
+        values = dict(values)
+        values["num_negatives"], _ = resolve_defaults(num_classes, likelihood, values["num_negatives"],
+                                                      "mle", False)
+        if "bouchard_a" in values:
+            a = values.pop("bouchard_a")
+            if a not in ("local", "optimal"):
+                raise ValueError(f"bouchard_a must be 'local' or 'optimal', got bouchard_a={a!r}")
+            if likelihood != "bouchard":
+                raise ValueError(f"bouchard_a={a!r} is the a of likelihood='bouchard', got "
+                                 f"likelihood={likelihood!r}")
+            values["a"] = a
+        return values
 
     def _check_pattern(self, pattern, loc, weights, utility):
         if pattern is None:

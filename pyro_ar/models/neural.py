@@ -51,7 +51,7 @@ import torch
 import pyro
 from pyro.nn import PyroModule
 
-from ..likelihoods import GaussianUtility
+from ..likelihoods import DEFAULT, GaussianUtility
 from ..negatives import sample_without_replacement
 from ..numerics import softplus, softplus_inverse
 from ..utility import LinearUtility
@@ -154,7 +154,8 @@ class NeuralClassifier(NetworkBody, LinearClassifier):
 
     The remaining arguments are those of :class:`~pyro_ar.models.LinearClassifier`
     (``noise``, ``likelihood``, ``num_negatives``, ``strategy``, ``weights``,
-    ``subsample_size``, ``sparse``, ``utility``, ...).
+    ``subsample_size``, ``sparse``, ``utility``, ...); the string shortcut's defaults are
+    LinearClassifier's (:attr:`~pyro_ar.models.linear.LinearClassifier.likelihood_defaults`: ``num_negatives="auto"``).
 
     Example:
 
@@ -176,13 +177,13 @@ class NeuralClassifier(NetworkBody, LinearClassifier):
     input_names = ("x", "y")
     _GAUSSIAN_SCALES = {"weight": "weight_scale_unconstrained", "bias": "bias_scale_unconstrained"}
 
-    def __init__(self, body: torch.nn.Module, num_features: int, num_classes: int, noise="gumbel",
-                 likelihood="ar", num_negatives="auto", strategy="per_datapoint",
-                 proposal=None, weights="mle", prior_scale: float = 1.0,
+    def __init__(self, body: torch.nn.Module, num_features: int, num_classes: int, noise=DEFAULT,
+                 likelihood="ar", num_negatives=DEFAULT, strategy=DEFAULT,
+                 proposal=DEFAULT, weights="mle", prior_scale: float = 1.0,
                  subsample_size: Optional[int] = None, sparse: Optional[bool] = None,
                  init_scale: Optional[float] = None, bias_init_scale: float = 1e-3,
                  prefix: str = "", site: str = "y", utility: str = "lazy",
-                 bouchard_a: str = "local", eval_batch_size: int = 4096,
+                 bouchard_a: str = DEFAULT, eval_batch_size: int = 4096,
                  bias_init: Optional[torch.Tensor] = None):
         self._init_body(body, prefix, eval_batch_size)
         num_features = check_positive_int("num_features", num_features)
