@@ -48,7 +48,8 @@ def step_time(likelihood, K, D, B, s, steps, warmup=3, seed=0):
     pyro.set_rng_seed(seed)
     N = max(4 * B, 2048)
     x, y = torch.randn(N, D), torch.randint(K, (N,))
-    model = LinearClassifier(D, K, likelihood=likelihood, num_negatives=min(s, K - 1),
+    negatives = {"num_negatives": min(s, K - 1)} if likelihood == "ar" else {}
+    model = LinearClassifier(D, K, likelihood=likelihood, **negatives,
                              weights="map", subsample_size=B, sparse=True, site="y")
     svi = SVI(model, default_guide(model, local_first=True), lazy_adam({"lr": 0.01}), ClosedFormELBO())
     times = []

@@ -6,12 +6,13 @@ import torch
 from pyro.infer import SVI
 
 from ..infer import ClosedFormELBO, default_guide, local_parameter_names
+from ..likelihoods import DEFAULT
 from ..models import LinearClassifier
 from ..optim import lazy_adam
 from ._settings import _SITE
 
 
-def linear_model(est, s, K, D, *, num_negatives=None, strategy="per_datapoint", proposal=None,
+def linear_model(est, s, K, D, *, num_negatives=DEFAULT, strategy=DEFAULT, proposal=DEFAULT,
                  subsample_size=None, likelihood="ar", rank=None, bias_init=None, weight_loc=None):
     """The :class:`~pyro_ar.models.LinearClassifier` of the estimator ``est`` under its
     settings ``s`` (the bias unpenalised, like scikit-learn's intercept; W on
@@ -36,9 +37,9 @@ def training_svi(est, s, K, D, y, batch_size):
     # draws: with a few rows for every class the centroids rank the classes better alone)
     bias_init = (log_freq - log_freq.mean()).float() if (path.sparse_inputs or path.rank) \
         and (not path.weight_pattern or path.strategy == "importance") else None
-    model = linear_model(est, s, K, D, num_negatives=None if s.num_negatives is None else
-                         min(s.num_negatives, K - 1), strategy=s.strategy,
-                         proposal=proposal, subsample_size=batch_size, likelihood=est.likelihood_,
+    negatives = dict(num_negatives=None if s.num_negatives is None else min(s.num_negatives, K - 1),
+                     strategy=s.strategy, proposal=proposal) if est.likelihood_ != "exact" else {}
+    model = linear_model(est, s, K, D, **negatives, subsample_size=batch_size, likelihood=est.likelihood_,
                          rank=path.rank, bias_init=bias_init,
                          weight_loc=getattr(est, "weight_loc_", None) if path.weight_pattern else None)
     guide = default_guide(model, local_first=True)  # (ignored without a local latent)

@@ -278,7 +278,9 @@ class CategoricalModel:
         others from :attr:`likelihood_defaults`, then :meth:`resolve_shortcuts`. Negatives
         and noise are given at one level: a :class:`~pyro_ar.likelihoods.Likelihood` object
         carries its own, so with an object this is ``{}``, and a ``ValueError`` naming
-        each keyword that was set (it would otherwise be ignored).
+        each keyword that was set (it would otherwise be ignored). ``"exact"`` sums every
+        class, so ``num_negatives`` (other than None), ``strategy`` and ``proposal`` are a
+        ``ValueError`` with it as well.
 
         Example:
 
@@ -294,7 +296,15 @@ class CategoricalModel:
             if set_:
                 raise ValueError(_ignored_message(likelihood, set_))
             return {}
-        return cls.resolve_shortcuts(likelihood, num_classes, {**cls.likelihood_defaults, **set_})
+        if likelihood == "exact":  # sums every class: negatives would not apply
+            unused = {n: v for n, v in set_.items() if n in _NEGATIVES_KEYWORDS and v is not None}
+            if unused:
+                raise ValueError(_ignored_message(likelihood, unused, exact=True))
+        values = cls.resolve_shortcuts(likelihood, num_classes, {**cls.likelihood_defaults, **set_})
+        if likelihood == "exact":
+            values = {n: v for n, v in values.items() if n not in _NEGATIVES_KEYWORDS}
+            values["num_negatives"] = None
+        return values
 
     @classmethod
     def resolve_shortcuts(cls, likelihood: str, num_classes: int, values: Dict[str, object]) -> Dict[str, object]:
@@ -533,10 +543,18 @@ class CategoricalModel:
                 f"weights={self.weights!r}, subsample_size={self.subsample_size})")
 
 
-def _ignored_message(likelihood, given: Dict[str, object]) -> str:
-    """The error of keywords set together with a likelihood object: they would not apply."""
+_NEGATIVES_KEYWORDS = ("num_negatives", "strategy", "proposal")
+
+
+def _ignored_message(likelihood, given: Dict[str, object], exact: bool = False) -> str:
+    """The error of keywords that would not apply: set together with a likelihood object,
+    or negatives given to the exact likelihood (``exact=True``)."""
     names = ", ".join(f"{name}={value!r}" for name, value in given.items())
     one = len(given) == 1
+    if exact:
+        return (f"{names} {'has' if one else 'have'} no effect with likelihood='exact', which "
+                f"sums every class; leave {'it' if one else 'them'} out (num_negatives=None is "
+                f"allowed), or use likelihood='ar' to subsample the classes")
     return (f"{names} {'is' if one else 'are'} ignored with a Likelihood object (likelihood="
             f"{likelihood!r}); give {'it' if one else 'them'} to the likelihood itself, e.g. "
             f"AR(noise, negatives=SharedNegatives(64)) (negatives: an int or a sampler of "

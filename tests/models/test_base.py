@@ -168,3 +168,18 @@ def test_the_sharded_model_builds_its_own_likelihood():
     """ClassShardedLinearClassifier hands LinearClassifier its likelihood object and no keyword."""
     model = ClassShardedLinearClassifier(D, K, num_negatives=3, noise="normal")
     assert (model.likelihood.noise.name, model.num_negatives) == ("normal", 3)
+
+
+NEGATIVES = ("num_negatives", "strategy", "proposal")
+
+
+@pytest.mark.parametrize("cls,name", [(c, n) for c, n in CASES if n in NEGATIVES],
+                         ids=lambda v: getattr(v, "__name__", v))
+def test_negatives_with_the_exact_name_are_an_error(cls, name):
+    """``likelihood="exact"`` sums every class: negatives set beside it would be ignored
+    (they were, silently), so they are a ValueError naming the keyword; num_negatives=None
+    (all classes) agrees with it and is allowed."""
+    with pytest.raises(ValueError, match=rf"^{name}=.* has no effect with likelihood='exact'"):
+        BUILD[cls](likelihood="exact", **{name: SET[name]})
+    model = BUILD[cls](likelihood="exact", num_negatives=None)
+    assert repr(model.likelihood) == repr(Exact())

@@ -72,8 +72,8 @@ def test_ar_step_touches_only_minibatch_rows():
 @pytest.mark.parametrize("likelihood", ["ove", "sampled", "exact"])
 def test_baselines_step(likelihood):
     prev, nxt, _ = _bigram_data()
-    model = BigramLanguageModel(40, 6, likelihood=likelihood, num_negatives=8, strategy="shared",
-                                subsample_size=64)
+    negatives = {} if likelihood == "exact" else dict(num_negatives=8, strategy="shared")
+    model = BigramLanguageModel(40, 6, likelihood=likelihood, **negatives, subsample_size=64)
     svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), Trace_ELBO())
     assert all(math.isfinite(svi.step(prev, nxt)) for _ in range(3))
 

@@ -37,7 +37,8 @@ def _data(N=300, D=4, K=9, seed=0, noise="gumbel"):
 @pytest.mark.parametrize("utility", ["lazy", "dense"])
 def test_one_switch_runs_every_likelihood(likelihood, noise, utility):
     data = _data(noise=noise)
-    model = LinearClassifier(4, 9, noise=noise, likelihood=likelihood, num_negatives=3,
+    negatives = {} if likelihood == "exact" else {"num_negatives": 3}
+    model = LinearClassifier(4, 9, noise=noise, likelihood=likelihood, **negatives,
                              subsample_size=50, sparse=True, utility=utility)
     guide = default_guide(model)
     if likelihood == "ar":
