@@ -10,6 +10,7 @@ from typing import Dict
 import torch
 
 from . import evaluation
+from .likelihoods import DEFAULT, Likelihood, get_likelihood
 
 __all__ = ["bound"]
 
@@ -29,7 +30,7 @@ def _chunk(t, start, stop):
 
 
 @torch.no_grad()
-def bound(utility, labels: torch.Tensor, likelihood="ar", noise="gumbel",
+def bound(utility, labels: torch.Tensor, likelihood="ar", noise=DEFAULT,
           log_eta: torch.Tensor = None, loc: torch.Tensor = None, scale: torch.Tensor = None,
           a: torch.Tensor = None, num_samples: int = 64, seed: int = 0, chunk_size: int = 1024,
           return_pointwise: bool = False) -> Dict[str, float]:
@@ -54,7 +55,8 @@ def bound(utility, labels: torch.Tensor, likelihood="ar", noise="gumbel",
       ``a`` (shape (N,)), or at the optimal :math:`a` if ``a`` is None.
 
     ``likelihood`` is a :class:`~pyro_ar.likelihoods.Likelihood` or its name
-    (:func:`~pyro_ar.likelihoods.get_likelihood`, with ``noise``); each likelihood evaluates
+    (:func:`~pyro_ar.likelihoods.get_likelihood`, with ``noise``, default ``"gumbel"``; an
+    object carries its own noise, so ``noise`` beside one is a ``ValueError``); each likelihood evaluates
     its own bound (:meth:`~pyro_ar.likelihoods.Likelihood.bound`); the sampled softmax has
     none (``ValueError``).
 
@@ -72,9 +74,10 @@ def bound(utility, labels: torch.Tensor, likelihood="ar", noise="gumbel",
     >>> metrics.bound(psi, y, "ove")["mean"] <= exact
     True
     """
-    from .likelihoods import get_likelihood
-
-    lik = get_likelihood(likelihood, noise)  # the one string map; a Likelihood passes through
+    if isinstance(likelihood, Likelihood) and noise is not DEFAULT:
+        raise ValueError(f"noise={noise!r} is ignored with a Likelihood object (likelihood="
+                         f"{likelihood!r}), which carries its own noise; leave noise out")
+    lik = get_likelihood(likelihood, "gumbel" if noise is DEFAULT else noise)  # the one string map
     _, labels, _, _ = evaluation._prepare(utility, labels, None, None)  # count, dtype, range
     g = torch.Generator().manual_seed(seed)
     parts, ses = [], []

@@ -183,3 +183,16 @@ def test_negatives_with_the_exact_name_are_an_error(cls, name):
         BUILD[cls](likelihood="exact", **{name: SET[name]})
     model = BUILD[cls](likelihood="exact", num_negatives=None)
     assert repr(model.likelihood) == repr(Exact())
+
+
+def test_metrics_bound_rejects_a_noise_beside_a_likelihood_object():
+    """metrics.bound's ``noise`` is the string shortcut's too: beside an object (which carries
+    its own noise) it would be ignored, so it is an error; by name it still applies."""
+    from pyro_ar import metrics
+
+    psi, y = torch.randn(4, 6, dtype=torch.float64), torch.zeros(4, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"^noise='normal' is ignored with a Likelihood object"):
+        metrics.bound(psi, y, AR("gumbel"), noise="normal")
+    by_object = metrics.bound(psi, y, Exact("normal"))["mean"]
+    assert by_object == metrics.bound(psi, y, "exact", noise="normal")["mean"]
+    assert by_object != metrics.bound(psi, y, "exact")["mean"]  # (the default noise: Gumbel)
