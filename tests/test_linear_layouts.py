@@ -175,3 +175,24 @@ def test_layout_errors_are_named():
         PatternWeights(pattern, w).rows(torch.tensor([0]))
     assert repr(LinearUtility.of(x, PatternWeights.from_sparse(pattern.sparse(w), b))).startswith("LinearUtility(")
     assert ar.LinearWeights is LinearWeights
+
+
+def test_sparse_gp_moments_are_linear_utilities():
+    """SparseGPUtility's mean a.m_r + b_r and variance a^2.s_r^2 + resid: the linear family's."""
+    from pyro_ar.models.latent_gp import SparseGPUtility
+
+    g = torch.Generator().manual_seed(8)
+    M = 5
+    a, resid = torch.randn(B, 1, M, generator=g, dtype=torch.float64), torch.rand(B, 1, generator=g, dtype=torch.float64)
+    loc, log_scale = torch.randn(K, M, generator=g, dtype=torch.float64), torch.randn(K, M, generator=g, dtype=torch.float64)
+    bias = torch.randn(K, generator=g, dtype=torch.float64)
+    u = SparseGPUtility(a, resid, loc, log_scale, bias)
+    mean, var = a @ loc.T + bias, (a * a) @ log_scale.mul(2).exp().T + resid.unsqueeze(-1)   # (B, 1, K)
+    idx = torch.randint(K, (B, 3, 4), generator=g)
+    m, v = u.moments(idx)
+    torch.testing.assert_close(m, mean.expand(B, 3, K).gather(-1, idx), **TOL)
+    torch.testing.assert_close(v, var.expand(B, 3, K).gather(-1, idx), **TOL)
+    shared = torch.tensor([4, 0, 22])
+    m, v = u.moments(shared)
+    torch.testing.assert_close(m, mean[..., shared], **TOL)
+    torch.testing.assert_close(v, var[..., shared], **TOL)
