@@ -447,7 +447,7 @@ class LinearUtility(Utility):
         if (is_sparse_tensor(x) or not weights.has_rows) and x.dim() != 2:
             what = "a sparse x" if is_sparse_tensor(x) else f"x of {weights!r}"
             raise ValueError(f"{what} must be 2-D (B, D), got x.shape={tuple(x.shape)}")
-        _check_same_kind(x, weights.weight, weights.bias)
+        _check_same_kind(x, weights.weight, None)  # (the layout checked its bias)
         self.x, self.weights = x, weights
         self.num_classes, self.batch_shape = weights.num_classes, x.shape[:-1]
         self._through_nonzeros = is_sparse_tensor(x) or not weights.has_rows
