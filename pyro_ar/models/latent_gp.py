@@ -141,7 +141,7 @@ class SparseGPMap(nn.Module):
 
 
 def _variance(log_scale: torch.Tensor) -> torch.Tensor:
-    """:math:`s^2 = e^{2\log s}`: the variances of gathered rows of ``log_scale``."""
+    r""":math:`s^2 = e^{2\log s}`: the variances of gathered rows of ``log_scale``."""
     return log_scale.mul(2).exp()
 
 
