@@ -49,7 +49,8 @@ from typing import Callable, Dict, Iterator, Optional, Sequence, Tuple, Union
 import torch
 
 from .noise import Noise, get_noise
-from .utility import DenseUtility, LinearUtility, Utility
+from .utility import DenseUtility, LinearUtility, LinearWeights, Utility, embed_inputs
+from .weight_pattern import PatternWeights
 
 __all__ = ["Chunk", "UtilitySource", "linear_source", "iter_chunks", "log_likelihood", "predict_log_proba",
            "predict_proba", "accuracy", "top_k_accuracy", "top_k", "evaluate"]
@@ -101,7 +102,9 @@ def linear_source(x, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
                   embedding: Optional[torch.Tensor] = None) -> UtilitySource:
     r"""Linear utilities :math:`\psi^{(s)}_{rk} = x_r\cdot w^{(s)}_k + b^{(s)}_k`, in float64;
     with an ``embedding`` E (a low rank, :math:`W = V E^\top`),
-    :math:`\psi^{(s)}_r = (x_r E^{(s)}) V^{(s)\top} + b^{(s)}` (W is never formed).
+    :math:`\psi^{(s)}_r = (x_r E^{(s)}) V^{(s)\top} + b^{(s)}` (W is never formed). Each chunk
+    is the :meth:`~pyro_ar.utility.LinearUtility.full` of a
+    :class:`~pyro_ar.utility.LinearUtility` of its rows (the one linear-utility computation).
 
     :param x: ``(R, D)`` features (or embeddings: with ``rows=`` the previous-word ids): a tensor,
         or an object with a ``shape`` whose ``x[ids]`` is a dense or torch-sparse tensor of those rows.
@@ -126,30 +129,42 @@ def linear_source(x, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
                          f"(S, D, r)), x (R, D), bias (K,) / (S, K) or None; got the shapes "
                          f"{ {n: tuple(t.shape) for n, t in args.items() if t is not None} }")
     W, b, E = (None if t is None else t.detach().to(torch.float64) for t in (weight, bias, embedding))
-    WT = W.t().coalesce() if W.is_sparse else W.transpose(-1, -2)
+    if W.is_sparse:  # (K, D) on a pattern: never a dense K x D
+        draws = [(PatternWeights.from_sparse(W, b), None)]
+    elif W.dim() == 2:
+        draws = [(LinearWeights(W, b), E)]
+    else:
+        draws = [(LinearWeights(W[s], None if b is None else b[s]), None if E is None else E[s])
+                 for s in range(W.shape[0])]
+    fn = _linear_fn(x, draws, W.device)
+    return UtilitySource(fn if W.dim() == 3 else (lambda ids: fn(ids)[0]), x.shape[0], weight.shape[-2])
 
+
+def _linear_fn(x, draws, device):
+    """``ids -> (S, B, K)`` float64 utilities of the rows ``ids`` of ``x`` under each draw's
+    ``(layout, embedding or None)``: a :class:`~pyro_ar.utility.LinearUtility` per draw."""
     def fn(ids):
         xb = x.index_select(0, ids.to(x.device)) if isinstance(x, torch.Tensor) else x[ids]
-        xb = xb.detach().to(device=W.device, dtype=torch.float64)
-        if W.is_sparse:  # (K, D) on a pattern: x W^T, never a dense K x D
-            with warnings.catch_warnings():  # torch's note that its sparse CSR support is beta
-                warnings.simplefilter("ignore", UserWarning)
-                psi = torch.sparse.mm(xb if xb.is_sparse else xb.to_sparse(), WT).to_dense()
-        elif xb.is_sparse and W.dim() == 3:  # a sparse batch times each draw
-            psi = torch.stack([(xb @ E[s] if E is not None else xb) @ WT[s] for s in range(W.shape[0])])
-        else:
-            psi = (xb @ E if E is not None else xb) @ WT
-        return psi if b is None else psi + b.unsqueeze(-2)
+        xb = xb.detach().to(device=device, dtype=torch.float64)
+        out = None
+        for s, (w, e) in enumerate(draws):
+            psi = LinearUtility.of(xb if e is None else embed_inputs(xb, e, False), w).full()
+            if len(draws) == 1:
+                return psi.unsqueeze(0)
+            out = psi.new_empty((len(draws),) + psi.shape) if out is None else out
+            out[s] = psi
+        return out
 
-    return UtilitySource(fn, x.shape[0], weight.shape[-2])
+    return fn
 
 
 def _point_fn(u: Utility):
     """``ids -> (B, K)`` float64 utilities of a Utility with batch_shape (R,)."""
     if isinstance(u, DenseUtility):
         return lambda ids: u.logits.detach().index_select(0, ids.to(u.device)).to(torch.float64)
-    if isinstance(u, LinearUtility):
-        return linear_source(u.x, u.weight, u.bias).fn
+    if isinstance(u, LinearUtility):  # any layout, chunk by chunk
+        fn = _linear_fn(u.x, [(u.weights.map(lambda t: t.detach().to(torch.float64)), None)], u.device)
+        return lambda ids: fn(ids)[0]
     cache = {}
 
     def fn(ids):  # any other Utility: all utilities once

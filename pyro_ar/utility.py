@@ -10,7 +10,11 @@ subsample of other classes. A :class:`Utility` exposes exactly that:
 
 :class:`LinearUtility` (:math:`\psi_{nk} = x_n \cdot w_k + b_k`) never materialises the
 B x K matrix unless :meth:`full` is called, and with ``sparse=True`` its gradients with
-respect to ``weight`` and ``bias`` are sparse, touching only the rows gathered.
+respect to ``weight`` and ``bias`` are sparse, touching only the rows gathered. It is the one
+place where a linear utility is computed: its weights are a layout (:class:`LinearWeights`,
+dense; :class:`~pyro_ar.weight_pattern.PatternWeights`, on a pattern; the low-rank
+:meth:`LinearUtility.low_rank`) that owns how the classes asked for are read, and training,
+:mod:`pyro_ar.evaluation` (chunk by chunk) and the class-sharded model all go through it.
 
 Sparse inputs. When ``x`` is a torch sparse (COO or CSR) batch with non-zeros
 :math:`(n_e, j_e, v_e)_{e=1..E}`, the utilities are computed from the non-zeros only,
@@ -35,8 +39,8 @@ import torch.nn.functional as F
 
 from pyro.distributions.util import broadcast_shape
 
-__all__ = ["Utility", "DenseUtility", "LinearUtility", "as_utility", "check_index", "gather_entries",
-           "embed_inputs", "is_sparse_tensor"]
+__all__ = ["Utility", "DenseUtility", "LinearWeights", "LinearUtility", "as_utility", "check_index",
+           "gather_entries", "embed_inputs", "is_sparse_tensor"]
 
 
 def check_index(index, num_classes: int, name: str = "index") -> None:
@@ -288,6 +292,85 @@ def embed_inputs(x, embedding: torch.Tensor, sparse: bool = True) -> torch.Tenso
     return e.new_zeros((x.shape[0], embedding.shape[1])).index_add(0, rows, e)
 
 
+class LinearWeights:
+    r"""The class side of a linear utility :math:`\psi_{nk} = x_n \cdot t(w_k) + t(b_k)`:
+    dense weights ``weight`` (K, D) and ``bias`` (K,) or None -- one *layout* of W, owning
+    how its classes are read for a batch of inputs.
+
+    * :meth:`rows` -- :math:`t(w_k), t(b_k)` at class indices (a dense x multiplies them);
+    * :meth:`entries` -- single entries :math:`t(W_{kj})` (a sparse x, from its non-zeros);
+    * :meth:`product` -- :math:`x\,t(W)^\top + t(b)` over all K classes (O(K)).
+
+    The gathers touch the classes asked for only (O(m D) or O(m nnz) for m classes, never
+    O(K)); with ``sparse`` their gradients are sparse. ``transform`` t (elementwise; None is
+    the identity) is applied to the gathered values only, e.g. :math:`t(w) = w^2` for the
+    variance of a linear utility under a diagonal Gaussian. Other layouts subclass this one
+    (:class:`~pyro_ar.weight_pattern.PatternWeights`: W on a pattern of entries);
+    :class:`LinearUtility` multiplies any layout with its inputs.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.utility import LinearWeights
+    >>> lw = LinearWeights(torch.arange(6.0).reshape(3, 2), torch.zeros(3))
+    >>> lw.rows(torch.tensor([2]))[0].tolist(), lw.product(torch.ones(1, 2)).tolist()
+    ([[4.0, 5.0]], [[1.0, 5.0, 9.0]])
+    """
+
+    #: whether :meth:`rows` exists (else a dense x is read through its non-zeros too)
+    has_rows = True
+
+    def __init__(self, weight: torch.Tensor, bias: Optional[torch.Tensor] = None, sparse: bool = False,
+                 transform=None):
+        for name, t in (("weight", weight), ("bias", bias)):
+            if not (isinstance(t, torch.Tensor) or (name == "bias" and t is None)):
+                raise ValueError(f"{name} must be a tensor, got {name}={t!r}")
+        if weight.dim() != 2:
+            raise ValueError(f"weight must have shape (num_classes, D), got {tuple(weight.shape)}")
+        if bias is not None and bias.shape != weight.shape[:1]:
+            raise ValueError(
+                f"bias must have shape (num_classes,)=({weight.shape[0]},), got {tuple(bias.shape)}"
+            )
+        _check_same_kind(None, weight, bias)
+        self.weight, self.bias, self.sparse, self.transform = weight, bias, bool(sparse), transform
+        self.num_classes, self.num_features = weight.shape
+
+    def _t(self, t):
+        return t if self.transform is None or t is None else self.transform(t)
+
+    def rows(self, index: torch.Tensor):
+        """``(t(weight[index]), t(bias[index]) or None)``, shapes ``index.shape + (D,)``, ``index.shape``."""
+        return self._t(F.embedding(index, self.weight, sparse=self.sparse)), self.bias_at(index)
+
+    def bias_at(self, index: torch.Tensor) -> Optional[torch.Tensor]:
+        """``t(bias[index])`` (sparse-gradient gather when ``sparse``), or None."""
+        if self.bias is None:
+            return None
+        flat = index.reshape(-1)
+        return self._t(torch.gather(self.bias, 0, flat, sparse_grad=self.sparse).reshape(index.shape))
+
+    def entries(self, classes: torch.Tensor, cols: torch.Tensor) -> torch.Tensor:
+        """``t(weight[classes, cols])`` (one shape), a COO gradient with ``sparse`` (:func:`gather_entries`)."""
+        return self._t(gather_entries(self.weight, classes, cols, self.sparse))
+
+    def product(self, x) -> torch.Tensor:
+        r""":math:`x\,t(W)^\top + t(b)`, shape ``x.shape[:-1] + (K,)``: one fused matrix product
+        for a dense x, torch's sparse-dense product for a sparse one."""
+        W, b = self._t(self.weight), self._t(self.bias)
+        if not is_sparse_tensor(x):
+            return F.linear(x, W, b)
+        psi = x @ W.T
+        return psi if b is None else psi + b
+
+    def map(self, fn) -> "LinearWeights":
+        """The same layout with ``fn`` applied to its float tensors (e.g. detach and cast)."""
+        return LinearWeights(fn(self.weight), None if self.bias is None else fn(self.bias), self.sparse,
+                             self.transform)
+
+    def __repr__(self):
+        return f"LinearWeights(K={self.num_classes}, D={self.num_features}, sparse={self.sparse})"
+
+
 class LinearUtility(Utility):
     r"""Lazy linear utilities :math:`\psi_{nk} = x_n \cdot w_k + b_k`.
 
@@ -304,7 +387,13 @@ class LinearUtility(Utility):
 
     ``x`` may be a 2-D torch sparse (COO or CSR) batch: the utilities then come from its
     non-zeros only (see the module docstring), O(nnz(x) m) for m classes per row, and with
-    ``sparse=True`` the gradient of ``weight`` is sparse in classes and features.
+    ``sparse=True`` the gradient of ``weight`` is sparse in both dimensions.
+
+    This is the one computation of "rows of x times gathered rows of W plus b": the
+    weights are a layout (:class:`LinearWeights`; :meth:`of` takes any, e.g. a
+    :class:`~pyro_ar.weight_pattern.PatternWeights`), :meth:`low_rank` builds the low-rank
+    :math:`W = V E^\top` one, and the training likelihoods, :mod:`pyro_ar.evaluation` and the
+    class-sharded model all read utilities through it.
 
     Example:
 
@@ -317,61 +406,88 @@ class LinearUtility(Utility):
     True
     """
 
+    _reference = "weight"
+
     def __init__(self, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
                  sparse: bool = False):
-        for name, t in (("weight", weight), ("bias", bias)):
-            if not (isinstance(t, torch.Tensor) or (name == "bias" and t is None)):
-                raise ValueError(f"{name} must be a tensor, got {name}={t!r}")
+        self._set(x, LinearWeights(weight, bias, sparse))
+
+    @classmethod
+    def of(cls, x, weights: LinearWeights) -> "LinearUtility":
+        """The utilities of inputs ``x`` (``batch_shape + (D,)``) under a weight layout."""
+        if not isinstance(weights, LinearWeights):
+            raise ValueError(f"weights must be a LinearWeights layout, got {type(weights).__name__}")
+        u = cls.__new__(cls)
+        u._set(x, weights)
+        return u
+
+    @classmethod
+    def low_rank(cls, x, weight: torch.Tensor, embedding: torch.Tensor, bias: Optional[torch.Tensor] = None,
+                 sparse: bool = False) -> "LinearUtility":
+        r"""Utilities of a low-rank :math:`W = V E^\top`: :math:`\psi_n = (x_n E) V^\top + b`,
+        the input embedding :math:`h = xE` by :func:`embed_inputs` (O(nnz r) for a sparse x),
+        then the lazy output layer of ``weight`` V (K, r). W is never formed.
+
+        Example:
+
+        >>> import torch, pyro_ar as ar
+        >>> x, V, E = torch.randn(2, 5), torch.randn(9, 3), torch.randn(5, 3)
+        >>> torch.allclose(ar.LinearUtility.low_rank(x, V, E).full(), x @ (V @ E.T).T, atol=1e-5)
+        True
+        """
+        return cls(embed_inputs(x, embedding, sparse), weight, bias, sparse)
+
+    def _set(self, x, weights: LinearWeights):
         if not all(hasattr(x, a) for a in ("dim", "shape", "dtype", "device")):
             raise ValueError(f"x must be a tensor of shape batch_shape + (D,), got x={x!r}")
-        if weight.dim() != 2:
-            raise ValueError(f"weight must have shape (num_classes, D), got {tuple(weight.shape)}")
-        if x.dim() < 1 or x.shape[-1] != weight.shape[-1]:
-            raise ValueError(
-                f"x must have shape batch_shape + (D,) with D={weight.shape[-1]} matching "
-                f"weight {tuple(weight.shape)}, got x.shape={tuple(x.shape)}"
-            )
-        if bias is not None and bias.shape != weight.shape[:1]:
-            raise ValueError(
-                f"bias must have shape (num_classes,)=({weight.shape[0]},), got {tuple(bias.shape)}"
-            )
-        if is_sparse_tensor(x) and x.dim() != 2:
-            raise ValueError(f"a sparse x must be 2-D (B, D), got x.shape={tuple(x.shape)}")
-        _check_same_kind(x, weight, bias)
-        self.x, self.weight, self.bias, self.sparse = x, weight, bias, sparse
-        self.num_classes = weight.shape[0]
-        self.batch_shape = x.shape[:-1]
-        self._nz = _nonzeros(x) if is_sparse_tensor(x) else None
+        D = weights.num_features
+        if x.dim() < 1 or x.shape[-1] != D:
+            raise ValueError(f"x must have shape batch_shape + (D,) with D={D} matching the weights "
+                             f"{weights!r}, got x.shape={tuple(x.shape)}")
+        if (is_sparse_tensor(x) or not weights.has_rows) and x.dim() != 2:
+            what = "a sparse x" if is_sparse_tensor(x) else f"x of {weights!r}"
+            raise ValueError(f"{what} must be 2-D (B, D), got x.shape={tuple(x.shape)}")
+        _check_same_kind(x, weights.weight, None)  # (the layout checked its bias)
+        self.x, self.weights = x, weights
+        self.num_classes, self.batch_shape = weights.num_classes, x.shape[:-1]
+        self._through_nonzeros = is_sparse_tensor(x) or not weights.has_rows
+        self._nonzeros = None
 
-    _reference = "weight"
+    weight = property(lambda self: self.weights.weight, doc="the layout's weight tensor")
+    bias = property(lambda self: self.weights.bias, doc="the layout's bias (K,), or None")
+    sparse = property(lambda self: self.weights.sparse, doc="whether the gathers' gradients are sparse")
+
+    def with_inputs(self, x) -> "LinearUtility":
+        """The utilities of other inputs ``x`` under the same weights (no copy of them)."""
+        return type(self).of(x, self.weights)
 
     def rows(self, index):
         """``(weight[index], bias[index])`` -- sparse-gradient gathers when ``sparse``."""
         if _validating():
             check_index(index, self.num_classes)
-        return F.embedding(index, self.weight, sparse=self.sparse), self._bias(index)
+        return self.weights.rows(index)
 
-    def _bias(self, index):
-        """``bias[index]`` (sparse-gradient gather when ``sparse``), or None."""
-        if self.bias is None:
-            return None
-        flat = index.reshape(-1)
-        return torch.gather(self.bias, 0, flat, sparse_grad=self.sparse).reshape(index.shape)
+    @property
+    def _nz(self):
+        """(rows, cols, values) of x's non-zeros, computed on first use."""
+        if self._nonzeros is None:
+            self._nonzeros = _nonzeros(self.x if is_sparse_tensor(self.x) else self.x.to_sparse())
+        return self._nonzeros
 
-    def _sparse_x_psi(self, index):
-        r"""Utilities of a sparse x at classes ``index`` (B, m), from the non-zeros only:
+    def _nonzero_psi(self, index):
+        r"""Utilities at classes ``index`` (B, m) from x's non-zeros only:
         :math:`\psi_{nj} = b_{k} + \sum_{e: n_e = n} v_e W_{k j_e}`, k = index[n, j]."""
         if _validating():
             check_index(index, self.num_classes)
         rows, cols, vals = self._nz
         classes = index.index_select(0, rows)  # (nnz, m): the classes asked of each non-zero
-        w = gather_entries(self.weight, classes, cols.unsqueeze(-1).expand_as(classes), self.sparse)
+        w = self.weights.entries(classes, cols.unsqueeze(-1).expand_as(classes))
         psi = w.new_zeros(index.shape).index_add(0, rows, w * vals.unsqueeze(-1))
-        b = self._bias(index)
+        b = self.weights.bias_at(index)
         return psi if b is None else psi + b
 
-    def _sparse_index(self, index):
-        """A class index broadcast to (B, m) for a sparse x (named error otherwise)."""
+    def _row_index(self, index):
+        """A class index broadcast to (B, m) for the non-zeros path (named error otherwise)."""
         shape = broadcast_shape(self.batch_shape, index.shape[:-1])
         if shape != self.batch_shape:
             raise ValueError(f"with a sparse x of batch shape {tuple(self.batch_shape)} the class "
@@ -379,23 +495,23 @@ class LinearUtility(Utility):
         return index.expand(shape + index.shape[-1:])
 
     def gather(self, index):
-        if self._nz is not None:
-            return self._sparse_x_psi(self._sparse_index(index))
+        if self._through_nonzeros:
+            return self._nonzero_psi(self._row_index(index))
         w, b = self.rows(index)  # index.shape + (D,)
         psi = (w @ self.x.unsqueeze(-1)).squeeze(-1)  # batched (m, D) @ (D, 1)
         return psi if b is None else psi + b
 
     def gather_shared(self, index):
-        if self._nz is not None:
-            return self._sparse_x_psi(index.expand(self.batch_shape + index.shape))
+        if self._through_nonzeros:
+            return self._nonzero_psi(index.expand(self.batch_shape + index.shape))
         w, b = self.rows(index)  # (m, D)
         psi = self.x @ w.T
         return psi if b is None else psi + b
 
     def gather_label_and_shared(self, labels, index):
-        if self._nz is not None:  # one entry gather, one sparse gradient
-            labels = self._sparse_index(labels.unsqueeze(-1))
-            psi = self._sparse_x_psi(torch.cat([labels, index.expand(self.batch_shape + index.shape)], -1))
+        if self._through_nonzeros:  # one entry gather, one sparse gradient
+            labels = self._row_index(labels.unsqueeze(-1))
+            psi = self._nonzero_psi(torch.cat([labels, index.expand(self.batch_shape + index.shape)], -1))
             return psi[..., :1], psi[..., 1:]
         n = labels.numel()
         w, b = self.rows(torch.cat([labels.reshape(-1), index]))  # one gather, one sparse grad
@@ -409,22 +525,20 @@ class LinearUtility(Utility):
         return psi_y, psi_neg
 
     def full(self):
-        psi = self.x @ self.weight.T  # (a sparse x: torch's sparse-dense product)
-        return psi if self.bias is None else psi + self.bias
+        return self.weights.product(self.x)
 
     def expand(self, batch_shape):
-        if self._nz is not None:
+        if self._through_nonzeros:
             if torch.Size(batch_shape) != self.batch_shape:
-                raise ValueError(f"a LinearUtility of a sparse x cannot be expanded from "
-                                 f"{tuple(self.batch_shape)} to {tuple(batch_shape)}")
+                raise ValueError(f"a {type(self).__name__} of a sparse x (or of {self.weights!r}) cannot "
+                                 f"be expanded from {tuple(self.batch_shape)} to {tuple(batch_shape)}")
             return self
-        x = self.x.expand(torch.Size(batch_shape) + self.x.shape[-1:])
-        return type(self)(x, self.weight, self.bias, self.sparse)  # subclasses keep their type
+        return self.with_inputs(self.x.expand(torch.Size(batch_shape) + self.x.shape[-1:]))
 
     def __repr__(self):
-        return (f"LinearUtility(batch_shape={tuple(self.batch_shape)}, num_classes="
-                f"{self.num_classes}, D={self.weight.shape[-1]}, sparse={self.sparse}"
-                f"{', sparse x' if self._nz is not None else ''})")
+        return (f"{type(self).__name__}(batch_shape={tuple(self.batch_shape)}, num_classes="
+                f"{self.num_classes}, weights={self.weights!r}"
+                f"{', sparse x' if is_sparse_tensor(self.x) else ''})")
 
 
 def as_utility(utility) -> Utility:

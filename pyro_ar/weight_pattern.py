@@ -4,7 +4,8 @@ entries, and the lazy linear utilities of such a W.
 For sparse inputs with many classes and few rows per class a full K x D W does not fit, and
 a low rank :math:`W = V E^\top` cannot remember which features go with which class. Keeping
 W on the entries seen in training (:meth:`WeightPattern.from_cooccurrence`) is full rank at
-the memory of the data; :class:`PatternLinearUtility` computes
+the memory of the data; its layout :class:`PatternWeights` lets
+:class:`~pyro_ar.utility.LinearUtility` (:class:`PatternLinearUtility`) compute
 :math:`\psi_{nk} = b_k + \sum_j x_{nj} W_{kj}` for the classes a likelihood asks for by
 looking each non-zero's entry up (O(log nnz)), with sparse gradients of the entries found.
 """
@@ -13,11 +14,10 @@ import warnings
 from typing import Optional
 
 import torch
-from pyro.distributions.util import broadcast_shape
 
-from .utility import Utility, _check_same_kind, _nonzeros, _validating, check_index, is_sparse_tensor
+from .utility import LinearUtility, LinearWeights, _check_same_kind, is_sparse_tensor
 
-__all__ = ["WeightPattern", "PatternLinearUtility"]
+__all__ = ["WeightPattern", "PatternWeights", "PatternLinearUtility"]
 
 
 class WeightPattern:
@@ -96,9 +96,81 @@ class WeightPattern:
         return f"WeightPattern(K={self.num_classes}, D={self.num_features}, nnz={len(self)})"
 
 
-class PatternLinearUtility(Utility):
+class PatternWeights(LinearWeights):
+    r"""The layout of a W that is non-zero only on a :class:`WeightPattern`: ``weight`` holds
+    the pattern's entries (nnz,), ``bias`` (K,) or None.
+
+    A class's utility at a row is read entry by entry from the row's non-zeros
+    (:meth:`entries`: each looks its :math:`W_{kj}` up by binary search, O(log nnz(W)), zero
+    off the pattern; with ``sparse`` a gradient only at the entries found), so
+    :class:`~pyro_ar.utility.LinearUtility` reads even a dense x through its non-zeros;
+    :meth:`product` multiplies by the torch-sparse K x D matrix, never a dense one.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.weight_pattern import PatternWeights, WeightPattern
+    >>> pattern = WeightPattern(torch.tensor([0, 4, 5]), num_classes=2, num_features=3)
+    >>> pw = PatternWeights(pattern, torch.tensor([1.0, 2.0, 3.0]))   # W = [[1, 0, 0], [0, 2, 3]]
+    >>> pw.entries(torch.tensor([1, 1, 0]), torch.tensor([2, 0, 0])).tolist()
+    [3.0, 0.0, 1.0]
+    """
+
+    has_rows = False
+
+    def __init__(self, pattern: WeightPattern, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
+                 sparse: bool = False):
+        if not isinstance(pattern, WeightPattern):
+            raise ValueError(f"pattern must be a WeightPattern, got {pattern!r}")
+        if not isinstance(weight, torch.Tensor) or weight.shape != (len(pattern),):
+            raise ValueError(f"weight must be a tensor of shape ({len(pattern)},) (the pattern's "
+                             f"entries), got {getattr(weight, 'shape', weight)!r}")
+        if bias is not None and (not isinstance(bias, torch.Tensor) or bias.shape != (pattern.num_classes,)):
+            raise ValueError(f"bias must have shape ({pattern.num_classes},), got {getattr(bias, 'shape', bias)!r}")
+        _check_same_kind(None, weight, bias)
+        self.pattern, self.weight, self.bias = pattern.to(weight.device), weight, bias
+        self.sparse, self.transform = bool(sparse), None
+        self.num_classes, self.num_features = pattern.num_classes, pattern.num_features
+
+    @classmethod
+    def from_sparse(cls, W: torch.Tensor, bias: Optional[torch.Tensor] = None) -> "PatternWeights":
+        """The layout of a torch-sparse (COO) K x D matrix: its stored entries are the pattern."""
+        W = W.coalesce()
+        K, D = W.shape
+        k, j = W.indices()
+        return cls(WeightPattern(k * D + j, K, D), W.values(), bias)
+
+    def rows(self, index):
+        raise NotImplementedError("PatternWeights has no dense rows: read x through its non-zeros (entries)")
+
+    def entries(self, classes, cols):
+        pos, hit = self.pattern.lookup(classes, cols)
+        w = torch.gather(self.weight, 0, pos.reshape(-1), sparse_grad=self.sparse).reshape(pos.shape)
+        return w * hit
+
+    def product(self, x):
+        W = self.pattern.sparse(self.weight)
+        if is_sparse_tensor(x):  # sparse x sparse: never a dense B x D or K x D
+            with warnings.catch_warnings():  # torch's note that its sparse CSR support is beta
+                warnings.simplefilter("ignore", UserWarning)
+                psi = torch.sparse.mm(x.to_sparse_coo(), W.t().coalesce()).to_dense()
+        else:
+            psi = torch.sparse.mm(W, x.T).T
+        return psi if self.bias is None else psi + self.bias
+
+    def map(self, fn) -> "PatternWeights":
+        return PatternWeights(self.pattern, fn(self.weight), None if self.bias is None else fn(self.bias),
+                              self.sparse)
+
+    def __repr__(self):
+        return (f"PatternWeights(K={self.num_classes}, D={self.num_features}, nnz(W)={len(self.pattern)}, "
+                f"sparse={self.sparse})")
+
+
+class PatternLinearUtility(LinearUtility):
     r"""Linear utilities :math:`\psi_{nk} = b_k + \sum_{j} x_{nj} W_{kj}` with W non-zero only
-    on a :class:`WeightPattern`: ``weight`` holds the pattern's entries (nnz,).
+    on a :class:`WeightPattern`: :class:`~pyro_ar.utility.LinearUtility` of the
+    :class:`PatternWeights` layout (``weight`` holds the pattern's entries (nnz,)).
 
     For a sparse x the utilities of m classes per row cost O(nnz(x) m log nnz(W)): each
     non-zero :math:`x_{nj}` looks its entry :math:`W_{kj}` up (zero off the pattern), with a
@@ -116,70 +188,10 @@ class PatternLinearUtility(Utility):
     [[1.0, 5.0]]
     """
 
-    _reference = "weight"
-
     def __init__(self, x, pattern: WeightPattern, weight: torch.Tensor, bias: Optional[torch.Tensor] = None,
                  sparse: bool = False):
-        if not isinstance(pattern, WeightPattern):
-            raise ValueError(f"pattern must be a WeightPattern, got {pattern!r}")
-        if not isinstance(weight, torch.Tensor) or weight.shape != (len(pattern),):
-            raise ValueError(f"weight must be a tensor of shape ({len(pattern)},) (the pattern's "
-                             f"entries), got {getattr(weight, 'shape', weight)!r}")
-        if bias is not None and bias.shape != (pattern.num_classes,):
-            raise ValueError(f"bias must have shape ({pattern.num_classes},), got {tuple(bias.shape)}")
-        if not hasattr(x, "dim") or x.dim() != 2 or x.shape[1] != pattern.num_features:
-            raise ValueError(f"x must have shape (B, {pattern.num_features}), got "
-                             f"{tuple(getattr(x, 'shape', ()))}")
-        _check_same_kind(x, weight, bias)
-        self.x, self.pattern, self.weight, self.bias, self.sparse = x, pattern, weight, bias, sparse
-        self.num_classes, self.batch_shape = pattern.num_classes, x.shape[:-1]
-        self._nz = _nonzeros(x if is_sparse_tensor(x) else x.to_sparse())
+        self._set(x, PatternWeights(pattern, weight, bias, sparse))
 
-    def _psi(self, index):
-        if _validating():
-            check_index(index, self.num_classes)
-        rows, cols, vals = self._nz
-        classes = index.index_select(0, rows)  # (nnz, m)
-        pos, hit = self.pattern.lookup(classes, cols.unsqueeze(-1).expand_as(classes))
-        w = torch.gather(self.weight, 0, pos.reshape(-1), sparse_grad=self.sparse).reshape(pos.shape)
-        psi = w.new_zeros(index.shape).index_add(0, rows, w * hit * vals.unsqueeze(-1))
-        if self.bias is None:
-            return psi
-        return psi + torch.gather(self.bias, 0, index.reshape(-1), sparse_grad=self.sparse).reshape(index.shape)
-
-    def _broadcast(self, index):
-        if broadcast_shape(self.batch_shape, index.shape[:-1]) != self.batch_shape:
-            raise ValueError(f"the class index must broadcast to the batch shape "
-                             f"{tuple(self.batch_shape)}, got index.shape={tuple(index.shape)}")
-        return index.expand(self.batch_shape + index.shape[-1:])
-
-    def gather(self, index):
-        return self._psi(self._broadcast(index))
-
-    def gather_shared(self, index):
-        return self._psi(index.expand(self.batch_shape + index.shape))
-
-    def gather_label_and_shared(self, labels, index):
-        psi = self._psi(torch.cat([self._broadcast(labels.unsqueeze(-1)),
-                                   index.expand(self.batch_shape + index.shape)], -1))
-        return psi[..., :1], psi[..., 1:]
-
-    def full(self):
-        W = self.pattern.to(self.weight.device).sparse(self.weight)
-        if is_sparse_tensor(self.x):  # sparse x sparse: never a dense B x D or K x D
-            with warnings.catch_warnings():  # torch's note that its sparse CSR support is beta
-                warnings.simplefilter("ignore", UserWarning)
-                psi = torch.sparse.mm(self.x.to_sparse_coo(), W.t().coalesce()).to_dense()
-        else:
-            psi = torch.sparse.mm(W, self.x.T).T
-        return psi if self.bias is None else psi + self.bias
-
-    def expand(self, batch_shape):
-        if torch.Size(batch_shape) != self.batch_shape:
-            raise ValueError(f"a PatternLinearUtility cannot be expanded from {tuple(self.batch_shape)} "
-                             f"to {tuple(batch_shape)}")
-        return self
-
-    def __repr__(self):
-        return (f"PatternLinearUtility(batch_shape={tuple(self.batch_shape)}, num_classes="
-                f"{self.num_classes}, nnz(W)={len(self.pattern)}, sparse={self.sparse})")
+    @property
+    def pattern(self) -> WeightPattern:
+        return self.weights.pattern

@@ -69,9 +69,9 @@ def test_linear_matches_dense_logits(sparse, bias, dtype, device):
 
 @pytest.mark.parametrize("shared", [False, True])
 def test_linear_sparse_gradients_touch_only_gathered_rows(shared):
-    dense, sparse = _linear(sparse=False), _linear(sparse=True)
-    sparse.x, sparse.weight, sparse.bias = dense.x, dense.weight.detach().clone().requires_grad_(), \
-        dense.bias.detach().clone().requires_grad_()
+    dense = _linear(sparse=False)
+    sparse = LinearUtility(dense.x, dense.weight.detach().clone().requires_grad_(),
+                           dense.bias.detach().clone().requires_grad_(), sparse=True)
     rows = torch.tensor([1, 4, 4]) if shared else torch.tensor([[1, 4], [4, 1], [1, 1]])
     for u in (dense, sparse):
         psi = u.gather_shared(rows) if shared else u.gather(rows)

@@ -121,7 +121,7 @@ class ShardedLinearUtility(Utility):
         x = self.x.expand(labels.shape + (D,)).reshape(-1, D)
         local = flat - self.shard.start
         pos = ((local >= 0) & (local < self.shard.size)).nonzero().squeeze(-1)
-        own = LinearUtility(x.index_select(0, pos), self.weight, self.bias, sparse=self.sparse)
+        own = self.local.with_inputs(x.index_select(0, pos))
         values = own.gather(local.index_select(0, pos).unsqueeze(-1)).squeeze(-1)
         part = x.new_zeros(flat.shape).index_add(0, pos, values)
         return sum_across(part, group).reshape(labels.shape)

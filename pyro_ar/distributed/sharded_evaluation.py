@@ -71,8 +71,7 @@ def sharded_evaluate(utility, labels: torch.Tensor, noise="gumbel", *, chunk_siz
     log_lik, correct = [], []
     for lo in range(0, n, chunk):
         xs, ys = x[lo:lo + chunk], labels[lo:lo + chunk]
-        psi = torch.addmm(utility.bias, xs, utility.weight.T) if utility.bias is not None else xs @ utility.weight.T
-        psi = psi.double()
+        psi = utility.local.with_inputs(xs).full().double()  # this shard's K_r utilities of the chunk
         stats = max_across(torch.stack([psi.logsumexp(-1), psi.amax(-1)]), group)  # (2, c)
         local = ys - shard.start
         own = (local >= 0) & (local < shard.size)

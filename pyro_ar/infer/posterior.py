@@ -34,6 +34,7 @@ from pyro.nn import PyroParam
 from ..evaluation import linear_source, log_likelihood, predict_proba
 from ..models.bayesian_linear import BayesianLinearClassifier, ClassPlate
 from ..noise import Noise
+from ..utility import LinearUtility
 from .local_fit import laplace_local
 
 __all__ = [
@@ -193,19 +194,14 @@ class ClassSubsampledNormal(AutoGuide):
     def _local(self, xb, labels, C, W, b, T):
         model = self._ar_model
         st = model.step_structure(C, labels, eta_classes=T if model.subsampled else None)
-        cols = st.eta_index
-        Wy = W.index_select(0, st.label_pos)                           # (B, D)
-        psi_y = (xb * Wy).sum(-1)
-        psi_e = xb @ W.index_select(0, cols).T                            # (B, j)
-        if b is not None:
-            psi_y = psi_y + b.index_select(0, st.label_pos)
-            psi_e = psi_e + b.index_select(0, cols)
-        d = psi_y.unsqueeze(-1) - psi_e                                   # psi_y - psi_k
+        # the label's utility (B, 1) and the eta classes' (B, j), from the rows of C drawn
+        psi_y, psi_e = LinearUtility(xb, W, b).gather_label_and_shared(st.label_pos, st.eta_index)
+        d = psi_y - psi_e                                                 # psi_y - psi_k
         w = st.eta_weight.to(d.dtype)
         if model.noise.closed_form:
             # log eta = log(1 + sum_j w_j exp(-d_j)), the leading 0 keeps logsumexp finite
             logw = torch.where(w > 0, w.clamp(min=1e-300).log(), torch.full_like(w, -math.inf))
-            terms = torch.cat([torch.zeros_like(psi_y).unsqueeze(-1), logw - d], -1)
+            terms = torch.cat([torch.zeros_like(psi_y), logw - d], -1)
             log_eta = torch.logsumexp(terms, -1)
             return pyro.sample(model.eps_site, self._gumbel_local(log_eta))
         loc, sd = laplace_local(model.noise, d, w, self.newton_steps)

@@ -83,6 +83,7 @@ from ..distributions import AugmentedCategorical, UtilityCategorical
 from ..distributions.augmented import INFER_KEY, NoiseSite
 from ..negatives import Negatives, sample_without_replacement
 from ..likelihoods import AR, DEFAULT, Exact
+from ..utility import LinearUtility
 from .base import CategoricalModel, WeightStrategy, check_positive_int
 
 __all__ = ["BayesianLinearClassifier", "ClassSubsampledWeights", "ClassPlate", "StepStructure", "class_positions"]
@@ -266,9 +267,7 @@ class ClassSubsampledWeights(WeightStrategy):
         with data as idx:
             idx = data.indices if idx is None else idx
             xb = model.minibatch_features(x, idx)
-            psi = xb @ W.T
-            if b is not None:
-                psi = psi + b
+            psi = LinearUtility(xb, W, b).full()  # (B, |C|): the classes of C only
             if y is None:
                 return pyro.sample(model.site, UtilityCategorical(model._full_order(psi, C), model.noise))
             labels = y[idx]

@@ -56,7 +56,7 @@ from ..distributions import BouchardBound
 from ..likelihoods import DEFAULT, Bouchard, DataSubsample
 from ..negatives import sample_without_replacement
 from ..numerics import check_int, first_position, show
-from ..utility import LinearUtility
+from ..utility import LinearUtility, LinearWeights
 from .base import CategoricalModel, check_positive_int, take_rows
 
 __all__ = ["LatentCategoricalModel", "CategoricalLatentModel", "SessionEncoder", "LocalPosterior", "session_metrics"]
@@ -126,18 +126,6 @@ class LocalPosterior(nn.Module):
             raise ValueError(f"LocalPosterior holds {self.num_data} sessions, got session index {int(idx.max())}")
         rows = [F.embedding(idx, p, sparse=self.sparse) for p in (self.loc, self.raw_scale, self.a)]
         return rows[0], F.softplus(rows[1]) + 1e-4, rows[2].squeeze(-1)
-
-
-class _SquaredLinearUtility(LinearUtility):
-    r""":math:`s_{u,p} = \sum_q \Psi_{pq}^2 \sigma^2_{uq}` (the variance of a linear utility
-    under a diagonal Gaussian), lazily: the rows are squared after the gather."""
-
-    def rows(self, index):
-        w, _ = super().rows(index)
-        return w * w, None
-
-    def full(self):
-        return self.x @ (self.weight * self.weight).T
 
 
 def session_metrics(score_fn, observed: torch.Tensor, heldout: torch.Tensor, k: int = 5,
@@ -317,7 +305,9 @@ class LatentCategoricalModel(CategoricalModel):
         var = None
         if self.bouchard == "analytic":
             utility = self.minibatch_utility(loc.unsqueeze(-2), params)
-            var = _SquaredLinearUtility((scale * scale).unsqueeze(-2), params["weight"], None, self.sparse)
+            # s_{u,p} = sum_q Psi_pq^2 sigma_uq^2: the squares of the gathered rows only
+            var = LinearUtility.of((scale * scale).unsqueeze(-2),
+                                   LinearWeights(params["weight"], None, self.sparse, transform=torch.square))
         else:
             utility = self.minibatch_utility(omega, params, group)
         d = BouchardBound(utility, a=a, strategy=likelihood.sampler, utility_var=var)

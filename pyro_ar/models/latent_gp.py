@@ -58,7 +58,7 @@ from ..distributions import UtilityCategorical
 from ..likelihoods import DEFAULT, Exact
 from ..negatives import PerDatapointNegatives, sample_without_replacement
 from ..numerics import check_positive_number
-from ..utility import LinearUtility, Utility, _validating, check_index
+from ..utility import LinearUtility, LinearWeights, Utility, _validating, check_index
 from .base import check_positive_int
 from .latent import CategoricalLatentModel
 
@@ -140,6 +140,11 @@ class SparseGPMap(nn.Module):
         return a, (self.kernel.diag(x) - (a * a).sum(-1)).clamp(min=0.0)
 
 
+def _variance(log_scale: torch.Tensor) -> torch.Tensor:
+    r""":math:`s^2 = e^{2\log s}`: the variances of gathered rows of ``log_scale``."""
+    return log_scale.mul(2).exp()
+
+
 class SparseGPUtility(Utility):
     r"""Lazy utilities :math:`f_r(x_n)` of a whitened sparse GP (module docstring) over R rows.
 
@@ -176,22 +181,18 @@ class SparseGPUtility(Utility):
         self.a, self.resid, self.loc, self.log_scale, self.bias = a, resid, loc, log_scale, bias
         self.sparse, self.sample = sparse, sample
         self.num_classes, self.batch_shape = loc.shape[0], a.shape[:-1]
+        # both moments are linear utilities: a . m_r + b_r and a^2 . s_r^2 (s_r^2 = exp(2 log s_r)
+        # of the gathered rows only)
+        self._mean = LinearUtility(a, loc, bias, sparse=sparse)
+        self._var = LinearUtility.of(a * a, LinearWeights(log_scale, None, sparse, transform=_variance))
 
     def moments(self, index: torch.Tensor):
         r"""``(mean, var)`` of :math:`f` at classes ``index`` (shape broadcasting as
         ``batch_shape + (m,)``, or (m,) shared): both ``broadcast(batch_shape, index.shape[:-1]) + (m,)``."""
-        if _validating():
-            check_index(index, self.num_classes)
-        m = F.embedding(index, self.loc, sparse=self.sparse)              # index.shape + (M,)
-        s2 = F.embedding(index, self.log_scale, sparse=self.sparse).mul(2).exp()
-        a = self.a
         if index.dim() == 1:                                               # shared rows: two matrix products
-            mean, var = a @ m.T, (a * a) @ s2.T
+            mean, var = self._mean.gather_shared(index), self._var.gather_shared(index)
         else:                                                              # per-entry rows
-            a = a.unsqueeze(-2)
-            mean, var = (m * a).sum(-1), (s2 * a * a).sum(-1)
-        if self.bias is not None:
-            mean = mean + torch.gather(self.bias, 0, index.reshape(-1), sparse_grad=self.sparse).reshape(index.shape)
+            mean, var = self._mean.gather(index), self._var.gather(index)
         return mean, var + self.resid.unsqueeze(-1)
 
     def gather(self, index):

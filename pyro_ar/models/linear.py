@@ -69,7 +69,7 @@ from ..likelihoods import DEFAULT, Likelihood
 from ..negatives import DEFAULT_NUM_NEGATIVES
 
 from ..negatives import sample_without_replacement
-from ..utility import DenseUtility, LinearUtility, embed_inputs, gather_entries, is_sparse_tensor
+from ..utility import DenseUtility, LinearUtility, gather_entries
 from ..weight_pattern import PatternLinearUtility, WeightPattern
 from .base import CategoricalModel, check_positive_int
 
@@ -360,17 +360,22 @@ class LinearClassifier(CategoricalModel):
         return total
 
     def minibatch_utility(self, x, params):
-        W, b = params["weight"], params["bias"]
         if not isinstance(x, torch.Tensor):  # row-indexable inputs (e.g. the estimator's), all rows
             x = x[torch.arange(len(x))]
+        psi = self._linear_utility(x, params, self.sparse)
+        if self.utility_mode == "dense" and self.weight_pattern is None:
+            return DenseUtility(psi.full())
+        return psi
+
+    def _linear_utility(self, x, params, sparse: bool) -> LinearUtility:
+        """The lazy utilities of ``x`` under ``params``: W on the pattern, low rank
+        (:math:`h = xE`, then the output layer V) or dense."""
+        W, b = params["weight"], params["bias"]
         if self.weight_pattern is not None:
-            return PatternLinearUtility(x, self.weight_pattern.to(W.device), W, b, sparse=self.sparse)
-        if self.rank is not None:  # h = E^T x, then the lazy output layer
-            x = embed_inputs(x, params["embedding"], sparse=self.sparse)
-        if self.utility_mode == "dense":
-            psi = x @ W.T + b if is_sparse_tensor(x) else torch.nn.functional.linear(x, W, b)
-            return DenseUtility(psi)
-        return LinearUtility(x, W, b, sparse=self.sparse)
+            return PatternLinearUtility(x, self.weight_pattern, W, b, sparse=sparse)
+        if self.rank is not None:
+            return LinearUtility.low_rank(x, W, params["embedding"], b, sparse=sparse)
+        return LinearUtility(x, W, b, sparse=sparse)
 
     def weight_and_bias(self, like: torch.Tensor):
         r"""``(W, b)`` as the model sees them (params, or prior samples for ``"bayes"``;
@@ -389,13 +394,7 @@ class LinearClassifier(CategoricalModel):
         missing = [n for n in needed if n not in params]
         if missing:
             raise ValueError(f"params must hold the parameters {needed} of the utilities, missing {missing}")
-        params = {n: params[n].detach() for n in needed}
-        if self.weight_pattern is not None:
-            return PatternLinearUtility(x, self.weight_pattern.to(params["weight"].device),
-                                        params["weight"], params["bias"])
-        if self.rank is not None:
-            return LinearUtility(embed_inputs(x, params["embedding"], False), params["weight"], params["bias"])
-        return LinearUtility(x, params["weight"], params["bias"])
+        return self._linear_utility(x, {n: params[n].detach() for n in needed}, sparse=False)
 
     def _repr_fields(self):
         fields = {"D": self.num_features, "K": self.num_classes}

@@ -54,7 +54,7 @@ from pyro.nn import PyroModule
 from ..likelihoods import DEFAULT, GaussianUtility
 from ..negatives import sample_without_replacement
 from ..numerics import softplus, softplus_inverse
-from ..utility import LinearUtility
+from ..utility import LinearUtility, LinearWeights
 from .base import check_positive_int
 from .linear import LinearClassifier
 
@@ -248,7 +248,8 @@ class NeuralClassifier(NetworkBody, LinearClassifier):
             return super().minibatch_utility(h, params)
         mean = LinearUtility(h, params["weight"], params["bias"], sparse=self.sparse)
         scales = [params[s] for s in self._GAUSSIAN_SCALES.values()]
-        var = _VarianceUtility(h * h, *scales, sparse=self.sparse)
+        # v_nk = h_n^2 . softplus(rho_k)^2 + softplus(rho_b_k)^2, transforming the gathered rows only
+        var = LinearUtility.of(h * h, LinearWeights(*scales, sparse=self.sparse, transform=_softplus_squared))
         return GaussianUtility(mean, var)
 
     def utility(self, x, params=None):
@@ -264,15 +265,6 @@ class NeuralClassifier(NetworkBody, LinearClassifier):
         return {"body": type(self.body).__name__, "F": self.num_features, "K": self.num_classes}
 
 
-class _VarianceUtility(LinearUtility):
-    r"""Lazy :math:`v_{nk} = x_n\cdot\mathrm{softplus}(\rho_k)^2 + \mathrm{softplus}(\rho_{b_k})^2`
-    (``x`` = squared features, :math:`\rho` the unconstrained posterior scales): the variances
-    of Gaussian utilities, transforming only the gathered rows."""
-
-    def rows(self, index):
-        w, b = super().rows(index)
-        return softplus(w) ** 2, None if b is None else softplus(b) ** 2
-
-    def full(self):
-        v = self.x @ (softplus(self.weight) ** 2).T
-        return v if self.bias is None else v + softplus(self.bias) ** 2
+def _softplus_squared(rho: torch.Tensor) -> torch.Tensor:
+    r""":math:`\mathrm{softplus}(\rho)^2`: a variance from an unconstrained posterior scale."""
+    return softplus(rho) ** 2
