@@ -12,8 +12,14 @@ r"""The guide and the ELBO that go with a model: the one place that chooses them
 * ``weights="bayes"``: an ``AutoNormal`` over the per-class parameters (the noise sites
   hidden from it) joined with the local guide in an ``AutoGuideList``; the conditional
   local guide then conditions on the posterior mean of the per-class parameters.
-* :class:`~pyro_ar.models.BayesianLinearClassifier`: its class-subsampled posterior
-  :class:`~pyro_ar.infer.ClassSubsampledNormal`.
+* The class-subsampled weight strategy
+  (:class:`~pyro_ar.models.bayesian_linear.ClassSubsampledWeights`, the strategy of
+  :class:`~pyro_ar.models.BayesianLinearClassifier` and
+  :class:`~pyro_ar.models.BayesianNeuralClassifier`): its class-subsampled posterior
+  :class:`~pyro_ar.infer.ClassSubsampledNormal`. The guide follows the model's
+  :attr:`~pyro_ar.models.base.CategoricalModel.weight_strategy`, not its class: both
+  strategies are Bayesian weights (``weights == "bayes"``) of the same model, one
+  sampling all K rows per step, the other a class subsample.
 * :class:`~pyro_ar.models.CategoricalLatentModel`: :class:`~pyro_ar.infer.LatentGuide`.
 
 Every guide opens the model's data plate with ``create_plates=model.create_plates`` (O(B)
@@ -28,7 +34,8 @@ from functools import partial, singledispatch
 
 from pyro.infer.autoguide import AutoGuideList, AutoNormal
 
-from ..models import BayesianLinearClassifier, CategoricalLatentModel, CategoricalModel
+from ..models import CategoricalLatentModel, CategoricalModel
+from ..models.bayesian_linear import ClassSubsampledWeights
 from .elbo import ClosedFormELBO
 from .latent import LatentGuide
 from .local_guides import ConditionalLocalGuide, GumbelLocalGuide, NoiseLocalGuide, hide_noise_sites
@@ -106,11 +113,6 @@ def default_guide(model, **kwargs):
 
 
 @default_guide.register
-def _(model: BayesianLinearClassifier, **kwargs):
-    return ClassSubsampledNormal(model, **kwargs)
-
-
-@default_guide.register
 def _(model: CategoricalLatentModel, **kwargs):
     return LatentGuide(model, **kwargs)
 
@@ -118,7 +120,10 @@ def _(model: CategoricalLatentModel, **kwargs):
 @default_guide.register
 def _(model: CategoricalModel, **kwargs):
     """The local guide of the noise sites, joined for ``weights="bayes"`` with an
-    ``AutoNormal`` over the per-class parameters."""
+    ``AutoNormal`` over the per-class parameters; :class:`~pyro_ar.infer.ClassSubsampledNormal`
+    for the class-subsampled weight strategy."""
+    if isinstance(model.weight_strategy, ClassSubsampledWeights):
+        return ClassSubsampledNormal(model, **kwargs)
     bayes = getattr(model, "weights", "mle") == "bayes"
     if not bayes:
         local = default_local_guide(model, **kwargs)
