@@ -10,7 +10,9 @@
 #    noise of the augmented likelihood, combined with ``AutoGuideList``; ``Predictive`` gives
 #    posterior draws. O(K D) per step: fine for K in the hundreds.
 #
-# B. Large K: ``BayesianLinearClassifier`` + ``ClassSubsampledNormal``. Each step samples rows
+# B. Large K: ``BayesianLinearClassifier`` + ``ClassSubsampledNormal``. The same model as in
+#    part A (same prior, likelihood and sites) with the class-subsampled weight strategy:
+#    Bayesian weights are one concept, and only the rows a step samples change. Each step samples rows
 #    of W only for the classes it needs (labels of the minibatch + shared negatives + a few
 #    more), estimates the KL term on a uniform class subsample through a class plate with
 #    explicit ``subsample=`` and per-row scale/mask, and updates only those rows (sparse

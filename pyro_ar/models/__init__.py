@@ -9,9 +9,9 @@ model                                 utilities
 ====================================  ===========================================================
 :class:`LinearClassifier`             :math:`\\psi_n = W x_n + b`
 :class:`BigramLanguageModel`          :math:`\\psi_k(u) = e_u\\cdot w_k + b_k` (previous word u)
-:class:`BayesianLinearClassifier`     :math:`W x_n + b`, class-subsampled posterior over W, b
+:class:`BayesianLinearClassifier`     :math:`W x_n + b`, Bayesian W, b sampled on a class subsample
 :class:`NeuralClassifier`             :math:`W g_\\phi(x_n) + b`, any network body :math:`g_\\phi`
-:class:`BayesianNeuralClassifier`     the same, class-subsampled posterior over W, b
+:class:`BayesianNeuralClassifier`     :math:`W g_\\phi(x_n) + b`, the same after a network body
 :class:`CategoricalLatentModel`       :math:`\\Psi\\omega_u + \\rho`, a Gaussian latent per session u
 :class:`CategoricalLatentGP`          :math:`f_{d,k}(x_n)`, sparse GPs of a latent per datapoint (CLGP)
 ====================================  ===========================================================

@@ -20,7 +20,9 @@ maximum-likelihood parameters, MAP parameters under a Gaussian prior, or latent 
   Gaussian log-prior :math:`\sum_k \log N(\theta_k; 0, s^2 I)` estimated without bias on a
   uniform class subsample U as :math:`(K/|U|)\sum_{k\in U}\log N(\theta_k; 0, s^2 I)`
   (``weights="map"``; O(:math:`|U|`) per step), or ``pyro.sample`` sites with that prior
-  (``weights="bayes"``, for an AutoGuide; O(K) per step);
+  (``weights="bayes"``, for an AutoGuide; O(K) per step; the class-subsampled weight
+  strategy of :class:`~pyro_ar.models.BayesianLinearClassifier` samples the same prior on
+  a class subsample only, O(subsample) per step);
 * the O(B) data plate (:meth:`create_plates`), shared with the guides through Pyro's replay;
 * the likelihood (a :class:`~pyro_ar.likelihoods.Likelihood` object) that emits the sites;
 * ``repr`` and evaluation (:meth:`log_likelihood`, :meth:`utility`).
@@ -149,6 +151,9 @@ class WeightStrategy:
     (:meth:`CategoricalModel.parameters`: params for ``weights="mle"``/``"map"``, prior
     sample sites for ``"bayes"``); :class:`~pyro_ar.models.bayesian_linear.ClassSubsampledWeights`
     samples only the rows of a class subsample (:class:`~pyro_ar.models.BayesianLinearClassifier`).
+    Both are Bayesian weights of the same model (``weights == "bayes"``): they differ in the
+    rows a step samples and its cost, not in the prior or the likelihood;
+    :func:`~pyro_ar.infer.default_guide` chooses the guide by the strategy.
 
     Example:
 

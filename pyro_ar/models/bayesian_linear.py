@@ -1,5 +1,13 @@
 r"""Bayesian weights at large K: class-subsampled mean-field posteriors over the rows of W.
 
+Bayesian weights are one concept, ``weights="bayes"``; this module is its class-subsampled
+weight strategy (:class:`ClassSubsampledWeights`). :class:`BayesianLinearClassifier` is the
+same model as ``LinearClassifier(D, K, weights="bayes")`` (same prior, likelihood and
+sites: at the same W, b and noise the log joints are equal, see
+``tests/models/test_bayes_weights.py``), whose steps sample only the rows of a class
+subsample instead of all K rows, so a step costs O(|C| D) whatever K;
+:func:`~pyro_ar.infer.default_guide` gives it :class:`~pyro_ar.infer.ClassSubsampledNormal`.
+
 The model (:class:`BayesianLinearClassifier`) puts a Gaussian prior on every row of the
 weights and on the biases, :math:`w_k \sim N(0, s^2 I)`, :math:`b_k \sim N(0, s^2)`, and
 the guide (:class:`ClassSubsampledNormal`) is mean-field Gaussian over those rows,

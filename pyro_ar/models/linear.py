@@ -3,8 +3,10 @@ r"""A linear classifier :math:`\psi_n = W x_n + b` with any likelihood of :mod:`
 Fitted by stock ``pyro.infer.SVI``; the weights are maximum-likelihood parameters
 (``weights="mle"``), MAP parameters under :math:`w_k\sim N(0, s^2 I)`, :math:`b_k\sim N(0,s^2)`
 (``"map"``, the log-prior estimated on a class subsample, O(subsample) per step) or latent
-variables for an AutoGuide (``"bayes"``, O(K D) per step; for large K use
-:class:`~pyro_ar.models.BayesianLinearClassifier`). The utilities of a minibatch are lazy
+variables for an AutoGuide (``"bayes"``: every row of W, b sampled, O(K D) per step; for
+large K, :class:`~pyro_ar.models.BayesianLinearClassifier` is the same model with the
+class-subsampled weight strategy, O(|C| D) per step -- see "Bayesian weights: which
+route" in ``docs/choosing.rst``). The utilities of a minibatch are lazy
 (:class:`~pyro_ar.utility.LinearUtility`: only the rows of W the likelihood asks for are
 gathered, with sparse gradients when ``sparse=True``) or dense (one matrix product, the
 cheaper choice when K is small).

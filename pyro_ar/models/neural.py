@@ -20,9 +20,10 @@ guide of their own (e.g. an ``AutoNormal`` in an ``AutoGuideList``).
 The output layer is maximum likelihood (``weights="mle"``), MAP under
 :math:`w_k\sim N(0, s^2 I)` (``"map"``, prior estimated on a class subsample), Bayesian
 (``"bayes"``: sample sites for an AutoGuide, O(K F) per step -- for moderate K; at large K
-use :class:`~pyro_ar.models.BayesianNeuralClassifier`, the same body with a mean-field
-posterior over the output rows of which a step samples only those it touches), or
-Bayesian with an analytic bound (``"gaussian"``, seeds/002): a mean-field posterior
+:class:`~pyro_ar.models.BayesianNeuralClassifier` is the same model with the
+class-subsampled weight strategy: a step samples only the output rows it touches), or,
+a different tool, a variational output layer for the analytic bounds on Gaussian
+utilities (``"gaussian"``, seeds/002): a mean-field posterior
 :math:`q(w_{kf}) = N(\mu_{kf}, \sigma_{kf}^2)` (params ``weight``, ``bias`` -- the means --
 and ``weight_scale_unconstrained``, ``bias_scale_unconstrained``, with :math:`\sigma =
 \mathrm{softplus}(\cdot)` applied to the gathered rows only) whose utilities
