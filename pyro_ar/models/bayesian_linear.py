@@ -5,7 +5,7 @@ weight strategy (:class:`ClassSubsampledWeights`). :class:`BayesianLinearClassif
 same model as ``LinearClassifier(D, K, weights="bayes")`` (same prior, likelihood and
 sites: at the same W, b and noise the log joints are equal, see
 ``tests/models/test_bayes_weights.py``), whose steps sample only the rows of a class
-subsample instead of all K rows, so a step costs O(|C| D) whatever K;
+subsample instead of all K rows, so a step costs :math:`O(|C| D)` whatever K;
 :func:`~pyro_ar.infer.default_guide` gives it :class:`~pyro_ar.infer.ClassSubsampledNormal`.
 
 The model (:class:`BayesianLinearClassifier`) puts a Gaussian prior on every row of the

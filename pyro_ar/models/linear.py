@@ -5,7 +5,7 @@ Fitted by stock ``pyro.infer.SVI``; the weights are maximum-likelihood parameter
 (``"map"``, the log-prior estimated on a class subsample, O(subsample) per step) or latent
 variables for an AutoGuide (``"bayes"``: every row of W, b sampled, O(K D) per step; for
 large K, :class:`~pyro_ar.models.BayesianLinearClassifier` is the same model with the
-class-subsampled weight strategy, O(|C| D) per step -- see "Bayesian weights: which
+class-subsampled weight strategy, :math:`O(|C| D)` per step -- see "Bayesian weights: which
 route" in ``docs/choosing.rst``). The utilities of a minibatch are lazy
 (:class:`~pyro_ar.utility.LinearUtility`: only the rows of W the likelihood asks for are
 gathered, with sparse gradients when ``sparse=True``) or dense (one matrix product, the
