@@ -60,7 +60,11 @@ Costs and inputs
 ----------------
 A step costs O(``batch_size`` x ``num_negatives`` x D) for dense inputs and ``"mle"``/``"map"`` (sparse
 gradients, lazy Adam: only the rows used move), whatever K and N; ``"bayes"`` costs
-O(K D) per step (the Gaussian posterior over all of W), for moderate K. The local
+O(K D) per step (the Gaussian posterior over all of W), for moderate K: the estimator uses
+the per-class weight strategy of ``LinearClassifier(weights="bayes")`` (it takes a rank, sparse
+inputs and every negatives strategy, and its saved files hold ``AutoNormal`` parameters), not the
+class-subsampled one of :class:`~pyro_ar.models.BayesianLinearClassifier` (the same model,
+O(subsample) per step; ``docs/choosing.rst``, "Bayesian weights: which route"). The local
 variational parameters are O(N) training state; they are discarded after ``fit``
 (``param_state_`` keeps the global parameters only).
 
