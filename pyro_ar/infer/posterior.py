@@ -32,7 +32,7 @@ from pyro.infer.autoguide import AutoGuide
 from pyro.nn import PyroParam
 
 from ..evaluation import linear_source, log_likelihood, predict_proba
-from ..models.bayesian_linear import BayesianLinearClassifier, ClassPlate
+from ..models.bayesian_linear import BayesianLinearClassifier, ClassPlate, ClassSubsampledWeights
 from ..noise import Noise
 from ..utility import LinearUtility
 from .local_fit import laplace_local
@@ -55,7 +55,9 @@ class ClassSubsampledNormal(AutoGuide):
     :math:`\sigma = \mathrm{softplus}(u)`, all stored unconstrained as (K, D) / (K,)
     parameters and gathered for the class plate's subsample only.
 
-    :param model: a :class:`BayesianLinearClassifier`.
+    :param model: a model with the class-subsampled weight strategy
+        (:class:`~pyro_ar.models.bayesian_linear.ClassSubsampledWeights`): a
+        :class:`BayesianLinearClassifier` or :class:`~pyro_ar.models.BayesianNeuralClassifier`.
     :param local: ``"conditional"`` (default): also guide the noise site with
         :math:`q(\varepsilon_n\mid W)` (Gumbel(log eta_n(W), 1) for softmax, a Laplace
         approximation otherwise; see the module doc); ``None``: leave it to another local
@@ -89,8 +91,10 @@ class ClassSubsampledNormal(AutoGuide):
                  init_scale: float = 0.1, init_loc_scale: float = 0.0, sparse: bool = True,
                  newton_steps: int = 8, create_plates: Optional[Callable] = None,
                  name: Optional[str] = None) -> None:
-        if not isinstance(model, BayesianLinearClassifier):
-            raise ValueError(f"ClassSubsampledNormal needs a BayesianLinearClassifier model, got model={model!r}")
+        if not isinstance(getattr(model, "weight_strategy", None), ClassSubsampledWeights):
+            raise ValueError(f"ClassSubsampledNormal needs a model with the class-subsampled weight "
+                             f"strategy (ClassSubsampledWeights: a BayesianLinearClassifier or "
+                             f"BayesianNeuralClassifier), got model={model!r}")
         if local not in ("conditional", None):
             raise ValueError(f"local must be 'conditional' or None, got local={local!r}")
         if not (isinstance(init_scale, (int, float)) and init_scale > 0):

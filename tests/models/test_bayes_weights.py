@@ -15,7 +15,7 @@ import pyro.poutine as poutine
 
 from pyro_ar.infer import ClassSubsampledNormal, default_guide
 from pyro_ar.models import BayesianLinearClassifier, BayesianNeuralClassifier, LinearClassifier, NeuralClassifier
-from pyro_ar.models.base import PerClassWeights
+from pyro_ar.models.base import CategoricalModel, PerClassWeights
 from pyro_ar.models.bayesian_linear import ClassSubsampledWeights
 
 pytestmark = pytest.mark.usefixtures("seeded", "one_thread", "validation_on")
@@ -58,9 +58,19 @@ def test_both_spellings_of_bayesian_weights_are_one_model(likelihood, noise, bod
 def test_the_guide_follows_the_weight_strategy():
     """A model with the class-subsampled strategy gets ClassSubsampledNormal, whatever its
     class; the per-class strategy an AutoNormal (in an AutoGuideList with the local guide)."""
-    class Subsampled(BayesianLinearClassifier):
-        pass
+    class Subsampled(CategoricalModel):  # not a BayesianLinearClassifier: only its strategy
+        weight_strategy = ClassSubsampledWeights()
 
-    assert type(default_guide(Subsampled(D, K, num_negatives=2))) is ClassSubsampledNormal
+        def __init__(self, inner):
+            self._inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self.__dict__["_inner"], name)
+
+    model = Subsampled(BayesianLinearClassifier(D, K, num_negatives=2))
+    assert not isinstance(model, BayesianLinearClassifier)
+    assert type(default_guide(model)) is ClassSubsampledNormal  # (before: an AutoNormal list)
     guide = default_guide(LinearClassifier(D, K, weights="bayes", num_negatives=2))
     assert type(guide).__name__ == "AutoGuideList" and type(guide[0]).__name__ == "AutoNormal"
+    with pytest.raises(ValueError, match="class-subsampled weight strategy"):
+        ClassSubsampledNormal(LinearClassifier(D, K, weights="bayes"))  # the per-class strategy
