@@ -117,9 +117,10 @@ def itemknn_scores(data):
 
 
 # ------------------------------------------------------------------------------ latent models
-def make_model(method, P, Q, subsample, negatives, hidden=64, prefix="", counts=None):
+def make_model(method, P, Q, subsample, negatives, hidden=64, prefix="", counts=None, weights="mle"):
     """The latent model of ``method``; with item ``counts``: unigram-initialised offsets and
-    importance-sampled negatives (proposal counts^0.75) for the subsampled likelihoods."""
+    importance-sampled negatives (proposal counts^0.75) for the subsampled likelihoods;
+    ``weights``: the item weights' ``"mle"`` or ``"map"`` (N(0, 1) prior) fit."""
     sampler = SharedNegatives(negatives) if counts is None else \
         ImportanceNegatives(negatives, (counts.double() + 1) ** 0.75)
     lik = {"rt-exact": lambda: Exact(),
@@ -129,7 +130,7 @@ def make_model(method, P, Q, subsample, negatives, hidden=64, prefix="", counts=
            "ar-head": lambda: AR(negatives=LabelHeadNegatives(sampler))}[method]()
     bias = None if counts is None else unigram_log_probs(counts).float()
     return CategoricalLatentModel(P, Q, lik, subsample_size=subsample, hidden_dim=hidden, prefix=prefix,
-                                  site=prefix + "v", init_bias=bias)
+                                  site=prefix + "v", init_bias=bias, weights=weights)
 
 
 def fit(method, data, Q, steps, subsample, negatives, lr, time_budget=None, seed=0, counts=None):
@@ -221,27 +222,38 @@ def part_longrun(args, out):
     pyro.clear_param_store()
     torch.manual_seed(args.seed)
     model = make_model(args.long_method, data.num_items, args.latent_dim, 64, args.long_negatives,
-                       counts=data.item_counts)
+                       counts=data.item_counts, weights=args.long_weights)
+    # training sessions split as the test ones: their held-out LL rising while the test's falls
+    # is overfitting, both falling is the fit moving away from the likelihood's optimum
+    n_fit = min(args.long_train_eval, len(data.train))
+    fit_obs, fit_held = split_sessions(data.train[:n_fit], 0.5, args.seed) if n_fit else (None, None)
+
+    def evaluate():
+        rec = model.evaluate_sessions(data.test_observed, data.test_heldout, num_samples=8, chunk_size=64)
+        if n_fit:
+            rec["train_log_lik"] = model.evaluate_sessions(fit_obs, fit_held, num_samples=8, chunk_size=64)["log_lik"]
+        return rec
     svi = SVI(model, default_guide(model), lazy_adam({"lr": args.lr}), default_elbo())
     print(f"\n(e) Brown sessions, {len(data.train)} train / {len(data.test_observed)} test, P = {data.num_items}, "
-          f"{args.long_method} at {args.long_negatives} negatives, {steps} steps of 64, lr {args.lr} "
+          f"{args.long_method} at {args.long_negatives} negatives, {args.long_weights} weights, {steps} steps of 64, lr {args.lr} "
           f"(uniform: held-out LL {uniform:.3f}; popularity: {pop['log_lik']:.3f}, Recall@5 {pop['recall']:.3f})",
           flush=True)
     hist, flags = harness.watched_train(
         svi, data.train, monitor="log_lik", floor=uniform, drift_margin=args.drift_margin, num_steps=steps,
         eval_every=every, eval_at_start=False, clock="process", progress={"style": "lines", "desc": "longrun"},
-        eval_fn=lambda: model.evaluate_sessions(data.test_observed, data.test_heldout, num_samples=8,
-                                                chunk_size=64))
-    curve = [{k: h[k] for k in ("step", "recall", "log_lik", "loss", "cpu_time")} for h in hist if "recall" in h]
-    print(f"{'step':>6} {'Recall@5':>9} {'held-out LL':>12} {'CPU s':>8}")
+        eval_fn=evaluate)
+    keys = ("step", "recall", "log_lik", "train_log_lik", "loss", "cpu_time")
+    curve = [{k: h[k] for k in keys if k in h} for h in hist if "recall" in h]
+    print(f"{'step':>6} {'Recall@5':>9} {'held-out LL':>12} {'train-split LL':>15} {'CPU s':>8}")
     for h in curve:
-        print(f"{h['step']:6d} {h['recall']:9.3f} {h['log_lik']:12.3f} {h['cpu_time']:8.1f}")
+        print(f"{h['step']:6d} {h['recall']:9.3f} {h['log_lik']:12.3f} {h.get('train_log_lik', float('nan')):15.3f} "
+              f"{h['cpu_time']:8.1f}")
     print(f"diverged (loss check): {flags['diverged']}; drifted: {flags['drifted']}; below uniform at: "
           f"{flags['below_floor']}; best held-out LL {flags['best']:.3f} at step {flags['best_step']}")
-    out["longrun"] = {"curve": curve, "flags": flags, "uniform_log_lik": uniform, "pop": pop, "method": args.long_method,
-                      "negatives": args.long_negatives, "steps": steps, "eval_every": every, "lr": args.lr,
-                      "num_train": n_train, "num_test": n_test, "num_items": data.num_items,
-                      "train_cpu_s": hist[-1]["cpu_time"] if hist else None}
+    out["longrun"] = {"curve": curve, "flags": flags, "uniform_log_lik": uniform, "pop": pop,
+                      "method": args.long_method, "weights": args.long_weights, "negatives": args.long_negatives,
+                      "steps": steps, "eval_every": every, "lr": args.lr, "num_train": n_train, "num_test": n_test,
+                      "num_items": data.num_items, "train_cpu_s": hist[-1]["cpu_time"] if hist else None}
 
 
 def part_timing(args, out):
@@ -277,6 +289,9 @@ def main(argv=None):
     p.add_argument("--long-method", default="ar", choices=["ar", "ar-head"], help="A&R sampler of --part longrun")
     p.add_argument("--long-negatives", type=int, default=100)
     p.add_argument("--long-steps", type=int, default=25000)
+    p.add_argument("--long-weights", default="mle", choices=["mle", "map"], help="item weights of --part longrun")
+    p.add_argument("--long-train-eval", type=int, default=0,
+                   help="--part longrun: also the held-out LL of this many training sessions (split as the test ones)")
     p.add_argument("--long-eval-every", type=int, default=2500)
     p.add_argument("--drift-margin", type=float, default=0.1,
                    help="nats below its best at which the long run's held-out LL counts as drifting")
