@@ -286,7 +286,8 @@ def main(argv=None):
     p.add_argument("--few-negatives", type=int, default=None,
                    help="negatives of the few-negatives rows (default: 5%% of the items)")
     p.add_argument("--brown-budget", type=float, default=60.0)
-    p.add_argument("--long-method", default="ar", choices=["ar", "ar-head"], help="A&R sampler of --part longrun")
+    p.add_argument("--long-method", default="ar", choices=["ar", "ar-head", "rt-exact"],
+                   help="--part longrun: A&R (its model sampler) or the exact softmax (the control)")
     p.add_argument("--long-negatives", type=int, default=100)
     p.add_argument("--long-steps", type=int, default=25000)
     p.add_argument("--long-weights", default="mle", choices=["mle", "map"], help="item weights of --part longrun")
