@@ -21,7 +21,7 @@
     unigram^0.75 proposal) for ``--long-steps`` (25,000) steps of 64 sessions, held-out
     log-likelihood and Recall@5 every ``--long-eval-every`` (2,500) steps, with ``train``'s
     loss check and a drift check on the held-out log-likelihood
-    (:func:`benchmarks.harness.watched_train`; the uniform distribution, :math:`-\log P`, as
+    (:func:`benchmarks.harness.watched_train`; the uniform distribution, :math:`-\\log P`, as
     its floor).
 (d) ``--part drift``: issue 27's setting (P = 1,500, 300 / 300 simulated sessions, ``--drift-seed``,
     Q = 8): held-out Recall@5 and log-likelihood every 600 steps up to 2,400, exact softmax vs
