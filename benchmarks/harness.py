@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 import torch
 
@@ -359,3 +360,38 @@ class SVIMethod:
 
     def step(self):
         return self.svi.step(self.x, self.y)
+
+
+def watched_train(svi, *args, monitor: str, drift_margin: float = 0.1, drift_patience: int = 2,
+                  floor: Optional[float] = None, **train_kwargs):
+    """:func:`pyro_ar.infer.train` with both of its checks on, for long runs (issue 27): the
+    loss check (``divergence=True``, :class:`~pyro_ar.infer.DivergenceCheck`) and a
+    :class:`~pyro_ar.infer.DriftCheck` on the evaluated metric ``monitor`` (higher is better,
+    e.g. a held-out log-likelihood): the run is flagged once it is below its best by more than
+    ``drift_margin`` at ``drift_patience`` consecutive evaluations, and stops there. ``floor``
+    (e.g. the uniform distribution's log-likelihood, :math:`-\\log K`): an evaluation below it
+    is flagged as well.
+
+    Returns ``(history, flags)``: the records up to the end or the stop, and ``flags`` with
+    ``diverged`` (a :class:`~pyro_ar.infer.TrainingDiverged` was raised: the loss check),
+    ``drifted`` (the step the drift check flagged, or None), ``below_floor`` (the steps whose
+    ``monitor`` fell below ``floor``), ``best`` / ``best_step`` of ``monitor`` and ``message``
+    (the check's words, or None). ``train_kwargs`` go to ``train`` (``divergence`` and
+    ``callbacks`` are set here)."""
+    from pyro_ar.infer import DriftCheck, TrainingDiverged, train
+
+    drift = DriftCheck(monitor, mode="max", margin=drift_margin, patience=drift_patience, action="stop")
+    history, message, diverged = [], None, False
+    try:
+        history = train(svi, *args, divergence=True, callbacks=[history.append, drift], **train_kwargs)
+    except TrainingDiverged as e:  # the records made before it are in `history` (appended above)
+        message, diverged = str(e), True
+    if drift.drifted is not None:
+        message = (f"{monitor} below its best {drift.best:.4g} (step {drift.best_step}) by more than "
+                   f"{drift_margin:g} at {drift_patience} consecutive evaluations, up to step {drift.drifted}")
+    evals = [(h["step"], h[monitor]) for h in history if monitor in h]
+    below = [s for s, v in evals if floor is not None and not v >= floor]
+    flags = {"diverged": diverged, "drifted": drift.drifted, "below_floor": below, "floor": floor,
+             "best": drift.best, "best_step": drift.best_step, "drift_margin": drift_margin,
+             "drift_patience": drift_patience, "message": message}
+    return history, flags

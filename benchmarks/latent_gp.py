@@ -24,6 +24,8 @@ Brown); ``--warmup-lgm`` does the same for the LGM.
 (b) ``--part brown``: windows of 3 Brown tokens (:func:`pyro_ar.datasets.load_brown_windows`,
     K = 26,101 per position), 20,000 training and 1,000 test windows; A&R with 100 negatives
     drawn from the unigram^0.75 proposal; test log-likelihood along training.
+    Issue 27's long run: ``--part brown --methods clgp-ar --steps-brown 25000 --evals 10
+    --drift-margin 0.1`` (the test LL every 2,500 steps, :func:`benchmarks.harness.watched_train`).
 (c) ``--part brown1k``: the same with the vocabulary cut at ``--min-count`` training
     occurrences (K of about 1,000), where the exact softmax runs as many steps: A&R vs exact.
 (d) ``--part timing``: CPU time of one A&R step at K = 1,000 and 100,000 categories per
@@ -96,15 +98,24 @@ def fit(method, data, args, Q, steps, negatives, proposal=None, kl_rows=None, ev
                 rec["lengthscales"] = model.gp_map.kernel.log_lengthscale.exp().tolist()
         return rec
 
-    hist = train(svi, data.train, num_steps=steps, eval_fn=evaluate if evals > 1 else None,
-                 eval_every=max(steps // evals, 1), eval_at_start=False, clock="process", divergence=False,
-                 scheduler=warmup)
+    opts = dict(num_steps=steps, eval_every=max(steps // evals, 1), eval_at_start=False, clock="process",
+                scheduler=warmup)
+    flags = None
+    if args.drift_margin is not None and evals > 1:  # the long run: train's loss check and a drift check
+        opts["progress"] = {"style": "lines", "desc": method}
+        hist, flags = harness.watched_train(svi, data.train, monitor="test_ll", eval_fn=evaluate,
+                                            drift_margin=args.drift_margin,
+                                            floor=-math.log(max(data.cardinalities)), **opts)
+    else:
+        hist = train(svi, data.train, eval_fn=evaluate if evals > 1 else None, divergence=False, **opts)
     res = model.evaluate_imputation(data.test_observed, data.test_target, num_samples=16)
     res.update(steps=hist[-1]["step"], train_cpu_s=hist[-1]["time"],
                ms_per_step=1e3 * hist[-1]["time"] / max(hist[-1]["step"], 1),
                curve=[(h["step"], h["test_ll"]) for h in hist if "test_ll" in h],
                diagnostics=[{k: h[k] for k in ("step", "mean_sq_mu", "kernel_variance", "lengthscales") if k in h}
                             for h in hist if "test_ll" in h])
+    if flags is not None:
+        res["flags"] = flags
     return res
 
 
@@ -169,17 +180,21 @@ def brown_part(args, out, key, min_count, methods, num_train, num_test, steps):
     rows = {"frequency": frequency_row(data)}
     Q = args.latent_dim or 5
     for method in methods:
-        rows[method] = fit(method, data, args, Q, steps, 100, proposal, kl_rows=1000, evals=args.evals,
-                           num_eval=300)
-        print(f"{method:<12} curve (step, test LL on 300 windows): "
+        rows[method] = fit(method, data, args, Q, steps, args.negatives, proposal, kl_rows=1000,
+                           evals=args.evals, num_eval=args.num_eval)
+        print(f"{method:<12} curve (step, test LL on {args.num_eval} windows): "
               + " ".join(f"({s}, {v:.3f})" for s, v in rows[method]["curve"]), flush=True)
         for d in rows[method]["diagnostics"]:
             kernel = (f", kernel variance {d['kernel_variance']:.2f}, lengthscales "
                       + " ".join(f"{v:.1f}" for v in d["lengthscales"])) if "kernel_variance" in d else ""
             print(f"{'':<12} step {d['step']}: E[mu^2] of q(x) {d['mean_sq_mu']:.3f}{kernel}")
+        if "flags" in rows[method]:
+            f = rows[method]["flags"]
+            print(f"{'':<12} diverged (loss check): {f['diverged']}; drifted: {f['drifted']}; below uniform at: "
+                  f"{f['below_floor']}; best test LL {f['best']:.3f} at step {f['best_step']}", flush=True)
     print_table(f"({key}) Brown 3-token windows, K = {K}, {len(data.train)} train / {len(data.test_observed)} "
                 f"test, {steps} steps of 64, Q = {Q}, M = {args.num_inducing}, "
-                f"A&R: 100 unigram^0.75 negatives", rows)
+                f"A&R: {args.negatives} unigram^0.75 negatives", rows)
     out[key] = {"K": K, "min_count": min_count, "rows": rows, "steps": steps}
 
 
@@ -218,6 +233,12 @@ def main(argv=None):
     p.add_argument("--warmup-lgm", action="store_true", help="warm the LGM's latent KL up as well")
     p.add_argument("--evals", type=int, default=6)
     p.add_argument("--min-count", type=int, default=85)
+    p.add_argument("--negatives", type=int, default=100, help="A&R negatives of the Brown parts")
+    p.add_argument("--num-eval", type=int, default=300, help="test windows of the Brown parts' curves")
+    p.add_argument("--drift-margin", type=float, default=None,
+                   help="Brown parts: train with its loss check and flag (and stop) a test LL below its best by "
+                        "this many nats at two consecutive evaluations, or below the uniform's (issue 27's long "
+                        "run); default: neither check")
     p.add_argument("--methods", default=None, help="comma-separated methods of the Brown parts (default: all)")
     args = p.parse_args(argv)
     harness.start(args)

@@ -13,7 +13,8 @@ number of a citing paragraph is (a rounding of) a number in the cited records. A
   ``benchmarks/results/runs/`` (their ``environment`` gives the command and the commit),
   ``rows_key``: the rows in each run (a list, or a dict whose items become rows with their key
   as ``name``), ``columns``: ``[header, key, format]`` triples (``key`` may be dotted; ``run.``
-  keys read the run itself, e.g. ``run.settings.lr``), optional ``select``: ``{key: [values]}``
+  keys read the run itself, e.g. ``run.settings.lr``; a part of digits indexes a list, so a
+  row that is a ``[step, value]`` pair has keys ``0`` and ``1``), optional ``select``: ``{key: [values]}``
   keeps the rows whose ``key`` is listed -- or **transcribed** -- ``columns`` (headers) and ``rows`` (cells as text),
   with ``source`` saying where the numbers were copied from (e.g. ``"transcribed from
   RESULTS.md at ade6b1c"``);
@@ -74,8 +75,15 @@ def load_claims(folder=CLAIMS):
 
 
 def _get(obj, key):
+    """``obj[k1][k2]...`` for ``key = "k1.k2..."``; a part of digits indexes a list (a curve's
+    ``[step, value]`` pairs: keys ``"0"``, ``"1"``); None where a part is missing."""
     for part in key.split("."):
-        obj = obj.get(part) if isinstance(obj, dict) else None
+        if isinstance(obj, dict):
+            obj = obj.get(part)
+        elif isinstance(obj, (list, tuple)) and part.isdigit() and int(part) < len(obj):
+            obj = obj[int(part)]
+        else:
+            obj = None
     return obj
 
 

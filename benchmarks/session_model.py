@@ -16,16 +16,23 @@
 (b) ``--part brown``: Brown sentences as sessions over the 26,101-word vocabulary, half of
     each held-out sentence's words held out; A&R vs Bouchard vs exact softmax at equal CPU time.
 (c) ``--part timing``: per-step CPU time at P = 1,000 vs 100,000, paired in one process.
+(e) ``--part longrun``: issue 27's long run: the Brown sessions of (b) (26,101 words, 20,000 /
+    1,000 sentences), one A&R fit (``--long-method``, ``--long-negatives`` <= 100 drawn from the
+    unigram^0.75 proposal) for ``--long-steps`` (25,000) steps of 64 sessions, held-out
+    log-likelihood and Recall@5 every ``--long-eval-every`` (2,500) steps, with ``train``'s
+    loss check and a drift check on the held-out log-likelihood
+    (:func:`benchmarks.harness.watched_train`; the uniform distribution, :math:`-\\log P`, as
+    its floor).
 (d) ``--part drift``: issue 27's setting (P = 1,500, 300 / 300 simulated sessions, ``--drift-seed``,
     Q = 8): held-out Recall@5 and log-likelihood every 600 steps up to 2,400, exact softmax vs
     A&R at 60 uniform negatives, at 60 + the minibatch's items, and at 200.
 
 Usage::
 
-    python -m benchmarks.session_model [--quick] [--part recogym|brown|timing|drift|all] [--out DIR]
+    python -m benchmarks.session_model [--quick] [--part recogym|brown|timing|drift|longrun|all] [--out DIR]
 
 ``--quick``: 30 (recogym) and 100 (drift) steps per fit, 3 CPU s per method on 1,000 Brown
-sentences, timing at P = 1,000 vs 10,000 with 5 repeats. Prints tables; writes
+sentences, timing at P = 1,000 vs 10,000 with 5 repeats, 200 long-run steps on 1,000 sentences. Prints tables; writes
 session_model[_quick].json to ``--out``.
 """
 
@@ -110,9 +117,10 @@ def itemknn_scores(data):
 
 
 # ------------------------------------------------------------------------------ latent models
-def make_model(method, P, Q, subsample, negatives, hidden=64, prefix="", counts=None):
+def make_model(method, P, Q, subsample, negatives, hidden=64, prefix="", counts=None, weights="mle"):
     """The latent model of ``method``; with item ``counts``: unigram-initialised offsets and
-    importance-sampled negatives (proposal counts^0.75) for the subsampled likelihoods."""
+    importance-sampled negatives (proposal counts^0.75) for the subsampled likelihoods;
+    ``weights``: the item weights' ``"mle"`` or ``"map"`` (N(0, 1) prior) fit."""
     sampler = SharedNegatives(negatives) if counts is None else \
         ImportanceNegatives(negatives, (counts.double() + 1) ** 0.75)
     lik = {"rt-exact": lambda: Exact(),
@@ -122,7 +130,7 @@ def make_model(method, P, Q, subsample, negatives, hidden=64, prefix="", counts=
            "ar-head": lambda: AR(negatives=LabelHeadNegatives(sampler))}[method]()
     bias = None if counts is None else unigram_log_probs(counts).float()
     return CategoricalLatentModel(P, Q, lik, subsample_size=subsample, hidden_dim=hidden, prefix=prefix,
-                                  site=prefix + "v", init_bias=bias)
+                                  site=prefix + "v", init_bias=bias, weights=weights)
 
 
 def fit(method, data, Q, steps, subsample, negatives, lr, time_budget=None, seed=0, counts=None):
@@ -203,6 +211,51 @@ def part_brown(args, out):
     out["brown"] = {"rows": rows, "budget": budget, "num_train": n_train, "num_test": n_test}
 
 
+def part_longrun(args, out):
+    """(e): one A&R fit on the Brown sessions for ``--long-steps`` steps at ``--long-negatives``,
+    watched by :func:`benchmarks.harness.watched_train` (loss check, drift of the held-out LL)."""
+    n_train, n_test = (1000, 100) if args.quick else (20000, 1000)
+    steps, every = (200, 100) if args.quick else (args.long_steps, args.long_eval_every)
+    data = load_brown_sessions(num_train=n_train, num_test=n_test, max_items=30)
+    uniform = -float(np.log(data.num_items))
+    pop = session_metrics(pop_scores(data), data.test_observed, data.test_heldout)
+    pyro.clear_param_store()
+    torch.manual_seed(args.seed)
+    model = make_model(args.long_method, data.num_items, args.latent_dim, 64, args.long_negatives,
+                       counts=data.item_counts, weights=args.long_weights)
+    # training sessions split as the test ones: their held-out LL rising while the test's falls
+    # is overfitting, both falling is the fit moving away from the likelihood's optimum
+    n_fit = min(args.long_train_eval, len(data.train))
+    fit_obs, fit_held = split_sessions(data.train[:n_fit], 0.5, args.seed) if n_fit else (None, None)
+
+    def evaluate():
+        rec = model.evaluate_sessions(data.test_observed, data.test_heldout, num_samples=8, chunk_size=64)
+        if n_fit:
+            rec["train_log_lik"] = model.evaluate_sessions(fit_obs, fit_held, num_samples=8, chunk_size=64)["log_lik"]
+        return rec
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": args.lr}), default_elbo())
+    print(f"\n(e) Brown sessions, {len(data.train)} train / {len(data.test_observed)} test, P = {data.num_items}, "
+          f"{args.long_method} at {args.long_negatives} negatives, {args.long_weights} weights, {steps} steps of 64, lr {args.lr} "
+          f"(uniform: held-out LL {uniform:.3f}; popularity: {pop['log_lik']:.3f}, Recall@5 {pop['recall']:.3f})",
+          flush=True)
+    hist, flags = harness.watched_train(
+        svi, data.train, monitor="log_lik", floor=uniform, drift_margin=args.drift_margin, num_steps=steps,
+        eval_every=every, eval_at_start=False, clock="process", progress={"style": "lines", "desc": "longrun"},
+        eval_fn=evaluate)
+    keys = ("step", "recall", "log_lik", "train_log_lik", "loss", "cpu_time")
+    curve = [{k: h[k] for k in keys if k in h} for h in hist if "recall" in h]
+    print(f"{'step':>6} {'Recall@5':>9} {'held-out LL':>12} {'train-split LL':>15} {'CPU s':>8}")
+    for h in curve:
+        print(f"{h['step']:6d} {h['recall']:9.3f} {h['log_lik']:12.3f} {h.get('train_log_lik', float('nan')):15.3f} "
+              f"{h['cpu_time']:8.1f}")
+    print(f"diverged (loss check): {flags['diverged']}; drifted: {flags['drifted']}; below uniform at: "
+          f"{flags['below_floor']}; best held-out LL {flags['best']:.3f} at step {flags['best_step']}")
+    out["longrun"] = {"curve": curve, "flags": flags, "uniform_log_lik": uniform, "pop": pop,
+                      "method": args.long_method, "weights": args.long_weights, "negatives": args.long_negatives,
+                      "steps": steps, "eval_every": every, "lr": args.lr, "num_train": n_train, "num_test": n_test,
+                      "num_items": data.num_items, "train_cpu_s": hist[-1]["cpu_time"] if hist else None}
+
+
 def part_timing(args, out):
     """Median CPU time of one step at P = 1e3 and 1e5 (``--quick``: 1e4), stepped alternately."""
     repeats = 5 if args.quick else 100
@@ -225,7 +278,7 @@ def part_timing(args, out):
 
 def main(argv=None):
     p = harness.parser(__doc__)
-    p.add_argument("--part", default="all", choices=["recogym", "brown", "timing", "drift", "all"])
+    p.add_argument("--part", default="all", choices=["recogym", "brown", "timing", "drift", "longrun", "all"])
     p.add_argument("--drift-seed", type=int, default=3, help="seed of the sessions of --part drift")
     p.add_argument("--latent-dim", type=int, default=20)
     p.add_argument("--steps", type=int, default=2000)
@@ -233,12 +286,22 @@ def main(argv=None):
     p.add_argument("--few-negatives", type=int, default=None,
                    help="negatives of the few-negatives rows (default: 5%% of the items)")
     p.add_argument("--brown-budget", type=float, default=60.0)
+    p.add_argument("--long-method", default="ar", choices=["ar", "ar-head", "rt-exact"],
+                   help="--part longrun: A&R (its model sampler) or the exact softmax (the control)")
+    p.add_argument("--long-negatives", type=int, default=100)
+    p.add_argument("--long-steps", type=int, default=25000)
+    p.add_argument("--long-weights", default="mle", choices=["mle", "map"], help="item weights of --part longrun")
+    p.add_argument("--long-train-eval", type=int, default=0,
+                   help="--part longrun: also the held-out LL of this many training sessions (split as the test ones)")
+    p.add_argument("--long-eval-every", type=int, default=2500)
+    p.add_argument("--drift-margin", type=float, default=0.1,
+                   help="nats below its best at which the long run's held-out LL counts as drifting")
     args = p.parse_args(argv)
     harness.start(args)
     pyro.enable_validation(False)
     out = {}
     for part, fn in (("recogym", part_recogym), ("timing", part_timing), ("brown", part_brown),
-                     ("drift", part_drift)):
+                     ("drift", part_drift), ("longrun", part_longrun)):
         if args.part in (part, "all"):
             fn(args, out)
     harness.save(args, "session_model", out)

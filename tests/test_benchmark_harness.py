@@ -53,3 +53,54 @@ def test_make_optim_gives_local_parameters_their_own_step():
     assert optim.pt_optim_args("local.q")["lr"] == 0.2 and optim.pt_optim_args("weight")["lr"] == 0.01
     authors = harness.make_optim(SimpleNamespace(optim="authors", lr=0.02, local_lr=0.02))
     assert authors.pt_optim_args("b")["decay_every"] == 2000
+
+
+def _tiny_svi(explode_after=None):
+    """SVI on a one-parameter model; with ``explode_after``: its loss jumps by 1e12 from that step on."""
+    import pyro
+    import pyro.distributions as dist
+    import torch
+    from pyro.infer import SVI, Trace_ELBO
+
+    pyro.clear_param_store()
+    calls = [0]
+
+    def model(x):
+        calls[0] += 1
+        loc = pyro.param("loc", torch.tensor(0.0))
+        with pyro.plate("data", len(x)):
+            pyro.sample("x", dist.Normal(loc, 1.0), obs=x)
+        if explode_after is not None and calls[0] > explode_after:
+            pyro.factor("broken", loc * 0.0 - 1e12)
+
+    return SVI(model, lambda x: None, pyro.optim.Adam({"lr": 0.1}), Trace_ELBO())
+
+
+def test_watched_train_flags_a_drift_below_the_best_and_the_floor():
+    """A held-out metric that falls 0.3 and then 0.5 below its best (margin 0.2, patience 2)
+    stops the run at the second worse evaluation; values under the floor are listed."""
+    import torch
+
+    values = iter([-5.0, -4.0, -4.3, -4.5, -4.6, -4.7])
+    hist, flags = harness.watched_train(
+        _tiny_svi(), torch.zeros(8), monitor="ll", drift_margin=0.2, floor=-4.4, num_steps=60,
+        eval_every=10, eval_at_start=False, eval_fn=lambda: {"ll": next(values)})
+    assert [h["ll"] for h in hist if "ll" in h] == [-5.0, -4.0, -4.3, -4.5]
+    assert flags["drifted"] == 40 and not flags["diverged"]
+    assert (flags["best"], flags["best_step"]) == (-4.0, 20)
+    assert flags["below_floor"] == [10, 40] and "step 40" in flags["message"]
+    # the same metric without the fall: no flag, the run goes to its end
+    hist, flags = harness.watched_train(
+        _tiny_svi(), torch.zeros(8), monitor="ll", num_steps=30, eval_every=10, eval_at_start=False,
+        eval_fn=lambda: {"ll": -1.0})
+    assert hist[-1]["step"] == 30 and flags["drifted"] is None and flags["message"] is None
+
+
+def test_watched_train_reports_trains_loss_check():
+    """A loss that explodes is train's divergence: flagged, with the records made before it."""
+    import torch
+
+    hist, flags = harness.watched_train(_tiny_svi(explode_after=25), torch.zeros(8), monitor="ll", num_steps=60,
+                                        eval_every=10, eval_at_start=False, eval_fn=lambda: {"ll": -1.0})
+    assert flags["diverged"] and flags["drifted"] is None and "diverged at step" in flags["message"]
+    assert [h["step"] for h in hist if "ll" in h] == [10, 20]

@@ -275,6 +275,14 @@ def test_every_record_names_its_command_commit_and_machine(claims):
         assert rows and all(len(r) == len(headers) for r in rows), cid
 
 
+def test_run_keys_index_lists():
+    """A dotted key reads dicts by name and lists by a part of digits (a curve's [step, value])."""
+    run = {"rows": {"clgp": {"curve": [[2500, -6.7], [5000, -6.6]]}}}
+    assert report._get(run, "rows.clgp.curve.1.0") == 5000
+    assert report._get(run["rows"]["clgp"]["curve"][0], "1") == -6.7
+    assert report._get(run, "rows.clgp.curve.2") is None and report._get(run, "rows.x.curve") is None
+
+
 def test_a_transcribed_cell_differs_from_a_made_up_one(claims):
     """The number check below is not vacuous: a number in no record is reported."""
     values = [Decimal(v) for v in ("0.2656", "3.49", "1.14", "3414", "78")]
