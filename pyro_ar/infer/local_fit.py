@@ -105,8 +105,8 @@ def _mode_step(noise, e, d, w):
 def _flat(d, w):
     """``d``, ``w`` broadcast and flattened to ``(rows, s)``, with the batch shape."""
     d, w = torch.broadcast_tensors(d, w.to(d.dtype))
-    batch = d.shape[:-1]
-    return d.reshape(-1, d.shape[-1]), w.reshape(-1, d.shape[-1]), batch
+    batch, rows = d.shape[:-1], math.prod(d.shape[:-1])
+    return d.reshape(rows, d.shape[-1]), w.reshape(rows, d.shape[-1]), batch
 
 
 def laplace_local(noise, d: torch.Tensor, w: torch.Tensor, steps: int = 8, tol: float = 1e-6):
@@ -171,10 +171,16 @@ def gaussian_local(noise, d: torch.Tensor, w: torch.Tensor, steps: int = 8, refi
     :math:`|\Delta m| \le 2` and s at most halves. Where the Hessian is not negative definite
     (heavy tails, e.g. Student-t) the step is the fixed point
     :math:`m \leftarrow m - \mathbb{E}[f']/\mathbb{E}[f'']`,
-    :math:`s^2 \leftarrow -1/\mathbb{E}[f'']`. The steps stop when m and s move less than
-    ``tol`` (at most ``refine_steps``); when ``d`` or ``w`` carries a graph, one more,
-    differentiable, gives the implicit-function derivative at the optimum. Eight nodes
-    (default) move m and s by about 1e-5 from twelve on Bibtex. Unlike the Laplace point, the result is a
+    :math:`s^2 \leftarrow -1/\mathbb{E}[f'']`. Each datapoint's steps stop when its m and s
+    move less than ``tol`` (at most ``refine_steps``; the steps run on the datapoints still
+    moving only), and the Laplace start is found to the same ``tol``; when ``d`` or ``w``
+    carries a graph, one more step, differentiable, gives the implicit-function derivative at
+    the optimum. With quadratic convergence the point after a step of size ``tol`` is about
+    ``tol**2`` from the optimum: on Brown's probit fits (64 classes) the defaults, 6 nodes and
+    ``tol = 1e-2``, leave the local bound 1e-8 nats below the 16-node optimum on average and
+    7e-6 at most (8 nodes and ``tol = 1e-4``, the earlier defaults, cost twice as much for
+    2e-7 at most; ``benchmarks/probit_step.py``). Any q gives a valid bound, so the tolerance
+    only trades tightness for time. Unlike the Laplace point, the result is a
     stationary point of the local bound over the Gaussian family, so the bound's gradient
     with q held fixed is its total gradient (envelope theorem).
 
