@@ -121,7 +121,10 @@ def main(argv=None):
         for m in methods[1:]:
             summary[m]["ratio_to_" + methods[0]] = summary[m]["ms_per_step"] / base
             print(f"{m} / {methods[0]}: {summary[m]['ms_per_step'] / base:.2f}")
-    harness.save(a, "probit_step", {"summary": summary, "K": K})
+    import pyro_ar
+
+    # the package timed (PYTHONPATH may point at an older checkout than the script's commit)
+    harness.save(a, "probit_step", {"summary": summary, "K": K, "pyro_ar_file": pyro_ar.__file__})
     return summary
 
 
