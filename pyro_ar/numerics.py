@@ -468,9 +468,10 @@ def _ndtr_parts(x: torch.Tensor, with_log: bool):
     Not differentiable (the callers' autograd Functions give the derivatives). The formulas of
     :math:`x \ge -5` run on every element (``x`` clamped there), in place where possible (on CPU
     a fresh buffer per operation costs more than the arithmetic); the lower tail, rare, is then
-    overwritten by indexing."""
+    overwritten through the indices of its elements."""
     with torch.no_grad():
         a = _NDTR_TAIL
+        x = x.contiguous()  # (the tail is written through flat views of the outputs)
         xc = x.clamp(min=-a)
         cdf = torch.erfc(xc * -_SQRT_HALF).mul_(0.5)                            # Phi(x), x >= -a
         r = xc.square().mul_(-0.5).exp_().mul_(_INV_SQRT_2PI).div_(cdf)           # phi / Phi
@@ -480,19 +481,20 @@ def _ndtr_parts(x: torch.Tensor, with_log: bool):
             upper = (x > 0).to(x.dtype)
             u = torch.erfc(x.clamp(min=-a).abs_().mul_(_SQRT_HALF)).mul_(0.5)        # Phi(-|x|)
             log_cdf = torch.lerp(u.clamp(min=torch.finfo(x.dtype).tiny).log_(), u.neg_().log1p_(), upper)
-        tail = x < -a
-        if bool(tail.any()):
+        tail = (x < -a).view(-1).nonzero().squeeze(-1)
+        if tail.numel():
             # t = -x > a: Laplace's continued fraction r = t + 1/(t + 2/(t + 3/(t + ...))), whose
             # last level gives x + r = 1/(t + 2/(...)) without cancellation; log Phi = log phi - log r
-            t = -x[tail]
+            t = x.view(-1).index_select(0, tail).neg_()
             acc = t.clone()
             for k in range(_NDTR_CF_TERMS.get(x.dtype, 8), 1, -1):
-                acc = t + k / acc
-            s_t = 1.0 / acc
-            r_t = t + s_t
-            r[tail], x_plus_r[tail] = r_t, s_t
+                acc.reciprocal_().mul_(k).add_(t)
+            s_t = acc.reciprocal_()
+            x_plus_r.view(-1).index_copy_(0, tail, s_t)
+            r_t = t.add(s_t)
+            r.view(-1).index_copy_(0, tail, r_t)
             if with_log:
-                log_cdf[tail] = -0.5 * t * t - _LOG_SQRT_2PI - r_t.log()
+                log_cdf.view(-1).index_copy_(0, tail, t.square_().mul_(-0.5).sub_(_LOG_SQRT_2PI).sub_(r_t.log_()))
     return log_cdf, r, x_plus_r
 
 
