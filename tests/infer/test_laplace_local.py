@@ -188,6 +188,18 @@ def test_local_fits_of_a_batch_equal_the_fits_of_its_rows():
         assert torch.allclose(sd, torch.cat([r[1] for r in rows]), atol=1e-12)
 
 
+@pytest.mark.parametrize("name", ["normal", "logistic"])
+def test_local_derivatives_gradcheck_in_d_and_w(name):
+    """f', f'' are differentiable in d and w (the implicit-function derivative of the local
+    fits, grad="implicit"): gradcheck at float64, the lower tail of the Mills ratio included."""
+    noise = make_noise(name)
+    d, w = _local_problem()
+    d = (3.0 * d).requires_grad_(True)  # some e + d below -5: the continued fraction
+    w = w.requires_grad_(True)
+    e = torch.linspace(-1.0, 2.0, 5, dtype=torch.float64)
+    assert torch.autograd.gradcheck(lambda d_, w_: local_derivatives(noise, e, d_, w_), (d, w))
+
+
 def test_local_derivatives_drop_a_non_finite_term_of_weight_zero():
     """A dropped term (w = 0) whose argument is -inf (its r infinite) contributes nothing:
     the dot product's 0 * inf is caught and the sum redone with the term masked."""
