@@ -46,6 +46,7 @@ QUICK = {
     "plain_loop": ([], ["plain_loop_quick.json"]),
     "probit_convergence": ([], ["probit_convergence_quick.json"]),
     "probit_gradient_noise": ([], ["probit_gradient_noise_quick.json"]),
+    "probit_step": ([], ["probit_step_quick.json"]),
     "profile_step": ([], ["profile_step_quick.json"]),
     "relaxed_vae": ([], ["relaxed_vae_quick.json"]),
     "scaling": ([], ["scaling_quick.json"]),

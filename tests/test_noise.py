@@ -295,3 +295,61 @@ def test_check_noise_catches_a_wrong_noise():
     # 1 - F computed as log1p(-lower) in float32 rounds non-monotonically in the upper tail
     with pytest.raises(AssertionError, match="log_cdf decreases"):
         check_noise(make_noise("user_t3"), dtype=torch.float32)
+
+
+# ---- the normal log CDF and inverse Mills ratio (numerics.log_ndtr, normal_mills_ratio) ----
+def _mills_reference(x):
+    """r = phi/Phi and x + r in float64: from erfcx above -20 (x + r loses |x|^2 ulps there, below
+    1e-12), and from the asymptotic series x + r = 1/t - 2/t^3 + 10/t^5 - 74/t^7 + 706/t^9, t = -x,
+    below -100 (next term below 1e-19 relative)."""
+    r = math.sqrt(2 / math.pi) / torch.special.erfcx(-x / math.sqrt(2))
+    t = -x
+    series = 1 / t - 2 / t**3 + 10 / t**5 - 74 / t**7 + 706 / t**9
+    return torch.where(x < -100, t + series, r), torch.where(x < -100, series, x + r)
+
+
+def test_log_ndtr_and_mills_ratio_match_float64_references():
+    """log Phi against torch's float64 log_ndtr, r and x + r against erfcx / the asymptotic
+    series, across the centre, both sides of the continued-fraction switch at -5, and both
+    tails (relative error 1e-12; the numbers of numerics' docstring are below 1e-13)."""
+    from pyro_ar.numerics import _ndtr_parts, normal_mills_ratio
+
+    x = torch.cat([torch.linspace(-20.0, 37.0, 5701, dtype=torch.float64),
+                   torch.tensor([-5.0 - 1e-9, -5.0 + 1e-9, -150.0, -1e3, -1e6], dtype=torch.float64)])
+    ref = torch.special.log_ndtr(x)
+    normal = ref.abs() > 1e-290  # relative error is meaningless among denormals
+    # (log_ndtr itself hands float64 to torch: the formulas, as float32 runs them, here)
+    torch.testing.assert_close(_ndtr_parts(x, True)[0][normal], ref[normal], rtol=1e-12, atol=0.0)
+    r, x_plus_r = normal_mills_ratio(x)
+    r_ref, xr_ref = _mills_reference(x)
+    keep = (x > -20.0) | (x < -100.0)
+    torch.testing.assert_close(r[keep], r_ref[keep], rtol=1e-12, atol=1e-300)
+    torch.testing.assert_close(x_plus_r[keep], xr_ref[keep], rtol=1e-11, atol=1e-300)
+
+
+def test_log_ndtr_float32_matches_float64_and_handles_infinities():
+    from pyro_ar.numerics import log_ndtr, normal_mills_ratio
+
+    x = torch.linspace(-60.0, 12.0, 2001, dtype=torch.float64)
+    lp32, lp64 = log_ndtr(x.float()).double(), log_ndtr(x)
+    ok = lp64.abs() > 1e-30  # float32 denormals
+    torch.testing.assert_close(lp32[ok], lp64[ok], rtol=2e-5, atol=0.0)
+    torch.testing.assert_close(normal_mills_ratio(x.float())[0].double(), normal_mills_ratio(x)[0],
+                               rtol=2e-5, atol=1e-30)
+    for dtype in DTYPES:
+        edge = torch.tensor([-math.inf, math.inf, math.nan], dtype=dtype)
+        assert log_ndtr(edge)[:2].tolist() == [-math.inf, 0.0] and math.isnan(log_ndtr(edge)[2])
+        r, x_plus_r = normal_mills_ratio(edge)
+        assert r[:2].tolist() == [math.inf, 0.0] and x_plus_r[0].item() == 0.0 and r[2].isnan()
+
+
+def test_log_ndtr_first_and_second_derivatives():
+    """gradcheck and gradgradcheck at float64 of the autograd Function that float32 runs (the
+    quadrature's mode search differentiates log Phi twice), and of the Mills ratio's own
+    derivative r' = -r (x + r)."""
+    from pyro_ar.numerics import _LogNdtr, normal_mills_ratio
+
+    x = torch.tensor([-40.0, -6.0, -5.0 + 1e-3, -1.0, 0.0, 2.5, 9.0], dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(_LogNdtr.apply, (x,))
+    assert torch.autograd.gradgradcheck(_LogNdtr.apply, (x,))
+    assert torch.autograd.gradcheck(lambda v: normal_mills_ratio(v), (x,))

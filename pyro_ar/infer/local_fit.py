@@ -44,7 +44,69 @@ def local_derivatives(noise, e, d, w):
     """
     g0, h0 = noise.log_density_derivatives(e)
     g1, h1 = noise.log_cdf_derivatives(e.unsqueeze(-1) + d)
-    return g0 + weighted_sum(w, g1), h0 + weighted_sum(w, h1)
+    return g0 + _weighted_sum(w, g1), h0 + _weighted_sum(w, h1)
+
+
+def _weighted_sum(w, terms):
+    r""":math:`\sum_j w_j t_j` over the last dim as one dot product (``torch.linalg.vecdot``: no
+    product buffer), falling back to :func:`~pyro_ar.distributions.class_sum.weighted_sum` (the
+    :math:`w_j = 0` terms dropped) only where a non-finite term made the result non-finite
+    (:math:`0\cdot\infty`): the same value, without the masked buffers in the common case."""
+    out = torch.linalg.vecdot(terms, w.to(terms.dtype))
+    if out.numel() and not bool(torch.isfinite(out).all()):
+        out = weighted_sum(w, terms)
+    return out
+
+
+def _newton_rows(step, state, data, max_steps: int, tol: float):
+    r"""Iterate ``state <- step(*state, *data)`` on the rows of flat ``(N,)`` state tensors and
+    ``(N, ...)`` data tensors, each row until its own change (``step``'s last output) is below
+    ``tol``: an active set, so that the few slow rows do not cost a whole batch each step."""
+    state = [t.clone() for t in state]
+    rows = None  # None: all rows are still moving
+    for _ in range(max_steps):
+        if rows is None:
+            *new, change = step(*state, *data)
+            state = new
+        else:
+            *new, change = step(*[t[rows] for t in state], *[t[rows] for t in data])
+            for t, n in zip(state, new):
+                t[rows] = n
+        moving = change >= tol
+        if change.numel() == 0 or not bool(moving.any()):
+            break
+        idx = moving.nonzero().squeeze(-1)
+        rows = idx if rows is None else rows[idx]
+    return state
+
+
+def _mode_step(noise, e, d, w):
+    r"""A Newton step towards the mode of :math:`f = \log\phi(e) + \sum_j w_j\log\Phi(e + d_j)`,
+    on the mode equation in log form where it applies.
+
+    The mode solves :math:`-(\log\phi)'(e) = R(e)`, :math:`R = \sum_j w_j (\log\Phi)'(e + d_j) > 0`.
+    Above the noise's own mode (:math:`-(\log\phi)' > 0`), the step is Newton's on
+    :math:`F(e) = \log R(e) - \log(-(\log\phi)'(e))`: R falls like the noise's density
+    (for Normal noise :math:`R \approx \sum_j w_j\phi(e + d_j)`), so :math:`\log R` is nearly
+    linear where R itself is exponential, and from the start of
+    :meth:`~pyro_ar.noise.Noise.mode_hint` the probit mode is found in 2-4 steps instead of
+    7-9 (Brown bigrams, 64 classes). Elsewhere, or where :math:`F' \ge 0`, it is Newton's on
+    :math:`f' = 0` with the curvature clamped negative. The fixed point is the mode either way."""
+    g0, h0 = noise.log_density_derivatives(e)
+    g, h = local_derivatives(noise, e, d, w)
+    plain = -g / h.clamp(max=-1e-6)
+    r_sum, r_slope, lhs = g - g0, h - h0, -g0
+    slope = r_slope / r_sum - h0 / g0                          # F'(e)
+    ok = (r_sum > 0) & (lhs > 0) & (slope < 0)
+    log_step = (lhs.clamp(min=1e-30).log() - r_sum.clamp(min=1e-30).log()) / slope.clamp(max=-1e-30)
+    return torch.where(ok, log_step, plain)
+
+
+def _flat(d, w):
+    """``d``, ``w`` broadcast and flattened to ``(rows, s)``, with the batch shape."""
+    d, w = torch.broadcast_tensors(d, w.to(d.dtype))
+    batch, rows = d.shape[:-1], math.prod(d.shape[:-1])
+    return d.reshape(rows, d.shape[-1]), w.reshape(rows, d.shape[-1]), batch
 
 
 def laplace_local(noise, d: torch.Tensor, w: torch.Tensor, steps: int = 8, tol: float = 1e-6):
@@ -52,9 +114,10 @@ def laplace_local(noise, d: torch.Tensor, w: torch.Tensor, steps: int = 8, tol: 
     :math:`q^*(e) \propto \exp f(e)`, :math:`f(e) = \log\phi(e) + \sum_j w_j\log\Phi(e + d_j)`.
 
     :math:`\hat e` comes from damped Newton steps (each at most 2 in size, curvature clamped
-    negative) on detached inputs, started at ``noise.mode_hint`` and stopped when every step
-    is below ``tol``; then one differentiable Newton step from the converged point
-    :math:`e_0`, so that when ``d`` carries a graph the mode's derivative is the
+    negative; on the log form of the mode equation where it applies, :func:`_mode_step`) on
+    detached inputs, started at ``noise.mode_hint``, each datapoint's stopped once its step is
+    below ``tol`` (the steps run on the datapoints still moving only); then one differentiable
+    Newton step from the converged point :math:`e_0`, so that when ``d`` carries a graph the mode's derivative is the
     implicit-function derivative :math:`\partial\hat e/\partial d = -\partial_d f'/f''`
     (Normal and Logistic noise; for other noises ``d``'s gradient is zero). Derivatives of
     :math:`f` are analytic for Normal and Logistic noise and from autograd for any other
@@ -74,24 +137,24 @@ def laplace_local(noise, d: torch.Tensor, w: torch.Tensor, steps: int = 8, tol: 
     ([0.0], [1.0])
     """
     d, w = torch.broadcast_tensors(d, w.to(d.dtype))
-    dd, wd = d.detach(), w.detach()
+    dd, wd, batch = _flat(d.detach(), w.detach())
     log_terms = torch.where(wd > 0, wd.clamp(min=1e-300).log() - dd, torch.full_like(dd, -math.inf))
     e = noise.mode_hint(log_terms.logsumexp(-1))  # (-inf without terms: the hint at 0)
     e = e.nan_to_num(0.0, 0.0, 0.0).detach()
-    for _ in range(steps):
-        g, h = local_derivatives(noise, e, dd, wd)
-        h = h.clamp(max=-1e-6)
-        step = (-g / h).clamp(-2.0, 2.0).detach()
-        e = e + step
-        if step.numel() == 0 or step.abs().max().item() < tol:
-            break
+
+    def newton(e, dd, wd):
+        step = _mode_step(noise, e, dd, wd).clamp(-2.0, 2.0)
+        return e + step, step.abs()
+
+    (e,) = _newton_rows(newton, (e,), (dd, wd), steps, tol)
+    e = e.reshape(batch)
     g, h = local_derivatives(noise, e, d, w)  # e* = e0 - g(e0, d)/h(e0, d)
     h = h.clamp(max=-1e-6)
     return e - g / h, (-h).rsqrt()
 
 
 def gaussian_local(noise, d: torch.Tensor, w: torch.Tensor, steps: int = 8, refine_steps: int = 10,
-                   num_nodes: int = 8, tol: float = 1e-4):
+                   num_nodes: int = 6, tol: float = 1e-2):
     r"""The ELBO-optimal Gaussian :math:`N(m, s^2)` for the local posterior
     :math:`\propto \exp f(e)` of :func:`laplace_local`, refined from the Laplace point.
 
@@ -109,10 +172,16 @@ def gaussian_local(noise, d: torch.Tensor, w: torch.Tensor, steps: int = 8, refi
     :math:`|\Delta m| \le 2` and s at most halves. Where the Hessian is not negative definite
     (heavy tails, e.g. Student-t) the step is the fixed point
     :math:`m \leftarrow m - \mathbb{E}[f']/\mathbb{E}[f'']`,
-    :math:`s^2 \leftarrow -1/\mathbb{E}[f'']`. The steps stop when m and s move less than
-    ``tol`` (at most ``refine_steps``); when ``d`` or ``w`` carries a graph, one more,
-    differentiable, gives the implicit-function derivative at the optimum. Eight nodes
-    (default) give nearly the m and s of twelve. Unlike the Laplace point, the result is a
+    :math:`s^2 \leftarrow -1/\mathbb{E}[f'']`. Each datapoint's steps stop when its m and s
+    move less than ``tol`` (at most ``refine_steps``; the steps run on the datapoints still
+    moving only), and the Laplace start is found to the same ``tol``; when ``d`` or ``w``
+    carries a graph, one more step, differentiable, gives the implicit-function derivative at
+    the optimum. With quadratic convergence the point after a step of size ``tol`` is about
+    ``tol**2`` from the optimum: with the defaults, 6 nodes and ``tol = 1e-2``, the local bound
+    stays within the tolerance ``tests/infer/test_laplace_local.py`` asserts of the 16-node
+    optimum, at about half the cost of 8 nodes and ``tol = 1e-4`` (the earlier defaults;
+    [claim probit-step]). Any q gives a valid bound, so the tolerance
+    only trades tightness for time. Unlike the Laplace point, the result is a
     stationary point of the local bound over the Gaussian family, so the bound's gradient
     with q held fixed is its total gradient (envelope theorem).
 
@@ -124,15 +193,17 @@ def gaussian_local(noise, d: torch.Tensor, w: torch.Tensor, steps: int = 8, refi
     >>> [round(abs(v), 6) for v in m.tolist() + sd.tolist()]   # no classes to beat: the prior
     [0.0, 1.0]
     """
-    m, sd = laplace_local(noise, d.detach(), w.detach(), steps)
+    m, sd = laplace_local(noise, d.detach(), w.detach(), steps, tol)  # a start: as loose as the refinement
     z, wz = gauss_hermite(num_nodes, m)
     d, w = torch.broadcast_tensors(d, w.to(d.dtype))
-    for _ in range(refine_steps):
-        m_new, sd_new = _gaussian_step(noise, m, sd, d.detach(), w.detach(), z, wz)
-        change = torch.maximum((m_new - m).abs(), (sd_new - sd).abs())
-        m, sd = m_new.detach(), sd_new.detach()
-        if change.numel() == 0 or change.max().item() < tol:
-            break
+    dd, wd, batch = _flat(d.detach(), w.detach())
+
+    def refine(m, sd, dd, wd):
+        m_new, sd_new = _gaussian_step(noise, m, sd, dd, wd, z, wz)
+        return m_new, sd_new, torch.maximum((m_new - m).abs(), (sd_new - sd).abs())
+
+    m, sd = _newton_rows(refine, (m.reshape(-1), sd.reshape(-1)), (dd, wd), refine_steps, tol)
+    m, sd = m.reshape(batch), sd.reshape(batch)
     if not (d.requires_grad or w.requires_grad):
         return m, sd
     return _gaussian_step(noise, m, sd, d, w, z, wz)  # differentiable in d, w (implicit-function derivative)
@@ -143,9 +214,10 @@ def _gaussian_step(noise, m, sd, d, w, z, wz):
     where the quadrature Hessian is not negative definite)."""
     e = m.unsqueeze(-1) + sd.unsqueeze(-1) * z                        # (batch, nodes)
     g, h = local_derivatives(noise, e, d.unsqueeze(-2), w.unsqueeze(-2))
-    g_m, g_s = (g * wz).sum(-1), (g * (wz * z)).sum(-1) + 1.0 / sd
-    h_mm, h_ms = (h * wz).sum(-1), (h * (wz * z)).sum(-1)
-    h_ss = (h * (wz * z * z)).sum(-1) - 1.0 / sd ** 2
+    wzz = wz * z
+    g_m, g_s = g @ wz, g @ wzz + 1.0 / sd
+    h_mm, h_ms = h @ wz, h @ wzz
+    h_ss = h @ (wzz * z) - 1.0 / sd ** 2
     det = h_mm * h_ss - h_ms * h_ms
     newton = (h_mm < 0) & (h_ss < 0) & (det > 0)
     det = torch.where(newton, det, torch.ones_like(det))
