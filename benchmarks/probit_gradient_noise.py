@@ -20,7 +20,7 @@ Reported, relative to the norm of the exact log-likelihood gradient of the same 
 
     python benchmarks/probit_gradient_noise.py [--noise normal] [--reps 200] [--seed 1] [--out DIR]
 
-It prints the table and writes ``probit_gradient_noise[_quick].json`` to ``--out``
+It prints the table and writes ``probit_gradient_noise[_NOISE][_screened][_quick].json`` to ``--out``
 (``--quick``: 5 draws, for the test suite's slow tier).
 """
 
@@ -100,8 +100,8 @@ def main(argv=None):
               f"{bias:.3f} ({se:.3f}) | {cos:.3f} |", flush=True)
         rows_out.append(dict(model_subsample=s_on, guide_subsample=t_on, eps_drawn=mc if args.noise != "gumbel" else None,
                              noise=float(noise), bias=float(bias), bias_se=float(se), cosine=float(cos)))
-    name = "probit_gradient_noise" + ("" if args.strategy == "per_datapoint" else "_" + args.strategy) \
-        + ("_quick.json" if args.quick else ".json")
+    name = "probit_gradient_noise" + ("" if args.noise == "normal" else "_" + args.noise) \
+        + ("" if args.strategy == "per_datapoint" else "_" + args.strategy) + ("_quick.json" if args.quick else ".json")
     path = harness.write_json(name, dict(environment=env, settings=dict(noise=args.noise, reps=args.reps, K=K, B=B,
                                                                       strategy=args.strategy),
                                          rows=rows_out), args.out)
