@@ -26,6 +26,10 @@ log-likelihoods.
 
     python -m benchmarks.probit_convergence --quick [--out DIR]
 
+``--strategy screened``: the model's s negatives per datapoint from
+:class:`~pyro_ar.negatives.ScreenedNegatives` (4s uniform candidates ranked by their current
+utilities, the s/2 highest summed, s/2 of the rest subsampled) for every noise, softmax included.
+
 ``--quick``: K = 50, D = 5, N = 1000, 200 steps (about a minute on one shared core; the
 exact quadrature fit dominates); the default K = 300, D = 10, N = 20000, 4000 steps. Writes
 ``probit_convergence[_quick].json`` and ``.md`` (the table) to ``--out``.
