@@ -138,7 +138,7 @@ def run_noise(noise, args):
     print(rows[-1], flush=True)
     for kind in GUIDES[noise]:
         pyro.clear_param_store()
-        pyro.set_rng_seed(1)
+        pyro.set_rng_seed(args.train_seed)
         model, guide, optim, elbo = build(kind, noise, args.d, args.k, args.s, args.b, args.lr,
                                           args.gaussian_nodes or None, args.strategy)
         svi = SVI(model, guide, optim, elbo)
@@ -185,6 +185,8 @@ def main(argv=None):
     p.add_argument("--strategy", default="per_datapoint", choices=["per_datapoint", "screened"],
                    help="the model's negatives, every noise: s uniform per datapoint, or "
                         "ScreenedNegatives(s) (4s uniform candidates ranked by utility, the top s/2 summed)")
+    p.add_argument("--train-seed", type=int, default=1,
+                   help="the seed of each fit's draws (minibatches, negatives); --seed picks the teacher")
     p.add_argument("--teacher-reference", action="store_true",
                    help="compare with the teacher's own parameters instead of the exact fit")
     args = p.parse_args(argv)
