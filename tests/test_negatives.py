@@ -418,14 +418,17 @@ def test_screened_weights_unbiased_for_every_class_and_label():
 
 def test_screened_keeps_the_top_candidates_and_beats_a_uniform_draw():
     # A probit-like sum dominated by the 3 classes of highest utility out of 400 (terms
-    # g(k) = Phi(psi_k - psi_y), the rest ~0): the screened draw (40 candidates, 5 on top of
-    # 10) against 10 uniform negatives. Unbiased (mean within 4 standard errors of the exact
-    # sum) and its variance below a quarter of the uniform draw's (the candidates' share of the
-    # variance is 10/40 of it; measured ratio about 0.2); fixed seed.
+    # g(k) = Phi(psi_k - psi_y), the label's utility 0, the other 396 at -6: Phi(-6) ~ 1e-9):
+    # the screened draw (40 candidates, 5 on top of 10) against 10 uniform negatives. Unbiased
+    # (mean within 4 standard errors of the exact sum) and its variance about
+    # (399/40 - 1) / (399/10 - 1) = 0.23 of the uniform draw's (a big term is a candidate with
+    # probability 40/399 and then on top); bound 0.35, about 4 standard errors of the ratio's
+    # estimate above it at R = 4,000; fixed seed.
     K, s, R = 400, 10, 4000
     psi = torch.full((1, K), -6.0, dtype=torch.float64)
     psi[0, :3] = torch.tensor([0.5, 0.0, -0.5], dtype=torch.float64)
     labels = torch.tensor([200])
+    psi[0, 200] = 0.0
     g = torch.distributions.Normal(0.0, 1.0).cdf(psi[0] - psi[0, 200]).double()
     exact = g.sum() - g[200]
     neg = PerDatapointNegatives(s)(labels.repeat(R), K)
@@ -433,7 +436,7 @@ def test_screened_keeps_the_top_candidates_and_beats_a_uniform_draw():
              "screened": _screened_totals(ScreenedNegatives(s), labels, psi, K, R)[:, 0] @ g}
     se = draws["screened"].std() / math.sqrt(R)
     assert abs(draws["screened"].mean() - exact) < 4 * se
-    assert draws["screened"].var() < 0.25 * draws["uniform"].var()
+    assert draws["screened"].var() < 0.35 * draws["uniform"].var()
     neg = ScreenedNegatives(s)(labels.expand(50), K, utility=psi.expand(50, K))
     top, rest = psi[0][neg.index[:, :5]], psi[0][neg.index[:, 5:]]
     assert (top.min(-1).values >= rest.max(-1).values).all()          # the top of each row's candidates
