@@ -6,7 +6,8 @@ gradient of the ELBO estimate per datapoint with respect to (W, b) is drawn ``--
 (fresh class subsamples and eps draws; the rows fixed) for each source of randomness switched
 on or off:
 
-* ``S``   the model's class subsample (10 negatives per datapoint) or the exact class sum;
+* ``S``   the model's class subsample (10 negatives per datapoint, uniform or ``--strategy
+  screened``: :class:`~pyro_ar.negatives.ScreenedNegatives`) or the exact class sum;
 * ``T``   the conditional local guide's own subsample (its default: 3 x 10 + the minibatch's
   labels) or q fitted on all classes;
 * ``eps`` one Monte Carlo draw of eps (``ClosedFormELBO(gaussian_nodes=None)``, before issue
@@ -19,7 +20,7 @@ Reported, relative to the norm of the exact log-likelihood gradient of the same 
 
     python benchmarks/probit_gradient_noise.py [--noise normal] [--reps 200] [--seed 1] [--out DIR]
 
-It prints the table and writes ``probit_gradient_noise[_quick].json`` to ``--out``
+It prints the table and writes ``probit_gradient_noise[_NOISE][_screened][_quick].json`` to ``--out``
 (``--quick``: 5 draws, for the test suite's slow tier).
 """
 
@@ -46,12 +47,13 @@ def exact_gradient(x, y, W, b, noise):
     return torch.cat([g.flatten() for g in torch.autograd.grad(ll, [W, b])])
 
 
-def draws(x, y, W, b, noise, subsample_s, subsample_t, mc_eps, reps):
+def draws(x, y, W, b, noise, subsample_s, subsample_t, mc_eps, reps, strategy="per_datapoint"):
     """``reps`` gradients of the per-datapoint ELBO estimate, (reps, K * (D + 1))."""
     K, D = W.shape
     pyro.clear_param_store()
     pyro.set_rng_seed(2)
-    model = LinearClassifier(D, K, noise=noise, num_negatives=10 if subsample_s else None, sparse=False)
+    model = LinearClassifier(D, K, noise=noise, num_negatives=10 if subsample_s else None,
+                             strategy=strategy if subsample_s else "per_datapoint", sparse=False)
     model(x[:2], y[:2])
     with torch.no_grad():
         pyro.param("weight").copy_(W)
@@ -71,6 +73,8 @@ def main(argv=None):
     p = harness.parser(__doc__, quick_help="5 draws per row of the table", seed=1)
     p.add_argument("--noise", default="normal")
     p.add_argument("--reps", type=int, default=200)
+    p.add_argument("--strategy", default="per_datapoint", choices=["per_datapoint", "screened"],
+                   help="the model's class subsample S: 10 uniform per datapoint, or ScreenedNegatives(10)")
     args = p.parse_args(argv)
     env = harness.start(args)
     if args.quick:
@@ -86,7 +90,7 @@ def main(argv=None):
     print("| S random | T random | eps drawn | noise | bias (SE) | cosine |\n|---|---|---|---:|---:|---:|")
     eps_options = (True, False) if args.noise != "gumbel" else (False,)
     for s_on, t_on, mc in itertools.product((True, False), (True, False), eps_options):
-        g = draws(x, y, data.W, data.b, args.noise, s_on, t_on, mc, args.reps)
+        g = draws(x, y, data.W, data.b, args.noise, s_on, t_on, mc, args.reps, args.strategy)
         mean = g.mean(0)
         noise = g.var(0).sum().sqrt() / scale
         bias, se = (mean - exact).norm() / scale, (g.var(0).sum() / args.reps).sqrt() / scale
@@ -96,8 +100,10 @@ def main(argv=None):
               f"{bias:.3f} ({se:.3f}) | {cos:.3f} |", flush=True)
         rows_out.append(dict(model_subsample=s_on, guide_subsample=t_on, eps_drawn=mc if args.noise != "gumbel" else None,
                              noise=float(noise), bias=float(bias), bias_se=float(se), cosine=float(cos)))
-    name = "probit_gradient_noise_quick.json" if args.quick else "probit_gradient_noise.json"
-    path = harness.write_json(name, dict(environment=env, settings=dict(noise=args.noise, reps=args.reps, K=K, B=B),
+    name = "probit_gradient_noise" + ("" if args.noise == "normal" else "_" + args.noise) \
+        + ("" if args.strategy == "per_datapoint" else "_" + args.strategy) + ("_quick.json" if args.quick else ".json")
+    path = harness.write_json(name, dict(environment=env, settings=dict(noise=args.noise, reps=args.reps, K=K, B=B,
+                                                                      strategy=args.strategy),
                                          rows=rows_out), args.out)
     print(f"wrote {path}")
 

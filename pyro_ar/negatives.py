@@ -20,6 +20,12 @@ A :class:`NegativeSampler` draws class indices and weights :math:`(k'_j, a_j)` s
   the other classes (the *tail*). Frequent classes, which dominate a peaked class sum, are
   the ones a minibatch's labels contain; a local guide uses it for its own estimate of the
   class sum (issue 27).
+* :class:`ScreenedNegatives` -- per datapoint, :math:`M = 4s` uniform candidates ranked by
+  their current utilities (no gradient): the :math:`s/2` highest summed with weight
+  :math:`(K-1)/M`, :math:`s/2` of the others subsampled; the variance of a uniform draw of
+  :math:`M` at the cost of :math:`s` terms (probit's few dominant classes, issue 27). Its draw
+  needs the utilities (``uses_utility``), which :class:`~pyro_ar.distributions.ClassSumLikelihood`
+  passes.
 
 With ``num_negatives=None`` (or :math:`s \ge K-1`) every sampler returns all classes
 with weight :math:`1[k' \ne y]`, i.e. the exact sum. No sampler does O(K) work per call,
@@ -41,6 +47,7 @@ __all__ = [
     "SharedNegatives",
     "ImportanceNegatives",
     "LabelHeadNegatives",
+    "ScreenedNegatives",
     "get_negative_sampler",
     "sample_without_replacement",
     "STRATEGIES",
@@ -436,6 +443,92 @@ class LabelHeadNegatives(NegativeSampler):
         return f"{type(self).__name__}(base={self.base!r}, max_head={self.max_head})"
 
 
+class ScreenedNegatives(NegativeSampler):
+    r"""Per datapoint: a larger uniform candidate set, screened by the current utilities; its
+    highest-utility classes summed, the rest subsampled.
+
+    For a datapoint with label :math:`y`: :math:`M` candidates :math:`C` uniform without
+    replacement from the :math:`K-1` other classes, their utilities :math:`\psi_c` computed
+    without gradient (no noise term: one gather), the ``exact`` = :math:`r` highest kept
+    (the *top* :math:`R \subset C`) and :math:`s - r` of the other :math:`M - r` uniformly
+    without replacement (:math:`U`):
+
+    .. math::  \hat S_y = \frac{K-1}{M}\Big(\sum_{c\in R} g(c)
+               + \frac{M-r}{s-r}\sum_{c\in U} g(c)\Big).
+
+    Given :math:`C`, :math:`R` is fixed and :math:`U` a uniform subsample of :math:`C\setminus R`,
+    so the bracket is unbiased for :math:`\sum_{c\in C} g(c)`, and :math:`C` is uniform: the
+    estimate is unbiased for :math:`\sum_{k\ne y} g(k)` for *every* function :math:`g` -- so its
+    gradient is unbiased too (the selection depends on the parameters only through the detached
+    utilities; the weights hold for any :math:`g`, hence for :math:`\nabla g`). Every noise's
+    term :math:`\log\Phi(\varepsilon + \psi_y - \psi_k)` grows with :math:`\psi_k`, so the
+    top holds the few classes that dominate the class sum (a peaked probit, whose terms fall
+    off as :math:`e^{-d^2/2}`, has few), and the subsample only the small terms: the variance of
+    a uniform draw of :math:`M` at the cost of :math:`s` terms and :math:`M` utilities (issue 27,
+    ``benchmarks/probit_convergence.py``).
+
+    The draw needs the utilities: a :class:`~pyro_ar.distributions.ClassSumLikelihood` passes
+    them (``uses_utility``); called without ``utility=`` it raises.
+
+    :param num_negatives: :math:`s`, the classes whose terms are evaluated per datapoint.
+    :param int screen: :math:`M = ` ``screen`` :math:`\times s` candidates (at most :math:`K-1`).
+    :param exact: :math:`r`, the top candidates kept (default :math:`\lfloor s/2\rfloor`;
+        :math:`0 \le r < s`).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.negatives import ScreenedNegatives
+    >>> psi = torch.arange(100.0).expand(2, 100)        # class k has utility k
+    >>> neg = ScreenedNegatives(4, screen=5)(torch.tensor([3, 50]), 100, utility=psi)
+    >>> neg.index.shape, [round(a, 2) for a in neg.weight.tolist()]   # 2 of 20 on top, 2 of 18
+    (torch.Size([2, 4]), [4.95, 4.95, 44.55, 44.55])
+    >>> bool((neg.index[:, :2] >= neg.index[:, 2:].max(-1, keepdim=True).values).all())
+    True
+    """
+
+    strategy = "screened"
+    #: the draw needs the current utilities (:meth:`ClassSumLikelihood.draw_negatives` passes them)
+    uses_utility = True
+
+    def __init__(self, num_negatives: Optional[int] = None, screen: int = 4, exact: Optional[int] = None) -> None:
+        super().__init__(num_negatives)
+        self.screen = check_int("screen", screen, low=1)
+        s = self.num_negatives
+        if exact is None:
+            exact = 0 if s is None else s // 2
+        self.exact = check_int("exact", exact, low=0)
+        if s is not None and self.exact >= s:
+            raise ValueError(f"exact must be below num_negatives={s} (the rest is subsampled), got exact={exact}")
+
+    def __call__(self, labels: torch.Tensor, num_classes: int, utility=None) -> Negatives:
+        num_classes = check_int("num_classes", num_classes, low=1)
+        if self.is_exact(num_classes):
+            return super().__call__(labels, num_classes)
+        if utility is None:
+            raise ValueError("ScreenedNegatives ranks its candidates by the utilities: call it with "
+                             "utility= (a ClassSumLikelihood does)")
+        from .utility import as_utility
+
+        s, r = self.num_negatives, self.exact
+        m = min(self.screen * s, num_classes - 1)
+        cand = sample_without_replacement(num_classes - 1, m, labels.shape, device=labels.device)
+        cand = cand + (cand >= labels.unsqueeze(-1)).long()  # skip the label itself
+        with torch.no_grad():
+            psi = as_utility(utility).gather(cand)
+        order = psi.argsort(-1, descending=True)
+        pick = sample_without_replacement(m - r, s - r, labels.shape, device=labels.device)
+        chosen = torch.cat([order[..., :r], order[..., r:].gather(-1, pick)], -1)
+        index = cand.gather(-1, chosen)
+        dtype = psi.dtype if psi.is_floating_point() else torch.get_default_dtype()
+        weight = torch.full((s,), (num_classes - 1) / m, dtype=dtype, device=labels.device)
+        weight[r:] *= (m - r) / (s - r)
+        return Negatives(index, weight, False)
+
+    def __repr__(self):
+        return f"{type(self).__name__}(num_negatives={self.num_negatives}, screen={self.screen}, exact={self.exact})"
+
+
 def _proposal_probs(proposal) -> torch.Tensor:
     from torch.distributions import Categorical
 
@@ -471,6 +564,7 @@ STRATEGIES = {
     "per_datapoint": PerDatapointNegatives,
     "shared": SharedNegatives,
     "importance": ImportanceNegatives,
+    "screened": ScreenedNegatives,
 }
 
 

@@ -171,6 +171,8 @@ class ClassSumLikelihood(ParamsMixin, TorchDistribution):
         """The fixed ``negatives``, or a fresh class subsample for ``labels``."""
         if self.negatives is not None:
             return self.negatives
+        if getattr(self.sampler, "uses_utility", False):  # screened by the current utilities
+            return self.sampler(labels, self.num_classes, utility=self.psi)
         return self.sampler(labels, self.num_classes)
 
     def gather_utilities(self, value: torch.Tensor) -> GatheredUtilities:

@@ -263,6 +263,10 @@ def local_sampler(base, oversample: int = 1, label_head: bool = True):
 
     if isinstance(oversample, bool) or not isinstance(oversample, int) or oversample < 1:
         raise ValueError(f"oversample must be an integer >= 1, got oversample={oversample!r}")
+    if getattr(base, "uses_utility", False):  # (a screened draw: T needs no utilities of its own)
+        from ..negatives import PerDatapointNegatives
+
+        base = PerDatapointNegatives(base.num_negatives)
     if oversample > 1 and base.num_negatives is not None:
         base = copy.copy(base)
         base.num_negatives = base.num_negatives * oversample

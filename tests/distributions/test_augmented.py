@@ -25,7 +25,7 @@ from tests.helpers import BUILTIN_NOISES, DEVICES, DTYPES, make_noise
 pytestmark = pytest.mark.usefixtures("seeded")
 
 Z_MAX = 4.0
-STRATEGIES = ["per_datapoint", "shared", "importance"]
+STRATEGIES = ["per_datapoint", "shared", "importance", "screened"]
 
 
 def _proposal(K):

@@ -37,7 +37,7 @@ from pyro_ar.utility import LinearUtility
 D64 = torch.float64
 #: the class-sum baselines by their likelihood name (pyro_ar.likelihoods.get_likelihood)
 BY_NAME = {"ove": OVECategorical, "sampled": SampledSoftmax, "bouchard": BouchardBound}
-STRATEGIES = ["per_datapoint", "shared", "importance"]
+STRATEGIES = ["per_datapoint", "shared", "importance", "screened"]
 DEVICES = [
     "cpu",
     pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")),
@@ -359,7 +359,9 @@ def test_linear_utility_sparse_gradients_and_same_values(cls, strategy):
     y = torch.randint(0, K, (B,))
     a = torch.zeros(B, dtype=D64)
     sampler = get_negative_sampler(strategy, 6, proposal_for(K) if strategy == "importance" else None)
-    neg = sampler(y, K)
+    # a screened draw ranks its candidates by the utilities (a ClassSumLikelihood passes them)
+    screen = {"utility": x @ W.detach().T + b.detach()} if getattr(sampler, "uses_utility", False) else {}
+    neg = sampler(y, K, **screen)
     lazy = cls(LinearUtility(x, W, b, sparse=True), negatives=neg, **({"a": a} if cls is BouchardBound else {}))
     dense = cls(x @ W.detach().T + b.detach(), negatives=neg, **({"a": a} if cls is BouchardBound else {}))
     lp = lazy.log_prob(y)

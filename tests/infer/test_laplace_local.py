@@ -352,6 +352,24 @@ def test_oversample_draws_more_classes_with_the_models_strategy(strategy):
         ConditionalLocalGuide(model, oversample=0)
 
 
+@pytest.mark.parametrize("noise", ["normal", "gumbel"])
+def test_screened_model_negatives_train_with_a_uniform_local_draw(noise):
+    # strategy="screened" (issue 27): the model's class sum from candidates ranked by the
+    # utilities; the local guide's own draw T stays uniform per datapoint (+ the labels' head),
+    # independent of the model's. A few SVI steps run and raise the training bound.
+    data = make_linear_teacher(400, 3, 30, noise, seed=0)
+    model = LinearClassifier(3, 30, noise=noise, num_negatives=4, strategy="screened",
+                             subsample_size=100, sparse=True)
+    sampler = ConditionalLocalGuide(model, oversample=3)._sampler()
+    assert isinstance(sampler, LabelHeadNegatives) and type(sampler.base) is ar.negatives.PerDatapointNegatives
+    assert sampler.base.num_negatives == 12
+    guide = default_guide(model)
+    svi = SVI(model, guide, lazy_adam({"lr": 0.05}), ClosedFormELBO())
+    losses = [svi.step(data.x, data.y) for _ in range(20)]
+    assert all(math.isfinite(v) for v in losses)
+    assert sum(losses[-5:]) < sum(losses[:5])
+
+
 @pytest.mark.parametrize("name", ["normal", "logistic"])
 def test_oversampled_local_fit_stays_a_bound_and_is_tighter(name):
     """K = 12, the model's S of 2 classes: with the guide's T of 4 x 2 = 8 classes (drawn
