@@ -15,7 +15,7 @@ from ._checks import check_choice, check_float
 from .choices import prior_scale_candidates
 
 _NOISES = ("gumbel", "normal", "logistic")
-_STRATEGIES = ("auto", "per_datapoint", "shared", "importance")
+_STRATEGIES = ("auto", "per_datapoint", "shared", "importance", "screened")
 _WEIGHTS = ("mle", "map", "bayes")
 _LIKELIHOODS = ("auto", "ar", "exact")
 _SITE = "y"  # the label site of LinearClassifier; its noise site is "y_eps"

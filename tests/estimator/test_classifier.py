@@ -639,3 +639,19 @@ def test_prediction_does_not_copy_or_change_the_fitted_state():
     assert all(store[n].data_ptr() == clf.param_state_["params"][n].data_ptr() for n in names)
     assert set(clf.param_state_["params"]) == names
     assert all(torch.equal(before[n], clf.param_state_["params"][n]) for n in names)
+
+
+def test_screened_negatives_fit_and_predict(monkeypatch):
+    """``strategy="screened"`` (pyro_ar.negatives.ScreenedNegatives) reaches the model: its
+    sampler draws every step's negatives, and the fit predicts above chance on digits."""
+    from sklearn.datasets import load_digits
+
+    from pyro_ar.negatives import ScreenedNegatives
+
+    calls = []
+    draw = ScreenedNegatives.__call__
+    monkeypatch.setattr(ScreenedNegatives, "__call__", lambda self, *a, **k: calls.append(1) or draw(self, *a, **k))
+    X, y = load_digits(return_X_y=True)
+    est = ARClassifier(strategy="screened", num_negatives=4, likelihood="ar", max_epochs=3, random_state=0).fit(X[:600], y[:600])
+    assert est.training_path_.strategy == "screened" and len(calls) >= est.n_steps_
+    assert est.score(X[600:900], y[600:900]) > 0.5  # chance: 0.1
