@@ -94,7 +94,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         see ``pyro_ar.estimator._training_path.choose_path``),
         ``"per_datapoint"`` (the paper's), ``"shared"`` (one set per minibatch),
         ``"importance"`` (shared draws from the training class frequencies^0.75) or
-        ``"screened"`` (per datapoint, the highest-utility of 4x as many uniform candidates
+        ``"screened"`` (per datapoint, the highest-utility of four times as many uniform candidates
         summed exactly and the rest subsampled: :class:`pyro_ar.negatives.ScreenedNegatives`).
     :param weights: ``"map"`` (default: Gaussian prior on W, like scikit-learn's L2 penalty
         with ``C = prior_scale**2``; the bias is not penalised, like its intercept),
