@@ -19,7 +19,11 @@ from ..models.latent import CategoricalLatentModel
 from ..negatives import get_negative_sampler
 from .local_fit import conditional_local_q, local_sampler
 
-__all__ = ["LatentGuide", "LatentKLWarmup"]
+__all__ = ["LatentGuide", "LatentKLWarmup", "EXACT_GUMBEL_UPTO"]
+
+#: :class:`LatentGuide`'s default ``all_classes_upto`` for Gumbel noise: the exact local optimum
+#: costs one K-row of utilities per session, so up to this many classes the guide sums them all.
+EXACT_GUMBEL_UPTO = 2 ** 15
 
 
 class LatentGuide:
@@ -36,7 +40,17 @@ class LatentGuide:
         over all of them with ``negatives="model"`` (O(K) in the guide only; the model's bound
         still subsamples). An independent small draw there makes the estimate of the bound's
         term :math:`\hat S/(1+\hat S')` heavy-tailed whenever :math:`\hat S'` misses a
-        dominant class, which can diverge a fit with unregularised weights.
+        dominant class, which can diverge a fit with unregularised weights. Default (None):
+        ``EXACT_GUMBEL_UPTO`` (:math:`2^{15}`) classes for Gumbel noise, 64 for the others. For
+        Gumbel noise the exact local optimum is :math:`\log\eta = \log\sum_k e^{\psi_k} - \psi_y`
+        and a session's utilities do not depend on the position, so the sum costs one
+        :math:`K`-row of utilities per session (:math:`O(UKQ)` a step for U sessions, one matrix
+        product), not one per item. With it the bound's term is
+        :math:`(1+\hat S)/(1+S) \le 1 + \max_k a_k`: bounded by the model sampler's largest
+        weight (e.g. :math:`K/(\alpha s)` with an importance sampler's ``uniform_mix`` α).
+        Without it (an independent draw of the guide's), the Brown session model at 100 of 26,101
+        words collapsed after 22,200 steps (issue 27; ``benchmarks/RESULTS.md``, claim
+        ``session-longrun``).
     :param bool label_head: the guide's class subsample also holds the minibatch's distinct
         items, summed exactly (:func:`~pyro_ar.infer.local_fit.local_sampler`; default True):
         without them a small uniform draw misses the frequent items in most steps, and the fit
@@ -53,12 +67,14 @@ class LatentGuide:
     (torch.Size([2, 1, 2]), torch.Size([2, 3]))
     """
 
-    def __init__(self, model: CategoricalLatentModel, negatives="model", all_classes_upto: int = 64,
+    def __init__(self, model: CategoricalLatentModel, negatives="model", all_classes_upto=None,
                  label_head: bool = True):
         self.model, self.label_head = model, bool(label_head)
         self._local_samplers = {}  # base sampler -> the guide's (stratified) sampler
         self.sampler = None if negatives == "model" else get_negative_sampler(
             "per_datapoint" if isinstance(negatives, int) else "shared", negatives)
+        if all_classes_upto is None:
+            all_classes_upto = EXACT_GUMBEL_UPTO if model.noise.closed_form else 64
         self.all_classes_upto = check_positive_int("all_classes_upto", all_classes_upto)
 
     def site_sampler(self, group, num_classes: int):
