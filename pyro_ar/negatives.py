@@ -377,7 +377,7 @@ class ImportanceNegatives(NegativeSampler):
         return self.num_negatives is None  # draws with replacement never cover K exactly
 
     def max_weight(self) -> float:
-        """The largest estimator weight :math:`\max_k 1/(s\,q(k))` of a draw (``inf`` when exact)."""
+        r"""The largest estimator weight :math:`\max_k 1/(s\,q(k))` of a draw (``inf`` when exact)."""
         if self.num_negatives is None:
             return math.inf
         return float(1.0 / (self.num_negatives * self.probs.double().min()))
