@@ -46,8 +46,10 @@ class LatentGuide:
         and a session's utilities do not depend on the position, so the sum costs one
         :math:`K`-row of utilities per session (:math:`O(UKQ)` a step for U sessions, one matrix
         product), not one per item. With it the bound's term is
-        :math:`(1+\hat S)/(1+S) \le 1 + \max_k a_k`: bounded by the model sampler's largest
-        weight (e.g. :math:`K/(\alpha s)` with an importance sampler's ``uniform_mix`` α).
+        :math:`(1+\hat S)/(1+S) = p(y\mid\omega) + \sum_j a_j\,p(k_j\mid\omega) \le 1 + \sum_j a_j`
+        (as :math:`e^{\psi_k-\psi_y}/(1+S) = p(k\mid\omega)`): bounded by the
+        model sampler's weights whatever the utilities (at most :math:`1 + K/\alpha` for
+        :class:`~pyro_ar.negatives.ImportanceNegatives` with ``uniform_mix`` α).
         Without it (an independent draw of the guide's), the Brown session model at 100 of 26,101
         words collapsed after 22,200 steps (issue 27; ``benchmarks/RESULTS.md``, claim
         ``session-longrun``).
