@@ -50,9 +50,8 @@ class LatentGuide:
         (as :math:`e^{\psi_k-\psi_y}/(1+S) = p(k\mid\omega)`): bounded by the
         model sampler's weights whatever the utilities (at most :math:`1 + K/\alpha` for
         :class:`~pyro_ar.negatives.ImportanceNegatives` with ``uniform_mix`` α).
-        Without it (an independent draw of the guide's), the Brown session model at 100 of 26,101
-        words collapsed after 22,200 steps (issue 27; ``benchmarks/RESULTS.md``, claim
-        ``session-longrun``).
+        With an independent draw of the guide's instead, the long run of the session model on
+        Brown sentences collapsed (issue 27, [claim session-longrun]).
     :param bool label_head: the guide's class subsample also holds the minibatch's distinct
         items, summed exactly (:func:`~pyro_ar.infer.local_fit.local_sampler`; default True):
         without them a small uniform draw misses the frequent items in most steps, and the fit
