@@ -245,7 +245,7 @@ def conditional_local_q(noise, utility, labels: torch.Tensor, sampler, local_fit
 
 
 def _all_classes(sampler, num_classes: int) -> bool:
-    """Whether ``sampler`` (a NegativeSampler, a strategy name or None) sums over every class."""
+    """Whether ``sampler`` (a NegativeSampler, or None: all classes) sums over every class."""
     from ..negatives import NegativeSampler
 
     if sampler is None:
@@ -263,4 +263,3 @@ def _exact_log_eta(utility, labels: torch.Tensor) -> torch.Tensor:
     log_z = utility.full().logsumexp(-1)
     psi_y = utility.gather(labels.unsqueeze(-1)).squeeze(-1)
     return log_z - psi_y
-
