@@ -224,7 +224,8 @@ def test_guide_is_exact_for_gumbel_up_to_2_15_classes():
     neg_log_p = -psi.log_softmax(-1).expand(-1, v.shape[1], -1).gather(-1, v.unsqueeze(-1)).squeeze(-1)
     # log(1 + S_y) = -log p(y | omega): float32 sums in another order, agreement to rounding
     assert torch.allclose(tr.nodes["v_eps"]["fn"].loc, neg_log_p, atol=1e-4)
-    assert LatentGuide(CategoricalLatentModel(2000, 3, AR("probit", negatives=SharedNegatives(10)))).all_classes_upto == 64
+    probit = CategoricalLatentModel(2000, 3, AR("probit", negatives=SharedNegatives(10)))
+    assert LatentGuide(probit).all_classes_upto == 64
 
 
 def test_exact_log_eta_is_one_row_per_session():
