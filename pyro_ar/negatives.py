@@ -322,6 +322,12 @@ class ImportanceNegatives(NegativeSampler):
     :param proposal: positive weights over the K classes (a 1-D tensor, normalised
         internally) or a ``Categorical`` with ``batch_shape == ()``; e.g. class
         frequencies to the power 0.75. Every class needs q(k) > 0 for unbiasedness.
+    :param float uniform_mix: the fraction :math:`\alpha \in [0, 1]` of the uniform distribution in a
+        *defensive mixture* (Hesterberg 1995): the draws come from
+        :math:`q_\alpha(k) = (1-\alpha)\,q(k) + \alpha/K` and are weighted by
+        :math:`1/(s\,q_\alpha(k))`, so the estimate stays unbiased for any :math:`\alpha` and every
+        weight is at most :math:`K/(\alpha s)` (at most :math:`1/\alpha` times a uniform draw's
+        :math:`K/s`), whatever the proposal's smallest :math:`q(k)`. Default 0: the proposal as given.
 
     Example:
 
@@ -336,9 +342,12 @@ class ImportanceNegatives(NegativeSampler):
 
     strategy = "importance"
 
-    def __init__(self, num_negatives: Optional[int], proposal: torch.Tensor) -> None:
+    def __init__(self, num_negatives: Optional[int], proposal: torch.Tensor, uniform_mix: float = 0.0) -> None:
         super().__init__(num_negatives)
         probs = _proposal_probs(proposal)
+        self.uniform_mix = _check_mix(uniform_mix)
+        if self.uniform_mix > 0:  # q_a = (1 - a) q + a / K (normalised first: proposal weights need not sum to 1)
+            probs = (1 - self.uniform_mix) * probs / probs.sum() + self.uniform_mix / probs.shape[0]
         self.num_classes = probs.shape[0]
         # float64 cumulative sum once (O(K) at construction); each draw is a binary search
         self._cdf = probs.double().cumsum(0)
@@ -373,6 +382,16 @@ class ImportanceNegatives(NegativeSampler):
 
     def is_exact(self, num_classes: int) -> bool:
         return self.num_negatives is None  # draws with replacement never cover K exactly
+
+    def max_weight(self) -> float:
+        r"""The largest estimator weight :math:`\max_k 1/(s\,q(k))` of a draw (``inf`` when exact)."""
+        if self.num_negatives is None:
+            return math.inf
+        return float(1.0 / (self.num_negatives * self.probs.double().min()))
+
+    def __repr__(self):
+        mix = f", uniform_mix={self.uniform_mix:g}" if self.uniform_mix else ""
+        return f"{type(self).__name__}(num_negatives={self.num_negatives}{mix})"
 
 
 class LabelHeadNegatives(NegativeSampler):
@@ -527,6 +546,12 @@ class ScreenedNegatives(NegativeSampler):
 
     def __repr__(self):
         return f"{type(self).__name__}(num_negatives={self.num_negatives}, screen={self.screen}, exact={self.exact})"
+def _check_mix(uniform_mix) -> float:
+    if isinstance(uniform_mix, bool) or not isinstance(uniform_mix, (int, float)) \
+            or not 0.0 <= float(uniform_mix) <= 1.0:
+        raise ValueError(f"uniform_mix must be a number in [0, 1] (the uniform share of the proposal), "
+                         f"got uniform_mix={uniform_mix!r}")
+    return float(uniform_mix)
 
 
 def _proposal_probs(proposal) -> torch.Tensor:

@@ -481,3 +481,50 @@ def test_screened_augmented_log_prob_and_gradient_unbiased():
     se = grad.std(0) / math.sqrt(R)
     z = (grad.mean(0) - exact_grad)[se > 0] / se[se > 0]
     assert z.abs().max().item() < 4.5, z.abs().max()
+def test_importance_uniform_mix_unbiased_for_every_class():
+    # Defensive mixture q_a = (1 - a) q + a / K: sum_j a_j 1[k'_j = k] has expectation 1[k != y]
+    # for every class k (so any class sum is estimated without bias). A proposal with a class of
+    # tiny q(k); Monte Carlo mean within 4 standard errors (sample sd / sqrt(R)) per class, seed 0.
+    torch.manual_seed(0)
+    K, s, y, R, a = 10, 3, 4, 6000, 0.3
+    proposal = torch.tensor([3.0, 1.0, 1.0, 2.0, 5.0, 1e-4, 0.5, 1.0, 4.0, 1.0])
+    sampler = ImportanceNegatives(s, proposal, uniform_mix=a)
+    labels = torch.tensor([y])
+    totals = torch.zeros(R, K, dtype=torch.float64)
+    for r in range(R):
+        neg = sampler(labels, K)
+        totals[r].scatter_add_(0, neg.index, neg.weight[0].double())
+    assert (totals[:, y] == 0).all()
+    mean, se = totals.mean(0), totals.std(0) / math.sqrt(R)
+    others = torch.arange(K) != y
+    z = (mean[others] - 1.0) / se[others]
+    assert z.abs().max().item() < 4.0, z
+
+
+def test_importance_uniform_mix_bounds_the_weights():
+    # Without the mixture the weight 1/(s q(k)) of a class with q(k) ~ 1e-6 is ~1e6 / s; with it
+    # every weight is at most K / (a s) (the uniform share alone draws k with probability a / K).
+    K, s, a = 1000, 20, 0.25
+    proposal = torch.ones(K)
+    proposal[0] = 1e-6
+    plain = ImportanceNegatives(s, proposal)
+    mixed = ImportanceNegatives(s, proposal, uniform_mix=a)
+    assert plain.max_weight() > 1e4 * K / s
+    assert mixed.max_weight() <= K / (a * s) * (1 + 1e-6)
+    q = (1 - a) * proposal / proposal.sum() + a / K
+    torch.testing.assert_close(mixed.probs.double(), q.double(), rtol=1e-6, atol=0)
+    torch.manual_seed(0)
+    neg = mixed(torch.tensor([3]), K)
+    expected = (neg.index != 3).double() / (s * q.double()[neg.index])
+    torch.testing.assert_close(neg.weight.double()[0], expected, rtol=1e-5, atol=0)
+    assert neg.weight.max().item() <= K / (a * s) * (1 + 1e-5)
+    # a = 1 is the uniform distribution: weight K / s for every class but the label
+    uni = ImportanceNegatives(s, proposal, uniform_mix=1.0)(torch.tensor([3]), K)
+    torch.testing.assert_close(uni.weight[0][uni.index != 3].double(),
+                               torch.full_like(uni.weight[0][uni.index != 3].double(), K / s), rtol=1e-5, atol=0)
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, float("nan"), "0.2", True])
+def test_importance_uniform_mix_validation(bad):
+    with pytest.raises(ValueError, match=r"uniform_mix must be a number in \[0, 1\]"):
+        ImportanceNegatives(3, torch.ones(4), uniform_mix=bad)

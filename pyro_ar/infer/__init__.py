@@ -8,7 +8,7 @@ from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from .drift import DriftCheck
 from .elbo import ClosedFormELBO
 from .guides import default_elbo, default_guide, default_local_guide, empty_guide
-from .latent import LatentGuide, LatentKLWarmup
+from .latent import EXACT_COST_RATIO, LatentGuide, LatentKLWarmup
 from . import local_guides
 from .local_guides import *  # noqa: F401,F403  (its __all__)
 from .loop import (
@@ -38,6 +38,7 @@ __all__ = local_guides.__all__ + [
     "default_elbo",
     "empty_guide",
     "LatentGuide",
+    "EXACT_COST_RATIO",
     "LatentKLWarmup",
     "train",
     "progress_bar",

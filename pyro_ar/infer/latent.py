@@ -19,7 +19,12 @@ from ..models.latent import CategoricalLatentModel
 from ..negatives import get_negative_sampler
 from .local_fit import conditional_local_q, local_sampler
 
-__all__ = ["LatentGuide", "LatentKLWarmup"]
+__all__ = ["LatentGuide", "LatentKLWarmup", "EXACT_COST_RATIO"]
+
+#: With :class:`LatentGuide`'s default ``all_classes_upto`` and Gumbel noise, a site's guide sums
+#: all K classes when that costs at most this many times the model's own subsampled class sum:
+#: utility rows x K <= EXACT_COST_RATIO x items x s (see :meth:`LatentGuide.site_sampler`).
+EXACT_COST_RATIO = 32
 
 
 class LatentGuide:
@@ -36,7 +41,19 @@ class LatentGuide:
         over all of them with ``negatives="model"`` (O(K) in the guide only; the model's bound
         still subsamples). An independent small draw there makes the estimate of the bound's
         term :math:`\hat S/(1+\hat S')` heavy-tailed whenever :math:`\hat S'` misses a
-        dominant class, which can diverge a fit with unregularised weights.
+        dominant class, which can diverge a fit with unregularised weights. Default (None): 64,
+        and for Gumbel noise also any site where the exact sum is cheap against the model's own
+        (:meth:`site_sampler`, ``EXACT_COST_RATIO``). For Gumbel noise the exact local optimum is
+        :math:`\log\eta = \log\sum_k e^{\psi_k} - \psi_y`, and a session's utilities do not
+        depend on the position, so the sum costs one :math:`K`-row of utilities per session
+        (:math:`O(UK)` utilities a step for U sessions, one matrix product), not one per item.
+        With it the bound's term is
+        :math:`(1+\hat S)/(1+S) = p(y\mid\omega) + \sum_j a_j\,p(k_j\mid\omega) \le 1 + \sum_j a_j`
+        (as :math:`e^{\psi_k-\psi_y}/(1+S) = p(k\mid\omega)`): bounded by the
+        model sampler's weights whatever the utilities (at most :math:`1 + K/\alpha` for
+        :class:`~pyro_ar.negatives.ImportanceNegatives` with ``uniform_mix`` α).
+        With an independent draw of the guide's instead, the long run of the session model on
+        Brown sentences collapsed (issue 27, [claim session-longrun]).
     :param bool label_head: the guide's class subsample also holds the minibatch's distinct
         items, summed exactly (:func:`~pyro_ar.infer.local_fit.local_sampler`; default True):
         without them a small uniform draw misses the frequent items in most steps, and the fit
@@ -53,21 +70,35 @@ class LatentGuide:
     (torch.Size([2, 1, 2]), torch.Size([2, 3]))
     """
 
-    def __init__(self, model: CategoricalLatentModel, negatives="model", all_classes_upto: int = 64,
+    def __init__(self, model: CategoricalLatentModel, negatives="model", all_classes_upto=None,
                  label_head: bool = True):
         self.model, self.label_head = model, bool(label_head)
         self._local_samplers = {}  # base sampler -> the guide's (stratified) sampler
         self.sampler = None if negatives == "model" else get_negative_sampler(
             "per_datapoint" if isinstance(negatives, int) else "shared", negatives)
-        self.all_classes_upto = check_positive_int("all_classes_upto", all_classes_upto)
+        # the cost rule of site_sampler: only by default, and only where the exact sum is closed-form
+        self.exact_cost_ratio = EXACT_COST_RATIO if all_classes_upto is None and model.noise.closed_form else 0
+        self.all_classes_upto = check_positive_int("all_classes_upto", 64 if all_classes_upto is None
+                                                   else all_classes_upto)
 
-    def site_sampler(self, group, num_classes: int):
-        """The negative sampler of the local step of ``group``'s site over ``num_classes`` classes."""
+    def site_sampler(self, group, num_classes: int, utility_rows: int = 0, num_items: int = 0):
+        """The negative sampler of the local step of ``group``'s site over ``num_classes`` classes.
+
+        All classes when ``num_classes <= all_classes_upto``; with the default and Gumbel noise,
+        also when ``utility_rows * num_classes <= EXACT_COST_RATIO * num_items * s`` for the
+        model's ``s`` negatives: the exact sum evaluates one K-row per utility row (a session),
+        the model's bound s utilities per item, so the guide then costs at most that multiple of
+        the model's class sum (the Brown sessions: 64 x 26,101 against 64 x 30 x 100; a latent GP
+        on 3-word windows, one item per row, stays subsampled). Else the model's sampler,
+        stratified by the minibatch's items (``label_head``)."""
         if self.sampler is not None:
             return self.sampler
-        if num_classes <= self.all_classes_upto:
-            return get_negative_sampler("shared", None)
         base = self.model.group_likelihood(group).sampler
+        s = base.num_negatives
+        cheap = self.exact_cost_ratio > 0 and (s is None or utility_rows * num_classes
+                                               <= self.exact_cost_ratio * num_items * s)
+        if num_classes <= self.all_classes_upto or cheap:
+            return get_negative_sampler("shared", None)
         cached = self._local_samplers.get(id(base))
         if cached is None or cached[0] is not base:
             cached = self._local_samplers[id(base)] = (base, local_sampler(base, 1, self.label_head))
@@ -89,7 +120,8 @@ class LatentGuide:
                 with pyro.plate(plate, vg.shape[-1], dim=-1), poutine.mask(mask=vg >= 0):
                     with torch.no_grad():
                         utility = model.minibatch_utility(omega.detach(), params, group, sample=False)
-                        sampler = self.site_sampler(group, utility.num_classes)
+                        sampler = self.site_sampler(group, utility.num_classes, utility.batch_shape.numel(),
+                                                    vg.numel())
                         fn, infer = conditional_local_q(model.noise, utility, vg.clamp(min=0), sampler)
                     pyro.sample(site + "_eps", fn, infer=infer)
         return omega

@@ -307,6 +307,9 @@ def conditional_local_q(noise, utility, labels: torch.Tensor, sampler, local_fit
 
     with torch.no_grad() if no_grad else contextlib.nullcontext():
         utility = as_utility(utility)
+        if noise.closed_form and _all_classes(sampler, utility.num_classes):
+            log_eta = _exact_log_eta(utility, labels)
+            return FastGumbel(log_eta, torch.ones_like(log_eta)), {INFER_KEY: LocalStep(unit_gumbel=True)}
         zero = torch.zeros((), dtype=utility.dtype, device=utility.device)
         factor = AugmentedCategorical(utility, zero, noise, strategy=sampler)
         if noise.closed_form:
@@ -315,3 +318,24 @@ def conditional_local_q(noise, utility, labels: torch.Tensor, sampler, local_fit
         d, w = factor.utility_differences(labels)
     loc, sd = (local_fit or gaussian_local)(noise, d, w, newton_steps)
     return dist.Normal(loc, sd), {}
+
+
+def _all_classes(sampler, num_classes: int) -> bool:
+    """Whether ``sampler`` (a NegativeSampler, or None: all classes) sums over every class."""
+    from ..negatives import NegativeSampler
+
+    if sampler is None:
+        return True
+    return isinstance(sampler, NegativeSampler) and sampler.is_exact(num_classes)
+
+
+def _exact_log_eta(utility, labels: torch.Tensor) -> torch.Tensor:
+    r""":math:`\log(1 + S_y) = \log\sum_k e^{\psi_k} - \psi_y`, the exact Gumbel local optimum.
+
+    The log-normaliser is taken over the utility's own batch shape and broadcast to the labels
+    afterwards: where a utility is shared by several labels (a session's latent :math:`\omega_u`
+    serves all of its items) the O(K) sum is done once per utility row, not once per label.
+    """
+    log_z = utility.full().logsumexp(-1)
+    psi_y = utility.gather(labels.unsqueeze(-1)).squeeze(-1)
+    return log_z - psi_y

@@ -205,6 +205,65 @@ def test_guide_local_step_sums_over_all_classes_when_they_are_few():
         LatentGuide(model, all_classes_upto=0)
 
 
+def test_guide_is_exact_for_gumbel_where_cheap():
+    """Issue 27 (the Brown session model collapsed after 22,200 steps at 100 of 26,101 words: the
+    guide's own draw missed a class that the model's draw held, and the bound's term
+    (1 + S_hat)/(1 + S_hat') exploded). For Gumbel noise the default guide now uses the exact
+    local optimum log eta = log sum_k exp(psi_k) - psi_y (one K-row of utilities per session)
+    wherever that costs at most EXACT_COST_RATIO times the model's class sum; before, above 64
+    classes, it always used a subsampled estimate. Probit keeps 64 (its local fit over all classes
+    costs O(K) per item)."""
+    from pyro_ar.infer import EXACT_COST_RATIO
+
+    items, _, _ = _sessions(U=8, P=2000, T=5)
+    model = CategoricalLatentModel(2000, 3, AR(negatives=SharedNegatives(50)))
+    guide = default_guide(model)
+    assert 8 * 2000 <= EXACT_COST_RATIO * 8 * 5 * 50          # the exact sum is cheap here
+    tr = poutine.trace(guide).get_trace(items)
+    psi = model.minibatch_utility(tr.nodes["omega"]["value"], model.fitted_parameters()).full()   # (U, 1, P)
+    v = items.clamp(min=0)
+    neg_log_p = -psi.log_softmax(-1).expand(-1, v.shape[1], -1).gather(-1, v.unsqueeze(-1)).squeeze(-1)
+    # log(1 + S_y) = -log p(y | omega): float32 sums in another order, agreement to rounding
+    assert torch.allclose(tr.nodes["v_eps"]["fn"].loc, neg_log_p, atol=1e-4)
+    # the Brown sessions (64 x 30 items, 100 negatives, 26,101 words): exact; one item per row
+    # (a latent GP on word windows): the model's sampler, stratified
+    brown = CategoricalLatentModel(26101, 3, AR(negatives=SharedNegatives(100)))
+    assert default_guide(brown).site_sampler(None, 26101, 64, 64 * 30).num_negatives is None
+    assert isinstance(default_guide(brown).site_sampler(None, 26101, 64, 64), LabelHeadNegatives)
+    # an explicit all_classes_upto is the threshold alone (no cost rule)
+    assert isinstance(LatentGuide(brown, all_classes_upto=64).site_sampler(None, 26101, 64, 64 * 30),
+                      LabelHeadNegatives)
+    probit = CategoricalLatentModel(2000, 3, AR("probit", negatives=SharedNegatives(50)))
+    assert isinstance(LatentGuide(probit).site_sampler(None, 2000, 8, 40), LabelHeadNegatives)
+
+
+def test_exact_log_eta_is_one_row_per_session():
+    """The exact Gumbel local optimum sums a utility's own rows (U, 1, K), never the (U, T, K)
+    broadcast over the items: equal to the per-item sum, with U * K utilities evaluated."""
+    from pyro_ar.infer.local_fit import conditional_local_q
+    from pyro_ar.noise import get_noise
+    from pyro_ar.utility import LinearUtility
+
+    g = torch.Generator().manual_seed(0)
+    U, T, K, Q = 3, 7, 500, 4
+    x = torch.randn(U, 1, Q, generator=g, dtype=torch.float64)
+    W, b = torch.randn(K, Q, generator=g, dtype=torch.float64), torch.randn(K, generator=g, dtype=torch.float64)
+    labels = torch.randint(0, K, (U, T), generator=g)
+    calls = []
+
+    class Counting(LinearUtility):
+        def full(self):
+            out = super().full()
+            calls.append(out.shape)
+            return out
+
+    q, _ = conditional_local_q(get_noise("gumbel"), Counting(x, W, b), labels, SharedNegatives(None))
+    full = (x @ W.T + b).expand(U, T, K)
+    expected = torch.logsumexp(full, -1) - full.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+    torch.testing.assert_close(q.loc, expected)
+    assert calls == [torch.Size([U, 1, K])]
+
+
 def test_kl_warmup_resumes_from_a_checkpoint(tmp_path):
     """``train(..., scheduler=warmup, checkpoint=...)`` saves beta's step; a resumed run goes on from it."""
     from pyro_ar.infer import train
