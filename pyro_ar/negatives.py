@@ -507,7 +507,7 @@ class ScreenedNegatives(NegativeSampler):
     """
 
     strategy = "screened"
-    #: the draw needs the current utilities (:meth:`ClassSumLikelihood.draw_negatives` passes them)
+    #: the draw needs the current utilities (``ClassSumLikelihood.draw_negatives`` passes them)
     uses_utility = True
 
     def __init__(self, num_negatives: Optional[int] = None, screen: int = 4, exact: Optional[int] = None) -> None:

@@ -114,7 +114,7 @@ def laplace_local(noise, d: torch.Tensor, w: torch.Tensor, steps: int = 8, tol: 
     :math:`q^*(e) \propto \exp f(e)`, :math:`f(e) = \log\phi(e) + \sum_j w_j\log\Phi(e + d_j)`.
 
     :math:`\hat e` comes from damped Newton steps (each at most 2 in size, curvature clamped
-    negative; on the log form of the mode equation where it applies, :func:`_mode_step`) on
+    negative; on the log form of the mode equation where it applies, ``_mode_step``) on
     detached inputs, started at ``noise.mode_hint``, each datapoint's stopped once its step is
     below ``tol`` (the steps run on the datapoints still moving only); then one differentiable
     Newton step from the converged point :math:`e_0`, so that when ``d`` carries a graph the mode's derivative is the
