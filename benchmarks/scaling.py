@@ -103,7 +103,7 @@ class TorchAR:
 
         N, B, S, K = self.x.shape[0], self.B, self.S, self.K
         # the minibatch: B of N without replacement in O(B), as LinearClassifier.create_plates
-        from pyro_ar.negatives import sample_without_replacement
+        from pyro_ar.subsets import sample_without_replacement
 
         idx = sample_without_replacement(N, B, device=self.x.device)
         xb, yb = self.x.index_select(0, idx), self.y.index_select(0, idx)

@@ -213,7 +213,7 @@ class ExactLoop:
         self.opt = torch.optim.Adam(list(self.params.values()), lr=lr)
 
     def step(self, x, y):
-        from pyro_ar.negatives import sample_without_replacement
+        from pyro_ar.subsets import sample_without_replacement
         from pyro_ar.utility import embed_inputs
 
         N, m = len(y), self.model

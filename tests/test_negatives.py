@@ -13,15 +13,9 @@ import pytest
 import scipy.stats
 import torch
 
-from pyro_ar.negatives import (
-    ImportanceNegatives,
-    LabelHeadNegatives,
-    PerDatapointNegatives,
-    ScreenedNegatives,
-    SharedNegatives,
-    get_negative_sampler,
-    sample_without_replacement,
-)
+from pyro_ar.negatives import (ImportanceNegatives, LabelHeadNegatives, PerDatapointNegatives, ScreenedNegatives,
+                               SharedNegatives, get_negative_sampler)
+from pyro_ar.subsets import sample_without_replacement
 
 from tests.helpers import DEVICES
 
@@ -79,15 +73,15 @@ def test_single_row_path_is_uniform_ordered():
 def test_single_row_path_redraws_when_too_few_distinct(monkeypatch):
     """If a single row's draws hold fewer than k distinct values (rare: forced here), the
     row is redrawn by the general path and the result is still k distinct values."""
-    import pyro_ar.negatives as negatives
+    import pyro_ar.subsets as subsets
 
-    calls, first_distinct = [], negatives._first_distinct
+    calls, first_distinct = [], subsets._first_distinct
 
     def too_few(draws):
         calls.append(1)
         return first_distinct(draws)[:3]
 
-    monkeypatch.setattr(negatives, "_first_distinct", too_few)
+    monkeypatch.setattr(subsets, "_first_distinct", too_few)
     out = sample_without_replacement(1000, 20)
     assert calls and out.shape == (20,) and out.unique().numel() == 20
     assert out.min() >= 0 and out.max() < 1000
@@ -360,10 +354,10 @@ def test_label_head_options_and_errors():
 @pytest.fixture
 def deferred_check(monkeypatch):
     """The path CUDA takes (a device-side assertion instead of a host check), here on the CPU."""
-    import pyro_ar.negatives as negatives
+    import pyro_ar.subsets as subsets
 
-    monkeypatch.setattr(negatives, "_defer_check", lambda device: True)
-    return negatives
+    monkeypatch.setattr(subsets, "_defer_check", lambda device: True)
+    return subsets
 
 
 @pytest.mark.parametrize("n,k", [(9, 2), (41, 10)])

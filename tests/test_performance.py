@@ -15,13 +15,8 @@ from pyro.infer import SVI
 import pyro_ar as ar
 from pyro_ar.distributions import _noise_prior
 from pyro_ar.infer import ClosedFormELBO, GumbelLocalGuide
-from pyro_ar.negatives import (
-    ImportanceNegatives,
-    PerDatapointNegatives,
-    SharedNegatives,
-    get_negative_sampler,
-    sample_without_replacement,
-)
+from pyro_ar.negatives import ImportanceNegatives, PerDatapointNegatives, SharedNegatives, get_negative_sampler
+from pyro_ar.subsets import sample_without_replacement
 from pyro_ar.optim import lazy_adam
 from pyro_ar.utility import DenseUtility, LinearUtility
 

@@ -40,7 +40,7 @@ from ..distributions.augmented import INFER_KEY, NoiseSite, _noise_prior
 from ..distributions.class_sum import masked_weighted_sum
 from ..likelihoods import AR
 from ..models.linear import LinearClassifier
-from ..negatives import sample_without_replacement
+from ..subsets import sample_without_replacement
 from ..utility import LinearUtility, Utility
 from .collectives import max_across, sum_across
 from .process_group import get_rank, get_world_size, shard_range

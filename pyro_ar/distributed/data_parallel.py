@@ -41,7 +41,7 @@ from pyro.optim import PyroOptim
 
 from ..infer.local_guides import local_parameter_names
 from ..models.base import WeightedPlate
-from ..negatives import sample_without_replacement
+from ..subsets import sample_without_replacement
 from .collectives import all_gather_rows, all_reduce_sum
 from .process_group import get_rank, get_world_size, shard_range
 from .random_stream import RandomStream

@@ -46,7 +46,7 @@ import pyro.distributions as dist
 
 from .. import evaluation
 from ..likelihoods import DEFAULT, DataSubsample, Likelihood, get_likelihood
-from ..negatives import sample_without_replacement
+from ..subsets import sample_without_replacement
 from ..distributions.categorical import check_labels
 from ..numerics import check_finite, check_int
 

@@ -89,7 +89,8 @@ import pyro.poutine as poutine
 
 from ..distributions import AugmentedCategorical, UtilityCategorical
 from ..distributions.augmented import INFER_KEY, NoiseSite
-from ..negatives import Negatives, sample_without_replacement
+from ..negatives import Negatives
+from ..subsets import sample_without_replacement
 from ..likelihoods import AR, DEFAULT, Exact
 from ..utility import LinearUtility
 from .base import CategoricalModel, WeightStrategy, check_positive_int

@@ -54,7 +54,7 @@ from .. import evaluation
 from ..evaluation import _check_reduce, _reduce  # (the one reduction of evaluation results)
 from ..distributions import BouchardBound
 from ..likelihoods import DEFAULT, Bouchard, DataSubsample
-from ..negatives import sample_without_replacement
+from ..subsets import sample_without_replacement
 from ..numerics import check_int, first_position, show
 from ..utility import LinearUtility, LinearWeights
 from .base import CategoricalModel, check_positive_int, take_rows

@@ -56,7 +56,8 @@ from pyro.distributions.util import broadcast_shape
 
 from ..distributions import UtilityCategorical
 from ..likelihoods import DEFAULT, Exact
-from ..negatives import PerDatapointNegatives, sample_without_replacement
+from ..negatives import PerDatapointNegatives
+from ..subsets import sample_without_replacement
 from ..numerics import check_positive_number
 from ..utility import LinearUtility, LinearWeights, Utility, _validating, check_index
 from .base import check_positive_int

@@ -70,7 +70,7 @@ import pyro.distributions as dist
 from ..likelihoods import DEFAULT, Likelihood
 from ..negatives import DEFAULT_NUM_NEGATIVES
 
-from ..negatives import sample_without_replacement
+from ..subsets import sample_without_replacement
 from ..utility import DenseUtility, LinearUtility, gather_entries
 from ..weight_pattern import PatternLinearUtility, WeightPattern
 from .base import CategoricalModel, check_positive_int

@@ -53,7 +53,7 @@ import pyro
 from pyro.nn import PyroModule
 
 from ..likelihoods import DEFAULT, GaussianUtility
-from ..negatives import sample_without_replacement
+from ..subsets import sample_without_replacement
 from ..numerics import softplus, softplus_inverse
 from ..utility import LinearUtility, LinearWeights
 from .base import check_positive_int

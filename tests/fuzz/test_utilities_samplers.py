@@ -11,7 +11,8 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from pyro_ar import DenseUtility, LinearUtility
-from pyro_ar.negatives import get_negative_sampler, sample_without_replacement
+from pyro_ar.negatives import get_negative_sampler
+from pyro_ar.subsets import sample_without_replacement
 
 from tests.fuzz import _harness as H
 from tests.fuzz import strategies as S
