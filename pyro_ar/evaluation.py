@@ -43,7 +43,6 @@ Bad input -- labels of the wrong count, dtype or range, empty input, ``k`` outsi
 import math
 import numbers
 import re
-import warnings
 from typing import Callable, Dict, Iterator, Optional, Sequence, Tuple, Union
 
 import torch

@@ -34,7 +34,7 @@ except the importance sampler's O(log K) binary search per draw.
 
 import math
 import weakref
-from typing import NamedTuple, Optional, Sequence, Union
+from typing import NamedTuple, Optional, Sequence
 
 import torch
 

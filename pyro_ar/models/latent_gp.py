@@ -54,7 +54,6 @@ import torch.nn.functional as F
 import pyro
 from pyro.distributions.util import broadcast_shape
 
-from ..distributions import UtilityCategorical
 from ..likelihoods import DEFAULT, Exact
 from ..negatives import PerDatapointNegatives
 from ..subsets import sample_without_replacement
