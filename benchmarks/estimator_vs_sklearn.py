@@ -42,7 +42,8 @@ from benchmarks import harness  # noqa: E402
 
 AR_METHODS = {"default": ("ARClassifier()", {}),
               "fixed": ("ARClassifier(prior_scale=1)", {"prior_scale": 1.0}),
-              "mle": ('ARClassifier(weights="mle")', {"weights": "mle"})}
+              "mle": ('ARClassifier(weights="mle")', {"weights": "mle"}),
+              "screened": ('ARClassifier(strategy="screened")', {"strategy": "screened"})}
 
 
 def load(name, quick):
@@ -162,7 +163,7 @@ def main(argv=None):
                    choices=["digits", "mnist", "bibtex"])
     p.add_argument("--C", type=float, nargs="+", default=[0.01, 0.1, 1.0, 10.0])
     p.add_argument("--methods", nargs="+", default=["default", "fixed", "mle", "lr"],
-                   choices=["default", "fixed", "mle", "lr"])
+                   choices=[*AR_METHODS, "lr"])
     p.add_argument("--lr-features", choices=["standardized", "raw"], default="standardized")
     a = p.parse_args(argv)
     harness.start(a)

@@ -17,6 +17,7 @@ import math
 import os
 import platform
 import statistics
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -106,14 +107,15 @@ def machine():
 
 def command():
     """The command line of this run as it was typed, relative to the repository:
-    ``python -m benchmarks.NAME ...`` or ``python benchmarks/NAME.py ...``."""
+    ``python -m benchmarks.NAME ...`` or ``python benchmarks/NAME.py ...``, each argument
+    quoted where the shell needs it (a JSON option, a space), so the line can be pasted."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     if spec is not None and spec.name:
         head = ["-m", spec.name]
     else:
         script = Path(sys.argv[0]).resolve()
         head = [str(script.relative_to(ROOT)) if script.is_relative_to(ROOT) else sys.argv[0]]
-    return " ".join(["python"] + head + sys.argv[1:])
+    return shlex.join(["python"] + head + sys.argv[1:])
 
 
 def environment():

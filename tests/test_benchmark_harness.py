@@ -104,3 +104,15 @@ def test_watched_train_reports_trains_loss_check():
                                         eval_every=10, eval_at_start=False, eval_fn=lambda: {"ll": -1.0})
     assert flags["diverged"] and flags["drifted"] is None and "diverged at step" in flags["message"]
     assert [h["step"] for h in hist if "ll" in h] == [10, 20]
+
+
+def test_recorded_command_can_be_pasted_into_a_shell(monkeypatch):
+    """An argument holding a space or JSON (``--pyro-ar-variants '{"strategy": "screened"}'``)
+    is recorded quoted, so the command re-parses to the same arguments."""
+    import shlex
+    import sys
+
+    argv = ["benchmarks/peers.py", "--pyro-ar-variants", '{"strategy": "screened"}', "--quick"]
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.setattr(sys.modules["__main__"], "__spec__", None, raising=False)
+    assert shlex.split(harness.command())[2:] == argv[1:]
