@@ -242,9 +242,10 @@ def part_longrun(args, out):
             best.update(log_lik=rec["log_lik"], state=copy.deepcopy(pyro.get_param_store().get_state()))
         return rec
     svi = SVI(model, default_guide(model), lazy_adam({"lr": args.lr}), default_elbo())
+    prior_scale = model.prior_scale if model.weights == "map" else None
     print(f"\n(e) Brown sessions, {len(data.train)} train / {len(data.test_observed)} test, P = {data.num_items}, "
-          f"{args.long_method} at {args.long_negatives} negatives, {model.weights} weights (prior scale "
-          f"{model.prior_scale:g}), {steps} steps of 64, lr {args.lr}, seed {args.seed} "
+          f"{args.long_method} at {args.long_negatives} negatives, {model.weights} weights"
+          f"{f' (prior scale {prior_scale:g})' if prior_scale else ''}, {steps} steps of 64, lr {args.lr}, seed {args.seed} "
           f"(uniform: held-out LL {uniform:.3f}; popularity: {pop['log_lik']:.3f}, Recall@5 {pop['recall']:.3f})",
           flush=True)
     hist, flags = harness.watched_train(
@@ -263,7 +264,7 @@ def part_longrun(args, out):
     if args.long_swap and best["state"] is not None:
         swap = swap_attribution(model, data, best["state"], flags["best_step"])
     out["longrun"] = {"curve": curve, "flags": flags, "uniform_log_lik": uniform, "pop": pop,
-                      "method": args.long_method, "weights": model.weights, "prior_scale": model.prior_scale,
+                      "method": args.long_method, "weights": model.weights, "prior_scale": prior_scale,
                       "negatives": args.long_negatives, "seed": args.seed, "swap": swap,
                       "steps": steps, "eval_every": every, "lr": args.lr, "num_train": n_train, "num_test": n_test,
                       "num_items": data.num_items, "train_cpu_s": hist[-1]["cpu_time"] if hist else None}
