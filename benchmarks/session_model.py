@@ -22,7 +22,9 @@
     log-likelihood and Recall@5 every ``--long-eval-every`` (2,500) steps, with ``train``'s
     loss check and a drift check on the held-out log-likelihood
     (:func:`benchmarks.harness.watched_train`; the uniform distribution, :math:`-\\log P`, as
-    its floor).
+    its floor); ``--long-weights`` / ``--long-prior-scale`` (default: the model's MAP item
+    embeddings), ``--long-method rt-exact`` (the exact-softmax control), ``--seed`` (the fit's),
+    ``--long-swap`` (which parameters lose the held-out LL after its best evaluation).
 (d) ``--part drift``: issue 27's setting (P = 1,500, 300 / 300 simulated sessions, ``--drift-seed``,
     Q = 8): held-out Recall@5 and log-likelihood every 600 steps up to 2,400, exact softmax vs
     A&R at 60 uniform negatives, at 60 + the minibatch's items, and at 200.
