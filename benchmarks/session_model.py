@@ -22,7 +22,9 @@
     log-likelihood and Recall@5 every ``--long-eval-every`` (2,500) steps, with ``train``'s
     loss check and a drift check on the held-out log-likelihood
     (:func:`benchmarks.harness.watched_train`; the uniform distribution, :math:`-\\log P`, as
-    its floor).
+    its floor); ``--long-weights`` / ``--long-prior-scale`` (default: the model's MAP item
+    embeddings), ``--long-method rt-exact`` (the exact-softmax control), ``--seed`` (the fit's),
+    ``--long-swap`` (which parameters lose the held-out LL after its best evaluation).
 (d) ``--part drift``: issue 27's setting (P = 1,500, 300 / 300 simulated sessions, ``--drift-seed``,
     Q = 8): held-out Recall@5 and log-likelihood every 600 steps up to 2,400, exact softmax vs
     A&R at 60 uniform negatives, at 60 + the minibatch's items, and at 200.
@@ -36,6 +38,7 @@ sentences, timing at P = 1,000 vs 10,000 with 5 repeats, 200 long-run steps on 1
 session_model[_quick].json to ``--out``.
 """
 
+import copy
 import functools
 import os
 import pickle
@@ -117,10 +120,12 @@ def itemknn_scores(data):
 
 
 # ------------------------------------------------------------------------------ latent models
-def make_model(method, P, Q, subsample, negatives, hidden=64, prefix="", counts=None, weights="mle"):
+def make_model(method, P, Q, subsample, negatives, hidden=64, prefix="", counts=None, weights=None,
+               prior_scale=None):
     """The latent model of ``method``; with item ``counts``: unigram-initialised offsets and
     importance-sampled negatives (proposal counts^0.75) for the subsampled likelihoods;
-    ``weights``: the item weights' ``"mle"`` or ``"map"`` (N(0, 1) prior) fit."""
+    ``weights`` (``"mle"`` or ``"map"``) and ``prior_scale`` of the item embeddings: None for
+    the model's defaults."""
     sampler = SharedNegatives(negatives) if counts is None else \
         ImportanceNegatives(negatives, (counts.double() + 1) ** 0.75)
     lik = {"rt-exact": lambda: Exact(),
@@ -129,8 +134,9 @@ def make_model(method, P, Q, subsample, negatives, hidden=64, prefix="", counts=
            "ar": lambda: AR(negatives=sampler),
            "ar-head": lambda: AR(negatives=LabelHeadNegatives(sampler))}[method]()
     bias = None if counts is None else unigram_log_probs(counts).float()
+    prior = {k: v for k, v in (("weights", weights), ("prior_scale", prior_scale)) if v is not None}
     return CategoricalLatentModel(P, Q, lik, subsample_size=subsample, hidden_dim=hidden, prefix=prefix,
-                                  site=prefix + "v", init_bias=bias, weights=weights)
+                                  site=prefix + "v", init_bias=bias, **prior)
 
 
 def fit(method, data, Q, steps, subsample, negatives, lr, time_budget=None, seed=0, counts=None):
@@ -212,8 +218,9 @@ def part_brown(args, out):
 
 
 def part_longrun(args, out):
-    """(e): one A&R fit on the Brown sessions for ``--long-steps`` steps at ``--long-negatives``,
-    watched by :func:`benchmarks.harness.watched_train` (loss check, drift of the held-out LL)."""
+    """(e): one fit on the Brown sessions for ``--long-steps`` steps at ``--long-negatives``,
+    watched by :func:`benchmarks.harness.watched_train` (loss check, drift of the held-out LL);
+    with ``--long-swap``, :func:`swap_attribution` at the end."""
     n_train, n_test = (1000, 100) if args.quick else (20000, 1000)
     steps, every = (200, 100) if args.quick else (args.long_steps, args.long_eval_every)
     data = load_brown_sessions(num_train=n_train, num_test=n_test, max_items=30)
@@ -222,20 +229,25 @@ def part_longrun(args, out):
     pyro.clear_param_store()
     torch.manual_seed(args.seed)
     model = make_model(args.long_method, data.num_items, args.latent_dim, 64, args.long_negatives,
-                       counts=data.item_counts, weights=args.long_weights)
+                       counts=data.item_counts, weights=args.long_weights, prior_scale=args.long_prior_scale)
     # training sessions split as the test ones: their held-out LL rising while the test's falls
     # is overfitting, both falling is the fit moving away from the likelihood's optimum
     n_fit = min(args.long_train_eval, len(data.train))
     fit_obs, fit_held = split_sessions(data.train[:n_fit], 0.5, args.seed) if n_fit else (None, None)
+    best = {"log_lik": -float("inf"), "state": None, "step": None}
 
     def evaluate():
         rec = model.evaluate_sessions(data.test_observed, data.test_heldout, num_samples=8, chunk_size=64)
         if n_fit:
             rec["train_log_lik"] = model.evaluate_sessions(fit_obs, fit_held, num_samples=8, chunk_size=64)["log_lik"]
+        if args.long_swap and rec["log_lik"] > best["log_lik"]:
+            best.update(log_lik=rec["log_lik"], state=copy.deepcopy(pyro.get_param_store().get_state()))
         return rec
     svi = SVI(model, default_guide(model), lazy_adam({"lr": args.lr}), default_elbo())
+    prior_scale = model.prior_scale if model.weights == "map" else None
     print(f"\n(e) Brown sessions, {len(data.train)} train / {len(data.test_observed)} test, P = {data.num_items}, "
-          f"{args.long_method} at {args.long_negatives} negatives, {args.long_weights} weights, {steps} steps of 64, lr {args.lr} "
+          f"{args.long_method} at {args.long_negatives} negatives, {model.weights} weights"
+          f"{f' (prior scale {prior_scale:g})' if prior_scale else ''}, {steps} steps of 64, lr {args.lr}, seed {args.seed} "
           f"(uniform: held-out LL {uniform:.3f}; popularity: {pop['log_lik']:.3f}, Recall@5 {pop['recall']:.3f})",
           flush=True)
     hist, flags = harness.watched_train(
@@ -250,10 +262,37 @@ def part_longrun(args, out):
               f"{h['cpu_time']:8.1f}")
     print(f"diverged (loss check): {flags['diverged']}; drifted: {flags['drifted']}; below uniform at: "
           f"{flags['below_floor']}; best held-out LL {flags['best']:.3f} at step {flags['best_step']}")
+    swap = None
+    if args.long_swap and best["state"] is not None:
+        swap = swap_attribution(model, data, best["state"], flags["best_step"])
     out["longrun"] = {"curve": curve, "flags": flags, "uniform_log_lik": uniform, "pop": pop,
-                      "method": args.long_method, "weights": args.long_weights, "negatives": args.long_negatives,
+                      "method": args.long_method, "weights": model.weights, "prior_scale": prior_scale,
+                      "negatives": args.long_negatives, "seed": args.seed, "swap": swap,
                       "steps": steps, "eval_every": every, "lr": args.lr, "num_train": n_train, "num_test": n_test,
                       "num_items": data.num_items, "train_cpu_s": hist[-1]["cpu_time"] if hist else None}
+
+
+def swap_attribution(model, data, best_state, best_step):
+    """Which parameters lose the held-out LL after its best evaluation: the held-out LL and
+    Recall@5 of the final fit with the item parameters (embeddings and offsets) or the
+    encoder's put back to those of the best evaluation, the rest final."""
+    store = pyro.get_param_store()
+    final = copy.deepcopy(store.get_state())
+    groups = {"items": lambda n: not n.startswith("posterior"), "encoder": lambda n: n.startswith("posterior")}
+    rows = {}
+    for name, members in (("final", lambda n: False), ("best items, final encoder", groups["items"]),
+                          ("final items, best encoder", groups["encoder"]),
+                          ("best", lambda n: True)):
+        state = copy.deepcopy(final)
+        for n in state["params"]:
+            if members(n):
+                state["params"][n] = best_state["params"][n]
+        store.set_state(state)
+        m = model.evaluate_sessions(data.test_observed, data.test_heldout, num_samples=8, chunk_size=64)
+        rows[name] = {"log_lik": m["log_lik"], "recall": m["recall"]}
+        print(f"swap: {name:<28} held-out LL {m['log_lik']:.3f}  Recall@5 {m['recall']:.3f}")
+    store.set_state(final)
+    return {"best_step": best_step, "rows": rows}
 
 
 def part_timing(args, out):
@@ -290,7 +329,13 @@ def main(argv=None):
                    help="--part longrun: A&R (its model sampler) or the exact softmax (the control)")
     p.add_argument("--long-negatives", type=int, default=100)
     p.add_argument("--long-steps", type=int, default=25000)
-    p.add_argument("--long-weights", default="mle", choices=["mle", "map"], help="item weights of --part longrun")
+    p.add_argument("--long-weights", default=None, choices=["mle", "map"],
+                   help="item weights of --part longrun (default: the model's)")
+    p.add_argument("--long-prior-scale", type=float, default=None,
+                   help="--part longrun: prior scale of the MAP item embeddings (default: the model's)")
+    p.add_argument("--long-swap", action="store_true",
+                   help="--part longrun: the held-out LL with the item parameters or the encoder of the best "
+                        "evaluation put back (which part loses it)")
     p.add_argument("--long-train-eval", type=int, default=0,
                    help="--part longrun: also the held-out LL of this many training sessions (split as the test ones)")
     p.add_argument("--long-eval-every", type=int, default=2500)

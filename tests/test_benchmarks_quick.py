@@ -50,7 +50,7 @@ QUICK = {
     "profile_step": ([], ["profile_step_quick.json"]),
     "relaxed_vae": ([], ["relaxed_vae_quick.json"]),
     "scaling": ([], ["scaling_quick.json"]),
-    "session_model": ([], ["session_model_quick.json"]),
+    "session_model": (["--long-swap"], ["session_model_quick.json"]),
     "sparse": ([], ["sparse_scaling_quick.json", "sparse_estimator_quick.json"]),
     "table3": (["--dataset", "mnist", "--methods", "ar_softmax", "ove"], ["table3_mnist_authors_quick.json"]),
     "time_to_quality": (["--methods", "ar_softmax,exact,adaptive"], ["time_to_quality_quick.json"]),

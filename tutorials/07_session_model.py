@@ -78,6 +78,13 @@ print("first session:", data.train[0][data.train[0] >= 0][:12].tolist())
 # $q(\varepsilon\mid\psi) = \mathrm{Gumbel}(\log(1+\hat S), 1)$. Training is stock SVI through
 # `pyro_ar.infer.train`.
 #
+# The item embeddings $\Psi$ are MAP estimates under the prior $\Psi_{pq} \sim N(0, 1/Q)$ by
+# default (`weights="map"`; the offsets $\rho$ have no prior): with $\omega_u \sim N(0, I_Q)$ the
+# latent part of every utility then has unit prior variance. Maximum-likelihood embeddings
+# (`weights="mle"`) overfit when most items are rare: on Brown sentences their held-out
+# log-likelihood falls below the popularity baseline's with training, the exact softmax's as
+# well as A&R's [claim session-longrun].
+#
 # A&R runs at *many* negatives (20% of the items) and at *few* (5%). With few uniform negatives
 # the estimate of the class sum is heavy-tailed: a handful of popular items dominate it, and a
 # draw of 5% of the items misses them most of the time. Two things help. The guide's own

@@ -140,6 +140,8 @@ def test_scores_sampled_is_a_log_distribution():
     ({"utility": "deep"}, None, "utility must be one of"),
     ({"bouchard": "mc"}, None, "bouchard must be one of"),
     ({"weights": "bayes"}, None, "weights='bayes'"),
+    ({"penalize_bias": 1}, None, "penalize_bias must be True or False"),
+    ({"prior_scale": -1.0}, None, "prior_scale must be"),
 ])
 def test_named_errors(kwargs, items, match):
     with pytest.raises(ValueError, match=match):
@@ -297,3 +299,39 @@ def test_log_likelihood_of_heldout_items_is_the_log_softmax_at_the_posterior_mea
     assert model.evaluate(items, heldout, ("log_lik",), num_samples=3, seed=7)["log_lik"] == draws[0]
     with pytest.raises(ValueError, match="no held-out entry"):
         model.log_likelihood(items, torch.full_like(heldout, -1))
+
+
+@pytest.mark.parametrize("kwargs, scale, with_bias", [
+    ({}, 0.5, False),                                        # the default: MAP, s = 1/sqrt(Q), Psi only
+    ({"prior_scale": 2.0, "penalize_bias": True}, 2.0, True),
+    ({"utility": "neural", "hidden_dim": 16}, 0.25, False),  # s = 1/sqrt(width of the features)
+])
+def test_default_item_embeddings_are_map_under_a_unit_variance_prior(kwargs, scale, with_bias):
+    """The model's default (issue 27: ML embeddings overfit Brown sessions) is MAP with
+    Psi_pq ~ N(0, s^2): the trace's prior factor is sum log N(Psi; 0, s^2) (all items when the
+    likelihood sums every class), with the offsets rho in it only with penalize_bias."""
+    items, _, _ = _sessions()
+    model = CategoricalLatentModel(30, 4, Exact(), **kwargs)
+    assert model.weights == "map" and model.prior_scale == scale
+    _, mtr = _trace(model, items)
+    params = model.fitted_parameters()
+    normal = torch.distributions.Normal(0.0, scale)
+    expected = normal.log_prob(params["weight"]).sum() + (normal.log_prob(params["bias"]).sum() if with_bias else 0)
+    torch.testing.assert_close(mtr.nodes["weight_prior"]["fn"].log_factor, expected, rtol=1e-6, atol=1e-4)
+
+
+def test_map_prior_estimate_on_an_item_subsample_is_unbiased_and_leaves_the_offsets_out():
+    """With s negatives the factor is (P/s) sum over a uniform s-subset: its mean over 4,000
+    draws matches the exact sum over Psi within 4 standard errors (the draws' own)."""
+    model = CategoricalLatentModel(30, 2, AR(negatives=SharedNegatives(5)))
+    g = torch.Generator().manual_seed(1)
+    params = {"weight": torch.randn(30, 2, generator=g), "bias": torch.full((30,), -8.0)}
+    draws = torch.stack([model.log_prior_estimate(params) for _ in range(4000)])
+    exact = torch.distributions.Normal(0.0, model.prior_scale).log_prob(params["weight"]).sum()
+    assert abs(float(draws.mean() - exact)) < 4 * float(draws.std()) / 4000 ** 0.5
+
+
+def test_mle_item_embeddings_have_no_prior_factor():
+    items, _, _ = _sessions()
+    _, mtr = _trace(CategoricalLatentModel(30, 2, Exact(), weights="mle"), items)
+    assert "weight_prior" not in mtr.nodes

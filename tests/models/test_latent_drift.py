@@ -25,10 +25,10 @@ def _heldout_log_probs(model, data):
     return scores.gather(-1, data.test_heldout.clamp(min=0))[mask].double()
 
 
-def _fit(likelihood, data, checkpoints):
+def _fit(likelihood, data, checkpoints, latent_dim=4, **kwargs):
     pyro.clear_param_store()
     torch.manual_seed(0)
-    model = CategoricalLatentModel(P, 4, likelihood, subsample_size=25, hidden_dim=16)
+    model = CategoricalLatentModel(P, latent_dim, likelihood, subsample_size=25, hidden_dim=16, **kwargs)
     svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.02}), default_elbo())
     out, done = [], 0
     for steps in checkpoints:
@@ -45,10 +45,11 @@ def test_few_negatives_fit_tracks_the_exact_fit_and_does_not_drift():
     # the exact softmax, same seed and schedule. On held-out items (paired per item): at 1x and
     # 2x STEPS steps the mean log-likelihood difference is above -0.15 nats (the target)
     # minus 3 paired standard errors, and from 1x to 2x the A&R fit does not fall by more than
-    # 3 paired standard errors (no drift with training). Measured: differences of +0.004 and
-    # +0.027 nats (SE 0.034), a change of +0.17 from 1x to 2x; with 8 uniform negatives (no
-    # head in the model's draw) -0.46 and -0.71 nats and a change of -0.10 (SE 0.05): the test
-    # fails there. (The old guide's uniform draw, at 60 of 1,500 items, fell by 4 nats.)
+    # 3 paired standard errors (no drift with training). Measured with the model's default MAP
+    # embeddings: differences of -0.022 and -0.009 nats (SE 0.025), a change of +0.20 from 1x to
+    # 2x; with 8 uniform negatives (no head in the model's draw) -0.52 and -0.88 nats and a
+    # change of -0.17 (SE 0.03): the test fails there. (With ML embeddings, before the MAP
+    # default: +0.004 and +0.027, SE 0.034; uniform -0.46 and -0.71.) (The old guide's uniform draw, at 60 of 1,500 items, fell by 4 nats.)
     pyro.enable_validation(False)
     try:
         data = make_recogym_sessions(num_products=P, num_train=100, num_test=100, seed=3)
@@ -62,6 +63,31 @@ def test_few_negatives_fit_tracks_the_exact_fit_and_does_not_drift():
         assert diff.mean() > -0.15 - 3 * se, (diff.mean(), se)
     drift = ar[1] - ar[0]
     assert drift.mean() > -3 * drift.std() / math.sqrt(len(drift)), drift.mean()
+
+
+@pytest.mark.slow
+def test_map_embeddings_do_not_overfit_where_ml_ones_do():
+    # The model's default (MAP item embeddings, Psi ~ N(0, 1/Q)) against weights="mle", exact
+    # softmax, Q = 8, 50 training sessions over 300 items, same seed and schedule. Paired over
+    # the held-out items (standard errors of the paired differences), from 600 to 2,400 steps:
+    # the ML fit's held-out log-likelihood falls by more than 3 SE (it overfits: the old
+    # default), the MAP fit's does not, and at 2,400 steps the MAP fit is above the ML one by
+    # more than 2 SE. Measured: ML -0.212 (SE 0.050), MAP -0.068 (SE 0.034), MAP - ML +0.227
+    # (SE 0.064).
+    pyro.enable_validation(False)
+    try:
+        data = make_recogym_sessions(num_products=P, num_train=50, num_test=100, seed=3)
+        ml = _fit(Exact(), data, [2 * STEPS, 8 * STEPS], latent_dim=8, weights="mle")
+        map_ = _fit(Exact(), data, [2 * STEPS, 8 * STEPS], latent_dim=8)
+    finally:
+        pyro.enable_validation(True)
+
+    def mean_se(d):
+        return float(d.mean()), float(d.std()) / math.sqrt(len(d))
+    fall_ml, fall_map, gap = mean_se(ml[1] - ml[0]), mean_se(map_[1] - map_[0]), mean_se(map_[1] - ml[1])
+    assert fall_ml[0] < -3 * fall_ml[1], fall_ml
+    assert fall_map[0] > -3 * fall_map[1], fall_map
+    assert gap[0] > 2 * gap[1], gap
 
 
 def test_drift_check_stops_a_run_whose_metric_falls_below_its_best():
