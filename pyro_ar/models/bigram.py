@@ -67,7 +67,7 @@ def unigram_biases(counts: torch.Tensor, noise="gumbel", smoothing: float = 0.5)
     marginals are the smoothed frequencies :func:`unigram_log_probs`, so that a model with
     these biases and zero weights predicts the unigram distribution. For Gumbel noise (softmax)
     :math:`b_k = \log p_k`; for any other noise :meth:`pyro_ar.noise.Noise.marginal_offsets`
-    (for probit on Brown's K = 25,275 words about 0.25 log p_k, but not proportional to it).
+    (for probit not a multiple of the log frequencies).
 
     Example:
 
