@@ -34,6 +34,12 @@ The nodes are treated as constants for differentiation, so gradients with respec
 :math:`\psi` are the quadrature of the integrand's gradient. Derivatives of :math:`f_k` for
 Newton come from autograd, so any :class:`~pyro_ar.noise.Noise` works unchanged.
 
+Every class of one row at once: :func:`log_marginal_all_via_max` integrates over the maximum
+:math:`t` of the noisy utilities instead, :math:`p_k = \int G(t)\,\phi(t-\psi_k)/\Phi(t-\psi_k)\,dt`
+with :math:`G(t) = \prod_j\Phi(t - \psi_j)`, so one grid of t serves all K classes (O(K) per
+node, against O(K^2) for the K integrals of :func:`log_marginal_all`); :func:`marginal_offsets`
+inverts it (the utilities whose marginals are given probabilities).
+
 This module is the generic default behind :meth:`pyro_ar.noise.Noise.log_marginal` (which
 noises with a closed form, such as Gumbel, override); it sits below :mod:`pyro_ar.noise`
 and takes a noise *object* (resolve a name with :func:`pyro_ar.noise.get_noise`).
