@@ -109,7 +109,7 @@ class PyroBigram(harness.SVIMethod):
 
     def __init__(self, method, K, D, x, y, B, lr, init_bias, counts, negatives, strategy, device,
                  local_first=True, local_lr=0.05, power=0.75, local_step="natural",
-                 local_guide="conditional", oversample=None, local_negatives=None):
+                 local_guide="conditional", oversample=None, local_negatives=None, refine_steps=None):
         import pyro
         from pyro.infer import Trace_ELBO
 
@@ -139,10 +139,12 @@ class PyroBigram(harness.SVIMethod):
             guide = default_guide(self.model, local_first=local_first, local_step=local_step)
             optim = lazy_adam({"lr": lr})
         elif local_guide == "conditional":  # no local parameters: q refitted at every step
-            kw = {"oversample": oversample} if oversample else {}
+            kw = dict({"oversample": oversample} if oversample else {},
+                      **({"refine_steps": refine_steps} if refine_steps else {}))
             if local_negatives:  # the local fit's own class subsample T, drawn like S
                 kw = {"negatives": ImportanceNegatives(local_negatives, proposal) if strategy == "importance"
-                      else SharedNegatives(local_negatives), "oversample": 1}
+                      else SharedNegatives(local_negatives), "oversample": 1,
+                      **({"refine_steps": refine_steps} if refine_steps else {})}
             guide = default_guide(self.model, **kw)
             optim = lazy_adam({"lr": lr})
         else:
@@ -215,7 +217,8 @@ def worker(a):
         m = PyroBigram(method, K, a.D, x, y, a.B, lr, init_bias, counts, a.negatives, strategy, dev,
                    local_first=not (a.global_first or a.method == "ar_softmax_global"),
                    local_lr=a.local_lr, power=a.power, local_step=a.local_step,
-                   local_guide=a.local_guide, oversample=a.oversample, local_negatives=a.local_negatives)
+                   local_guide=a.local_guide, oversample=a.oversample, local_negatives=a.local_negatives,
+                   refine_steps=a.refine_steps)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     # fixed subset of test pairs for the quadrature log-likelihoods (and the same pairs exactly)
     sub = torch.randperm(xt.shape[0], generator=torch.Generator().manual_seed(1234))[: a.quad_pairs].to(dev)
@@ -282,7 +285,8 @@ def _launch(method, a, data_path, lr):
            "--eval-pairs", str(a.eval_pairs), "--local-lr", str(a.local_lr), "--power", str(a.power),
            "--patience", str(a.patience), "--eval-every", str(a.eval_every or 0),
            "--local-step", a.local_step, "--local-guide", a.local_guide, "--oversample", str(a.oversample or 0),
-           "--local-negatives", str(a.local_negatives or 0), "--curve-pairs", str(a.curve_pairs or 0)] \
+           "--local-negatives", str(a.local_negatives or 0), "--curve-pairs", str(a.curve_pairs or 0),
+           "--refine-steps", str(a.refine_steps or 0)] \
         + (["--global-first"] if a.global_first else [])
     cmd += ["--adaptive-lr", str(a.adaptive_lr), "--div-value", str(a.div_value)] \
         + (["--cutoffs", a.cutoffs] if a.cutoffs else []) + (["--adaptive-dense"] if a.adaptive_dense else [])
@@ -362,6 +366,10 @@ def add_common_arguments(p):
                    help="probit/logistic, conditional guide: its class subsample T has this many "
                         "classes, drawn like the model's negatives (default 32: 41 ms per probit "
                         "step against 186 ms with T = the 256 negatives; 0: --oversample x the negatives)")
+    p.add_argument("--refine-steps", type=int, default=0,
+                   help="probit/logistic, conditional guide: at most this many Gaussian Newton steps "
+                        "of its local fit from the Laplace point (ConditionalLocalGuide(refine_steps=); "
+                        "0: the guide's default, one step; 10: converged)")
     p.add_argument("--local-step", default="natural", choices=["natural", "gradient"],
                    help="A&R softmax: eta_n by its closed-form natural step or by the optimizer")
     p.add_argument("--power", type=float, default=0.75, help="proposal exponent: (count + 1)^power")

@@ -277,12 +277,14 @@ def local_sampler(base, oversample: int = 1, label_head: bool = True):
 
 
 def conditional_local_q(noise, utility, labels: torch.Tensor, sampler, local_fit=None,
-                        newton_steps: int = 8, no_grad: bool = False):
+                        newton_steps: int = 8, no_grad: bool = False, refine_steps: int = 1):
     r"""``(distribution, infer)`` of the conditional local guide :math:`q(\varepsilon\mid\psi)`
     for given utilities and labels, on a class subsample drawn by ``sampler`` independently of
     the model's: :math:`\mathrm{Gumbel}(\log(1+\hat S_y), 1)` for Gumbel noise (the closed
     form), else :math:`N(\hat\mu, \hat\sigma^2)` from ``local_fit`` (default
-    :func:`~pyro_ar.infer.local_fit.gaussian_local`) of the utility differences. ``no_grad``: the subsample sums are
+    :func:`~pyro_ar.infer.local_fit.gaussian_local` with at most ``refine_steps`` Gaussian Newton
+    steps from the Laplace point: one by default, see
+    :class:`~pyro_ar.infer.ConditionalLocalGuide`) of the utility differences. ``no_grad``: the subsample sums are
     constants (the envelope gradient). The one implementation behind
     :class:`~pyro_ar.infer.ConditionalLocalGuide` and the latent model's guide.
 
@@ -317,7 +319,10 @@ def conditional_local_q(noise, utility, labels: torch.Tensor, sampler, local_fit
             log_eta = F.softplus(factor.log_sum_exp_negatives(labels))  # log(1 + S_hat)
             return FastGumbel(log_eta, torch.ones_like(log_eta)), {INFER_KEY: LocalStep(unit_gumbel=True)}
         d, w = factor.utility_differences(labels)
-    loc, sd = (local_fit or gaussian_local)(noise, d, w, newton_steps)
+    if local_fit is None:
+        loc, sd = gaussian_local(noise, d, w, newton_steps, refine_steps=refine_steps)
+    else:
+        loc, sd = local_fit(noise, d, w, newton_steps)
     return dist.Normal(loc, sd), {}
 
 
