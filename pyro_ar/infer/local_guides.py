@@ -437,7 +437,7 @@ class ConditionalLocalGuide(_LocalGuide):
       :class:`~pyro_ar.infer.ClosedFormELBO` the bound is in closed form);
     * any other noise: a Gaussian drawn reparameterised, ``fit="gaussian"`` (default) the
       ELBO-optimal one (:func:`~pyro_ar.infer.local_fit.gaussian_local`: the Laplace point refined by
-      Newton steps on the Gauss-Hermite local bound), ``fit="laplace"`` the Laplace approximation
+      Newton steps on the Gauss-Hermite local bound, by default one, ``refine_steps``), ``fit="laplace"`` the Laplace approximation
       (:func:`~pyro_ar.infer.local_fit.laplace_local`; cheaper, but its gap depends on the parameters and biases the
       fit, at a cost in held-out log-likelihood).
 
