@@ -436,8 +436,9 @@ class ConditionalLocalGuide(_LocalGuide):
       :math:`\hat S_y = \sum_j a_j e^{-d_j}` (the natural step with :math:`\rho = 1`; with
       :class:`~pyro_ar.infer.ClosedFormELBO` the bound is in closed form);
     * any other noise: a Gaussian drawn reparameterised, ``fit="gaussian"`` (default) the
-      ELBO-optimal one (:func:`~pyro_ar.infer.local_fit.gaussian_local`: the Laplace point refined by
-      Newton steps on the Gauss-Hermite local bound, by default one, ``refine_steps``), ``fit="laplace"`` the Laplace approximation
+      ELBO-optimal one or nearly (:func:`~pyro_ar.infer.local_fit.gaussian_local`: the Laplace point
+      refined by Newton steps on the Gauss-Hermite local bound, by default one, ``refine_steps``),
+      ``fit="laplace"`` the Laplace approximation
       (:func:`~pyro_ar.infer.local_fit.laplace_local`; cheaper, but its gap depends on the parameters and biases the
       fit, at a cost in held-out log-likelihood).
 
