@@ -129,7 +129,8 @@ class PyroBigram(harness.SVIMethod):
         pyro.clear_param_store()
         # biases start at the unigram fit of each noise (pyro_ar.models.unigram_biases): the
         # log frequencies for softmax, Noise.marginal_offsets of them for the others (probit:
-        # about 0.25 x the log frequencies; that scaling itself starts 0.18 nats lower on test)
+        # about 0.25 x the log frequencies; that scaling itself starts 0.18 nats lower on test,
+        # [claim brown-probit])
         c = time.process_time()
         bias = init_bias if noise == "gumbel" else unigram_biases(counts, noise).float().to(device)
         self.init_seconds = time.process_time() - c
