@@ -579,7 +579,7 @@ class ConditionalLocalGuide(_LocalGuide):
         with torch.no_grad() if envelope else contextlib.nullcontext():
             utility, labels = self._utilities(idx, *args, **kwargs)
         return conditional_local_q(info["noise"], utility, labels, self._sampler(),
-                                   laplace_local if self.fit == "laplace" else None, self.newton_steps,
+                                   None if self.fit == "gaussian" else laplace_local, self.newton_steps,
                                    no_grad=envelope, refine_steps=self.refine_steps)
 
 
