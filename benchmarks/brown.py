@@ -9,8 +9,9 @@ boundary); 1,035,609 training, 60,674 validation and 122,249 test pairs.
 
 Model: log-bilinear bigram, psi_k(u) = e_u . w_k + b_k, D = 64, learned context and output
 embeddings (``pyro_ar.models.BigramLanguageModel``); all methods start from the same
-initialisation (embeddings N(0, 0.1^2); softmax-family biases at the smoothed log unigram
-frequencies, probit/logistic biases at 0), minibatch B = 512.
+initialisation (embeddings N(0, 0.1^2); biases at the unigram fit of each noise,
+``pyro_ar.models.unigram_biases``: the smoothed log unigram frequencies for the softmax family,
+their ``Noise.marginal_offsets`` for probit / logistic), minibatch B = 512.
 
 Methods (each in its own process, one torch thread, run concurrently):
 
@@ -38,6 +39,8 @@ Methods (each in its own process, one torch thread, run concurrently):
   per-datapoint ``NoiseLocalGuide`` with its own step size ``--local-lr``); their test log-likelihood is the model's own marginal by quadrature
   (O(K) nodes per test pair), so it is computed at the end only, on a fixed random subset of
   test pairs (``--quad-pairs``); they run without early stopping (no validation LL).
+  ``--curve-pairs N``: every method's log-likelihood on the first N of those pairs at every
+  evaluation too (the learning curves of probit / logistic; evaluation time is excluded).
 
 Ablations (``--methods``): ``ar_softmax_uniform`` (uniform shared negatives) and
 ``ar_softmax_global`` (the gradient step at the current eta, then the eta step).
@@ -106,13 +109,13 @@ class PyroBigram(harness.SVIMethod):
 
     def __init__(self, method, K, D, x, y, B, lr, init_bias, counts, negatives, strategy, device,
                  local_first=True, local_lr=0.05, power=0.75, local_step="natural",
-                 local_guide="conditional", oversample=None, local_negatives=None):
+                 local_guide="conditional", oversample=None, local_negatives=None, refine_steps=None):
         import pyro
         from pyro.infer import Trace_ELBO
 
         from pyro_ar.infer import default_elbo, default_guide
         from pyro_ar.likelihoods import AR, get_likelihood
-        from pyro_ar.models import BigramLanguageModel
+        from pyro_ar.models import BigramLanguageModel, unigram_biases
         from pyro_ar.negatives import ImportanceNegatives, SharedNegatives
         from pyro_ar.optim import lazy_adam
 
@@ -124,21 +127,25 @@ class PyroBigram(harness.SVIMethod):
         likelihood = get_likelihood({"botev": "sampled"}.get(method, method if method == "ove" else "ar"),
                                     noise, strategy=negs)
         pyro.clear_param_store()
-        # biases start at the unigram fit of each noise: log frequencies for softmax and
-        # logistic, 0.25 x log frequencies for probit (its unigram log-likelihood, by
-        # quadrature on 60 test pairs: -7.16 at 0.25 vs -7.09 for the exact unigram)
-        bias_scale = {"gumbel": 1.0, "logistic": 1.0, "normal": 0.25}[noise]
-        self.model = BigramLanguageModel(K, D, likelihood=likelihood, subsample_size=B,
-                                         init_bias=bias_scale * init_bias)
+        # biases start at the unigram fit of each noise (pyro_ar.models.unigram_biases): the
+        # log frequencies for softmax, Noise.marginal_offsets of them for the others (probit:
+        # about 0.25 x the log frequencies; that scaling itself starts 0.18 nats lower on test,
+        # [claim brown-probit])
+        c = time.process_time()
+        bias = init_bias if noise == "gumbel" else unigram_biases(counts, noise).float().to(device)
+        self.init_seconds = time.process_time() - c
+        self.model = BigramLanguageModel(K, D, likelihood=likelihood, subsample_size=B, init_bias=bias)
         elbo = default_elbo() if isinstance(likelihood, AR) else Trace_ELBO()
         if likelihood.noise.closed_form:
             guide = default_guide(self.model, local_first=local_first, local_step=local_step)
             optim = lazy_adam({"lr": lr})
         elif local_guide == "conditional":  # no local parameters: q refitted at every step
-            kw = {"oversample": oversample} if oversample else {}
+            kw = dict({"oversample": oversample} if oversample else {},
+                      **({"refine_steps": refine_steps} if refine_steps else {}))
             if local_negatives:  # the local fit's own class subsample T, drawn like S
                 kw = {"negatives": ImportanceNegatives(local_negatives, proposal) if strategy == "importance"
-                      else SharedNegatives(local_negatives), "oversample": 1}
+                      else SharedNegatives(local_negatives), "oversample": 1,
+                      **({"refine_steps": refine_steps} if refine_steps else {})}
             guide = default_guide(self.model, **kw)
             optim = lazy_adam({"lr": lr})
         else:
@@ -211,8 +218,12 @@ def worker(a):
         m = PyroBigram(method, K, a.D, x, y, a.B, lr, init_bias, counts, a.negatives, strategy, dev,
                    local_first=not (a.global_first or a.method == "ar_softmax_global"),
                    local_lr=a.local_lr, power=a.power, local_step=a.local_step,
-                   local_guide=a.local_guide, oversample=a.oversample, local_negatives=a.local_negatives)
+                   local_guide=a.local_guide, oversample=a.oversample, local_negatives=a.local_negatives,
+                   refine_steps=a.refine_steps)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    # fixed subset of test pairs for the quadrature log-likelihoods (and the same pairs exactly)
+    sub = torch.randperm(xt.shape[0], generator=torch.Generator().manual_seed(1234))[: a.quad_pairs].to(dev)
+    curve = sub[: a.curve_pairs] if a.curve_pairs else None
 
     class Stepper:  # what pyro_ar.infer.train drives: .step() -> loss (SVI or the plain torch loop)
         def step(self):
@@ -224,7 +235,8 @@ def worker(a):
         t0 = time.perf_counter()
         ll = m.evaluate(xt, yt)
         vll = m.evaluate(xv, yv)
-        return dict(test_ll=ll, valid_ll=float("nan") if vll is None else vll,
+        extra = {} if curve is None else dict(curve_ll=m.log_likelihood_pairs(xt[curve], yt[curve]))
+        return dict(extra, test_ll=ll, valid_ll=float("nan") if vll is None else vll,
                     perplexity=None if ll is None else math.exp(-ll), eval_seconds=time.perf_counter() - t0)
 
     # the library's training loop: a wall-clock budget, evaluations at the training times of
@@ -243,13 +255,11 @@ def worker(a):
     hist = [dict(step=r["step"], time=r["time"], wall_time=r["wall_time"], cpu_time=r["cpu_time"],
                  test_ll=r["test_ll"], valid_ll=r["valid_ll"],
                  perplexity=r["perplexity"], loss=None if r["step"] == 0 else r["loss"],
-                 eval_seconds=r["eval_seconds"]) for r in history]
+                 eval_seconds=r["eval_seconds"], **({"curve_ll": r["curve_ll"]} if curve is not None else {}))
+            for r in history]
     valid = [h for h in hist if h["valid_ll"] == h["valid_ll"]]  # not NaN
     best = max(valid, key=lambda h: h["valid_ll"]) if valid else None
     step = hist[-1]["step"]
-    # fixed subset of test pairs for the quadrature log-likelihoods (and the same pairs exactly)
-    g = torch.Generator().manual_seed(1234)
-    sub = torch.randperm(xt.shape[0], generator=g)[: a.quad_pairs].to(dev)
     t0 = time.perf_counter()
     sub_ll = m.log_likelihood_pairs(xt[sub], yt[sub]) if a.quad_pairs else None
     out = dict(method=a.method, history=hist, steps=step, best=best,
@@ -257,6 +267,7 @@ def worker(a):
                step_time_median=statistics.median(step_times[len(step_times) // 10:]) if step_times else None,
                final_test_ll=hist[-1]["test_ll"], subset_test_ll=sub_ll, subset_pairs=a.quad_pairs,
                subset_eval_seconds=time.perf_counter() - t0, lr=lr, negatives=a.negatives,
+               init_seconds=getattr(m, "init_seconds", None), curve_pairs=a.curve_pairs,
                strategy=a.strategy if a.method not in ("exact", "adaptive", "ar_softmax_uniform") else
                ("shared" if a.method == "ar_softmax_uniform" else None), budget=a.budget)
     if a.method == "adaptive":
@@ -275,7 +286,8 @@ def _launch(method, a, data_path, lr):
            "--eval-pairs", str(a.eval_pairs), "--local-lr", str(a.local_lr), "--power", str(a.power),
            "--patience", str(a.patience), "--eval-every", str(a.eval_every or 0),
            "--local-step", a.local_step, "--local-guide", a.local_guide, "--oversample", str(a.oversample or 0),
-           "--local-negatives", str(a.local_negatives or 0)] \
+           "--local-negatives", str(a.local_negatives or 0), "--curve-pairs", str(a.curve_pairs or 0),
+           "--refine-steps", str(a.refine_steps or 0)] \
         + (["--global-first"] if a.global_first else [])
     cmd += ["--adaptive-lr", str(a.adaptive_lr), "--div-value", str(a.div_value)] \
         + (["--cutoffs", a.cutoffs] if a.cutoffs else []) + (["--adaptive-dense"] if a.adaptive_dense else [])
@@ -355,12 +367,19 @@ def add_common_arguments(p):
                    help="probit/logistic, conditional guide: its class subsample T has this many "
                         "classes, drawn like the model's negatives (default 32: 41 ms per probit "
                         "step against 186 ms with T = the 256 negatives; 0: --oversample x the negatives)")
+    p.add_argument("--refine-steps", type=int, default=0,
+                   help="probit/logistic, conditional guide: at most this many Gaussian Newton steps "
+                        "of its local fit from the Laplace point (ConditionalLocalGuide(refine_steps=); "
+                        "0: the guide's default, one step; 10: converged)")
     p.add_argument("--local-step", default="natural", choices=["natural", "gradient"],
                    help="A&R softmax: eta_n by its closed-form natural step or by the optimizer")
     p.add_argument("--power", type=float, default=0.75, help="proposal exponent: (count + 1)^power")
     p.add_argument("--patience", type=int, default=4,
                    help="early stopping: evaluations without a better validation LL (0: off)")
     p.add_argument("--eval-every", type=float, default=None, help="CPU seconds between evaluations")
+    p.add_argument("--curve-pairs", type=int, default=0,
+                   help="log-likelihood on the first N of the --quad-pairs pairs at every evaluation "
+                        "(quadrature for probit / logistic: their learning curves; 0: off)")
     p.add_argument("--worker", default=None)
     p.add_argument("--data", default=None)
 

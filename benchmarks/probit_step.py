@@ -28,7 +28,7 @@ from benchmarks import harness  # noqa: E402
 PARTS = [
     ("pyro.infer.svi", "SVI.step", "SVI.step (everything)"),
     ("pyro_ar.infer.local_guides", "_LocalGuide.forward", "  guide (q for the minibatch)"),
-    ("pyro_ar.infer.local_guides", "gaussian_local", "    local fit (gaussian_local)"),
+    ("pyro_ar.infer.local_fit", "gaussian_local", "    local fit (gaussian_local)"),
     ("pyro_ar.infer.local_fit", "laplace_local", "      Laplace start (laplace_local)"),
     ("pyro_ar.infer.local_fit", "_gaussian_step", "      Gaussian Newton steps"),
     ("pyro_ar.noise", "NormalNoise.log_cdf_derivatives", "        (log Phi)', (log Phi)'' (all local-fit calls)"),
@@ -72,6 +72,8 @@ def main(argv=None):
     p.add_argument("--train-steps", type=int, default=300, help="steps per method before the timing")
     p.add_argument("--negatives", type=int, default=256)
     p.add_argument("--local-negatives", type=int, default=32)
+    p.add_argument("--refine-steps", type=int, default=0,
+                   help="probit: ConditionalLocalGuide(refine_steps=) (0: the guide's default)")
     a = p.parse_args(argv)
     if a.quick:
         a.steps, a.train_steps = 20, 5
@@ -88,7 +90,8 @@ def main(argv=None):
     K, methods = d.num_classes, a.methods.split(",")
     init_bias = unigram_log_probs(counts).float()
     steppers = {m: PyroBigram(m, K, 64, d.x_train, d.y_train, 512, 3e-3, init_bias, counts, a.negatives,
-                              "importance", torch.device("cpu"), local_negatives=a.local_negatives)
+                              "importance", torch.device("cpu"), local_negatives=a.local_negatives,
+                              refine_steps=a.refine_steps)
                 for m in methods}  # (PyroBigram clears the param store: one model per prefix)
     for m in methods:
         for _ in range(a.train_steps):

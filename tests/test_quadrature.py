@@ -208,3 +208,59 @@ def test_the_engine_takes_a_noise_object_not_a_name():
     with pytest.raises(ValueError, match="noise must be a pyro_ar.Noise"):
         log_marginal(psi, y, "normal")
     torch.testing.assert_close(get_noise("normal").log_marginal(psi, y), log_marginal(psi, y, get_noise("normal")))
+
+
+# ---- every class at once through the maximum, and its inverse (offsets for given marginals)
+@pytest.mark.parametrize("name", BUILTIN_NOISES)
+def test_marginals_via_the_maximum_match_the_quadrature(name):
+    """p_k = int G(t) h_k(t) dt over one grid of t (O(K x nodes)) is the same number as the
+    per-class quadrature of eq. 5 (O(K^2 x nodes)): rows of spread utilities, float64."""
+    from pyro_ar.quadrature import log_marginal_all_via_max
+
+    noise = get_noise(name)
+    psi = 3.0 * torch.randn(3, 9, dtype=torch.float64)
+    fast = log_marginal_all_via_max(psi, noise)
+    assert fast.shape == psi.shape
+    torch.testing.assert_close(fast, log_marginal_all(psi, noise), atol=1e-9, rtol=0)
+    one = log_marginal_all_via_max(psi[0].float(), noise)  # one row, float32 in and out
+    assert one.dtype == torch.float32 and one.shape == (9,)
+
+
+@pytest.mark.parametrize("name", ["normal", "logistic"])
+@pytest.mark.parametrize("K", [2, 9, 40])
+def test_marginal_offsets_give_the_marginals_asked_for(name, K):
+    """The offsets' marginals by the independent quadrature (pyro_ar.quadrature.log_marginal_all)
+    are the probabilities asked for, within the solver's tol (1e-6 in log) plus the quadrature's
+    error; K = 2 is where a plain diagonal Newton step overshoots by a factor 2 (it oscillated)."""
+    noise = get_noise(name)
+    log_p = (2.0 * torch.randn(K, dtype=torch.float64)).log_softmax(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # converged: no warning
+        b = noise.marginal_offsets(log_p)
+    torch.testing.assert_close(log_marginal_all(b, noise), log_p, atol=2e-6, rtol=0)
+    assert abs(b.mean().item() - log_p.mean().item()) < 1e-12   # the constant: the mean of log_p
+
+
+def test_marginal_offsets_of_the_gumbel_noise_are_the_log_probs():
+    log_p = torch.tensor([0.6, 0.3, 0.1]).log()
+    b = get_noise("gumbel").marginal_offsets(log_p)
+    assert torch.equal(b, log_p) and b is not log_p
+
+
+@pytest.mark.parametrize("name", ["gumbel", "normal"])
+def test_marginal_offsets_refuse_what_are_not_log_probs_by_name(name):
+    noise = get_noise(name)
+    with pytest.raises(ValueError, match=r"log_probs must be finite log-probabilities .* = 0.693"):
+        noise.marginal_offsets(torch.tensor([1.0, 1.0]).log())             # sums to 2
+    with pytest.raises(ValueError, match=r"log_probs must be a float tensor of shape \(K,\), got \(1, 2\)"):
+        noise.marginal_offsets(torch.tensor([[0.5, 0.5]]).log())
+
+
+def test_marginals_via_the_maximum_warn_on_heavy_tails():
+    """Equal steps cannot cover a Student-t maximum's polynomial tail: the half-grid check
+    says so (a RuntimeWarning) instead of returning a silently wrong number."""
+    from pyro_ar.quadrature import log_marginal_all_via_max
+
+    psi = torch.tensor([0.0, 1.0, 2.0], dtype=torch.float64)
+    with pytest.warns(RuntimeWarning, match="are the noise's tails light"):
+        log_marginal_all_via_max(psi, get_noise("student_t3"))

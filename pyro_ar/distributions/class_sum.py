@@ -70,7 +70,12 @@ def masked_weighted_sum(fn, x: torch.Tensor, weight: torch.Tensor) -> torch.Tens
     x, weight = torch.broadcast_tensors(x, weight)
     keep = weight != 0
     terms = fn(torch.where(keep, x, torch.zeros_like(x)))
-    return torch.where(keep, weight * terms, torch.zeros_like(terms)).sum(-1)
+    # one dot product (no masked product buffer): the dropped terms are fn(0), finite for
+    # every noise, times 0; where a kept term is not finite, the masked sum (the same value)
+    out = torch.linalg.vecdot(terms, weight.to(terms.dtype))
+    if out.numel() and not bool(torch.isfinite(out).all()):
+        out = torch.where(keep, weight * terms, torch.zeros_like(terms)).sum(-1)
+    return out
 
 
 def weighted_sum(weight: torch.Tensor, terms: torch.Tensor) -> torch.Tensor:

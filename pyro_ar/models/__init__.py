@@ -19,7 +19,7 @@ model                                 utilities
 
 from .base import CategoricalModel
 from .bayesian_linear import BayesianLinearClassifier
-from .bigram import BigramLanguageModel, unigram_log_probs
+from .bigram import BigramLanguageModel, unigram_biases, unigram_log_probs
 from .latent import CategoricalLatentModel, LatentCategoricalModel, LocalPosterior, SessionEncoder
 from .latent_gp import CategoricalLatentGP
 from .linear import LinearClassifier
@@ -35,6 +35,7 @@ __all__ = [
     "NeuralClassifier", "NGramBody", "context_windows",
     "BayesianNeuralClassifier",
     "unigram_log_probs",
+    "unigram_biases",
     "LatentCategoricalModel", "CategoricalLatentModel", "SessionEncoder", "LocalPosterior",
     "CategoricalLatentGP",
 ]

@@ -45,7 +45,7 @@ from ..likelihoods import DEFAULT, Exact
 from ..utility import LinearUtility
 from .base import CategoricalModel, check_positive_int, take_rows
 
-__all__ = ["BigramLanguageModel", "unigram_log_probs"]
+__all__ = ["BigramLanguageModel", "unigram_log_probs", "unigram_biases"]
 
 
 def unigram_log_probs(counts: torch.Tensor, smoothing: float = 0.5) -> torch.Tensor:
@@ -60,6 +60,26 @@ def unigram_log_probs(counts: torch.Tensor, smoothing: float = 0.5) -> torch.Ten
     """
     c = counts.double() + smoothing
     return (c / c.sum()).log()
+
+
+def unigram_biases(counts: torch.Tensor, noise="gumbel", smoothing: float = 0.5) -> torch.Tensor:
+    r"""Output biases at the unigram fit of ``noise``: utilities :math:`b` whose categorical
+    marginals are the smoothed frequencies :func:`unigram_log_probs`, so that a model with
+    these biases and zero weights predicts the unigram distribution. For Gumbel noise (softmax)
+    :math:`b_k = \log p_k`; for any other noise :meth:`pyro_ar.noise.Noise.marginal_offsets`
+    (for probit not a multiple of the log frequencies).
+
+    Example:
+
+    >>> import torch, pyro_ar as ar
+    >>> from pyro_ar.models import unigram_biases
+    >>> b = unigram_biases(torch.tensor([6, 2, 1]), "normal", smoothing=0.0).double()
+    >>> [round(3 * p, 5) for p in ar.UtilityCategorical(b, "normal").probs.tolist()]
+    [2.0, 0.66667, 0.33333]
+    """
+    from ..noise import get_noise
+
+    return get_noise(noise).marginal_offsets(unigram_log_probs(counts, smoothing))
 
 
 class BigramLanguageModel(CategoricalModel):

@@ -24,7 +24,7 @@ import pyro.distributions as dist
 from pyro.distributions.util import broadcast_shape
 
 from ..numerics import as_tensors, softplus
-from ..quadrature import DEFAULT_NUM_NODES, log_marginal, log_marginal_all
+from ..quadrature import DEFAULT_NUM_NODES, log_marginal, log_marginal_all, marginal_offsets
 from .distribution import NoiseDistribution
 
 __all__ = ["Noise"]
@@ -228,6 +228,27 @@ class Noise:
     def log_marginal_all(self, utility: torch.Tensor, num_nodes: int = DEFAULT_NUM_NODES) -> torch.Tensor:
         """:meth:`log_marginal` of every class, shape ``utility.shape`` (quadrature: O(K^2) per row)."""
         return log_marginal_all(utility, self, num_nodes)
+
+    def marginal_offsets(self, log_probs: torch.Tensor, tol: float = 1e-6) -> torch.Tensor:
+        r"""Utilities :math:`b` (shape ``(K,)``) whose categorical marginals are ``exp(log_probs)``:
+        :math:`p(\arg\max_k(b_k + \varepsilon_k) = k) = p_k`, e.g. output biases at the unigram fit
+        of this noise (:func:`pyro_ar.models.unigram_biases`). Unique up to a common constant;
+        the solution returned has the mean of ``log_probs``.
+
+        Generic default: Newton steps on the marginals through the distribution of the maximum
+        (:func:`pyro_ar.quadrature.marginal_offsets`, O(K) work per grid node, each
+        :math:`|\log p(k\mid b) - \log p_k|` within ``tol``); Gumbel overrides it with
+        ``log_probs`` itself.
+
+        Example:
+
+        >>> import torch, pyro_ar as ar
+        >>> log_p = torch.tensor([0.7, 0.2, 0.1], dtype=torch.float64).log()
+        >>> b = ar.NormalNoise().marginal_offsets(log_p)
+        >>> [round(p, 5) for p in ar.UtilityCategorical(b, "normal").probs.tolist()]
+        [0.7, 0.2, 0.1]
+        """
+        return marginal_offsets(log_probs, self, tol=tol)
 
     def log_density_derivatives(self, e: torch.Tensor):
         r"""``(d/de, d^2/de^2)`` of :math:`\log\phi(e)`, elementwise (generic: autograd)."""

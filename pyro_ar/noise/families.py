@@ -16,7 +16,7 @@ from pyro.distributions.util import broadcast_shape
 
 from ..numerics import (_student_t_log_density, _StudentTLogCDF, as_tensors, log_ndtr, normal_mills_ratio,
                         softmax_log_prob, softplus, uniform_open)
-from ..quadrature import DEFAULT_NUM_NODES
+from ..quadrature import DEFAULT_NUM_NODES, check_log_probs
 from .base import Device, Noise, Number, Shape, TorchDistribution
 
 __all__ = ["GumbelNoise", "NormalNoise", "LogisticNoise", "LaplaceNoise", "StudentTNoise", "get_noise", "NOISE_NAMES"]
@@ -60,6 +60,10 @@ class GumbelNoise(Noise):
 
     def log_marginal_all(self, utility: torch.Tensor, num_nodes: int = DEFAULT_NUM_NODES) -> torch.Tensor:
         return utility.log_softmax(-1)
+
+    def marginal_offsets(self, log_probs: torch.Tensor, tol: float = 1e-6) -> torch.Tensor:
+        """``log_probs`` itself: the softmax of log-probabilities is the probabilities."""
+        return check_log_probs(log_probs).clone()
 
     def icdf(self, u: torch.Tensor) -> torch.Tensor:
         return -torch.log(-torch.log(u))

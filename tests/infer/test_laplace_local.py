@@ -324,6 +324,8 @@ def test_errors_are_clear():
         ConditionalLocalGuide(model, grad="exact")
     with pytest.raises(ValueError, match="newton_steps"):
         ConditionalLocalGuide(model, newton_steps=0)
+    with pytest.raises(ValueError, match="refine_steps must be an integer >= 1, got refine_steps=0"):
+        ConditionalLocalGuide(model, refine_steps=0)
     with pytest.raises(ValueError, match="negatives"):
         ConditionalLocalGuide(model, negatives="all")
     with pytest.raises(ValueError, match="minibatch_utility"):
@@ -384,3 +386,33 @@ def test_oversampled_local_fit_stays_a_bound_and_is_tighter(name):
     assert draws[4].mean() - 4 * se[4] <= exact
     assert draws[4].mean() - draws[1].mean() > 4 * math.sqrt(se[1] ** 2 + se[4] ** 2), \
         (draws[1].mean(), draws[4].mean(), exact)
+
+
+def test_guide_refine_steps_reach_the_local_fit():
+    """ConditionalLocalGuide fits q with one Gaussian Newton step from the Laplace point by
+    default (refine_steps=1) and with up to refine_steps otherwise: the q differs from the
+    converged one's (so the option is not ignored) but is close to it."""
+    data = make_linear_teacher(64, 3, 40, "normal", seed=0)
+    model = LinearClassifier(3, 40, noise="normal", num_negatives=8, strategy="shared")
+    model(data.x, data.y)  # the parameters
+    calls = []
+
+    def spy(noise, d, w, steps=8, **kw):
+        calls.append(kw.get("refine_steps"))
+        return gaussian_local(noise, d, w, steps, **kw)
+
+    import pyro_ar.infer.local_fit as local_fit
+    original = local_fit.gaussian_local
+    local_fit.gaussian_local = spy
+    try:
+        locs = []
+        for kw in ({}, {"refine_steps": 10}):
+            pyro.set_rng_seed(3)  # the same class subsample T
+            guide = ConditionalLocalGuide(model, create_plates=model.create_plates, **kw)
+            tr = poutine.trace(guide).get_trace(data.x, data.y)
+            locs.append(tr.nodes["y_eps"]["fn"].loc)
+    finally:
+        local_fit.gaussian_local = original
+    assert calls == [1, 10]
+    assert not torch.allclose(locs[0], locs[1], atol=1e-7)
+    assert torch.allclose(locs[0], locs[1], atol=0.1)  # one step: close to the optimum
