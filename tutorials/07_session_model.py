@@ -26,7 +26,7 @@
 # (Recall@5, TDCG@5) against the popularity baseline. `benchmarks/session_model.py` is the full study (the real RecoGym
 # simulator, Brown sentences as sessions over 26,101 words, per-step time vs $P$).
 #
-#     python tutorials/07_session_model.py            # ~1 min
+#     python tutorials/07_session_model.py            # ~5 min (the Bouchard baseline ~3.5 of them)
 #     python tutorials/07_session_model.py --quick    # CI size: a few seconds
 
 # %%
