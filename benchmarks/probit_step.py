@@ -30,6 +30,7 @@ PARTS = [
     ("pyro_ar.infer.local_guides", "_LocalGuide.forward", "  guide (q for the minibatch)"),
     ("pyro_ar.infer.local_fit", "gaussian_local", "    local fit (gaussian_local)"),
     ("pyro_ar.infer.local_fit", "laplace_local", "      Laplace start (laplace_local)"),
+    ("pyro_ar.infer.local_fit", "_mode_search", "      Laplace start (its mode search)"),
     ("pyro_ar.infer.local_fit", "_gaussian_step", "      Gaussian Newton steps"),
     ("pyro_ar.noise", "NormalNoise.log_cdf_derivatives", "        (log Phi)', (log Phi)'' (all local-fit calls)"),
     ("pyro_ar.infer.local_guides", "GumbelLocalGuide._natural_step", "    natural eta step"),
