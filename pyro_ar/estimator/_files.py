@@ -345,13 +345,18 @@ def _check_loaded_shapes(est, p):
     for t in (est.feature_mean_, est.feature_scale_):
         if t is not None and t.shape != (D,):
             raise ValueError(f"feature scaling of shape {t.shape}, expected ({D},)")
+    try:
+        fitted = est._fitted_weights(p)
+    except ValueError as e:  # a stored parameter of another shape than the model's
+        raise ValueError(f"weights that do not fit {K} classes and {D} features (expected "
+                         f"({K}, {D}) and ({K},)): {e}") from None
     if est.weight_pattern_ is not None:  # W as a (K, D) sparse matrix on the pattern
-        W, b = est._fitted_weights(p)
+        W, b = fitted
         if W.shape != (K, D) or b.shape != (1, K) or W._nnz() != len(est.weight_pattern_):
             raise ValueError(f"weights on the pattern must be {len(est.weight_pattern_)} entries of "
                              f"({K}, {D}) and a bias ({K},)")
         return
-    W, b, *E = (t[0] for t in est._fitted_weights(p))
+    W, b, *E = (t[0] for t in fitted)
     width = D if not E else E[0].shape[-1]  # (a rank: W = V E^T, V (K, r), E (D, r))
     if W.shape != (K, width) or b.shape != (K,) or (E and E[0].shape != (D, width)):
         raise ValueError(f"weights of shapes {[tuple(t.shape) for t in (W, b, *E)]}, expected "

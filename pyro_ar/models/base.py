@@ -389,11 +389,24 @@ class CategoricalModel:
             prior = dist.Normal(like.new_zeros(()), self.prior_scale)
             return {n: pyro.sample(self.prefix + n, prior.expand(s).to_event(len(s)))
                     for n, s in shapes.items()}
-        params = {n: pyro.param(self.prefix + n, lambda n=n, s=s: self.init_parameter(n, s, like))
-                  for n, s in shapes.items()}
+        params = {n: self.param(n, s, like) for n, s in shapes.items()}
         if self.weights == "map":
             pyro.factor(self.prefix + "weight_prior", self.log_prior_estimate(params))
         return params
+
+    def param(self, name: str, shape, like: torch.Tensor) -> torch.Tensor:
+        """The per-class parameter ``prefix + name`` from Pyro's param store, created at
+        :meth:`init_parameter` on first use. A stored value of another shape (another model's
+        parameter of the same name, left in the global store) raises ValueError naming it,
+        instead of failing later inside the utility."""
+        value = pyro.param(self.prefix + name, lambda: self.init_parameter(name, shape, like))
+        if tuple(value.shape) != tuple(shape):
+            raise ValueError(
+                f"the param store holds {self.prefix + name!r} of shape {tuple(value.shape)}, but "
+                f"this {type(self).__name__} needs shape {tuple(shape)}: a parameter of another "
+                "model of the same name? Call pyro.clear_param_store() first, or give each "
+                "model its own prefix=")
+        return value
 
     def log_prior_estimate(self, params: Dict[str, torch.Tensor]) -> torch.Tensor:
         r"""Unbiased estimate of :math:`\sum_k\log N(\theta_k; 0, s^2 I)` over all per-class
@@ -511,8 +524,7 @@ class CategoricalModel:
             raise ValueError("weights='bayes' has no point estimate: use the guide's posterior "
                              "(e.g. guide.median()) or Predictive")
         like = torch.zeros(()) if like is None else like
-        return {n: pyro.param(self.prefix + n, lambda n=n, s=s: self.init_parameter(n, s, like)).detach()
-                for n, s in self.parameter_shapes().items()}
+        return {n: self.param(n, s, like).detach() for n, s in self.parameter_shapes().items()}
 
     def utility(self, x, params: Optional[Dict[str, torch.Tensor]] = None):
         """Utilities of new inputs under the fitted (or given) parameters, for evaluation."""

@@ -222,8 +222,7 @@ class NeuralClassifier(NetworkBody, LinearClassifier):
         if self.weights != "gaussian":
             return super().parameters(like)
         like = torch.zeros(()) if like is None else like
-        params = {n: pyro.param(self.prefix + n, lambda n=n, s=s: self.init_parameter(n, s, like))
-                  for n, s in self.parameter_shapes().items()}
+        params = {n: self.param(n, s, like) for n, s in self.parameter_shapes().items()}
         pyro.factor(self.prefix + "weight_kl", -self.kl_estimate(params))
         return params
 

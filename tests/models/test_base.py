@@ -196,3 +196,20 @@ def test_metrics_bound_rejects_a_noise_beside_a_likelihood_object():
     by_object = metrics.bound(psi, y, Exact("normal"))["mean"]
     assert by_object == metrics.bound(psi, y, "exact", noise="normal")["mean"]
     assert by_object != metrics.bound(psi, y, "exact")["mean"]  # (the default noise: Gumbel)
+
+
+@pytest.mark.parametrize("weights", ["mle", "map"])
+def test_a_stale_parameter_of_another_shape_is_named(weights):
+    """Pyro's param store is global: a second model whose parameter has the first's name but
+    another shape gets a ValueError naming the parameter and both shapes (it used to fail
+    deep inside the utility, saying only that x did not match the weights)."""
+    pyro.clear_param_store()
+    models.LinearClassifier(5, 50, num_negatives=2, weights=weights)(torch.randn(4, 5), torch.randint(0, 50, (4,)))
+    model = models.LinearClassifier(3, 10, num_negatives=2, weights=weights)
+    with pytest.raises(ValueError, match=r"'weight' of shape \(50, 5\).*needs shape \(10, 3\).*prefix="):
+        model(torch.randn(4, 3), torch.randint(0, 10, (4,)))
+    with pytest.raises(ValueError, match="clear_param_store"):
+        model.fitted_parameters()
+    models.LinearClassifier(3, 10, num_negatives=2, weights=weights, prefix="second_")(
+        torch.randn(4, 3), torch.randint(0, 10, (4,)))            # its own names: no clash
+    pyro.clear_param_store()
