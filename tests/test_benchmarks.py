@@ -82,7 +82,7 @@ def test_brown_probit_starts_at_its_own_unigram_fit():
     """brown.py's probit / logistic models start with biases whose marginals under their own
     noise are the smoothed unigram frequencies (Noise.marginal_offsets); before, probit started
     at 0.25 x the log frequencies, 0.18 nats below the unigram on Brown's test pairs (-6.66
-    against -6.48, computed with pyro_ar.quadrature.log_marginal_all_via_max [claim brown-probit])."""
+    against -6.48, computed with pyro_ar.max_quadrature.log_marginal_all_via_max [claim brown-probit])."""
     import torch
 
     from pyro_ar.models import unigram_log_probs

@@ -215,7 +215,7 @@ def test_the_engine_takes_a_noise_object_not_a_name():
 def test_marginals_via_the_maximum_match_the_quadrature(name):
     """p_k = int G(t) h_k(t) dt over one grid of t (O(K x nodes)) is the same number as the
     per-class quadrature of eq. 5 (O(K^2 x nodes)): rows of spread utilities, float64."""
-    from pyro_ar.quadrature import log_marginal_all_via_max
+    from pyro_ar.max_quadrature import log_marginal_all_via_max
 
     noise = get_noise(name)
     psi = 3.0 * torch.randn(3, 9, dtype=torch.float64)
@@ -259,7 +259,7 @@ def test_marginal_offsets_refuse_what_are_not_log_probs_by_name(name):
 def test_marginals_via_the_maximum_warn_on_heavy_tails():
     """Equal steps cannot cover a Student-t maximum's polynomial tail: the half-grid check
     says so (a RuntimeWarning) instead of returning a silently wrong number."""
-    from pyro_ar.quadrature import log_marginal_all_via_max
+    from pyro_ar.max_quadrature import log_marginal_all_via_max
 
     psi = torch.tensor([0.0, 1.0, 2.0], dtype=torch.float64)
     with pytest.warns(RuntimeWarning, match="are the noise's tails light"):

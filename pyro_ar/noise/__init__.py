@@ -39,7 +39,7 @@ likelihoods default to Monte Carlo / quadrature and override it):
   Laplace: closed forms;
 * :meth:`~Noise.marginal_offsets` (utilities whose marginals are given probabilities, e.g. biases
   at the unigram fit) -- generic: Newton steps on the marginals through the distribution of the
-  maximum (:func:`pyro_ar.quadrature.marginal_offsets`); Gumbel: the log-probabilities;
+  maximum (:func:`pyro_ar.max_quadrature.marginal_offsets`); Gumbel: the log-probabilities;
 * :meth:`~Noise.log_density_derivatives`, :meth:`~Noise.log_cdf_derivatives` -- generic:
   autograd (second order); normal, logistic: closed forms;
 * :meth:`~Noise.relaxed_log_prob` -- generic: none (``NotImplementedError``); Gumbel: the

@@ -24,7 +24,8 @@ import pyro.distributions as dist
 from pyro.distributions.util import broadcast_shape
 
 from ..numerics import as_tensors, softplus
-from ..quadrature import DEFAULT_NUM_NODES, log_marginal, log_marginal_all, marginal_offsets
+from ..max_quadrature import marginal_offsets
+from ..quadrature import DEFAULT_NUM_NODES, log_marginal, log_marginal_all
 from .distribution import NoiseDistribution
 
 __all__ = ["Noise"]
@@ -236,7 +237,7 @@ class Noise:
         the solution returned has the mean of ``log_probs``.
 
         Generic default: Newton steps on the marginals through the distribution of the maximum
-        (:func:`pyro_ar.quadrature.marginal_offsets`, O(K) work per grid node, each
+        (:func:`pyro_ar.max_quadrature.marginal_offsets`, O(K) work per grid node, each
         :math:`|\log p(k\mid b) - \log p_k|` within ``tol``); Gumbel overrides it with
         ``log_probs`` itself.
 

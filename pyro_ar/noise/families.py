@@ -16,7 +16,8 @@ from pyro.distributions.util import broadcast_shape
 
 from ..numerics import (_student_t_log_density, _StudentTLogCDF, as_tensors, log_ndtr, normal_mills_ratio,
                         softmax_log_prob, softplus, uniform_open)
-from ..quadrature import DEFAULT_NUM_NODES, check_log_probs
+from ..max_quadrature import check_log_probs
+from ..quadrature import DEFAULT_NUM_NODES
 from .base import Device, Noise, Number, Shape, TorchDistribution
 
 __all__ = ["GumbelNoise", "NormalNoise", "LogisticNoise", "LaplaceNoise", "StudentTNoise", "get_noise", "NOISE_NAMES"]
