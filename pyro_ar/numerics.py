@@ -463,6 +463,7 @@ class _StudentTLogCDF(torch.autograd.Function):
 _SQRT_HALF = math.sqrt(0.5)
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 #: below -_NDTR_TAIL the continued fraction; its depth per dtype (relative error of the ratio
 #: at the switch, against mpmath: 6e-9 with 8 levels, 2e-16 with 24)
 _NDTR_TAIL = 5.0
@@ -470,43 +471,54 @@ _NDTR_CF_TERMS = {torch.float64: 24}
 
 
 def _ndtr_parts(x: torch.Tensor, with_log: bool):
-    r"""``(log Phi(x) or None, r, x + r)`` with :math:`r = \phi(x)/\Phi(x)`, see :func:`normal_mills_ratio`.
+    r"""``(log Phi(x), r, None)`` with ``with_log``, else ``(None, r, x + r)``, with
+    :math:`r = \phi(x)/\Phi(x)`, see :func:`normal_mills_ratio` (each caller takes what it uses:
+    :class:`_LogNdtr` log Phi and r, :class:`_MillsRatio` r and x + r).
 
     Not differentiable (the callers' autograd Functions give the derivatives). The formulas of
     :math:`x \ge -5` run on every element (``x`` clamped there), in place where possible (on CPU
-    a fresh buffer per operation costs more than the arithmetic); the lower tail, rare, is then
-    overwritten through the indices of its elements."""
+    a fresh buffer per operation costs more than the arithmetic), with arithmetic rather than
+    comparisons (on CPU a comparison's boolean output costs several times an arithmetic
+    operation); the lower tail, rare, is then overwritten through the indices of its elements,
+    looked for only when the minimum of ``x`` is below -5 or NaN (one reduction)."""
     with torch.no_grad():
         a = _NDTR_TAIL
         x = x.contiguous()  # (the tail is written through flat views of the outputs)
         xc = x.clamp(min=-a)
-        log_cdf = None
+        log_cdf = x_plus_r = None
         if with_log:  # one erfc for both: u = Phi(-|x|), Phi(x) = u (x <= 0) or 1 - u (x > 0)
-            # (arithmetic on the 0/1 mask: torch.where is several times slower on CPU)
-            upper = (x > 0).to(x.dtype)
+            # (arithmetic on the 0/1 mask sign(x)^+ = 1[x > 0]: torch.where is several times slower on CPU)
+            upper = x.sign().clamp_(min=0.0)
             u = torch.erfc(xc.abs().mul_(_SQRT_HALF)).mul_(0.5)                   # Phi(-|x|)
             cdf = (upper - u).abs_()                                               # Phi(x), x >= -a
             # log Phi: log Phi(x) for x <= 0, log1p(-Phi(-x)) above (where Phi(x) ~ 1)
             log_cdf = torch.lerp(u.clamp(min=torch.finfo(x.dtype).tiny).log(), u.neg_().log1p_(), upper)
-        else:
-            cdf = torch.erfc(xc * -_SQRT_HALF).mul_(0.5)                           # Phi(x), x >= -a
-        r = xc.square().mul_(-0.5).exp_().mul_(_INV_SQRT_2PI).div_(cdf)           # phi / Phi
-        x_plus_r = xc.add_(r)
-        tail = (x < -a).view(-1).nonzero().squeeze(-1)
-        if tail.numel():
-            # t = -x > a: Laplace's continued fraction r = t + 1/(t + 2/(t + 3/(t + ...))), whose
-            # last level gives x + r = 1/(t + 2/(...)) without cancellation; log Phi = log phi - log r
-            t = x.view(-1).index_select(0, tail).neg_()
-            acc = t.clone()
-            for k in range(_NDTR_CF_TERMS.get(x.dtype, 8), 1, -1):
-                acc.reciprocal_().mul_(k).add_(t)
-            s_t = acc.reciprocal_()
-            x_plus_r.view(-1).index_copy_(0, tail, s_t)
-            r_t = t.add(s_t)
-            r.view(-1).index_copy_(0, tail, r_t)
-            if with_log:
-                log_cdf.view(-1).index_copy_(0, tail, t.square_().mul_(-0.5).sub_(_LOG_SQRT_2PI).sub_(r_t.log_()))
+            r = xc.square_().mul_(-0.5).exp_().mul_(_INV_SQRT_2PI).div_(cdf)      # phi / Phi
+        else:  # r = phi / Phi = sqrt(2/pi) e^{-x^2/2} / erfc(-x/sqrt 2) (Phi's 1/2 in the constant)
+            erfc = torch.erfc(xc * -_SQRT_HALF)
+            r = xc.square().mul_(-0.5).exp_().mul_(_SQRT_2_OVER_PI).div_(erfc)
+            x_plus_r = xc.add_(r)
+        if x.numel() and not bool(x.amin() >= -a):  # (a NaN minimum: look, as for a tail)
+            _ndtr_lower_tail(x, r, x_plus_r, log_cdf)
     return log_cdf, r, x_plus_r
+
+
+def _ndtr_lower_tail(x, r, x_plus_r, log_cdf):
+    """Overwrite ``r`` and ``x_plus_r`` / ``log_cdf`` (those not None) where ``x < -5``: with
+    t = -x, Laplace's continued fraction r = t + 1/(t + 2/(t + 3/(t + ...))), whose last level
+    gives x + r = 1/(t + 2/(...)) without cancellation, and log Phi = log phi - log r."""
+    tail = (x < -_NDTR_TAIL).view(-1).nonzero().squeeze(-1)
+    t = x.view(-1).index_select(0, tail).neg_()
+    acc = t.clone()
+    for k in range(_NDTR_CF_TERMS.get(x.dtype, 8), 1, -1):
+        acc.reciprocal_().mul_(k).add_(t)
+    s_t = acc.reciprocal_()
+    if x_plus_r is not None:
+        x_plus_r.view(-1).index_copy_(0, tail, s_t)
+    r_t = t.add(s_t)
+    r.view(-1).index_copy_(0, tail, r_t)
+    if log_cdf is not None:
+        log_cdf.view(-1).index_copy_(0, tail, t.square_().mul_(-0.5).sub_(_LOG_SQRT_2PI).sub_(r_t.log_()))
 
 
 class _MillsRatio(torch.autograd.Function):
