@@ -272,9 +272,8 @@ class ImportanceNegatives(NegativeSampler):
         cdf, probs = self._tables(labels.device)
         u = torch.rand(s, dtype=cdf.dtype, device=labels.device)
         index = torch.searchsorted(cdf, u, right=True).clamp(max=num_classes - 1)
-        q = probs.index_select(0, index)
-        weight = (index != labels.unsqueeze(-1)) / (s * q)
-        return Negatives(index, weight, True)
+        inv_q = (s * probs.index_select(0, index)).reciprocal_()          # 1 / (s q(k'_j))
+        return Negatives(index, _drop_labels(index, labels, inv_q, num_classes), True)
 
     def is_exact(self, num_classes: int) -> bool:
         return self.num_negatives is None  # draws with replacement never cover K exactly
@@ -442,6 +441,21 @@ class ScreenedNegatives(NegativeSampler):
 
     def __repr__(self):
         return f"{type(self).__name__}(num_negatives={self.num_negatives}, screen={self.screen}, exact={self.exact})"
+def _drop_labels(index: torch.Tensor, labels: torch.Tensor, weight: torch.Tensor,
+                 num_classes: int) -> torch.Tensor:
+    r"""``weight`` (s,) broadcast to ``labels.shape + (s,)``, 0 where ``index[j] == labels[n]``:
+    the same values as ``(index != labels[..., None]) * weight``, with the mask as arithmetic
+    on the class numbers in ``weight``'s floating dtype, :math:`\min(|k_j - y_n|, 1)` (on CPU a
+    comparison's boolean output and its promotion cost about twice as much); exact while the
+    dtype holds every class number (below 2^24 in float32, 2^53 in float64), else the
+    comparison."""
+    dtype = weight.dtype
+    if num_classes > 2.0 / torch.finfo(dtype).eps:  # (2^24 in float32)
+        return (index != labels.unsqueeze(-1)) * weight
+    diff = index.to(dtype) - labels.to(dtype).unsqueeze(-1)
+    return diff.abs_().clamp_(max=1.0).mul_(weight)
+
+
 def _check_mix(uniform_mix) -> float:
     if isinstance(uniform_mix, bool) or not isinstance(uniform_mix, (int, float)) \
             or not 0.0 <= float(uniform_mix) <= 1.0:

@@ -171,6 +171,31 @@ def test_importance_negatives_follow_proposal():
     assert scipy.stats.chisquare(counts.numpy(), (s * q).double().numpy()).pvalue > ALPHA
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_importance_weights_equal_the_boolean_mask_formula(dtype):
+    """ImportanceNegatives' weights, the label mask as arithmetic on the class numbers
+    (negatives._drop_labels), are bit for bit those of 1[k_j != y_n] / (s q(k_j)) (the formula
+    before), in the proposal's dtype, with labels among the draws (weight 0) and batched labels;
+    beyond the class numbers the dtype holds exactly the boolean mask is used, the same values."""
+    from pyro_ar.negatives import _drop_labels
+
+    K, s = 50, 40
+    proposal = torch.arange(1.0, K + 1, dtype=dtype)
+    sampler = ImportanceNegatives(s, proposal)
+    torch.manual_seed(0)
+    labels = torch.randint(0, K, (3, 7))
+    neg = sampler(labels, K)
+    q = sampler.probs.index_select(0, neg.index)
+    before = (neg.index != labels.unsqueeze(-1)) / (s * q)
+    assert neg.weight.dtype == before.dtype == dtype and torch.equal(neg.weight, before)
+    assert (neg.weight == 0).any()  # (some labels drawn)
+    big = 2 ** 24 + 5  # float32 holds no longer every class number: the comparison
+    index, lab = torch.tensor([2 ** 24, 2 ** 24 + 1, 3]), torch.tensor([2 ** 24 + 1, 3])
+    w = torch.tensor([0.5, 0.25, 2.0], dtype=dtype)
+    torch.testing.assert_close(_drop_labels(index, lab, w, big), (index != lab.unsqueeze(-1)) * w,
+                               rtol=0.0, atol=0.0)
+
+
 def test_importance_accepts_categorical_and_unnormalised_weights():
     from pyro.distributions import Categorical
 

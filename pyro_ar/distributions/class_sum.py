@@ -66,16 +66,30 @@ def masked_weighted_sum(fn, x: torch.Tensor, weight: torch.Tensor) -> torch.Tens
     the result is not enough, since e.g. the label's own column of a Gumbel factor,
     :math:`-e^{-x}` at :math:`x = -90`, overflows and its backward pass
     (:math:`0\cdot\infty`) would turn every gradient into NaN (issue 12).
+
+    The replacement is arithmetic, :math:`x_j\,|\mathrm{sign}(a_j)|` (on CPU a comparison and
+    ``torch.where`` cost several times a product), and the sum one dot product, the dropped terms
+    being :math:`\mathrm{fn}(0)`, finite for every noise, times 0. Where the result is not
+    finite (an infinite argument of a dropped term makes its product NaN, or a kept term is not
+    finite) the sum is redone from ``x`` by :func:`_masked_weighted_sum`, the same value with
+    the masks as comparisons, and nothing of the first attempt enters the result or its gradient.
     """
     x, weight = torch.broadcast_tensors(x, weight)
+    weight = weight.to(x.dtype)
+    keep = weight.detach().abs().sign()                  # 1 where a_j != 0, else 0 (NaN stays NaN)
+    terms = fn(x * keep)
+    out = torch.linalg.vecdot(terms, weight.to(terms.dtype))
+    if out.numel() and not bool(torch.isfinite(out.sum())):
+        out = _masked_weighted_sum(fn, x, weight)
+    return out
+
+
+def _masked_weighted_sum(fn, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """:func:`masked_weighted_sum` with the masks as comparisons: ``torch.where`` on the
+    arguments and on the products (its fallback where a term or an argument is not finite)."""
     keep = weight != 0
     terms = fn(torch.where(keep, x, torch.zeros_like(x)))
-    # one dot product (no masked product buffer): the dropped terms are fn(0), finite for
-    # every noise, times 0; where a kept term is not finite, the masked sum (the same value)
-    out = torch.linalg.vecdot(terms, weight.to(terms.dtype))
-    if out.numel() and not bool(torch.isfinite(out).all()):
-        out = torch.where(keep, weight * terms, torch.zeros_like(terms)).sum(-1)
-    return out
+    return torch.where(keep, weight.to(terms.dtype) * terms, torch.zeros_like(terms)).sum(-1)
 
 
 def weighted_sum(weight: torch.Tensor, terms: torch.Tensor) -> torch.Tensor:

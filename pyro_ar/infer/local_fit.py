@@ -43,20 +43,32 @@ def local_derivatives(noise, e, d, w):
     >>> g.item(), h.item()      # log phi(e) = -e^2/2 + c: f' = -e, f'' = -1
     (-1.0, -1.0)
     """
+    g0, h0, r_sum, r_slope = _local_terms(noise, e, d, w)
+    return g0 + r_sum, h0 + r_slope
+
+
+def _local_terms(noise, e, d, w):
+    r"""The parts of :func:`local_derivatives`: :math:`(\log\phi)'(e)`, :math:`(\log\phi)''(e)`,
+    :math:`R = \sum_j w_j (\log\Phi)'(e + d_j)` and :math:`R' = \sum_j w_j (\log\Phi)''(e + d_j)`
+    (so :math:`f' = (\log\phi)' + R`, :math:`f'' = (\log\phi)'' + R'`), each evaluated once."""
     g0, h0 = noise.log_density_derivatives(e)
     g1, h1 = noise.log_cdf_derivatives(e.unsqueeze(-1) + d)
-    return g0 + _weighted_sum(w, g1), h0 + _weighted_sum(w, h1)
+    r_sum, r_slope = _weighted_sums(w, g1, h1)
+    return g0, h0, r_sum, r_slope
 
 
-def _weighted_sum(w, terms):
-    r""":math:`\sum_j w_j t_j` over the last dim as one dot product (``torch.linalg.vecdot``: no
-    product buffer), falling back to :func:`~pyro_ar.distributions.class_sum.weighted_sum` (the
-    :math:`w_j = 0` terms dropped) only where a non-finite term made the result non-finite
-    (:math:`0\cdot\infty`): the same value, without the masked buffers in the common case."""
-    out = torch.linalg.vecdot(terms, w.to(terms.dtype))
-    if out.numel() and not bool(torch.isfinite(out).all()):
-        out = weighted_sum(w, terms)
-    return out
+def _weighted_sums(w, a, b):
+    r""":math:`(\sum_j w_j a_j, \sum_j w_j b_j)` over the last dim, each one dot product
+    (``torch.linalg.vecdot``: no product buffer), falling back to
+    :func:`~pyro_ar.distributions.class_sum.weighted_sum` (the :math:`w_j = 0` terms dropped)
+    only where a non-finite term made a result non-finite (:math:`0\cdot\infty`): the same
+    values, without the masked buffers in the common case; one finiteness check for both (on
+    the sum of their sums: any NaN or infinity makes it non-finite)."""
+    w = w.to(a.dtype)
+    out_a, out_b = torch.linalg.vecdot(a, w), torch.linalg.vecdot(b, w)
+    if out_a.numel() and not bool(torch.isfinite(out_a.sum() + out_b.sum())):
+        out_a, out_b = weighted_sum(w, a), weighted_sum(w, b)
+    return out_a, out_b
 
 
 def _newton_rows(step, state, data, max_steps: int, tol: float):
@@ -93,10 +105,10 @@ def _mode_step(noise, e, d, w):
     :meth:`~pyro_ar.noise.Noise.mode_hint` the probit mode is found in 2-4 steps instead of
     7-9 (Brown bigrams, 64 classes). Elsewhere, or where :math:`F' \ge 0`, it is Newton's on
     :math:`f' = 0` with the curvature clamped negative. The fixed point is the mode either way."""
-    g0, h0 = noise.log_density_derivatives(e)
-    g, h = local_derivatives(noise, e, d, w)
+    g0, h0, r_sum, r_slope = _local_terms(noise, e, d, w)
+    g, h = g0 + r_sum, h0 + r_slope                            # f'(e), f''(e)
     plain = -g / h.clamp(max=-1e-6)
-    r_sum, r_slope, lhs = g - g0, h - h0, -g0
+    lhs = -g0
     slope = r_slope / r_sum - h0 / g0                          # F'(e)
     ok = (r_sum > 0) & (lhs > 0) & (slope < 0)
     log_step = (lhs.clamp(min=1e-30).log() - r_sum.clamp(min=1e-30).log()) / slope.clamp(max=-1e-30)
@@ -151,9 +163,7 @@ def _mode_search(noise, dd, wd, steps: int, tol: float):
     problems, from ``noise.mode_hint``: ``(e, h)``, each row's last point and :math:`f''` at
     the point its last step started from (so :math:`(-h)^{-1/2}` is the Laplace scale there,
     without another evaluation of the derivatives)."""
-    log_terms = torch.where(wd > 0, wd.clamp(min=1e-300).log() - dd, torch.full_like(dd, -math.inf))
-    e = noise.mode_hint(log_terms.logsumexp(-1))  # (-inf without terms: the hint at 0)
-    e = e.nan_to_num(0.0, 0.0, 0.0).detach()
+    e = _mode_start(noise, dd, wd)
 
     def newton(e, h, dd, wd):
         step, h = _mode_step(noise, e, dd, wd)
@@ -161,6 +171,16 @@ def _mode_search(noise, dd, wd, steps: int, tol: float):
         return e + step, h, step.abs()
 
     return _newton_rows(newton, (e, torch.full_like(e, -1.0)), (dd, wd), steps, tol)
+
+
+def _mode_start(noise, dd, wd):
+    r"""Where :func:`_mode_search` starts: ``noise.mode_hint`` of :math:`\log\sum_j w_j e^{-d_j}`
+    (0 for a row without terms), from :math:`\log w_j - d_j` with :math:`-\infty` for every
+    :math:`w_j = 0` (:math:`\log 0`; the NaN of :math:`-\infty - (-\infty)` and of a negative
+    weight made :math:`-\infty` too), without the comparison and ``torch.where`` that masked them."""
+    log_terms = wd.log().sub_(dd).nan_to_num_(nan=-math.inf, posinf=math.inf, neginf=-math.inf)
+    e = noise.mode_hint(log_terms.logsumexp(-1))  # (-inf without terms: the hint at 0)
+    return e.nan_to_num(0.0, 0.0, 0.0).detach()
 
 
 def gaussian_local(noise, d: torch.Tensor, w: torch.Tensor, steps: int = 8, refine_steps: int = 10,

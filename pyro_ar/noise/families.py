@@ -135,7 +135,7 @@ class NormalNoise(Noise):
         # (log Phi)' = r = phi/Phi (the inverse Mills ratio), (log Phi)'' = -r (x + r), both from
         # numerics.normal_mills_ratio (x + r without cancellation in the lower tail, r -> -x)
         r, x_plus_r = normal_mills_ratio(x)
-        return r, -r * x_plus_r
+        return r, torch.mul(r, x_plus_r).neg_()
 
     def mode_hint(self, x: torch.Tensor) -> torch.Tensor:
         # The normal tail quantile of the Gumbel mode L = log(1 + e^x): the label's noise must beat

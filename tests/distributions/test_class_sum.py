@@ -1,6 +1,8 @@
 """ClassSumLikelihood, the shared base of the class-sum factors: gathers (the shared-negatives
 single gather), masking, finite gradients at extreme utilities (issue 12), subclassing."""
 
+import math
+
 import pytest
 import torch
 
@@ -34,6 +36,48 @@ def test_issue_12_reported_case_has_finite_gradients():
     assert lp.item() == 0.0
     lp.sum().backward()
     assert torch.isfinite(psi.grad).all() and torch.isfinite(eps.grad).all()
+
+
+def _masked_weighted_sum_before(fn, x, weight):
+    """class_sum.masked_weighted_sum before its arithmetic mask: the arguments masked by
+    torch.where, one dot product, the masked sum where that is not finite."""
+    x, weight = torch.broadcast_tensors(x, weight)
+    keep = weight != 0
+    terms = fn(torch.where(keep, x, torch.zeros_like(x)))
+    out = torch.linalg.vecdot(terms, weight.to(terms.dtype))
+    if out.numel() and not bool(torch.isfinite(out).all()):
+        out = torch.where(keep, weight * terms, torch.zeros_like(terms)).sum(-1)
+    return out
+
+
+@pytest.mark.parametrize("noise", ["gumbel", "normal"])
+def test_masked_weighted_sum_gives_the_values_and_gradients_of_the_where_masks(noise):
+    """The arithmetic mask x |sign(a)| of masked_weighted_sum gives the values and gradients of
+    the torch.where masks before it, bit for bit, on shared (broadcast) and per-row weights with
+    zeros, on a dropped term that overflows (Gumbel's -exp(-x) at x = -200, issue 12), and on
+    the fallback's cases: an infinite argument of a dropped term, a NaN weight, and bool
+    weights (the exact sampler's)."""
+    from pyro_ar.distributions.class_sum import masked_weighted_sum
+    from pyro_ar.noise import get_noise
+
+    fn = get_noise(noise).log_cdf
+    g = torch.Generator().manual_seed(3)
+    x0 = 3.0 * torch.randn(6, 9, generator=g, dtype=torch.float64)
+    w_row = torch.rand(6, 9, generator=g, dtype=torch.float64) * (torch.rand(6, 9, generator=g) > 0.3)
+    cases = [(x0, w_row), (x0, w_row[0]), (x0, (w_row > 0))]
+    x1 = x0.clone()
+    x1[0, 2], x1[1, 4], x1[2, 0] = -200.0, -math.inf, math.inf
+    w1 = w_row.clone()
+    w1[0, 2] = w1[1, 4] = w1[2, 0] = 0.0
+    cases += [(x1, w1), (x0, torch.where(w_row > 0.5, math.nan, w_row))]
+    for x, w in cases:
+        xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+        new, old = masked_weighted_sum(fn, xa, w), _masked_weighted_sum_before(fn, xb, w)
+        torch.testing.assert_close(new, old, rtol=0.0, atol=0.0, equal_nan=True)
+        keep = ~old.isnan()
+        (ga,), (gb,) = (torch.autograd.grad(v[keep].sum(), t) for v, t in ((new, xa), (old, xb)))
+        torch.testing.assert_close(ga, gb, rtol=0.0, atol=0.0, equal_nan=True)
+        assert torch.isfinite(ga).all() or bool(w.isnan().any())  # (NaN gradients: NaN weights only)
 
 
 def _extreme_psi(dtype):
