@@ -38,6 +38,8 @@ from typing import NamedTuple, Optional, Sequence
 
 import torch
 
+from pyro.distributions.util import broadcast_shape
+
 from .numerics import check_int
 from .subsets import sample_without_replacement
 
@@ -344,9 +346,12 @@ class LabelHeadNegatives(NegativeSampler):
         head = self.head(labels)
         tail = self.base(labels, num_classes)
         dtype = tail.weight.dtype if tail.weight.is_floating_point() else torch.get_default_dtype()
-        head_weight = (head != labels.unsqueeze(-1)).to(dtype)
-        tail_weight = tail.weight.to(dtype) * ~torch.isin(tail.index, head)
-        tail_weight = tail_weight.expand(torch.broadcast_shapes(tail_weight.shape, labels.shape + (1,)))
+        head_weight = _drop_labels(head, labels, torch.ones(head.shape, dtype=dtype, device=head.device),
+                                   num_classes)
+        # the tail's draws of head classes dropped (a shared draw: one (s, |H|) comparison)
+        in_head = (tail.index.unsqueeze(-1) == head).any(-1) if tail.shared else torch.isin(tail.index, head)
+        tail_weight = tail.weight.to(dtype) * (~in_head).to(dtype)
+        tail_weight = tail_weight.expand(broadcast_shape(tail_weight.shape, labels.shape + (1,)))
         if tail.shared:
             index = torch.cat([head, tail.index])
         else:

@@ -196,6 +196,29 @@ def test_importance_weights_equal_the_boolean_mask_formula(dtype):
                                rtol=0.0, atol=0.0)
 
 
+@pytest.mark.parametrize("base", ["importance", "shared", "per_datapoint"])
+def test_label_head_weights_equal_the_comparison_formula(base):
+    """LabelHeadNegatives' weights (the head's label mask as arithmetic, a shared tail's
+    head classes found by one (s, |H|) comparison) are bit for bit those of the comparisons
+    before: 1[h != y] for the head, a_j * ~isin(k_j, H) for the tail, for shared and
+    per-datapoint bases, with tail draws inside the head."""
+    K, s = 12, 30  # (few classes: the tail draws head classes)
+    samplers = {"importance": ImportanceNegatives(s, torch.arange(1.0, K + 1)), "shared": SharedNegatives(8),
+                "per_datapoint": PerDatapointNegatives(5)}
+    sampler = LabelHeadNegatives(samplers[base], max_head=3)
+    labels = torch.tensor([[1, 4, 4, 7], [7, 7, 2, 9]])
+    torch.manual_seed(1)
+    neg = sampler(labels, K)
+    torch.manual_seed(1)
+    head, tail = sampler.head(labels), samplers[base](labels, K)
+    dtype = tail.weight.dtype if tail.weight.is_floating_point() else torch.get_default_dtype()
+    tail_weight = tail.weight.to(dtype) * ~torch.isin(tail.index, head)
+    before = torch.cat([(head != labels.unsqueeze(-1)).to(dtype),
+                        tail_weight.expand(torch.broadcast_shapes(tail_weight.shape, labels.shape + (1,)))], -1)
+    assert neg.weight.dtype == before.dtype and torch.equal(neg.weight, before)
+    assert bool(torch.isin(tail.index, head).any())  # (the case of a tail draw in the head)
+
+
 def test_importance_accepts_categorical_and_unnormalised_weights():
     from pyro.distributions import Categorical
 
