@@ -33,6 +33,8 @@ PARTS = [
     ("pyro_ar.infer.local_fit", "_mode_search", "      Laplace start (its mode search)"),
     ("pyro_ar.infer.local_fit", "_gaussian_step", "      Gaussian Newton steps"),
     ("pyro_ar.noise", "NormalNoise.log_cdf_derivatives", "        (log Phi)', (log Phi)'' (all local-fit calls)"),
+    ("pyro_ar.noise", "NormalNoise.weighted_log_cdf_derivatives",
+     "        their weighted class sums (all local-fit calls)"),
     ("pyro_ar.infer.local_guides", "GumbelLocalGuide._natural_step", "    natural eta step"),
     ("pyro_ar.distributions.class_sum", "ClassSumLikelihood.gather_utilities", "  class gathers (model's S, guide's T)"),
     ("pyro_ar.distributions.augmented", "AugmentedCategorical.log_prob", "  model factor (log_prob)"),

@@ -327,6 +327,34 @@ def test_log_ndtr_and_mills_ratio_match_float64_references():
     torch.testing.assert_close(x_plus_r[keep], xr_ref[keep], rtol=1e-11, atol=1e-300)
 
 
+def test_normal_weighted_log_cdf_derivatives_equal_the_two_dot_products():
+    """NormalNoise.weighted_log_cdf_derivatives (one product w r reused, in place without a
+    graph) equals the generic two dot products of log_cdf_derivatives (relative 1e-12, float64):
+    x and w of one shape (in place), w broadcast over a nodes dim (in place), w of a larger
+    shape than x (not in place), and with a graph, whose gradients in x and w match too."""
+    import pyro_ar as ar
+
+    noise = ar.NormalNoise()
+    g = torch.Generator().manual_seed(0)
+    x = 3.0 * torch.randn(6, 3, 9, generator=g, dtype=torch.float64) - 1.0  # some below -5
+    w = torch.rand(6, 1, 9, generator=g, dtype=torch.float64)
+
+    def generic(x, w):
+        d1, d2 = noise.log_cdf_derivatives(x)
+        return torch.linalg.vecdot(d1, w), torch.linalg.vecdot(d2, w)
+
+    for xa, wa in ((x[:, 0], w[:, 0]), (x, w), (x[:, :1], w.expand(6, 3, 9))):
+        for got, want in zip(noise.weighted_log_cdf_derivatives(xa.clone(), wa), generic(xa, wa)):
+            torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-300)
+    xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
+    got = noise.weighted_log_cdf_derivatives(xg, wg)
+    grads = torch.autograd.grad(sum(t.sum() for t in got), (xg, wg))
+    want = generic(xg, wg)
+    grads0 = torch.autograd.grad(sum(t.sum() for t in want), (xg, wg))
+    for a, b in zip(got + grads, want + grads0):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-300)
+
+
 def test_log_ndtr_float32_matches_float64_and_handles_infinities():
     from pyro_ar.numerics import log_ndtr, normal_mills_ratio
 

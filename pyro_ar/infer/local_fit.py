@@ -24,7 +24,6 @@ from typing import Optional
 
 import torch
 
-from ..distributions.class_sum import weighted_sum
 from ..quadrature import gauss_hermite
 
 __all__ = ["laplace_local", "gaussian_local", "local_derivatives", "conditional_local_q", "local_sampler"]
@@ -50,25 +49,21 @@ def local_derivatives(noise, e, d, w):
 def _local_terms(noise, e, d, w):
     r"""The parts of :func:`local_derivatives`: :math:`(\log\phi)'(e)`, :math:`(\log\phi)''(e)`,
     :math:`R = \sum_j w_j (\log\Phi)'(e + d_j)` and :math:`R' = \sum_j w_j (\log\Phi)''(e + d_j)`
-    (so :math:`f' = (\log\phi)' + R`, :math:`f'' = (\log\phi)'' + R'`), each evaluated once."""
+    (so :math:`f' = (\log\phi)' + R`, :math:`f'' = (\log\phi)'' + R'`), each evaluated once.
+
+    R and R' are the noise's :meth:`~pyro_ar.noise.Noise.weighted_log_cdf_derivatives` (dot
+    products, no masked buffers), redone with the :math:`w_j = 0` terms' arguments set to 0
+    (as :func:`~pyro_ar.distributions.class_sum.masked_weighted_sum` does) only where a
+    non-finite term made them non-finite (:math:`0\cdot\infty`): the same values, by the same
+    formula. One finiteness check for both, on the sum of their sums (any NaN or infinity
+    makes it non-finite)."""
     g0, h0 = noise.log_density_derivatives(e)
-    g1, h1 = noise.log_cdf_derivatives(e.unsqueeze(-1) + d)
-    r_sum, r_slope = _weighted_sums(w, g1, h1)
+    x = e.unsqueeze(-1) + d
+    r_sum, r_slope = noise.weighted_log_cdf_derivatives(x, w)
+    if r_sum.numel() and not bool(torch.isfinite(r_sum.sum() + r_slope.sum())):
+        x = torch.where(w != 0, x, torch.zeros_like(x))
+        r_sum, r_slope = noise.weighted_log_cdf_derivatives(x, w)
     return g0, h0, r_sum, r_slope
-
-
-def _weighted_sums(w, a, b):
-    r""":math:`(\sum_j w_j a_j, \sum_j w_j b_j)` over the last dim, each one dot product
-    (``torch.linalg.vecdot``: no product buffer), falling back to
-    :func:`~pyro_ar.distributions.class_sum.weighted_sum` (the :math:`w_j = 0` terms dropped)
-    only where a non-finite term made a result non-finite (:math:`0\cdot\infty`): the same
-    values, without the masked buffers in the common case; one finiteness check for both (on
-    the sum of their sums: any NaN or infinity makes it non-finite)."""
-    w = w.to(a.dtype)
-    out_a, out_b = torch.linalg.vecdot(a, w), torch.linalg.vecdot(b, w)
-    if out_a.numel() and not bool(torch.isfinite(out_a.sum() + out_b.sum())):
-        out_a, out_b = weighted_sum(w, a), weighted_sum(w, b)
-    return out_a, out_b
 
 
 def _newton_rows(step, state, data, max_steps: int, tol: float):

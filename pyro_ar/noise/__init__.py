@@ -42,6 +42,8 @@ likelihoods default to Monte Carlo / quadrature and override it):
   maximum (:func:`pyro_ar.max_quadrature.marginal_offsets`); Gumbel: the log-probabilities;
 * :meth:`~Noise.log_density_derivatives`, :meth:`~Noise.log_cdf_derivatives` -- generic:
   autograd (second order); normal, logistic: closed forms;
+* :meth:`~Noise.weighted_log_cdf_derivatives` (their weighted class sums, for the local fits) --
+  generic: :meth:`~Noise.log_cdf_derivatives` and dot products; normal: from the Mills ratio;
 * :meth:`~Noise.relaxed_log_prob` -- generic: none (``NotImplementedError``); Gumbel: the
   Concrete density;
 * :attr:`~pyro_ar.noise.base.Noise.closed_form` -- False; Gumbel: True.

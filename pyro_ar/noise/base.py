@@ -9,6 +9,7 @@ with its closed form):
   (:mod:`pyro_ar.quadrature`);
 * :meth:`~Noise.icdf` -- bisection on :math:`\log\Phi`;
 * :meth:`~Noise.log_density_derivatives`, :meth:`~Noise.log_cdf_derivatives` -- autograd;
+  :meth:`~Noise.weighted_log_cdf_derivatives` -- from :meth:`~Noise.log_cdf_derivatives`;
 * :meth:`~Noise.relaxed_log_prob` -- none (``NotImplementedError``);
 * :meth:`~Noise.distribution` -- :class:`~pyro_ar.noise.distribution.NoiseDistribution`.
 
@@ -258,6 +259,17 @@ class Noise:
     def log_cdf_derivatives(self, x: torch.Tensor):
         r"""``(d/dx, d^2/dx^2)`` of :math:`\log\Phi(x)`, elementwise (generic: autograd)."""
         return _autograd_derivatives(self.log_cdf, x)
+
+    def weighted_log_cdf_derivatives(self, x: torch.Tensor, w: torch.Tensor):
+        r""":math:`(\sum_j w_j (\log\Phi)'(x_j),\ \sum_j w_j (\log\Phi)''(x_j))` over the last
+        dim of ``x``, ``w`` broadcastable to it: the class sums of the local fits' derivatives
+        (:func:`~pyro_ar.infer.local_fit.local_derivatives`). Plain dot products: a term of weight
+        0 whose derivative is infinite makes a sum NaN, and the caller redoes it with the term
+        masked. Generic: :meth:`log_cdf_derivatives` and two dot products; normal: from the
+        Mills ratio without the second derivative's buffer."""
+        g, h = self.log_cdf_derivatives(x)
+        w = w.to(g.dtype)
+        return torch.linalg.vecdot(g, w), torch.linalg.vecdot(h, w)
 
     def icdf(self, u: torch.Tensor) -> torch.Tensor:
         r"""The quantile :math:`\Phi^{-1}(u)`, elementwise, for ``u`` in (0, 1) (inversion draws).

@@ -137,6 +137,18 @@ class NormalNoise(Noise):
         r, x_plus_r = normal_mills_ratio(x)
         return r, torch.mul(r, x_plus_r).neg_()
 
+    def weighted_log_cdf_derivatives(self, x: torch.Tensor, w: torch.Tensor):
+        # sum_j w_j r_j and -sum_j (w_j r_j)(x_j + r_j): one product w r, reused (in place
+        # when no graph is built), instead of (log Phi)'' and two dot products
+        r, x_plus_r = normal_mills_ratio(x)
+        w = w.to(r.dtype)
+        graph = torch.is_grad_enabled() and (r.requires_grad or w.requires_grad)
+        if graph or broadcast_shape(r.shape, w.shape) != r.shape:
+            wr = r * w
+            return wr.sum(-1), -(wr * x_plus_r).sum(-1)
+        wr = r.mul_(w)
+        return wr.sum(-1), wr.mul_(x_plus_r).sum(-1).neg_()
+
     def mode_hint(self, x: torch.Tensor) -> torch.Tensor:
         # The normal tail quantile of the Gumbel mode L = log(1 + e^x): the label's noise must beat
         # about e^L others, and Phi^{-1}(1 - e^{-L}) ~ sqrt(2L - log(4 pi L)). On Brown it starts

@@ -18,7 +18,8 @@ r"""The contract every :class:`~pyro_ar.noise.Noise` must satisfy, runnable on a
 5. ``distribution(loc, scale)`` is the location-scale family:
    :math:`\log p(x) = \log\phi((x-loc)/scale) - \log scale`, with the broadcast batch shape;
 6. every method the noise overrides with a closed form (``log_marginal``,
-   ``log_marginal_all``, ``icdf``, ``log_density_derivatives``, ``log_cdf_derivatives``)
+   ``log_marginal_all``, ``icdf``, ``log_density_derivatives``, ``log_cdf_derivatives``,
+   ``weighted_log_cdf_derivatives``)
    agrees with the generic default of :class:`~pyro_ar.noise.Noise` (quadrature, bisection,
    autograd) built from the same ``log_density`` and ``log_cdf`` (float64; tolerances from the
    generic methods' errors: 1e-8 for the quadrature of a smooth density, 1e-9 for the rest).
@@ -174,7 +175,8 @@ def check_closed_forms(noise: Noise, seed: int = 0) -> None:
     u = torch.rand(64, generator=g, dtype=torch.float64).clamp(1e-9, 1 - 1e-9)
     x = torch.linspace(-8.05, 8.05, 47, dtype=torch.float64)  # (no node at a kink at 0)
     checks = [("log_marginal", (psi, y), 1e-8), ("log_marginal_all", (psi,), 1e-8), ("icdf", (u,), 1e-9),
-              ("log_density_derivatives", (x,), 1e-9), ("log_cdf_derivatives", (x,), 1e-9)]
+              ("log_density_derivatives", (x,), 1e-9), ("log_cdf_derivatives", (x,), 1e-9),
+              ("weighted_log_cdf_derivatives", (x[:45].reshape(5, 9), u[:45].reshape(5, 9)), 1e-9)]
     for method, args, tol in checks:
         if not _overrides(noise, method):
             continue
