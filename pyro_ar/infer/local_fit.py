@@ -60,7 +60,7 @@ def _local_terms(noise, e, d, w):
     g0, h0 = noise.log_density_derivatives(e)
     x = e.unsqueeze(-1) + d
     r_sum, r_slope = noise.weighted_log_cdf_derivatives(x, w)
-    if r_sum.numel() and not bool(torch.isfinite(r_sum.sum() + r_slope.sum())):
+    if r_sum.numel() and not math.isfinite((r_sum.sum() + r_slope.sum()).item()):
         x = torch.where(w != 0, x, torch.zeros_like(x))
         r_sum, r_slope = noise.weighted_log_cdf_derivatives(x, w)
     return g0, h0, r_sum, r_slope
@@ -105,8 +105,8 @@ def _mode_step(noise, e, d, w):
     plain = -g / h.clamp(max=-1e-6)
     lhs = -g0
     slope = r_slope / r_sum - h0 / g0                          # F'(e)
-    ok = (r_sum > 0) & (lhs > 0) & (slope < 0)
-    log_step = (lhs.clamp(min=1e-30).log() - r_sum.clamp(min=1e-30).log()) / slope.clamp(max=-1e-30)
+    ok = (torch.minimum(r_sum, lhs) > 0) & (slope < 0)
+    log_step = (lhs.clamp(min=1e-30) / r_sum.clamp(min=1e-30)).log_() / slope.clamp(max=-1e-30)
     return torch.where(ok, log_step, plain), h
 
 

@@ -129,7 +129,7 @@ class NormalNoise(Noise):
         return torch.special.ndtri(u)
 
     def log_density_derivatives(self, e: torch.Tensor):
-        return -e, -torch.ones_like(e)
+        return -e, torch.full_like(e, -1.0)
 
     def log_cdf_derivatives(self, x: torch.Tensor):
         # (log Phi)' = r = phi/Phi (the inverse Mills ratio), (log Phi)'' = -r (x + r), both from
