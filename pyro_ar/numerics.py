@@ -489,13 +489,13 @@ def _ndtr_parts(x: torch.Tensor, with_log: bool):
         if with_log:  # one erfc for both: u = Phi(-|x|), Phi(x) = u (x <= 0) or 1 - u (x > 0)
             # (arithmetic on the 0/1 mask sign(x)^+ = 1[x > 0]: torch.where is several times slower on CPU)
             upper = x.sign().clamp_(min=0.0)
-            u = torch.erfc(xc.abs().mul_(_SQRT_HALF)).mul_(0.5)                   # Phi(-|x|)
+            u = xc.abs().mul_(_SQRT_HALF).erfc_().mul_(0.5)                        # Phi(-|x|)
             cdf = (upper - u).abs_()                                               # Phi(x), x >= -a
             # log Phi: log Phi(x) for x <= 0, log1p(-Phi(-x)) above (where Phi(x) ~ 1)
-            log_cdf = torch.lerp(u.clamp(min=torch.finfo(x.dtype).tiny).log(), u.neg_().log1p_(), upper)
+            log_cdf = u.clamp(min=torch.finfo(x.dtype).tiny).log_().lerp_(u.neg_().log1p_(), upper)
             r = xc.square_().mul_(-0.5).exp_().mul_(_INV_SQRT_2PI).div_(cdf)      # phi / Phi
         else:  # r = phi / Phi = sqrt(2/pi) e^{-x^2/2} / erfc(-x/sqrt 2) (Phi's 1/2 in the constant)
-            erfc = torch.erfc(xc * -_SQRT_HALF)
+            erfc = xc.mul(-_SQRT_HALF).erfc_()
             r = xc.square().mul_(-0.5).exp_().mul_(_SQRT_2_OVER_PI).div_(erfc)
             x_plus_r = xc.add_(r)
         if x.numel() and not bool(x.amin() >= -a):  # (a NaN minimum: look, as for a tail)

@@ -76,7 +76,7 @@ def masked_weighted_sum(fn, x: torch.Tensor, weight: torch.Tensor) -> torch.Tens
     """
     x, weight = torch.broadcast_tensors(x, weight)
     weight = weight.to(x.dtype)
-    keep = weight.detach().abs().sign()                  # 1 where a_j != 0, else 0 (NaN stays NaN)
+    keep = weight.detach().abs().sign_()                 # 1 where a_j != 0, else 0 (NaN stays NaN)
     terms = fn(x * keep)
     out = torch.linalg.vecdot(terms, weight.to(terms.dtype))
     if out.numel() and not bool(torch.isfinite(out.sum())):

@@ -11,8 +11,8 @@ local posterior
 * :func:`gaussian_local` -- the Gaussian maximising the local bound
   :math:`\mathbb{E}_q[f] + H(q)` (damped Newton steps on the Gauss-Hermite bound from the Laplace point);
 * :func:`local_derivatives` -- :math:`f'`, :math:`f''` from the noise's
-  :meth:`~pyro_ar.noise.Noise.log_density_derivatives` and
-  :meth:`~pyro_ar.noise.Noise.log_cdf_derivatives` (analytic for Normal and Logistic
+  :meth:`~pyro_ar.noise.Noise.log_density_derivatives` and the class sums of
+  :meth:`~pyro_ar.noise.Noise.weighted_log_cdf_derivatives` (analytic for Normal and Logistic
   noise, autograd by default).
 
 Used by :class:`~pyro_ar.infer.local_guides.ConditionalLocalGuide` and by
