@@ -193,8 +193,10 @@ class AugmentedCategorical(ClassSumLikelihood):
         return g.label - g.negatives, g.weight
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
-        d, weight = self.utility_differences(value)
-        return masked_weighted_sum(self.noise.log_cdf, self.eps.unsqueeze(-1) + d, weight)
+        g = self.gather_utilities(value)
+        # (eps + psi_y) - psi_k'_j: the noise added on the (batch, 1) side, one (batch, s) difference
+        x = (self.eps.unsqueeze(-1) + g.label) - g.negatives
+        return masked_weighted_sum(self.noise.log_cdf, x, g.weight)
 
     def log_sum_exp_negatives(self, value: torch.Tensor) -> torch.Tensor:
         r""":math:`\log \hat S_y`, the log of the subsampled :math:`\sum_{k'\ne y} e^{\psi_{k'} - \psi_y}`.

@@ -192,6 +192,32 @@ def test_augmented_large_utilities_finite(name, dtype):
     torch.testing.assert_close(lp[ok].double(), ref[ok], rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("name", ["gumbel", "normal", "logistic"])
+def test_log_prob_adds_the_noise_on_the_label_side(name):
+    """log_prob's arguments (eps + psi_y) - psi_k (the noise added to the (batch, 1) label
+    utilities, then one (batch, s) difference) give the values and gradients of the former
+    eps + (psi_y - psi_k) up to rounding (relative 1e-12, float64), fixed negatives with a
+    dropped term, shared and per datapoint."""
+    from pyro_ar.distributions.class_sum import masked_weighted_sum
+
+    g = torch.Generator().manual_seed(0)
+    psi = (2.0 * torch.randn(4, 30, generator=g, dtype=torch.float64)).requires_grad_()
+    eps = torch.randn(4, generator=g, dtype=torch.float64).requires_grad_()
+    y = torch.tensor([0, 5, 7, 29])
+    shared = Negatives(torch.tensor([5, 3, 17, 29]), torch.rand(4, 4, generator=g, dtype=torch.float64), True)
+    per_row = Negatives(torch.randint(0, 30, (4, 6), generator=g), torch.rand(4, 6, generator=g, dtype=torch.float64),
+                        False)
+    shared.weight[1, 0] = shared.weight[3, 3] = 0.0  # (classes 5 and 29: rows 1 and 3's labels)
+    for neg in (shared, per_row):
+        d = AugmentedCategorical(psi, eps, name, negatives=neg)
+        new = d.log_prob(y)
+        diff, w = d.utility_differences(y)
+        old = masked_weighted_sum(d.noise.log_cdf, eps.unsqueeze(-1) + diff, w)
+        torch.testing.assert_close(new, old, rtol=1e-12, atol=1e-12)
+        for a, b in zip(torch.autograd.grad(new.sum(), (psi, eps)), torch.autograd.grad(old.sum(), (psi, eps))):
+            torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
 def test_augmented_shapes():
     K = 6
     psi = torch.randn(3, K)
