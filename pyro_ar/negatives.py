@@ -446,6 +446,8 @@ class ScreenedNegatives(NegativeSampler):
 
     def __repr__(self):
         return f"{type(self).__name__}(num_negatives={self.num_negatives}, screen={self.screen}, exact={self.exact})"
+
+
 def _drop_labels(index: torch.Tensor, labels: torch.Tensor, weight: torch.Tensor,
                  num_classes: int) -> torch.Tensor:
     r"""``weight`` (s,) broadcast to ``labels.shape + (s,)``, 0 where ``index[j] == labels[n]``:
