@@ -53,8 +53,8 @@ import torch
 
 from .numerics import check_int
 
-__all__ = ["log_marginal", "log_marginal_all", "check_quadrature_args", "gauss_hermite", "DEFAULT_NUM_NODES",
-           "MAX_NUM_NODES"]
+__all__ = ["log_marginal", "log_marginal_all", "check_quadrature_args", "gauss_hermite", "gauss_gumbel",
+           "DEFAULT_NUM_NODES", "MAX_NUM_NODES"]
 
 DEFAULT_NUM_NODES = 257
 #: upper bound on ``num_nodes``: the rule converges exponentially, so 257 nodes (refined up
@@ -94,6 +94,55 @@ def gauss_hermite(num_nodes: int, like: torch.Tensor):
         _HERMITE[key] = (torch.tensor(x * math.sqrt(2.0), dtype=like.dtype, device=like.device),
                          torch.tensor(wt / math.sqrt(math.pi), dtype=like.dtype, device=like.device))
     return _HERMITE[key]
+
+
+_GUMBEL = {}
+
+
+def gauss_gumbel(num_nodes: int, like: torch.Tensor):
+    r"""Nodes :math:`z_i` and weights :math:`w_i` of the ``num_nodes``-point Gauss rule for the
+    standard Gumbel law, :math:`\mathbb{E}_{z\sim\mathrm{Gumbel}(0,1)}[g(z)] \approx \sum_i w_i\, g(z_i)`
+    with density :math:`e^{-z - e^{-z}}`, exact for polynomials of degree below
+    ``2 * num_nodes``; in ``like``'s dtype and device (cached). The expectations under a Gumbel
+    :math:`q(\varepsilon)` of the local fit (:func:`~pyro_ar.infer.local_fit.gumbel_local`) use it.
+
+    The rule is Golub and Welsch's: the eigenvalues of the Jacobi matrix of the orthonormal
+    polynomials of the law are the nodes, the squared first components of its eigenvectors the
+    weights. The recurrence coefficients come from the Stieltjes procedure (orthonormal, in
+    float64) on the trapezoidal discretisation of the density on :math:`[-6, 150]` with step
+    :math:`2\cdot 10^{-3}` (smooth, and the mass outside with the polynomials of degree below
+    40 negligible), so that the moments of the rule match the Gumbel's, from its cumulants
+    :math:`\kappa_1 = \gamma`, :math:`\kappa_n = (n-1)!\,\zeta(n)`, to a relative 1e-12 for
+    up to 20 nodes (``tests/test_quadrature.py``).
+
+    Example:
+
+    >>> import math, torch
+    >>> from pyro_ar.quadrature import gauss_gumbel
+    >>> z, w = gauss_gumbel(4, torch.zeros((), dtype=torch.float64))
+    >>> round(w.sum().item(), 12), round((w * z).sum().item(), 12)    # E[1], E[z] = Euler's gamma
+    (1.0, 0.577215664902)
+    >>> round((w * z ** 2).sum().item() - 0.5772156649015329 ** 2, 12) == round(math.pi ** 2 / 6, 12)
+    True
+    """
+    num_nodes = check_int("num_nodes", num_nodes, low=1)
+    if num_nodes > 20:
+        raise ValueError(f"num_nodes must be at most 20 (the rule's accuracy is checked up to there), got {num_nodes}")
+    key = (num_nodes, like.dtype, like.device)
+    if key not in _GUMBEL:
+        x = np.arange(-6.0, 150.0, 2e-3)
+        mass = np.exp(-x - np.exp(-x)) * 2e-3                      # trapezoid (the ends are ~0)
+        alpha, beta = np.zeros(num_nodes), np.zeros(num_nodes)
+        prev, cur = np.zeros_like(x), np.full_like(x, 1.0 / math.sqrt(mass.sum()))
+        for k in range(num_nodes):
+            alpha[k] = np.sum(mass * x * cur * cur)
+            nxt = (x - alpha[k]) * cur - (beta[k - 1] if k else 0.0) * prev
+            beta[k] = math.sqrt(np.sum(mass * nxt * nxt))
+            prev, cur = cur, nxt / beta[k]
+        nodes, vecs = np.linalg.eigh(np.diag(alpha) + np.diag(beta[:-1], 1) + np.diag(beta[:-1], -1))
+        _GUMBEL[key] = (torch.tensor(nodes, dtype=like.dtype, device=like.device),
+                        torch.tensor(vecs[0] ** 2, dtype=like.dtype, device=like.device))
+    return _GUMBEL[key]
 
 
 def _log_integrand(noise, e, d, mask):

@@ -19,7 +19,8 @@ module                                              contents
                                                     distribution of any other noise is
                                                     :class:`pyro_ar.noise.NoiseDistribution`)
 :mod:`~pyro_ar.distributions.expected_factor`       :class:`GumbelExpectedFactor`,
-                                                    :class:`GaussianExpectedFactor`
+                                                    :class:`GaussianExpectedFactor`,
+                                                    :class:`GumbelQExpectedFactor`
 :mod:`~pyro_ar.distributions.relaxed`               :class:`RelaxedUtilityCategorical` (softmax of
                                                     :math:`(\psi+\varepsilon)/\tau`, any noise)
 ==================================================  ================================================

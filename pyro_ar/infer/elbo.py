@@ -22,9 +22,10 @@ noise site's guide is Gumbel with scale 1, the Monte Carlo factor is replaced by
 expectation :math:`-\hat S_y/\eta` (:class:`GumbelExpectedFactor`). Other sites (probit,
 logistic, global latents) are handled exactly as ``TraceMeanField_ELBO`` does; with
 ``gaussian_nodes`` set, an :class:`~pyro_ar.AugmentedCategorical` factor of any other noise
-whose noise site's guide is a Gaussian :math:`N(m, s^2)` (the conditional local guides of
-probit and logistic models) is replaced by its Gauss-Hermite expectation under q
-(:class:`GaussianExpectedFactor`): the Monte Carlo draw of :math:`\varepsilon` no longer adds
+whose noise site's guide is a Gumbel :math:`\mathrm{Gumbel}(m, s)` (the conditional local
+guides of probit and logistic models) or a Gaussian :math:`N(m, s^2)` is replaced by its
+expectation under q on q's Gauss rule (:class:`GumbelQExpectedFactor`,
+:class:`GaussianExpectedFactor`): the Monte Carlo draw of :math:`\varepsilon` no longer adds
 to the gradient's variance (issue 27). During
 ``loss_and_grads`` (i.e. ``SVI.step``), after the gradient is computed with
 :math:`\eta` fixed, the guide's natural-gradient step
@@ -42,7 +43,8 @@ from pyro.poutine.messenger import Messenger
 from pyro.poutine.util import prune_subsample_sites
 from pyro.util import check_model_guide_match, check_site_shape
 
-from ..distributions import AugmentedCategorical, FastGumbel, GaussianExpectedFactor, GumbelExpectedFactor  # noqa: F401
+from ..distributions import (AugmentedCategorical, FastGumbel, GaussianExpectedFactor, GumbelExpectedFactor,  # noqa: F401
+                             GumbelQExpectedFactor)
 from ..distributions.augmented import LocalStep, site_record
 from ..numerics import check_int
 
@@ -59,6 +61,9 @@ def _gumbel_unit_scale(fn):
     fn = _unwrap(fn)
     return isinstance(fn, Gumbel) and bool((fn.scale == 1).all())
 
+
+#: q's family -> the factor in expectation under it, for a noise without a closed form
+_QUADRATURE_FACTORS = {torch.distributions.Normal: GaussianExpectedFactor, torch.distributions.Gumbel: GumbelQExpectedFactor}
 
 _NO_RECORD = LocalStep()  # a guide that says nothing: check the scale, no natural step
 
@@ -83,10 +88,10 @@ class _ExpectedFactorMessenger(Messenger):
         guide_fn = node["fn"]
         if not fn.noise.closed_form:
             q = _unwrap(guide_fn)
-            if self.gaussian_nodes is not None and isinstance(q, torch.distributions.Normal):
+            factor = next((f for family, f in _QUADRATURE_FACTORS.items() if isinstance(q, family)), None)
+            if self.gaussian_nodes is not None and factor is not None:
                 shape = fn.batch_shape
-                msg["fn"] = GaussianExpectedFactor(fn, q.loc.expand(shape), q.scale.expand(shape),
-                                                   self.gaussian_nodes)
+                msg["fn"] = factor(fn, q.loc.expand(shape), q.scale.expand(shape), self.gaussian_nodes)
             return
         record = site_record(node, LocalStep) or _NO_RECORD
         # GumbelLocalGuide marks its sites (no check of the scale tensor: a device sync)
@@ -113,8 +118,9 @@ class ClosedFormELBO(TraceMeanField_ELBO):
 
     :param bool local_updates: apply the guides' natural-gradient steps during
         ``loss_and_grads`` (``SVI.step``); ``loss`` / ``evaluate_loss`` never update.
-    :param gaussian_nodes: Gauss-Hermite nodes of the expectation of a non-Gumbel factor under a
-        Gaussian q (:class:`~pyro_ar.distributions.GaussianExpectedFactor`; 16 are accurate to
+    :param gaussian_nodes: nodes of the expectation of a non-Gumbel factor under a Gumbel or a
+        Gaussian q, on q's Gauss rule (:class:`~pyro_ar.distributions.GumbelQExpectedFactor`, at
+        most 20 nodes; :class:`~pyro_ar.distributions.GaussianExpectedFactor`, 16 are accurate to
         about 1e-6 per term, fewer less so); None (default) keeps ``TraceMeanField_ELBO``'s single
         Monte Carlo draw of :math:`\varepsilon`. The factor then costs ``gaussian_nodes``
         evaluations of :math:`\log\Phi` per class term: cheap beside the local fit at tens of

@@ -10,6 +10,9 @@ local posterior
   Newton steps);
 * :func:`gaussian_local` -- the Gaussian maximising the local bound
   :math:`\mathbb{E}_q[f] + H(q)` (damped Newton steps on the Gauss-Hermite bound from the Laplace point);
+* :func:`gumbel_local` -- the Gumbel maximising it (the same steps on the Gumbel's Gauss rule):
+  the local posterior is that of the largest of many noises, right-skewed, and a Gumbel
+  follows it far more closely than a Gaussian (the default of the conditional local guide);
 * :func:`local_derivatives` -- :math:`f'`, :math:`f''` from the noise's
   :meth:`~pyro_ar.noise.Noise.log_density_derivatives` and the class sums of
   :meth:`~pyro_ar.noise.Noise.weighted_log_cdf_derivatives` (analytic for Normal and Logistic
@@ -24,9 +27,10 @@ from typing import Optional
 
 import torch
 
-from ..quadrature import gauss_hermite
+from ..quadrature import gauss_gumbel, gauss_hermite
 
-__all__ = ["laplace_local", "gaussian_local", "local_derivatives", "conditional_local_q", "local_sampler"]
+__all__ = ["laplace_local", "gaussian_local", "gumbel_local", "local_derivatives", "conditional_local_q", "local_sampler",
+           "LOCAL_FITS", "DEFAULT_LOCAL_FIT", "check_local_fit"]
 
 
 def local_derivatives(noise, e, d, w):
@@ -224,30 +228,71 @@ def gaussian_local(noise, d: torch.Tensor, w: torch.Tensor, steps: int = 8, refi
     >>> [round(abs(v), 6) for v in m.tolist() + sd.tolist()]   # no classes to beat: the prior
     [0.0, 1.0]
     """
+    return _location_scale_local(noise, d, w, gauss_hermite, steps, refine_steps, num_nodes, tol)
+
+
+def gumbel_local(noise, d: torch.Tensor, w: torch.Tensor, steps: int = 8, refine_steps: int = 10,
+                 num_nodes: Optional[int] = None, tol: float = 3e-2):
+    r"""The ELBO-optimal Gumbel :math:`q(e) = \mathrm{Gumbel}(m, s)` (location m, scale s) for the
+    local posterior :math:`\propto \exp f(e)` of :func:`laplace_local`, refined from the Laplace point.
+
+    It maximises :math:`L(m, s) = \mathbb{E}_{z\sim\mathrm{Gumbel}(0,1)}[f(m + s z)] + \log s`
+    (+ the constant :math:`1 + \gamma` of the entropy), the expectation by the Gumbel's own
+    ``num_nodes``-point Gauss rule (:func:`~pyro_ar.quadrature.gauss_gumbel`), by the damped
+    Newton steps of :func:`gaussian_local` (the same gradient and Hessian: both are
+    location-scale families, :math:`H(q) = \log s + c`). The start maps the Laplace point as
+    the Gaussian's does: a Gumbel's mode is m and its log-density's curvature there
+    :math:`-1/s^2`. (Where the Hessian is not negative definite the fallback is the Gaussian's
+    fixed-point step, a heuristic for this family.)
+
+    Why a Gumbel. The observed class's noise must beat every other class's: given the
+    utilities its posterior is :math:`\phi(e)\prod_j\Phi(e + d_j)^{w_j}`, whose left tail the
+    many :math:`\Phi` factors cut steeply while the right tail stays the noise's own -- the
+    skewed shape of a maximum, which the Gumbel (the law of maxima) has and a Gaussian lacks.
+    On Brown probit the converged Gaussian's local bound is 0.048 nats below
+    :math:`\log p(y\mid\psi)` per datapoint, the converged Gumbel's 0.012 [claim probit-family].
+    Log-concave noise keeps :math:`L` jointly concave in :math:`(m, s)` (an expectation of
+    :math:`f` at an affine function of them), so Newton converges as fast as for the Gaussian.
+
+    Example:
+
+    >>> import torch, pyro_ar as ar
+    >>> from pyro_ar.infer.local_fit import gumbel_local
+    >>> m, s = gumbel_local(ar.NormalNoise(), torch.zeros(1, 0), torch.zeros(1, 0), refine_steps=50, tol=1e-10)
+    >>> round(s.item(), 3)      # no classes to beat: the Gumbel closest to N(0, 1) (scale ~ sqrt(6)/pi)
+    0.794
+    """
+    return _location_scale_local(noise, d, w, gauss_gumbel, steps, refine_steps, num_nodes, tol)
+
+
+def _location_scale_local(noise, d, w, rule, steps, refine_steps, num_nodes, tol):
+    """The fit of :func:`gaussian_local` / :func:`gumbel_local` for the standard member's Gauss
+    ``rule`` (``(num_nodes, like) -> (z, wz)``): ``(m, s)``, each of ``d``'s batch shape."""
     d, w = torch.broadcast_tensors(d, w.to(d.dtype))
     dd, wd, batch = _flat(d.detach(), w.detach())
     # the start: the Laplace point found as loosely as the refinement, its scale from f'' where
-    # the last Newton step began (no further evaluation: the Gaussian step corrects both)
+    # the last Newton step began (no further evaluation: the Newton step corrects both)
     m, h = _mode_search(noise, dd, wd, steps, tol)
     sd = (-h.clamp(max=-1e-6)).rsqrt()
     if num_nodes is None:
         num_nodes = 3 if refine_steps == 1 else 5
-    z, wz = gauss_hermite(num_nodes, m)
+    z, wz = rule(num_nodes, m)
 
     def refine(m, sd, dd, wd):
-        m_new, sd_new = _gaussian_step(noise, m, sd, dd, wd, z, wz)
+        m_new, sd_new = _location_scale_step(noise, m, sd, dd, wd, z, wz)
         return m_new, sd_new, torch.maximum((m_new - m).abs(), (sd_new - sd).abs())
 
     m, sd = _newton_rows(refine, (m, sd), (dd, wd), refine_steps, tol)
     m, sd = m.reshape(batch), sd.reshape(batch)
     if not (d.requires_grad or w.requires_grad):
         return m, sd
-    return _gaussian_step(noise, m, sd, d, w, z, wz)  # differentiable in d, w (implicit-function derivative)
+    return _location_scale_step(noise, m, sd, d, w, z, wz)  # differentiable in d, w (implicit-function derivative)
 
 
-def _gaussian_step(noise, m, sd, d, w, z, wz):
-    """One damped Newton step on L(m, s) of :func:`gaussian_local` (the fixed-point step
-    where the quadrature Hessian is not negative definite)."""
+def _location_scale_step(noise, m, sd, d, w, z, wz):
+    """One damped Newton step on L(m, s) of :func:`gaussian_local` for the rule ``(z, wz)`` of
+    the family's standard member (the fixed-point step where the quadrature Hessian is not
+    negative definite)."""
     e = m.unsqueeze(-1) + sd.unsqueeze(-1) * z                        # (batch, nodes)
     g, h = local_derivatives(noise, e, d.unsqueeze(-2), w.unsqueeze(-2))
     wzz = wz * z
@@ -311,17 +356,38 @@ def local_sampler(base, oversample: int = 1, label_head: bool = True):
     return LabelHeadNegatives(base, max_head=base.num_negatives)
 
 
-def conditional_local_q(noise, utility, labels: torch.Tensor, sampler, local_fit=None,
+#: the local fits of :func:`conditional_local_q` by name: ``(noise, d, w, steps, refine_steps) ->
+#: (loc, scale)`` and the family of q (``"gumbel"``: :class:`~pyro_ar.distributions.FastGumbel`,
+#: else ``Normal``)
+LOCAL_FITS = {
+    "gumbel": lambda noise, d, w, steps, refine_steps: gumbel_local(noise, d, w, steps, refine_steps=refine_steps),
+    "gaussian": lambda noise, d, w, steps, refine_steps: gaussian_local(noise, d, w, steps, refine_steps=refine_steps),
+    "laplace": lambda noise, d, w, steps, refine_steps: laplace_local(noise, d, w, steps),
+}
+#: the default local fit for a noise without a closed form: its local bound is the tightest
+#: (0.012 nats below log p(y) per Brown probit datapoint, the Gaussian 0.048 [claim probit-family])
+DEFAULT_LOCAL_FIT = "gumbel"
+
+
+def check_local_fit(fit) -> str:
+    """``fit`` if it names a local fit (:data:`LOCAL_FITS`), else a ValueError naming it."""
+    if fit not in LOCAL_FITS:
+        raise ValueError(f"fit must be one of {sorted(LOCAL_FITS)}, got fit={fit!r}")
+    return fit
+
+
+def conditional_local_q(noise, utility, labels: torch.Tensor, sampler, fit: str = DEFAULT_LOCAL_FIT,
                         newton_steps: int = 8, no_grad: bool = False, refine_steps: int = 1):
     r"""``(distribution, infer)`` of the conditional local guide :math:`q(\varepsilon\mid\psi)`
     for given utilities and labels, on a class subsample drawn by ``sampler`` independently of
     the model's: :math:`\mathrm{Gumbel}(\log(1+\hat S_y), 1)` for Gumbel noise (the closed
-    form), else :math:`N(\hat\mu, \hat\sigma^2)` from ``local_fit`` (default
-    :func:`~pyro_ar.infer.local_fit.gaussian_local` with at most ``refine_steps`` Gaussian Newton
-    steps from the Laplace point: one by default, see
-    :class:`~pyro_ar.infer.ConditionalLocalGuide`, then on 3 Gauss-Hermite nodes, whose bound
-    after the one step is about the 5 nodes' [claim probit-step]) of the utility differences. ``no_grad``: the subsample sums are
-    constants (the envelope gradient). The one implementation behind
+    form), else the local fit ``fit`` (:data:`LOCAL_FITS`) of the utility differences: by default
+    ``"gumbel"``, the Gumbel of :func:`gumbel_local`; ``"gaussian"``, the Gaussian of
+    :func:`gaussian_local`; ``"laplace"``, :func:`laplace_local`'s. The refining fits take at most
+    ``refine_steps`` Newton steps from the Laplace point (one by default, see
+    :class:`~pyro_ar.infer.ConditionalLocalGuide`, then on 3 nodes of their rule, whose bound
+    after the one step is about the 5 nodes' [claim probit-step]). ``no_grad``: the subsample
+    sums are constants (the envelope gradient). The one implementation behind
     :class:`~pyro_ar.infer.ConditionalLocalGuide` and the latent model's guide.
 
     Example:
@@ -332,8 +398,8 @@ def conditional_local_q(noise, utility, labels: torch.Tensor, sampler, local_fit
     >>> from pyro_ar.negatives import SharedNegatives
     >>> q, _ = conditional_local_q(get_noise("normal"), torch.zeros(4, 10), torch.zeros(4, dtype=torch.long),
     ...                            SharedNegatives(3))
-    >>> q.batch_shape
-    torch.Size([4])
+    >>> type(q).__name__, q.batch_shape
+    ('FastGumbel', torch.Size([4]))
     """
     import contextlib
 
@@ -355,11 +421,8 @@ def conditional_local_q(noise, utility, labels: torch.Tensor, sampler, local_fit
             log_eta = F.softplus(factor.log_sum_exp_negatives(labels))  # log(1 + S_hat)
             return FastGumbel(log_eta, torch.ones_like(log_eta)), {INFER_KEY: LocalStep(unit_gumbel=True)}
         d, w = factor.utility_differences(labels)
-    if local_fit is None:
-        loc, sd = gaussian_local(noise, d, w, newton_steps, refine_steps=refine_steps)
-    else:
-        loc, sd = local_fit(noise, d, w, newton_steps)
-    return dist.Normal(loc, sd), {}
+    loc, scale = LOCAL_FITS[check_local_fit(fit)](noise, d, w, newton_steps, refine_steps)
+    return (FastGumbel(loc, scale) if fit == "gumbel" else dist.Normal(loc, scale)), {}
 
 
 def _all_classes(sampler, num_classes: int) -> bool:

@@ -1,5 +1,5 @@
-"""GaussianExpectedFactor: the A&R factor's expectation under a Gaussian q by Gauss-Hermite
-quadrature (issue 27: the Monte Carlo draw of eps it replaces doubled the probit gradient's
+"""GaussianExpectedFactor / GumbelQExpectedFactor: the A&R factor's expectation under a Gaussian
+(Gumbel) q by its Gauss rule (issue 27: the Monte Carlo draw of eps it replaces doubled the probit gradient's
 variance). Statistical checks use fixed seeds, tolerances of 4 standard errors."""
 
 import math
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import pyro_ar as ar
-from pyro_ar.distributions import GaussianExpectedFactor
+from pyro_ar.distributions import GaussianExpectedFactor, GumbelQExpectedFactor
 from pyro_ar.distributions.expected_factor import DEFAULT_GAUSSIAN_NODES
 from pyro_ar.negatives import Negatives
 from pyro_ar.quadrature import gauss_hermite
@@ -16,10 +16,20 @@ from pyro_ar.quadrature import gauss_hermite
 D64 = torch.float64
 
 
+#: q's family: (the factor under it, a reparameterised draw of q from standard normals / uniforms)
+Q_FAMILIES = {
+    "gaussian": (GaussianExpectedFactor, lambda m, s, shape, g: m + s * torch.randn(shape, dtype=D64, generator=g)),
+    "gumbel": (GumbelQExpectedFactor,
+               lambda m, s, shape, g: m - s * torch.log(-torch.log(torch.rand(shape, dtype=D64, generator=g)))),
+}
+
+
+@pytest.mark.parametrize("family", sorted(Q_FAMILIES))
 @pytest.mark.parametrize("noise", ["normal", "logistic", "student_t3"])
-def test_matches_the_monte_carlo_mean_of_the_factor(noise):
-    """E_q[sum_j a_j log Phi(eps + d_j)] with eps ~ N(m, s^2), the same fixed negatives:
-    the quadrature agrees with the mean of 200,000 draws within 4 standard errors."""
+def test_matches_the_monte_carlo_mean_of_the_factor(noise, family):
+    """E_q[sum_j a_j log Phi(eps + d_j)] with eps ~ N(m, s^2) or Gumbel(m, s), the same fixed
+    negatives: the quadrature agrees with the mean of 200,000 draws within 4 standard errors."""
+    factor, draw = Q_FAMILIES[family]
     g = torch.Generator().manual_seed(1)
     B, K = 5, 40
     psi = 2 * torch.randn(B, K, dtype=D64, generator=g)
@@ -27,9 +37,8 @@ def test_matches_the_monte_carlo_mean_of_the_factor(noise):
     idx = torch.randint(0, K, (B, 7), generator=g)
     neg = Negatives(idx, (idx != y.unsqueeze(-1)).to(D64) * (K - 1) / 7, shared=False)
     m, s = torch.randn(B, dtype=D64, generator=g), 0.2 + torch.rand(B, dtype=D64, generator=g)
-    exact = GaussianExpectedFactor(ar.AugmentedCategorical(psi, torch.zeros(B, dtype=D64), noise,
-                                                           negatives=neg), m, s).log_prob(y)
-    eps = m + s * torch.randn(200_000, B, dtype=D64, generator=g)
+    exact = factor(ar.AugmentedCategorical(psi, torch.zeros(B, dtype=D64), noise, negatives=neg), m, s).log_prob(y)
+    eps = draw(m, s, (200_000, B), g)
     draws = ar.AugmentedCategorical(psi, eps, noise, negatives=neg).log_prob(y)
     se = draws.std(0) / math.sqrt(draws.shape[0])
     assert ((exact - draws.mean(0)).abs() <= 4 * se + 1e-9).all(), (exact, draws.mean(0), se)

@@ -29,14 +29,14 @@ def test_supported_particle_settings_step(num_particles, vectorize):
     assert math.isfinite(svi.step(torch.randn(6, 3), torch.randint(0, 4, (6,))))
 
 
-# ---------------------------------------------------------------- Gaussian q: the factor by quadrature
-def _probit_setup(num_negatives):
+# ---------------------------------------------------------------- Gumbel or Gaussian q: the factor by quadrature
+def _probit_setup(num_negatives, fit):
     from pyro_ar.datasets import make_linear_teacher
     from pyro_ar.infer.local_guides import ConditionalLocalGuide
 
     data = make_linear_teacher(64, 3, 12, "normal", seed=0)
     model = LinearClassifier(3, 12, noise="normal", num_negatives=num_negatives, sparse=False)
-    guide = ConditionalLocalGuide(model, negatives=None, create_plates=model.create_plates)
+    guide = ConditionalLocalGuide(model, negatives=None, create_plates=model.create_plates, fit=fit)
     return model, guide, data.x, data.y
 
 
@@ -49,21 +49,23 @@ def _weight_grads(elbo, model, guide, x, y, reps):
     return torch.stack(out)
 
 
-def test_gaussian_q_factor_in_expectation_removes_the_draw_of_eps():
-    """Issue 27: with a Gaussian local q (probit's conditional guide) the factor's expectation
-    replaces the single draw of eps. With the class sum exact, the gradient no longer varies
-    from call to call; with gaussian_nodes=None (one Monte Carlo draw, the default) it does."""
-    model, guide, x, y = _probit_setup(None)
+@pytest.mark.parametrize("fit", ["gumbel", "gaussian"])
+def test_local_q_factor_in_expectation_removes_the_draw_of_eps(fit):
+    """Issue 27: with a Gumbel or Gaussian local q (probit's conditional guide) the factor's
+    expectation replaces the single draw of eps. With the class sum exact, the gradient no longer
+    varies from call to call; with gaussian_nodes=None (one Monte Carlo draw, the default) it does."""
+    model, guide, x, y = _probit_setup(None, fit)
     quad = _weight_grads(ClosedFormELBO(local_updates=False, gaussian_nodes=16), model, guide, x, y, 5)
     mc = _weight_grads(ClosedFormELBO(local_updates=False, gaussian_nodes=None), model, guide, x, y, 5)
     assert quad.std(0).max() < 1e-10 * (1 + quad.abs().max())
     assert mc.std(0).max() > 1e-3 * mc.abs().max()
 
 
-def test_gaussian_q_expectation_is_the_monte_carlo_mean():
+@pytest.mark.parametrize("fit", ["gumbel", "gaussian"])
+def test_local_q_expectation_is_the_monte_carlo_mean(fit):
     """The quadrature bound equals the mean of the Monte Carlo bound (one eps draw per call,
     400 calls) within 4 standard errors, with a subsampled class sum."""
-    model, guide, x, y = _probit_setup(4)
+    model, guide, x, y = _probit_setup(4, fit)
     quad = torch.tensor([ClosedFormELBO(local_updates=False, gaussian_nodes=16).loss(model, guide, x, y) for _ in range(400)])
     mc = torch.tensor([ClosedFormELBO(local_updates=False, gaussian_nodes=None).loss(model, guide, x, y)
                        for _ in range(400)])
