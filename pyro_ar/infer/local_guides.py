@@ -439,8 +439,8 @@ class ConditionalLocalGuide(_LocalGuide):
       the ELBO-optimal Gumbel or nearly (:func:`~pyro_ar.infer.local_fit.gumbel_local`: the
       Laplace point refined by Newton steps on the local bound under the Gumbel's Gauss rule, by
       default one, ``refine_steps``); the observed class's noise is a maximum, and its skewed
-      posterior is far closer to a Gumbel than to any Gaussian (on Brown probit the local bound
-      is 0.012 nats below :math:`\log p(y\mid\psi)` against the best Gaussian's 0.048 [claim probit-family]);
+      posterior is far closer to a Gumbel than to any Gaussian (on Brown probit the guide's local
+      bound is 0.051 nats below :math:`\log p(y\mid\psi)` per datapoint, the Gaussian's 0.104 [claim probit-family]);
       ``fit="gaussian"`` the same for a Gaussian
       (:func:`~pyro_ar.infer.local_fit.gaussian_local`, Gauss-Hermite); ``fit="laplace"`` the Laplace approximation
       (:func:`~pyro_ar.infer.local_fit.laplace_local`; cheaper, but its gap depends on the parameters and biases the

@@ -23,6 +23,7 @@ from pyro_ar.distributions import (
     FastGumbel,
     GaussianExpectedFactor,
     GumbelExpectedFactor,
+    GumbelQExpectedFactor,
     JaakkolaJordanBernoulli,
     OVECategorical,
     RelaxedUtilityCategorical,
@@ -70,6 +71,10 @@ def _gaussian_factor(utility, eps, loc, scale):
     return GaussianExpectedFactor(AugmentedCategorical(utility, eps, "normal"), loc, scale)
 
 
+def _gumbel_q_factor(utility, eps, loc, scale):
+    return GumbelQExpectedFactor(AugmentedCategorical(utility, eps, "logistic"), loc, scale)
+
+
 NAN = float("nan")
 CASES = [
     Case(UtilityCategorical, {"utility": _psi(3, 5)}, lambda utility: UtilityCategorical(utility),
@@ -102,6 +107,8 @@ CASES = [
          torch.tensor([0, 4, 2]), (3,), ("log_eta", torch.full((3,), NAN, dtype=D64))),
     Case(GaussianExpectedFactor, {"utility": _psi(3, 5), "eps": _psi(3), "loc": _psi(3), "scale": _psi(3).abs()},
          _gaussian_factor, torch.tensor([0, 4, 2]), (3,), ("scale", -torch.ones(3, dtype=D64))),
+    Case(GumbelQExpectedFactor, {"utility": _psi(3, 5), "eps": _psi(3), "loc": _psi(3), "scale": _psi(3).abs()},
+         _gumbel_q_factor, torch.tensor([0, 4, 2]), (3,), ("scale", -torch.ones(3, dtype=D64))),
     Case(NoiseDistribution, {"loc": _psi(3), "scale": _psi(2, 1).abs()},
          lambda loc, scale: NoiseDistribution(get_noise("laplace"), loc, scale),
          _psi(3), (2, 3), ("scale", -torch.ones(2, 1, dtype=D64)), sample=True),
@@ -130,7 +137,7 @@ def _infer_params(case):
     """The params of ``infer_shapes``: the factor's own parameter is log_eta only."""
     if case.cls is GumbelExpectedFactor:
         return {"log_eta": case.params["log_eta"]}
-    if case.cls is GaussianExpectedFactor:
+    if case.cls in (GaussianExpectedFactor, GumbelQExpectedFactor):
         return {k: case.params[k] for k in ("loc", "scale")}
     return case.params
 
