@@ -40,6 +40,7 @@ QUICK = {
     "estimator_vs_sklearn": (["--datasets", "digits"], ["estimator_vs_sklearn_quick.json"]),
     "exact_vs_ar_cost": ([], ["exact_vs_ar_cost_quick.json"]),
     "latent_gp": ([], ["latent_gp_quick.json"]),
+    "local_family": ([], ["local_family_quick.json"]),
     "local_guide_variance": ([], ["local_guide_variance_quick.json"]),
     "neural_lm": ([], ["neural_lm_quick.json"]),
     "neural_output_layer": ([], ["neural_output_layer_quick.json"]),
