@@ -148,7 +148,7 @@ def _posterior_mean(model, weights, like):
 def default_elbo(**kwargs):
     """:class:`~pyro_ar.infer.ClosedFormELBO`: the closed-form softmax A&R bound with the
     natural eta step, ``TraceMeanField_ELBO`` everywhere else (analytic KL where registered);
-    ``gaussian_nodes=16`` integrates a probit/logistic factor under the Gaussian local q by quadrature.
+    ``gaussian_nodes=16`` integrates a probit/logistic factor under the local q (Gumbel or Gaussian) by quadrature.
     It serves every model (it finds the closed-form sites in the traces), so it takes no
     model; ``kwargs`` go to :class:`~pyro_ar.infer.ClosedFormELBO`.
 

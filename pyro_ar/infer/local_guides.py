@@ -19,9 +19,10 @@ r"""Local guides for the noise sites of the augmented model.
   .. math::  q^*(\varepsilon) \propto \phi(\varepsilon)
              \prod_{j\in T} \Phi(\varepsilon + \psi_{y} - \psi_{k_j})^{a_j},
 
-  exactly :math:`\mathrm{Gumbel}(\log(1 + \hat S_y), 1)` for Gumbel noise and its Laplace
-  approximation :math:`N(\hat e, -1/f''(\hat e))` (:func:`~pyro_ar.infer.local_fit.laplace_local`, damped Newton
-  steps) for any other noise, on a class subsample T drawn independently of the model's.
+  exactly :math:`\mathrm{Gumbel}(\log(1 + \hat S_y), 1)` for Gumbel noise and, for any other
+  noise, the best Gumbel :math:`\mathrm{Gumbel}(m, s)` or nearly (one Newton step from the
+  Laplace point, :func:`~pyro_ar.infer.local_fit.gumbel_local`; a Gaussian with ``fit="gaussian"``),
+  on a class subsample T drawn independently of the model's.
   No per-datapoint state, and every visit of a datapoint gets the converged local fit.
 
 All are :class:`~pyro.infer.autoguide.AutoGuide` subclasses that open the model's data

@@ -15,7 +15,7 @@ items, so the guide does not grow with the number of sessions U) or held per ses
 
 * :class:`~pyro_ar.likelihoods.AR` -- the noise :math:`\varepsilon_{u,t}` of each observed
   item gets the conditional local guide :math:`q(\varepsilon\mid\psi)` (closed form
-  :math:`\mathrm{Gumbel}(\log(1+\hat S), 1)` for softmax, the Gaussian local fit otherwise)
+  :math:`\mathrm{Gumbel}(\log(1+\hat S), 1)` for softmax, the local fit, a Gumbel, otherwise)
   and the class sum is subsampled: per step O(B T s Q) for B sessions, T items, s negatives;
 * :class:`~pyro_ar.likelihoods.Bouchard` -- the seed's bound
   :math:`\log p(v\mid\psi)\ge\psi_v - a_u - \sum_p\log(1+e^{\psi_p-a_u})`, its class sum
