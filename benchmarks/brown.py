@@ -35,7 +35,7 @@ Methods (each in its own process, one torch thread, run concurrently):
 * ``ar_probit`` / ``ar_logistic`` -- A&R with Normal / Logistic noise, the library's default
   local guide ``ConditionalLocalGuide`` (q(eps_n | psi_n) refitted at every step on its own
   class subsample, ``--oversample`` times the negatives or ``--local-negatives`` classes;
-  ``--local-guide noise``: the
+  ``--local-fit gaussian``: a Gaussian q instead of the default Gumbel; ``--local-guide noise``: the
   per-datapoint ``NoiseLocalGuide`` with its own step size ``--local-lr``); their test log-likelihood is the model's own marginal by quadrature
   (O(K) nodes per test pair), so it is computed at the end only, on a fixed random subset of
   test pairs (``--quad-pairs``); they run without early stopping (no validation LL).
@@ -109,7 +109,8 @@ class PyroBigram(harness.SVIMethod):
 
     def __init__(self, method, K, D, x, y, B, lr, init_bias, counts, negatives, strategy, device,
                  local_first=True, local_lr=0.05, power=0.75, local_step="natural",
-                 local_guide="conditional", oversample=None, local_negatives=None, refine_steps=None):
+                 local_guide="conditional", oversample=None, local_negatives=None, refine_steps=None,
+                 local_fit=None):
         import pyro
         from pyro.infer import Trace_ELBO
 
@@ -140,12 +141,11 @@ class PyroBigram(harness.SVIMethod):
             guide = default_guide(self.model, local_first=local_first, local_step=local_step)
             optim = lazy_adam({"lr": lr})
         elif local_guide == "conditional":  # no local parameters: q refitted at every step
-            kw = dict({"oversample": oversample} if oversample else {},
-                      **({"refine_steps": refine_steps} if refine_steps else {}))
+            fit = dict({"refine_steps": refine_steps} if refine_steps else {}, **({"fit": local_fit} if local_fit else {}))
+            kw = dict({"oversample": oversample} if oversample else {}, **fit)
             if local_negatives:  # the local fit's own class subsample T, drawn like S
                 kw = {"negatives": ImportanceNegatives(local_negatives, proposal) if strategy == "importance"
-                      else SharedNegatives(local_negatives), "oversample": 1,
-                      **({"refine_steps": refine_steps} if refine_steps else {})}
+                      else SharedNegatives(local_negatives), "oversample": 1, **fit}
             guide = default_guide(self.model, **kw)
             optim = lazy_adam({"lr": lr})
         else:
@@ -219,7 +219,7 @@ def worker(a):
                    local_first=not (a.global_first or a.method == "ar_softmax_global"),
                    local_lr=a.local_lr, power=a.power, local_step=a.local_step,
                    local_guide=a.local_guide, oversample=a.oversample, local_negatives=a.local_negatives,
-                   refine_steps=a.refine_steps)
+                   refine_steps=a.refine_steps, local_fit=a.local_fit)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     # fixed subset of test pairs for the quadrature log-likelihoods (and the same pairs exactly)
     sub = torch.randperm(xt.shape[0], generator=torch.Generator().manual_seed(1234))[: a.quad_pairs].to(dev)
@@ -287,7 +287,7 @@ def _launch(method, a, data_path, lr):
            "--patience", str(a.patience), "--eval-every", str(a.eval_every or 0),
            "--local-step", a.local_step, "--local-guide", a.local_guide, "--oversample", str(a.oversample or 0),
            "--local-negatives", str(a.local_negatives or 0), "--curve-pairs", str(a.curve_pairs or 0),
-           "--refine-steps", str(a.refine_steps or 0)] \
+           "--refine-steps", str(a.refine_steps or 0)] + (["--local-fit", a.local_fit] if a.local_fit else []) \
         + (["--global-first"] if a.global_first else [])
     cmd += ["--adaptive-lr", str(a.adaptive_lr), "--div-value", str(a.div_value)] \
         + (["--cutoffs", a.cutoffs] if a.cutoffs else []) + (["--adaptive-dense"] if a.adaptive_dense else [])
@@ -371,6 +371,9 @@ def add_common_arguments(p):
                    help="probit/logistic, conditional guide: at most this many Gaussian Newton steps "
                         "of its local fit from the Laplace point (ConditionalLocalGuide(refine_steps=); "
                         "0: the guide's default, one step; 10: converged)")
+    p.add_argument("--local-fit", default=None, choices=["gumbel", "gaussian", "laplace"],
+                   help="probit/logistic, conditional guide: the family of its q (ConditionalLocalGuide(fit=); "
+                        "default the guide's, a Gumbel)")
     p.add_argument("--local-step", default="natural", choices=["natural", "gradient"],
                    help="A&R softmax: eta_n by its closed-form natural step or by the optimizer")
     p.add_argument("--power", type=float, default=0.75, help="proposal exponent: (count + 1)^power")
