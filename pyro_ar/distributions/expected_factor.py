@@ -168,6 +168,7 @@ class GaussianExpectedFactor(_ExpectedFactor):
         _check_base(base)
         self.base, self.loc, self.scale = base, loc, scale
         self.num_nodes = check_int("num_nodes", num_nodes, low=1)
+        self._rule(self.num_nodes, loc if isinstance(loc, torch.Tensor) else torch.zeros(()))  # (its own limits, now)
         self._init_shape(base.batch_shape, validate_args)
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:

@@ -78,3 +78,5 @@ def test_named_errors():
         GaussianExpectedFactor(base, torch.zeros(2), torch.ones(2), num_nodes=0)
     with pytest.raises(ValueError, match="num_nodes"):
         gauss_hermite(0, torch.zeros(()))
+    with pytest.raises(ValueError, match="num_nodes must be at most 20"):  # at construction, not at the first step
+        GumbelQExpectedFactor(base, torch.zeros(2), torch.ones(2), num_nodes=24)
