@@ -297,7 +297,7 @@ def test_check_noise_catches_a_wrong_noise():
         check_noise(make_noise("user_t3"), dtype=torch.float32)
 
 
-# ---- the normal log CDF and inverse Mills ratio (numerics.log_ndtr, normal_mills_ratio) ----
+# ---- the normal log CDF and inverse Mills ratio (noise.special.log_ndtr, normal_mills_ratio) ----
 def _mills_reference(x):
     """r = phi/Phi and x + r in float64: from erfcx above -20 (x + r loses |x|^2 ulps there, below
     1e-12), and from the asymptotic series x + r = 1/t - 2/t^3 + 10/t^5 - 74/t^7 + 706/t^9, t = -x,
@@ -312,7 +312,7 @@ def test_log_ndtr_and_mills_ratio_match_float64_references():
     """log Phi against torch's float64 log_ndtr, r and x + r against erfcx / the asymptotic
     series, across the centre, both sides of the continued-fraction switch at -5, and both
     tails (relative error 1e-12; the numbers of numerics' docstring are below 1e-13)."""
-    from pyro_ar.numerics import _ndtr_parts, normal_mills_ratio
+    from pyro_ar.noise.special import _ndtr_parts, normal_mills_ratio
 
     x = torch.cat([torch.linspace(-20.0, 37.0, 5701, dtype=torch.float64),
                    torch.tensor([-5.0 - 1e-9, -5.0 + 1e-9, -150.0, -1e3, -1e6], dtype=torch.float64)])
@@ -356,7 +356,7 @@ def test_normal_weighted_log_cdf_derivatives_equal_the_two_dot_products():
 
 
 def test_log_ndtr_float32_matches_float64_and_handles_infinities():
-    from pyro_ar.numerics import log_ndtr, normal_mills_ratio
+    from pyro_ar.noise.special import log_ndtr, normal_mills_ratio
 
     x = torch.linspace(-60.0, 12.0, 2001, dtype=torch.float64)
     lp32, lp64 = log_ndtr(x.float()).double(), log_ndtr(x)
@@ -375,7 +375,7 @@ def test_log_ndtr_first_and_second_derivatives():
     """gradcheck and gradgradcheck at float64 of the autograd Function that float32 runs (the
     quadrature's mode search differentiates log Phi twice), and of the Mills ratio's own
     derivative r' = -r (x + r)."""
-    from pyro_ar.numerics import _LogNdtr, normal_mills_ratio
+    from pyro_ar.noise.special import _LogNdtr, normal_mills_ratio
 
     x = torch.tensor([-40.0, -6.0, -5.0 + 1e-3, -1.0, 0.0, 2.5, 9.0], dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(_LogNdtr.apply, (x,))

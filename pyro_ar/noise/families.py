@@ -14,11 +14,11 @@ import torch
 import pyro.distributions as dist
 from pyro.distributions.util import broadcast_shape
 
-from ..numerics import (_student_t_log_density, _StudentTLogCDF, as_tensors, log_ndtr, normal_mills_ratio,
-                        softmax_log_prob, softplus, uniform_open)
+from ..numerics import as_tensors, softmax_log_prob, softplus, uniform_open
 from ..max_quadrature import check_log_probs
 from ..quadrature import DEFAULT_NUM_NODES
 from .base import Device, Noise, Number, Shape, TorchDistribution
+from .special import _student_t_log_density, _StudentTLogCDF, log_ndtr, normal_mills_ratio
 
 __all__ = ["GumbelNoise", "NormalNoise", "LogisticNoise", "LaplaceNoise", "StudentTNoise", "get_noise", "NOISE_NAMES"]
 
@@ -112,7 +112,7 @@ class NormalNoise(Noise):
         return -0.5 * e * e - self._HALF_LOG_2PI
 
     def log_cdf(self, x: torch.Tensor) -> torch.Tensor:
-        # numerics.log_ndtr: stable in both tails in any dtype, its gradient exact far in the
+        # special.log_ndtr: stable in both tails in any dtype, its gradient exact far in the
         # lower tail (torch's float32 log_ndtr backward loses it to cancellation: 956 instead
         # of 1000 at x = -1000), and several times faster on CPU than torch's
         return log_ndtr(x)
@@ -133,7 +133,7 @@ class NormalNoise(Noise):
 
     def log_cdf_derivatives(self, x: torch.Tensor):
         # (log Phi)' = r = phi/Phi (the inverse Mills ratio), (log Phi)'' = -r (x + r), both from
-        # numerics.normal_mills_ratio (x + r without cancellation in the lower tail, r -> -x)
+        # special.normal_mills_ratio (x + r without cancellation in the lower tail, r -> -x)
         r, x_plus_r = normal_mills_ratio(x)
         return r, torch.mul(r, x_plus_r).neg_()
 
