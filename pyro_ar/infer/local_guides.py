@@ -19,10 +19,9 @@ r"""Local guides for the noise sites of the augmented model.
   .. math::  q^*(\varepsilon) \propto \phi(\varepsilon)
              \prod_{j\in T} \Phi(\varepsilon + \psi_{y} - \psi_{k_j})^{a_j},
 
-  exactly :math:`\mathrm{Gumbel}(\log(1 + \hat S_y), 1)` for Gumbel noise and, for any other
-  noise, the best Gumbel :math:`\mathrm{Gumbel}(m, s)` or nearly (one Newton step from the
-  Laplace point, :func:`~pyro_ar.infer.local_fit.gumbel_local`; a Gaussian with ``fit="gaussian"``),
-  on a class subsample T drawn independently of the model's.
+  exactly :math:`\mathrm{Gumbel}(\log(1 + \hat S_y), 1)` for Gumbel noise, else nearly the best
+  :math:`\mathrm{Gumbel}(m, s)` (:func:`~pyro_ar.infer.local_fit.gumbel_local`; a Gaussian with
+  ``fit="gaussian"``), on a class subsample T drawn independently of the model's.
   No per-datapoint state, and every visit of a datapoint gets the converged local fit.
 
 All are :class:`~pyro.infer.autoguide.AutoGuide` subclasses that open the model's data
@@ -436,16 +435,12 @@ class ConditionalLocalGuide(_LocalGuide):
     * Gumbel noise: exactly :math:`\mathrm{Gumbel}(\log(1 + \hat S_{y_n}), 1)`,
       :math:`\hat S_y = \sum_j a_j e^{-d_j}` (the natural step with :math:`\rho = 1`; with
       :class:`~pyro_ar.infer.ClosedFormELBO` the bound is in closed form);
-    * any other noise: a Gumbel or a Gaussian drawn reparameterised: ``fit="gumbel"`` (default)
-      the ELBO-optimal Gumbel or nearly (:func:`~pyro_ar.infer.local_fit.gumbel_local`: the
-      Laplace point refined by Newton steps on the local bound under the Gumbel's Gauss rule, by
-      default one, ``refine_steps``); the observed class's noise is a maximum, and its skewed
-      posterior is far closer to a Gumbel than to any Gaussian (on Brown probit the guide's local
-      bound is 0.051 nats below :math:`\log p(y\mid\psi)` per datapoint, the Gaussian's 0.104 [claim probit-family]);
-      ``fit="gaussian"`` the same for a Gaussian
-      (:func:`~pyro_ar.infer.local_fit.gaussian_local`, Gauss-Hermite); ``fit="laplace"`` the Laplace approximation
-      (:func:`~pyro_ar.infer.local_fit.laplace_local`; cheaper, but its gap depends on the parameters and biases the
-      fit, at a cost in held-out log-likelihood).
+    * any other noise: a reparameterised draw of the local fit ``fit``: ``"gumbel"`` (default),
+      the ELBO-optimal Gumbel or nearly (:func:`~pyro_ar.infer.local_fit.gumbel_local`, which says
+      why a Gumbel; the Laplace point refined by ``refine_steps`` Newton steps, one by default),
+      ``"gaussian"`` the same for a Gaussian (:func:`~pyro_ar.infer.local_fit.gaussian_local`),
+      ``"laplace"`` the Laplace approximation (:func:`~pyro_ar.infer.local_fit.laplace_local`; cheaper,
+      but its gap depends on the parameters and biases the fit, at a cost in held-out log-likelihood).
 
     **The factor in expectation.** ``ClosedFormELBO(gaussian_nodes=16)`` replaces the model's
     factor by its expectation under the Gaussian q
