@@ -43,6 +43,28 @@ biases unpenalised, like scikit-learn's intercept), or random with the prior
 :math:`w_{kd}, b_k \sim N(0, s^2)` and a mean-field Gaussian posterior :math:`q(W, b)` (``"bayes"``:
 ``AutoNormal`` over ``W, b`` combined with the local guide in an ``AutoGuideList``).
 
+Multi-label targets
+-------------------
+``fit(X, Y)`` also takes label sets: an (n, K) 0/1 indicator (dense or ``scipy.sparse``,
+e.g. from ``MultiLabelBinarizer``; ``classes_ = arange(K)``) or a list of label lists /
+sets (``classes_`` their sorted union). The objective is then the *pick-all-labels* one
+(:mod:`pyro_ar.label_sets`): every positive label of a row is an observation of the row's
+categorical over all K classes,
+
+.. math::  \sum_n \sum_{l \in Y_n} \log p(l \mid x_n),
+
+fitted by A&R on the (row, label) pairs exactly as one-label data. A row's other positives
+stay in the softmax normaliser, so the sampled negatives treat them like any other class
+and the bound is unbiased for this objective; its population optimum is
+:math:`p(l \mid x) = P(l \in Y \mid x) / \mathbb{E}[|Y| \mid x]`, a ranking of the labels
+by their marginal relevance (what precision at k rewards). Rows without a label give no
+pair; the held-out split of early stopping and of the prior-scale search keeps all pairs
+of a row on one side. ``predict`` returns label sets in the form ``Y`` had (the
+``labels_per_row_`` = mean training set size, rounded, most probable labels of each row),
+``predict_top_k(X, k)`` any number of ranked labels, ``predict_proba`` one distribution per
+row (:math:`p(l \mid x)` above), ``score`` precision at 1 and ``log_likelihood`` the mean over
+the pairs. :mod:`pyro_ar.evaluation` has P@k, nDCG@k and PSP@k.
+
 Prediction
 ----------
 ``predict_proba`` returns the exact marginal

@@ -21,6 +21,7 @@ import torch
 from ..files import atomic_save, decode_constraint, encode_constraint, load_payload
 from ..infer.checkpoint import check_param_state
 from ._checks import check_choice
+from ._multilabel import FORMS
 from ._param_state import state_on
 from ._settings import _LIKELIHOODS, _STRATEGIES, settings_of
 from ._training_path import TrainingPath
@@ -79,6 +80,8 @@ def save_estimator(est, path, weights_only: bool = True) -> None:
                              else [str(f) for f in est.feature_names_in_]),
         "feature_scaling": scaling, "likelihood": est.likelihood_,  # (version 2)
         "row_normalize": bool(getattr(est, "row_normalize_", False)),  # (version 3, the pattern path)
+        "multilabel": (None if not getattr(est, "multilabel_", False)  # (label sets: their form, labels per row)
+                       else [est._target_form, float(est.labels_per_row_)]),
         "weight_pattern": None if getattr(est, "weight_pattern_", None) is None else
         [est.weight_pattern_.keys.cpu(), est.weight_loc_.cpu()],
         "param_state": state,
@@ -193,6 +196,7 @@ def _from_payload(cls, d):
     est.feature_mean_, est.feature_scale_ = (None, None) if scaling is None else \
         (scaling[0].numpy(), scaling[1].numpy())
     est.likelihood_ = check_choice("likelihood", d.get("likelihood", "ar"), _LIKELIHOODS[1:])
+    _set_multilabel(est, d.get("multilabel"))
     state = d["param_state"]
     check_param_state(state, "param_state")
     state["constraints"] = {n: decode_constraint(c, f"parameter {n!r}") for n, c in state["constraints"].items()}
@@ -289,6 +293,19 @@ def _check_fit_record(fit):
     seed = fit["predict_seed"]
     if seed is not None:
         _count("predict_seed", seed)
+
+
+def _set_multilabel(est, stored) -> None:
+    """``multilabel_``, ``labels_per_row_`` and the targets' form: stored as None (one label
+    per row; files before label sets) or ``[form, labels per row]``."""
+    if stored is None:
+        est.multilabel_, est.labels_per_row_, est._target_form = False, None, None
+        return
+    if not (isinstance(stored, list) and len(stored) == 2 and stored[0] in FORMS
+            and isinstance(stored[1], float) and math.isfinite(stored[1]) and stored[1] >= 1):
+        raise ValueError(f"multilabel must be None or [form (one of {list(FORMS)}), labels per row (a "
+                         f"number >= 1)], got {stored!r}")
+    est.multilabel_, est._target_form, est.labels_per_row_ = True, stored[0], stored[1]
 
 
 def _set_continuation(est, d, p):

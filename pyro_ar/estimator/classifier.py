@@ -19,6 +19,7 @@ from ._features import DENSIFY_MAX_ELEMENTS, training_features
 from ._files import load_estimator, save_estimator
 from ._labels import check_labels, combine_sample_weights, encode_targets, label_array, label_codes
 from ._model import training_svi
+from ._multilabel import encode_multilabel, expand_sample_weight, format_label_sets, is_multilabel, precision_at_1
 from ._param_state import global_state, state_on
 from ._prediction import Predictor, fitted_weights, utility_source
 from ._scaling import apply_scaler, fit_scaler
@@ -45,13 +46,15 @@ __all__ = ["ARClassifier", "DENSIFY_MAX_ELEMENTS"]
 
 class _FitData(NamedTuple):
     """What a fit trains on: the (scaled) features, the labels as class positions, the
-    per-datapoint weights (None: all 1), the number of classes and of features."""
+    per-datapoint weights (None: all 1), the number of classes and of features; for label
+    sets, the rows are (row, label) pairs and ``groups`` the row of each pair."""
 
     X: object
     codes: np.ndarray
     weights: Optional[np.ndarray]
     K: int
     D: int
+    groups: Optional[np.ndarray] = None
 
 
 class _FitResult(NamedTuple):
@@ -250,7 +253,9 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         """Fit the classifier by SVI (from scratch, or from the current fit with ``warm_start``).
 
         :param X: array-like or ``scipy.sparse`` matrix, shape (n_samples, n_features).
-        :param y: array-like of hashable labels, shape (n_samples,).
+        :param y: array-like of hashable labels, shape (n_samples,); or label sets (multi-label,
+            see the module's text): an (n_samples, K) 0/1 indicator, dense or ``scipy.sparse``,
+            or a list of label lists / sets.
         :param sample_weight: non-negative weights, shape (n_samples,): a datapoint of weight
             2 counts as two copies (multiplied by ``class_weight`` when given).
         :returns: self.
@@ -288,11 +293,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         s = settings_of(self, fitting=True)
         first = not (partial and hasattr(self, "classes_"))
         seen = {k: self.__dict__[k] for k in ("n_features_in_", "feature_names_in_") if k in self.__dict__}
-        X, y = _checked_data(self, X, y, accept_sparse="csr", dtype=(np.float64, np.float32),
-                              reset=first)
-        check_labels(y)
-        classes, codes = encode_targets(y, classes, getattr(self, "classes_", None), partial, first)
-        K, (N, D) = len(classes), X.shape
+        X, classes, codes, targets = self._targets(X, y, classes, partial, first)
+        K, D, N = len(classes), X.shape[1], len(codes)
         if K < 2:
             raise ValueError(f"ARClassifier needs samples of at least 2 classes, but the data "
                              f"contains only one class: {classes[0]!r}")
@@ -304,20 +306,24 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             self.__dict__.update(seen)
             raise ValueError(f"warm_start=True continues the fit on {seen['n_features_in_']} features, "
                              f"got X with {D} features; set warm_start=False to fit anew")
+        rows = None if targets is None else targets.rows
         if not warm:
-            self._choose_path(X, codes, K, s)
+            self._choose_path(X, codes, K, s, rows)
         s = s.replace(strategy=self.training_path_.strategy)
         X = apply_scaler(X, self.feature_mean_, self.feature_scale_, getattr(self, "row_normalize_", False))
+        if rows is not None:  # one training row per (row, label) pair
+            X, sample_weight = X[rows], expand_sample_weight(sample_weight, targets)
         if self.training_path_.weight_pattern and isinstance(self.prior_scale, str):
             s = s.replace(prior_scale=PATTERN_PRIOR_SCALE)  # no search: see PATTERN_PRIOR_SCALE
-        data = _FitData(X, codes, combine_sample_weights(codes, classes, sample_weight, self.class_weight), K, D)
+        data = _FitData(X, codes, combine_sample_weights(codes, classes, sample_weight, self.class_weight),
+                        K, D, rows)
         if self.verbose:
             print(f"ARClassifier: {N:,} rows, {D:,} features, {K:,} classes; {self.training_path_.describe()}; "
                   f"{'exact softmax' if self.likelihood_ == 'exact' else 'A&R'} likelihood; "
                   f"{min(s.batch_size, N):,} rows per SVI step", file=sys.stderr)
         with seeded(s.seed + (self.n_partial_fits_ if partial else 0)):
             rng = np.random.RandomState(s.seed)
-            train_idx, val_idx = (np.arange(N), None) if partial else self._split(codes, s, rng)
+            train_idx, val_idx = (np.arange(N), None) if partial else self._split(data, s, rng)
             if self._predict_seed is None:
                 self._predict_seed = int(rng.randint(_MAX_SEED))
             s, init, budget, search_steps = self._choose_prior_scale(
@@ -333,6 +339,9 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                 if bar is not None and result.n_steps < planned:
                     bar.set_description(f"{bar.desc}, early-stopped", refresh=False)
         self.classes_, self.param_state_ = classes, result.state
+        self.multilabel_ = targets is not None
+        self.labels_per_row_ = None if targets is None else targets.labels_per_row
+        self._target_form = None if targets is None else targets.form
         self.n_iter_, self.loss_curve_ = result.n_iter, result.loss_curve
         self.validation_scores_, self.best_validation_score_ = result.validation_scores, result.best_score
         self.n_steps_by_phase_ = {"prior_scale_search": search_steps, "final_fit": result.n_steps}
@@ -341,10 +350,31 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         self._predictor(s)  # the fitted model, built once for the predictions to come
         return self
 
-    def _choose_path(self, X, codes, K, s):
-        """A fresh fit's training path, standardisation and likelihood (from the data)."""
-        N, D = X.shape
-        self.training_path_ = choose_path(N, D, K, X.nnz if sp.issparse(X) else None, s.strategy,
+    def _targets(self, X, y, classes, partial, first):
+        """``(X, classes, codes, label sets)``: the checked features and the targets as class
+        positions, one per row, or (label sets, :mod:`~pyro_ar.estimator._multilabel`) one per
+        (row, label) pair, with the pairs' rows (None for one label per row)."""
+        multilabel = is_multilabel(y)
+        if not first and multilabel != self.multilabel_:
+            raise ValueError(f"partial_fit continues a fit on {'label sets' if self.multilabel_ else 'one label per row'}, "
+                             f"got {'label sets' if multilabel else 'one label per row'} in y")
+        if not multilabel:
+            X, y = _checked_data(self, X, y, accept_sparse="csr", dtype=(np.float64, np.float32), reset=first)
+            check_labels(y)
+            return (X, *encode_targets(y, classes, getattr(self, "classes_", None), partial, first), None)
+        X = _checked_data(self, X, accept_sparse="csr", dtype=(np.float64, np.float32), reset=first)
+        targets = encode_multilabel(y, classes, getattr(self, "classes_", None), partial, first)
+        if targets.num_rows != X.shape[0]:
+            raise ValueError(f"X has {X.shape[0]} rows but y has {targets.num_rows} label sets")
+        return X, targets.classes, targets.codes, targets
+
+    def _choose_path(self, X, codes, K, s, rows=None):
+        """A fresh fit's training path, standardisation (fitted on the rows of X) and
+        likelihood, from the data: one datapoint per label of ``codes`` (the row of each in
+        ``rows``; None: the rows of X in order)."""
+        D = X.shape[1]
+        nnz = None if not sp.issparse(X) else int(X.nnz if rows is None else np.diff(X.indptr)[rows].sum())
+        self.training_path_ = choose_path(len(codes), D, K, nnz, s.strategy,
                                           s.rank, s.batch_size, s.num_negatives,
                                           np.bincount(codes, minlength=K))
         pattern = self.training_path_.weight_pattern
@@ -366,14 +396,21 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             if bar is not None:
                 bar.close()
 
-    def _split(self, codes, s, rng, force=False):
-        N = len(codes)
+    def _split(self, data, s, rng, force=False):
+        """``(train, validation)`` datapoint indices (None without early stopping or ``force``):
+        stratified by class when possible; label sets are split by row (all pairs of a row on
+        one side)."""
+        codes, N = data.codes, len(data.codes)
         if not (self.early_stopping or force):
             return np.arange(N), None
-        n_val = max(1, int(round(s.validation_fraction * N)))
-        if N - n_val < 1:
+        rows = np.unique(data.groups) if data.groups is not None else None
+        n_val = max(1, int(round(s.validation_fraction * (N if rows is None else len(rows)))))
+        if (N if rows is None else len(rows)) - n_val < 1:
             raise ValueError(f"validation_fraction={self.validation_fraction!r} leaves no training "
                              f"data out of {N} samples")
+        if rows is not None:
+            held_out = np.isin(data.groups, rng.choice(rows, n_val, replace=False))
+            return np.flatnonzero(~held_out), np.flatnonzero(held_out)
         from sklearn.model_selection import train_test_split
         try:
             train_idx, val_idx = train_test_split(np.arange(N), test_size=n_val, stratify=codes,
@@ -398,7 +435,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             if getattr(self, "prior_scale_", None) is None:
                 self.prior_scale_ = 1.0 if 1.0 in grid else grid[len(grid) // 2]
             return s.replace(prior_scale=self.prior_scale_), init, 1.0, 0
-        train_idx, val_idx = self._split(data.codes, s, rng, force=True)
+        train_idx, val_idx = self._split(data, s, rng, force=True)
         steps, refine, planned = self._num_steps(s, len(train_idx)), isinstance(self.prior_scale, str), []
         select_prior_scale(lambda scale, n, state: (planned.append(n), 0.0), grid, steps, refine=refine)  # dry run
         done = []
@@ -496,11 +533,16 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         """The fitted weights (:func:`~pyro_ar.estimator._prediction.fitted_weights`)."""
         return self._predictor(s).weights(self._predict_seed)
 
-    def _prepare(self, X):
-        """``(settings, utility source of the rows of X)`` of a fitted estimator."""
+    def _prepare(self, X, targets=None):
+        """``(settings, utility source of the rows of X)`` of a fitted estimator (with label
+        sets ``targets``: of the row of each of their pairs)."""
         check_is_fitted(self)
         s = settings_of(self)
         X = _checked_data(self, X, accept_sparse="csr", dtype=(np.float64, np.float32), reset=False)
+        if targets is not None:
+            if targets.num_rows != X.shape[0]:
+                raise ValueError(f"X has {X.shape[0]} rows but y has {targets.num_rows} label sets")
+            X = X[targets.rows]
         X = apply_scaler(X, getattr(self, "feature_mean_", None), getattr(self, "feature_scale_", None),
                          getattr(self, "row_normalize_", False))
         return s, self._predictor(s).source(X, self._predict_seed)
@@ -533,15 +575,39 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         """
         return np.exp(self.predict_log_proba(X))
 
-    def predict(self, X):
-        """Most probable class for each row (labels from ``classes_``)."""
+    def _top_positions(self, X, k, num_rows=None):
+        """The positions in ``classes_`` of the ``k`` most probable classes of each row, (n, k)."""
         s, source = self._prepare(X)
-        classes, _ = top_k(source, 1, s.noise)
-        return self.classes_[classes[:, 0].cpu().numpy()]
+        K = len(self.classes_)
+        if num_rows is not None and num_rows != source.num_rows:
+            raise ValueError(f"X has {source.num_rows} rows but y has {num_rows} label sets")
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= K:
+            raise ValueError(f"k must be an integer in [1, {K}] (the number of classes), got k={k!r}")
+        return top_k(source, int(k), s.noise)[0].cpu().numpy()
+
+    def predict_top_k(self, X, k=5):
+        """The ``k`` most probable labels of each row, best first: an array of shape
+        (n_samples, k) of labels from ``classes_`` (for an indicator ``y``, its column indices)."""
+        return self.classes_[self._top_positions(X, k)]
+
+    def predict(self, X):
+        """Most probable class for each row (labels from ``classes_``). After a multi-label fit,
+        label sets in the form ``y`` had (a dense or sparse indicator, or label lists): the
+        ``k`` most probable labels of each row, k the mean number of labels of a training row
+        rounded (``labels_per_row_``, at least 1); :meth:`predict_top_k` takes any k."""
+        if not getattr(self, "multilabel_", False):
+            return self.classes_[self._top_positions(X, 1)[:, 0]]
+        k = min(len(self.classes_), max(1, int(round(self.labels_per_row_))))
+        return format_label_sets(self._top_positions(X, k), self.classes_, self._target_form)
 
     def score(self, X, y, sample_weight=None):
         """Mean accuracy of :meth:`predict` on (X, y) (scikit-learn's default score);
-        also for hashable labels that cannot be sorted."""
+        also for hashable labels that cannot be sorted. After a multi-label fit: precision at
+        1, the fraction of rows whose most probable label is one of theirs (labels not in
+        ``classes_`` count as labels never predicted)."""
+        if getattr(self, "multilabel_", False):
+            targets = encode_multilabel(y, fitted=self.classes_, partial=True, first=False, drop_unknown=True)
+            return precision_at_1(self._top_positions(X, 1, targets.num_rows)[:, 0], targets, sample_weight)
         try:
             return super().score(X, y, sample_weight=sample_weight)
         except TypeError:  # unorderable labels: sklearn's accuracy_score sorts them
@@ -550,10 +616,16 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             return float(np.average(hits, weights=sample_weight))
 
     def log_likelihood(self, X, y):
-        """Mean predictive log-likelihood (1/N) sum_n log p(y_n | x_n) (nats per datapoint).
+        """Mean predictive log-likelihood (1/N) sum_n log p(y_n | x_n) (nats per datapoint);
+        after a multi-label fit, the mean over the (row, label) pairs of label sets ``y``, the
+        objective's :math:`\\frac1P \\sum_n \\sum_{l \\in Y_n} \\log p(l \\mid x_n)`.
 
         Labels must be among ``classes_``.
         """
+        if getattr(self, "multilabel_", False):
+            targets = encode_multilabel(y, fitted=self.classes_, partial=True, first=False)
+            s, source = self._prepare(X, targets)
+            return log_likelihood(source, torch.as_tensor(targets.codes, device=s.device), s.noise)
         s, source = self._prepare(X)
         y = label_array(y)
         if len(y) != source.num_rows:

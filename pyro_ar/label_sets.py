@@ -1,0 +1,175 @@
+r"""Multi-label targets as (row, label) pairs: the *pick-all-labels* reduction.
+
+A multi-label data set gives row :math:`n` a set :math:`Y_n \subseteq \{0..K-1\}` of
+labels. The pick-all-labels (PAL) objective of the extreme-classification literature
+(Menon, Rawat, Reddi & Kumar, NeurIPS 2019, "Multilabel reductions") counts every positive
+label of a row as one observation of the row's categorical:
+
+.. math::  \mathcal{L}(\theta) = \sum_n \sum_{l \in Y_n} \log p(l \mid x_n, \theta),
+
+so every categorical model of ``pyro_ar`` fits it unchanged on the pairs
+:math:`(x_{r_i}, l_i)` that :func:`label_pairs` lists: row :math:`r_i` once per label
+:math:`l_i` of its set (rows with an empty set give no pair). With the softmax, the
+normaliser of :math:`p(l \mid x_n)` runs over all K classes, the row's other positives
+included, so A&R's subsample of the class sum treats them like any other class and its
+bound is unbiased for :math:`\mathcal{L}`. At the population optimum
+:math:`p(l \mid x) = P(l \in Y \mid x) / \mathbb{E}[|Y| \mid x]`: the model ranks labels by
+their marginal probability of being relevant, which is what precision at k rewards.
+
+Targets are accepted in the forms scikit-learn users have:
+
+* an indicator matrix of shape ``(n, K)`` with 0/1 entries: dense (numpy, torch) or
+  ``scipy.sparse`` (``MultiLabelBinarizer().fit_transform(...)``, with or without
+  ``sparse_output=True``); its column j is class j;
+* a Python sequence of label collections (lists, sets, frozensets or 1-D numpy arrays), one
+  per row, e.g. ``[[3, 17], [5], []]``. A sequence of *tuples* is not read as label sets:
+  a tuple is one hashable label (a class named ``("a", "b")``), as in scikit-learn.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+import numpy as np
+
+__all__ = ["LabelPairs", "label_pairs", "is_indicator", "is_label_sets", "pairs_to_indicator"]
+
+#: the containers read as one row's label set (a tuple is a single hashable label)
+SET_TYPES = (list, set, frozenset, np.ndarray)
+
+
+class LabelPairs(NamedTuple):
+    """The (row, label) pairs of multi-label targets, ordered by row then label.
+
+    ``rows`` and ``labels`` are int64 numpy arrays of one length P (the number of positive
+    labels in all); ``num_rows`` is the number of rows of the targets (rows without a label
+    included); ``num_classes`` is K (the indicator's width, or 1 + the largest label).
+
+    Example:
+
+    >>> import numpy as np
+    >>> from pyro_ar.label_sets import label_pairs
+    >>> label_pairs(np.array([[0, 1, 1], [1, 0, 0]])).labels.tolist()
+    [1, 2, 0]
+    """
+
+    rows: np.ndarray
+    labels: np.ndarray
+    num_rows: int
+    num_classes: int
+
+
+def is_indicator(y) -> bool:
+    """Whether ``y`` is a 2-D indicator: ``scipy.sparse``, or an array with ``ndim == 2`` and
+    more than one column (an ``(n, 1)`` column is a 1-D target, as in scikit-learn).
+
+    Example:
+
+    >>> import numpy as np
+    >>> from pyro_ar.label_sets import is_indicator
+    >>> is_indicator(np.zeros((4, 3))), is_indicator(np.zeros((4, 1))), is_indicator([[0, 1]])
+    (True, False, False)
+    """
+    if hasattr(y, "tocsr") and getattr(y, "ndim", 2) == 2:  # scipy.sparse matrix or array
+        return True
+    shape = getattr(y, "shape", None)
+    return shape is not None and len(shape) == 2 and shape[1] > 1 and not isinstance(y, (list, tuple))
+
+
+def is_label_sets(y) -> bool:
+    """Whether ``y`` is a non-empty Python sequence whose every item is a label collection
+    (``list``, ``set``, ``frozenset`` or a 1-D numpy array).
+
+    Example:
+
+    >>> from pyro_ar.label_sets import is_label_sets
+    >>> is_label_sets([[0, 3], {1}, []]), is_label_sets([(0, 3), (1,)])
+    (True, False)
+    """
+    if not isinstance(y, (list, tuple)) or len(y) == 0:
+        return False
+    return all(isinstance(v, SET_TYPES) and (not isinstance(v, np.ndarray) or v.ndim == 1) for v in y)
+
+
+def _indicator_pairs(Y, name: str) -> LabelPairs:
+    """The pairs of a dense or sparse 0/1 indicator (checked: finite, every entry 0 or 1)."""
+    if hasattr(Y, "tocsr"):
+        csr = Y.tocsr()
+        csr.sum_duplicates()
+        values, (n, K) = np.asarray(csr.data), csr.shape
+        rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(csr.indptr))
+        cols = np.asarray(csr.indices, dtype=np.int64)
+    else:
+        dense = Y.detach().cpu().numpy() if hasattr(Y, "detach") else np.asarray(Y)
+        if dense.dtype == object:
+            raise ValueError(f"{name} must be a 0/1 indicator of numbers, got an array of dtype object")
+        (n, K) = dense.shape
+        rows, cols = (a.astype(np.int64) for a in np.nonzero(dense))
+        values = dense[rows, cols]
+    bad = ~((values == 0) | (values == 1))
+    if bad.any():
+        raise ValueError(f"{name} is read as a label indicator of shape ({n}, {K}), so its entries must be "
+                         f"0 or 1, got {values[bad][:3].tolist()}")
+    keep = values == 1  # (explicit zeros of a sparse matrix are no label)
+    order = np.lexsort((cols[keep], rows[keep]))
+    return LabelPairs(rows[keep][order], cols[keep][order], int(n), int(K))
+
+
+def label_pairs(y, name: str = "y") -> LabelPairs:
+    """The (row, label) pairs of multi-label targets ``y`` (see the module's text), with each
+    row's duplicate labels counted once.
+
+    :param y: an ``(n, K)`` 0/1 indicator (dense or ``scipy.sparse``) or a sequence of
+        collections of integer class indices >= 0 (:func:`is_label_sets`).
+    :param name: the argument's name in error messages.
+    :raises ValueError: naming ``name``: entries of an indicator other than 0/1, labels that are
+        not integers >= 0, or targets in neither form.
+
+    Example:
+
+    >>> from pyro_ar.label_sets import label_pairs
+    >>> p = label_pairs([[2, 0], [], [1, 1]])
+    >>> p.rows.tolist(), p.labels.tolist(), p.num_rows, p.num_classes
+    ([0, 0, 2], [0, 2, 1], 3, 3)
+    """
+    if is_indicator(y):
+        return _indicator_pairs(y, name)
+    if not is_label_sets(y):
+        raise ValueError(f"{name} must be an (n, K) 0/1 indicator or a sequence of label collections "
+                         f"(lists or sets of class indices), got {type(y).__name__}")
+    sizes = np.fromiter((len(v) for v in y), dtype=np.int64, count=len(y))
+    flat = [v for s in y for v in (s.tolist() if isinstance(s, np.ndarray) else s)]
+    labels = np.asarray(flat, dtype=object)
+    ok = np.fromiter((isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 0 for v in flat),
+                     dtype=bool, count=len(flat))
+    if not ok.all():
+        raise ValueError(f"{name}: label sets must hold class indices (integers >= 0), got {labels[~ok][:3].tolist()}")
+    rows = np.repeat(np.arange(len(y), dtype=np.int64), sizes)
+    labels = labels.astype(np.int64)
+    K = int(labels.max()) + 1 if len(labels) else 0
+    return _unique_pairs(rows, labels, len(y), K)
+
+
+def _unique_pairs(rows: np.ndarray, labels: np.ndarray, num_rows: int, K: int) -> LabelPairs:
+    """Sorted (row, label) pairs, duplicates dropped."""
+    key = np.unique(rows * max(K, 1) + labels)
+    return LabelPairs(key // max(K, 1), key % max(K, 1), int(num_rows), int(K))
+
+
+def pairs_to_indicator(rows: Sequence[int], labels: Sequence[int], num_rows: int, num_classes: int):
+    """The ``scipy.sparse.csr_matrix`` (num_rows, num_classes) 0/1 indicator of the pairs
+    (float32, sorted indices; duplicates counted once).
+
+    Example:
+
+    >>> from pyro_ar.label_sets import pairs_to_indicator
+    >>> pairs_to_indicator([0, 0, 2], [0, 2, 1], 3, 3).toarray().tolist()
+    [[1.0, 0.0, 1.0], [0.0, 0.0, 0.0], [0.0, 1.0, 0.0]]
+    """
+    import scipy.sparse as sp
+
+    p = _unique_pairs(np.asarray(rows, dtype=np.int64), np.asarray(labels, dtype=np.int64), num_rows, num_classes)
+    out = sp.csr_matrix((np.ones(len(p.rows), dtype=np.float32), (p.rows, p.labels)),
+                        shape=(int(num_rows), int(num_classes)))
+    out.sort_indices()
+    return out
