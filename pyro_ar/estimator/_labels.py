@@ -95,3 +95,27 @@ def combine_sample_weights(codes, classes, sample_weight, class_weight):
             class_weight = dict(enumerate(class_weight.get(c, 1.0) for c in classes.tolist()))
         w = w * compute_sample_weight(class_weight, codes)
     return w
+
+
+def held_out_split(codes, groups, fraction, rng, given=None):
+    """``(train, validation)`` sorted indices of the datapoints (labels ``codes``): a held-out
+    ``fraction`` stratified by class when every class allows it, else uniform; with ``groups``
+    (label sets: the row of each (row, label) pair) a fraction of the *rows*, all pairs of a
+    row on one side. ``given`` is the value named in the error (``validation_fraction``)."""
+    N = len(codes)
+    rows = None if groups is None else np.unique(groups)
+    units = N if rows is None else len(rows)
+    n_val = max(1, int(round(fraction * units)))
+    if units - n_val < 1:
+        raise ValueError(f"validation_fraction={fraction if given is None else given!r} leaves no training "
+                         f"data out of {units} {'samples' if rows is None else 'labelled rows'}")
+    if rows is not None:
+        held_out = np.isin(groups, rng.choice(rows, n_val, replace=False))
+        return np.flatnonzero(~held_out), np.flatnonzero(held_out)
+    from sklearn.model_selection import train_test_split
+    try:
+        train_idx, val_idx = train_test_split(np.arange(N), test_size=n_val, stratify=codes, random_state=rng)
+    except ValueError:  # a class too small to stratify
+        perm = rng.permutation(N)
+        train_idx, val_idx = perm[n_val:], perm[:n_val]
+    return np.sort(train_idx), np.sort(val_idx)

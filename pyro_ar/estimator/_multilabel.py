@@ -12,7 +12,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from ..label_sets import is_indicator, is_label_sets, label_pairs
-from ._labels import check_labels, encode_labels, label_array, label_codes
+from ._labels import check_labels, encode_labels, encode_targets, label_array, label_codes
 
 #: the forms of multi-label targets, which ``predict`` gives back: a dense indicator, a
 #: ``scipy.sparse`` CSR indicator, or a list of label lists
@@ -39,6 +39,28 @@ def is_multilabel(y) -> bool:
     """Whether ``y`` holds label sets (:func:`~pyro_ar.label_sets.is_indicator` or
     :func:`~pyro_ar.label_sets.is_label_sets`) rather than one label per row."""
     return is_indicator(y) or is_label_sets(y)
+
+
+def fit_targets(est, X, y, classes, partial, first, checked_data):
+    """``(X, classes, codes, label sets)`` of a ``fit`` / ``partial_fit`` of ``est``: the
+    features checked by ``checked_data`` (scikit-learn's ``validate_data``) and the targets as
+    class positions, one per row, or for label sets one per (row, label) pair, with the
+    :class:`MultilabelTargets` (None for one label per row)."""
+    multilabel = is_multilabel(y)
+    if not first and multilabel != est.multilabel_:
+        kinds = ("label sets", "one label per row")
+        raise ValueError(f"partial_fit continues a fit on {kinds[not est.multilabel_]}, got "
+                         f"{kinds[not multilabel]} in y")
+    fitted = getattr(est, "classes_", None)
+    if not multilabel:
+        X, y = checked_data(est, X, y, accept_sparse="csr", dtype=(np.float64, np.float32), reset=first)
+        check_labels(y)
+        return (X, *encode_targets(y, classes, fitted, partial, first), None)
+    X = checked_data(est, X, accept_sparse="csr", dtype=(np.float64, np.float32), reset=first)
+    targets = encode_multilabel(y, classes, fitted, partial, first)
+    if targets.num_rows != X.shape[0]:
+        raise ValueError(f"X has {X.shape[0]} rows but y has {targets.num_rows} label sets")
+    return X, targets.classes, targets.codes, targets
 
 
 def _label_values(flat):

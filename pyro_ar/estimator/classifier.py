@@ -1,6 +1,5 @@
 """The scikit-learn estimator :class:`ARClassifier` (see :mod:`pyro_ar.estimator`)."""
 
-import contextlib
 import math
 import sys
 from typing import NamedTuple, Optional
@@ -13,13 +12,13 @@ import pyro
 from ..evaluation import log_likelihood, predict_log_proba, top_k
 from ..files import seeded
 from ..infer import EarlyStopping, LearningRateDecay, TrainingDiverged, train
-from ..infer.progress import progress_bar, set_progress_total
+from ..infer.progress import phase_bar, set_progress_total
 from ..negatives import DEFAULT_NUM_NEGATIVES
 from ._features import DENSIFY_MAX_ELEMENTS, training_features
 from ._files import load_estimator, save_estimator
-from ._labels import check_labels, combine_sample_weights, encode_targets, label_array, label_codes
+from ._labels import combine_sample_weights, held_out_split, label_array, label_codes
 from ._model import training_svi
-from ._multilabel import encode_multilabel, expand_sample_weight, format_label_sets, is_multilabel, precision_at_1
+from ._multilabel import encode_multilabel, expand_sample_weight, fit_targets, format_label_sets, precision_at_1
 from ._param_state import global_state, state_on
 from ._prediction import Predictor, fitted_weights, utility_source
 from ._scaling import apply_scaler, fit_scaler
@@ -138,9 +137,10 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         pyro (and the validation split) during fit; two fits with the same int give
         identical predictions (on CPU).
     :param device: torch device for training and prediction (``"cpu"``, ``"cuda"``, ...).
-    :param verbose: print the data's shape and training path and show a labelled progress
-        bar per phase of a fit (see below), with the running loss and the validation
-        log-likelihood.
+    :param verbose: print the data's shape and training path and show a progress bar per
+        phase of a fit ("phase 1/2: prior-scale search" over all its fits, "phase 2/2: fit on
+        all the data"; or "fit", "partial_fit N") with the steps per second, the running loss
+        and the last validation log-likelihood.
     :param standardize: standardise the features inside the estimator (the fitted scaling
         is applied again at prediction): dense -- centred and divided by their standard
         deviation, floored at the median one; sparse -- divided by their root mean square
@@ -165,13 +165,6 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     The training path -- sparse inputs (utilities from the non-zeros of a scipy.sparse X,
     O(nnz x (1 + s)) per step), the rank and the negatives -- is chosen from the data by
     ``pyro_ar.estimator._training_path.choose_path`` and kept as ``training_path_``.
-
-    ``verbose=True`` prints the data's shape and the training path, then shows one labelled
-    progress bar per phase of a fit: with a prior-scale
-    search, "phase 1/2: prior-scale search" (all its fits on the training split, in SVI
-    steps) then "phase 2/2: fit on all the data"; otherwise "fit" ("partial_fit N" for the
-    N-th ``partial_fit``); each with the steps per second, the running loss and the last
-    validation log-likelihood.
 
     Fitted attributes: ``classes_`` (labels, position = class index), ``n_features_in_``
     (and ``feature_names_in_`` for data frames), ``param_state_`` (the Pyro param store
@@ -293,7 +286,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         s = settings_of(self, fitting=True)
         first = not (partial and hasattr(self, "classes_"))
         seen = {k: self.__dict__[k] for k in ("n_features_in_", "feature_names_in_") if k in self.__dict__}
-        X, classes, codes, targets = self._targets(X, y, classes, partial, first)
+        X, classes, codes, targets = fit_targets(self, X, y, classes, partial, first, _checked_data)
         K, D, N = len(classes), X.shape[1], len(codes)
         if K < 2:
             raise ValueError(f"ARClassifier needs samples of at least 2 classes, but the data "
@@ -333,7 +326,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             if search_steps:
                 phase += f" (prior scale {s.prior_scale:.3g})"
             planned = self._num_steps(s, len(train_idx), partial, budget)
-            with self._progress(phase, planned) as bar:
+            with phase_bar(planned, f"ARClassifier {phase}", self.verbose) as bar:
                 result = self._fit_svi(data, s, train_idx, val_idx, init=init, partial=partial,
                                        budget=budget, bar=bar)
                 if bar is not None and result.n_steps < planned:
@@ -349,24 +342,6 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         self.n_partial_fits_ += int(partial)
         self._predictor(s)  # the fitted model, built once for the predictions to come
         return self
-
-    def _targets(self, X, y, classes, partial, first):
-        """``(X, classes, codes, label sets)``: the checked features and the targets as class
-        positions, one per row, or (label sets, :mod:`~pyro_ar.estimator._multilabel`) one per
-        (row, label) pair, with the pairs' rows (None for one label per row)."""
-        multilabel = is_multilabel(y)
-        if not first and multilabel != self.multilabel_:
-            raise ValueError(f"partial_fit continues a fit on {'label sets' if self.multilabel_ else 'one label per row'}, "
-                             f"got {'label sets' if multilabel else 'one label per row'} in y")
-        if not multilabel:
-            X, y = _checked_data(self, X, y, accept_sparse="csr", dtype=(np.float64, np.float32), reset=first)
-            check_labels(y)
-            return (X, *encode_targets(y, classes, getattr(self, "classes_", None), partial, first), None)
-        X = _checked_data(self, X, accept_sparse="csr", dtype=(np.float64, np.float32), reset=first)
-        targets = encode_multilabel(y, classes, getattr(self, "classes_", None), partial, first)
-        if targets.num_rows != X.shape[0]:
-            raise ValueError(f"X has {X.shape[0]} rows but y has {targets.num_rows} label sets")
-        return X, targets.classes, targets.codes, targets
 
     def _choose_path(self, X, codes, K, s, rows=None):
         """A fresh fit's training path, standardisation (fitted on the rows of X) and
@@ -385,40 +360,12 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         self.likelihood_ = resolve_likelihood(s, K, D)
         self._predict_seed, self.n_partial_fits_ = None, 0
 
-    @contextlib.contextmanager
-    def _progress(self, phase, total):
-        """The one progress display of a fit's phase: a labelled :func:`~pyro_ar.infer.progress_bar`
-        of ``total`` SVI steps when ``verbose`` (None otherwise), closed after the phase."""
-        bar = progress_bar(total, desc=f"ARClassifier {phase}") if self.verbose else None
-        try:
-            yield bar
-        finally:
-            if bar is not None:
-                bar.close()
-
     def _split(self, data, s, rng, force=False):
-        """``(train, validation)`` datapoint indices (None without early stopping or ``force``):
-        stratified by class when possible; label sets are split by row (all pairs of a row on
-        one side)."""
-        codes, N = data.codes, len(data.codes)
+        """``(train, validation)`` datapoint indices (:func:`~pyro_ar.estimator._labels.held_out_split`;
+        validation None without early stopping or ``force``)."""
         if not (self.early_stopping or force):
-            return np.arange(N), None
-        rows = np.unique(data.groups) if data.groups is not None else None
-        n_val = max(1, int(round(s.validation_fraction * (N if rows is None else len(rows)))))
-        if (N if rows is None else len(rows)) - n_val < 1:
-            raise ValueError(f"validation_fraction={self.validation_fraction!r} leaves no training "
-                             f"data out of {N} samples")
-        if rows is not None:
-            held_out = np.isin(data.groups, rng.choice(rows, n_val, replace=False))
-            return np.flatnonzero(~held_out), np.flatnonzero(held_out)
-        from sklearn.model_selection import train_test_split
-        try:
-            train_idx, val_idx = train_test_split(np.arange(N), test_size=n_val, stratify=codes,
-                                                  random_state=rng)
-        except ValueError:  # a class too small to stratify
-            perm = rng.permutation(N)
-            train_idx, val_idx = perm[n_val:], perm[:n_val]
-        return np.sort(train_idx), np.sort(val_idx)
+            return np.arange(len(data.codes)), None
+        return held_out_split(data.codes, data.groups, s.validation_fraction, rng, self.validation_fraction)
 
     def _choose_prior_scale(self, data, s, rng, init, partial):
         """``(settings, init, budget, search steps)`` of the final fit, ``prior_scale`` a number:
@@ -439,7 +386,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         steps, refine, planned = self._num_steps(s, len(train_idx)), isinstance(self.prior_scale, str), []
         select_prior_scale(lambda scale, n, state: (planned.append(n), 0.0), grid, steps, refine=refine)  # dry run
         done = []
-        with self._progress("phase 1/2: prior-scale search", sum(planned)) as bar:
+        with phase_bar(sum(planned), "ARClassifier phase 1/2: prior-scale search", self.verbose) as bar:
             def fit(scale, num_steps, state):  # on the training split: (state, best validation score)
                 if bar is not None:
                     bar.set_description(f"ARClassifier phase 1/2: prior-scale search (fit {len(done) + 1} of "
@@ -588,7 +535,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     def predict_top_k(self, X, k=5):
         """The ``k`` most probable labels of each row, best first: an array of shape
         (n_samples, k) of labels from ``classes_`` (for an indicator ``y``, its column indices)."""
-        return self.classes_[self._top_positions(X, k)]
+        top = self._top_positions(X, k)
+        return self.classes_[top]
 
     def predict(self, X):
         """Most probable class for each row (labels from ``classes_``). After a multi-label fit,
@@ -596,7 +544,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         ``k`` most probable labels of each row, k the mean number of labels of a training row
         rounded (``labels_per_row_``, at least 1); :meth:`predict_top_k` takes any k."""
         if not getattr(self, "multilabel_", False):
-            return self.classes_[self._top_positions(X, 1)[:, 0]]
+            top = self._top_positions(X, 1)  # (before classes_: an unfitted estimator's error)
+            return self.classes_[top[:, 0]]
         k = min(len(self.classes_), max(1, int(round(self.labels_per_row_))))
         return format_label_sets(self._top_positions(X, k), self.classes_, self._target_form)
 

@@ -3,11 +3,12 @@ r"""What :func:`~pyro_ar.infer.train` shows while it runs: a tqdm bar of the ste
 :func:`set_progress_total` corrects), or one printed line per record.
 """
 
+import contextlib
 import math
 import sys
 from typing import Dict, Optional
 
-__all__ = ["progress_bar", "set_progress_total"]
+__all__ = ["progress_bar", "set_progress_total", "phase_bar"]
 
 
 def progress_bar(total: Optional[int] = None, **options):
@@ -30,6 +31,29 @@ def progress_bar(total: Optional[int] = None, **options):
 
     options.setdefault("unit", "step")
     return tqdm(total=total, **options)
+
+
+@contextlib.contextmanager
+def phase_bar(total: int, desc: str, enabled: bool = True, **options):
+    """A :func:`progress_bar` of ``total`` steps labelled ``desc``, open for the ``with`` block
+    (a phase of a fit that spans several :func:`~pyro_ar.infer.train` calls) and closed after
+    it; ``None`` when not ``enabled``.
+
+    Example:
+
+    >>> import io
+    >>> from pyro_ar.infer.progress import phase_bar
+    >>> with phase_bar(2, "phase 1", file=io.StringIO()) as bar:
+    ...     bar.update(2)
+    >>> bar.n, bar.disable   # closed
+    (2, True)
+    """
+    bar = progress_bar(total, desc=desc, **options) if enabled else None
+    try:
+        yield bar
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def set_progress_total(bar, total: int) -> None:
