@@ -47,9 +47,9 @@ from typing import Callable, Dict, Iterator, Optional, Sequence, Tuple, Union
 
 import torch
 
-from .noise import Noise, get_noise
-from .utility import DenseUtility, LinearUtility, LinearWeights, Utility, embed_inputs
-from .weight_pattern import PatternWeights
+from ..noise import Noise, get_noise
+from ..utility import DenseUtility, LinearUtility, LinearWeights, Utility, embed_inputs
+from ..weight_pattern import PatternWeights
 
 __all__ = ["Chunk", "UtilitySource", "linear_source", "iter_chunks", "log_likelihood", "predict_log_proba",
            "predict_proba", "accuracy", "top_k_accuracy", "top_k", "evaluate"]
