@@ -73,8 +73,8 @@ from .multivariate import (CategoricalData, hide_entries, load_breast_cancer_cat
 from .svmlight import load_svmlight
 from .multilabel import label_indicator
 from .bag_of_words import load_brown_bag_of_words, make_bag_of_words, to_scipy_csr
-from .reverse_dictionary import gloss_tokens, make_reverse_dictionary
-from .wordnet import WORDNET_FILES, load_wordnet_reverse_dictionary, read_wordnet_glosses
+from .reverse_dictionary import gloss_features, gloss_tokens, make_reverse_dictionary
+from .wordnet import WORDNET_FILES, load_wordnet_reverse_dictionary, load_wordnet_synsets, read_wordnet_glosses
 from .dictd import load_gcide_reverse_dictionary, read_dictd, read_gcide_senses
 from .text import BROWN_ARCHIVE, BROWN_BOUNDARY, BROWN_UNK, Vocabulary, load_brown, load_kjv, load_text_corpus
 
@@ -104,7 +104,8 @@ __all__ = [
     "make_bag_of_words",
     "load_brown_bag_of_words",
     "to_scipy_csr",
-    "make_reverse_dictionary", "gloss_tokens", "load_wordnet_reverse_dictionary", "read_wordnet_glosses",
+    "make_reverse_dictionary", "gloss_tokens", "gloss_features", "load_wordnet_reverse_dictionary",
+    "read_wordnet_glosses", "load_wordnet_synsets",
     "load_gcide_reverse_dictionary", "read_gcide_senses", "read_dictd",
     "SessionData", "pad_sessions", "split_sessions", "make_recogym_sessions", "load_brown_sessions",
     "CategoricalData", "hide_entries", "load_brown_windows", "load_breast_cancer_categorical",
