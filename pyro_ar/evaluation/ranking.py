@@ -332,7 +332,7 @@ def ranking_metrics(ranked, targets, ks: Sequence[int] = (1, 3, 5), propensities
     >>> m["P@1"], m["P@2"], sorted(m)
     (0.5, 0.75, ['P@1', 'P@2', 'nDCG@1', 'nDCG@2'])
     """
-    ks = list(ks) if isinstance(ks, (list, tuple, range)) else [ks]
+    ks = list(ks) if isinstance(ks, (list, tuple, range, np.ndarray)) else [ks]
     if not ks:
         raise ValueError(f"ks must list at least one k, got ks={ks!r}")
     for k in ks:

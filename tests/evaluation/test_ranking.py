@@ -45,7 +45,7 @@ def test_hand_computed_psp():
 
 
 def test_ranking_metrics_gathers_the_three():
-    m = ranking_metrics(RANKED, SETS, ks=(1, 3), propensities=P)
+    m = ranking_metrics(RANKED, SETS, ks=np.array([1, 3]), propensities=P)
     assert list(m) == ["P@1", "nDCG@1", "PSP@1", "P@3", "nDCG@3", "PSP@3"]
     assert all(isinstance(v, float) for v in m.values())
     for k in (1, 3):
