@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 import numpy as np
+import torch
 
 from ..numerics import check_int
 from ._common import DATA_ENV_VAR, Dataset, PathLike, _dataset_dir
@@ -215,7 +216,7 @@ def load_wordnet_synsets(path: Optional[PathLike] = None, *, test_fraction: floa
         ``class_names`` the K words. ``info``: ``name`` (``"wordnet-synsets"``), ``path``,
         ``multilabel`` (True), ``feature_names``, ``num_features``, ``mean_nnz_train``,
         ``train_rows`` / ``test_rows`` (the rows' synset positions in file order),
-        ``num_synsets``, ``unseen_test_mask`` (numpy bool over all test synsets),
+        ``num_synsets``, ``unseen_test_mask`` (bool tensor over all test synsets),
         ``num_unseen_test``, ``unseen_test_dropped``, ``test_labels_unseen``,
         ``mean_labels_per_row`` (per split), ``rows_per_label`` (training rows per class),
         ``empty_train_rows`` / ``empty_test_rows`` (glosses without a vocabulary token),
@@ -243,7 +244,8 @@ def load_wordnet_synsets(path: Optional[PathLike] = None, *, test_fraction: floa
     info = dict(name="wordnet-synsets", path=str(folder), multilabel=True, feature_names=vocabulary,
                 num_features=len(vocabulary), mean_nnz_train=x_train._nnz() / max(1, len(train_idx)),
                 train_rows=train_idx.tolist(), test_rows=kept.tolist(), num_synsets=len(synsets),
-                unseen_test_mask=unseen, num_unseen_test=int(unseen.sum()), unseen_test_dropped=drop_unseen_test,
+                unseen_test_mask=torch.from_numpy(unseen), num_unseen_test=int(unseen.sum()),
+                unseen_test_dropped=drop_unseen_test,
                 test_labels_unseen=test_labels_unseen,
                 mean_labels_per_row={"train": y_train.nnz / max(1, y_train.shape[0]),
                                      "test": y_test.nnz / max(1, y_test.shape[0])},
