@@ -78,7 +78,7 @@ def bound(utility, labels: torch.Tensor, likelihood="ar", noise=DEFAULT,
         raise ValueError(f"noise={noise!r} is ignored with a Likelihood object (likelihood="
                          f"{likelihood!r}), which carries its own noise; leave noise out")
     lik = get_likelihood(likelihood, "gumbel" if noise is DEFAULT else noise)  # the one string map
-    _, labels, _, _ = evaluation._prepare(utility, labels, None, None)  # count, dtype, range
+    _, labels, _, _ = evaluation.predictive._prepare(utility, labels, None, None)  # count, dtype, range
     g = torch.Generator().manual_seed(seed)
     parts, ses = [], []
     for start, stop, psi in _utility_chunks(utility, chunk_size):

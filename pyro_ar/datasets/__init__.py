@@ -9,6 +9,10 @@ Real data sets (read from local copies, never downloaded), one module per file f
   ARFF file;
 * :func:`load_svmlight` (:mod:`~pyro_ar.datasets.svmlight`) -- multi-label data in the
   extreme-classification repository's text format (or scikit-learn's svmlight format);
+* with ``reduction=None`` these three keep every label: a *multi-label* :class:`Dataset`
+  whose ``y_*`` are scipy CSR 0/1 indicators (:mod:`~pyro_ar.datasets.multilabel`,
+  :func:`label_indicator`), as :func:`load_wordnet_synsets` (WordNet's synsets, K of about
+  10^5 lemmas) returns;
 * :func:`load_mnist` (:mod:`~pyro_ar.datasets.idx`) -- MNIST digits from the raw IDX files
   (K = 10, D = 784);
 * :func:`load_brown` (:mod:`~pyro_ar.datasets.text`) -- next-word (bigram) prediction on the
@@ -67,9 +71,10 @@ from .sessions import SessionData, load_brown_sessions, make_recogym_sessions, p
 from .multivariate import (CategoricalData, hide_entries, load_breast_cancer_categorical, load_breast_cancer_wisconsin,
                            load_brown_windows, make_xor_relations)
 from .svmlight import load_svmlight
+from .multilabel import label_indicator
 from .bag_of_words import load_brown_bag_of_words, make_bag_of_words, to_scipy_csr
-from .reverse_dictionary import gloss_tokens, make_reverse_dictionary
-from .wordnet import WORDNET_FILES, load_wordnet_reverse_dictionary, read_wordnet_glosses
+from .reverse_dictionary import gloss_features, gloss_tokens, make_reverse_dictionary
+from .wordnet import WORDNET_FILES, load_wordnet_reverse_dictionary, load_wordnet_synsets, read_wordnet_glosses
 from .dictd import load_gcide_reverse_dictionary, read_dictd, read_gcide_senses
 from .text import BROWN_ARCHIVE, BROWN_BOUNDARY, BROWN_UNK, Vocabulary, load_brown, load_kjv, load_text_corpus
 
@@ -85,6 +90,7 @@ __all__ = [
     "load_arff_multilabel",
     "reduce_multilabel",
     "load_svmlight",
+    "label_indicator",
     "load_text_corpus",
     "Vocabulary",
     "load_mnist",
@@ -98,7 +104,8 @@ __all__ = [
     "make_bag_of_words",
     "load_brown_bag_of_words",
     "to_scipy_csr",
-    "make_reverse_dictionary", "gloss_tokens", "load_wordnet_reverse_dictionary", "read_wordnet_glosses",
+    "make_reverse_dictionary", "gloss_tokens", "gloss_features", "load_wordnet_reverse_dictionary",
+    "read_wordnet_glosses", "load_wordnet_synsets",
     "load_gcide_reverse_dictionary", "read_gcide_senses", "read_dictd",
     "SessionData", "pad_sessions", "split_sessions", "make_recogym_sessions", "load_brown_sessions",
     "CategoricalData", "hide_entries", "load_brown_windows", "load_breast_cancer_categorical",

@@ -36,7 +36,9 @@ class Dataset:
         x_train: training inputs. Float32 features of shape ``(N_train, D)`` for the
             feature data sets; int64 ids of shape ``(N_train,)`` for Brown (the previous
             word of each bigram).
-        y_train: int64 labels of shape ``(N_train,)`` in ``0 .. num_classes - 1``.
+        y_train: int64 labels of shape ``(N_train,)`` in ``0 .. num_classes - 1``; for a
+            multi-label data set (``info["multilabel"]`` True) a scipy CSR float32 0/1
+            indicator ``(N_train, num_classes)`` (:mod:`~pyro_ar.datasets.multilabel`).
         x_test, y_test: the same for the test split (``None`` when only the training
             split was asked for, e.g. ``load_bibtex(split="train")``).
         num_classes: K, the size of the label space.

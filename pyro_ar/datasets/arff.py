@@ -19,6 +19,8 @@ import numpy as np
 import torch
 
 from ._common import Dataset, PathLike, _dataset_dir, _require, verify_checksums
+from .multilabel import (as_targets, check_zero_one, classes_of, is_indicator, label_indicator, labelled_rows,
+                         relabel, unseen_rows)
 
 __all__ = ["ArffData", "read_arff", "load_bibtex", "load_arff_multilabel", "reduce_multilabel"]
 
@@ -185,8 +187,9 @@ def read_arff(path: PathLike, sparse: bool = False) -> ArffData:
     return ArffData(relation, names, torch.from_numpy(x))
 
 
-def _bibtex_split(p: Path):
-    """Dense features, first labels (or -1) of one Bibtex ARFF file, plus attribute names."""
+def _bibtex_split(p: Path, reduction: Optional[str] = "first"):
+    """Dense features, first labels (or -1; the label indicator for ``reduction=None``) of
+    one Bibtex ARFF file, plus attribute names."""
     arff = read_arff(p)
     names = arff.attributes
     expected = BIBTEX_NUM_FEATURES + BIBTEX_NUM_LABELS
@@ -202,7 +205,7 @@ def _bibtex_split(p: Path):
         i, j = (int(v) for v in np.argwhere(bad)[0])
         raise ValueError(f"{p}: label {names[BIBTEX_NUM_FEATURES + j]!r} of data row {i} is "
                          f"{labels[i, j]}, expected 0 or 1")
-    first = reduce_multilabel(labels, "first")
+    first = label_indicator(labels, where=str(p)) if reduction is None else reduce_multilabel(labels, "first")
     return np.ascontiguousarray(data[:, :BIBTEX_NUM_FEATURES]), first, names
 
 
@@ -212,8 +215,10 @@ def load_bibtex(
     drop_unseen_test: bool = True,
     remap_classes: bool = False,
     verify: bool = False,
+    reduction: Optional[str] = "first",
 ) -> Dataset:
-    """Bibtex (Katakis et al., 2008), reduced to one label per document as in the A&R paper.
+    """Bibtex (Katakis et al., 2008), reduced to one label per document as in the A&R paper
+    (or with all its labels: ``reduction=None``).
 
     Provenance: the Mulan copy (``bibtex-train.arff``, ``bibtex-test.arff``, sparse ARFF),
     7,395 BibSonomy entries, 1995 attributes: 1836 binary bag-of-words features, then 159
@@ -241,6 +246,13 @@ def load_bibtex(
             train or test, in original index order (K = 148, the paper's K);
             ``info["original_class_index"]`` maps new to old ids.
         verify: check the files against ``SHA256SUMS`` first.
+        reduction: ``"first"`` (default, the paper's) or ``None``: keep every label, a
+            multi-label :class:`Dataset` (``y_*`` the float32 CSR indicator ``(N, 159)``;
+            :mod:`~pyro_ar.datasets.multilabel`), classes handled as for the first label,
+            a class being any label (see :func:`load_arff_multilabel`). On Mulan's files:
+            4880 / 2515 rows, K = 159, 2.38 / 2.44 labels per row (train / test; 2.40 over
+            both, Mulan's label cardinality), 1 to 28 / 1 to 17 labels per row, every
+            label seen in train, no test row dropped.
 
     Returns:
         :class:`Dataset` with ``x_*`` float32 ``(N, 1836)``, ``y_*`` int64 ``(N,)``.
@@ -261,6 +273,8 @@ def load_bibtex(
     """
     if split not in ("both", "train", "test"):
         raise ValueError(f"load_bibtex: split must be 'both', 'train' or 'test', got {split!r}")
+    if reduction not in ("first", None):
+        raise ValueError(f"load_bibtex: reduction must be 'first' or None (every label), got {reduction!r}")
     folder = _dataset_dir(path, "bibtex")
     need_train = split in ("both", "train") or drop_unseen_test or remap_classes
     need_test = split in ("both", "test") or remap_classes
@@ -270,14 +284,14 @@ def load_bibtex(
     if verify:
         verify_checksums(folder, files)
 
-    parts, names = _bibtex_read(folder, need_train, need_test)
+    parts, names = _bibtex_read(folder, need_train, need_test, reduction)
     feature_names = names[:BIBTEX_NUM_FEATURES]
     label_names = names[BIBTEX_NUM_FEATURES:]
 
     num_unlabeled = {}
     kept = {}
     for s, (x, first) in parts.items():
-        rows = np.flatnonzero(first >= 0)
+        rows = labelled_rows(first)
         num_unlabeled[s] = int(first.shape[0] - rows.shape[0])
         kept[s] = (x[rows], first[rows], rows)
 
@@ -285,28 +299,29 @@ def load_bibtex(
         "name": "bibtex",
         "source": "Mulan bibtex (Katakis, Tsoumakas, Vlahavas, ECML/PKDD 2008 discovery challenge)",
         "folder": str(folder),
-        "preprocessing": "binary features as is; label = lowest positive label index (first label)",
-        "feature_names": feature_names,
+        "preprocessing": "binary features as is; label = " + ("every positive label" if reduction is None else
+                                                              "lowest positive label index (first label)"),
+        "feature_names": feature_names, "reduction": reduction,
         "num_unlabeled_dropped": num_unlabeled,
     }
-    train_classes = np.unique(kept["train"][1]) if "train" in kept else None
+    train_classes = classes_of(kept["train"][1]) if "train" in kept else None
     if train_classes is not None:
         info["train_classes"] = train_classes.tolist()
     if "train" in kept and "test" in kept:
-        info["all_classes"] = np.union1d(kept["train"][1], kept["test"][1]).tolist()
+        info["all_classes"] = np.union1d(train_classes, classes_of(kept["test"][1])).tolist()
 
     kept, class_names = _bibtex_classes(kept, info, label_names, drop_unseen_test, remap_classes)
 
     return _bibtex_dataset(kept, split, info, class_names)
 
 
-def _bibtex_read(folder: Path, need_train: bool, need_test: bool):
-    """``({split: (x, first label)}, attribute names)`` of the split files needed."""
+def _bibtex_read(folder: Path, need_train: bool, need_test: bool, reduction: Optional[str] = "first"):
+    """``({split: (x, first label or indicator)}, attribute names)`` of the split files needed."""
     parts: Dict[str, Any] = {}
     names = None
     for s, need in (("train", need_train), ("test", need_test)):
         if need:
-            x, first, attr_names = _bibtex_split(folder / BIBTEX_FILES[s])
+            x, first, attr_names = _bibtex_split(folder / BIBTEX_FILES[s], reduction)
             if names is None:
                 names = attr_names
             elif attr_names != names:
@@ -319,11 +334,12 @@ def _bibtex_read(folder: Path, need_train: bool, need_test: bool):
 
 
 def _bibtex_classes(kept, info, label_names, drop_unseen_test, remap_classes):
-    """Mark (and drop) the test rows of classes unseen in train; remap to the classes seen."""
-    train_classes = np.unique(kept["train"][1]) if "train" in kept else None
+    """Mark (and drop) the test rows of classes unseen in train (for an indicator: rows
+    without a label seen in train); remap to the classes that occur."""
+    train_classes = classes_of(kept["train"][1]) if "train" in kept else None
     unseen = None
     if "test" in kept and train_classes is not None:
-        unseen = ~np.isin(kept["test"][1], train_classes)
+        unseen = unseen_rows(kept["test"][1], train_classes)
         info["unseen_test_mask"] = torch.from_numpy(unseen.copy())
         info["num_unseen_test"] = int(unseen.sum())
     info["unseen_test_dropped"] = bool(drop_unseen_test and unseen is not None)
@@ -332,7 +348,7 @@ def _bibtex_classes(kept, info, label_names, drop_unseen_test, remap_classes):
         old = np.asarray(info["all_classes"], dtype=np.int64)
         lookup = np.full(len(label_names), -1, dtype=np.int64)
         lookup[old] = np.arange(old.shape[0])
-        kept = {s: (x, lookup[y], r) for s, (x, y, r) in kept.items()}
+        kept = {s: (x, relabel(y, old, lookup), r) for s, (x, y, r) in kept.items()}
         class_names = [label_names[i] for i in old]
         info["original_class_index"] = torch.from_numpy(old)
         if "train_classes" in info:
@@ -356,8 +372,10 @@ def _bibtex_dataset(kept, split, info, class_names) -> Dataset:
         if s in kept and split in ("both", s):
             x, y, r = kept[s]
             out["x_" + s] = torch.from_numpy(np.ascontiguousarray(x))
-            out["y_" + s] = torch.from_numpy(y.astype(np.int64))
+            out["y_" + s] = as_targets(y)
             info[s + "_rows"] = torch.from_numpy(r.astype(np.int64))
+            if is_indicator(y):
+                info.setdefault("mean_labels_per_row", {})[s] = float(y.nnz / max(1, y.shape[0]))
         else:
             out["x_" + s] = out["y_" + s] = None
     return Dataset(
@@ -367,7 +385,7 @@ def _bibtex_dataset(kept, split, info, class_names) -> Dataset:
         y_test=out["y_test"],
         num_classes=len(class_names),
         class_names=class_names,
-        info=info,
+        info={**info, "multilabel": info.get("reduction", "first") is None},
     )
 
 
@@ -398,10 +416,7 @@ def reduce_multilabel(labels: np.ndarray, reduction: str = "first", seed: int = 
     [2, -1, 2]
     """
     labels = np.asarray(labels)
-    bad = (labels != 0) & (labels != 1)
-    if bad.any():
-        i, j = (int(v) for v in np.argwhere(bad)[0])
-        raise ValueError(f"{where}: label {j} of data row {i} is {labels[i, j]}, expected 0 or 1")
+    check_zero_one(labels, where)
     positive = labels == 1
     has = positive.any(1)
     if reduction == "first":
@@ -451,14 +466,15 @@ def _label_columns(p: Path, arff: ArffData, num_labels: Optional[int],
 
 
 def _multilabel_split(p: Path, num_labels, label_names, reduction, seed):
-    """``(features, reduced labels, feature names, label names, how)`` of one ARFF file."""
+    """``(features, reduced labels or indicator, feature names, label names, how)`` of one ARFF file."""
     arff = read_arff(p)
     cols, how = _label_columns(p, arff, num_labels, label_names)
     data = arff.data.numpy()
     is_label = np.zeros(data.shape[1], bool)
     is_label[cols] = True
     names = [arff.attributes[j] for j in cols]
-    y = reduce_multilabel(data[:, cols], reduction, seed, where=str(p))
+    y = (label_indicator(data[:, cols], where=str(p)) if reduction is None
+         else reduce_multilabel(data[:, cols], reduction, seed, where=str(p)))
     feature_names = [n for n, lab in zip(arff.attributes, is_label) if not lab]
     return np.ascontiguousarray(data[:, ~is_label]), y, feature_names, names, how
 
@@ -468,12 +484,13 @@ def load_arff_multilabel(
     test: Optional[PathLike] = None,
     num_labels: Optional[int] = None,
     label_names: Optional[Sequence[str]] = None,
-    reduction: str = "first",
+    reduction: Optional[str] = "first",
     drop_unseen_test: bool = True,
     remap_classes: bool = False,
     seed: int = 0,
 ) -> Dataset:
-    r"""Any multi-label ARFF data set (Mulan, MEKA) as a single-label :class:`Dataset`.
+    r"""Any multi-label ARFF data set (Mulan, MEKA) as a single-label :class:`Dataset`, or with
+    all its labels (``reduction=None``).
 
     Which attributes are the L labels: ``label_names`` if given; else the last
     ``num_labels`` attributes (Mulan's convention); else read from the files -- the
@@ -486,18 +503,27 @@ def load_arff_multilabel(
     and ``remap_classes`` keeps only the classes that occur -- exactly as
     :func:`load_bibtex`, which is this loader with Bibtex's file names and checks.
 
+    ``reduction=None`` keeps every label: a multi-label :class:`Dataset`
+    (:mod:`~pyro_ar.datasets.multilabel`: ``y_*`` the float32 CSR indicator ``(N, L)``,
+    ``info["multilabel"]`` True, ``info["mean_labels_per_row"]``), the same rules read with a
+    class being any label of a row: rows with no label are dropped (and counted), a test row
+    is unseen when none of its labels occurs in train (dropped unless
+    ``drop_unseen_test=False``), ``remap_classes`` keeps the labels that occur in train or
+    test (columns in original order).
+
     Args:
         train: the training ``.arff`` file.
         test: the test ``.arff`` file (same attributes), or ``None`` (test fields ``None``).
         num_labels: L, the labels being the last L attributes.
         label_names: the label attributes by name (overrides ``num_labels``).
-        reduction: ``"first"`` (default), ``"last"`` or ``"random"``.
+        reduction: ``"first"`` (default), ``"last"``, ``"random"`` or ``None`` (every label).
         drop_unseen_test: drop test rows whose class never occurs in train (default True).
         remap_classes: relabel to the classes occurring in train or test.
         seed: seed of ``reduction="random"``.
 
     Returns:
-        :class:`Dataset` with ``x_*`` float32 ``(N, D)``, ``y_*`` int64 ``(N,)`` and
+        :class:`Dataset` with ``x_*`` float32 ``(N, D)``, ``y_*`` int64 ``(N,)`` (the
+        indicator for ``reduction=None``) and
         ``num_classes`` L (or the classes kept by ``remap_classes``); ``class_names`` the
         label attribute names. ``info`` has the keys of :func:`load_bibtex` plus
         ``label_source`` (how the labels were found) and ``reduction``.
@@ -513,8 +539,9 @@ def load_arff_multilabel(
     >>> d.x_train.tolist(), d.y_train.tolist(), d.class_names, d.info["num_unlabeled_dropped"]
     ([[1.0, 2.0], [3.0, 4.0]], [1, 0], ['a', 'b'], {'train': 1})
     """
-    if reduction not in ("first", "last", "random"):
-        raise ValueError(f"load_arff_multilabel: reduction must be 'first', 'last' or 'random', got {reduction!r}")
+    if reduction not in ("first", "last", "random", None):
+        raise ValueError(f"load_arff_multilabel: reduction must be 'first', 'last', 'random' or None "
+                         f"(every label), got {reduction!r}")
     files = {"train": Path(train)} if test is None else {"train": Path(train), "test": Path(test)}
     for f in files.values():
         if not f.is_file():
@@ -526,11 +553,11 @@ def load_arff_multilabel(
             meta = (feat, labs, how)
         elif (feat, labs) != meta[:2]:
             raise ValueError(f"{f}: attributes differ from those of {files['train']}")
-        rows = np.flatnonzero(y >= 0)
+        rows = labelled_rows(y)
         parts[s] = (x[rows], y[rows], rows, int(y.shape[0] - rows.shape[0]))
     assert meta is not None
     feature_names, names, how = meta
-    extra = {"preprocessing": f"features as in the file; label = {reduction} positive label ({how})",
+    extra = {"preprocessing": f"features as in the file; label = {reduction or 'every'} positive label ({how})",
              "label_source": how, "feature_names": feature_names}
     return _multilabel_dataset(files, parts, names, reduction, extra, drop_unseen_test, remap_classes)
 
@@ -544,10 +571,10 @@ def _multilabel_dataset(files, parts, label_names, reduction, extra, drop_unseen
     info: Dict[str, Any] = {
         "name": files["train"].stem, "source": str(files["train"]), "folder": str(files["train"].parent),
         "reduction": reduction, "num_unlabeled_dropped": {s: v[3] for s, v in parts.items()},
-        "train_classes": np.unique(kept["train"][1]).tolist(), **extra,
+        "train_classes": classes_of(kept["train"][1]).tolist(), **extra,
     }
     if "test" in kept:
-        info["all_classes"] = np.union1d(kept["train"][1], kept["test"][1]).tolist()
+        info["all_classes"] = np.union1d(info["train_classes"], classes_of(kept["test"][1])).tolist()
     else:
         info["all_classes"] = list(info["train_classes"])
     kept, class_names = _bibtex_classes(kept, info, label_names, drop_unseen_test, remap_classes)

@@ -34,7 +34,7 @@ import torch
 
 from ._common import Dataset
 
-__all__ = ["make_reverse_dictionary", "gloss_tokens"]
+__all__ = ["make_reverse_dictionary", "gloss_tokens", "gloss_features"]
 
 _TOKEN = re.compile(r"[a-z]+")
 
@@ -75,6 +75,11 @@ def _split(words: Sequence[str], min_glosses: int, holdout_min: int, seed: int):
     return classes, labels, test
 
 
+def empty_rows(x: torch.Tensor) -> int:
+    """The number of rows without a stored entry of a coalesced sparse COO matrix."""
+    return int(x.shape[0] - torch.unique(x.indices()[0]).numel())
+
+
 def _binary_bags(token_lists: Sequence[Sequence[str]], vocabulary: Dict[str, int]) -> torch.Tensor:
     """Coalesced sparse COO (N, V) float32: row n the L2-normalised binary bag of its tokens."""
     rows: List[int] = []
@@ -89,6 +94,29 @@ def _binary_bags(token_lists: Sequence[Sequence[str]], vocabulary: Dict[str, int
     indices = torch.stack([r, torch.as_tensor(cols, dtype=torch.int64)]).reshape(2, -1)
     return torch.sparse_coo_tensor(indices, values, (len(token_lists), len(vocabulary)),
                                    check_invariants=False).coalesce()
+
+
+def gloss_features(train_glosses: Sequence[str], test_glosses: Sequence[str] = (), min_count: int = 2):
+    r"""The features of step 3 (module text): ``(x_train, x_test, vocabulary)``.
+
+    The vocabulary (sorted) is the :func:`gloss_tokens` found in at least ``min_count`` of the
+    *training* glosses (rows: a gloss given twice counts twice); row :math:`n` of ``x_*`` is
+    the binary bag of its gloss's vocabulary tokens over its Euclidean norm, a coalesced torch
+    sparse COO float32 ``(N, D)`` (a gloss without a vocabulary token: a zero row).
+
+    Example:
+
+    >>> from pyro_ar.datasets import gloss_features
+    >>> x, x_test, vocabulary = gloss_features(["a red fox", "a red hen"], ["the red sky"])
+    >>> vocabulary, x_test.to_dense().tolist()
+    (['a', 'red'], [[0.0, 1.0]])
+    """
+    train_tokens = [gloss_tokens(g) for g in train_glosses]
+    df = Counter(t for toks in train_tokens for t in toks)
+    vocabulary = sorted(t for t, c in df.items() if c >= min_count)
+    columns = {t: j for j, t in enumerate(vocabulary)}
+    return (_binary_bags(train_tokens, columns), _binary_bags([gloss_tokens(g) for g in test_glosses], columns),
+            vocabulary)
 
 
 def make_reverse_dictionary(pairs: Iterable[Tuple[str, str]], *, min_glosses: int = 2, holdout_min: int = 3,
@@ -145,26 +173,19 @@ def make_reverse_dictionary(pairs: Iterable[Tuple[str, str]], *, min_glosses: in
                          f"among the {len(pairs)} pairs")
     train_idx = np.flatnonzero((labels >= 0) & ~test)
     test_idx = np.flatnonzero(test)
-    tokens = {int(i): gloss_tokens(pairs[i][1]) for i in np.concatenate([train_idx, test_idx])}
-    df = Counter(t for i in train_idx for t in tokens[int(i)])
-    vocabulary = sorted(t for t, c in df.items() if c >= min_count)
-    columns = {t: j for j, t in enumerate(vocabulary)}
-    x_train = _binary_bags([tokens[int(i)] for i in train_idx], columns)
-    x_test = _binary_bags([tokens[int(i)] for i in test_idx], columns)
+    x_train, x_test, vocabulary = gloss_features([pairs[i][1] for i in train_idx], [pairs[i][1] for i in test_idx],
+                                                 min_count)
     y_train, y_test = torch.as_tensor(labels[train_idx]), torch.as_tensor(labels[test_idx])
     sharing: Dict[str, set] = {}  # gloss -> the classes defined by it (a synset's words)
     for i in np.flatnonzero(labels >= 0):
         sharing.setdefault(pairs[i][1], set()).add(int(labels[i]))
     label_sets = [sorted(sharing[pairs[i][1]]) for i in test_idx]
 
-    def empty(x):
-        return int(x.shape[0] - torch.unique(x.indices()[0]).numel())
-
     out = dict(info or {})
     out.update(feature_names=vocabulary, num_features=len(vocabulary),
                mean_nnz_train=x_train._nnz() / max(1, len(train_idx)),
                train_rows_per_class=len(train_idx) / len(classes),
-               empty_train_rows=empty(x_train), empty_test_rows=empty(x_test),
+               empty_train_rows=empty_rows(x_train), empty_test_rows=empty_rows(x_test),
                train_pairs=train_idx.tolist(), test_pairs=test_idx.tolist(), test_label_sets=label_sets,
                min_glosses=min_glosses, holdout_min=holdout_min, min_count=min_count, seed=seed,
                preprocessing=(f"words with >= {min_glosses} glosses; one random gloss of each word with >= "

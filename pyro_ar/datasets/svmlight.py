@@ -13,7 +13,8 @@ Each row is ``l_1,l_2,... j:v j:v ...`` with 0-based label and feature indices. 
 read by :func:`sklearn.datasets.load_svmlight_files` (so scikit-learn is needed), the label
 set of row :math:`n` is reduced to one class (:func:`~pyro_ar.datasets.reduce_multilabel`,
 by default the lowest label, as for Bibtex) and unseen test classes are handled as by
-:func:`~pyro_ar.datasets.load_bibtex`.
+:func:`~pyro_ar.datasets.load_bibtex`; ``reduction=None`` keeps every label (a multi-label
+:class:`~pyro_ar.datasets.Dataset`, :mod:`~pyro_ar.datasets.multilabel`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import numpy as np
 
 from ._common import Dataset, PathLike
 from .arff import _multilabel_dataset
+from .multilabel import label_indicator, labelled_rows
 
 __all__ = ["load_svmlight"]
 
@@ -80,12 +82,13 @@ def load_svmlight(
     test: Optional[PathLike] = None,
     num_features: Optional[int] = None,
     num_labels: Optional[int] = None,
-    reduction: str = "first",
+    reduction: Optional[str] = "first",
     drop_unseen_test: bool = True,
     remap_classes: bool = False,
     seed: int = 0,
 ) -> Dataset:
-    r"""A multi-label data set in the extreme-classification (svmlight) format, one label per row.
+    r"""A multi-label data set in the extreme-classification (svmlight) format, one label per
+    row (or all of them: ``reduction=None``).
 
     Args:
         train: the training file.
@@ -93,13 +96,17 @@ def load_svmlight(
         num_features: D (default: the header's, else the largest feature index + 1).
         num_labels: the size of the label space L (default: the header's, else the largest
             label + 1).
-        reduction: ``"first"`` (the lowest label of a row, default), ``"last"`` or ``"random"``.
+        reduction: ``"first"`` (the lowest label of a row, default), ``"last"``, ``"random"``
+            or ``None``: every label, ``y_*`` the float32 CSR indicator ``(N, L)``, rows and
+            classes handled as by :func:`~pyro_ar.datasets.load_arff_multilabel` with
+            ``reduction=None``.
         drop_unseen_test: drop test rows whose class never occurs in train (default True).
         remap_classes: relabel to the classes occurring in train or test.
         seed: seed of ``reduction="random"``.
 
     Returns:
-        :class:`Dataset` with ``x_*`` float32 ``(N, D)`` (dense), ``y_*`` int64 ``(N,)``,
+        :class:`Dataset` with ``x_*`` float32 ``(N, D)`` (dense), ``y_*`` int64 ``(N,)`` (or
+        the indicator),
         ``num_classes`` L; ``info`` as :func:`~pyro_ar.datasets.load_arff_multilabel`.
 
     Raises:
@@ -125,8 +132,9 @@ def load_svmlight(
     except ImportError:  # pragma: no cover - depends on the environment
         raise ImportError("load_svmlight needs scikit-learn: pip install scikit-learn "
                           "(or pip install 'pyro-ar[data]')") from None
-    if reduction not in ("first", "last", "random"):
-        raise ValueError(f"load_svmlight: reduction must be 'first', 'last' or 'random', got {reduction!r}")
+    if reduction not in ("first", "last", "random", None):
+        raise ValueError(f"load_svmlight: reduction must be 'first', 'last', 'random' or None (every label), "
+                         f"got {reduction!r}")
     files = {"train": Path(train)} if test is None else {"train": Path(train), "test": Path(test)}
     read = {s: _read(p) for s, p in files.items()}
     headers = [h for h, _ in read.values() if h is not None]
@@ -140,20 +148,22 @@ def load_svmlight(
     except (ValueError, OverflowError) as e:  # (a feature index >= 2^31: OverflowError)
         raise ValueError(f"load_svmlight: cannot read {', '.join(map(str, files.values()))}: {e}") from None
     xs, ys = loaded[0::2], loaded[1::2]
-    parts: Dict[str, Any] = {}
     for s, x, label_sets in zip(files, xs, ys):
         _check_rows(files[s], read[s][0], x, label_sets)
-        y = _first_labels(label_sets, reduction, seed)
-        if s == "train" and not (y >= 0).any():
-            raise ValueError(f"load_svmlight: {files[s]}: none of its {len(y)} rows has a label")
-        rows = np.flatnonzero(y >= 0)
-        parts[s] = (np.asarray(x[rows].todense(), dtype=np.float32), y[rows], rows, int(len(y) - len(rows)))
     L = int(max((max(ls) for y in ys for ls in y if ls), default=-1)) + 1  # every label, not only those kept
     if num_labels is not None:
         if L > num_labels:
             raise ValueError(f"load_svmlight: {', '.join(map(str, files.values()))}: label {L - 1} found, "
                              f"but num_labels is {num_labels}")
         L = int(num_labels)
-    extra = {"preprocessing": f"features as in the file; label = {reduction} label of the row"}
+    parts: Dict[str, Any] = {}
+    for s, x, label_sets in zip(files, xs, ys):
+        y = (label_indicator(label_sets, L, where=str(files[s])) if reduction is None
+             else _first_labels(label_sets, reduction, seed))
+        rows = labelled_rows(y)
+        if s == "train" and not rows.size:
+            raise ValueError(f"load_svmlight: {files[s]}: none of its {len(label_sets)} rows has a label")
+        parts[s] = (np.asarray(x[rows].todense(), dtype=np.float32), y[rows], rows, int(len(label_sets) - len(rows)))
+    extra = {"preprocessing": f"features as in the file; label = {reduction or 'every'} label of the row"}
     return _multilabel_dataset(files, parts, [str(k) for k in range(L)], reduction, extra,
                                drop_unseen_test, remap_classes)

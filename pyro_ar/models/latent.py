@@ -51,7 +51,7 @@ import pyro.distributions as dist
 import pyro.poutine as poutine
 
 from .. import evaluation
-from ..evaluation import _check_reduce, _reduce  # (the one reduction of evaluation results)
+from ..evaluation.predictive import _check_reduce, _reduce  # (the one reduction of evaluation results)
 from ..distributions import BouchardBound
 from ..likelihoods import DEFAULT, Bouchard, DataSubsample
 from ..subsets import sample_without_replacement

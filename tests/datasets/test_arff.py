@@ -242,3 +242,73 @@ def test_reduce_multilabel_random_picks_a_positive_label():
     assert set(y[has].tolist()) == set(range(6))
     with pytest.raises(ValueError, match="label 0 of data row 0 is 2"):
         ds.reduce_multilabel(np.array([[2, 0]]))
+
+
+# ---------------------------------------------------------------------------
+# reduction=None: every label, a multi-label Dataset (issue 36)
+# ---------------------------------------------------------------------------
+
+def _indicator_rows(y):
+    """The label sets of a CSR indicator, checking the multi-label convention on the way."""
+    assert y.format == "csr" and y.dtype == "float32" and y.has_sorted_indices
+    assert set(y.data.tolist()) <= {1.0}
+    return [y.indices[y.indptr[i]:y.indptr[i + 1]].tolist() for i in range(y.shape[0])]
+
+
+def test_load_arff_multilabel_keeps_every_label(tmp_path):
+    # train: {b, c}, {a, c}, none (dropped), {c}; test: {a}, {c}
+    train = _multi(tmp_path / "train.arff", ["1,2,0,1,1", "3,4,1,0,1", "{0 9}", "5,6,0,0,1"])
+    test = _multi(tmp_path / "test.arff", ["7,8,1,0,0", "0,1,0,0,1"])
+    d = ds.load_arff_multilabel(train, test, num_labels=3, reduction=None)
+    assert d.info["multilabel"] is True and d.info["reduction"] is None
+    assert d.y_train.shape == (3, 3) and d.num_train == 3 and d.num_test == 2 and d.num_classes == 3
+    assert _indicator_rows(d.y_train) == [[1, 2], [0, 2], [2]] and _indicator_rows(d.y_test) == [[0], [2]]
+    assert d.x_train.tolist() == [[1, 2], [3, 4], [5, 6]] and d.info["train_rows"].tolist() == [0, 1, 3]
+    assert d.info["num_unlabeled_dropped"] == {"train": 1, "test": 0}
+    assert d.info["mean_labels_per_row"] == {"train": 5 / 3, "test": 1.0}
+    # without "a" in train, test row 0 has no label seen in train: unseen (dropped by default)
+    train_b = _multi(tmp_path / "train_b.arff", ["1,2,0,1,1", "5,6,0,0,1"])
+    test_b = _multi(tmp_path / "test_b.arff", ["7,8,1,0,0", "0,1,1,0,1"])
+    kept = ds.load_arff_multilabel(train_b, test_b, num_labels=3, reduction=None, drop_unseen_test=False)
+    assert kept.info["unseen_test_mask"].tolist() == [True, False] and kept.info["train_classes"] == [1, 2]
+    assert _indicator_rows(kept.y_test) == [[0], [0, 2]]  # (the unseen label "a" is kept in row 1)
+    dropped = ds.load_arff_multilabel(train_b, test_b, num_labels=3, reduction=None)
+    assert dropped.num_test == 1 and _indicator_rows(dropped.y_test) == [[0, 2]]
+    # remap: only the labels occurring in train or test, columns in the original order
+    test_c = _multi(tmp_path / "test_c.arff", ["7,8,0,1,0"])
+    remapped = ds.load_arff_multilabel(train_b, test_c, num_labels=3, reduction=None, remap_classes=True)
+    assert remapped.class_names == ["b", "c"] and remapped.num_classes == 2
+    assert _indicator_rows(remapped.y_train) == [[0, 1], [1]] and _indicator_rows(remapped.y_test) == [[0]]
+    assert remapped.info["original_class_index"].tolist() == [1, 2]
+    with pytest.raises(ValueError, match="label 1 of data row 0 is 2"):
+        ds.load_arff_multilabel(_multi(tmp_path / "bad.arff", ["1,2,0,2,1"]), num_labels=3, reduction=None)
+
+
+def test_load_bibtex_every_label_matches_the_general_loader(tmp_path):
+    F = ds.BIBTEX_NUM_FEATURES
+    _write_arff(tmp_path / "bibtex-train.arff", [f"{{0 1,{F + 7} 1,{F + 3} 1}}", f"{{2 1,{F + 0} 1}}", "{1 1}"])
+    _write_arff(tmp_path / "bibtex-test.arff", [f"{{4 1,{F + 3} 1,{F + 9} 1}}", f"{{{F + 9} 1}}"])
+    a = load_bibtex(path=tmp_path, reduction=None)
+    b = ds.load_arff_multilabel(tmp_path / "bibtex-train.arff", tmp_path / "bibtex-test.arff",
+                                num_labels=ds.BIBTEX_NUM_LABELS, reduction=None)
+    assert _indicator_rows(a.y_train) == [[3, 7], [0]] and _indicator_rows(a.y_test) == [[3, 9]]
+    assert a.info["unseen_test_mask"].tolist() == [False, True] and a.num_classes == ds.BIBTEX_NUM_LABELS
+    for f in ("y_train", "y_test"):
+        assert (getattr(a, f) != getattr(b, f)).nnz == 0, f
+    assert torch.equal(a.x_train, b.x_train) and torch.equal(a.x_test, b.x_test)
+    with pytest.raises(ValueError, match="reduction must be 'first' or None"):
+        load_bibtex(path=tmp_path, reduction="last")
+
+
+def test_bibtex_every_label(bibtex):
+    """The real Bibtex with all its labels: every row kept, 2.40 labels per row over both
+    splits (Mulan's label cardinality of Bibtex), the lowest label of each row the first-label
+    class of the single-label loader."""
+    d = load_bibtex(reduction=None)
+    assert (d.num_train, d.num_test, d.num_classes) == (4880, 2515, 159)
+    rows = _indicator_rows(d.y_train)
+    assert [r[0] for r in rows] == bibtex.y_train.tolist()
+    assert d.info["num_unseen_test"] == 0 and len(d.info["train_classes"]) == 159
+    cardinality = (d.y_train.nnz + d.y_test.nnz) / (d.num_train + d.num_test)
+    assert abs(cardinality - 2.402) < 0.001
+    assert torch.equal(d.x_train, bibtex.x_train)

@@ -64,3 +64,21 @@ def test_a_bad_test_file_is_named(tmp_path):
     (tmp_path / "test.txt").write_text("0 0:1\n1 1:inf\n")
     with pytest.raises(ValueError, match=r"test.txt: row 1 holds the non-finite value inf"):
         load_svmlight(tmp_path / "train.txt", tmp_path / "test.txt")
+
+
+def test_every_label_with_reduction_none(tmp_path):
+    """train label sets {0, 2}, {1}, {2, 3}, {} (dropped); test {5}, {1, 4}, {0}."""
+    (tmp_path / "train.txt").write_text(TRAIN)
+    (tmp_path / "test.txt").write_text(TEST)
+    d = load_svmlight(tmp_path / "train.txt", tmp_path / "test.txt", reduction=None, drop_unseen_test=False)
+    assert d.info["multilabel"] is True and d.num_classes == 6 and d.y_train.shape == (3, 6)
+    assert d.y_train.dtype == "float32" and d.y_train.format == "csr" and d.y_train.has_sorted_indices
+    assert d.y_train.toarray().tolist() == [[1, 0, 1, 0, 0, 0], [0, 1, 0, 0, 0, 0], [0, 0, 1, 1, 0, 0]]
+    assert d.y_test.toarray().tolist() == [[0, 0, 0, 0, 0, 1], [0, 1, 0, 0, 1, 0], [1, 0, 0, 0, 0, 0]]
+    assert d.info["unseen_test_mask"].tolist() == [True, False, False]  # row 1 has label 1, seen
+    assert d.info["num_unlabeled_dropped"] == {"train": 1, "test": 0}
+    kept = load_svmlight(tmp_path / "train.txt", tmp_path / "test.txt", reduction=None)
+    assert kept.num_test == 2 and (kept.y_test != d.y_test[1:]).nnz == 0
+    assert torch.equal(kept.x_test, d.x_test[1:])
+    with pytest.raises(ValueError, match="reduction must be 'first', 'last', 'random' or None"):
+        load_svmlight(tmp_path / "train.txt", reduction="all")

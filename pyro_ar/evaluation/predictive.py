@@ -1,4 +1,4 @@
-r"""One evaluation path: predictive log-likelihood, class probabilities, accuracy, top-k.
+r"""The one evaluation path: predictive log-likelihood, class probabilities, accuracy, top-k.
 
 Every function reads the utilities from a *source* and walks the datapoints in chunks
 (:func:`iter_chunks`), so that at most ``chunk_size x K`` utilities (per posterior draw) are
@@ -22,19 +22,17 @@ The predictive probability of class :math:`k` at row :math:`r` is the average ov
         \log\int\phi(e)\prod_{k'\ne k}\Phi(e+\psi_k-\psi_{k'})\,de & \text{otherwise}
     \end{cases}
 
-(the noise's :meth:`~pyro_ar.noise.Noise.log_marginal`; the integral by quadrature: O(K) per label, O(K^2) per row
-for all classes). Everything is computed and accumulated in float64, whatever the dtype of
-the source.
+(the noise's :meth:`~pyro_ar.noise.Noise.log_marginal`; the integral by quadrature: O(K) per
+label, O(K^2) per row for all classes), computed and accumulated in float64 whatever the
+dtype of the source.
 
 **Shared rows.** With ``rows=`` (a ``LongTensor`` of length N), datapoint ``n`` uses the
-utilities of row ``rows[n]``, and each *distinct* row is computed once. For the bigram model,
-where every datapoint with the same previous word has the same utilities, this costs
-:math:`U\times K` utilities for :math:`U` distinct previous words instead of
-:math:`N\times K`.
+utilities of row ``rows[n]``, and each *distinct* row is computed once: for the bigram model
+(the same utilities for the same previous word), :math:`U\times K` utilities for :math:`U`
+distinct previous words instead of :math:`N\times K`.
 
-**Ranking.** With iid noise :math:`p(k\mid\psi)` increases with :math:`\psi_k`, so a point
-estimate ranks classes by utility (no normalisation needed, for every noise); posterior
-draws rank by the predictive probability above.
+**Ranking.** With iid noise :math:`p(k\mid\psi)` increases with :math:`\psi_k`: a point estimate
+ranks classes by utility (for every noise), posterior draws by the predictive probability.
 
 Bad input -- labels of the wrong count, dtype or range, empty input, ``k`` outside
 ``[1, K]``, non-finite utilities -- raises a ``ValueError`` naming the argument and value.
@@ -47,9 +45,9 @@ from typing import Callable, Dict, Iterator, Optional, Sequence, Tuple, Union
 
 import torch
 
-from .noise import Noise, get_noise
-from .utility import DenseUtility, LinearUtility, LinearWeights, Utility, embed_inputs
-from .weight_pattern import PatternWeights
+from ..noise import Noise, get_noise
+from ..utility import DenseUtility, LinearUtility, LinearWeights, Utility, embed_inputs
+from ..weight_pattern import PatternWeights
 
 __all__ = ["Chunk", "UtilitySource", "linear_source", "iter_chunks", "log_likelihood", "predict_log_proba",
            "predict_proba", "accuracy", "top_k_accuracy", "top_k", "evaluate"]
