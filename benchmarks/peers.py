@@ -80,6 +80,7 @@ Prints one table and writes ``peers_<dataset>_<features>[_quick].json`` to ``--o
 import argparse
 import importlib.machinery
 import importlib.metadata
+import importlib.util
 import json
 import os
 import subprocess
@@ -458,8 +459,10 @@ def installed(method, args):
     """Whether the method's package can be imported (PECOS: also from ``--pecos-path``)."""
     if not PACKAGE.get(method):
         return True
-    extra = [pecos_path(args)] if method == "pecos" and pecos_path(args) else []
-    return importlib.machinery.PathFinder.find_spec(PACKAGE[method], extra + sys.path) is not None
+    if importlib.util.find_spec(PACKAGE[method]) is not None:
+        return True
+    extra = pecos_path(args) if method == "pecos" else None
+    return bool(extra) and importlib.machinery.PathFinder.find_spec(PACKAGE[method], [extra]) is not None
 
 
 def run(method, variant, args, features=None):

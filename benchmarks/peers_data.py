@@ -231,14 +231,15 @@ def ranking_scores(top, Yt, Y, ks=ML_KS):
     """Multi-label: P@k, nDCG@k and PSP@k (A = 0.55, B = 1.5 propensities of the training
     labels ``Y``) of the ranked labels ``top`` (n, >= max(ks); -1: no prediction) against the
     test indicator ``Yt``, through ``pyro_ar.evaluation``. A missing prediction is scored as a
-    miss: it becomes an extra column K that is relevant to no row (its propensity 1 is never used)."""
+    miss: the one in rank slot l becomes an extra column K + l, relevant to no row (a ranking
+    lists each class once; their propensities 1 are never used)."""
     import scipy.sparse as sp
 
     from pyro_ar.evaluation import label_propensities, ranking_metrics
 
     width = max(ks)
-    ranked = np.where(top[:, :width] < 0, Yt.shape[1], top[:, :width])
-    targets = sp.hstack([Yt, sp.csr_matrix((Yt.shape[0], 1), dtype=Yt.dtype)], format="csr")
-    prop = np.append(np.asarray(label_propensities(Y), dtype=np.float64), 1.0)
+    ranked = np.where(top[:, :width] < 0, Yt.shape[1] + np.arange(width)[None, :], top[:, :width])
+    targets = sp.hstack([Yt, sp.csr_matrix((Yt.shape[0], width), dtype=Yt.dtype)], format="csr")
+    prop = np.append(np.asarray(label_propensities(Y), dtype=np.float64), np.ones(width))
     res = ranking_metrics(ranked, targets, ks=ks, propensities=prop)
     return {key.lower(): float(v) for key, v in res.items()}

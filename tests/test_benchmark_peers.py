@@ -157,9 +157,12 @@ def test_ranking_scores_count_a_missing_prediction_as_a_miss(pdata, monkeypatch)
     got = pdata.ranking_scores(top, Yt, Yt, ks=(1, 3))
     assert got == {"p@1": 1.0, "p@3": pytest.approx(1 / 3)}
     (c,) = calls
-    assert c["ranked"].tolist() == [[2, 1, 4], [3, 0, 1]]  # -1 -> the extra column 4, relevant to no row
-    assert c["targets"].shape == (2, 5) and c["targets"][:, 4].nnz == 0
-    np.testing.assert_array_equal(c["propensities"], [0.5, 1.0, 0.25, 0.5, 1.0])
+    assert c["ranked"].tolist() == [[2, 1, 6], [3, 0, 1]]  # -1 in slot 2 -> column 4 + 2, in no row
+    assert c["targets"].shape == (2, 7) and c["targets"][:, 4:].nnz == 0
+    np.testing.assert_array_equal(c["propensities"], [0.5, 1.0, 0.25, 0.5, 1.0, 1.0, 1.0])
+    calls.clear()  # two missing predictions in a row stay distinct classes
+    pdata.ranking_scores(np.array([[2, -1, -1], [3, 0, 1]]), Yt, Yt, ks=(1, 3))
+    assert calls[0]["ranked"].tolist() == [[2, 5, 6], [3, 0, 1]]
 
 
 def test_ranking_scores_with_pyro_ar_evaluation(pdata):
@@ -170,8 +173,9 @@ def test_ranking_scores_with_pyro_ar_evaluation(pdata):
     if not hasattr(ev, "ranking_metrics"):
         pytest.skip("pyro_ar.evaluation.ranking_metrics not in this branch yet (issue 36)")
     Yt = sp.csr_matrix(np.array([[1, 0, 1, 0], [0, 0, 0, 1]], dtype=np.float32))
-    got = pdata.ranking_scores(np.array([[2, 1, -1], [3, 0, 1]]), Yt, Yt, ks=(1, 3))
-    assert got["p@1"] == 1.0 and got["p@3"] == pytest.approx(1 / 3)
+    Y = sp.csr_matrix(np.array([[1, 0, 1, 0], [0, 1, 0, 1], [1, 0, 0, 0], [0, 0, 1, 1]], dtype=np.float32))
+    got = pdata.ranking_scores(np.array([[2, -1, -1], [3, 0, 1]]), Yt, Y, ks=(1, 3))
+    assert got["p@1"] == 1.0 and got["p@3"] == pytest.approx(1 / 3)  # (two misses in row 0)
     assert got["ndcg@3"] == pytest.approx((1 / (1 + 1 / math.log2(3)) + 1) / 2)
     assert 0 < got["psp@3"] and "psp@1" in got
 
