@@ -525,7 +525,8 @@ def main(argv=None):
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = sorted(set(methods) - set(METHODS + OPTIONAL))
     if unknown:
-        ap.error(f"--methods: unknown {unknown}; choose from {', '.join(METHODS + OPTIONAL)}")
+        ap.error(f"--methods: unknown {unknown}; choose from {', '.join(METHODS + OPTIONAL)} (the former "
+                 f"centroid_tfidf / omikuji_tfidf are --features tfidf)")
     harness.start(args)
     try:
         d = load(args.dataset, args.data_dir, args.quick)

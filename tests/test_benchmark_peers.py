@@ -198,7 +198,8 @@ def test_multi_label_peers_rank_the_teacher_labels(peers, synthetic_ml, method, 
     for name, f in zip(("label_propensities", "ranking_metrics"), standin_metrics([])):
         monkeypatch.setattr(pyro_ar.evaluation, name, f, raising=False)
     res = peers.evaluate(method, synthetic_ml, "tfidf")
-    assert res["p@1"] > 0.1 and 0 <= res["p@5"] <= res["p@3"] * 5 / 3 + 1e-12
+    assert res["p@1"] > 0.1
+    assert res["p@1"] <= 3 * res["p@3"] + 1e-12 <= 5 * res["p@5"] + 2e-12  # the hits in the top k grow with k
     assert res["train_cpu_s"] >= 0 and res["peak_rss_mb"] >= res["rss_data_mb"] > 0
 
 
