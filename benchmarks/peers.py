@@ -1,66 +1,85 @@
-"""Extreme classification against the field's tools (issue 24): the reverse dictionaries through
-``ARClassifier`` and its peers, one thread, CPU time, peak memory.
+"""Extreme classification against the field's tools (issues 24, 36): multi-class and
+multi-label sets through ``ARClassifier`` and its peers, on the same rows, one thread, CPU
+time, peak memory.
 
-Data (``--dataset``): ``wordnet`` (:func:`pyro_ar.datasets.load_wordnet_reverse_dictionary`,
-K = 26,793 words, D = 27,000 tokens, 74,868 / 11,097 rows), ``gcide``
-(:func:`pyro_ar.datasets.load_gcide_reverse_dictionary`, K = 23,875) -- read from
-``<--data-dir>/wordnet`` and ``<--data-dir>/gcide`` (default: the library's data root) -- or
-``synthetic`` (:func:`pyro_ar.datasets.make_sparse_teacher`, for the tests). ``--quick``
-keeps 300 random classes (synthetic: a small problem) and runs in seconds.
+Data (``--dataset``; :mod:`benchmarks.peers_data`): multi-class -- ``wordnet``
+(:func:`pyro_ar.datasets.load_wordnet_reverse_dictionary`, K = 26,793 words, D = 27,000
+tokens, 74,868 / 11,097 rows), ``gcide`` (:func:`pyro_ar.datasets.load_gcide_reverse_dictionary`,
+K = 23,875), ``synthetic`` (:func:`pyro_ar.datasets.make_sparse_teacher`); multi-label --
+``wordnet_synsets`` (``pyro_ar.datasets.load_wordnet_synsets``: synsets, their glosses' words,
+their lemmas as labels), ``bibtex_ml`` (``load_bibtex(reduction=None)``: all 159 tags),
+``synthetic_ml`` (teacher rows with 1-3 labels drawn from the teacher's softmax). Real sets
+are read from ``<--data-dir>/wordnet``, ``/gcide``, ``/bibtex`` (default: the library's data
+root); a loader this copy of pyro_ar lacks is a clear error. ``--quick`` keeps 300 random
+classes (labels; synthetic: a small problem) and runs in seconds.
 
-Methods (``--methods``, comma-separated; default all):
+Features (``--features binary|tfidf``, default ``tfidf``): the rows every peer trains and
+predicts on -- the loader's rows, or the tf-idf rows ``ARClassifier()`` builds inside (idf
+fitted on the training rows, rows L2-normalised: ``fit_scaler(idf=True)``); made before the
+timed fit. ``pyro_ar`` always gets the loader's rows (``ARClassifier()`` makes its own
+rows inside, in its timed fit); fastText reads tokens (no weights). The tf-idf centroid is
+the floor row of every table, whatever ``--features``.
 
-* ``centroid`` -- nearest class centroid: the cosine of a row with the mean of each class's
-  (L2-normalised) training rows. No training, no probabilities: the floor a trained linear
-  model must beat;
-* ``centroid_tfidf`` -- the same on the rows ``ARClassifier`` trains its weight-pattern
-  path on (idf-weighted, L2-normalised: ``fit_scaler(idf=True)``), the floor of its own
-  starting point: what the training adds is pyro_ar's row minus this one;
-* ``omikuji_tfidf`` (optional, ``--methods omikuji_tfidf``) -- omikuji on those tf-idf rows: the
-  label tree given the same representation;
+Methods (``--methods``, comma-separated; default all but ``fasttext_softmax``):
+
+* ``centroid`` -- nearest class centroid: the cosine of a row with the sum of each class's
+  training rows (multi-label: every (row, label) pair). No training, no probabilities: the
+  floor a trained linear model must beat (on the tf-idf rows, ``ARClassifier()``'s start);
 * ``frequency`` -- the training label frequencies, the same ranking for every row;
 * ``omikuji`` -- omikuji's partitioned label trees (Parabel-like), default hyper-parameters;
 * ``napkinxc`` -- napkinXC's probabilistic label tree (``PLT``), defaults;
-* ``fasttext_hs`` / ``fasttext_ns`` -- fastText supervised on the rows' tokens (the
-  vocabulary tokens of each row, written as text), dim 100, hierarchical softmax or negative
-  sampling (5 negatives), 25 epochs at lr 0.5 (fastText's own advice for small data: its
-  default 5 epochs at lr 0.1 learn almost nothing with 3 rows per class);
-  ``fasttext_softmax`` (the full softmax, O(K) per row) only when named;
-* ``adaptive`` -- ``torch.nn.EmbeddingBag(D, 100)`` (sum of the row's weighted token
-  embeddings) + ``nn.AdaptiveLogSoftmaxWithLoss`` (classes ranked by training frequency; the
-  head holds the classes of the first half of the training rows, the first tail those of
-  the next quarter, div_value 4), Adam (lr 0.01, batch 256), early stopping on 10% of the
-  training rows (patience 2 epochs, at most 30; the best epoch's weights);
-* ``pyro_ar`` -- ``ARClassifier()`` with no arguments; ``--pyro-ar-variants`` adds
-  ``ARClassifier(**kwargs)`` per JSON object (e.g. ``'{"strategy": "shared"}'``). With
-  ``--quick``, ``max_epochs=2`` unless the variant sets it.
+* ``pecos`` -- PECOS XR-Linear (``libpecos``) with its README's defaults: PIFA label
+  embeddings (``LabelEmbeddingFactory.create(Y, X)``), a hierarchical k-means tree
+  (``Indexer.gen``), ``XLinearModel.train(X, Y, C=tree)``; ``predict(only_topk=100)``;
+* ``fasttext_hs`` / ``fasttext_ns`` -- fastText supervised on the rows' tokens, dim 100,
+  hierarchical softmax or 5 negatives, 25 epochs at lr 0.5 (its default 5 epochs at lr 0.1
+  learn almost nothing with 3 rows per class); ``fasttext_softmax`` only when named;
+* ``adaptive`` -- ``torch.nn.EmbeddingBag(D, 100)`` + ``nn.AdaptiveLogSoftmaxWithLoss``
+  (frequency-ranked classes; head: the classes of the first half of the training rows, first
+  tail: the next quarter, div_value 4), Adam (lr 0.01, batch 256), early stopping on 10% of
+  the training rows (patience 2 epochs, at most 30);
+* ``pyro_ar`` -- ``ARClassifier()`` with no arguments (multi-label: ``fit(X, Y)`` with Y the
+  CSR indicator, ranked by ``predict_top_k``; a pyro_ar without them reports the row
+  ``unavailable``); ``--pyro-ar-variants`` adds ``ARClassifier(**kwargs)`` per JSON object.
+  With ``--quick``, ``max_epochs=2`` unless the variant sets it.
 
-Metrics on the test rows: mean log-likelihood log p(y | x) (nats), top-1/5/10 accuracy, and
-precision at 1 and 5 against the row's *label set* (``info["test_label_sets"]``: every word
-defined by the same gloss, e.g. a synset's other words; P@k = |top k in the set| / k; on
-WordNet 47% of the test glosses occur verbatim in training labelled with a synonym, so top-1
-is capped for every method and P@1 is much higher).
-omikuji, napkinXC and fastText return their top ``TOP`` = 100 labels with scores; their
-log-likelihood uses the **top-k rule**: the scores s_1..s_100 are the probabilities of those
-labels (scaled down to sum to 1 - 1e-6 if they sum to more) and the remaining mass
-1 - sum(s) is spread evenly over the other K - 100 labels. The centroid has no
-log-likelihood.
+omikuji, napkinXC, PECOS and the centroid train on label sets natively; fastText and the
+adaptive softmax are multi-class only (``multi-class only`` on multi-label sets).
 
-Each method runs alone in a fresh subprocess (``OMP_NUM_THREADS=1`` etc.,
+Metrics on the test rows (:mod:`benchmarks.peers_data`). Multi-class: mean log-likelihood
+log p(y | x) (nats), top-1/5/10 accuracy, P@1/5 against the row's label set
+(``info["test_label_sets"]``; on WordNet 47% of the test glosses occur verbatim in training
+labelled with a synonym, so top-1 is capped and P@1 much higher). omikuji, napkinXC, PECOS
+and fastText return their top ``TOP`` = 100 labels with scores; their log-likelihood uses the
+**top-k rule**: those scores are the probabilities of those labels (scaled down to sum to
+1 - 1e-6 if they sum to more), the remaining mass spread evenly over the other K - 100
+labels. The centroid has none. Multi-label: P@1/3/5, nDCG@1/3/5 and PSP@1/3/5 with the
+A = 0.55, B = 1.5 propensities of the training labels (``pyro_ar.evaluation.ranking_metrics``).
+
+Each row runs alone in a fresh subprocess (``OMP_NUM_THREADS=1`` etc.,
 ``torch.set_num_threads(1)``, one thread for every peer): train CPU s = ``time.process_time``
-of the fit only (the data loading and the peers' input files are not counted, prediction is
-timed apart); peak RSS = that process's ``VmHWM`` (its data included; ``rss_data_mb`` is the
-resident set after loading the data). A method whose package is not installed is reported
-as ``missing`` (``pip install 'pyro-ar[peers]'``).
+of the fit only (loading, the features and the peers' input files are not counted,
+prediction is timed apart); peak RSS = that process's ``VmHWM`` (its data included;
+``rss_data_mb``: the resident set once the rows are made). A method whose package is not
+installed is reported ``missing`` (``pip install 'pyro-ar[peers]'``).
 
-    python -m benchmarks.peers [--dataset wordnet|gcide|synthetic] [--data-dir DIR] [--quick]
-        [--methods centroid,frequency,omikuji,napkinxc,fasttext_hs,fasttext_ns,adaptive,pyro_ar]
-        [--pyro-ar-variants '{"strategy": "shared", "num_negatives": 256}'] [--out DIR]
+PECOS: ``libpecos`` 1.2.8 declares numpy < 2 and scipy < 1.14 (and calls APIs they removed).
+Where the environment has newer ones, install those two into a folder of their own
+(``pip install --no-deps --target DIR 'numpy<2' 'scipy<1.14'``) and give it as
+``--pecos-path DIR`` (default ``$PYRO_AR_PECOS_PATH``): only the PECOS process puts it first
+on its path (its row's ``details.versions`` says what it ran with).
 
-Prints one table and writes ``peers_<dataset>[_quick].json`` to ``--out``.
+    python -m benchmarks.peers [--dataset wordnet|gcide|synthetic|wordnet_synsets|bibtex_ml|synthetic_ml]
+        [--features binary|tfidf] [--data-dir DIR] [--quick] [--pecos-path DIR]
+        [--methods centroid,frequency,omikuji,napkinxc,pecos,fasttext_hs,fasttext_ns,adaptive,pyro_ar]
+        [--pyro-ar-variants '{"strategy": "shared"}'] [--out DIR]
+
+Prints one table and writes ``peers_<dataset>_<features>[_quick].json`` to ``--out``.
 """
 
 import argparse
+import importlib.machinery
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -68,7 +87,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -77,58 +95,27 @@ if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME need
     import _path  # noqa: F401
 from benchmarks import harness  # noqa: E402
 from benchmarks.harness import peak_bytes, rss_bytes, table  # noqa: E402
+from benchmarks.peers_data import (FEATURES, KS, ML_KS, MULTICLASS_SETS, MULTILABEL_SETS, QUICK_CLASSES,  # noqa: E402
+                                   DatasetUnavailable, featurize, label_lists, load, metrics, pad_top,
+                                   ranking_scores, top_of_scores)
 
 #: the environment of every method's process (numpy / torch read it when they are imported)
 THREAD_ENV = {v: "1" for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "RAYON_NUM_THREADS")}
 
-METHODS = ("centroid", "centroid_tfidf", "frequency", "omikuji", "napkinxc", "fasttext_hs", "fasttext_ns", "adaptive", "pyro_ar")
-OPTIONAL = ("fasttext_softmax",  # not in the default list: O(K) per row and epoch (an hour on WordNet)
-            "omikuji_tfidf")     # omikuji on the tf-idf rows ARClassifier's pattern path trains on
-PACKAGE = {"omikuji": "omikuji", "omikuji_tfidf": "omikuji", "napkinxc": "napkinxc", "fasttext_hs": "fasttext", "fasttext_ns": "fasttext",
-           "fasttext_softmax": "fasttext", "pyro_ar": "sklearn"}
+METHODS = ("centroid", "frequency", "omikuji", "napkinxc", "pecos", "fasttext_hs", "fasttext_ns", "adaptive", "pyro_ar")
+OPTIONAL = ("fasttext_softmax",)  # not in the default list: O(K) per row and epoch (an hour on WordNet)
+MULTICLASS_ONLY = ("fasttext_hs", "fasttext_ns", "fasttext_softmax", "adaptive")
+PACKAGE = {"omikuji": "omikuji", "napkinxc": "napkinxc", "pecos": "pecos", "fasttext_hs": "fasttext",
+           "fasttext_ns": "fasttext", "fasttext_softmax": "fasttext", "pyro_ar": "sklearn"}
+DISTRIBUTION = {"omikuji": "omikuji", "napkinxc": "napkinxc", "pecos": "libpecos", "fasttext": "fasttext-wheel",
+                "sklearn": "scikit-learn"}
+FLOOR = ("centroid", "tfidf")  # the (method, features) row in every table
 TOP = 100            # labels returned by the top-k-only methods
 MIN_REST = 1e-6      # the top-k rule's least mass left for the other labels
-KS = (1, 5, 10)
-QUICK_CLASSES = 300
 
 
-# ------------------------------------------------------------------ data
-def load(args):
-    """The split as scipy CSR float32 features, int64 labels, K, the tokens, the label sets."""
-    import scipy.sparse as sp
-
-    from pyro_ar.datasets import (default_data_dir, load_gcide_reverse_dictionary, load_wordnet_reverse_dictionary,
-                                  make_sparse_teacher, to_scipy_csr)
-
-    root = args.data_dir or default_data_dir()
-    if args.dataset == "synthetic":
-        n, D, K = (1_500, 500, 60) if args.quick else (60_000, 20_000, 10_000)
-        t = make_sparse_teacher(n, D, K, nnz_per_row=10, seed=0)
-        X = to_scipy_csr(t.x).astype(np.float32)
-        X = sp.csr_matrix(sp.diags(1.0 / np.sqrt(np.maximum(X.multiply(X).sum(1).A1, 1e-12))) @ X, dtype=np.float32)
-        y = t.y.numpy()
-        cut = int(0.8 * n)
-        seen = np.isin(y[cut:], y[:cut])
-        d = SimpleNamespace(X=X[:cut], y=y[:cut], Xt=X[cut:][seen], yt=y[cut:][seen], K=K,
-                            tokens=[f"f{j}" for j in range(D)], label_sets=[[int(v)] for v in y[cut:][seen]])
-        return d
-    loader = load_wordnet_reverse_dictionary if args.dataset == "wordnet" else load_gcide_reverse_dictionary
-    ds = loader(os.path.join(root, args.dataset))
-    d = SimpleNamespace(X=to_scipy_csr(ds.x_train), y=ds.y_train.numpy(), Xt=to_scipy_csr(ds.x_test),
-                        yt=ds.y_test.numpy(), K=ds.num_classes, tokens=ds.info["feature_names"],
-                        label_sets=ds.info["test_label_sets"])
-    return subset_classes(d, QUICK_CLASSES) if args.quick else d
-
-
-def subset_classes(d, num_classes, seed=0):
-    """The rows of ``num_classes`` random classes, relabelled 0..num_classes - 1."""
-    keep = np.sort(np.random.default_rng(seed).choice(d.K, size=num_classes, replace=False))
-    new = np.full(d.K, -1)
-    new[keep] = np.arange(num_classes)
-    tr, te = new[d.y] >= 0, new[d.yt] >= 0
-    sets = [[int(new[c]) for c in s if new[c] >= 0] for s, k in zip(d.label_sets, te) if k]
-    return SimpleNamespace(X=d.X[tr], y=new[d.y[tr]], Xt=d.Xt[te], yt=new[d.yt[te]], K=num_classes,
-                           tokens=d.tokens, label_sets=sets)
+class Unavailable(RuntimeError):
+    """The method cannot run on this data with the installed packages (the row says why)."""
 
 
 def token_lines(X, tokens, labels=None):
@@ -138,15 +125,6 @@ def token_lines(X, tokens, labels=None):
         words = " ".join(tokens[j] for j in X.indices[X.indptr[n]:X.indptr[n + 1]])
         out.append(words if labels is None else f"__label__{labels[n]} {words}")
     return out
-
-
-# ------------------------------------------------------------------ scoring rules
-def top_of_scores(scores, k):
-    """The k highest columns of each row of a dense (n, K) score array, best first."""
-    k = min(k, scores.shape[1])
-    idx = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-    order = np.argsort(-np.take_along_axis(scores, idx, 1), axis=1, kind="stable")
-    return np.take_along_axis(idx, order, 1)
 
 
 def topk_rule_log_lik(labels, probs, y, K):
@@ -164,23 +142,10 @@ def topk_rule_log_lik(labels, probs, y, K):
     return out
 
 
-def pad_top(labels_list, width=TOP):
-    """Ragged top-k label lists as an (n, width) array padded with -1."""
-    out = np.full((len(labels_list), width), -1, dtype=np.int64)
-    for n, ls in enumerate(labels_list):
-        ls = list(ls)[:width]
-        out[n, :len(ls)] = ls
-    return out
-
-
-def metrics(top, log_lik, y, label_sets):
-    """Mean log-likelihood, top-k accuracy and precision at k (label sets) of the test rows."""
-    res = {"log_lik": None if log_lik is None else float(np.mean(log_lik))}
-    for k in KS:
-        res[f"top{k}"] = float((top[:, :k] == y[:, None]).any(1).mean())
-    for k in (1, 5):
-        res[f"p@{k}"] = float(np.mean([np.isin(top[n, :k], s).sum() / k for n, s in enumerate(label_sets)]))
-    return res
+def listed(labels, probs, d):
+    """Ragged top-k labels and scores -> (top (n, TOP), log p(y | x) by the top-k rule, or None
+    for a multi-label set)."""
+    return pad_top(labels, TOP), None if d.multilabel else topk_rule_log_lik(labels, probs, d.yt, d.K)
 
 
 # ------------------------------------------------------------------ methods: fit(d, opts) -> model;
@@ -188,9 +153,7 @@ def metrics(top, log_lik, y, label_sets):
 def fit_centroid(d, opts):
     import scipy.sparse as sp
 
-    onehot = sp.csr_matrix((np.ones(len(d.y), dtype=np.float32), (d.y, np.arange(len(d.y)))),
-                           shape=(d.K, len(d.y)))
-    C = sp.csr_matrix(onehot @ d.X)  # class sums; the cosine ignores the 1 / count
+    C = sp.csr_matrix(d.Y.T @ d.X)  # class sums over the (row, label) pairs; the cosine ignores 1 / count
     norms = np.sqrt(C.multiply(C).sum(1).A1)
     return sp.csr_matrix(sp.diags(1.0 / np.maximum(norms, 1e-12)) @ C).T.tocsr()
 
@@ -200,63 +163,34 @@ def predict_centroid(C, d, chunk=512):
     return np.concatenate(tops), None
 
 
-def _tfidf(X, mean, scale):
-    from pyro_ar.estimator._scaling import apply_scaler
-
-    return apply_scaler(X, mean, scale, normalize_rows=True)
-
-
-def fit_centroid_tfidf(d, opts):
-    from pyro_ar.estimator._scaling import fit_scaler
-
-    mean, scale = fit_scaler(d.X, sparse_inputs=True, idf=True)
-    return fit_centroid(type("D", (), dict(X=_tfidf(d.X, mean, scale), y=d.y, K=d.K)), opts), mean, scale
-
-
-def predict_centroid_tfidf(model, d):
-    C, mean, scale = model
-    return predict_centroid(C, type("D", (), dict(Xt=_tfidf(d.Xt, mean, scale))))
-
-
 def fit_frequency(d, opts):
-    counts = np.bincount(d.y, minlength=d.K).astype(np.float64)
+    counts = np.asarray(d.Y.sum(0), dtype=np.float64).ravel()
     return np.log(np.maximum(counts, 1e-300) / counts.sum())
 
 
 def predict_frequency(logp, d):
     top = np.argsort(-logp, kind="stable")[:TOP]
-    return np.tile(top, (len(d.yt), 1)), logp[d.yt]
+    return np.tile(top, (d.Xt.shape[0], 1)), None if d.multilabel else logp[d.yt]
 
 
-def xmc_file(path, X, y):
-    """The extreme-classification repository's text format (header N D L; rows 'l j:v ...')."""
+def xmc_file(path, X, Y):
+    """The extreme-classification repository's text format (header N D L; rows 'l1,l2 j:v ...')."""
     with open(path, "w") as f:
-        f.write(f"{X.shape[0]} {X.shape[1]} {int(y.max()) + 1}\n")
-        for n in range(X.shape[0]):
+        f.write(f"{X.shape[0]} {X.shape[1]} {Y.shape[1]}\n")
+        for n, labels in enumerate(label_lists(Y)):
             lo, hi = X.indptr[n], X.indptr[n + 1]
-            f.write(" ".join([str(y[n])] + [f"{j}:{v:.6g}" for j, v in zip(X.indices[lo:hi], X.data[lo:hi])]) + "\n")
-            # (no trailing space after the label of an empty row: omikuji refuses that line)
+            feats = [f"{j}:{v:.6g}" for j, v in zip(X.indices[lo:hi], X.data[lo:hi])]
+            f.write(" ".join([",".join(map(str, labels))] + feats) + "\n")
+            # (no trailing space after the labels of an empty row: omikuji refuses that line)
 
 
 def fit_omikuji(d, opts):
     import omikuji
 
-    model = omikuji.Model.train_on_data(opts["train_file"], omikuji.Model.default_hyper_param(), n_threads=1)
-    return model
-
-
-def fit_omikuji_tfidf(d, opts):
-    return fit_omikuji(d, opts), opts["scaling"]
-
-
-def predict_omikuji_tfidf(model, d):
-    model, scaling = model
-    return predict_omikuji(model, type("D", (), dict(Xt=_tfidf(d.Xt, *scaling), yt=d.yt, K=d.K)))
+    return omikuji.Model.train_on_data(opts["train_file"], omikuji.Model.default_hyper_param(), n_threads=1)
 
 
 def predict_omikuji(model, d):
-    import omikuji  # noqa: F401
-
     model.init_prediction_thread_pool(1)
     labels, probs = [], []
     for n in range(d.Xt.shape[0]):
@@ -264,22 +198,53 @@ def predict_omikuji(model, d):
         pred = model.predict(list(zip(d.Xt.indices[lo:hi].tolist(), d.Xt.data[lo:hi].tolist())), top_k=TOP)
         labels.append([int(p[0]) for p in pred])
         probs.append([float(p[1]) for p in pred])
-    return pad_top(labels), topk_rule_log_lik(labels, probs, d.yt, d.K)
+    return listed(labels, probs, d)
 
 
 def fit_napkinxc(d, opts):
     from napkinxc.models import PLT
 
     model = PLT(opts["model_dir"], threads=1, seed=0)
-    model.fit(d.X, [[int(v)] for v in d.y])
+    model.fit(d.X, opts["label_lists"])
     return model
 
 
 def predict_napkinxc(model, d):
     pred = model.predict_proba(d.Xt, top_k=TOP)
-    labels = [[int(p[0]) for p in row] for row in pred]
-    probs = [[float(p[1]) for p in row] for row in pred]
-    return pad_top(labels), topk_rule_log_lik(labels, probs, d.yt, d.K)
+    return listed([[int(p[0]) for p in row] for row in pred], [[float(p[1]) for p in row] for row in pred], d)
+
+
+def check_pecos_stack():
+    """libpecos 1.2.8 calls ``scipy.sparse.sputils.get_index_dtype`` (gone in scipy 1.14) and
+    ``np.array(copy=False)`` (an error in numpy 2): say so rather than fail inside it."""
+    import scipy
+
+    old = int(np.__version__.split(".")[0]) < 2 and tuple(int(v) for v in scipy.__version__.split(".")[:2]) < (1, 14)
+    if not old:
+        raise Unavailable(f"libpecos {importlib.metadata.version('libpecos')} needs numpy < 2 and scipy < 1.14 "
+                          f"(its declared pins); this process has numpy {np.__version__}, scipy "
+                          f"{scipy.__version__}: pip install --no-deps --target DIR 'numpy<2' 'scipy<1.14' "
+                          f"and pass --pecos-path DIR (or set PYRO_AR_PECOS_PATH)")
+
+
+def fit_pecos(d, opts):
+    from pecos.xmc import Indexer, LabelEmbeddingFactory
+    from pecos.xmc.xlinear.model import XLinearModel
+
+    tree = Indexer.gen(LabelEmbeddingFactory.create(d.Y, d.X), threads=1)
+    return XLinearModel.train(d.X, d.Y, C=tree, threads=1)
+
+
+def predict_pecos(model, d):
+    Xt = d.Xt.sorted_indices()  # (PECOS reads the rows as sorted)
+    P = model.predict(Xt, only_topk=TOP, threads=1).tocsr()
+    labels, probs = [], []
+    for n in range(P.shape[0]):
+        lo, hi = P.indptr[n], P.indptr[n + 1]
+        order = np.argsort(-P.data[lo:hi], kind="stable")
+        labels.append(P.indices[lo:hi][order].tolist())
+        probs.append(P.data[lo:hi][order].tolist())
+    return listed(labels, probs, d)
 
 
 def fasttext_fitter(loss):
@@ -293,8 +258,7 @@ def fasttext_fitter(loss):
 
 def predict_fasttext(model, d):
     pred_labels, pred_probs = model.predict(token_lines(d.Xt, d.tokens), k=TOP)
-    labels = [[int(s[len("__label__"):]) for s in ls] for ls in pred_labels]
-    return pad_top(labels), topk_rule_log_lik(labels, pred_probs, d.yt, d.K)
+    return listed([[int(s[len("__label__"):]) for s in ls] for ls in pred_labels], pred_probs, d)
 
 
 class BagAdaptive(torch.nn.Module):
@@ -374,11 +338,20 @@ def predict_adaptive(fitted, d, chunk=512):
 def fit_pyro_ar(d, opts):
     from pyro_ar import ARClassifier
 
-    kwargs = dict({"max_epochs": 2} if opts["quick"] else {}, **opts["kwargs"])
-    return ARClassifier(**kwargs).fit(d.X, d.y)
+    clf = ARClassifier(**dict({"max_epochs": 2} if opts["quick"] else {}, **opts["kwargs"]))
+    if not d.multilabel:
+        return clf.fit(d.X, d.y)
+    if not hasattr(clf, "predict_top_k"):
+        raise Unavailable("multi-label: this ARClassifier has no predict_top_k (issue 36)")
+    try:
+        return clf.fit(d.X, d.Y)
+    except (ValueError, TypeError) as e:
+        raise Unavailable(f"multi-label: this ARClassifier's fit refused the (N, K) indicator Y: {e}") from e
 
 
 def predict_pyro_ar(clf, d, chunk=256):
+    if d.multilabel:
+        return pad_top(clf.predict_top_k(d.Xt, min(TOP, len(clf.classes_))), TOP), None
     classes = clf.classes_
     codes = np.searchsorted(classes, d.yt)
     tops, lls = [], []
@@ -391,11 +364,10 @@ def predict_pyro_ar(clf, d, chunk=256):
 
 FITTERS = {
     "centroid": (fit_centroid, predict_centroid),
-    "centroid_tfidf": (fit_centroid_tfidf, predict_centroid_tfidf),
     "frequency": (fit_frequency, predict_frequency),
     "omikuji": (fit_omikuji, predict_omikuji),
-    "omikuji_tfidf": (fit_omikuji_tfidf, predict_omikuji_tfidf),
     "napkinxc": (fit_napkinxc, predict_napkinxc),
+    "pecos": (fit_pecos, predict_pecos),
     "fasttext_hs": (fasttext_fitter("hs"), predict_fasttext),
     "fasttext_ns": (fasttext_fitter("ns"), predict_fasttext),
     "fasttext_softmax": (fasttext_fitter("softmax"), predict_fasttext),
@@ -404,70 +376,146 @@ FITTERS = {
 }
 
 
+def rows_given(method, features):
+    """What the method's fit reads: the ``features`` rows, or (pyro_ar) the loader's rows it
+    standardises itself, (fastText) the tokens, (frequency) the labels only."""
+    return {"pyro_ar": "own", "frequency": "none"}.get(method, "tokens" if method.startswith("fasttext") else features)
+
+
 def inputs(method, d, folder, kwargs, quick):
     """The method's options and input files (written here, outside the timed fit)."""
     opts = {"kwargs": kwargs, "quick": quick, "model_dir": os.path.join(folder, "model"),
             "train_file": os.path.join(folder, "train")}
     if method == "omikuji":
-        xmc_file(opts["train_file"], d.X, d.y)
-    elif method == "omikuji_tfidf":  # (the scaler is fitted here, outside the timed fit, as the files)
-        from pyro_ar.estimator._scaling import fit_scaler
-
-        opts["scaling"] = fit_scaler(d.X, sparse_inputs=True, idf=True)
-        xmc_file(opts["train_file"], _tfidf(d.X, *opts["scaling"]), d.y)
+        xmc_file(opts["train_file"], d.X, d.Y)
+    elif method == "napkinxc":
+        opts["label_lists"] = label_lists(d.Y)
+    elif method == "pecos":
+        check_pecos_stack()
     elif method.startswith("fasttext"):
         with open(opts["train_file"], "w") as f:
             f.write("\n".join(token_lines(d.X, d.tokens, d.y)) + "\n")
     return opts
 
 
-def worker(args):
-    """One method in this (fresh) process: fit, predict, metrics, peak memory; one JSON line."""
-    torch.set_num_threads(1)
-    d = load(args)
+def evaluate(method, d, features, kwargs=None, quick=False):
+    """Fit ``method`` on ``d``'s training rows (as ``features`` makes them), rank the test
+    rows, score them: a dict with the timings and the metrics (raises :class:`Unavailable`)."""
+    fit, predict = FITTERS[method]
+    if method in MULTICLASS_ONLY and d.multilabel:
+        raise Unavailable(f"{method} is multi-class only")
+    if d.multilabel:  # (before the fit: the scores need them)
+        import pyro_ar.evaluation as ev
+
+        if not all(hasattr(ev, f) for f in ("ranking_metrics", "label_propensities")):
+            raise Unavailable("multi-label scores need pyro_ar.evaluation.ranking_metrics and label_propensities "
+                              f"(issue 36), which this copy of pyro_ar ({ev.__file__}) does not have")
+    if rows_given(method, features) in FEATURES:
+        d = featurize(d, features)
     rss_data = rss_bytes()
-    kwargs = json.loads(args.variant)
-    fit, predict = FITTERS[args.worker]
     with tempfile.TemporaryDirectory() as folder:
-        opts = inputs(args.worker, d, folder, kwargs, args.quick)
+        opts = inputs(method, d, folder, kwargs or {}, quick)
         t = time.process_time()
         model = fit(d, opts)
         train_cpu = time.process_time() - t
         t = time.process_time()
         top, log_lik = predict(model, d)
         predict_cpu = time.process_time() - t
+    scores = ranking_scores(top, d.Yt, d.Y) if d.multilabel else metrics(top, log_lik, d.yt, d.label_sets)
     extra = getattr(model[0] if isinstance(model, tuple) else model, "info", None)
-    if args.worker == "pyro_ar":
+    if method == "pyro_ar":
         extra = dict(path=model.training_path_.describe(), epochs=model.n_iter_, steps=model.n_steps_)
-    res = dict(train_cpu_s=train_cpu, predict_cpu_s=predict_cpu, peak_rss_mb=peak_bytes() / 2**20,
-               rss_data_mb=rss_data / 2**20, **metrics(top, log_lik, d.yt, d.label_sets), details=extra)
+    return dict(train_cpu_s=train_cpu, predict_cpu_s=predict_cpu, peak_rss_mb=peak_bytes() / 2**20,
+                rss_data_mb=rss_data / 2**20, **scores, details=dict(info=extra, versions=versions(method)))
+
+
+def versions(method):
+    """The versions this process ran the method with (its package, numpy, scipy)."""
+    out = {"numpy": np.__version__}
+    for name in ("scipy",) + ((PACKAGE[method],) if method in PACKAGE else ()):
+        try:
+            out[name] = importlib.metadata.version(DISTRIBUTION.get(name, name))
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def worker(args):
+    """One row in this (fresh) process: one JSON line (``status`` ok, or why not)."""
+    torch.set_num_threads(1)
+    try:
+        res = dict(status="ok", **evaluate(args.worker, load(args.dataset, args.data_dir, args.quick),
+                                           args.features, json.loads(args.variant), args.quick))
+    except Unavailable as e:
+        res = dict(status="unavailable", reason=str(e))
     print(json.dumps(res, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o)))
 
 
-def run(method, variant, args):
-    """``method`` in a subprocess; its JSON result, or a status saying why there is none."""
-    if PACKAGE.get(method) and importlib.util.find_spec(PACKAGE[method]) is None:
+def pecos_path(args):
+    return getattr(args, "pecos_path", None) or os.environ.get("PYRO_AR_PECOS_PATH") or None
+
+
+def installed(method, args):
+    """Whether the method's package can be imported (PECOS: also from ``--pecos-path``)."""
+    if not PACKAGE.get(method):
+        return True
+    if importlib.util.find_spec(PACKAGE[method]) is not None:
+        return True
+    extra = pecos_path(args) if method == "pecos" else None
+    return bool(extra) and importlib.machinery.PathFinder.find_spec(PACKAGE[method], [extra]) is not None
+
+
+def run(method, variant, args, features=None):
+    """One row in a subprocess; its JSON result, or a status saying why there is none."""
+    if not installed(method, args):
         return {"status": "missing", "package": PACKAGE[method]}
+    if method in MULTICLASS_ONLY and args.dataset in MULTILABEL_SETS:
+        return {"status": "multi-class only"}
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", method, "--variant", json.dumps(variant),
-           "--dataset", args.dataset] + (["--data-dir", args.data_dir] if args.data_dir else []) \
-        + (["--quick"] if args.quick else [])
+           "--features", features or args.features, "--dataset", args.dataset] \
+        + (["--data-dir", args.data_dir] if args.data_dir else []) + (["--quick"] if args.quick else [])
+    env = {**os.environ, **THREAD_ENV}
+    if method == "pecos" and pecos_path(args):
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (pecos_path(args), env.get("PYTHONPATH")) if p)
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env={**os.environ, **THREAD_ENV})
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
     except subprocess.TimeoutExpired:
         return {"status": f"timeout after {args.timeout} s"}
     if p.returncode != 0:
         return {"status": "failed", "stderr": p.stderr[-2000:]}
-    return {"status": "ok", **json.loads(p.stdout.strip().splitlines()[-1])}
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def plan(methods, args):
+    """The rows: (method, features, variant), the tf-idf centroid floor first."""
+    runs = [(m, args.features, {}) for m in methods]
+    if "pyro_ar" in methods:
+        runs += [("pyro_ar", args.features, json.loads(v)) for v in args.pyro_ar_variants]
+    return ([] if (FLOOR[0], FLOOR[1], {}) in runs else [(*FLOOR, {})]) + runs
+
+
+def columns(multilabel):
+    head = [("method", "method", ""), ("rows", "features", ""), ("train CPU s", "train_cpu_s", ".1f"),
+            ("predict CPU s", "predict_cpu_s", ".1f"), ("peak RSS MB", "peak_rss_mb", ".0f")]
+    if multilabel:
+        return head + [(f"{m}@{k}", f"{m.lower()}@{k}", ".4f") for m in ("P", "nDCG", "PSP") for k in ML_KS]
+    return head + [("log-lik", "log_lik", ".3f")] + [(f"top-{k}", f"top{k}", ".4f") for k in KS] \
+        + [("P@1", "p@1", ".4f"), ("P@5", "p@5", ".4f")]
 
 
 def main(argv=None):
     ap = harness.parser(__doc__, quick_help=f"{QUICK_CLASSES} random classes (seconds)")
-    ap.add_argument("--dataset", default="wordnet", choices=["wordnet", "gcide", "synthetic"])
-    ap.add_argument("--data-dir", default=None, help="folder holding wordnet/ and gcide/ (default: the data root)")
+    ap.add_argument("--dataset", default="wordnet", choices=list(MULTICLASS_SETS + MULTILABEL_SETS))
+    ap.add_argument("--features", default="tfidf", choices=list(FEATURES),
+                    help="the rows every peer gets (default tfidf: ARClassifier()'s own)")
+    ap.add_argument("--data-dir", default=None,
+                    help="folder holding wordnet/, gcide/, bibtex/ (default: the data root)")
     ap.add_argument("--methods", default=",".join(METHODS),
                     help="comma-separated, from: " + ", ".join(METHODS + OPTIONAL))
     ap.add_argument("--pyro-ar-variants", nargs="*", default=[],
                     help="extra ARClassifier keyword arguments, one JSON object per variant")
+    ap.add_argument("--pecos-path", default=None, help="a folder with numpy < 2 and scipy < 1.14 for the PECOS "
+                    "process (default $PYRO_AR_PECOS_PATH)")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per method")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--variant", default="{}", help=argparse.SUPPRESS)
@@ -477,30 +525,33 @@ def main(argv=None):
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = sorted(set(methods) - set(METHODS + OPTIONAL))
     if unknown:
-        ap.error(f"--methods: unknown {unknown}; choose from {', '.join(METHODS + OPTIONAL)}")
+        ap.error(f"--methods: unknown {unknown}; choose from {', '.join(METHODS + OPTIONAL)} (the former "
+                 f"centroid_tfidf / omikuji_tfidf are --features tfidf)")
     harness.start(args)
-    runs = [(m, {}) for m in methods]
-    if "pyro_ar" in methods:
-        runs += [("pyro_ar", json.loads(v)) for v in args.pyro_ar_variants]
-    d = load(args)
-    info = dict(dataset=args.dataset, quick=args.quick, K=d.K, D=d.X.shape[1], n_train=d.X.shape[0],
-                n_test=d.Xt.shape[0], nnz_per_row=d.X.nnz / d.X.shape[0], uniform_log_lik=-float(np.log(d.K)))
+    try:
+        d = load(args.dataset, args.data_dir, args.quick)
+    except DatasetUnavailable as e:
+        ap.error(str(e))
+    info = dict(dataset=args.dataset, features=args.features, quick=args.quick, multilabel=d.multilabel, K=d.K,
+                D=d.X.shape[1], n_train=d.X.shape[0], n_test=d.Xt.shape[0], nnz_per_row=d.X.nnz / d.X.shape[0])
+    info.update(dict(labels_per_row=d.Y.nnz / d.Y.shape[0], test_labels_per_row=d.Yt.nnz / d.Yt.shape[0])
+                if d.multilabel else dict(uniform_log_lik=-float(np.log(d.K))))
     del d
     print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in info.items()), flush=True)
     rows = []
-    for method, variant in runs:
+    for method, features, variant in plan(methods, args):
         name = method + (" " + json.dumps(variant) if variant else "")
-        res = dict(method=name, **run(method, variant, args))
+        res = dict(method=name, features=rows_given(method, features), floor=(method, features) == FLOOR,
+                   **run(method, variant, args, features))
         rows.append(res)
-        print(f"{name}: {res['status']}" + (f" ({res['train_cpu_s']:.1f} CPU s)" if res["status"] == "ok" else ""),
-              flush=True)
-    shown = [dict(r, log_lik=r.get("log_lik") if r["status"] == "ok" else r["status"]) for r in rows]
-    print(table(shown, [("method", "method", ""), ("train CPU s", "train_cpu_s", ".1f"),
-                        ("predict CPU s", "predict_cpu_s", ".1f"), ("peak RSS MB", "peak_rss_mb", ".0f"),
-                        ("log-lik", "log_lik", ".3f"), ("top-1", "top1", ".4f"), ("top-5", "top5", ".4f"),
-                        ("top-10", "top10", ".4f"), ("P@1", "p@1", ".4f"), ("P@5", "p@5", ".4f")]))
-    print(f"(uniform log-lik {info['uniform_log_lik']:.3f}; omikuji / napkinXC / fastText: top-{TOP} rule)")
-    harness.save(args, f"peers_{args.dataset}", dict(data=info, top_k_rule=TOP, results=rows))
+        note = f"{res['train_cpu_s']:.1f} CPU s" if res["status"] == "ok" else res.get("reason", "")
+        print(f"{name} [{res['features']}]: {res['status']}" + (f" ({note})" if note else ""), flush=True)
+    cols = columns(info["multilabel"])
+    shown = [dict(r, **{cols[5][1]: r.get(cols[5][1]) if r["status"] == "ok" else r["status"]}) for r in rows]
+    print(table(shown, cols))
+    if not info["multilabel"]:
+        print(f"(uniform log-lik {info['uniform_log_lik']:.3f}; omikuji / napkinXC / PECOS / fastText: top-{TOP} rule)")
+    harness.save(args, f"peers_{args.dataset}_{args.features}", dict(data=info, top_k_rule=TOP, results=rows))
     return rows
 
 

@@ -20,7 +20,7 @@ from tests.helpers import require_data
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
 #: modules of the package that are not benchmarks
-NOT_BENCHMARKS = {"__init__", "_path", "harness", "report"}
+NOT_BENCHMARKS = {"__init__", "_path", "harness", "report", "peers_data"}
 #: script -> (extra arguments of its --quick run, the JSON files it writes)
 #: script -> (data folder, files) its --quick run reads from the data root (the others make
 #: their data or use what ships with their packages): skipped without the data root, as the
