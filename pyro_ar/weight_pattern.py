@@ -55,6 +55,7 @@ class WeightPattern:
                           or bool((keys.diff() == 0).any())):
             raise ValueError(f"keys must be distinct flat indices in [0, {num_classes * num_features})")
         self.keys, self.num_classes, self.num_features = keys, int(num_classes), int(num_features)
+        self._columns = None
 
     @classmethod
     def from_cooccurrence(cls, rows, cols, labels, num_classes: int, num_features: int):
@@ -80,6 +81,18 @@ class WeightPattern:
     def coordinates(self):
         """(classes, features) of the pattern's entries, in the order of ``keys``."""
         return self.keys // self.num_features, self.keys % self.num_features
+
+    def columns(self):
+        """The pattern by feature (the CSR layout of :math:`W^\top`), built once and kept:
+        ``(starts (D + 1,), classes, positions)``; the entries of feature j are
+        ``starts[j]:starts[j + 1]``, of class ``classes[i]`` and at ``positions[i]`` in ``keys``."""
+        if self._columns is None:
+            k, j = self.coordinates()
+            order = torch.argsort(j * self.num_classes + k)
+            starts = torch.zeros(self.num_features + 1, dtype=torch.int64, device=self.keys.device)
+            starts[1:] = torch.bincount(j, minlength=self.num_features).cumsum(0)
+            self._columns = (starts, k[order], order)
+        return self._columns
 
     def dense(self, values: torch.Tensor) -> torch.Tensor:
         """The K x D matrix with ``values`` at the pattern (O(K D): for small problems and tests)."""
@@ -149,13 +162,28 @@ class PatternWeights(LinearWeights):
         return w * hit
 
     def product(self, x):
-        W = self.pattern.sparse(self.weight)
-        if is_sparse_tensor(x):  # sparse x sparse: never a dense B x D or K x D
-            with warnings.catch_warnings():  # torch's note that its sparse CSR support is beta
-                warnings.simplefilter("ignore", UserWarning)
-                psi = torch.sparse.mm(x.to_sparse_coo(), W.t().coalesce()).to_dense()
-        else:
-            psi = torch.sparse.mm(W, x.T).T
+        r"""The (B, K) utilities :math:`\psi_{nk} = b_k + \sum_j x_{nj} W_{kj}` of all classes.
+
+        A sparse x is read through its non-zeros: each :math:`x_{nj}` adds
+        :math:`x_{nj} W_{kj}` for the classes k of feature j's entries
+        (:meth:`WeightPattern.columns`), O(sum of those column lengths), never a dense
+        B x D or K x D matrix nor a transposed copy of W per call."""
+        if not is_sparse_tensor(x):
+            psi = torch.sparse.mm(self.pattern.sparse(self.weight), x.T).T
+            return psi if self.bias is None else psi + self.bias
+        with warnings.catch_warnings():  # torch's note that its sparse CSR support is beta
+            warnings.simplefilter("ignore", UserWarning)
+            x = x.to_sparse_coo().coalesce()
+        (n, j), v = x.indices(), x.values()
+        starts, classes, positions = self.pattern.columns()
+        first, count = starts[j], starts[j + 1] - starts[j]
+        which = torch.repeat_interleave(torch.arange(len(v), device=v.device), count)
+        entry = torch.arange(len(which), device=v.device) - (count.cumsum(0) - count)[which] + first[which]
+        K = self.num_classes
+        flat = (n[which] * K + classes[entry]).to(v.device)
+        psi = self.weight.new_zeros(x.shape[0] * K).index_add(0, flat, v[which].to(self.weight.dtype)
+                                                               * self.weight[positions[entry]])
+        psi = psi.reshape(x.shape[0], K)
         return psi if self.bias is None else psi + self.bias
 
     def map(self, fn) -> "PatternWeights":

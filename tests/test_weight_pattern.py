@@ -9,7 +9,7 @@ from pyro.infer import SVI
 from pyro_ar.infer import ClosedFormELBO, default_guide
 from pyro_ar.models import LinearClassifier
 from pyro_ar.optim import lazy_adam
-from pyro_ar.weight_pattern import PatternLinearUtility, WeightPattern
+from pyro_ar.weight_pattern import PatternLinearUtility, PatternWeights, WeightPattern
 
 
 def _problem(seed=0, N=60, D=15, K=9):
@@ -135,3 +135,24 @@ def test_cuda_pattern_utility_and_estimator_path(monkeypatch):
     clf = ARClassifier(device="cuda", random_state=0, max_epochs=2).fit(X, labels)
     assert clf.training_path_.weight_pattern
     assert np.allclose(clf.predict_proba(X[:20]).sum(1), 1.0)
+
+
+@pytest.mark.parametrize("K, D, B, seed", [(7, 5, 3, 0), (50, 40, 9, 1), (1, 1, 1, 2), (300, 20, 17, 3)])
+def test_product_of_every_input_layout_equals_the_dense_product(K, D, B, seed):
+    """PatternWeights.product (sparse x read through the pattern's columns, dense x through
+    torch.sparse.mm) against x W^T + b with the dense W, rows with no non-zero included; and the
+    gradient of the entries equals the dense one's at the pattern."""
+    g = torch.Generator().manual_seed(seed)
+    keys = torch.unique(torch.randint(0, K * D, (K * D // 3 + 1,), generator=g))
+    weight = torch.randn(len(keys), dtype=torch.float64, generator=g, requires_grad=True)
+    bias = torch.randn(K, dtype=torch.float64, generator=g)
+    pw = PatternWeights(WeightPattern(keys, K, D), weight, bias)
+    x = torch.randn(B, D, dtype=torch.float64, generator=g) * (torch.rand(B, D, generator=g) < 0.3)
+    x[0] = 0.0
+    expected = x @ pw.pattern.dense(weight).T + bias
+    for layout in (x, x.to_sparse(), x.to_sparse_csr()):
+        torch.testing.assert_close(pw.product(layout), expected)
+    cotangent = torch.randn(B, K, dtype=torch.float64, generator=g)
+    grad_sparse, = torch.autograd.grad((pw.product(x.to_sparse()) * cotangent).sum(), weight)
+    grad_dense, = torch.autograd.grad((expected * cotangent).sum(), weight)
+    torch.testing.assert_close(grad_sparse, grad_dense)
