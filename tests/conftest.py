@@ -6,6 +6,8 @@ before each test), so other modules' random streams are not disturbed.
 """
 
 
+import os
+
 import pytest
 import torch
 
@@ -13,6 +15,12 @@ import pyro
 from pyro.infer.util import is_validation_enabled
 
 from tests.helpers import make_noise
+
+# No test downloads a data set: pyro_ar.datasets.fetch_* refuse to by default (a missing data
+# set is then a DownloadError that names it), here and in every subprocess the tests start
+# (tutorials, the documentation build). tests/datasets/test_fetch.py downloads from a server
+# on 127.0.0.1 with download_if_missing=True.
+os.environ["PYRO_AR_OFFLINE"] = "1"
 
 @pytest.fixture
 def seeded():
