@@ -4,7 +4,8 @@
 Data (``--dataset``): ``wordnet`` (:func:`pyro_ar.datasets.load_wordnet_reverse_dictionary`,
 K = 26,793 words, D = 27,000 tokens, 74,868 / 11,097 rows), ``gcide``
 (:func:`pyro_ar.datasets.load_gcide_reverse_dictionary`, K = 23,875) -- read from
-``<--data-dir>/wordnet`` and ``<--data-dir>/gcide`` (default: the library's data root) -- or
+``<--data-dir>/wordnet`` and ``<--data-dir>/gcide`` (default: the data home, where
+:func:`pyro_ar.datasets.fetch_wordnet` and :func:`~pyro_ar.datasets.fetch_gcide` put them) -- or
 ``synthetic`` (:func:`pyro_ar.datasets.make_sparse_teacher`, for the tests). ``--quick``
 keeps 300 random classes (synthetic: a small problem) and runs in seconds.
 
@@ -97,10 +98,9 @@ def load(args):
     """The split as scipy CSR float32 features, int64 labels, K, the tokens, the label sets."""
     import scipy.sparse as sp
 
-    from pyro_ar.datasets import (default_data_dir, load_gcide_reverse_dictionary, load_wordnet_reverse_dictionary,
-                                  make_sparse_teacher, to_scipy_csr)
+    from pyro_ar.datasets import load_gcide_reverse_dictionary, load_wordnet_reverse_dictionary, make_sparse_teacher, to_scipy_csr
+    from pyro_ar.datasets.fetch import fetch_dataset
 
-    root = args.data_dir or default_data_dir()
     if args.dataset == "synthetic":
         n, D, K = (1_500, 500, 60) if args.quick else (60_000, 20_000, 10_000)
         t = make_sparse_teacher(n, D, K, nnz_per_row=10, seed=0)
@@ -113,7 +113,8 @@ def load(args):
                             tokens=[f"f{j}" for j in range(D)], label_sets=[[int(v)] for v in y[cut:][seen]])
         return d
     loader = load_wordnet_reverse_dictionary if args.dataset == "wordnet" else load_gcide_reverse_dictionary
-    ds = loader(os.path.join(root, args.dataset))
+    # --data-dir as given, else the data home (fetched there, unpacked from Debian's package, if absent)
+    ds = loader(os.path.join(args.data_dir, args.dataset) if args.data_dir else fetch_dataset(args.dataset))
     d = SimpleNamespace(X=to_scipy_csr(ds.x_train), y=ds.y_train.numpy(), Xt=to_scipy_csr(ds.x_test),
                         yt=ds.y_test.numpy(), K=ds.num_classes, tokens=ds.info["feature_names"],
                         label_sets=ds.info["test_label_sets"])
@@ -463,7 +464,7 @@ def run(method, variant, args):
 def main(argv=None):
     ap = harness.parser(__doc__, quick_help=f"{QUICK_CLASSES} random classes (seconds)")
     ap.add_argument("--dataset", default="wordnet", choices=["wordnet", "gcide", "synthetic"])
-    ap.add_argument("--data-dir", default=None, help="folder holding wordnet/ and gcide/ (default: the data root)")
+    ap.add_argument("--data-dir", default=None, help="folder holding wordnet/ and gcide/ (default: the data home, fetched into it if absent)")
     ap.add_argument("--methods", default=",".join(METHODS),
                     help="comma-separated, from: " + ", ".join(METHODS + OPTIONAL))
     ap.add_argument("--pyro-ar-variants", nargs="*", default=[],

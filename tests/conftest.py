@@ -66,3 +66,16 @@ def validation_on():
 def noise_factory():
     """The function :func:`make_noise` (for tests parametrized by noise name)."""
     return make_noise
+
+
+@pytest.fixture
+def isolated_data_home(monkeypatch, tmp_path):
+    """``$PYRO_AR_DATA`` set to an empty ``tmp_path / "home"`` and no repository data folder:
+    the loaders and fetchers then see no data set but the package's own."""
+    from pyro_ar.datasets import _common
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("PYRO_AR_DATA", str(home))
+    monkeypatch.setattr(_common, "REPOSITORY_DATA_DIR", None)
+    return home
+
