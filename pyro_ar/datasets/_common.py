@@ -182,12 +182,15 @@ def _dataset_dir(path: Optional[PathLike], subfolder: str) -> Path:
     return default_data_dir() / subfolder
 
 
-def _missing(loader: str, filename: str, folder: Path, subfolder: str) -> FileNotFoundError:
-    from .fetch import REMOTE_DATASETS  # fetch imports this module
+#: the data sets that have a ``pyro_ar.datasets.fetch_<name>`` (filled in by
+#: :mod:`pyro_ar.datasets.fetch` from its registry, which imports this module)
+FETCHABLE: set = set()
 
+
+def _missing(loader: str, filename: str, folder: Path, subfolder: str) -> FileNotFoundError:
     tried = folder / filename
     fetch = (f"Download it into the data home with pyro_ar.datasets.fetch_{subfolder}(), "
-             if subfolder in REMOTE_DATASETS else "")
+             if subfolder in FETCHABLE else "")
     return FileNotFoundError(
         f"{loader}: file '{filename}' not found (looked for {tried}; places searched: "
         f"{', '.join(str(r / subfolder) for r in data_search_path())}). {fetch}point the loader "

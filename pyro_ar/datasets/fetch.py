@@ -71,18 +71,43 @@ _BLOCK = 1 << 20
 class DownloadError(FileNotFoundError):
     """A data set's file is not on this machine and could not be downloaded (downloads off,
     no network, a refused request, a dropped connection). The message names the file, its
-    URLs and where to put it by hand."""
+    URLs and where to put it by hand.
+
+    Example:
+
+    >>> from pyro_ar.datasets import DownloadError, fetch_wordnet
+    >>> try:
+    ...     folder = fetch_wordnet(download_if_missing=False)
+    ... except DownloadError as err:      # a FileNotFoundError: not here, downloads off
+    ...     folder = None
+    """
 
 
 class ChecksumError(ValueError):
-    """A downloaded or hand-placed file is not the pinned one (its size or SHA-256 differs)."""
+    """A downloaded or unpacked file is not the pinned one (its size or SHA-256 differs);
+    nothing of it is kept in the data home.
+
+    Example:
+
+    >>> from pyro_ar.datasets import ChecksumError
+    >>> issubclass(ChecksumError, ValueError)
+    True
+    """
 
 
 @dataclass(frozen=True)
 class RemoteFile:
     """One file to download: its ``name`` in the data set folder, ``size`` in bytes, pinned
     ``sha256``, the ``urls`` tried in turn, and other names a copy put by hand may have
-    (``aliases``: ``apt-get download`` writes the epoch as ``1%3a``)."""
+    (``aliases``: ``apt-get download`` writes the epoch as ``1%3a``).
+
+    Example:
+
+    >>> from pyro_ar.datasets.fetch import REMOTE_DATASETS
+    >>> f = REMOTE_DATASETS["wordnet"].files[0]
+    >>> f.name, f.size, f.urls[0]
+    ('wordnet-base_3.0-37_all.deb', 6467132, 'https://deb.debian.org/debian/pool/main/w/wordnet/wordnet-base_3.0-37_all.deb')
+    """
 
     name: str
     size: int
@@ -106,6 +131,13 @@ class RemoteDataset:
         content_sha256: for ``.gz`` files of ``provides``, the SHA-256 of the decompressed
             content, also accepted in a copy found on this machine (the same data recompressed).
         source: what it is and where it comes from (for messages and the docs).
+
+    Example:
+
+    >>> from pyro_ar.datasets.fetch import REMOTE_DATASETS
+    >>> spec = REMOTE_DATASETS["gcide"]
+    >>> spec.inner, sorted(spec.provides)
+    ('usr/share/dictd', ['gcide.dict.dz', 'gcide.index'])
     """
 
     name: str
@@ -192,6 +224,8 @@ REMOTE_DATASETS: Dict[str, RemoteDataset] = {
         source="GCIDE 0.48 (Webster's 1913 and additions), Debian's dict-gcide 0.48.5+nmu2"),
 }
 
+_common.FETCHABLE.update(REMOTE_DATASETS)
+
 
 def _gunzip_sha256(path: Path) -> Optional[str]:
     h = hashlib.sha256()
@@ -233,11 +267,9 @@ class _Failure(Exception):
 
 def _download(url: str, f: RemoteFile, dest: Path, quiet: bool) -> None:
     """Stream ``url`` into ``dest`` (created), checking the size and SHA-256 (``_Failure``)."""
-    from .. import __version__
-
     if not quiet:
         print(f"pyro_ar: downloading {url} ({f.size / 1e6:.1f} MB)", file=sys.stderr, flush=True)
-    request = urllib.request.Request(url, headers={"User-Agent": f"pyro_ar/{__version__}"})
+    request = urllib.request.Request(url, headers={"User-Agent": "pyro_ar.datasets.fetch"})
     h, n = hashlib.sha256(), 0
     try:
         with urllib.request.urlopen(request, timeout=_TIMEOUT) as response, open(dest, "wb") as out:
@@ -336,6 +368,12 @@ def fetch_dataset(name: str, data_home: Optional[PathLike] = None, download_if_m
     Raises:
         DownloadError: a file is missing and could not be downloaded.
         ChecksumError: a download is not the pinned file.
+
+    Example:
+
+    >>> from pyro_ar.datasets.fetch import fetch_dataset
+    >>> fetch_dataset("gcide")            # downloads 14.8 MB the first time  # doctest: +SKIP
+    PosixPath('/home/me/.cache/pyro_ar/gcide/usr/share/dictd')
     """
     if name not in REMOTE_DATASETS:
         raise ValueError(f"name must be one of {sorted(REMOTE_DATASETS)}, got {name!r}")
