@@ -324,3 +324,26 @@ def test_the_pinned_debian_packages_unpack_to_the_pinned_files(server, tmp_path,
     monkeypatch.setitem(REMOTE_DATASETS, name, served)
     folder = fetch_module.fetch_dataset(name, tmp_path, download_if_missing=True, quiet=True)
     assert folder == tmp_path / name / real.inner and set(real.provides) <= {p.name for p in folder.iterdir()}
+
+
+def _idx(magic_dims, shape, data: bytes) -> bytes:
+    import struct
+
+    return struct.pack(">BBBB", 0, 0, 8, magic_dims) + b"".join(struct.pack(">I", n) for n in shape) + data
+
+
+def test_fetched_mnist_is_read_and_verified_by_its_loader(server, tmp_path, monkeypatch):
+    """The files a fetch writes (under the loader's names, original gzip bytes) and its
+    SHA256SUMS are what load_mnist(verify=True) reads and checks."""
+    from pyro_ar.datasets import load_mnist
+
+    images = {"train": bytes(range(8)), "t10k": bytes(range(8, 16))}  # two 2 x 2 images each
+    files = {}
+    for split in ("train", "t10k"):
+        files[f"{split}-images.idx3-ubyte.gz"] = gzip.compress(_idx(3, (2, 2, 2), images[split]), mtime=0)
+        files[f"{split}-labels.idx1-ubyte.gz"] = gzip.compress(_idx(1, (2,), bytes([3, 7])), mtime=0)
+    monkeypatch.setitem(REMOTE_DATASETS, "mnist", _plain_spec(server, files, name="mnist"))
+    folder = fetch_mnist(data_home=tmp_path, download_if_missing=True, quiet=True)
+    data = load_mnist(folder, verify=True)
+    assert tuple(data.x_train.shape) == (2, 4) and data.y_test.tolist() == [3, 7]
+    assert abs(float(data.x_test[1, 3]) - 15 / 255) < 1e-6
