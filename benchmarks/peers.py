@@ -98,7 +98,8 @@ def load(args):
     """The split as scipy CSR float32 features, int64 labels, K, the tokens, the label sets."""
     import scipy.sparse as sp
 
-    from pyro_ar.datasets import load_gcide_reverse_dictionary, load_wordnet_reverse_dictionary, make_sparse_teacher, to_scipy_csr
+    from pyro_ar.datasets import (load_gcide_reverse_dictionary, load_wordnet_reverse_dictionary, make_sparse_teacher,
+                                  to_scipy_csr)
     from pyro_ar.datasets.fetch import fetch_dataset
 
     if args.dataset == "synthetic":
@@ -464,7 +465,8 @@ def run(method, variant, args):
 def main(argv=None):
     ap = harness.parser(__doc__, quick_help=f"{QUICK_CLASSES} random classes (seconds)")
     ap.add_argument("--dataset", default="wordnet", choices=["wordnet", "gcide", "synthetic"])
-    ap.add_argument("--data-dir", default=None, help="folder holding wordnet/ and gcide/ (default: the data home, fetched into it if absent)")
+    ap.add_argument("--data-dir", default=None,
+                    help="folder holding wordnet/ and gcide/ (default: the data home, fetched into it if absent)")
     ap.add_argument("--methods", default=",".join(METHODS),
                     help="comma-separated, from: " + ", ".join(METHODS + OPTIONAL))
     ap.add_argument("--pyro-ar-variants", nargs="*", default=[],

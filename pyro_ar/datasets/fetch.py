@@ -105,8 +105,10 @@ class RemoteFile:
 
     >>> from pyro_ar.datasets.fetch import REMOTE_DATASETS
     >>> f = REMOTE_DATASETS["wordnet"].files[0]
-    >>> f.name, f.size, f.urls[0]
-    ('wordnet-base_3.0-37_all.deb', 6467132, 'https://deb.debian.org/debian/pool/main/w/wordnet/wordnet-base_3.0-37_all.deb')
+    >>> f.name, f.size
+    ('wordnet-base_3.0-37_all.deb', 6467132)
+    >>> f.urls[0]
+    'https://deb.debian.org/debian/pool/main/w/wordnet/wordnet-base_3.0-37_all.deb'
     """
 
     name: str
