@@ -509,7 +509,7 @@ def main(argv=None):
     ap.add_argument("--features", default="tfidf", choices=list(FEATURES),
                     help="the rows every peer gets (default tfidf: ARClassifier()'s own)")
     ap.add_argument("--data-dir", default=None,
-                    help="folder holding wordnet/, gcide/, bibtex/ (default: the data root)")
+                    help="folder holding wordnet/, gcide/, bibtex/ (default: the data home, fetched into it if absent)")
     ap.add_argument("--methods", default=",".join(METHODS),
                     help="comma-separated, from: " + ", ".join(METHODS + OPTIONAL))
     ap.add_argument("--pyro-ar-variants", nargs="*", default=[],

@@ -35,13 +35,11 @@ class DatasetUnavailable(RuntimeError):
 # ------------------------------------------------------------------ the splits
 def load(dataset, data_dir=None, quick=False):
     """The split of ``dataset`` (see the module docstring); ``quick``: a small version."""
-    from pyro_ar.datasets import default_data_dir
-
-    root = data_dir or default_data_dir()
     if dataset == "synthetic":
         return synthetic(quick)
     if dataset == "synthetic_ml":
         return synthetic_multilabel(quick)
+    root = None if dataset not in MULTICLASS_SETS + MULTILABEL_SETS else _folder(dataset, data_dir)
     if dataset in MULTILABEL_SETS:
         d = multilabel(dataset, root)
         return subset_labels(d, QUICK_CLASSES) if quick else d
@@ -50,11 +48,22 @@ def load(dataset, data_dir=None, quick=False):
     from pyro_ar.datasets import load_gcide_reverse_dictionary, load_wordnet_reverse_dictionary, to_scipy_csr
 
     loader = load_wordnet_reverse_dictionary if dataset == "wordnet" else load_gcide_reverse_dictionary
-    ds = loader(os.path.join(root, dataset))
+    ds = loader(root)
     y, yt = ds.y_train.numpy(), ds.y_test.numpy()
     d = multiclass(to_scipy_csr(ds.x_train), y, to_scipy_csr(ds.x_test), yt, ds.num_classes,
                    ds.info["feature_names"], ds.info["test_label_sets"])
     return subset_classes(d, QUICK_CLASSES) if quick else d
+
+
+def _folder(dataset, data_dir):
+    """``<data_dir>/<files' folder>`` as given, else the data home's copy (fetched into it,
+    unpacked from the original source, when absent: :func:`pyro_ar.datasets.fetch.fetch_dataset`)."""
+    name = {"wordnet_synsets": "wordnet", "bibtex_ml": "bibtex"}.get(dataset, dataset)
+    if data_dir:
+        return os.path.join(data_dir, name)
+    from pyro_ar.datasets.fetch import fetch_dataset
+
+    return str(fetch_dataset(name))
 
 
 def indicator(y, K):
@@ -100,15 +109,13 @@ def multilabel(dataset, root):
 
     from pyro_ar import datasets
 
-    name, folder = {"wordnet_synsets": ("load_wordnet_synsets", "wordnet"),
-                    "bibtex_ml": ("load_bibtex", "bibtex")}[dataset]
+    name = {"wordnet_synsets": "load_wordnet_synsets", "bibtex_ml": "load_bibtex"}[dataset]
     loader = getattr(datasets, name, None)
     if loader is None:
         raise DatasetUnavailable(f"--dataset {dataset}: needs pyro_ar.datasets.{name} (issue 36), "
                                  f"which this copy of pyro_ar ({datasets.__file__}) does not have")
     try:
-        ds = loader(os.path.join(root, folder)) if dataset == "wordnet_synsets" else \
-            loader(os.path.join(root, folder), reduction=None)
+        ds = loader(root) if dataset == "wordnet_synsets" else loader(root, reduction=None)
     except TypeError as e:  # a load_bibtex without the reduction argument
         raise DatasetUnavailable(f"--dataset {dataset}: pyro_ar.datasets.{name} refused the multi-label "
                                  f"options (issue 36): {e}") from e

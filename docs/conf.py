@@ -90,9 +90,10 @@ nb_merge_streams = True
 myst_enable_extensions = ["dollarmath", "amsmath"]
 myst_heading_anchors = 3
 # the kernel inherits this environment: quick size, inline figures, files outside the tree,
-# and the external data (Bibtex for tutorial 02, MNIST for 06) required: without them the
-# build fails, naming the folder and $PYRO_AR_DATA, instead of publishing placeholder pages
-# (PYRO_AR_REQUIRE_DATA=0 builds them anyway, for a local look)
+# and the external data (Bibtex for tutorial 02, MNIST for 06) required: before any tutorial
+# runs, _check_tutorial_data finds them or fetches them into the data home, and otherwise
+# stops the build with a message on screen saying why and how to build without them, instead
+# of publishing placeholder pages (PYRO_AR_REQUIRE_DATA=0 builds them anyway, for a local look)
 os.environ["PYRO_AR_QUICK"] = "1"
 os.environ.setdefault("PYRO_AR_REQUIRE_DATA", "1")
 os.environ.pop("MPLBACKEND", None)
@@ -264,7 +265,40 @@ def _skip_foreign_members(app, what, name, obj, skip, options):
     return None
 
 
+#: the data sets the tutorials read that the package does not ship: (what, fetcher's name)
+TUTORIAL_DATA = (("Bibtex (tutorial 02)", "fetch_bibtex"), ("MNIST (tutorial 06)", "fetch_mnist"))
+
+
+def _check_tutorial_data(app=None):
+    """When the tutorials run and need their data (``PYRO_AR_REQUIRE_DATA=1``, the default),
+    find each data set on this machine or download it into the data home
+    (``pyro_ar.datasets.fetch_*``), printing where it is; if one is missing and cannot be
+    downloaded, stop the build before any tutorial runs (exit status 2) with a message on
+    screen: its first line says what the build needs and how to build without it, the next
+    ones why each data set could not be had (the file, its URL, where to put it by hand).
+    (A plain ``SystemExit``: Sphinx would print a raised error after its version report and
+    traceback, far from the reason.)"""
+    if nb_execution_mode == "off" or os.environ.get("PYRO_AR_REQUIRE_DATA", "").strip().lower() not in (
+            "1", "true", "yes", "on"):
+        return
+    import pyro_ar.datasets as datasets
+
+    problems = []
+    for what, name in TUTORIAL_DATA:
+        try:
+            print(f"pyro_ar docs: {what} in {getattr(datasets, name)()}", flush=True)
+        except (datasets.DownloadError, datasets.ChecksumError) as err:
+            problems.append(f"* {what}: {err}")
+    if problems:
+        print("pyro_ar docs: stopped: tutorials 02 and 06 need Bibtex and MNIST (downloaded into the data home "
+              "when online); to build without them: PYRO_AR_REQUIRE_DATA=0 python -m sphinx -b html docs "
+              "docs/_build/html (those two tutorials then run with their fallbacks and say so on their pages)\n"
+              + "\n".join(problems), file=sys.stderr, flush=True)
+        raise SystemExit(2)
+
+
 def setup(app):
+    app.connect("builder-inited", _check_tutorial_data)
     app.connect("autodoc-skip-member", _skip_foreign_members)
     app.connect("autodoc-process-bases", _public_bases)
     app.connect("missing-reference", _resolve_reexports, priority=400)

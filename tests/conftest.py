@@ -6,6 +6,8 @@ before each test), so other modules' random streams are not disturbed.
 """
 
 
+import os
+
 import pytest
 import torch
 
@@ -13,6 +15,12 @@ import pyro
 from pyro.infer.util import is_validation_enabled
 
 from tests.helpers import make_noise
+
+# No test downloads a data set: pyro_ar.datasets.fetch_* refuse to by default (a missing data
+# set is then a DownloadError that names it), here and in every subprocess the tests start
+# (tutorials, the documentation build). tests/datasets/test_fetch.py downloads from a server
+# on 127.0.0.1 with download_if_missing=True.
+os.environ["PYRO_AR_OFFLINE"] = "1"
 
 @pytest.fixture
 def seeded():
@@ -58,3 +66,16 @@ def validation_on():
 def noise_factory():
     """The function :func:`make_noise` (for tests parametrized by noise name)."""
     return make_noise
+
+
+@pytest.fixture
+def isolated_data_home(monkeypatch, tmp_path):
+    """``$PYRO_AR_DATA`` set to an empty ``tmp_path / "home"`` and no repository data folder:
+    the loaders and fetchers then see no data set but the package's own."""
+    from pyro_ar.datasets import _common
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("PYRO_AR_DATA", str(home))
+    monkeypatch.setattr(_common, "REPOSITORY_DATA_DIR", None)
+    return home
+

@@ -7,35 +7,47 @@ import pytest
 import torch
 
 import pyro_ar
-from pyro_ar.datasets import default_data_dir
+from pyro_ar.datasets import _common, data_search_path
 
 #: environment variable: 1 makes missing external data fail the tests (the tutorials read it too)
 REQUIRE_DATA_ENV_VAR = "PYRO_AR_REQUIRE_DATA"
 
 
+def _named_data_roots():
+    """The data roots someone pointed the tests to: ``$PYRO_AR_DATA`` if set, and a source
+    checkout's ``../shared/data`` (CI's); not the per-user cache, which holds whatever its user
+    fetched."""
+    roots = [_common.default_data_dir()] if os.environ.get(_common.DATA_ENV_VAR) else []
+    if _common.REPOSITORY_DATA_DIR is not None:
+        roots.append(_common.REPOSITORY_DATA_DIR)
+    return roots
+
+
 def data_required() -> bool:
     """Whether a missing external data set (Bibtex, MNIST) fails the tests instead of
-    skipping them: when the data root exists (CI has ``../shared/data``), or
-    ``$PYRO_AR_REQUIRE_DATA`` is 1 / true; a clone with no data root at all skips them
-    (``-ra`` lists the reasons) unless told otherwise."""
+    skipping them: when a named data root exists (``$PYRO_AR_DATA``, or CI's
+    ``../shared/data``), or ``$PYRO_AR_REQUIRE_DATA`` is 1 / true; a clone with neither skips
+    them (``-ra`` lists the reasons) unless told otherwise."""
     flag = os.environ.get(REQUIRE_DATA_ENV_VAR, "").strip().lower()
     if flag in ("0", "false", "no", "off"):
         return False
-    return flag in ("1", "true", "yes", "on") or default_data_dir().is_dir()
+    return flag in ("1", "true", "yes", "on") or any(r.is_dir() for r in _named_data_roots())
 
 
 def require_data(name, required):
-    """The folder ``default_data_dir() / name`` holding the files ``required``: fails the
-    test when they are missing and :func:`data_required`, else skips it."""
-    folder = default_data_dir() / name
-    missing = [f for f in required if not (folder / f).is_file()]
-    if missing:
-        message = f"{name} data not found in {folder} (missing {missing}); set PYRO_AR_DATA"
-        if data_required():
-            pytest.fail(message + f" (the data root {default_data_dir()} exists, or "
-                        f"{REQUIRE_DATA_ENV_VAR}=1: the data are expected)")
-        pytest.skip(message)
-    return folder
+    """The folder ``<root>/name`` holding the files ``required``, for the first root of
+    :func:`pyro_ar.datasets.data_search_path` that has them: fails the test when none does
+    and :func:`data_required`, else skips it."""
+    roots = data_search_path()
+    for root in roots:
+        if all((root / name / f).is_file() for f in required):
+            return root / name
+    message = (f"{name} data not found in {[str(r / name) for r in roots]} (missing some of {list(required)}); "
+               f"fetch it with pyro_ar.datasets.fetch_{name}() or set PYRO_AR_DATA")
+    if data_required():
+        pytest.fail(message + f" (a data root {[str(r) for r in _named_data_roots()]} exists, or "
+                    f"{REQUIRE_DATA_ENV_VAR}=1: the data are expected)")
+    pytest.skip(message)
 
 #: ``pytest.mark.skipif`` marker for tests that need a CUDA device
 requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available")

@@ -156,3 +156,32 @@ def test_docs_build_requires_the_external_data_by_default(tmp_path):
                           cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip().splitlines()[-1] == "1"
+
+
+def test_docs_build_without_the_data_stops_saying_why_and_how_to_build_without(tmp_path):
+    """Issue 39: with Bibtex and MNIST neither on the machine nor downloadable, docs/conf.py's
+    check (run when the builder starts, before any tutorial) exits with status 2 and a first
+    line on screen saying what the build needs and the command that builds without it, then
+    one line per data set naming its files' URLs and where to put them; with
+    PYRO_AR_REQUIRE_DATA=0 it lets the build go on."""
+    root = DOCS.parent
+    code = ("import runpy; from pyro_ar.datasets import _common; _common.REPOSITORY_DATA_DIR = None; "
+            f"runpy.run_path({str(DOCS / 'conf.py')!r})['_check_tutorial_data']()")
+    env = dict(os.environ, PYRO_AR_DATA=str(tmp_path / "home"), PYRO_AR_OFFLINE="1",
+               PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    for name in ("PYRO_AR_REQUIRE_DATA", "PYRO_AR_DOCS_EXECUTE"):
+        env.pop(name, None)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path, env=env)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    lines = [line for line in proc.stderr.splitlines() if line.startswith(("pyro_ar docs:", "* "))]
+    assert lines[0].startswith("pyro_ar docs: stopped: tutorials 02 and 06 need Bibtex and MNIST")
+    assert "PYRO_AR_REQUIRE_DATA=0 python -m sphinx -b html docs docs/_build/html" in lines[0]
+    bibtex, mnist = lines[1:3]
+    assert "raw.githubusercontent.com/tsoumakas/mulan" in bibtex and str(tmp_path / "home" / "bibtex") in bibtex
+    assert "train-images-idx3-ubyte.gz" in mnist and str(tmp_path / "home" / "mnist") in mnist
+    assert not (tmp_path / "home").exists()  # nothing written
+    env["PYRO_AR_REQUIRE_DATA"] = "0"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]

@@ -10,8 +10,9 @@ and as notebooks (jupytext opens the ``# %%`` cells; the notebook's folder is
 * the figures: always saved as PNG files in ``--out`` (default ``tutorials/figures/``,
   or ``$PYRO_AR_FIGURES``); inside IPython / Jupyter the saved PNG is also shown inline
   (in a script the non-interactive Agg backend is used unless ``MPLBACKEND`` says otherwise);
-* data not shipped with the package (Bibtex, MNIST: :func:`load_external`): a script run
-  without them says so and carries on with what it can show; with ``PYRO_AR_REQUIRE_DATA=1``
+* data not shipped with the package (Bibtex, MNIST: :func:`load_external`), fetched into the
+  data home by ``pyro_ar.datasets.fetch_*`` on first use: a script run without them (offline,
+  or ``PYRO_AR_OFFLINE=1``) says so and carries on with what it can show; with ``PYRO_AR_REQUIRE_DATA=1``
   (the documentation build sets it, and the tests where the data root exists) their absence
   is an error, so that no published page silently shows a placeholder.
 """
@@ -71,7 +72,8 @@ def parse_args(description: str, add_arguments=None, argv=None) -> argparse.Name
 
 def load_external(loader, what: str, without: str):
     """``loader()``, a data set that is not shipped with the package (it raises
-    ``FileNotFoundError`` naming the folder it looked in, ``$PYRO_AR_DATA``).
+    ``FileNotFoundError`` naming the folder it looked in, ``$PYRO_AR_DATA``; a fetcher's
+    ``DownloadError`` is one, naming the file, its URL and where to put it by hand).
 
     If the data are missing: with ``$PYRO_AR_REQUIRE_DATA`` set (the docs build, the tests
     where the data root exists) re-raise, naming the variable; otherwise print what is

@@ -1,6 +1,9 @@
 r"""Data loaders and synthetic generators for categorical problems with many classes.
 
-Real data sets (read from local copies, never downloaded), one module per file format:
+Real data sets, read from local copies, one module per file format; the public ones are
+downloaded on request into the data home by :func:`fetch_bibtex`, :func:`fetch_mnist`,
+:func:`fetch_wordnet` and :func:`fetch_gcide` (:mod:`~pyro_ar.datasets.fetch`: pinned SHA-256,
+atomic writes, reused once there):
 
 * :func:`load_bibtex` (:mod:`~pyro_ar.datasets.arff`) -- Bibtex multi-label text data
   reduced to its first label (K = 159 label space, 146 classes seen in train), as in the
@@ -22,9 +25,12 @@ Real data sets (read from local copies, never downloaded), one module per file f
 * :func:`load_digits` (:mod:`~pyro_ar.datasets.digits`) -- scikit-learn's 8x8 digits (ships
   with scikit-learn, K = 10, D = 64).
 
-Each of them returns a :class:`Dataset`. The files are looked up in a folder below
-:func:`default_data_dir` (``$PYRO_AR_DATA`` or ``<repo root>/../shared/data``), or in the
-folder given as ``path=``.
+Each of them returns a :class:`Dataset`. The files are read from the folder given as
+``path=``, else from ``<root>/<data set>/`` for the first root of :func:`data_search_path`
+that has it: the data home :func:`default_data_dir` (``$PYRO_AR_DATA``, else the per-user
+cache folder :func:`user_cache_dir`, e.g. ``~/.cache/pyro_ar``), then, in a source checkout,
+the repository's ``../shared/data``. Brown and the Wisconsin breast cancer data ship inside
+the package.
 
 Synthetic generators with known ground truth (:mod:`~pyro_ar.datasets.synthetic`):
 
@@ -61,7 +67,9 @@ Multivariate categorical data for imputation (:mod:`~pyro_ar.datasets.multivaria
 All features are float32 and all labels / ids int64.
 """
 
-from ._common import DATA_ENV_VAR, EMBEDDED_DATA_DIR, Dataset, default_data_dir, verify_checksums
+from ._common import (DATA_ENV_VAR, EMBEDDED_DATA_DIR, Dataset, data_search_path, default_data_dir, user_cache_dir,
+                      verify_checksums)
+from .fetch import ChecksumError, DownloadError, fetch_bibtex, fetch_gcide, fetch_mnist, fetch_wordnet
 from .arff import (BIBTEX_FILES, BIBTEX_NUM_FEATURES, BIBTEX_NUM_LABELS, ArffData, load_arff_multilabel,
                    load_bibtex, read_arff, reduce_multilabel)
 from .digits import load_digits
@@ -84,7 +92,10 @@ __all__ = [
     "TeacherData",
     "ArffData",
     "default_data_dir",
+    "data_search_path",
+    "user_cache_dir",
     "verify_checksums",
+    "fetch_bibtex", "fetch_mnist", "fetch_wordnet", "fetch_gcide", "DownloadError", "ChecksumError",
     "read_arff",
     "load_bibtex",
     "load_arff_multilabel",

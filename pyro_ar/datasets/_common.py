@@ -1,9 +1,13 @@
-r"""What every loader shares: the :class:`Dataset` structure, data folders, checksums.
+r"""What every loader shares: the :class:`Dataset` structure, the data home, checksums.
 
-A loader reads ``<root>/<data set>/<files>`` with the root :func:`default_data_dir`
-(``$PYRO_AR_DATA``, else ``<repo root>/../shared/data``) unless given ``path=``; a file is
-checked against the folder's ``SHA256SUMS`` (lines ``<sha256 hex>  <file name>``) by
-:func:`verify_checksums`.
+The data home (:func:`default_data_dir`) is ``$PYRO_AR_DATA`` if set, else a per-user cache
+folder in the platform's usual place (:func:`user_cache_dir`: ``$XDG_CACHE_HOME/pyro_ar`` or
+``~/.cache/pyro_ar`` on Linux, ``~/Library/Caches/pyro_ar`` on macOS,
+``%LOCALAPPDATA%\\pyro_ar`` on Windows). The ``pyro_ar.datasets.fetch_*`` functions download
+into it; a loader given no ``path=`` reads ``<root>/<data set>/<files>`` from the first root of
+:func:`data_search_path` holding that data set's folder: the data home, then, in a source
+checkout, the repository's ``../shared/data``. A file is checked against the folder's
+``SHA256SUMS`` (lines ``<sha256 hex>  <file name>``) by :func:`verify_checksums`.
 """
 
 from __future__ import annotations
@@ -11,21 +15,28 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 import torch
 
-__all__ = ["Dataset", "default_data_dir", "verify_checksums"]
+__all__ = ["Dataset", "default_data_dir", "data_search_path", "user_cache_dir", "verify_checksums"]
 
 PathLike = Union[str, os.PathLike]
 
-#: environment variable naming the data root (the folder holding bibtex/, mnist/, brown/)
+#: environment variable naming the data home (the folder holding bibtex/, mnist/, wordnet/, ...)
 DATA_ENV_VAR = "PYRO_AR_DATA"
 
 #: the ``pyro_ar`` package folder (this module is ``pyro_ar/datasets/_common.py``)
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+#: the repository's ``../shared/data`` when the package runs from a source checkout (the
+#: folder above ``pyro_ar/`` holds ``pyproject.toml``), else None: one more place to look
+REPOSITORY_DATA_DIR: Optional[Path] = (
+    (PACKAGE_DIR.parent.parent / "shared" / "data").resolve()
+    if (PACKAGE_DIR.parent / "pyproject.toml").is_file() else None)
 
 
 @dataclass
@@ -90,24 +101,72 @@ class Dataset:
         )
 
 
-def default_data_dir() -> Path:
-    """The data root: ``$PYRO_AR_DATA`` if set, else ``<repo root>/../shared/data``.
+def user_cache_dir(platform: Optional[str] = None, environ: Optional[Dict[str, str]] = None) -> Path:
+    r"""The per-user cache folder of ``pyro_ar`` in the platform's usual place.
 
-    The repository root is the parent of the ``pyro_ar`` package folder. The root holds
-    one sub-folder per data set (``bibtex/``, ``mnist/``, ``brown/``). The path is returned
-    whether or not it exists.
+    * Linux and other POSIX systems: ``$XDG_CACHE_HOME/pyro_ar`` when ``XDG_CACHE_HOME`` is an
+      absolute path (the XDG base directory specification), else ``~/.cache/pyro_ar``;
+    * macOS (``platform == "darwin"``): ``~/Library/Caches/pyro_ar``;
+    * Windows (``platform == "win32"``): ``%LOCALAPPDATA%\\pyro_ar``, else
+      ``~\\AppData\\Local\\pyro_ar``.
+
+    Args:
+        platform: ``sys.platform`` by default.
+        environ: ``os.environ`` by default.
+
+    Example:
+
+    >>> from pyro_ar.datasets import user_cache_dir
+    >>> user_cache_dir("linux", {"XDG_CACHE_HOME": "/tmp/cache"}).as_posix()
+    '/tmp/cache/pyro_ar'
+    """
+    platform = sys.platform if platform is None else platform
+    environ = os.environ if environ is None else environ
+    home = Path(environ.get("HOME") or environ.get("USERPROFILE") or Path.home())
+    if platform == "win32":
+        local = environ.get("LOCALAPPDATA")
+        return Path(local, "pyro_ar") if local else home / "AppData" / "Local" / "pyro_ar"
+    if platform == "darwin":
+        return home / "Library" / "Caches" / "pyro_ar"
+    xdg = environ.get("XDG_CACHE_HOME", "")
+    return Path(xdg, "pyro_ar") if os.path.isabs(xdg) else home / ".cache" / "pyro_ar"
+
+
+def default_data_dir() -> Path:
+    """The data home: ``$PYRO_AR_DATA`` if set, else :func:`user_cache_dir`.
+
+    The ``fetch_*`` functions download into it, and it is the first place the loaders look
+    (:func:`data_search_path`). It holds one sub-folder per data set (``bibtex/``,
+    ``mnist/``, ``wordnet/``, ...). The path is returned whether or not it exists.
 
     Example:
 
     >>> from pyro_ar.datasets import default_data_dir
     >>> default_data_dir().name          # unless $PYRO_AR_DATA is set  # doctest: +SKIP
-    'data'
+    'pyro_ar'
     """
     env = os.environ.get(DATA_ENV_VAR)
     if env:
         return Path(env).expanduser()
-    repo_root = PACKAGE_DIR.parent
-    return (repo_root.parent / "shared" / "data").resolve()
+    return user_cache_dir()
+
+
+def data_search_path() -> List[Path]:
+    """Where a loader given no ``path=`` looks, in order: the data home
+    (:func:`default_data_dir`), then, in a source checkout, the repository's
+    ``../shared/data`` (if it exists). Never empty: the data home is listed even if absent.
+
+    Example:
+
+    >>> from pyro_ar.datasets import data_search_path, default_data_dir
+    >>> data_search_path()[0] == default_data_dir()
+    True
+    """
+    roots = [default_data_dir()]
+    repo = REPOSITORY_DATA_DIR
+    if repo is not None and repo.is_dir() and repo not in roots:
+        roots.append(repo)
+    return roots
 
 
 #: Data sets shipped inside the package (the Brown corpus; see ``pyro_ar/data/brown/README.md``).
@@ -115,18 +174,31 @@ EMBEDDED_DATA_DIR = PACKAGE_DIR / "data"
 
 
 def _dataset_dir(path: Optional[PathLike], subfolder: str) -> Path:
-    if path is None:
-        return default_data_dir() / subfolder
-    return Path(path).expanduser()
+    """``path`` if given, else ``<root>/<subfolder>`` for the first root of
+    :func:`data_search_path` that has it, else the data home's (absent) ``<subfolder>``."""
+    if path is not None:
+        return Path(path).expanduser()
+    for root in data_search_path():
+        if (root / subfolder).is_dir():
+            return root / subfolder
+    return default_data_dir() / subfolder
+
+
+#: the data sets that have a ``pyro_ar.datasets.fetch_<name>`` (filled in by
+#: :mod:`pyro_ar.datasets.fetch` from its registry, which imports this module)
+FETCHABLE: set = set()
 
 
 def _missing(loader: str, filename: str, folder: Path, subfolder: str) -> FileNotFoundError:
     tried = folder / filename
+    fetch = (f"Download it into the data home with pyro_ar.datasets.fetch_{subfolder}(), "
+             if subfolder in FETCHABLE else "")
     return FileNotFoundError(
-        f"{loader}: file '{filename}' not found (looked for {tried}). Point the loader to the "
-        f"folder that holds it with {loader}(path=...), or set the environment variable "
-        f"{DATA_ENV_VAR} to the data root that contains a '{subfolder}/' sub-folder "
-        f"(default root: <repo root>/../shared/data)."
+        f"{loader}: file '{filename}' not found (looked for {tried}; places searched: "
+        f"{', '.join(str(r / subfolder) for r in data_search_path())}). {fetch}point the loader "
+        f"to the folder that holds it with {loader}(path=...), or set the environment variable "
+        f"{DATA_ENV_VAR} to a data home that contains a '{subfolder}/' sub-folder (default data "
+        f"home: {user_cache_dir()})."
     )
 
 

@@ -26,7 +26,9 @@ and part of WordNet 1.5. Its reverse dictionary (:func:`read_gcide_senses`):
   are removed, and GCIDE's accent markup is reduced to plain letters
   (``a["e]roplane`` -> ``aeroplane``, ``[imac]`` -> ``i``).
 
-Getting the files (nothing is downloaded by the library)::
+Getting the files: :func:`pyro_ar.datasets.fetch_gcide` downloads Debian's package into the data
+home, checks its pinned SHA-256 and unpacks it there (the loader then finds it with no
+``path=``); or by hand, on any machine::
 
     apt-get download dict-gcide && dpkg-deb -x dict-gcide_*.deb gcide
 
@@ -174,7 +176,8 @@ def _gcide_folder(path: Optional[PathLike]) -> Path:
             return folder
     raise FileNotFoundError(
         f"load_gcide_reverse_dictionary: no 'gcide.index' and 'gcide.dict.dz' in {root} or in "
-        f"{root / 'usr' / 'share' / 'dictd'}. Extract Debian's dict-gcide package (apt-get download "
+        f"{root / 'usr' / 'share' / 'dictd'}. Call pyro_ar.datasets.fetch_gcide() (downloads and unpacks it into "
+        "the data home), or extract Debian's dict-gcide package (apt-get download "
         f"dict-gcide; dpkg-deb -x dict-gcide_*.deb <folder>) and pass path=<folder>, or set {DATA_ENV_VAR} "
         "to a root holding 'gcide/'.")
 

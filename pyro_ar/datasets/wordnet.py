@@ -14,7 +14,9 @@ word of a synset paired with the synset's gloss gives the reverse-dictionary tas
 :func:`~pyro_ar.datasets.make_reverse_dictionary`; every synset with all its words as labels
 the multi-label task of :func:`load_wordnet_synsets`.
 
-Getting the files (nothing is downloaded by the library)::
+Getting the files: :func:`pyro_ar.datasets.fetch_wordnet` downloads Debian's package into the data
+home, checks its pinned SHA-256 and unpacks it there (the loader then finds it with no
+``path=``); or by hand, on any machine::
 
     apt-get download wordnet-base && dpkg-deb -x wordnet-base_*.deb wordnet
 
@@ -52,7 +54,8 @@ def _wordnet_folder(path: Optional[PathLike], caller: str = "load_wordnet_revers
             return folder
     raise FileNotFoundError(
         f"{caller}: no '{WORDNET_FILES[0]}' in {root} or in "
-        f"{root / 'usr' / 'share' / 'wordnet'}. Extract Debian's wordnet-base package "
+        f"{root / 'usr' / 'share' / 'wordnet'}. Call pyro_ar.datasets.fetch_wordnet() (downloads and unpacks it "
+        "into the data home), or extract Debian's wordnet-base package "
         "(apt-get download wordnet-base; dpkg-deb -x wordnet-base_*.deb <folder>) and pass "
         f"path=<folder>, or set {DATA_ENV_VAR} to a root holding 'wordnet/'.")
 

@@ -14,7 +14,6 @@ from ..numerics import check_int
 from ._checks import check_choice, check_float
 from .choices import prior_scale_candidates
 
-_NOISES = ("gumbel", "normal", "logistic")
 _STRATEGIES = ("auto", "per_datapoint", "shared", "importance", "screened")
 _WEIGHTS = ("mle", "map", "bayes")
 _LIKELIHOODS = ("auto", "ar", "exact")
@@ -53,14 +52,6 @@ class Settings:
         return dataclasses.replace(self, **changes)
 
 
-def _noise(noise):
-    if isinstance(noise, Noise):
-        return noise
-    if isinstance(noise, str) and noise in _NOISES:
-        return get_noise(noise)
-    raise ValueError(f"noise must be one of {list(_NOISES)} or a pyro_ar.Noise instance, got {noise!r}")
-
-
 def _device(device):
     try:
         out = torch.device(device)
@@ -89,7 +80,7 @@ def settings_of(est, fitting: bool = False) -> Settings:
     """The hyper-parameters of ``est`` checked (``ValueError`` naming the argument) and
     resolved; with ``fitting``, also the torch seed from ``random_state``."""
     settings = Settings(
-        noise=_noise(est.noise),
+        noise=get_noise(est.noise),  # the library's one table of names (NOISE_NAMES, NOISE_ALIASES)
         num_negatives=check_int("num_negatives", est.num_negatives, 1, allow_none=True),
         strategy=check_choice("strategy", est.strategy, _STRATEGIES),
         weights=check_choice("weights", est.weights, _WEIGHTS),

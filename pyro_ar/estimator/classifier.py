@@ -87,8 +87,9 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     raises ``ValueError`` naming the argument).
 
     :param noise: ``"gumbel"`` (softmax; closed-form bound with natural-gradient local
-        steps), ``"normal"`` (multinomial probit), ``"logistic"``, or a
-        :class:`pyro_ar.Noise` instance (reparameterised local guide).
+        steps), ``"normal"`` (multinomial probit), ``"logistic"``, any other name of the
+        library's one table (:func:`pyro_ar.get_noise`: ``"probit"``, ``"laplace"``,
+        ``"student_t3"``, ...), or a :class:`pyro_ar.Noise` instance (reparameterised local guide).
     :param num_negatives: classes sampled per likelihood estimate (clipped to K - 1,
         where the estimate is exact); None: all classes.
     :param strategy: ``"auto"`` (default: importance negatives when the labels are skewed,

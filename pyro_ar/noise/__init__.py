@@ -65,7 +65,7 @@ The package has three modules, all re-exported here (``from pyro_ar.noise import
 
 from .base import Noise
 from .distribution import NoiseDistribution
-from .families import NOISE_NAMES, GumbelNoise, LaplaceNoise, LogisticNoise, NormalNoise, StudentTNoise, get_noise
+from .families import NOISE_ALIASES, NOISE_NAMES, GumbelNoise, LaplaceNoise, LogisticNoise, NormalNoise, StudentTNoise, get_noise
 
 __all__ = [
     "Noise",
@@ -77,4 +77,5 @@ __all__ = [
     "StudentTNoise",
     "get_noise",
     "NOISE_NAMES",
+    "NOISE_ALIASES",
 ]

@@ -20,7 +20,7 @@ from ..quadrature import DEFAULT_NUM_NODES
 from .base import Device, Noise, Number, Shape, TorchDistribution
 from .special import _student_t_log_density, _StudentTLogCDF, log_ndtr, normal_mills_ratio
 
-__all__ = ["GumbelNoise", "NormalNoise", "LogisticNoise", "LaplaceNoise", "StudentTNoise", "get_noise", "NOISE_NAMES"]
+__all__ = ["GumbelNoise", "NormalNoise", "LogisticNoise", "LaplaceNoise", "StudentTNoise", "get_noise", "NOISE_NAMES", "NOISE_ALIASES"]
 
 _LOG2 = math.log(2.0)
 
@@ -301,11 +301,15 @@ class StudentTNoise(Noise):
 
 _BUILTIN = {"gumbel": GumbelNoise, "normal": NormalNoise, "logistic": LogisticNoise,
             "laplace": LaplaceNoise, "student_t": StudentTNoise}
-#: the names of the library families (:func:`get_noise` also takes the aliases ``"softmax"``,
-#: ``"probit"``, ``"gaussian"``, ``"studentt"`` and ``"student_t<df>"``)
+#: the names of the library families: the one table of noise names, read by :func:`get_noise`,
+#: through which every public argument ``noise=`` resolves a name (the distributions, the
+#: likelihoods, the models, the evaluation functions, the estimator); ``"student_t"`` takes its
+#: degrees of freedom as ``df=`` or in the name (``"student_t3"``)
 NOISE_NAMES = tuple(_BUILTIN)
-#: aliases accepted by :func:`get_noise`
-_ALIASES = {"softmax": "gumbel", "probit": "normal", "gaussian": "normal", "studentt": "student_t"}
+#: the other names :func:`get_noise` takes, alias -> name in :data:`NOISE_NAMES` (the model's
+#: name: ``"softmax"`` for Gumbel noise, ``"probit"`` for normal noise)
+NOISE_ALIASES = {"softmax": "gumbel", "probit": "normal", "gaussian": "normal", "studentt": "student_t"}
+_ALIASES = NOISE_ALIASES
 _STUDENT_T = re.compile(r"^student_?t(\d+(?:\.\d*)?)$")
 
 

@@ -1,12 +1,13 @@
 """pyro_ar.datasets.arff: the ARFF reader and the Bibtex loader."""
 
 import re
+from pathlib import Path
 
 import pytest
 import torch
 
 from pyro_ar import datasets as ds
-from pyro_ar.datasets import Dataset, default_data_dir, load_bibtex, read_arff
+from pyro_ar.datasets import Dataset, load_bibtex, read_arff
 from tests.datasets.helpers import data_folder
 
 
@@ -121,7 +122,7 @@ def test_bibtex_options(bibtex):
 
 
 def test_bibtex_class_names_match_xml(bibtex):
-    xml = (default_data_dir() / "bibtex" / "bibtex.xml").read_text()
+    xml = (Path(bibtex.info["folder"]) / "bibtex.xml").read_text()
     names = re.findall(r'<label name="([^"]+)"', xml)
     assert names == bibtex.class_names
 

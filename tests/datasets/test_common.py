@@ -6,20 +6,46 @@ from pathlib import Path
 import pytest
 
 from pyro_ar import datasets as ds
-from pyro_ar.datasets import default_data_dir, load_bibtex, load_brown, load_mnist, verify_checksums
+from pyro_ar.datasets import (_common, data_search_path, default_data_dir, load_bibtex, load_brown, load_mnist,
+                              user_cache_dir, verify_checksums)
 
 
 def test_default_data_dir_env(monkeypatch, tmp_path):
+    """The data home is $PYRO_AR_DATA, else the per-user cache folder (not the repository's
+    ../shared/data, which is only one more place the loaders look)."""
     monkeypatch.setenv("PYRO_AR_DATA", str(tmp_path))
     assert default_data_dir() == tmp_path
     monkeypatch.delenv("PYRO_AR_DATA")
-    d = default_data_dir()
-    assert d.parts[-2:] == ("shared", "data")
-    # <repo root>/../shared/data, repo root = parent of the package folder; the package
-    # folder is pyro_ar/, two levels above pyro_ar/datasets/__init__.py
-    repo_root = Path(ds.__file__).resolve().parents[2]
-    assert (repo_root / "pyro_ar" / "datasets" / "__init__.py").is_file()
-    assert d.parent.parent == repo_root.parent
+    assert default_data_dir() == user_cache_dir()
+    assert default_data_dir().name == "pyro_ar" and "shared" not in default_data_dir().parts
+
+
+@pytest.mark.parametrize("platform,environ,expected", [
+    ("linux", {"HOME": "/home/u"}, "/home/u/.cache/pyro_ar"),
+    ("linux", {"HOME": "/home/u", "XDG_CACHE_HOME": "/xdg"}, "/xdg/pyro_ar"),
+    ("linux", {"HOME": "/home/u", "XDG_CACHE_HOME": "relative"}, "/home/u/.cache/pyro_ar"),  # XDG: ignored
+    ("freebsd13", {"HOME": "/home/u"}, "/home/u/.cache/pyro_ar"),
+    ("darwin", {"HOME": "/Users/u", "XDG_CACHE_HOME": "/xdg"}, "/Users/u/Library/Caches/pyro_ar"),
+    ("win32", {"USERPROFILE": "C:/Users/u", "LOCALAPPDATA": "C:/Users/u/AppData/Local"},
+     "C:/Users/u/AppData/Local/pyro_ar"),
+    ("win32", {"USERPROFILE": "C:/Users/u"}, "C:/Users/u/AppData/Local/pyro_ar"),
+])
+def test_user_cache_dir_in_the_platforms_usual_place(platform, environ, expected):
+    assert user_cache_dir(platform, environ).as_posix() == expected
+
+
+def test_the_loaders_search_the_data_home_then_the_repository_data(monkeypatch, tmp_path):
+    home, repo = tmp_path / "home", tmp_path / "shared"
+    monkeypatch.setenv("PYRO_AR_DATA", str(home))
+    monkeypatch.setattr(_common, "REPOSITORY_DATA_DIR", repo)
+    assert data_search_path() == [home]  # an absent repository folder is not listed
+    (repo / "bibtex").mkdir(parents=True)
+    assert data_search_path() == [home, repo]
+    assert _common._dataset_dir(None, "bibtex") == repo / "bibtex"
+    (home / "bibtex").mkdir(parents=True)
+    assert _common._dataset_dir(None, "bibtex") == home / "bibtex"  # the data home first
+    assert _common._dataset_dir(None, "mnist") == home / "mnist"  # nowhere: the data home's, for the error
+    assert _common._dataset_dir(tmp_path / "mine", "bibtex") == tmp_path / "mine"
 
 
 @pytest.mark.parametrize(
@@ -39,12 +65,13 @@ def test_missing_folder_errors(tmp_path, loader, filename):
     assert "path=" in msg and "PYRO_AR_DATA" in msg
 
 
-def test_missing_default_folder_mentions_env(monkeypatch, tmp_path):
-    monkeypatch.setenv("PYRO_AR_DATA", str(tmp_path))
-    with pytest.raises(FileNotFoundError, match="PYRO_AR_DATA"):
+def test_missing_default_folder_mentions_env_and_the_fetcher(isolated_data_home):
+    with pytest.raises(FileNotFoundError, match="PYRO_AR_DATA") as err:
         load_mnist()
-    with pytest.raises(FileNotFoundError, match=str(tmp_path / "bibtex")):
+    assert "fetch_mnist()" in str(err.value)
+    with pytest.raises(FileNotFoundError, match=str(isolated_data_home / "bibtex")) as err:
         load_bibtex()
+    assert "fetch_bibtex()" in str(err.value)
 
 
 def test_verify_checksums(tmp_path):
@@ -91,6 +118,7 @@ def test_missing_real_data_fail_where_the_data_root_exists(monkeypatch, tmp_path
     from tests.helpers import require_data
 
     monkeypatch.delenv("PYRO_AR_REQUIRE_DATA", raising=False)
+    monkeypatch.setattr(_common, "REPOSITORY_DATA_DIR", None)
     monkeypatch.setenv("PYRO_AR_DATA", str(tmp_path))  # exists, holds no bibtex/
     with pytest.raises(pytest.fail.Exception, match="bibtex data not found"):
         require_data("bibtex", ["bibtex-train.arff"])

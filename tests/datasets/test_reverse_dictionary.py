@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pyro_ar.datasets import (default_data_dir, gloss_tokens, load_gcide_reverse_dictionary,
+from pyro_ar.datasets import (data_search_path, gloss_tokens, load_gcide_reverse_dictionary,
                               load_wordnet_reverse_dictionary, make_reverse_dictionary, read_dictd,
                               read_gcide_senses, read_wordnet_glosses)
 
@@ -207,10 +207,10 @@ def test_gcide_senses(tmp_path):
 
 
 def _real(name, *files):
-    root = default_data_dir() / name
-    if all((root / f).is_file() for f in files):
-        return root
-    pytest.skip(f"{name} not found below {default_data_dir()} (set PYRO_AR_DATA)")
+    for root in data_search_path():
+        if all((root / name / f).is_file() for f in files):
+            return root / name
+    pytest.skip(f"{name} not found below {data_search_path()} (pyro_ar.datasets.fetch_{name}() or PYRO_AR_DATA)")
 
 
 @pytest.mark.slow

