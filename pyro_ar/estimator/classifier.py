@@ -17,7 +17,8 @@ from ..infer.progress import progress_bar, set_progress_total
 from ..negatives import DEFAULT_NUM_NEGATIVES
 from ._features import DENSIFY_MAX_ELEMENTS, training_features
 from ._files import load_estimator, save_estimator
-from ._labels import check_labels, combine_sample_weights, encode_targets, label_array, label_codes
+from ._checks import check_feature_matrix
+from ._labels import check_labels, check_missing_labels, combine_sample_weights, encode_targets, label_array, label_codes
 from ._model import training_svi
 from ._param_state import global_state, state_on
 from ._prediction import Predictor, fitted_weights, utility_source
@@ -68,7 +69,12 @@ class _FitResult(NamedTuple):
 
 def _checked_data(estimator, *args, **kwargs):
     """scikit-learn's ``validate_data``, its errors naming X (numpy's "could not convert
-    string to float" names nothing)."""
+    string to float" names nothing), after the checks that must come first: X's structure
+    (a broken scipy.sparse matrix crashes scikit-learn's and scipy's compiled code) and y's
+    missing labels (scikit-learn's message for a NaN among object labels names neither)."""
+    check_feature_matrix(args[0])
+    if len(args) > 1:
+        check_missing_labels(args[1])
     try:
         return _validate_data(estimator, *args, **kwargs)
     except ValueError as e:
