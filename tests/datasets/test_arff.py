@@ -242,3 +242,23 @@ def test_reduce_multilabel_random_picks_a_positive_label():
     assert set(y[has].tolist()) == set(range(6))
     with pytest.raises(ValueError, match="label 0 of data row 0 is 2"):
         ds.reduce_multilabel(np.array([[2, 0]]))
+
+
+@pytest.mark.parametrize("rows", [[], ["% only a comment", "", "%another"]])
+def test_arff_with_no_data_rows_is_refused(tmp_path, rows):
+    """An empty @data section (or one of comments only) gave a 0-row data set (issue 38)."""
+    path = _multi(tmp_path / "empty.arff", rows)
+    with pytest.raises(ValueError, match=r"empty.arff: the @data section holds no rows"):
+        read_arff(path)
+    with pytest.raises(ValueError, match=r"empty.arff: the @data section holds no rows"):
+        ds.load_arff_multilabel(path, num_labels=3)
+
+
+def test_a_test_file_missing_an_attribute_is_named(tmp_path):
+    """Its label columns shifted and the error blamed a label value (issue 38)."""
+    train = _multi(tmp_path / "train.arff", ["1,2,0,1,1", "3,4,1,0,1"])
+    text = MULTI.format(rel="tiny").replace("@attribute x2 numeric\n", "")
+    (tmp_path / "test.arff").write_text(text + "7,1,0,0\n")
+    with pytest.raises(ValueError, match=r"test.arff: attributes differ from those of .*train.arff: 4 against 5, "
+                                         r"the first difference at attribute 1 \('a' against 'x2'\)"):
+        ds.load_arff_multilabel(train, tmp_path / "test.arff", num_labels=3)
