@@ -23,6 +23,8 @@ r"""Numerical primitives shared by the whole package (the ground layer: imports 
   (:func:`show`).
 * :func:`check_float_tensor` -- a real floating torch tensor argument (not numpy, not an
   integer tensor) with at least some number of dimensions; ``ValueError`` naming it otherwise.
+* :func:`check_sample_shape` -- a draw's ``sample_shape`` (non-negative integer sizes) as a
+  ``torch.Size``; ``ValueError`` naming it otherwise.
 * :func:`check_int` -- an integer argument (Python or numpy integer, not ``bool``) within
   bounds, returned as a Python ``int``; ``ValueError`` naming it otherwise.
 * :func:`as_tensor` / :func:`as_tensors` -- numbers to tensors of a reference dtype/device.
@@ -48,6 +50,7 @@ __all__ = [
     "check_positive",
     "check_int",
     "check_float_tensor",
+    "check_sample_shape",
     "as_tensor",
     "as_tensors",
 ]
@@ -296,6 +299,30 @@ def check_float_tensor(name: str, value: object, min_dim: int = 0, what: str = "
     if not value.is_floating_point() or value.dim() < min_dim:
         raise ValueError(f"{name} must be {expected}, got a {value.dtype} tensor of shape {tuple(value.shape)}")
     return value
+
+
+def check_sample_shape(sample_shape: object, name: str = "sample_shape") -> torch.Size:
+    """``sample_shape`` as a ``torch.Size`` if it is a sequence of integers >= 0 (or a
+    ``torch.Size``), else a ``ValueError`` naming it (torch's own message for a negative size
+    names neither the argument nor the call).
+
+    Example:
+
+    >>> from pyro_ar.numerics import check_sample_shape
+    >>> check_sample_shape((2, 3))
+    torch.Size([2, 3])
+    >>> check_sample_shape((-2,))
+    Traceback (most recent call last):
+    ...
+    ValueError: sample_shape must be a sequence of integers >= 0 (a torch.Size), got sample_shape=(-2,)
+    """
+    try:
+        sizes = [operator.index(n) for n in sample_shape] if not isinstance(sample_shape, (str, bytes)) else None
+    except TypeError:
+        sizes = None
+    if sizes is None or any(n < 0 for n in sizes) or any(isinstance(n, bool) for n in sample_shape):
+        raise ValueError(f"{name} must be a sequence of integers >= 0 (a torch.Size), got {name}={sample_shape!r}")
+    return torch.Size(sizes)
 
 
 def check_positive_number(name: str, value: object, min_value: float = 0.0, inclusive: bool = False) -> float:
