@@ -66,6 +66,14 @@ class WeightPattern:
     def from_cooccurrence(cls, rows, cols, labels, num_classes: int, num_features: int):
         """The pattern of the (label of row, feature) pairs of a data set's non-zeros
         (``rows``, ``cols``: the non-zeros' coordinates; ``labels``: each row's class)."""
+        num_classes = check_int("num_classes", num_classes, low=1)
+        num_features = check_int("num_features", num_features, low=1)
+        check_index(labels, num_classes, "labels")
+        check_index(cols, num_features, "cols")
+        check_index(rows, len(labels), "rows")
+        if rows.shape != cols.shape or rows.dim() != 1:
+            raise ValueError(f"rows and cols must be 1-D of one length (the non-zeros' coordinates), got shapes "
+                             f"{tuple(rows.shape)} and {tuple(cols.shape)}")
         keys = labels.long()[rows.long()] * num_features + cols.long()
         return cls(torch.unique(keys), num_classes, num_features)
 

@@ -199,3 +199,15 @@ def test_an_empty_pattern_fits_the_bias_only():
     assert torch.isfinite(torch.tensor(_steps(model, x, y)))
     psi = PatternLinearUtility(x.to_sparse(), empty, torch.zeros(0), torch.arange(9.0))
     assert torch.equal(psi.full(), torch.arange(9.0).expand(60, 9))
+
+
+def test_from_cooccurrence_names_its_bad_coordinates():
+    """A col >= D gave 'keys must be distinct flat indices', naming no argument of the call."""
+    rows, cols, labels = torch.tensor([0, 1]), torch.tensor([2, 0]), torch.tensor([1, 0])
+    assert len(WeightPattern.from_cooccurrence(rows, cols, labels, 2, 3)) == 2
+    for args, match in [((rows, torch.tensor([3, 0]), labels), r"cols must lie in \[0, 3\)"),
+                        ((torch.tensor([0, 2]), cols, labels), r"rows must lie in \[0, 2\)"),
+                        ((rows, cols, torch.tensor([1, 2])), r"labels must lie in \[0, 2\)"),
+                        ((rows[:1], cols, labels), r"rows and cols must be 1-D of one length")]:
+        with pytest.raises(ValueError, match=match):
+            WeightPattern.from_cooccurrence(*args, 2, 3)
