@@ -78,6 +78,8 @@ def _checked_data(estimator, *args, **kwargs):
     try:
         return _validate_data(estimator, *args, **kwargs)
     except ValueError as e:
+        if "inconsistent numbers of samples" in str(e):  # (names neither X nor y)
+            raise ValueError(f"X and y must have one sample each per row of X and label in y: {e}") from e
         if any(name in str(e) for name in ("X", "y", "feature", "sample")):
             raise
         raise ValueError(f"X must be a numeric array or sparse matrix of shape (n_samples, "

@@ -144,3 +144,10 @@ def test_class_weight_values_are_checked(weight):
     """NaN/inf in class_weight were blamed on sample_weight."""
     with pytest.raises(ValueError, match=r"class_weight\[1\] must be a finite number >= 0"):
         _fit(class_weight={0: 1.0, 1: weight})
+
+
+@pytest.mark.parametrize("X", [XE, sp.csr_matrix(XE), sp.csc_matrix(XE), sp.coo_matrix(XE)])
+def test_x_and_y_of_different_lengths_are_named(X):
+    """scikit-learn's 'Found input variables with inconsistent numbers of samples' named neither."""
+    with pytest.raises(ValueError, match=r"X and y must have one sample each .* \[40, 39\]"):
+        _fit(X=X, y=YE[:-1])
