@@ -27,8 +27,9 @@ from typing import Optional
 
 import torch
 
-from ..numerics import check_float_tensor, check_int, check_positive_number
+from ..numerics import check_finite, check_float_tensor, check_int, check_nonnegative, check_positive_number
 from ..quadrature import _check_noise, gauss_gumbel, gauss_hermite
+from ..utility import _validating
 
 __all__ = ["laplace_local", "gaussian_local", "gumbel_local", "local_derivatives", "conditional_local_q", "local_sampler",
            "LOCAL_FITS", "DEFAULT_LOCAL_FIT", "check_local_fit"]
@@ -122,8 +123,6 @@ def _check_local_args(noise, d, w, steps, tol):
     a tensor broadcastable to it, ``steps`` an integer >= 1, ``tol`` a finite number >= 0;
     while Pyro's validation is on, ``d`` finite and ``w`` finite and >= 0 (a NaN or an
     infinity made the fit NaN; a negative weight is no class sum)."""
-    from ..utility import _validating
-
     _check_noise(noise)
     check_float_tensor("d", d, min_dim=1, what=" (shape batch + (s,): psi_y - psi_k per class term)")
     if not isinstance(w, torch.Tensor) or w.is_complex() or w.dtype == torch.bool:
@@ -136,8 +135,6 @@ def _check_local_args(noise, d, w, steps, tol):
     steps = check_int("steps", steps, low=1)
     tol = check_positive_number("tol", tol, inclusive=True)
     if _validating() and d.numel():
-        from ..numerics import check_finite, check_nonnegative
-
         check_finite(d.detach(), "d")
         check_nonnegative(w.detach(), "w")
     return d, w, steps, tol

@@ -57,7 +57,7 @@ CASES = {
     "latent: float items": (_latent, lambda: (torch.tensor([[1.0, 2.0]]),), r"items must be a 2-D integer tensor"),
     "latent: 0 rows": (_latent, lambda: (torch.zeros(0, 3, dtype=L),), r"items has 0 rows"),
     "latent: no item slots": (_latent, lambda: (torch.zeros(40, 0, dtype=L),),  # was a ZeroDivisionError
-                              r"items must have at least one item slot per session .* \(40, 0\)"),
+                              r"items must have at least one item slot per session \(a column\), got \(40, 0\)"),
     "latent: local, no item slots": (lambda: _latent(posterior="local", num_sessions=40),
                                      lambda: (torch.zeros(40, 0, dtype=L),), r"items must have at least one item slot"),
     "latent: a list": (_latent, lambda: ([[1, 2]],), r"items must be a 2-D integer tensor.*list"),
