@@ -24,6 +24,7 @@ found them.
 """
 
 import contextlib
+import errno
 import hashlib
 import importlib
 import math
@@ -31,6 +32,7 @@ import os
 import pickle
 import random
 import re
+import shutil
 import socket
 import tempfile
 import zipfile
@@ -183,10 +185,26 @@ def atomic_save(payload: Any, path: Union[str, os.PathLike], checksum: bool = Tr
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(e, (RuntimeError, OSError)):
+            raise _write_failed(path, folder, e) from e
         raise
+
+
+def _write_failed(path: str, folder: str, error: BaseException) -> OSError:
+    """The error of a save that could not write ``path``: torch's writer reports a short write
+    (e.g. the disk filling up) as ``RuntimeError: [enforce fail at inline_container.cc] unexpected
+    pos`` with neither the path nor the cause; this names both, with the space left."""
+    try:
+        free = f"{shutil.disk_usage(folder).free:,} bytes free there"
+    except OSError:
+        free = "free space unknown"
+    code = getattr(error, "errno", None) or errno.EIO
+    reason = os.strerror(code) if isinstance(error, OSError) else str(error).strip().splitlines()[0][:160]
+    return OSError(code, f"cannot save to {path!r}: writing it failed ({reason}); the disk or a quota may be "
+                         f"full ({free}); the previous file, if any, is unchanged")
 
 
 def load_payload(path: Union[str, os.PathLike], fmt: str, version: Union[int, Tuple[int, ...]],

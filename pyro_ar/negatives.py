@@ -421,20 +421,28 @@ class ScreenedNegatives(NegativeSampler):
             raise ValueError(f"exact must be below num_negatives={s} (the rest is subsampled), got exact={exact}")
 
     def __call__(self, labels: torch.Tensor, num_classes: int, utility=None) -> Negatives:
+        from .utility import _validating, as_utility, check_index
+
         num_classes = check_int("num_classes", num_classes, low=1)
+        if _validating():  # (one aminmax: labels out of range would draw from the wrong classes)
+            check_index(labels, num_classes, "labels")
         if self.is_exact(num_classes):
             return super().__call__(labels, num_classes)
         if utility is None:
             raise ValueError("ScreenedNegatives ranks its candidates by the utilities: call it with "
                              "utility= (a ClassSumLikelihood does)")
-        from .utility import as_utility
-
+        utility = as_utility(utility)
+        _check_screen_utility(utility, labels, num_classes)
         s, r = self.num_negatives, self.exact
         m = min(self.screen * s, num_classes - 1)
         cand = sample_without_replacement(num_classes - 1, m, labels.shape, device=labels.device)
         cand = cand + (cand >= labels.unsqueeze(-1)).long()  # skip the label itself
         with torch.no_grad():
-            psi = as_utility(utility).gather(cand)
+            psi = utility.gather(cand)
+        if _validating() and psi.is_floating_point() and not bool(torch.isfinite(psi).all()):
+            bad = ~torch.isfinite(psi)
+            raise ValueError(f"utility must be finite, got non-finite values {psi[bad][:5].tolist()} at the "
+                             f"screened candidates (classes {cand[bad][:5].tolist()})")
         order = psi.argsort(-1, descending=True)
         pick = sample_without_replacement(m - r, s - r, labels.shape, device=labels.device)
         chosen = torch.cat([order[..., :r], order[..., r:].gather(-1, pick)], -1)
@@ -446,6 +454,21 @@ class ScreenedNegatives(NegativeSampler):
 
     def __repr__(self):
         return f"{type(self).__name__}(num_negatives={self.num_negatives}, screen={self.screen}, exact={self.exact})"
+
+
+def _check_screen_utility(utility, labels: torch.Tensor, num_classes: int) -> None:
+    """The utilities ranking :class:`ScreenedNegatives`' candidates: over ``num_classes``
+    classes, one row per label (a batch shape that ``labels.shape`` broadcasts to)."""
+    if utility.num_classes != num_classes:
+        raise ValueError(f"utility must have num_classes={num_classes} classes (its last dimension), got "
+                         f"{utility.num_classes}")
+    try:
+        ok = torch.broadcast_shapes(utility.batch_shape, labels.shape) == labels.shape
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise ValueError(f"utility must have a batch shape that broadcasts to the labels' {tuple(labels.shape)}, "
+                         f"got utility of batch shape {tuple(utility.batch_shape)}")
 
 
 def _drop_labels(index: torch.Tensor, labels: torch.Tensor, weight: torch.Tensor,

@@ -21,6 +21,10 @@ r"""Numerical primitives shared by the whole package (the ground layer: imports 
 * :func:`check_finite`, :func:`check_nonnegative`, :func:`check_positive` -- validation
   raising ``ValueError`` that names the argument and shows the offending values
   (:func:`show`).
+* :func:`check_float_tensor` -- a real floating torch tensor argument (not numpy, not an
+  integer tensor) with at least some number of dimensions; ``ValueError`` naming it otherwise.
+* :func:`check_sample_shape` -- a draw's ``sample_shape`` (non-negative integer sizes) as a
+  ``torch.Size``; ``ValueError`` naming it otherwise.
 * :func:`check_int` -- an integer argument (Python or numpy integer, not ``bool``) within
   bounds, returned as a Python ``int``; ``ValueError`` naming it otherwise.
 * :func:`as_tensor` / :func:`as_tensors` -- numbers to tensors of a reference dtype/device.
@@ -45,6 +49,8 @@ __all__ = [
     "check_nonnegative",
     "check_positive",
     "check_int",
+    "check_float_tensor",
+    "check_sample_shape",
     "as_tensor",
     "as_tensors",
 ]
@@ -269,10 +275,61 @@ def check_int(name: str, value: object, low: Optional[int] = None, high: Optiona
     return int(out)
 
 
-def check_positive_number(name: str, value: object, min_value: float = 0.0) -> float:
+def check_float_tensor(name: str, value: object, min_dim: int = 0, what: str = "") -> torch.Tensor:
+    """``value`` if it is a real floating torch tensor (float16/bfloat16/32/64) of at least
+    ``min_dim`` dimensions, else a ``ValueError`` naming ``name``, what it got and what is
+    expected (``what``: the expected shape in words). Integer tensors are refused rather than
+    cast: the arithmetic they would go through (nodes, modes) truncates silently.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.numerics import check_float_tensor
+    >>> check_float_tensor("d", torch.zeros(2, 3), min_dim=1).shape
+    torch.Size([2, 3])
+    >>> check_float_tensor("d", torch.zeros(2, dtype=torch.long))
+    Traceback (most recent call last):
+    ...
+    ValueError: d must be a floating torch tensor, got a torch.int64 tensor of shape (2,)
+    """
+    expected = f"a floating torch tensor{f' of at least {min_dim} dimensions' if min_dim > 1 else ' of at least 1 dimension' if min_dim else ''}{what}"
+    if not isinstance(value, torch.Tensor):
+        got = f"of shape {tuple(value.shape)}" if hasattr(value, "shape") else f"{value!r:.60}"
+        raise ValueError(f"{name} must be {expected}, got a {type(value).__name__} {got}")
+    if not value.is_floating_point() or value.dim() < min_dim:
+        raise ValueError(f"{name} must be {expected}, got a {value.dtype} tensor of shape {tuple(value.shape)}")
+    return value
+
+
+def check_sample_shape(sample_shape: object, name: str = "sample_shape") -> torch.Size:
+    """``sample_shape`` as a ``torch.Size`` if it is a sequence of integers >= 0 (or a
+    ``torch.Size``), else a ``ValueError`` naming it (torch's own message for a negative size
+    names neither the argument nor the call).
+
+    Example:
+
+    >>> from pyro_ar.numerics import check_sample_shape
+    >>> check_sample_shape((2, 3))
+    torch.Size([2, 3])
+    >>> check_sample_shape((-2,))
+    Traceback (most recent call last):
+    ...
+    ValueError: sample_shape must be a sequence of integers >= 0 (a torch.Size), got sample_shape=(-2,)
+    """
+    try:
+        sizes = [operator.index(n) for n in sample_shape] if not isinstance(sample_shape, (str, bytes)) else None
+    except TypeError:
+        sizes = None
+    if sizes is None or any(n < 0 for n in sizes) or any(isinstance(n, bool) for n in sample_shape):
+        raise ValueError(f"{name} must be a sequence of integers >= 0 (a torch.Size), got {name}={sample_shape!r}")
+    return torch.Size(sizes)
+
+
+def check_positive_number(name: str, value: object, min_value: float = 0.0, inclusive: bool = False) -> float:
     """``value`` as a Python ``float`` if it is a finite real number > ``min_value`` (e.g. the
-    smallest normal float, so that dividing by it cannot overflow to inf or NaN), else a
-    ``ValueError`` naming the argument and value (``bool`` and non-numbers rejected).
+    smallest normal float, so that dividing by it cannot overflow to inf or NaN; ``>=`` with
+    ``inclusive``), else a ``ValueError`` naming the argument and value (``bool`` and
+    non-numbers rejected).
 
     Example:
 
@@ -291,8 +348,9 @@ def check_positive_number(name: str, value: object, min_value: float = 0.0) -> f
             out = float(value)
         except (TypeError, ValueError, OverflowError):
             ok = False
-    if not ok or not min_value < out < float("inf"):
-        raise ValueError(f"{name} must be a finite number > {min_value:g}, got {name}={value!r}")
+    if not ok or not (min_value <= out if inclusive else min_value < out) or not out < float("inf"):
+        raise ValueError(f"{name} must be a finite number {'>=' if inclusive else '>'} {min_value:g}, "
+                         f"got {name}={value!r}")
     return out
 
 

@@ -51,7 +51,7 @@ import warnings
 import numpy as np
 import torch
 
-from .numerics import check_int
+from .numerics import check_float_tensor, check_int
 
 __all__ = ["log_marginal", "log_marginal_all", "check_quadrature_args", "gauss_hermite", "gauss_gumbel",
            "DEFAULT_NUM_NODES", "MAX_NUM_NODES"]
@@ -88,6 +88,7 @@ def gauss_hermite(num_nodes: int, like: torch.Tensor):
     (1.0, 1.0)
     """
     num_nodes = check_int("num_nodes", num_nodes, low=1)
+    check_float_tensor("like", like, what=" (its dtype and device are the nodes' and weights')")
     key = (num_nodes, like.dtype, like.device)
     if key not in _HERMITE:
         x, wt = np.polynomial.hermite.hermgauss(num_nodes)
@@ -128,6 +129,7 @@ def gauss_gumbel(num_nodes: int, like: torch.Tensor):
     num_nodes = check_int("num_nodes", num_nodes, low=1)
     if num_nodes > 20:
         raise ValueError(f"num_nodes must be at most 20 (the rule's accuracy is checked up to there), got {num_nodes}")
+    check_float_tensor("like", like, what=" (its dtype and device are the nodes' and weights')")
     key = (num_nodes, like.dtype, like.device)
     if key not in _GUMBEL:
         x = np.arange(-6.0, 150.0, 2e-3)

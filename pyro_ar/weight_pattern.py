@@ -15,7 +15,8 @@ from typing import Optional
 
 import torch
 
-from .utility import LinearUtility, LinearWeights, _check_same_kind, is_sparse_tensor
+from .numerics import check_int
+from .utility import LinearUtility, LinearWeights, _check_same_kind, _validating, check_index, is_sparse_tensor
 
 __all__ = ["WeightPattern", "PatternWeights", "PatternLinearUtility"]
 
@@ -48,19 +49,32 @@ class WeightPattern:
     """
 
     def __init__(self, keys: torch.Tensor, num_classes: int, num_features: int):
+        num_classes = check_int("num_classes", num_classes, low=1)
+        num_features = check_int("num_features", num_features, low=1)
+        if num_classes * num_features >= 2**63:
+            raise ValueError(f"num_classes * num_features must be below 2**63 (the flat keys k D + j are int64), "
+                             f"got num_classes={num_classes}, num_features={num_features}")
         if not isinstance(keys, torch.Tensor) or keys.dim() != 1 or keys.dtype != torch.int64:
             raise ValueError(f"keys must be a 1-D int64 tensor, got {getattr(keys, 'dtype', keys)!r}")
         keys = keys.sort().values
         if len(keys) and (keys[0] < 0 or keys[-1] >= num_classes * num_features
                           or bool((keys.diff() == 0).any())):
             raise ValueError(f"keys must be distinct flat indices in [0, {num_classes * num_features})")
-        self.keys, self.num_classes, self.num_features = keys, int(num_classes), int(num_features)
+        self.keys, self.num_classes, self.num_features = keys, num_classes, num_features
         self._columns = None
 
     @classmethod
     def from_cooccurrence(cls, rows, cols, labels, num_classes: int, num_features: int):
         """The pattern of the (label of row, feature) pairs of a data set's non-zeros
         (``rows``, ``cols``: the non-zeros' coordinates; ``labels``: each row's class)."""
+        num_classes = check_int("num_classes", num_classes, low=1)
+        num_features = check_int("num_features", num_features, low=1)
+        check_index(labels, num_classes, "labels")
+        check_index(cols, num_features, "cols")
+        check_index(rows, len(labels), "rows")
+        if rows.shape != cols.shape or rows.dim() != 1:
+            raise ValueError(f"rows and cols must be 1-D of one length (the non-zeros' coordinates), got shapes "
+                             f"{tuple(rows.shape)} and {tuple(cols.shape)}")
         keys = labels.long()[rows.long()] * num_features + cols.long()
         return cls(torch.unique(keys), num_classes, num_features)
 
@@ -72,9 +86,22 @@ class WeightPattern:
             if self.keys.device != torch.device(device) else self
 
     def lookup(self, classes: torch.Tensor, cols: torch.Tensor):
-        """``(position, hit)`` of the entries (classes, cols) (one shape): ``hit`` says whether
-        the entry is in the pattern, ``position`` where (clamped into range when not)."""
+        """``(position, hit)`` of the entries (classes, cols) (shapes that broadcast): ``hit``
+        says whether the entry is in the pattern, ``position`` where (clamped into range when
+        not). While Pyro's validation is on, classes outside ``[0, K)`` and cols outside
+        ``[0, D)`` (whose flat key would alias another entry's) raise ``ValueError``."""
+        if _validating():
+            check_index(classes, self.num_classes, "classes")
+            check_index(cols, self.num_features, "cols")
+            if classes.shape != cols.shape:
+                try:
+                    torch.broadcast_shapes(classes.shape, cols.shape)
+                except RuntimeError:
+                    raise ValueError(f"classes and cols must have shapes that broadcast, got {tuple(classes.shape)} "
+                                     f"and {tuple(cols.shape)}") from None
         key = classes * self.num_features + cols
+        if not len(self.keys):  # an empty pattern: no entry is found
+            return torch.zeros_like(key), torch.zeros_like(key, dtype=torch.bool)
         pos = torch.searchsorted(self.keys, key).clamp_(max=max(len(self.keys) - 1, 0))
         return pos, self.keys[pos] == key
 
@@ -94,13 +121,20 @@ class WeightPattern:
             self._columns = (starts, k[order], order)
         return self._columns
 
+    def _check_values(self, values) -> None:
+        if not isinstance(values, torch.Tensor) or values.shape != (len(self),):
+            raise ValueError(f"values must be a tensor of shape ({len(self)},) (one per entry of the pattern), got "
+                             f"{tuple(values.shape) if isinstance(values, torch.Tensor) else values!r}")
+
     def dense(self, values: torch.Tensor) -> torch.Tensor:
         """The K x D matrix with ``values`` at the pattern (O(K D): for small problems and tests)."""
+        self._check_values(values)
         W = values.new_zeros(self.num_classes * self.num_features)
         return W.index_put((self.keys.to(values.device),), values).reshape(self.num_classes, self.num_features)
 
     def sparse(self, values: torch.Tensor) -> torch.Tensor:
         """The K x D torch sparse (COO, coalesced) matrix with ``values`` at the pattern."""
+        self._check_values(values)
         k, j = self.to(values.device).coordinates()
         return torch.sparse_coo_tensor(torch.stack([k, j]), values, (self.num_classes, self.num_features),
                                        is_coalesced=True, check_invariants=False)
@@ -148,6 +182,10 @@ class PatternWeights(LinearWeights):
     @classmethod
     def from_sparse(cls, W: torch.Tensor, bias: Optional[torch.Tensor] = None) -> "PatternWeights":
         """The layout of a torch-sparse (COO) K x D matrix: its stored entries are the pattern."""
+        if not isinstance(W, torch.Tensor) or W.layout != torch.sparse_coo or W.dim() != 2 or W.dense_dim():
+            got = f"{W.layout} of shape {tuple(W.shape)}" if isinstance(W, torch.Tensor) else repr(W)
+            raise ValueError(f"W must be a 2-D torch sparse COO tensor (K x D, scalar entries), got {got} "
+                             "(a dense K x D matrix: W.to_sparse())")
         W = W.coalesce()
         K, D = W.shape
         k, j = W.indices()
@@ -158,6 +196,8 @@ class PatternWeights(LinearWeights):
 
     def entries(self, classes, cols):
         pos, hit = self.pattern.lookup(classes, cols)
+        if not len(self.pattern):  # (W is all zeros: no entry to gather)
+            return self.weight.new_zeros(pos.shape)
         w = torch.gather(self.weight, 0, pos.reshape(-1), sparse_grad=self.sparse).reshape(pos.shape)
         return w * hit
 

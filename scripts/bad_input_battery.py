@@ -1,29 +1,17 @@
 """A battery of bad (and a few good) inputs over models, loaders, distributions, the training
 loop and the estimator's fit arguments (issue 25's closing count).
 
-Every case is a call and what it must do:
-
-* a bad input must raise a *named* error -- ``ValueError``, ``TypeError``,
-  ``FileNotFoundError`` or :class:`~pyro_ar.infer.TrainingDiverged` whose message contains
-  one of the names given with the case (the argument, or the file);
-* a good input (the controls) must return finite numbers.
-
-Each outcome is counted as ``named`` (a bad input refused by name), ``ok`` (a good input
-with finite output), ``obscure`` (any other exception, or a named type naming none of the
-names), ``silent`` (a bad input accepted) or ``nan`` (a non-finite output from finite
-inputs). Prints the counts, then every case that is not ``named``/``ok``.
+What a case must do and how its outcome is counted: ``scripts/_battery.py``. Prints the
+counts, then every case that is not ``named``/``ok``.
 
     OMP_NUM_THREADS=1 python scripts/bad_input_battery.py [--json PATH] [--quiet]
 """
 
 import argparse
-import collections
-import json
 import math
 import os
 import sys
 import tempfile
-import warnings
 
 import numpy as np
 import torch
@@ -41,7 +29,6 @@ from pyro_ar.estimator import ARClassifier  # noqa: E402
 from pyro_ar.infer import (  # noqa: E402
     DivergenceCheck,
     EarlyStopping,
-    TrainingDiverged,
     default_elbo,
     default_guide,
     train,
@@ -50,32 +37,10 @@ from pyro_ar.models import (BayesianLinearClassifier, BayesianNeuralClassifier, 
                             BigramLanguageModel, CategoricalLatentGP, CategoricalLatentModel,
                             LinearClassifier, NeuralClassifier)
 from pyro_ar.optim import lazy_adam  # noqa: E402
+from scripts._battery import Registry, run_all  # noqa: E402
 
-NAMED = (ValueError, TypeError, FileNotFoundError, TrainingDiverged)
-CASES = []  # (area, description, fn, names, bad)
-
-
-def case(area, description, names, bad=True):
-    """Register ``fn`` as a case (decorator)."""
-    def register(fn):
-        CASES.append((area, description, fn, tuple(names), bad))
-        return fn
-    return register
-
-
-def finite(value) -> bool:
-    """Whether every number in ``value`` (tensor, array, number, dict/list/tuple of them) is finite."""
-    if isinstance(value, torch.Tensor):
-        return not value.is_floating_point() or bool(torch.isfinite(value).all())
-    if isinstance(value, np.ndarray):
-        return value.dtype.kind not in "fc" or bool(np.isfinite(value).all())
-    if isinstance(value, (float, int)):
-        return math.isfinite(value)
-    if isinstance(value, dict):
-        return all(finite(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return all(finite(v) for v in value)
-    return True
+BATTERY = Registry()
+case = BATTERY.case
 
 
 # ------------------------------------------------------------------ models: one SVI step (the guide first)
@@ -299,26 +264,6 @@ for width in (2, 5):
 
 
 # ------------------------------------------------------------------ the run
-def run_case(fn, names, bad):
-    """``(outcome, detail)`` of one case."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            value = fn()
-    except NAMED as e:
-        msg = str(e)
-        if not bad:
-            return "obscure", f"{type(e).__name__} on a good input: {msg[:200]}"
-        if any(n in msg for n in names):
-            return "named", ""
-        return "obscure", f"{type(e).__name__} naming none of {list(names)}: {msg[:200]}"
-    except Exception as e:  # noqa: BLE001
-        return "obscure", f"{type(e).__name__}: {str(e)[:200]}"
-    if not finite(value):
-        return "nan", "a non-finite output"
-    return ("silent", "accepted") if bad else ("ok", "")
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", default=None, help="write the per-case outcomes here")
@@ -326,26 +271,7 @@ def main(argv=None):
     a = p.parse_args(argv)
     torch.set_num_threads(1)
     pyro.set_rng_seed(0)
-    counts, per_area, rows = collections.Counter(), collections.defaultdict(collections.Counter), []
-    for area, description, fn, names, bad in CASES:
-        outcome, detail = run_case(fn, names, bad)
-        counts[outcome] += 1
-        per_area[area][outcome] += 1
-        rows.append({"area": area, "case": description, "bad": bad, "outcome": outcome, "detail": detail})
-    n_bad = sum(r["bad"] for r in rows)
-    print(f"{len(rows)} inputs ({n_bad} bad, {len(rows) - n_bad} good controls): {counts['named']} named errors, "
-          f"{counts['obscure']} obscure errors, {counts['silent']} silently accepted, {counts['nan']} NaN, "
-          f"{counts['ok']} good inputs with finite outputs")
-    for area, c in per_area.items():
-        print(f"  {area:<13} " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))
-    if not a.quiet:
-        for r in rows:
-            if r["outcome"] not in ("named", "ok"):
-                print(f"  [{r['outcome']}] {r['area']}: {r['case']}: {r['detail']}")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump({"counts": dict(counts), "cases": rows}, f, indent=1)
-    return 0 if counts["obscure"] + counts["silent"] + counts["nan"] == 0 else 1
+    return run_all(BATTERY, quiet=a.quiet, json_path=a.json)
 
 
 if __name__ == "__main__":

@@ -570,3 +570,24 @@ def test_importance_uniform_mix_bounds_the_weights():
 def test_importance_uniform_mix_validation(bad):
     with pytest.raises(ValueError, match=r"uniform_mix must be a number in \[0, 1\]"):
         ImportanceNegatives(3, torch.ones(4), uniform_mix=bad)
+
+
+@pytest.mark.parametrize("labels,match", [
+    (torch.tensor([0, 50, 2]), r"labels must lie in \[0, 50\), got values in \[0, 50\]"),
+    (torch.tensor([0, -1, 2]), r"labels must lie in \[0, 50\), got values in \[-1, 2\]"),
+    (torch.tensor([0.0, 1.5, 2.0]), r"labels must be an integer tensor of class indices, got torch.float32"),
+])
+def test_screened_refuses_bad_labels(labels, match):
+    """They were drawn for (issue 38): label K's candidates skip no class, -1 shifts them all."""
+    with pytest.raises(ValueError, match=match):
+        ScreenedNegatives(4, screen=3)(labels, 50, utility=torch.randn(3, 50))
+
+
+@pytest.mark.parametrize("utility,match", [
+    (torch.full((3, 50), math.nan), r"utility must be finite, got non-finite values \[nan"),
+    (torch.randn(2, 50), r"utility must have a batch shape that broadcasts to the labels' \(3,\), got .* \(2,\)"),
+    (torch.randn(3, 40), r"utility must have num_classes=50 classes .* got 40"),
+])
+def test_screened_refuses_bad_utilities(utility, match):
+    with pytest.raises(ValueError, match=match):
+        ScreenedNegatives(4, screen=3)(torch.tensor([0, 1, 2]), 50, utility=utility)

@@ -297,3 +297,13 @@ def test_gauss_gumbel_follows_like_and_names_bad_sizes():
     for bad in (0, 21, 2.5):
         with pytest.raises(ValueError, match="num_nodes"):
             gauss_gumbel(bad, torch.zeros(()))
+
+
+@pytest.mark.parametrize("rule", ["gauss_gumbel", "gauss_hermite"])
+@pytest.mark.parametrize("like", [torch.zeros(2, dtype=torch.long), None, 0.0])
+def test_rules_need_a_floating_like(rule, like):
+    """An integer ``like`` gave integer nodes and zero weights; None failed inside (issue 38)."""
+    import pyro_ar.quadrature as q
+
+    with pytest.raises(ValueError, match=r"like must be a floating torch tensor"):
+        getattr(q, rule)(5, like)

@@ -156,3 +156,79 @@ def test_product_of_every_input_layout_equals_the_dense_product(K, D, B, seed):
     grad_sparse, = torch.autograd.grad((pw.product(x.to_sparse()) * cotangent).sum(), weight)
     grad_dense, = torch.autograd.grad((expected * cotangent).sum(), weight)
     torch.testing.assert_close(grad_sparse, grad_dense)
+
+
+# ------------------------------------------------------------------ bad inputs (issue 38)
+@pytest.mark.parametrize("K,D,match", [
+    (0, 3, "num_classes must be an integer >= 1"), (-2, 3, "num_classes must be an integer >= 1"),
+    (2.5, 3, r"num_classes must be an integer >= 1, got num_classes=2.5"), ("2", 3, "num_classes"),
+    (None, 3, "num_classes"), (2, 0, "num_features must be an integer >= 1"), (2, None, "num_features"),
+    (2**40, 2**40, r"num_classes \* num_features must be below 2\*\*63"),
+])
+def test_pattern_rejects_bad_sizes(K, D, match):
+    with pytest.raises(ValueError, match=match):
+        WeightPattern(torch.tensor([0]), K, D)
+
+
+def test_lookup_refuses_out_of_range_and_mismatched_entries():
+    """A col >= D made the flat key k D + j alias entry (k + 1, j - D): hit=True for an entry
+    not in the pattern."""
+    pattern = WeightPattern(torch.tensor([0, 4, 5]), num_classes=2, num_features=3)
+    with pytest.raises(ValueError, match=r"cols must lie in \[0, 3\), got values in \[3, 3\]"):
+        pattern.lookup(torch.tensor([0]), torch.tensor([3]))    # (0, 3) would alias (1, 0)
+    with pytest.raises(ValueError, match=r"classes must lie in \[0, 2\)"):
+        pattern.lookup(torch.tensor([-1]), torch.tensor([2]))
+    with pytest.raises(ValueError, match=r"classes and cols must have shapes that broadcast, got \(3,\) and \(2,\)"):
+        pattern.lookup(torch.tensor([0, 1, 1]), torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match=r"values must be a tensor of shape \(3,\)"):
+        pattern.dense(torch.ones(4))
+    with pytest.raises(ValueError, match=r"values must be a tensor of shape \(3,\)"):
+        pattern.sparse(torch.ones(2, 3))
+
+
+@pytest.mark.parametrize("W", [torch.ones(2, 3), torch.ones(2, 3, 2).to_sparse(), "W"])
+def test_from_sparse_needs_a_2d_sparse_matrix(W):
+    from pyro_ar.weight_pattern import PatternWeights
+
+    with pytest.raises(ValueError, match=r"W must be a 2-D torch sparse COO tensor"):
+        PatternWeights.from_sparse(W)
+
+
+def _steps(model, x, y, num_steps=2):
+    from pyro_ar.infer import default_elbo, train
+
+    pyro.clear_param_store()
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
+    return train(svi, x, y, num_steps=num_steps)[-1]["loss"]
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_weight_loc_must_be_finite(value):
+    """It failed with torch's constraint message from inside an SVI step."""
+    x, y, pattern = _problem()
+    loc = torch.zeros(len(pattern)).index_fill(0, torch.tensor([3]), value)
+    with pytest.raises(ValueError, match=r"weight_loc must be finite, got non-finite values .* weight_loc\[3\]"):
+        LinearClassifier(15, 9, weight_pattern=pattern, weight_loc=loc)
+
+
+def test_an_empty_pattern_fits_the_bias_only():
+    """W = 0: the MAP prior of no entries is 0 (was a ZeroDivisionError), the utilities the bias."""
+    x, y, _ = _problem()
+    empty = WeightPattern(torch.zeros(0, dtype=torch.long), 9, 15)
+    assert empty.lookup(torch.tensor([1, 2]), torch.tensor([0, 14]))[1].tolist() == [False, False]
+    model = LinearClassifier(15, 9, weight_pattern=empty, weights="map", subsample_size=20)
+    assert torch.isfinite(torch.tensor(_steps(model, x, y)))
+    psi = PatternLinearUtility(x.to_sparse(), empty, torch.zeros(0), torch.arange(9.0))
+    assert torch.equal(psi.full(), torch.arange(9.0).expand(60, 9))
+
+
+def test_from_cooccurrence_names_its_bad_coordinates():
+    """A col >= D gave 'keys must be distinct flat indices', naming no argument of the call."""
+    rows, cols, labels = torch.tensor([0, 1]), torch.tensor([2, 0]), torch.tensor([1, 0])
+    assert len(WeightPattern.from_cooccurrence(rows, cols, labels, 2, 3)) == 2
+    for args, match in [((rows, torch.tensor([3, 0]), labels), r"cols must lie in \[0, 3\)"),
+                        ((torch.tensor([0, 2]), cols, labels), r"rows must lie in \[0, 2\)"),
+                        ((rows, cols, torch.tensor([1, 2])), r"labels must lie in \[0, 2\)"),
+                        ((rows[:1], cols, labels), r"rows and cols must be 1-D of one length")]:
+        with pytest.raises(ValueError, match=match):
+            WeightPattern.from_cooccurrence(*args, 2, 3)

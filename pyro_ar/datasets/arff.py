@@ -145,6 +145,8 @@ def _parse_arff(p: Path):
             raise ValueError(f"{where}: expected @relation, @attribute or @data, got {line[:60]!r}")
     if not in_data:
         raise ValueError(f"{p}: no @data section (not an ARFF file?)")
+    if n == 0:
+        raise ValueError(f"{p}: the @data section holds no rows (only blank lines or % comments): an empty data set")
     return relation, names, n, (np.asarray(rows, np.int64), np.asarray(cols, np.int64), np.asarray(vals))
 
 
@@ -465,9 +467,19 @@ def _label_columns(p: Path, arff: ArffData, num_labels: Optional[int],
     return np.arange(A - int(num_labels), A), f"last {int(num_labels)} attributes"
 
 
-def _multilabel_split(p: Path, num_labels, label_names, reduction, seed):
-    """``(features, reduced labels or indicator, feature names, label names, how)`` of one ARFF file."""
+def _multilabel_split(p: Path, num_labels, label_names, reduction, seed,
+                      like: Optional[Tuple[Path, List[str]]] = None):
+    """``(features, reduced labels or indicator, feature names, label names, how, attributes)`` of one ARFF file (whose
+    attributes must be those of ``like = (file, attributes)`` when given: a missing or extra
+    attribute would shift the label columns and be blamed on a label)."""
     arff = read_arff(p)
+    if like is not None and arff.attributes != like[1]:
+        j = next((j for j, (a, b) in enumerate(zip(arff.attributes, like[1])) if a != b),
+                 min(len(arff.attributes), len(like[1])))
+        theirs = like[1][j] if j < len(like[1]) else None
+        ours = arff.attributes[j] if j < len(arff.attributes) else None
+        raise ValueError(f"{p}: attributes differ from those of {like[0]}: {len(arff.attributes)} against "
+                         f"{len(like[1])}, the first difference at attribute {j} ({ours!r} against {theirs!r})")
     cols, how = _label_columns(p, arff, num_labels, label_names)
     data = arff.data.numpy()
     is_label = np.zeros(data.shape[1], bool)
@@ -476,7 +488,7 @@ def _multilabel_split(p: Path, num_labels, label_names, reduction, seed):
     y = (label_indicator(data[:, cols], where=str(p)) if reduction is None
          else reduce_multilabel(data[:, cols], reduction, seed, where=str(p)))
     feature_names = [n for n, lab in zip(arff.attributes, is_label) if not lab]
-    return np.ascontiguousarray(data[:, ~is_label]), y, feature_names, names, how
+    return np.ascontiguousarray(data[:, ~is_label]), y, feature_names, names, how, arff.attributes
 
 
 def load_arff_multilabel(
@@ -547,8 +559,10 @@ def load_arff_multilabel(
         if not f.is_file():
             raise FileNotFoundError(f"load_arff_multilabel: file {f} not found")
     parts, meta = {}, None
+    like = None
     for s, f in files.items():
-        x, y, feat, labs, how = _multilabel_split(f, num_labels, label_names, reduction, seed)
+        x, y, feat, labs, how, attributes = _multilabel_split(f, num_labels, label_names, reduction, seed, like)
+        like = like or (f, attributes)
         if meta is None:
             meta = (feat, labs, how)
         elif (feat, labs) != meta[:2]:

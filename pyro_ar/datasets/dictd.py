@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import gzip
 import re
+import zlib
 from pathlib import Path
 from typing import List, Optional, Tuple
 
@@ -66,6 +67,17 @@ def _b64(s: str, where: str) -> int:
         raise ValueError(f"{where}: {s!r} is not a dictd base-64 number") from None
 
 
+def _lines(f, path):
+    """``enumerate`` from 1 of the lines of a binary file decoded as UTF-8, a line that is not
+    UTF-8 raising ``ValueError`` naming the file and the line."""
+    for lineno, raw in enumerate(f, 1):
+        try:
+            yield lineno, raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"read_dictd: {path}:{lineno} is not UTF-8 text ({e.reason} at byte {e.start} of "
+                             f"the line): is it a dictd index?") from None
+
+
 def read_dictd(index: PathLike, data: PathLike) -> List[Tuple[str, str]]:
     """The (headword, article) pairs of a dictd database, in index order.
 
@@ -81,12 +93,16 @@ def read_dictd(index: PathLike, data: PathLike) -> List[Tuple[str, str]]:
     """
     data = Path(data)
     opener = gzip.open if data.suffix == ".dz" else open
-    with opener(data, "rb") as f:
-        text = f.read()
+    try:
+        with opener(data, "rb") as f:
+            text = f.read()
+    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+        raise ValueError(f"read_dictd: {data} is not a whole dictzip (gzip) file -- truncated or not "
+                         f"compressed ({type(e).__name__}: {e}); download or extract it again") from None
     out = []
-    with open(index, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            fields = line.rstrip("\n").split("\t")
+    with open(index, "rb") as f:
+        for lineno, line in _lines(f, index):
+            fields = line.rstrip("\r\n").split("\t")
             where = f"{index}:{lineno}"
             if len(fields) < 3:
                 raise ValueError(f"{where}: not a dictd index line 'headword<TAB>offset<TAB>length': {line!r}")

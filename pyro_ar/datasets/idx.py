@@ -125,8 +125,11 @@ def load_mnist(path: Optional[PathLike] = None, verify: bool = False) -> Dataset
             )
         if lab.size and (lab.min() < 0 or lab.max() > 9):
             raise ValueError(f"{paths[s + '_labels']}: labels outside 0..9")
+        if img.shape[0] == 0 or 0 in img.shape[1:]:
+            raise ValueError(f"{paths[s + '_images']}: IDX header says {img.shape[0]} images of "
+                             f"{img.shape[1]} x {img.shape[2]} pixels: an empty {s} split; expected at least one "
+                             f"image of at least 1 x 1 pixels")
         image_shapes[s] = tuple(int(n) for n in img.shape[1:])
-        # explicit width: reshape(n, -1) is ambiguous for a file of 0 images
         x = torch.from_numpy(img.reshape(img.shape[0], int(np.prod(img.shape[1:]))).astype(np.float32))
         x.div_(255.0)
         out["x_" + s] = x

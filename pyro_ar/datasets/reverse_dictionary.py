@@ -32,6 +32,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
+from ..numerics import check_int
 from ._common import Dataset
 
 __all__ = ["make_reverse_dictionary", "gloss_tokens", "gloss_features"]
@@ -49,12 +50,6 @@ def gloss_tokens(gloss: str) -> List[str]:
     ['a', 'bank', 'hill', 'of', 'river', 's', 'slope', 'steep', 'the']
     """
     return sorted(set(_TOKEN.findall(gloss.lower())))
-
-
-def _check_int(name: str, value, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"make_reverse_dictionary: {name} must be an integer >= {low}, got {name}={value!r}")
-    return int(value)
 
 
 def _split(words: Sequence[str], min_glosses: int, holdout_min: int, seed: int):
@@ -114,6 +109,11 @@ def gloss_features(train_glosses: Sequence[str], test_glosses: Sequence[str] = (
     train_tokens = [gloss_tokens(g) for g in train_glosses]
     df = Counter(t for toks in train_tokens for t in toks)
     vocabulary = sorted(t for t, c in df.items() if c >= min_count)
+    if not vocabulary:
+        top = max(df.values(), default=0)
+        raise ValueError(f"no token occurs in min_count={min_count} training glosses (the most frequent of the "
+                         f"{len(df)} [a-z]+ tokens is in {top}): the data set would have no features (D = 0); "
+                         "lower min_count, or check that the glosses hold letters")
     columns = {t: j for j, t in enumerate(vocabulary)}
     return (_binary_bags(train_tokens, columns), _binary_bags([gloss_tokens(g) for g in test_glosses], columns),
             vocabulary)
@@ -159,9 +159,10 @@ def make_reverse_dictionary(pairs: Iterable[Tuple[str, str]], *, min_glosses: in
     >>> d.info["feature_names"]                        # in >= 2 training glosses
     ['a', 'of', 'stream']
     """
-    min_glosses = _check_int("min_glosses", min_glosses, 1)
-    holdout_min = _check_int("holdout_min", holdout_min, 2)
-    min_count = _check_int("min_count", min_count, 1)
+    min_glosses = check_int("min_glosses", min_glosses, low=1)
+    holdout_min = check_int("holdout_min", holdout_min, low=2)
+    min_count = check_int("min_count", min_count, low=1)
+    seed = check_int("seed", seed, low=0, what=" (numpy.random.default_rng's seed)")
     pairs = list(pairs)
     bad = next((p for p in pairs if not (isinstance(p, tuple) and len(p) == 2 and all(isinstance(s, str) for s in p))),
                None)

@@ -25,6 +25,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
+from ..numerics import check_int
 from ._common import Dataset, PathLike
 from .arff import _multilabel_dataset
 from .multilabel import label_indicator, labelled_rows
@@ -41,6 +42,9 @@ def _read(p: Path) -> Tuple[Optional[Tuple[int, int, int]], io.BytesIO]:
     parts = first.split()
     if len(parts) == 3 and all(t.isdigit() for t in parts):
         n, d, k = (int(t) for t in parts)
+        if d == 0 or k == 0:
+            raise ValueError(f"load_svmlight: {p}: its header line 'N D L' = {first.decode()!r} says "
+                             f"{'D = 0 features' if d == 0 else 'L = 0 labels'}; a data set needs at least one")
         return (n, d, k), io.BytesIO(rest)
     return None, io.BytesIO(raw)
 
@@ -135,6 +139,8 @@ def load_svmlight(
     if reduction not in ("first", "last", "random", None):
         raise ValueError(f"load_svmlight: reduction must be 'first', 'last', 'random' or None (every label), "
                          f"got {reduction!r}")
+    num_features = check_int("num_features", num_features, low=1, allow_none=True)
+    num_labels = check_int("num_labels", num_labels, low=1, allow_none=True)
     files = {"train": Path(train)} if test is None else {"train": Path(train), "test": Path(test)}
     read = {s: _read(p) for s, p in files.items()}
     headers = [h for h, _ in read.values() if h is not None]

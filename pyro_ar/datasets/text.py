@@ -23,6 +23,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 
+from ..numerics import check_int
 from . import _common
 from ._common import Dataset, PathLike, _dataset_dir, _require, verify_checksums
 
@@ -236,10 +237,17 @@ def _brown_info(docs, folder, vocab, out, train_docs, test_docs, min_count, seed
     }
 
 
-def _vocabulary_words(train_counts: Counter, min_count: int) -> List[str]:
-    """``<unk>``, ``<s>``, then the words seen ``min_count`` times, by decreasing count (ties alphabetically)."""
+def _vocabulary_words(train_counts: Counter, min_count: int, loader: str = "load_brown") -> List[str]:
+    """``<unk>``, ``<s>``, then the words seen ``min_count`` times, by decreasing count (ties
+    alphabetically); ``ValueError`` naming ``min_count`` when no word is (every target would be
+    ``<unk>``)."""
     words = sorted((w for w, c in train_counts.items() if c >= min_count and w not in (BROWN_UNK, BROWN_BOUNDARY)),
                    key=lambda w: (-train_counts[w], w))
+    if not words:
+        top = max(train_counts.values(), default=0)
+        raise ValueError(f"{loader}: no word occurs min_count={min_count} times in the training text (the most "
+                         f"frequent of its {len(train_counts)} words occurs {top} times): every target would be "
+                         f"{BROWN_UNK}; lower min_count")
     return [BROWN_UNK, BROWN_BOUNDARY] + words
 
 
@@ -386,15 +394,20 @@ def load_text_corpus(
     >>> data.x_train[:4].tolist(), data.y_train[:4].tolist()   # <s> the cat sat . <s>
     ([1, 5, 3, 4], [5, 3, 4, 2])
     """
-    if min_count < 1:
-        raise ValueError(f"load_text_corpus: min_count must be >= 1, got {min_count}")
+    min_count = check_int("min_count", min_count, low=1)
+    seed = check_int("seed", seed)
     if not 0 <= test_fraction < 1:
         raise ValueError(f"load_text_corpus: test_fraction must be in [0, 1), got {test_fraction}")
     if not (0 <= valid_fraction and test_fraction + valid_fraction < 1):
         raise ValueError(f"load_text_corpus: valid_fraction must be >= 0 with test_fraction + "
                          f"valid_fraction < 1, got valid_fraction={valid_fraction}")
     text, source = _corpus_text(path_or_text)
-    sentences = _sentences((tokenizer or _tokenize)(text.lower() if lowercase else text))
+    tokens = (tokenizer or _tokenize)(text.lower() if lowercase else text)
+    if not isinstance(tokens, (list, tuple)) or not all(isinstance(t, str) for t in tokens):
+        bad = tokens if not isinstance(tokens, (list, tuple)) else next(t for t in tokens if not isinstance(t, str))
+        raise ValueError(f"load_text_corpus: tokenizer must return a list of strings, got {type(bad).__name__} "
+                         f"{bad!r:.60}{'' if bad is tokens else ' among its tokens'}")
+    sentences = _sentences(list(tokens))
     if not sentences:
         raise ValueError(f"load_text_corpus: no tokens in {source}")
     perm = torch.randperm(len(sentences), generator=torch.Generator().manual_seed(int(seed))).tolist()
@@ -405,7 +418,7 @@ def load_text_corpus(
     if num_held > num_test:
         docs["valid"] = [sentences[i] for i in sorted(perm[num_test:num_held])]
     train_counts: Counter = Counter(w for sent in docs["train"] for w in sent)
-    words = _vocabulary_words(train_counts, min_count)
+    words = _vocabulary_words(train_counts, min_count, "load_text_corpus")
     out, info_counts = _brown_pairs(docs, {k: [k] for k in docs}, {w: i for i, w in enumerate(words)})
     valid = {"x_valid": out.pop("x_valid"), "y_valid": out.pop("y_valid")} if "valid" in docs else {}
     vocab = Vocabulary(words, torch.bincount(out["y_train"], minlength=len(words)))

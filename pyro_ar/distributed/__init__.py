@@ -1,7 +1,8 @@
 r"""Distributed A&R on ``torch.distributed`` (gloo on CPU, NCCL on GPU, launched by ``torchrun``).
 
-* :mod:`~pyro_ar.distributed.process_group` -- start from ``torchrun``'s environment, ranks,
-  contiguous shards, per-rank file names.
+* :mod:`~pyro_ar.distributed.process_group` -- start from ``torchrun``'s environment (and
+  stop: :func:`shutdown_process_group`, an exit hook for gloo), ranks, contiguous shards,
+  per-rank file names.
 * :mod:`~pyro_ar.distributed.collectives` -- counted all-reduces: :func:`sum_across`
   (identity backward), :func:`max_across`, sparse rows.
 * :mod:`~pyro_ar.distributed.random_stream` -- a rank's own checkpointed random stream.
@@ -45,12 +46,13 @@ from .process_group import (
     is_distributed,
     rank_path,
     shard_range,
+    shutdown_process_group,
 )
 from .random_stream import RandomStream
 from .sharded_evaluation import sharded_evaluate
 
 __all__ = [
-    "init_process_group", "DEFAULT_TIMEOUT", "describe_failure", "is_distributed", "get_rank", "get_world_size", "default_backend",
+    "init_process_group", "shutdown_process_group", "DEFAULT_TIMEOUT", "describe_failure", "is_distributed", "get_rank", "get_world_size", "default_backend",
     "shard_range", "rank_path", "free_port", "RandomStream", "COMM", "CommCounter", "sum_across",
     "max_across", "ShardedDataPlate", "data_parallel", "reduce_gradients",
     "mean_across", "ClassShard", "class_shard", "ShardedLinearUtility", "ShardedAugmentedCategorical",

@@ -20,6 +20,7 @@ the rows of the data in :mod:`pyro_ar.distributed.data_parallel`, the classes in
 :mod:`pyro_ar.distributed.class_sharded`.
 """
 
+import atexit
 import datetime
 import os
 import socket
@@ -30,14 +31,16 @@ from typing import Optional, Tuple, Union
 import torch
 import torch.distributed as dist
 
-__all__ = ["init_process_group", "is_distributed", "get_rank", "get_world_size", "shard_range",
+__all__ = ["init_process_group", "shutdown_process_group", "is_distributed", "get_rank", "get_world_size", "shard_range",
            "rank_path", "free_port", "default_backend", "DEFAULT_TIMEOUT", "describe_failure"]
 
 #: The default timeout of :func:`init_process_group`: for the ranks to meet at the start and
 #: for every collective (a frozen or dead rank is reported after it, not after torch's 30 min).
 DEFAULT_TIMEOUT = datetime.timedelta(minutes=5)
 _HEARTBEAT, _FAILED = "pyro_ar/heartbeat/{}", "pyro_ar/failed/{}"
-_heartbeat = {"period": None, "stop": None}
+_heartbeat = {"period": None, "stop": None, "thread": None}
+#: whether :func:`init_process_group` started the running group (then it is ours to destroy at exit)
+_started = {"group": False, "hook": False}
 
 
 def is_distributed() -> bool:
@@ -132,7 +135,50 @@ def init_process_group(backend: Optional[str] = None, device=None,
             f"rank joined (check that all of them were started, with the same MASTER_ADDR and "
             f"MASTER_PORT): {type(e).__name__}: {e}") from e
     _start_heartbeat(timeout)
+    _started["group"] = True
+    if backend == "gloo" and not _started["hook"]:  # (see shutdown_process_group)
+        atexit.register(_shutdown_at_exit)
+        _started["hook"] = True
     return get_rank(), get_world_size()
+
+
+def shutdown_process_group() -> None:
+    """Stop the heartbeat and destroy the process group (``torch.distributed.destroy_process_group``),
+    if one is running; call it on every rank once the collectives are done (nothing to do
+    without a process group).
+
+    A script whose ranks exit without destroying a gloo group can abort at exit (``terminate
+    called without an active exception``, SIGABRT: about 1 launch in 11 of a 2-rank run, issue
+    38): gloo's C++ threads still hold work whose tensors are freed while the interpreter is
+    being torn down. A group started by :func:`init_process_group` with gloo is therefore
+    destroyed by an exit hook (``atexit``, which runs while the interpreter is still whole)
+    unless the script has done so; an NCCL group is not (its destruction may wait for the
+    other ranks: a hook could hang an exit) and a group started by ``torch.distributed``
+    itself is the script's own: call this (or ``destroy_process_group``) at the end.
+
+    Example:
+
+    >>> from pyro_ar.distributed import shutdown_process_group
+    >>> shutdown_process_group()      # no process group here: nothing to do
+    """
+    if _heartbeat["stop"] is not None:
+        _heartbeat["stop"].set()
+        thread = _heartbeat["thread"]
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=1.0)  # (it is waiting on the event, or in one store.set)
+        _heartbeat.update(period=None, stop=None, thread=None)
+    if is_distributed():
+        dist.destroy_process_group()
+    _started["group"] = False
+
+
+def _shutdown_at_exit() -> None:
+    """The exit hook: destroy the group :func:`init_process_group` started, if still running."""
+    if _started["group"] and is_distributed():
+        try:
+            shutdown_process_group()
+        except Exception:  # noqa: BLE001  (at exit: a failure here must not mask the script's own)
+            pass
 
 
 def _store():
@@ -160,8 +206,9 @@ def _start_heartbeat(timeout: datetime.timedelta) -> None:
             except Exception:  # noqa: BLE001  (the group was destroyed, or rank 0 is gone)
                 return
             stop.wait(period)
-    threading.Thread(target=beat, name="pyro_ar-heartbeat", daemon=True).start()
-    _heartbeat.update(period=period, stop=stop)
+    thread = threading.Thread(target=beat, name="pyro_ar-heartbeat", daemon=True)
+    thread.start()
+    _heartbeat.update(period=period, stop=stop, thread=thread)
 
 
 def describe_failure(what: str, group=None) -> str:

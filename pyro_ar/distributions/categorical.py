@@ -19,7 +19,7 @@ from pyro.distributions.torch_distribution import TorchDistribution
 from pyro.distributions.util import broadcast_shape
 
 from ..noise import Noise, get_noise
-from ..numerics import check_int, first_position, show
+from ..numerics import check_int, check_sample_shape, first_position, show
 from ..quadrature import (DEFAULT_NUM_NODES, MAX_NUM_NODES, check_quadrature_args, log_marginal,
                           log_marginal_all)
 from ..utility import DenseUtility, Utility, as_utility
@@ -167,7 +167,7 @@ class UtilityCategorical(ParamsMixin, TorchDistribution):
         return self.logits.exp()
 
     def sample(self, sample_shape: Sequence[int] = torch.Size()) -> torch.Tensor:
-        shape = torch.Size(sample_shape) + self.utility.shape
+        shape = check_sample_shape(sample_shape) + self.utility.shape
         with torch.no_grad():
             eps = self.noise.sample(shape, dtype=self.utility.dtype, device=self.utility.device)
             return (self.utility + eps).argmax(-1)

@@ -14,7 +14,7 @@ from torch.distributions.utils import broadcast_all, lazy_property
 from pyro.distributions import Gumbel
 from pyro.distributions.torch_distribution import TorchDistribution
 
-from ..numerics import uniform_open
+from ..numerics import check_sample_shape, uniform_open
 
 __all__ = ["FastGumbel"]
 
@@ -64,7 +64,7 @@ class FastGumbel(Gumbel):
         return new
 
     def rsample(self, sample_shape: Sequence[int] = torch.Size()) -> torch.Tensor:
-        shape = self._extended_shape(sample_shape)
+        shape = self._extended_shape(check_sample_shape(sample_shape))
         u = uniform_open(shape, dtype=self.loc.dtype, device=self.loc.device)
         return self.loc - self.scale * torch.log(-torch.log(u))
 

@@ -47,7 +47,7 @@ from pyro.distributions.torch_distribution import TorchDistribution
 from pyro.distributions.util import broadcast_shape
 
 from ..noise import get_noise
-from ..numerics import as_tensor, show
+from ..numerics import as_tensor, check_sample_shape, show
 from ..utility import DenseUtility, Utility
 from .._params import ParamsMixin
 
@@ -133,7 +133,7 @@ class RelaxedUtilityCategorical(ParamsMixin, TorchDistribution):
         return self.utility.shape[-1]
 
     def _soft(self, sample_shape):
-        shape = torch.Size(sample_shape) + self.batch_shape + self.event_shape
+        shape = check_sample_shape(sample_shape) + self.batch_shape + self.event_shape
         eps = self.noise.sample(shape, dtype=self.utility.dtype, device=self.utility.device)
         z = self.utility + eps  # shifted by its max before dividing: (z - max) / tau <= 0
         z = z - z.detach().max(-1, keepdim=True).values  # never overflows to inf - inf = NaN

@@ -9,8 +9,42 @@ except ImportError:  # pragma: no cover
     type_of_target = None
 
 
+def _is_missing(v) -> bool:
+    return v is None or (isinstance(v, float) and v != v)  # (np.float64 is a float)
+
+
+_missing = np.frompyfunc(_is_missing, 1, 1)
+
+
+def check_missing_labels(y, name: str = "y") -> None:
+    """Refuse, by name, missing labels -- ``None`` or NaN among object labels -- in ``y`` (any
+    array-like of labels; numeric arrays are scikit-learn's to check): a ``None`` would be
+    fitted as a class of its own, saved and predicted, a NaN blamed on ``X``.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from pyro_ar.estimator._labels import check_missing_labels
+    >>> check_missing_labels(np.array(["a", None, "b"], dtype=object))
+    Traceback (most recent call last):
+    ...
+    ValueError: y must hold a class label for every sample, got 1 missing (None or NaN): y[1] = None; drop those samples or label them
+    """
+    if (isinstance(y, np.ndarray) and y.dtype != object) or not hasattr(y, "__len__"):
+        return
+    arr = y.reshape(-1) if isinstance(y, np.ndarray) else label_array(y)
+    if arr.dtype != object or not arr.size:
+        return
+    bad = np.flatnonzero(_missing(arr).astype(bool))
+    if bad.size:
+        raise ValueError(f"{name} must hold a class label for every sample, got {bad.size} missing (None or "
+                         f"NaN): {name}[{bad[0]}] = {arr[bad[0]]!r}; drop those samples or label them")
+
+
 def check_labels(y):
-    """Class labels: binary/multiclass targets, or a 1-D object array of any hashables."""
+    """Class labels: binary/multiclass targets, or a 1-D object array of any hashables
+    (no missing ones: :func:`check_missing_labels`)."""
+    check_missing_labels(y)
     if y.ndim == 1 and y.dtype == object:  # e.g. enum members, tuples, mixed types
         try:
             for v in y:

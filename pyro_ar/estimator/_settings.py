@@ -104,6 +104,9 @@ def settings_of(est, fitting: bool = False) -> Settings:
         raise ValueError(f"rank must be 'auto', None or an integer >= 1, got {est.rank!r}")
     if not (est.class_weight is None or est.class_weight == "balanced" or isinstance(est.class_weight, dict)):
         raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {est.class_weight!r}")
+    if isinstance(est.class_weight, dict):
+        for label, weight in est.class_weight.items():
+            check_float(f"class_weight[{label!r}]", weight, low=0.0, low_open=False)
     for name in ("early_stopping", "verbose", "standardize", "warm_start"):
         v = getattr(est, name)
         if not isinstance(v, (bool, np.bool_, numbers.Integral)):

@@ -16,7 +16,8 @@ from ..infer.progress import phase_bar, set_progress_total
 from ..negatives import DEFAULT_NUM_NEGATIVES
 from ._features import DENSIFY_MAX_ELEMENTS, training_features
 from ._files import load_estimator, save_estimator
-from ._labels import combine_sample_weights, held_out_split, label_array, label_codes
+from ._checks import check_feature_matrix
+from ._labels import check_missing_labels, combine_sample_weights, held_out_split, label_array, label_codes
 from ._model import training_svi
 from ._multilabel import encode_multilabel, expand_sample_weight, fit_targets, format_label_sets, precision_at_1
 from ._param_state import global_state, state_on
@@ -70,10 +71,17 @@ class _FitResult(NamedTuple):
 
 def _checked_data(estimator, *args, **kwargs):
     """scikit-learn's ``validate_data``, its errors naming X (numpy's "could not convert
-    string to float" names nothing)."""
+    string to float" names nothing), after the checks that must come first: X's structure
+    (a broken scipy.sparse matrix crashes scikit-learn's and scipy's compiled code) and y's
+    missing labels (scikit-learn's message for a NaN among object labels names neither)."""
+    check_feature_matrix(args[0])
+    if len(args) > 1:
+        check_missing_labels(args[1])
     try:
         return _validate_data(estimator, *args, **kwargs)
     except ValueError as e:
+        if "inconsistent numbers of samples" in str(e):  # (names neither X nor y)
+            raise ValueError(f"X and y must have one sample each per row of X and label in y: {e}") from e
         if any(name in str(e) for name in ("X", "y", "feature", "sample")):
             raise
         raise ValueError(f"X must be a numeric array or sparse matrix of shape (n_samples, "

@@ -27,7 +27,9 @@ from typing import Optional
 
 import torch
 
-from ..quadrature import gauss_gumbel, gauss_hermite
+from ..numerics import check_finite, check_float_tensor, check_int, check_nonnegative, check_positive_number
+from ..quadrature import _check_noise, gauss_gumbel, gauss_hermite
+from ..utility import _validating
 
 __all__ = ["laplace_local", "gaussian_local", "gumbel_local", "local_derivatives", "conditional_local_q", "local_sampler",
            "LOCAL_FITS", "DEFAULT_LOCAL_FIT", "check_local_fit"]
@@ -114,6 +116,30 @@ def _mode_step(noise, e, d, w):
     return torch.where(ok, log_step, plain), h
 
 
+def _check_local_args(noise, d, w, steps, tol):
+    r"""The arguments of the local fits, checked (``ValueError`` naming the argument) and ``d``,
+    ``w`` broadcast: ``noise`` a :class:`~pyro_ar.noise.Noise`, ``d`` a floating tensor of
+    ``batch + (s,)`` (an integer one would make every row's fit one truncated constant), ``w``
+    a tensor broadcastable to it, ``steps`` an integer >= 1, ``tol`` a finite number >= 0;
+    while Pyro's validation is on, ``d`` finite and ``w`` finite and >= 0 (a NaN or an
+    infinity made the fit NaN; a negative weight is no class sum)."""
+    _check_noise(noise)
+    check_float_tensor("d", d, min_dim=1, what=" (shape batch + (s,): psi_y - psi_k per class term)")
+    if not isinstance(w, torch.Tensor) or w.is_complex() or w.dtype == torch.bool:
+        raise ValueError(f"w must be a real tensor broadcastable to d's shape {tuple(d.shape)}, got "
+                         f"{f'a {w.dtype} tensor' if isinstance(w, torch.Tensor) else type(w).__name__}")
+    try:
+        d, w = torch.broadcast_tensors(d, w.to(d.dtype))
+    except RuntimeError:
+        raise ValueError(f"w of shape {tuple(w.shape)} must broadcast to d's shape {tuple(d.shape)}") from None
+    steps = check_int("steps", steps, low=1)
+    tol = check_positive_number("tol", tol, inclusive=True)
+    if _validating() and d.numel():
+        check_finite(d.detach(), "d")
+        check_nonnegative(w.detach(), "w")
+    return d, w, steps, tol
+
+
 def _flat(d, w):
     """``d``, ``w`` broadcast and flattened to ``(rows, s)``, with the batch shape."""
     d, w = torch.broadcast_tensors(d, w.to(d.dtype))
@@ -148,7 +174,7 @@ def laplace_local(noise, d: torch.Tensor, w: torch.Tensor, steps: int = 8, tol: 
     >>> mode.tolist(), sd.tolist()      # no classes to beat: the prior N(0, 1)
     ([0.0], [1.0])
     """
-    d, w = torch.broadcast_tensors(d, w.to(d.dtype))
+    d, w, steps, tol = _check_local_args(noise, d, w, steps, tol)
     dd, wd, batch = _flat(d.detach(), w.detach())
     e, _ = _mode_search(noise, dd, wd, steps, tol)
     e = e.reshape(batch)
@@ -270,7 +296,8 @@ def gumbel_local(noise, d: torch.Tensor, w: torch.Tensor, steps: int = 8, refine
 def _location_scale_local(noise, d, w, rule, steps, refine_steps, num_nodes, tol):
     """The fit of :func:`gaussian_local` / :func:`gumbel_local` for the standard member's Gauss
     ``rule`` (``(num_nodes, like) -> (z, wz)``): ``(m, s)``, each of ``d``'s batch shape."""
-    d, w = torch.broadcast_tensors(d, w.to(d.dtype))
+    d, w, steps, tol = _check_local_args(noise, d, w, steps, tol)
+    refine_steps = check_int("refine_steps", refine_steps, low=0)  # (0: the Laplace start itself)
     dd, wd, batch = _flat(d.detach(), w.detach())
     # the start: the Laplace point found as loosely as the refinement, its scale from f'' where
     # the last Newton step began (no further evaluation: the Newton step corrects both)
@@ -398,7 +425,7 @@ def check_local_fit(fit) -> str:
     ...
     ValueError: fit must be one of ['gaussian', 'gumbel', 'laplace'], got fit='normal'
     """
-    if fit not in LOCAL_FITS:
+    if not isinstance(fit, str) or fit not in LOCAL_FITS:
         raise ValueError(f"fit must be one of {sorted(LOCAL_FITS)}, got fit={fit!r}")
     return fit
 

@@ -71,6 +71,14 @@ __all__ = [
 ]
 
 
+
+def _left_support(error: ValueError) -> bool:
+    """Whether ``error`` is torch's validation of a distribution's parameters ("Expected
+    parameter scale ... to satisfy the constraint"): after a first step that passed, the
+    optimizer moved a parameter out of its support (e.g. a guide scale whose softplus
+    underflowed to 0 at a huge learning rate), a divergence rather than a bad input."""
+    return str(error).startswith("Expected parameter ")
+
 class ResumeWarning(UserWarning):
     """Issued by :func:`train` when it resumes from a checkpoint (naming the file and the
     step), so that a re-run never silently continues an old run; filter it with
@@ -111,7 +119,7 @@ class _Loop:
         self.state = TrainState(svi, opts["num_steps"])
         self.elapsed = {"time": 0.0, "wall": 0.0, "cpu": 0.0}
         self.losses, self.times, self.loss_sum = [], [], 0.0
-        self.next_eval_time, self.stepped = 0, False
+        self.next_eval_time, self.stepped, self.left_support = 0, False, None
         self.progress = _Progress(opts["progress"], opts["clock"])
         self.config, self.group = None, None
         div = opts["divergence"]
@@ -169,7 +177,13 @@ class _Loop:
         w0, c0, t0 = time.perf_counter(), time.process_time(), clock() if clock else 0.0
         quiet = o["validation"] == "first" and self.stepped  # (the run's first step validated)
         with pyro.validation_enabled(False) if quiet else contextlib.nullcontext():
-            loss = self.svi.step(*self.args, **self.kwargs)
+            try:
+                loss = self.svi.step(*self.args, **self.kwargs)
+            except ValueError as e:  # parameters stepped out of a distribution's support
+                if self.divergence is None or not self.stepped or not _left_support(e):
+                    raise
+                loss = math.nan  # (a diverged step: the divergence check below restores and raises)
+                self.left_support = str(e).split(" of distribution ")[0]
         self.stepped = True
         if o["scheduler"] is not None:
             o["scheduler"].step()
@@ -200,6 +214,8 @@ class _Loop:
         except TrainingDiverged as err:
             if not self.keep_good:
                 raise
+            if self.left_support:  # the optimizer's step, not the loss, failed
+                err = f"{err} ({self.left_support.replace('Expected', 'the step left the support:', 1)})"
             good_step, params = self.good
             dropped = restore_params(params, drop_others=True)
             msg = f"the parameters are restored to those after step {good_step}"

@@ -562,6 +562,8 @@ class CategoricalLatentModel(LatentCategoricalModel):
                 or items.dtype == torch.bool or items.is_complex():
             raise ValueError(f"items must be a 2-D integer tensor (sessions, items) padded with -1, got "
                              f"{getattr(items, 'dtype', type(items).__name__)} {tuple(getattr(items, 'shape', ()))}")
+        if items.shape[1] == 0:
+            raise ValueError(f"items must have at least one item slot per session (a column), got {tuple(items.shape)}")
 
     def check_values(self, items, y=None, rows=None):
         """Items in [0, P) or -1 (padding), naming the first bad entry."""

@@ -69,7 +69,7 @@ import pyro.distributions as dist
 
 from ..likelihoods import DEFAULT, Likelihood
 from ..negatives import DEFAULT_NUM_NEGATIVES
-
+from ..numerics import check_finite
 from ..subsets import sample_without_replacement
 from ..utility import DenseUtility, LinearUtility, gather_entries
 from ..weight_pattern import PatternLinearUtility, WeightPattern
@@ -252,6 +252,8 @@ class LinearClassifier(CategoricalModel):
         if loc is not None and (not isinstance(loc, torch.Tensor) or loc.shape != (len(pattern),)):
             raise ValueError(f"weight_loc must be a tensor of shape ({len(pattern)},), got "
                              f"{getattr(loc, 'shape', loc)!r}")
+        if loc is not None:
+            check_finite(loc, "weight_loc")
 
     def parameter_shapes(self):
         K, D, r = self.num_classes, self.num_features, self.rank
@@ -349,7 +351,8 @@ class LinearClassifier(CategoricalModel):
             size = min(n, self.num_prior_entries)
             rows = None if size >= n else torch.randint(n, (size,), device=w.device)
             we = w if rows is None else torch.gather(w, 0, rows, sparse_grad=self.sparse)
-            total = total + (n / size) * self._prior("weight", b, rows).log_prob(we).sum()
+            if n:  # (an empty pattern: no entries, a log prior of 0)
+                total = total + (n / size) * self._prior("weight", b, rows).log_prob(we).sum()
         m = self.num_prior_classes or self.num_negatives
         class_params = ("weight", "bias") if self.penalize_bias else ("weight",)
         for names, n in ((class_params, self.num_classes), (("embedding",), self.num_features)):

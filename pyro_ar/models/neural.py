@@ -120,8 +120,8 @@ class NetworkBody:
         self.body.eval()
         try:
             with torch.no_grad():
-                return torch.cat([self.features(x[i:i + self.eval_batch_size])
-                                  for i in range(0, len(x), self.eval_batch_size)])
+                return torch.cat([self.features(x[i:i + self.eval_batch_size])  # (0 rows: one empty chunk)
+                                  for i in range(0, max(len(x), 1), self.eval_batch_size)])
         finally:
             self.body.train(was_training)
 

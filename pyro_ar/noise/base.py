@@ -24,7 +24,7 @@ import torch
 import pyro.distributions as dist
 from pyro.distributions.util import broadcast_shape
 
-from ..numerics import as_tensors, softplus
+from ..numerics import as_tensors, check_sample_shape, softplus
 from ..max_quadrature import marginal_offsets
 from ..quadrature import DEFAULT_NUM_NODES, log_marginal, log_marginal_all
 from .distribution import NoiseDistribution
@@ -189,7 +189,7 @@ class Noise:
 
     def rsample_like(self, loc: torch.Tensor, scale: torch.Tensor, sample_shape: Shape = ()) -> torch.Tensor:
         r"""Reparameterised draws :math:`loc + scale \cdot \varepsilon`, :math:`\varepsilon\sim\phi`."""
-        shape = torch.Size(sample_shape) + broadcast_shape(loc.shape, scale.shape)
+        shape = check_sample_shape(sample_shape) + broadcast_shape(loc.shape, scale.shape)
         return loc + scale * self.sample(shape, dtype=loc.dtype, device=loc.device)
 
     def distribution(self, loc: Number = 0.0, scale: Number = 1.0) -> TorchDistribution:

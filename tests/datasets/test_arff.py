@@ -313,3 +313,23 @@ def test_bibtex_every_label(bibtex):
     cardinality = (d.y_train.nnz + d.y_test.nnz) / (d.num_train + d.num_test)
     assert abs(cardinality - 2.402) < 0.001
     assert torch.equal(d.x_train, bibtex.x_train)
+
+
+@pytest.mark.parametrize("rows", [[], ["% only a comment", "", "%another"]])
+def test_arff_with_no_data_rows_is_refused(tmp_path, rows):
+    """An empty @data section (or one of comments only) gave a 0-row data set (issue 38)."""
+    path = _multi(tmp_path / "empty.arff", rows)
+    with pytest.raises(ValueError, match=r"empty.arff: the @data section holds no rows"):
+        read_arff(path)
+    with pytest.raises(ValueError, match=r"empty.arff: the @data section holds no rows"):
+        ds.load_arff_multilabel(path, num_labels=3)
+
+
+def test_a_test_file_missing_an_attribute_is_named(tmp_path):
+    """Its label columns shifted and the error blamed a label value (issue 38)."""
+    train = _multi(tmp_path / "train.arff", ["1,2,0,1,1", "3,4,1,0,1"])
+    text = MULTI.format(rel="tiny").replace("@attribute x2 numeric\n", "")
+    (tmp_path / "test.arff").write_text(text + "7,1,0,0\n")
+    with pytest.raises(ValueError, match=r"test.arff: attributes differ from those of .*train.arff: 4 against 5, "
+                                         r"the first difference at attribute 1 \('a' against 'x2'\)"):
+        ds.load_arff_multilabel(train, tmp_path / "test.arff", num_labels=3)

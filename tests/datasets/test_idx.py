@@ -91,8 +91,19 @@ def test_mnist_counts(mnist):
     assert d.num_classes == 10 and d.num_features == 784
 
 
-def test_files_of_zero_images(tmp_path):
-    """Found by the fuzz suite: a file of 0 images failed in ``reshape(0, -1)``."""
-    _write_mnist(tmp_path, n_train=0, n_test=0)
-    d = load_mnist(path=tmp_path)
-    assert d.x_train.shape == (0, 784) and d.y_test.shape == (0,)
+@pytest.mark.parametrize("n_train,n_test,split", [(0, 0, "train"), (5, 0, "test")])
+def test_files_of_zero_images_are_refused(tmp_path, n_train, n_test, split):
+    """A file of 0 images failed in ``reshape(0, -1)`` (the fuzz suite), then gave an empty split
+    silently (issue 38): now a ValueError naming the file."""
+    _write_mnist(tmp_path, n_train=n_train, n_test=n_test)
+    name = "train-images" if split == "train" else "t10k-images"
+    with pytest.raises(ValueError, match=rf"{name}.*IDX header says 0 images .* an empty {split} split"):
+        load_mnist(path=tmp_path)
+
+
+@pytest.mark.parametrize("shape", [(0, 28), (28, 0), (0, 0)])
+def test_images_of_no_pixels_are_refused(tmp_path, shape):
+    """Images of 0 rows or columns gave a data set with D = 0 (issue 38)."""
+    _write_mnist(tmp_path, shape=shape)
+    with pytest.raises(ValueError, match=rf"train-images.*5 images of {shape[0]} x {shape[1]} pixels"):
+        load_mnist(path=tmp_path)

@@ -115,6 +115,24 @@ def test_make_reverse_dictionary_arguments():
         make_reverse_dictionary([("a",)])
 
 
+
+@pytest.mark.parametrize("seed", [-1, "0", 1.5, None])
+def test_make_reverse_dictionary_checks_the_seed(seed):
+    """A negative seed failed inside numpy, a string or a float with numpy's message (issue 38)."""
+    with pytest.raises(ValueError, match=r"seed must be an integer >= 0 .* got seed="):
+        make_reverse_dictionary([("a", "x y"), ("a", "x z")], seed=seed)
+
+
+@pytest.mark.parametrize("pairs,min_count", [
+    ([("a", "x y"), ("a", "x z"), ("b", "y z"), ("b", "x y")], 9),        # min_count above every count
+    ([("a", "12 34"), ("a", "56"), ("b", "7"), ("b", "8 9")], 1),         # no letter tokens at all
+])
+def test_make_reverse_dictionary_refuses_an_empty_vocabulary(pairs, min_count):
+    """It returned a data set with D = 0 features (issue 38)."""
+    with pytest.raises(ValueError, match=rf"no token occurs in min_count={min_count} training glosses .*\(D = 0\)"):
+        make_reverse_dictionary(pairs, min_count=min_count)
+
+
 # ---------------------------------------------------------------- GCIDE (dictd)
 ARTICLES = {
     "Bank": ("Bank \\Bank\\ (b[a^][ng]k), n. [OE. banke; akin to E. bench, and\n"
@@ -186,6 +204,23 @@ def test_dictd_reads_articles_by_base64_offsets(tmp_path):
     (folder / "gcide.index").write_text("Bank\tA\t/////\n")
     with pytest.raises(ValueError, match="beyond the end"):
         read_dictd(folder / "gcide.index", folder / "gcide.dict.dz")
+
+
+
+def test_dictd_names_a_damaged_file(tmp_path):
+    """A truncated or uncompressed .dz and an index that is not UTF-8 raised EOFError,
+    BadGzipFile or UnicodeDecodeError without the file's name (issue 38)."""
+    folder = write_gcide(tmp_path)
+    index, data = folder / "gcide.index", folder / "gcide.dict.dz"
+    whole = data.read_bytes()
+    for damaged in (whole[: len(whole) // 2], gzip.decompress(whole)):     # truncated; not gzip
+        data.write_bytes(damaged)
+        with pytest.raises(ValueError, match=rf"{data} is not a whole dictzip \(gzip\) file"):
+            read_dictd(index, data)
+    data.write_bytes(whole)
+    index.write_bytes(index.read_bytes() + b"\xff\xfeBank\tA\tB\n")
+    with pytest.raises(ValueError, match=rf"{index}:7 is not UTF-8 text"):
+        read_dictd(index, data)
 
 
 def test_gcide_senses(tmp_path):

@@ -82,3 +82,21 @@ def test_every_label_with_reduction_none(tmp_path):
     assert torch.equal(kept.x_test, d.x_test[1:])
     with pytest.raises(ValueError, match="reduction must be 'first', 'last', 'random' or None"):
         load_svmlight(tmp_path / "train.txt", reduction="all")
+
+
+@pytest.mark.parametrize("text,match", [
+    ("2 0 2\n0 0:1\n1 1:1\n", r"its header line 'N D L' = '2 0 2' says D = 0 features"),
+    ("2 2 0\n0 0:1\n1 1:1\n", r"its header line 'N D L' = '2 2 0' says L = 0 labels"),
+])
+def test_a_header_count_of_zero_is_named(tmp_path, text, match):
+    """D = 0 failed with scikit-learn's message about its n_features parameter (issue 38)."""
+    (tmp_path / "zero.txt").write_text(text)
+    with pytest.raises(ValueError, match=match):
+        load_svmlight(tmp_path / "zero.txt")
+
+
+@pytest.mark.parametrize("kw", [dict(num_features=0), dict(num_labels=0), dict(num_features=2.5)])
+def test_count_arguments_are_checked(tmp_path, kw):
+    (tmp_path / "ok.txt").write_text("0 0:1\n1 1:1\n")
+    with pytest.raises(ValueError, match=rf"{next(iter(kw))} must be an integer >= 1"):
+        load_svmlight(tmp_path / "ok.txt", **kw)

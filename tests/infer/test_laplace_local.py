@@ -556,3 +556,39 @@ def test_guide_q_family_follows_fit(noise, fit, family):
         q = q.base_dist
     assert type(q).__name__ == family and q.has_rsample
     assert torch.isfinite(q.loc).all() and (q.scale > 0).all()
+
+
+# ------------------------------------------------------------------ bad arguments (issue 38)
+_D = torch.randn(4, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+_W = torch.ones(4, 3, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("fit", [gumbel_local, gaussian_local, laplace_local])
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(steps=0), r"steps must be an integer >= 1, got steps=0"),
+    (dict(steps=-3), r"steps must be an integer >= 1, got steps=-3"),
+    (dict(tol=float("nan")), r"tol must be a finite number >= 0, got tol=nan"),
+    (dict(tol=-1.0), r"tol must be a finite number >= 0, got tol=-1.0"),
+    (dict(w=-_W), r"w must be >= 0, got \[-1.0"),
+    (dict(w=_W * float("nan")), r"w must be finite, got non-finite values \[nan"),
+    (dict(d=_D * float("nan")), r"d must be finite, got non-finite values \[nan"),
+    (dict(d=_D + float("inf")), r"d must be finite, got non-finite values \[inf"),
+    (dict(d=_D.long(), w=_W.long()), r"d must be a floating torch tensor .* got a torch.int64 tensor"),
+    (dict(d=_D.numpy(), w=_W.numpy()), r"d must be a floating torch tensor .* got a ndarray of shape \(4, 3\)"),
+    (dict(d=torch.tensor(1.0), w=torch.tensor(1.0)), r"d must be a floating torch tensor of at least 1 dimension"),
+    (dict(w=torch.ones(5)), r"w of shape \(5,\) must broadcast to d's shape \(4, 3\)"),
+    (dict(noise="normal"), r"noise must be a pyro_ar.Noise .* got noise='normal'"),
+])
+def test_local_fits_refuse_bad_arguments(fit, kwargs, match):
+    """Each was accepted (NaN or truncated integer m, s) or failed inside torch before."""
+    args = dict(noise=ar.NormalNoise(), d=_D, w=_W)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        fit(args.pop("noise"), args.pop("d"), args.pop("w"), **args)
+
+
+def test_local_fit_name_must_be_a_string():
+    from pyro_ar.infer.local_fit import check_local_fit
+
+    with pytest.raises(ValueError, match=r"fit must be one of \['gaussian', 'gumbel', 'laplace'\], got fit=\['gumbel'\]"):
+        check_local_fit(["gumbel"])

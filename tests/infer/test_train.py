@@ -260,6 +260,23 @@ def test_divergence_on_a_real_model_with_a_huge_learning_rate(validation_off):
         train(svi, data.x, data.y, num_steps=5)
 
 
+def test_a_step_out_of_a_distributions_support_is_a_divergence(validation_on):
+    """lr = 1e6 on a Bayesian model: the guide's scale underflows to 0 at step 2 and torch's
+    parameter validation raised its constraint ValueError (issue 38); now TrainingDiverged,
+    saying which parameter, with the parameters restored."""
+
+    torch.manual_seed(0)
+    x, y = torch.randn(8, 3), torch.randint(0, 7, (8,))
+    model = BayesianLinearClassifier(3, 7, num_negatives=2, subsample_size=4)
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 1e6}), default_elbo())
+    with pytest.raises(TrainingDiverged, match=r"step 2: .*learning rate.*the step left the support: parameter scale"):
+        train(svi, x, y, num_steps=20)
+    model = BayesianLinearClassifier(3, 7, num_negatives=2, subsample_size=4)
+    svi = SVI(model, default_guide(model), lazy_adam({"lr": 1e6}), default_elbo())
+    with pytest.raises(ValueError, match="Expected parameter scale"):  # without the check: torch's own error
+        train(svi, x, y, num_steps=20, divergence=False)
+
+
 def test_divergence_check_arguments():
     with pytest.raises(ValueError, match="factor"):
         DivergenceCheck(factor=0.5)

@@ -56,6 +56,10 @@ CASES = {
     "latent: items < -1": (_latent, lambda: (torch.tensor([[1, -2]]),), r"items must lie in \[0, 50\)"),
     "latent: float items": (_latent, lambda: (torch.tensor([[1.0, 2.0]]),), r"items must be a 2-D integer tensor"),
     "latent: 0 rows": (_latent, lambda: (torch.zeros(0, 3, dtype=L),), r"items has 0 rows"),
+    "latent: no item slots": (_latent, lambda: (torch.zeros(40, 0, dtype=L),),  # was a ZeroDivisionError
+                              r"items must have at least one item slot per session \(a column\), got \(40, 0\)"),
+    "latent: local, no item slots": (lambda: _latent(posterior="local", num_sessions=40),
+                                     lambda: (torch.zeros(40, 0, dtype=L),), r"items must have at least one item slot"),
     "latent: a list": (_latent, lambda: ([[1, 2]],), r"items must be a 2-D integer tensor.*list"),
     "latent: local, new sessions": (lambda: _latent(posterior="local", num_sessions=2),
                                     lambda: (torch.tensor([[1, 2], [3, 4], [5, 6]]),),
@@ -154,3 +158,10 @@ def test_steps_skip_the_label_check_only_for_the_data_check_data_passed(monkeypa
     y[2] = 7  # written in place after the check: checked again, and refused
     with pytest.raises(ValueError, match=r"y must lie in \[0, 4\), got \[7\] \(the first at y\[2\]\)"):
         model(x, y)
+
+
+def test_neural_utility_of_no_rows_is_empty():
+    """``utility(x[:0])`` failed in ``torch.cat`` of no chunks (issue 38); it is (0, K)."""
+    model = _neural()
+    assert model.utility(torch.zeros(0, 3)).full().shape == (0, 10)
+    assert model.utility(torch.zeros(5, 3)).full().shape == (5, 10)
