@@ -208,9 +208,8 @@ class AugmentedCategorical(ClassSumLikelihood):
         subsample holding only the label gives :math:`-\infty` with zero (not NaN) gradients.
         """
         g = self.gather_utilities(value)
-        w = g.weight
         # log a_j + psi_k'_j - psi_y where a_j > 0; -inf where a_j = 0 (the label itself)
-        x = torch.where(w > 0, w.log() + (g.negatives - g.label), -math.inf)
+        x = g.sample.log_weights(g.label.dtype) + (g.negatives - g.label)
         # a row without any other class is all -inf: clamped to the lowest finite value its
         # gradient is 0 instead of NaN (clamped entries pass none), then log S_hat = -inf
         lowest = torch.finfo(x.dtype).min
