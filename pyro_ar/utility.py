@@ -533,6 +533,8 @@ class LinearUtility(Utility):
                 raise ValueError(f"a {type(self).__name__} of a sparse x (or of {self.weights!r}) cannot "
                                  f"be expanded from {tuple(self.batch_shape)} to {tuple(batch_shape)}")
             return self
+        if torch.Size(batch_shape) == self.batch_shape:  # (immutable: itself)
+            return self
         return self.with_inputs(self.x.expand(torch.Size(batch_shape) + self.x.shape[-1:]))
 
     def __repr__(self):

@@ -54,8 +54,10 @@ class FastGumbel(Gumbel):
     transforms = property(lambda self: self._transformed.transforms)
 
     def expand(self, batch_shape: Sequence[int], _instance: Optional["FastGumbel"] = None) -> "FastGumbel":
-        new = self._get_checked_instance(FastGumbel, _instance)
         batch_shape = torch.Size(batch_shape)
+        if _instance is None and batch_shape == self.batch_shape:  # (immutable: itself)
+            return self
+        new = self._get_checked_instance(FastGumbel, _instance)
         new.loc, new.scale = self.loc.expand(batch_shape), self.scale.expand(batch_shape)
         TorchDistribution.__init__(new, batch_shape, torch.Size(), validate_args=False)
         new.__dict__.pop("_validate_args", None)
