@@ -69,7 +69,7 @@ class Negatives(NamedTuple):
     :ivar weight: weights :math:`a_j`, broadcastable to ``labels.shape + (s,)``; zero
         for a class equal to the datapoint's label.
     :ivar bool shared: whether one index set serves the whole batch.
-    :ivar log_weight: :math:`\log a_j` (``-inf`` where :math:`a_j = 0`), shaped as ``weight``,
+    :ivar log_weight: :math:`\\log a_j` (``-inf`` where :math:`a_j = 0`), shaped as ``weight``,
         when the sampler has it for less than ``weight.log()`` costs (a comparison and a
         ``torch.where`` instead of a logarithm per entry); None: take it from ``weight``
         (:meth:`log_weights`).
@@ -89,7 +89,7 @@ class Negatives(NamedTuple):
     log_weight: Optional[torch.Tensor] = None
 
     def log_weights(self, dtype: torch.dtype) -> torch.Tensor:
-        """:math:`\log a_j` in ``dtype``, ``-inf`` where :math:`a_j = 0` (``log_weight`` when the
+        """:math:`\\log a_j` in ``dtype``, ``-inf`` where :math:`a_j = 0` (``log_weight`` when the
         sampler gave it, else from ``weight``).
 
         Example:

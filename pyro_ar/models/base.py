@@ -49,9 +49,9 @@ from ..likelihoods import DEFAULT, DataSubsample, Likelihood, get_likelihood
 from ..subsets import sample_without_replacement
 from ..distributions.categorical import check_labels
 from ..numerics import check_finite, check_int
-from .plates import SubsamplePlate, WeightedPlate
+from .plates import SubsamplePlate, WeightedPlate  # noqa: F401  (WeightedPlate: its former home)
 
-__all__ = ["CategoricalModel", "WeightStrategy", "PerClassWeights", "WeightedPlate", "take_rows", "check_positive_int", "check_sample_weight"]
+__all__ = ["CategoricalModel", "WeightStrategy", "PerClassWeights", "take_rows", "check_positive_int", "check_sample_weight"]
 
 _WEIGHTS = ("mle", "map", "bayes")
 

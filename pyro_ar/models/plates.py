@@ -84,7 +84,7 @@ class WeightedPlate(SubsamplePlate):
     Example:
 
     >>> import torch, pyro, pyro.distributions as dist, pyro.poutine as poutine
-    >>> from pyro_ar.models.base import WeightedPlate
+    >>> from pyro_ar.models.plates import WeightedPlate
     >>> def model():
     ...     with WeightedPlate("data", 3, weight=torch.tensor([1.0, 2.0, 0.5])):
     ...         pyro.sample("x", dist.Normal(0.0, 1.0), obs=torch.zeros(3))
