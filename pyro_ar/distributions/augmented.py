@@ -240,7 +240,9 @@ def _noise_prior(nz, dtype, device, batch_shape):
     zero = torch.zeros((), dtype=dtype, device=device)
     prior = nz.distribution(zero, torch.ones_like(zero))
     if type(prior) is Gumbel:  # the same law, with an O(1) expand (each plate expands its sites)
-        prior = FastGumbel(prior.loc, prior.scale)
+        # (a scale of 1, read once per cache entry, given as the number: the KL to a unit q
+        # then takes FastGumbel's closed form)
+        prior = FastGumbel(prior.loc, 1.0 if bool((prior.scale == 1).all()) else prior.scale)
     prior = prior.expand(batch_shape)
     if len(_PRIOR_CACHE) >= _PRIOR_CACHE_SIZE:
         _PRIOR_CACHE.pop(next(iter(_PRIOR_CACHE)))

@@ -205,7 +205,7 @@ class ClosedFormELBO(TraceMeanField_ELBO):
                 continue
             node = guide_trace.nodes[fn.base.eps_site]
             loc = fn.updated_log_eta.reshape(node["fn"].batch_shape)
-            node["fn"] = FastGumbel(loc, torch.ones_like(loc))
+            node["fn"] = FastGumbel(loc, 1.0)
 
     @staticmethod
     def _natural_steps(model_trace, guide_trace):
