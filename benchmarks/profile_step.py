@@ -33,6 +33,7 @@ to ``--out``.
 """
 
 import collections
+import os
 import functools
 import statistics
 import subprocess
@@ -220,18 +221,24 @@ def profile(a):
     rounds, block = max(1, a.steps // 10), 10
     times = _interleave(steps, rounds, block, "pyro", acc, cnt)
     n = rounds * block
-    summary = _ratios(times, "hand")
+    per_step = _ratios(times, "hand")
+    names = {"pyro": f"Pyro step ({a.method})", "hand": "hand-written torch step (LazyAdam)",
+             "old": f"Pyro step at {a.old_commit}", "floor": "stock SVI, null model (floor)"}
+    for k, r in per_step.items():
+        r["name"] = names[k]
+    s = per_step["pyro"]
+    summary = dict(pyro_ms=s["ms"], hand_ms=per_step["hand"]["ms"], ratio=s["ratio"],
+                   median_round_ratio=s["median_round_ratio"], load_average=_load())
     if "old" in times:
         summary["pyro_over_old_median_round"] = statistics.median(p / o for p, o in zip(times["pyro"], times["old"]))
-    s = summary["pyro"]
     print(f"{a.method} K={a.K} validation={'on' if a.validate else 'off'}: {s['ms']:.3f} ms CPU per step "
-          f"(mean of {n}); hand-written torch step (LazyAdam) {summary['hand']['ms']:.3f} ms; ratio "
+          f"(mean of {n}); hand-written torch step (LazyAdam) {summary['hand_ms']:.3f} ms; ratio "
           f"{s['ratio']:.2f} (median of the per-round ratios {s['median_round_ratio']:.2f}, {rounds} "
-          f"interleaved rounds{'' if a.plain else '; itemised counters on'})")
-    for k, label in (("old", f"the same step at {a.old_commit}"), ("floor", "stock SVI, null model (floor)")):
-        if k in summary:
-            r = summary[k]
-            print(f"  {label}: {r['ms']:.3f} ms, ratio to hand {r['ratio']:.2f} (median per round "
+          f"interleaved rounds{'' if a.plain else '; itemised counters on'}; load average {summary['load_average']})")
+    for k in ("old", "floor"):
+        if k in per_step:
+            r = per_step[k]
+            print(f"  {r['name']}: {r['ms']:.3f} ms, ratio to hand {r['ratio']:.2f} (median per round "
                   f"{r['median_round_ratio']:.2f})")
     if "old" in times:
         print(f"  this step / the step at {a.old_commit}: median per round {summary['pyro_over_old_median_round']:.3f}")
@@ -239,10 +246,15 @@ def profile(a):
             for label in LABELS if label in acc]
     for label, r in zip([k for k in LABELS if k in acc], rows):
         print(f"{r['ms']:8.3f} ms  {r['calls']:4.1f}x  {label}")
-    summary.update(pyro_ms=s["ms"], hand_ms=summary["hand"]["ms"], ratio=s["ratio"],
-                   median_round_ratio=s["median_round_ratio"])
-    harness.save(a, "profile_step", {"summary": summary, "rows": rows})
+    harness.save(a, "profile_step", {"summary": summary, "steps": per_step, "rows": rows})
     return summary
+
+
+def _load():
+    try:
+        return [round(v, 1) for v in os.getloadavg()]
+    except OSError:
+        return None
 
 
 def _bigram_step(K, N, tag, seed):
@@ -279,14 +291,18 @@ def flat(a):
         for step in steps.values():
             step()
     times = _interleave(steps, max(1, a.steps // 10), 10, None, collections.Counter(), collections.Counter())
-    summary = _ratios(times, f"K={a.K_lo}")
+    per_step = _ratios(times, f"K={a.K_lo}")
+    for k, r in per_step.items():
+        r["name"] = f"A&R softmax bigram step, {k}"
     peak = harness.peak_bytes()
-    r = summary[f"K={a.K}"]
+    r = per_step[f"K={a.K}"]
+    summary = dict(ratio=r["ratio"], median_round_ratio=r["median_round_ratio"], peak_rss_bytes=peak,
+                   peak_rss_gib=peak / 2**30, load_average=_load())
     print(f"A&R softmax bigram step (D=64, B=512, 256 importance negatives, N={a.N}): K={a.K_lo} "
-          f"{summary[f'K={a.K_lo}']['ms']:.3f} ms, K={a.K} {r['ms']:.3f} ms; ratio {r['ratio']:.3f} "
-          f"(median per round {r['median_round_ratio']:.3f}); peak RSS {peak / 2**30:.3f} GiB (both models)")
-    summary.update(ratio=r["ratio"], median_round_ratio=r["median_round_ratio"], peak_rss_bytes=peak)
-    harness.save(a, "profile_step_flat", {"summary": summary})
+          f"{per_step[f'K={a.K_lo}']['ms']:.3f} ms, K={a.K} {r['ms']:.3f} ms; ratio {r['ratio']:.3f} "
+          f"(median per round {r['median_round_ratio']:.3f}); peak RSS {peak / 2**30:.3f} GiB (both models); "
+          f"load average {summary['load_average']}")
+    harness.save(a, "profile_step_flat", {"summary": summary, "steps": per_step})
     return summary
 
 
