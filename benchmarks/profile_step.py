@@ -115,15 +115,19 @@ def _instrument(acc, cnt):
 
 def _old_package(rev):
     """The package at commit ``rev``, imported as ``pyro_ar_old`` (its imports are relative)."""
-    import importlib
+    import importlib.util
 
     root = tempfile.mkdtemp(prefix="pyro_ar_old_")
     archive = subprocess.run(["git", "-C", str(harness.ROOT), "archive", rev, "pyro_ar"], check=True,
                              capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", root], input=archive, check=True)
-    subprocess.run(["mv", f"{root}/pyro_ar", f"{root}/pyro_ar_old"], check=True)
-    sys.path.insert(0, root)
-    return importlib.import_module("pyro_ar_old")
+    package = f"{root}/pyro_ar"
+    spec = importlib.util.spec_from_file_location("pyro_ar_old", f"{package}/__init__.py",
+                                                  submodule_search_locations=[package])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["pyro_ar_old"] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def _svi_step(pkg, x, y, K, tag, B=512, S=64, lr=1e-3):
