@@ -34,8 +34,8 @@ to ``--out``.
 """
 
 import collections
-import os
 import functools
+import os
 import statistics
 import subprocess
 import sys

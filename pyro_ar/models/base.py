@@ -409,9 +409,10 @@ class CategoricalModel:
         step. Here it is a :class:`~pyro_ar.models.plates.SubsamplePlate`, whose B indices come
         from :func:`~pyro_ar.subsets.sample_without_replacement` (uniform over B-subsets); a
         guide built with ``create_plates=model.create_plates`` draws them and Pyro's replay
-        hands them to the model, which then draws none. Without labels (prediction) or without ``subsample_size``: all rows. With
-        ``sample_weight`` (N,) the plate is a :class:`WeightedPlate`. Checks the call's
-        inputs first (:meth:`check_call`).
+        hands them to the model, which then draws none (nor re-checks the labels the guide's
+        plate checked). Without labels (prediction) or without ``subsample_size``: all rows.
+        With ``sample_weight`` (N,) the plate is a :class:`~pyro_ar.models.plates.WeightedPlate`.
+        Checks the call's inputs first (:meth:`check_call`).
         """
         self.check_call(x, y)
         N = len(x)
