@@ -418,9 +418,9 @@ class CategoricalModel:
         N = len(x)
         B = None if y is None or self.subsample_size is None else min(self.subsample_size, N)
         if sample_weight is not None:
-            plate = WeightedPlate("data", N, subsample_size=B, weight=sample_weight)
+            plate = WeightedPlate("data", N, subsample_size=B, weight=sample_weight, device=x.device)
         else:
-            plate = SubsamplePlate("data", N, subsample_size=B)
+            plate = SubsamplePlate("data", N, subsample_size=B, device=x.device)
         if y is not None and not self._checked_whole(x, y):  # the minibatch's labels (O(B)),
             self._check_batch_once(x, y, plate.subsample)     # before a guide gathers at them
         return plate

@@ -92,8 +92,8 @@ class WeightedPlate(SubsamplePlate):
     [1.0, 2.0, 0.5]
     """
 
-    def __init__(self, name, size, subsample=None, weight=None, dim=None, subsample_size=None):
-        super().__init__(name, size, subsample=subsample, subsample_size=subsample_size, dim=dim)
+    def __init__(self, name, size, subsample=None, weight=None, dim=None, subsample_size=None, device=None):
+        super().__init__(name, size, subsample=subsample, subsample_size=subsample_size, dim=dim, device=device)
         self.weight = weight
 
     def _process_message(self, msg):

@@ -15,6 +15,8 @@ from pyro_ar.models import LinearClassifier
 from pyro_ar.models.plates import SubsamplePlate, WeightedPlate
 from pyro_ar.optim import lazy_adam
 
+from tests.helpers import DEVICES
+
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
@@ -106,3 +108,12 @@ def test_a_label_written_in_place_is_still_caught():
     y[:] = 40  # out of range, written in place: the cached check no longer matches
     with pytest.raises(ValueError, match="y must lie in"):
         svi.step(x, y)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_models_subsample_lives_on_the_datas_device(device):
+    # (no host-to-device copy of the indices at every step)
+    model = LinearClassifier(3, 10, subsample_size=4)
+    x, y = torch.randn(50, 3, device=device), torch.randint(0, 10, (50,), device=device)
+    with model.data_plate(x, y) as idx:
+        assert idx.device == x.device and idx.shape == (4,)
