@@ -9,7 +9,8 @@ that :class:`~pyro_ar.noise.NoiseDistribution`, next to the noise it wraps, uses
   not checked here but on the rows actually gathered;
 * ``infer_shapes`` from the declared event dims (keyword arguments that are not declared
   parameters, e.g. ``num_negatives``, are options and do not shape the batch);
-* a generic ``expand`` that keeps every attribute and expands the batch-shaped ones.
+* a generic ``expand`` that keeps every attribute and expands the batch-shaped ones (to the
+  same batch shape: the distribution itself, unless it holds per-call state).
 """
 
 import torch
@@ -97,8 +98,13 @@ class ParamsMixin:
             check_param(getattr(self, name, None), constraint, name)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(type(self), _instance)
         batch_shape = torch.Size(batch_shape)
+        # the same shape: this very (immutable) distribution, as long as no per-call state is
+        # set (a plate's broadcast expands every site's distribution at every call)
+        if _instance is None and batch_shape == self.batch_shape \
+                and all(self.__dict__.get(name) is None for name in self._state_attrs):
+            return self
+        new = self._get_checked_instance(type(self), _instance)
         new.__dict__.update(self.__dict__)
         for name, event_dim in self._expand_attrs.items():
             new.__dict__[name] = _expand_value(self.__dict__[name], batch_shape, event_dim)

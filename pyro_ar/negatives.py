@@ -69,6 +69,10 @@ class Negatives(NamedTuple):
     :ivar weight: weights :math:`a_j`, broadcastable to ``labels.shape + (s,)``; zero
         for a class equal to the datapoint's label.
     :ivar bool shared: whether one index set serves the whole batch.
+    :ivar log_weight: :math:`\\log a_j` (``-inf`` where :math:`a_j = 0`), shaped as ``weight``,
+        when the sampler has it for less than ``weight.log()`` costs (a comparison and a
+        ``torch.where`` instead of a logarithm per entry); None: take it from ``weight``
+        (:meth:`log_weights`).
 
     Example:
 
@@ -82,6 +86,23 @@ class Negatives(NamedTuple):
     index: torch.Tensor
     weight: torch.Tensor
     shared: bool
+    log_weight: Optional[torch.Tensor] = None
+
+    def log_weights(self, dtype: torch.dtype) -> torch.Tensor:
+        """:math:`\\log a_j` in ``dtype``, ``-inf`` where :math:`a_j = 0` (``log_weight`` when the
+        sampler gave it, else from ``weight``).
+
+        Example:
+
+        >>> import torch
+        >>> from pyro_ar.negatives import Negatives
+        >>> Negatives(torch.tensor([1, 2]), torch.tensor([2.0, 0.0]), True).log_weights(torch.float32)
+        tensor([0.6931,   -inf])
+        """
+        if self.log_weight is not None:
+            return self.log_weight.to(dtype)
+        w = self.weight.to(dtype)
+        return torch.where(w > 0, w.log(), -math.inf)
 
     def check(self, num_classes: int, batch_shape: Sequence[int] = (), name: str = "negatives") -> None:
         """Raise ``ValueError`` naming ``name`` unless these are valid negatives over K classes.
@@ -210,8 +231,10 @@ class SharedNegatives(NegativeSampler):
     def _sample(self, labels, num_classes):
         s = self.num_negatives
         index = sample_without_replacement(num_classes, s, device=labels.device)
-        weight = (index != labels.unsqueeze(-1)) * (num_classes / s)
-        return Negatives(index, weight, True)
+        other = index != labels.unsqueeze(-1)
+        a = num_classes / s
+        # the log-weights with a comparison's mask, no logarithm per entry (log S_hat's input)
+        return Negatives(index, other * a, True, torch.where(other, math.log(a), -math.inf))
 
 
 class ImportanceNegatives(NegativeSampler):

@@ -346,6 +346,8 @@ class LinearWeights:
         """``t(bias[index])`` (sparse-gradient gather when ``sparse``), or None."""
         if self.bias is None:
             return None
+        if index.dim() == 1:  # (no reshape: one autograd node less)
+            return self._t(torch.gather(self.bias, 0, index, sparse_grad=self.sparse))
         flat = index.reshape(-1)
         return self._t(torch.gather(self.bias, 0, flat, sparse_grad=self.sparse).reshape(index.shape))
 
@@ -516,8 +518,11 @@ class LinearUtility(Utility):
         n = labels.numel()
         w, b = self.rows(torch.cat([labels.reshape(-1), index]))  # one gather, one sparse grad
         shape = broadcast_shape(self.batch_shape, labels.shape)
-        w_y = w[:n].reshape(labels.shape + w.shape[-1:])
-        psi_y = (self.x * w_y).sum(-1, keepdim=True).expand(shape + (1,))
+        # (no reshape or expand to the shape a tensor has: each would be one more autograd node)
+        w_y = w[:n] if labels.dim() == 1 else w[:n].reshape(labels.shape + w.shape[-1:])
+        psi_y = (self.x * w_y).sum(-1, keepdim=True)
+        if psi_y.shape[:-1] != shape:
+            psi_y = psi_y.expand(shape + (1,))
         psi_neg = self.x @ w[n:].T
         if b is not None:
             psi_y = psi_y + b[:n].reshape(labels.shape + (1,))
@@ -532,6 +537,8 @@ class LinearUtility(Utility):
             if torch.Size(batch_shape) != self.batch_shape:
                 raise ValueError(f"a {type(self).__name__} of a sparse x (or of {self.weights!r}) cannot "
                                  f"be expanded from {tuple(self.batch_shape)} to {tuple(batch_shape)}")
+            return self
+        if torch.Size(batch_shape) == self.batch_shape:  # (immutable: itself)
             return self
         return self.with_inputs(self.x.expand(torch.Size(batch_shape) + self.x.shape[-1:]))
 

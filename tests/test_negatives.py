@@ -591,3 +591,21 @@ def test_screened_refuses_bad_labels(labels, match):
 def test_screened_refuses_bad_utilities(utility, match):
     with pytest.raises(ValueError, match=match):
         ScreenedNegatives(4, screen=3)(torch.tensor([0, 1, 2]), 50, utility=utility)
+
+
+@pytest.mark.parametrize("strategy", ["per_datapoint", "shared", "importance", "label_head"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_log_weights_are_the_log_of_the_weights(strategy, dtype):
+    # a sampler's own log_weight (the shared one's: a comparison, no logarithm) and the
+    # fallback from weight agree: log a_j where a_j > 0, -inf where a_j = 0 (a label drawn)
+    K, s = 30, 6
+    labels = torch.randint(0, K, (50,))
+    sampler = (LabelHeadNegatives(SharedNegatives(s)) if strategy == "label_head"
+               else get_negative_sampler(strategy, s, torch.arange(1.0, K + 1) if strategy == "importance" else None))
+    neg = sampler(labels, K)
+    w = neg.weight.to(dtype)
+    expected = torch.where(w > 0, w.log(), torch.full_like(w, -math.inf))
+    torch.testing.assert_close(neg.log_weights(dtype), expected)
+    assert neg.log_weights(dtype).dtype == dtype
+    if strategy == "shared":  # the sampler's own (no logarithm per entry)
+        assert neg.log_weight is not None

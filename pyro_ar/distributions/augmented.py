@@ -208,9 +208,8 @@ class AugmentedCategorical(ClassSumLikelihood):
         subsample holding only the label gives :math:`-\infty` with zero (not NaN) gradients.
         """
         g = self.gather_utilities(value)
-        w = g.weight
         # log a_j + psi_k'_j - psi_y where a_j > 0; -inf where a_j = 0 (the label itself)
-        x = torch.where(w > 0, w.log() + (g.negatives - g.label), -math.inf)
+        x = g.sample.log_weights(g.label.dtype) + (g.negatives - g.label)
         # a row without any other class is all -inf: clamped to the lowest finite value its
         # gradient is 0 instead of NaN (clamped entries pass none), then log S_hat = -inf
         lowest = torch.finfo(x.dtype).min
@@ -241,7 +240,9 @@ def _noise_prior(nz, dtype, device, batch_shape):
     zero = torch.zeros((), dtype=dtype, device=device)
     prior = nz.distribution(zero, torch.ones_like(zero))
     if type(prior) is Gumbel:  # the same law, with an O(1) expand (each plate expands its sites)
-        prior = FastGumbel(prior.loc, prior.scale)
+        # (a scale of 1, read once per cache entry, given as the number: the KL to a unit q
+        # then takes FastGumbel's closed form)
+        prior = FastGumbel(prior.loc, 1.0 if bool((prior.scale == 1).all()) else prior.scale)
     prior = prior.expand(batch_shape)
     if len(_PRIOR_CACHE) >= _PRIOR_CACHE_SIZE:
         _PRIOR_CACHE.pop(next(iter(_PRIOR_CACHE)))

@@ -184,6 +184,8 @@ class ClassSumLikelihood(ParamsMixin, TorchDistribution):
         """``value`` validated (when validation is on) and broadcast to the batch shape, int64."""
         if self._validate_args:
             value = check_labels(value, self.num_classes, self.batch_shape)
+        if value.shape == self.batch_shape:  # (the usual case: no broadcast to work out)
+            return value.long()
         return value.long().expand(broadcast_shape(value.shape, self.batch_shape))
 
     def draw_negatives(self, labels: torch.Tensor) -> Negatives:

@@ -40,7 +40,7 @@ from pyro.distributions import ExpandedDistribution, Gumbel, Independent
 from pyro.infer import TraceMeanField_ELBO
 from pyro.infer.util import is_validation_enabled
 from pyro.poutine.messenger import Messenger
-from pyro.poutine.util import prune_subsample_sites
+from pyro.poutine.util import site_is_subsample
 from pyro.util import check_model_guide_match, check_site_shape
 
 from ..distributions import (AugmentedCategorical, FastGumbel, GaussianExpectedFactor, GumbelExpectedFactor,  # noqa: F401
@@ -99,6 +99,12 @@ class _ExpectedFactorMessenger(Messenger):
             local_step = record.natural_step if self.updating and record.local_first else None
             msg["fn"] = GumbelExpectedFactor(fn, _unwrap(guide_fn).loc.expand(fn.batch_shape), local_step)
             self.noise_sites.add(fn.eps_site)
+
+
+def _prune_subsample_sites(trace):
+    """``pyro.poutine.util.prune_subsample_sites`` without the copy of the trace."""
+    for name in [name for name, site in trace.nodes.items() if site_is_subsample(site)]:
+        trace.remove_node(name)
 
 
 def _kl_only_sites(names, model_trace, guide_trace):
@@ -170,8 +176,8 @@ class ClosedFormELBO(TraceMeanField_ELBO):
         validating = is_validation_enabled()
         if validating:
             check_model_guide_match(model_trace, guide_trace, self.max_plate_nesting)
-        guide_trace = prune_subsample_sites(guide_trace)
-        model_trace = prune_subsample_sites(model_trace)
+        _prune_subsample_sites(guide_trace)  # (in place: these traces are this call's own)
+        _prune_subsample_sites(model_trace)
         # without validation (which checks every site's log_prob shape), the densities of
         # the KL-only noise sites are not computed: nothing reads them
         skip = set() if validating else _kl_only_sites(messenger.noise_sites, model_trace, guide_trace)
@@ -199,7 +205,7 @@ class ClosedFormELBO(TraceMeanField_ELBO):
                 continue
             node = guide_trace.nodes[fn.base.eps_site]
             loc = fn.updated_log_eta.reshape(node["fn"].batch_shape)
-            node["fn"] = FastGumbel(loc, torch.ones_like(loc))
+            node["fn"] = FastGumbel(loc, 1.0)
 
     @staticmethod
     def _natural_steps(model_trace, guide_trace):

@@ -283,7 +283,7 @@ class GumbelLocalGuide(_LocalGuide):
         else:
             loc = self._gather(log_eta_all, idx)
             record = LocalStep(unit_gumbel=True)  # lets ClosedFormELBO skip checking the scale
-        return FastGumbel(loc, torch.ones_like(loc)), {INFER_KEY: record}
+        return FastGumbel(loc, 1.0), {INFER_KEY: record}
 
     @torch.no_grad()
     def _natural_step(self, name, idx, log_eta_all, log_eta_target):
@@ -401,7 +401,7 @@ class AmortizedLocalGuide(_LocalGuide):
         out = encoder(x[idx], y[idx])
         loc = out[..., 0]
         if info["noise"].closed_form:
-            return FastGumbel(loc, torch.ones_like(loc)), {}
+            return FastGumbel(loc, 1.0), {}
         return info["noise"].distribution(loc, F.softplus(out[..., 1])), {}
 
 

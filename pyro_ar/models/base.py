@@ -49,8 +49,9 @@ from ..likelihoods import DEFAULT, DataSubsample, Likelihood, get_likelihood
 from ..subsets import sample_without_replacement
 from ..distributions.categorical import check_labels
 from ..numerics import check_finite, check_int
+from .plates import SubsamplePlate, WeightedPlate  # noqa: F401  (WeightedPlate: its former home)
 
-__all__ = ["CategoricalModel", "WeightStrategy", "PerClassWeights", "WeightedPlate", "take_rows", "check_positive_int", "check_sample_weight"]
+__all__ = ["CategoricalModel", "WeightStrategy", "PerClassWeights", "take_rows", "check_positive_int", "check_sample_weight"]
 
 _WEIGHTS = ("mle", "map", "bayes")
 
@@ -105,40 +106,6 @@ def check_sample_weight(sample_weight, num_data: int):
     bad = ~torch.isfinite(sample_weight) | (sample_weight < 0)
     if bad.any():
         raise ValueError(f"sample_weight must be finite and >= 0, got {sample_weight[bad][:5].tolist()}")
-
-
-class WeightedPlate(pyro.plate):
-    r"""A data plate whose sites are weighted per datapoint: the ELBO becomes
-    :math:`\sum_n w_n\,\mathrm{ELBO}_n`, estimated on the subsample as
-    :math:`\frac{N}{B}\sum_{n\in\text{batch}} w_n\,\mathrm{ELBO}_n`.
-
-    Model and guide sites inside it get the same weights (both open the plate through
-    ``model.create_plates``), so the likelihood, the noise prior and q(eps) are weighted
-    alike -- what ``sample_weight`` means in scikit-learn (a datapoint of weight 2 counts as
-    two copies).
-
-    Example:
-
-    >>> import torch, pyro, pyro.distributions as dist, pyro.poutine as poutine
-    >>> from pyro_ar.models.base import WeightedPlate
-    >>> def model():
-    ...     with WeightedPlate("data", 3, weight=torch.tensor([1.0, 2.0, 0.5])):
-    ...         pyro.sample("x", dist.Normal(0.0, 1.0), obs=torch.zeros(3))
-    >>> poutine.trace(model).get_trace().nodes["x"]["scale"].tolist()
-    [1.0, 2.0, 0.5]
-    """
-
-    def __init__(self, name, size, subsample=None, weight=None, dim=None):
-        super().__init__(name, size, subsample=subsample, dim=dim)
-        self.weight = weight
-
-    def _process_message(self, msg):
-        super()._process_message(msg)
-        if self.weight is None:
-            return
-        w = self.weight.index_select(0, self.indices.to(self.weight.device))
-        w = w.reshape(w.shape + (1,) * (-1 - self.dim))
-        msg["scale"] = msg["scale"] * w
 
 
 class WeightStrategy:
@@ -439,23 +406,33 @@ class CategoricalModel:
         """The ``"data"`` plate of one step, with O(B) subsample indices.
 
         ``pyro.plate("data", N, subsample_size=B)`` draws ``torch.randperm(N)``: O(N) work per
-        step. Here the B indices come from
-        :func:`~pyro_ar.negatives.sample_without_replacement` (uniform over B-subsets) and
-        are passed as the plate's explicit ``subsample``; a guide built with
-        ``create_plates=model.create_plates`` draws them and Pyro's replay hands them to the
-        model. Without labels (prediction) or without ``subsample_size``: all rows. With
-        ``sample_weight`` (N,) the plate is a :class:`WeightedPlate`. Checks the call's
-        inputs first (:meth:`check_call`).
+        step. Here it is a :class:`~pyro_ar.models.plates.SubsamplePlate`, whose B indices come
+        from :func:`~pyro_ar.subsets.sample_without_replacement` (uniform over B-subsets); a
+        guide built with ``create_plates=model.create_plates`` draws them and Pyro's replay
+        hands them to the model, which then draws none (nor re-checks the labels the guide's
+        plate checked). Without labels (prediction) or without ``subsample_size``: all rows.
+        With ``sample_weight`` (N,) the plate is a :class:`~pyro_ar.models.plates.WeightedPlate`.
+        Checks the call's inputs first (:meth:`check_call`).
         """
         self.check_call(x, y)
         N = len(x)
-        B = None if y is None else self.subsample_size
-        subsample = None if B is None or B >= N else sample_without_replacement(N, B, device=x.device)
-        if y is not None and not self._checked_whole(x, y):  # the minibatch's labels (O(B)),
-            self.check_batch(x, y, subsample)                 # before a guide gathers at them
+        B = None if y is None or self.subsample_size is None else min(self.subsample_size, N)
         if sample_weight is not None:
-            return WeightedPlate("data", N, subsample=subsample, weight=sample_weight)
-        return pyro.plate("data", N, subsample=subsample)
+            plate = WeightedPlate("data", N, subsample_size=B, weight=sample_weight, device=x.device)
+        else:
+            plate = SubsamplePlate("data", N, subsample_size=B, device=x.device)
+        if y is not None and not self._checked_whole(x, y):  # the minibatch's labels (O(B)),
+            self._check_batch_once(x, y, plate.subsample)     # before a guide gathers at them
+        return plate
+
+    def _check_batch_once(self, x, y: torch.Tensor, rows: Optional[torch.Tensor]):
+        """:meth:`check_batch`, skipped for the labels and rows it last passed (unchanged): the
+        model replayed on its guide's trace opens the plate on the guide's very indices."""
+        last = self.__dict__.get("_checked_batch")
+        if last is not None and rows is not None and last[0].matches(y) and last[1].matches(rows):
+            return
+        self.check_batch(x, y, rows)
+        self._checked_batch = (_Unchanged(y), _Unchanged(rows))
 
     def check_call(self, x, y: Optional[torch.Tensor] = None):
         """The O(1) checks of one model or guide call, before any input is touched: shapes
@@ -501,6 +478,7 @@ class CategoricalModel:
     def __getstate__(self):
         state = dict(self.__dict__)
         state.pop("_checked", None)  # (weak references to data do not pickle)
+        state.pop("_checked_batch", None)
         return state
 
     def _check_nonempty(self, x):

@@ -18,7 +18,7 @@ import pyro.distributions as dist
 import pyro.poutine as poutine
 
 from pyro_ar import AugmentedCategorical, LinearUtility, UtilityCategorical, as_utility, sample_categorical
-from pyro_ar.negatives import Negatives
+from pyro_ar.negatives import Negatives, SharedNegatives
 
 from tests.helpers import BUILTIN_NOISES, DEVICES, DTYPES, make_noise
 
@@ -319,3 +319,28 @@ def test_eps_prior_is_the_noise():
     gumbel = poutine.trace(lambda: sample_categorical(
         "z", torch.randn(2, 3), obs=torch.zeros(2, dtype=torch.long), noise="gumbel")).get_trace()
     assert isinstance(gumbel.nodes["z_eps"]["fn"], dist.Gumbel)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_log_sum_exp_negatives_from_log_weights_equals_from_weights(dtype):
+    # the shared sampler's log-weights (a comparison) give log S_hat as its weights do (the
+    # fallback for negatives without log-weights), label hits (weight 0) included
+    g = torch.Generator().manual_seed(3)
+    K, B, D = 40, 64, 5
+    x, W, b = (torch.randn(B, D, generator=g, dtype=dtype), torch.randn(K, D, generator=g, dtype=dtype),
+               torch.randn(K, generator=g, dtype=dtype))
+    y = torch.randint(0, K, (B,), generator=g)
+    neg = SharedNegatives(8)(y, K)
+    assert neg.log_weight is not None and bool((neg.weight == 0).any())  # some labels drawn
+    plain = Negatives(neg.index, neg.weight, True)
+    psi, eps = LinearUtility(x, W, b), torch.zeros(B, dtype=dtype)
+    fast = AugmentedCategorical(psi, eps, negatives=neg).log_sum_exp_negatives(y)
+    slow = AugmentedCategorical(psi, eps, negatives=plain).log_sum_exp_negatives(y)
+    torch.testing.assert_close(fast, slow)
+
+
+def test_same_shape_expand_is_the_distribution_itself():
+    d = AugmentedCategorical(torch.randn(4, 10), torch.zeros(4), num_negatives=3)
+    assert d.expand((4,)) is d
+    e = d.expand((2, 4))
+    assert e is not d and e.batch_shape == (2, 4)
