@@ -202,7 +202,10 @@ def _write_failed(path: str, folder: str, error: BaseException) -> OSError:
     except OSError:
         free = "free space unknown"
     code = getattr(error, "errno", None) or errno.EIO
-    reason = os.strerror(code) if isinstance(error, OSError) else str(error).strip().splitlines()[0][:160]
+    if isinstance(error, OSError):
+        reason = os.strerror(error.errno) if error.errno else (str(error) or os.strerror(code))
+    else:
+        reason = str(error).strip().splitlines()[0][:160]
     return OSError(code, f"cannot save to {path!r}: writing it failed ({reason}); the disk or a quota may be "
                          f"full ({free}); the previous file, if any, is unchanged")
 
