@@ -9,6 +9,7 @@ Real data sets (read from local copies, never downloaded), one module per file f
   ARFF file;
 * :func:`load_svmlight` (:mod:`~pyro_ar.datasets.svmlight`) -- multi-label data in the
   extreme-classification repository's text format (or scikit-learn's svmlight format);
+  :func:`read_svmlight` reads one such file as scipy CSR features and label indicator;
 * :func:`load_mnist` (:mod:`~pyro_ar.datasets.idx`) -- MNIST digits from the raw IDX files
   (K = 10, D = 784);
 * :func:`load_brown` (:mod:`~pyro_ar.datasets.text`) -- next-word (bigram) prediction on the
@@ -66,7 +67,7 @@ from .synthetic import SparseTeacherData, TeacherData, ToyData, make_linear_teac
 from .sessions import SessionData, load_brown_sessions, make_recogym_sessions, pad_sessions, split_sessions
 from .multivariate import (CategoricalData, hide_entries, load_breast_cancer_categorical, load_breast_cancer_wisconsin,
                            load_brown_windows, make_xor_relations)
-from .svmlight import load_svmlight
+from .svmlight import load_svmlight, read_svmlight
 from .bag_of_words import load_brown_bag_of_words, make_bag_of_words, to_scipy_csr
 from .reverse_dictionary import gloss_tokens, make_reverse_dictionary
 from .wordnet import WORDNET_FILES, load_wordnet_reverse_dictionary, read_wordnet_glosses
@@ -85,6 +86,7 @@ __all__ = [
     "load_arff_multilabel",
     "reduce_multilabel",
     "load_svmlight",
+    "read_svmlight",
     "load_text_corpus",
     "Vocabulary",
     "load_mnist",
