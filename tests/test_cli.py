@@ -189,3 +189,19 @@ def test_a_model_of_other_features_is_refused(files, capsys):
                  str(files / "o.npz")]) == 2
     err = capsys.readouterr().err
     assert "X_wide.npz: 9 feature columns; expected 8, the number the model was fitted on" in err
+
+
+def test_verbose_shows_the_fit_and_predict_progress_bars(files, capsys, monkeypatch):
+    import pyro_ar.cli as cli
+
+    model = files / "verbose.pt"
+    assert main(["fit", "-x", str(files / "train.txt"), "-m", str(model), "--verbose", *FIT_FLAGS]) == 0
+    err = capsys.readouterr().err
+    assert "ARClassifier: 400 rows" in err  # (row, label) pairs: 200 rows x 2 labels
+    assert "ARClassifier phase 2/2: fit on all the data" in err and "step" in err
+    monkeypatch.setattr(cli, "PREDICT_CHUNK", 16)  # 60 rows: 4 chunks, a bar over the rows
+    assert main(["predict", "-x", str(files / "test.txt"), "-m", str(model), "-o", str(files / "v.txt"), "-v"]) == 0
+    err = capsys.readouterr().err
+    assert "pyro-ar predict" in err and "60/60" in err
+    assert main(["predict", "-x", str(files / "test.txt"), "-m", str(model), "-o", str(files / "q.txt"), "-q"]) == 0
+    assert capsys.readouterr().err == "" and (files / "q.txt").read_text() == (files / "v.txt").read_text()
