@@ -24,9 +24,10 @@ from pyro_ar.cli import main, read_scores  # noqa: E402
 from pyro_ar.datasets import read_svmlight  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-#: a small fit: the prior-scale search and 100 steps of the final fit
-FIT_FLAGS = ["--max-epochs", "2", "--random-state", "3", "--param", "min_steps=100", "--param", "batch_size=64"]
-FIT_PARAMS = dict(max_epochs=2, random_state=3, min_steps=100, batch_size=64)
+#: a small fit: 100 steps at a fixed prior scale (no search)
+FIT_FLAGS = ["--max-epochs", "2", "--random-state", "3", "--prior-scale", "1.0", "--param", "min_steps=100",
+             "--param", "batch_size=64"]
+FIT_PARAMS = dict(max_epochs=2, random_state=3, prior_scale=1.0, min_steps=100, batch_size=64)
 
 
 def run(*args, ok=True):
@@ -198,7 +199,7 @@ def test_verbose_shows_the_fit_and_predict_progress_bars(files, capsys, monkeypa
     assert main(["fit", "-x", str(files / "train.txt"), "-m", str(model), "--verbose", *FIT_FLAGS]) == 0
     err = capsys.readouterr().err
     assert "ARClassifier: 400 rows" in err  # (row, label) pairs: 200 rows x 2 labels
-    assert "ARClassifier phase 2/2: fit on all the data" in err and "step" in err
+    assert "ARClassifier fit: 100%" in err and "100/100" in err
     monkeypatch.setattr(cli, "PREDICT_CHUNK", 16)  # 60 rows: 4 chunks, a bar over the rows
     assert main(["predict", "-x", str(files / "test.txt"), "-m", str(model), "-o", str(files / "v.txt"), "-v"]) == 0
     err = capsys.readouterr().err
