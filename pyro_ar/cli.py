@@ -419,13 +419,13 @@ def cmd_evaluate(args) -> int:
 
 # TODO(merge): the ranking metrics of pyro_ar.evaluation (issue 36, INTERFACES.md item 3) are
 # written in another branch; until they are merged, these stand in (same definitions).
-def _fallback_propensities(Y, A: float = 0.55, B: float = 1.5) -> np.ndarray:  # pragma: no cover
+def _fallback_propensities(Y, A: float = 0.55, B: float = 1.5) -> np.ndarray:
     N, counts = Y.shape[0], np.bincount(Y.indices, minlength=Y.shape[1]).astype(np.float64)
     C = (np.log(N) - 1.0) * (B + 1.0) ** A
     return 1.0 / (1.0 + C * np.exp(-A * np.log(counts + B)))
 
 
-def _fallback_ranking_metrics(ranked, Y, ks=(1, 3, 5), propensities=None):  # pragma: no cover
+def _fallback_ranking_metrics(ranked, Y, ks=(1, 3, 5), propensities=None):
     hits = np.asarray(Y[np.arange(Y.shape[0])[:, None], ranked].todense()) > 0
     sizes = np.diff(Y.indptr)
     discount = 1.0 / np.log2(np.arange(2, ranked.shape[1] + 2))

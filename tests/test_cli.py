@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -74,6 +73,7 @@ def files(tmp_path_factory):
 def test_help_shows_an_example_and_the_console_script_is_declared():
     out = run("--help")
     assert "usage: pyro-ar" in out.stdout and "pyro-ar fit -x train.txt -m model.pt" in out.stdout
+    tomllib = pytest.importorskip("tomllib")  # (Python >= 3.11)
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     module, _, name = scripts["pyro-ar"].partition(":")
     assert (module, name) == ("pyro_ar.cli", "main")
