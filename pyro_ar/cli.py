@@ -304,7 +304,7 @@ def _label_width(est, out) -> int:
     classes = np.asarray(est.classes_)
     if not (np.issubdtype(classes.dtype, np.integer) and classes.min() >= 0):
         if _is_npz(Path(out)):
-            raise BadInput(f"{out}: the model's classes are not column indices (e.g. {classes[0]!r}); "
+            raise BadInput(f"{out}: the model's classes are not column indices (e.g. {classes.tolist()[0]!r}); "
                            f"write text predictions instead (-o scores.txt)")
         return len(classes)
     return int(classes.max()) + 1
@@ -315,8 +315,9 @@ def cmd_predict(args) -> int:
     est = load_model(args.model)
     X, _ = read_features(args.x, num_features=est.n_features_in_)
     verbose = args.verbose if args.verbose is not None else sys.stderr.isatty()
+    width = _label_width(est, args.output)  # (before the predictions: a refusal comes first)
     labels, probs = predict_top(est, X, args.top_k, verbose)
-    write_scores(args.output, labels, probs, _label_width(est, args.output))
+    write_scores(args.output, labels, probs, width)
     print(f"wrote the top {args.top_k} labels of {X.shape[0]:,} rows to {args.output}")
     return 0
 

@@ -206,3 +206,16 @@ def test_verbose_shows_the_fit_and_predict_progress_bars(files, capsys, monkeypa
     assert "pyro-ar predict" in err and "60/60" in err
     assert main(["predict", "-x", str(files / "test.txt"), "-m", str(model), "-o", str(files / "q.txt"), "-q"]) == 0
     assert capsys.readouterr().err == "" and (files / "q.txt").read_text() == (files / "v.txt").read_text()
+
+
+def test_a_model_of_named_classes_predicts_to_text_only(tmp_path, capsys):
+    """Classes that are not column indices (a Python API fit on words) have no .npz column."""
+    X = np.random.RandomState(0).randn(40, 3)
+    ARClassifier(**FIT_PARAMS).fit(X, np.where(X[:, 0] > 0, "yes", "no")).save(tmp_path / "words.pt")
+    sp.save_npz(tmp_path / "X.npz", sp.csr_matrix(X[:5]))
+    argv = ["predict", "-x", str(tmp_path / "X.npz"), "-m", str(tmp_path / "words.pt"), "-k", "2", "-o"]
+    assert main(argv + [str(tmp_path / "P.npz")]) == 2
+    assert "P.npz: the model's classes are not column indices (e.g. 'no')" in capsys.readouterr().err
+    assert main(argv + [str(tmp_path / "P.txt")]) == 0
+    rows = [line.split() for line in (tmp_path / "P.txt").read_text().splitlines()]
+    assert len(rows) == 5 and all(sorted(p.split(":")[0] for p in r) == ["no", "yes"] for r in rows)
