@@ -60,7 +60,16 @@ MODEL_FILE = "a model file written by `pyro-ar fit` (ARClassifier.save)"
 
 class BadInput(Exception):
     """A file or option the command cannot use: ``main`` prints ``pyro-ar: error: <message>``
-    and exits with status 2 (no traceback)."""
+    and exits with status 2 (no traceback).
+
+    Example:
+
+    >>> from pyro_ar.cli import read_labels
+    >>> read_labels("/nonexistent/Y.npz")
+    Traceback (most recent call last):
+    ...
+    pyro_ar.cli.BadInput: /nonexistent/Y.npz: no such file (expected labels Y (a 0/1 indicator, rows x labels))
+    """
 
 
 # ------------------------------------------------------------------ reading and writing files
@@ -109,7 +118,19 @@ def _read_text(path: Path, what: str, num_features: Optional[int] = None):
 
 def read_features(path, num_features: Optional[int] = None):
     """``(X, Y or None)``: features (CSR float32/64, (N, D)) of an ``.npz``, or features and
-    labels of a text file (read with ``num_features`` columns when given)."""
+    labels of a text file (read with ``num_features`` columns when given).
+
+    Example:
+
+    >>> import os, tempfile
+    >>> from pyro_ar.cli import read_features
+    >>> path = os.path.join(tempfile.mkdtemp(), "train.txt")
+    >>> with open(path, "w") as f:
+    ...     _ = f.write("2 3 4\\n0,3 0:1.5 2:1\\n1 1:2\\n")      # header N D L, rows
+    >>> X, Y = read_features(path)
+    >>> X.toarray().tolist(), Y.toarray().tolist()
+    ([[1.5, 0.0, 1.0], [0.0, 2.0, 0.0]], [[1.0, 0.0, 0.0, 1.0], [0.0, 1.0, 0.0, 0.0]])
+    """
     path = Path(path)
     what = "features X (rows x features)"
     if _is_npz(path):
@@ -122,7 +143,18 @@ def read_features(path, num_features: Optional[int] = None):
 
 
 def read_labels(path):
-    """The 0/1 label indicator (CSR, (N, L)) of an ``.npz`` or of a text file's labels."""
+    """The 0/1 label indicator (CSR, (N, L)) of an ``.npz`` or of a text file's labels.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from pyro_ar.cli import read_labels
+    >>> path = os.path.join(tempfile.mkdtemp(), "Y.npz")
+    >>> sp.save_npz(path, sp.csr_matrix(np.array([[1, 0, 1], [0, 1, 0]])))
+    >>> read_labels(path).toarray().tolist()
+    [[1, 0, 1], [0, 1, 0]]
+    """
     path = Path(path)
     what = "labels Y (a 0/1 indicator, rows x labels)"
     if not _is_npz(path):
@@ -139,7 +171,19 @@ def read_scores(path) -> Tuple[np.ndarray, np.ndarray]:
     """``(ranked, scores)`` of predictions, each (N, m): the classes of each row by decreasing
     score (ties: the lower class first) and their scores; a row with fewer than m predictions is
     padded with class ``-1`` and score ``-inf``. From a scores ``.npz`` (N, L) or a text file of
-    ``label:score`` pairs, one line per row."""
+    ``label:score`` pairs, one line per row.
+
+    Example (row 1 has one prediction):
+
+    >>> import os, tempfile
+    >>> from pyro_ar.cli import read_scores
+    >>> path = os.path.join(tempfile.mkdtemp(), "P.txt")
+    >>> with open(path, "w") as f:
+    ...     _ = f.write("3:0.7 0:0.2\\n1:0.9\\n")
+    >>> ranked, scores = read_scores(path)
+    >>> ranked.tolist(), scores.tolist()
+    ([[3, 0], [1, -1]], [[0.7, 0.2], [0.9, -inf]])
+    """
     path = Path(path)
     what = "predictions (scores rows x labels, as `pyro-ar predict` writes)"
     if _is_npz(path):
@@ -176,7 +220,18 @@ def _padded(rows: np.ndarray, labels: np.ndarray, scores: np.ndarray, n: int):
 
 def write_scores(path, labels: np.ndarray, probs: np.ndarray, num_labels: int) -> None:
     """Write the top-k ``labels`` (N, k) and their ``probs``: a CSR ``.npz`` (N, num_labels)
-    of float64 probabilities, or text lines of ``label:probability`` pairs, best first."""
+    of float64 probabilities, or text lines of ``label:probability`` pairs, best first.
+
+    Example (the CSR keeps the scores, :func:`read_scores` recovers the order):
+
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from pyro_ar.cli import read_scores, write_scores
+    >>> path = os.path.join(tempfile.mkdtemp(), "P.npz")
+    >>> write_scores(path, np.array([[4, 1], [0, 2]]), np.array([[0.6, 0.3], [0.5, 0.4]]), num_labels=5)
+    >>> read_scores(path)[0].tolist()
+    [[4, 1], [0, 2]]
+    """
     path = Path(path)
     if _is_npz(path):
         import scipy.sparse as sp
@@ -458,7 +513,15 @@ def _add_labels_mode(p) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``argparse`` parser of ``pyro-ar`` and its three commands."""
+    """The ``argparse`` parser of ``pyro-ar`` and its three commands.
+
+    Example:
+
+    >>> from pyro_ar.cli import build_parser
+    >>> args = build_parser().parse_args(["predict", "-x", "X.npz", "-m", "model.pt", "-o", "P.npz"])
+    >>> args.command, args.top_k
+    ('predict', 5)
+    """
     fmt = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(prog=PROG, formatter_class=fmt, epilog=EXAMPLES,
                                      description="Augment & Reduce classifiers on files: fit, predict, evaluate.")
@@ -507,7 +570,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run ``pyro-ar`` with ``argv`` (default ``sys.argv[1:]``); the exit status."""
+    """Run ``pyro-ar`` with ``argv`` (default ``sys.argv[1:]``); the exit status.
+
+    Example (row 0 has labels 0 and 2 and ranks 2 first; row 1 has label 1 and ranks it second):
+
+    >>> import os, tempfile
+    >>> from pyro_ar.cli import main
+    >>> d = tempfile.mkdtemp()
+    >>> with open(os.path.join(d, "Y.txt"), "w") as f:
+    ...     _ = f.write("0,2 0:1\\n1 0:1\\n")
+    >>> with open(os.path.join(d, "P.txt"), "w") as f:
+    ...     _ = f.write("2:0.7 1:0.2\\n0:0.6 1:0.3\\n")
+    >>> main(["evaluate", "-y", os.path.join(d, "Y.txt"), "-p", os.path.join(d, "P.txt"), "-k", "1", "2"])
+          P@1 0.500000
+       nDCG@1 0.500000
+          P@2 0.500000
+       nDCG@2 0.622...
+    0
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
