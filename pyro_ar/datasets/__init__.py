@@ -78,7 +78,7 @@ from .synthetic import SparseTeacherData, TeacherData, ToyData, make_linear_teac
 from .sessions import SessionData, load_brown_sessions, make_recogym_sessions, pad_sessions, split_sessions
 from .multivariate import (CategoricalData, hide_entries, load_breast_cancer_categorical, load_breast_cancer_wisconsin,
                            load_brown_windows, make_xor_relations)
-from .svmlight import load_svmlight
+from .svmlight import load_svmlight, read_svmlight
 from .multilabel import label_indicator
 from .bag_of_words import load_brown_bag_of_words, make_bag_of_words, to_scipy_csr
 from .reverse_dictionary import gloss_features, gloss_tokens, make_reverse_dictionary
@@ -101,6 +101,7 @@ __all__ = [
     "load_arff_multilabel",
     "reduce_multilabel",
     "load_svmlight",
+    "read_svmlight",
     "label_indicator",
     "load_text_corpus",
     "Vocabulary",

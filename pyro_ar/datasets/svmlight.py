@@ -14,7 +14,9 @@ read by :func:`sklearn.datasets.load_svmlight_files` (so scikit-learn is needed)
 set of row :math:`n` is reduced to one class (:func:`~pyro_ar.datasets.reduce_multilabel`,
 by default the lowest label, as for Bibtex) and unseen test classes are handled as by
 :func:`~pyro_ar.datasets.load_bibtex`; ``reduction=None`` keeps every label (a multi-label
-:class:`~pyro_ar.datasets.Dataset`, :mod:`~pyro_ar.datasets.multilabel`).
+:class:`~pyro_ar.datasets.Dataset`, :mod:`~pyro_ar.datasets.multilabel`). :func:`read_svmlight`
+gives one file's rows as they are: scipy CSR features and the CSR indicator of every label
+(what ``python -m pyro_ar`` reads).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from ._common import Dataset, PathLike
 from .arff import _multilabel_dataset
 from .multilabel import label_indicator, labelled_rows
 
-__all__ = ["load_svmlight"]
+__all__ = ["load_svmlight", "read_svmlight"]
 
 
 def _read(p: Path) -> Tuple[Optional[Tuple[int, int, int]], io.BytesIO]:
@@ -68,6 +70,82 @@ def _check_rows(p: Path, header, x, label_sets) -> None:
         if wrong:
             raise ValueError(f"load_svmlight: {p}: row {n} has the label {wrong[0]!r}; labels must "
                              "be integers >= 0")
+
+
+def _read_files(files: Dict[str, Path], num_features: Optional[int], num_labels: Optional[int]):
+    """The rows of the ``files`` (name -> path) read together: ``(xs, label sets, L)``, each
+    ``x`` a float32 CSR ``(N, D)`` with D shared, each label set a tuple of labels (checked by
+    :func:`_check_rows`), L the label space (``num_labels``, else the header's, else the
+    largest label + 1)."""
+    try:
+        from sklearn.datasets import load_svmlight_files
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise ImportError("load_svmlight needs scikit-learn: pip install scikit-learn "
+                          "(or pip install 'pyro-ar[data]')") from None
+    num_features = check_int("num_features", num_features, low=1, allow_none=True)
+    num_labels = check_int("num_labels", num_labels, low=1, allow_none=True)
+    read = {s: _read(p) for s, p in files.items()}
+    headers = [h for h, _ in read.values() if h is not None]
+    if num_features is None and headers:
+        num_features = headers[0][1]
+    if num_labels is None and headers:
+        num_labels = headers[0][2]
+    try:
+        loaded = load_svmlight_files([b for _, b in read.values()], n_features=num_features,
+                                     multilabel=True, zero_based=True, dtype=np.float32)
+    except (ValueError, OverflowError) as e:  # (a feature index >= 2^31: OverflowError)
+        raise ValueError(f"load_svmlight: cannot read {', '.join(map(str, files.values()))}: {e}") from None
+    xs, ys = loaded[0::2], loaded[1::2]
+    for s, x, label_sets in zip(files, xs, ys):
+        _check_rows(files[s], read[s][0], x, label_sets)
+    L = int(max((max(ls) for y in ys for ls in y if ls), default=-1)) + 1  # every label, not only those kept
+    if num_labels is not None:
+        if L > num_labels:
+            raise ValueError(f"load_svmlight: {', '.join(map(str, files.values()))}: label {L - 1} found, "
+                             f"but num_labels is {num_labels}")
+        L = int(num_labels)
+    return xs, ys, L
+
+
+def read_svmlight(path: PathLike, num_features: Optional[int] = None,
+                  num_labels: Optional[int] = None) -> Tuple[Any, Any]:
+    r"""The features and **all** the labels of one file in the extreme-classification
+    (svmlight) format, as scipy CSR matrices: what :func:`load_svmlight` reads, before it
+    picks one label per row, densifies and splits.
+
+    Args:
+        path: the file (header ``N D L`` optional).
+        num_features: D (default: the header's, else the largest feature index + 1).
+        num_labels: L (default: the header's, else the largest label + 1).
+
+    Returns:
+        ``(X, Y)``: ``X`` float32 CSR ``(N, D)`` as in the file, ``Y`` the float32 CSR 0/1
+        indicator ``(N, L)`` of the rows' label sets (:func:`pyro_ar.label_sets.pairs_to_indicator`;
+        a row without labels is an empty row).
+
+    Raises:
+        FileNotFoundError: no such file. ValueError: as :func:`load_svmlight`, naming the file.
+
+    Example:
+
+    >>> import os, tempfile
+    >>> from pyro_ar.datasets import read_svmlight
+    >>> with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+    ...     _ = f.write("2 3 4\n3,0 0:1.5\n 2:2.0\n")
+    >>> X, Y = read_svmlight(f.name); os.remove(f.name)
+    >>> X.shape, Y.toarray().tolist()
+    ((2, 3), [[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0]])
+    """
+    from ..label_sets import pairs_to_indicator
+
+    p = Path(path)
+    (x,), (label_sets,), L = _read_files({"file": p}, num_features, num_labels)
+    sizes = np.fromiter((len(ls) for ls in label_sets), dtype=np.int64, count=len(label_sets))
+    labels = np.fromiter((v for ls in label_sets for v in ls), dtype=np.float64, count=int(sizes.sum()))
+    rows = np.repeat(np.arange(len(label_sets), dtype=np.int64), sizes)
+    x = x.tocsr()
+    x.sort_indices()
+    return x, pairs_to_indicator(rows, labels.astype(np.int64), len(label_sets), L)
 
 
 def _first_labels(label_sets, reduction: str, seed: int) -> np.ndarray:
@@ -131,37 +209,11 @@ def load_svmlight(
     >>> d.y_train.tolist(), d.num_classes, d.x_train.shape
     ([0, 1, 2], 4, torch.Size([3, 5]))
     """
-    try:
-        from sklearn.datasets import load_svmlight_files
-    except ImportError:  # pragma: no cover - depends on the environment
-        raise ImportError("load_svmlight needs scikit-learn: pip install scikit-learn "
-                          "(or pip install 'pyro-ar[data]')") from None
     if reduction not in ("first", "last", "random", None):
         raise ValueError(f"load_svmlight: reduction must be 'first', 'last', 'random' or None (every label), "
                          f"got {reduction!r}")
-    num_features = check_int("num_features", num_features, low=1, allow_none=True)
-    num_labels = check_int("num_labels", num_labels, low=1, allow_none=True)
     files = {"train": Path(train)} if test is None else {"train": Path(train), "test": Path(test)}
-    read = {s: _read(p) for s, p in files.items()}
-    headers = [h for h, _ in read.values() if h is not None]
-    if num_features is None and headers:
-        num_features = headers[0][1]
-    if num_labels is None and headers:
-        num_labels = headers[0][2]
-    try:
-        loaded = load_svmlight_files([b for _, b in read.values()], n_features=num_features,
-                                     multilabel=True, zero_based=True, dtype=np.float32)
-    except (ValueError, OverflowError) as e:  # (a feature index >= 2^31: OverflowError)
-        raise ValueError(f"load_svmlight: cannot read {', '.join(map(str, files.values()))}: {e}") from None
-    xs, ys = loaded[0::2], loaded[1::2]
-    for s, x, label_sets in zip(files, xs, ys):
-        _check_rows(files[s], read[s][0], x, label_sets)
-    L = int(max((max(ls) for y in ys for ls in y if ls), default=-1)) + 1  # every label, not only those kept
-    if num_labels is not None:
-        if L > num_labels:
-            raise ValueError(f"load_svmlight: {', '.join(map(str, files.values()))}: label {L - 1} found, "
-                             f"but num_labels is {num_labels}")
-        L = int(num_labels)
+    xs, ys, L = _read_files(files, num_features, num_labels)
     parts: Dict[str, Any] = {}
     for s, x, label_sets in zip(files, xs, ys):
         y = (label_indicator(label_sets, L, where=str(files[s])) if reduction is None

@@ -531,21 +531,24 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         """
         return np.exp(self.predict_log_proba(X))
 
-    def _top_positions(self, X, k, num_rows=None):
-        """The positions in ``classes_`` of the ``k`` most probable classes of each row, (n, k)."""
+    def _top_positions(self, X, k, num_rows=None, proba=False):
+        """The positions in ``classes_`` of the ``k`` most probable classes of each row, (n, k),
+        and with ``proba`` their probabilities."""
         s, source = self._prepare(X)
         K = len(self.classes_)
         if num_rows is not None and num_rows != source.num_rows:
             raise ValueError(f"X has {source.num_rows} rows but y has {num_rows} label sets")
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= K:
             raise ValueError(f"k must be an integer in [1, {K}] (the number of classes), got k={k!r}")
-        return top_k(source, int(k), s.noise)[0].cpu().numpy()
+        top, probs = (t.cpu().numpy() for t in top_k(source, int(k), s.noise))
+        return (top, probs) if proba else top
 
-    def predict_top_k(self, X, k=5):
+    def predict_top_k(self, X, k=5, return_proba=False):
         """The ``k`` most probable labels of each row, best first: an array of shape
-        (n_samples, k) of labels from ``classes_`` (for an indicator ``y``, its column indices)."""
-        top = self._top_positions(X, k)
-        return self.classes_[top]
+        (n_samples, k) of labels from ``classes_`` (for an indicator ``y``, its column indices);
+        with ``return_proba`` also their probabilities, (n_samples, k) float64, in row chunks."""
+        top, probs = self._top_positions(X, k, proba=True)
+        return (self.classes_[top], probs) if return_proba else self.classes_[top]
 
     def predict(self, X):
         """Most probable class for each row (labels from ``classes_``). After a multi-label fit,

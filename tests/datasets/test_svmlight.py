@@ -1,11 +1,12 @@
 """pyro_ar.datasets.svmlight: the extreme-classification text format."""
 
+import numpy as np
 import pytest
 import torch
 
 pytest.importorskip("sklearn")
 
-from pyro_ar.datasets import load_svmlight  # noqa: E402
+from pyro_ar.datasets import load_svmlight, read_svmlight  # noqa: E402
 
 TRAIN = "4 5 6\n2,0 0:1.5 3:0.5\n1 1:2.0\n3,2 4:1.0\n 2:1.0\n"
 TEST = "3 5 6\n5 0:1.0\n1,4 2:3.0\n0 1:1.0\n"
@@ -100,3 +101,22 @@ def test_count_arguments_are_checked(tmp_path, kw):
     (tmp_path / "ok.txt").write_text("0 0:1\n1 1:1\n")
     with pytest.raises(ValueError, match=rf"{next(iter(kw))} must be an integer >= 1"):
         load_svmlight(tmp_path / "ok.txt", **kw)
+
+
+def test_read_svmlight_keeps_every_label_and_row_as_sparse_matrices(tmp_path):
+    """The rows as they are (the unlabelled row kept, every label of a row) against the file
+    written above, and the same features as load_svmlight's densified ones."""
+    (tmp_path / "train.txt").write_text(TRAIN)
+    X, Y = read_svmlight(tmp_path / "train.txt")
+    assert X.format == "csr" and X.dtype == np.float32 and X.shape == (4, 5)
+    assert Y.format == "csr" and Y.dtype == np.float32 and Y.shape == (4, 6) and Y.has_sorted_indices
+    assert [np.flatnonzero(r).tolist() for r in Y.toarray()] == [[0, 2], [1], [2, 3], []]
+    assert np.array_equal(X.toarray()[:3], load_svmlight(tmp_path / "train.txt").x_train.numpy())
+    assert X.toarray()[3].tolist() == [0, 0, 1.0, 0, 0]
+    (tmp_path / "plain.txt").write_text("2,0 0:1.5\n1 1:2.0\n")
+    X, Y = read_svmlight(tmp_path / "plain.txt", num_features=7, num_labels=5)
+    assert X.shape == (2, 7) and Y.shape == (2, 5)
+    with pytest.raises(ValueError, match="plain.txt: label 2 found, but num_labels is 2"):
+        read_svmlight(tmp_path / "plain.txt", num_labels=2)
+    with pytest.raises(FileNotFoundError, match="missing.txt"):
+        read_svmlight(tmp_path / "missing.txt")

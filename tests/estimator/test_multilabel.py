@@ -124,6 +124,12 @@ def test_predict_top_k_checks_k():
     clf = ARClassifier(**FAST).fit(X, Y.argmax(1))  # also after a one-label fit
     assert clf.predict_top_k(X[:3], 2).shape == (3, 2)
     assert np.array_equal(clf.predict_top_k(X, 1)[:, 0], clf.predict(X))
+    labels, probs = clf.predict_top_k(X, 3, return_proba=True)
+    full = clf.predict_proba(X)
+    positions = np.searchsorted(clf.classes_, labels)
+    assert np.array_equal(labels, clf.predict_top_k(X, 3)) and probs.dtype == np.float64
+    assert np.allclose(probs, np.take_along_axis(full, positions, 1), rtol=1e-5)  # float32 predict_proba
+    assert (np.diff(probs, axis=1) <= 0).all() and np.allclose(probs[:, 0], full.max(1), rtol=1e-5)
     for k in (0, len(clf.classes_) + 1, 1.5, True):
         with pytest.raises(ValueError, match=r"k must be an integer in \[1, "):
             clf.predict_top_k(X, k)
