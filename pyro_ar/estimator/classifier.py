@@ -153,9 +153,11 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     :param standardize: standardise the features inside the estimator (the fitted scaling
         is applied again at prediction): dense -- centred and divided by their standard
         deviation, floored at the median one; sparse -- divided by their root mean square
-        (no centring, the sparsity is kept), or, on the sparse path, all by one number, the
-        root mean square row norm (rare features are not blown up). Raw, unscaled features
-        then work with the default step size.
+        (no centring, the sparsity is kept), floored at the median one; on the sparse path
+        with a low rank all by one number, the root mean square row norm (rare features are
+        not blown up), and on the weight pattern by their idf with rows L2-normalised
+        (``training_path_.one_scale``, ``pyro_ar.estimator._scaling.fit_scaler``). Raw,
+        unscaled features then work with the default step size.
     :param likelihood: ``"auto"`` (default: the exact softmax for Gumbel noise when its step
         costs no more than an A&R step,
         :func:`~pyro_ar.estimator.choices.exact_step_is_cheaper`; A&R otherwise), ``"ar"``
@@ -363,7 +365,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                                           np.bincount(codes, minlength=K))
         pattern = self.training_path_.weight_pattern
         self.feature_mean_, self.feature_scale_ = fit_scaler(
-            X, self.training_path_.sparse_inputs, idf=pattern) if self.standardize else (None, None)
+            X, self.training_path_.one_scale, idf=pattern) if self.standardize else (None, None)
         self.row_normalize_ = bool(pattern and self.standardize)
         self.weight_pattern_ = None
         self.likelihood_ = resolve_likelihood(s, K, D)

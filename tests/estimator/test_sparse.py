@@ -78,6 +78,13 @@ def test_fit_on_sparse_input_takes_the_sparse_path_and_learns(rank, tmp_path):
     path = tmp_path / "m.pt"
     clf.save(path)
     assert np.array_equal(ARClassifier.load(path).predict_proba(X[:7]), proba)
+    # the scaling: one scale for every feature under a low rank, one per feature at full rank
+    rms = np.sqrt(np.asarray(X.multiply(X).mean(0)).ravel())
+    if rank == "auto":
+        expected = np.maximum(rms, np.median(rms[rms > 0]))
+    else:
+        expected = np.full(X.shape[1], np.sqrt(X.multiply(X).sum() / X.shape[0]))
+    np.testing.assert_allclose(clf.feature_scale_, expected, rtol=1e-6)
 
 
 def test_low_rank_memory_rule_switches_the_estimator(monkeypatch):
