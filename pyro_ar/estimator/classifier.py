@@ -19,6 +19,7 @@ from ._features import DENSIFY_MAX_ELEMENTS, training_features
 from ._files import load_estimator, save_estimator
 from ._labels import check_labels, combine_sample_weights, encode_targets, label_array, label_codes
 from ._model import training_svi
+from ._pattern_fit import pattern_schedule, recentre
 from ._param_state import global_state, state_on
 from ._prediction import Predictor, fitted_weights, utility_source
 from ._scaling import apply_scaler, fit_scaler
@@ -317,7 +318,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                   f"{min(s.batch_size, N):,} rows per SVI step", file=sys.stderr)
         with seeded(s.seed + (self.n_partial_fits_ if partial else 0)):
             rng = np.random.RandomState(s.seed)
-            train_idx, val_idx = (np.arange(N), None) if partial else self._split(codes, s, rng)
+            train_idx, val_idx = (np.arange(N), None) if partial else \
+                self._split(codes, s, rng, force=self.training_path_.weight_pattern and not warm)  # _pattern_fit
             if self._predict_seed is None:
                 self._predict_seed = int(rng.randint(_MAX_SEED))
             s, init, budget, search_steps = self._choose_prior_scale(
@@ -438,8 +440,10 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         if data.weights is not None:
             xs += (torch.as_tensor(data.weights[train_idx], dtype=torch.float32, device=device),)
         steps_per_epoch = math.ceil(n_train / min(s.batch_size, n_train))
+        split_pattern = path.weight_pattern and self.weight_pattern_ is None and val_idx is not None
         if path.weight_pattern and self.weight_pattern_ is None:  # from the rows it trains on
             self.weight_pattern_, self.weight_loc_ = pattern_and_centroids(X_train, data.codes[train_idx], data.K)
+        schedule = pattern_schedule(path.weight_pattern, steps_per_epoch, s.n_iter_no_change)  # _pattern_fit
         init = None if init is None else state_on(init, device, copy=True)
         for t in (init or {"params": {}})["params"].values():
             t.requires_grad_(True)  # as pyro.param leaves the tensors it creates
@@ -447,22 +451,27 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         with pyro.get_param_store().scope(init):  # a private param store for this fit
             model, guide, svi = training_svi(self, s, data.K, data.D, y, min(s.batch_size, n_train))
             early = None if val_idx is None else \
-                EarlyStopping("val_log_lik", patience=s.n_iter_no_change, min_delta=s.tol)
+                EarlyStopping("val_log_lik", patience=schedule.patience, min_delta=s.tol)
             try:
                 history = train(svi, *xs, num_steps=num_steps, eval_fn=self._scorer(data, s, val_idx, model, guide),
-                                eval_every=steps_per_epoch, log_every=steps_per_epoch,
-                                eval_at_start=False, early_stopping=early,
+                                eval_every=schedule.eval_every, log_every=schedule.eval_every,
+                                eval_at_start=schedule.eval_at_start, early_stopping=early,
                                 callbacks=[] if partial else [LearningRateDecay()],
                                 progress=bar if bar is not None else False,
                                 validation="first")  # (check_data ran: later steps need no Pyro checks)
             except TrainingDiverged as e:  # (the estimator keeps its previous fit, if any)
                 raise TrainingDiverged(f"ARClassifier(learning_rate={s.learning_rate!r}): {e}") from None
             state = global_state(model, guide)
+        if split_pattern:  # _pattern_fit: onto the centroids of all the rows
+            train_pattern, train_loc = self.weight_pattern_, self.weight_loc_
+            self.weight_pattern_, self.weight_loc_ = pattern_and_centroids(data.X, data.codes, data.K)
+            state = recentre(state, model.prefix + "weight", train_pattern, train_loc,
+                             self.weight_pattern_, self.weight_loc_)
         if bar is not None and history[-1]["step"] < num_steps:  # stopped early: its steps will not come
             set_progress_total(bar, bar.total - (num_steps - history[-1]["step"]))
         loss_curve = [r["loss"] / n_train for r in history if r["step"] > 0]
         scores = [r["val_log_lik"] for r in history if "val_log_lik" in r] if early else None
-        return _FitResult(state, len(loss_curve), history[-1]["step"], loss_curve, scores,
+        return _FitResult(state, math.ceil(history[-1]["step"] / steps_per_epoch), history[-1]["step"], loss_curve, scores,
                           early.best if early else None)
 
     def _scorer(self, data, s, val_idx, model, guide):
