@@ -19,7 +19,7 @@ from ._features import DENSIFY_MAX_ELEMENTS, training_features
 from ._files import load_estimator, save_estimator
 from ._labels import check_labels, combine_sample_weights, encode_targets, label_array, label_codes
 from ._model import training_svi
-from ._pattern_fit import pattern_schedule, recentre
+from ._pattern_fit import choose_centroid_scorer, pattern_schedule, recentre
 from ._param_state import global_state, state_on
 from ._prediction import Predictor, fitted_weights, utility_source
 from ._scaling import apply_scaler, fit_scaler
@@ -320,6 +320,10 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             rng = np.random.RandomState(s.seed)
             train_idx, val_idx = (np.arange(N), None) if partial else \
                 self._split(codes, s, rng, force=self.training_path_.weight_pattern and not warm)  # _pattern_fit
+            if self.training_path_.weight_pattern and not warm and val_idx is not None and self.standardize:
+                X2, self.feature_scale_, self.centroid_power_, self.centroid_scorer_scores_ = choose_centroid_scorer(
+                    data.X, codes, K, train_idx, val_idx, self.feature_scale_, rng)  # _pattern_fit
+                data = data._replace(X=X2)
             if self._predict_seed is None:
                 self._predict_seed = int(rng.randint(_MAX_SEED))
             s, init, budget, search_steps = self._choose_prior_scale(
@@ -353,7 +357,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         self.feature_mean_, self.feature_scale_ = fit_scaler(
             X, self.training_path_.sparse_inputs, idf=pattern) if self.standardize else (None, None)
         self.row_normalize_ = bool(pattern and self.standardize)
-        self.weight_pattern_ = None
+        self.weight_pattern_, self.centroid_power_ = None, 1.0
         self.likelihood_ = resolve_likelihood(s, K, D)
         self._predict_seed, self.n_partial_fits_ = None, 0
 
@@ -442,7 +446,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         steps_per_epoch = math.ceil(n_train / min(s.batch_size, n_train))
         split_pattern = path.weight_pattern and self.weight_pattern_ is None and val_idx is not None
         if path.weight_pattern and self.weight_pattern_ is None:  # from the rows it trains on
-            self.weight_pattern_, self.weight_loc_ = pattern_and_centroids(X_train, data.codes[train_idx], data.K)
+            self.weight_pattern_, self.weight_loc_ = pattern_and_centroids(
+                X_train, data.codes[train_idx], data.K, power=getattr(self, "centroid_power_", 1.0))
         schedule = pattern_schedule(path.weight_pattern, steps_per_epoch, s.n_iter_no_change)  # _pattern_fit
         init = None if init is None else state_on(init, device, copy=True)
         for t in (init or {"params": {}})["params"].values():
@@ -464,7 +469,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             state = global_state(model, guide)
         if split_pattern:  # _pattern_fit: onto the centroids of all the rows
             train_pattern, train_loc = self.weight_pattern_, self.weight_loc_
-            self.weight_pattern_, self.weight_loc_ = pattern_and_centroids(data.X, data.codes, data.K)
+            self.weight_pattern_, self.weight_loc_ = pattern_and_centroids(
+                data.X, data.codes, data.K, power=getattr(self, "centroid_power_", 1.0))
             state = recentre(state, model.prefix + "weight", train_pattern, train_loc,
                              self.weight_pattern_, self.weight_loc_)
         if bar is not None and history[-1]["step"] < num_steps:  # stopped early: its steps will not come
