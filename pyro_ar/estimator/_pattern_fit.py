@@ -42,15 +42,16 @@ except ImportError:  # pragma: no cover
     sp = None
 
 __all__ = ["CENTROID_POWERS", "IDF_POWERS", "PATTERN_EVALS_PER_EPOCH", "PATTERN_PATIENCE", "PatternSchedule",
-           "choose_centroid_scorer", "pattern_schedule", "recentre", "reweight_rows"]
+           "cap_held_out", "choose_centroid_scorer", "pattern_schedule", "recentre", "reweight_rows"]
 
 #: the shared shape of the starting scorer, chosen on the held-out rows
 #: (:func:`choose_centroid_scorer`): the exponent p of the rows' idf weights and the power
 #: gamma of the centroids' norms
 IDF_POWERS = (1.0, 1.5, 2.0)
 CENTROID_POWERS = (1.0, 0.9, 0.8, 0.7)
-#: held-out rows that score the starting scorers (a uniform subsample)
-MAX_SCORED_ROWS = 2000
+#: held-out rows of the weight-pattern path at most (:func:`cap_held_out`: the others train;
+#: each held-out score costs O(rows x K))
+MAX_HELD_OUT = 2000
 #: held-out scores per epoch on the weight-pattern path (and one at the start)
 PATTERN_EVALS_PER_EPOCH = 4
 #: scores without an improvement before the weight-pattern path stops
@@ -148,16 +149,16 @@ def _heldout_hits(X, codes, K, train_idx, rows, powers, chunk=500):
     return hits / max(len(rows), 1)
 
 
-def choose_centroid_scorer(X, codes, K: int, train_idx, val_idx, feature_scale, rng):
+def choose_centroid_scorer(X, codes, K: int, train_idx, val_idx, feature_scale):
     r"""``(X', feature scale', gamma, scores)``: the starting scorer's shape chosen on the
-    held-out rows ``val_idx`` (at most :data:`MAX_SCORED_ROWS` of them, drawn by ``rng``) --
+    held-out rows ``val_idx`` --
     the idf exponent p in :data:`IDF_POWERS` and the centroid power gamma in
     :data:`CENTROID_POWERS` with the most held-out (top-1 + top-10) hits / 2 of the centroid
     scorer of the training rows ``train_idx`` (ties: the earlier, p = 1 and gamma = 1 first).
     ``X`` holds the tf-idf rows of the estimator's scaling (``feature_scale`` = 1 / idf), X'
     the rows of :math:`\mathrm{idf}^p` (``feature_scale ** p``); ``scores`` maps (p, gamma)
     to its held-out hits. One sparse product per p, O(|rows| x K) for each gamma."""
-    rows = val_idx if len(val_idx) <= MAX_SCORED_ROWS else np.sort(rng.choice(val_idx, MAX_SCORED_ROWS, replace=False))
+    rows = val_idx
     scores, best = {}, None
     for p in IDF_POWERS:
         Xp = X if p == 1.0 else reweight_rows(X, np.asarray(feature_scale, dtype=np.float64) ** (1.0 - p))
@@ -167,3 +168,21 @@ def choose_centroid_scorer(X, codes, K: int, train_idx, val_idx, feature_scale, 
                 best = (hits, p, power, Xp)
     _, p, power, Xp = best
     return Xp, np.asarray(feature_scale) ** p, power, scores
+
+
+def cap_held_out(train_idx: np.ndarray, val_idx: np.ndarray, rng) -> tuple:
+    """``(train, held out)``: at most :data:`MAX_HELD_OUT` of the held-out rows ``val_idx``
+    (drawn uniformly by ``rng``) stay held out, the others join the training rows (sorted).
+
+    Example:
+
+    >>> import numpy as np
+    >>> from pyro_ar.estimator._pattern_fit import cap_held_out
+    >>> train, held = cap_held_out(np.arange(9000), np.arange(9000, 12000), np.random.RandomState(0))
+    >>> len(train), len(held)
+    (10000, 2000)
+    """
+    if len(val_idx) <= MAX_HELD_OUT:
+        return train_idx, val_idx
+    perm = rng.permutation(val_idx)
+    return np.sort(np.concatenate([train_idx, perm[MAX_HELD_OUT:]])), np.sort(perm[:MAX_HELD_OUT])

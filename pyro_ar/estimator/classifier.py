@@ -19,7 +19,7 @@ from ._features import DENSIFY_MAX_ELEMENTS, training_features
 from ._files import load_estimator, save_estimator
 from ._labels import check_labels, combine_sample_weights, encode_targets, label_array, label_codes
 from ._model import training_svi
-from ._pattern_fit import choose_centroid_scorer, pattern_schedule, recentre
+from ._pattern_fit import cap_held_out, choose_centroid_scorer, pattern_schedule, recentre
 from ._param_state import global_state, state_on
 from ._prediction import Predictor, fitted_weights, utility_source
 from ._scaling import apply_scaler, fit_scaler
@@ -320,10 +320,12 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             rng = np.random.RandomState(s.seed)
             train_idx, val_idx = (np.arange(N), None) if partial else \
                 self._split(codes, s, rng, force=self.training_path_.weight_pattern and not warm)  # _pattern_fit
-            if self.training_path_.weight_pattern and not warm and val_idx is not None and self.standardize:
-                X2, self.feature_scale_, self.centroid_power_, self.centroid_scorer_scores_ = choose_centroid_scorer(
-                    data.X, codes, K, train_idx, val_idx, self.feature_scale_, rng)  # _pattern_fit
-                data = data._replace(X=X2)
+            if self.training_path_.weight_pattern and not warm and val_idx is not None:  # _pattern_fit
+                train_idx, val_idx = cap_held_out(train_idx, val_idx, rng)
+                if self.standardize:
+                    X2, self.feature_scale_, self.centroid_power_, self.centroid_scorer_scores_ = \
+                        choose_centroid_scorer(data.X, codes, K, train_idx, val_idx, self.feature_scale_)
+                    data = data._replace(X=X2)
             if self._predict_seed is None:
                 self._predict_seed = int(rng.randint(_MAX_SEED))
             s, init, budget, search_steps = self._choose_prior_scale(
