@@ -97,7 +97,11 @@ def main():
         cpu = time.process_time() - t
         ranks, ll = ranks_of_estimator(clf, d.Xt, d.yt)
         rows.append(row(name, ranks, ll, cpu, base, clf.n_steps_))
-        rows[-1].update(kwargs=kwargs, best_validation_score=clf.best_validation_score_)
+        rows[-1].update(kwargs=kwargs, best_validation_score=clf.best_validation_score_,
+                        validation_scores=clf.validation_scores_)
+        scorer = getattr(clf, "centroid_scorer_scores_", None)  # the weight-pattern path's start
+        if scorer:
+            rows[-1]["centroid_scorer"] = {f"p={p:g},gamma={g:g}": v for (p, g), v in scorer.items()}
         print(json.dumps(rows[-1]), flush=True)
     cols = [("method", "method", "s"), ("CPU s", "cpu_s", ".1f"), ("steps", "steps", "d"), ("log-lik", "log_lik", ".3f")]
     cols += [(f"top-{k}", f"top{k}", ".4f") for k in KS]
