@@ -27,7 +27,8 @@ rich, unlike a class's weights at a few rows each --, the exponent p of the idf 
 the rows, :math:`x \propto \mathrm{idf}^p \odot x_{binary}`, and the power gamma of the
 centroids' norms, :math:`c_k = s_k / \lVert s_k\rVert^\gamma` (:math:`s_k` the sum of the
 class's rows; gamma < 1 favours the classes with more rows, which the test rows also
-favour). On WordNet's reverse dictionary p = 1.5, gamma = 0.8 adds about a point of top-1
+favour); then the temperature T of :math:`\mathrm{loc} = T c_k` that maximises the
+held-out log-likelihood of the untrained scorer. On WordNet's reverse dictionary p = 1.5, gamma = 0.8 adds about a point of top-1
 to the plain tf-idf cosine (``benchmarks/dictionary_training.py``).
 """
 
@@ -42,7 +43,7 @@ except ImportError:  # pragma: no cover
     sp = None
 
 __all__ = ["CENTROID_POWERS", "IDF_POWERS", "PATTERN_EVALS_PER_EPOCH", "PATTERN_PATIENCE", "PatternSchedule",
-           "cap_held_out", "choose_centroid_scorer", "pattern_schedule", "recentre", "reweight_rows"]
+           "calibrate_temperature", "cap_held_out", "choose_centroid_scorer", "pattern_schedule", "recentre", "reweight_rows"]
 
 #: the shared shape of the starting scorer, chosen on the held-out rows
 #: (:func:`choose_centroid_scorer`): the exponent p of the rows' idf weights and the power
@@ -52,6 +53,8 @@ CENTROID_POWERS = (1.0, 0.9, 0.8, 0.7)
 #: held-out rows of the weight-pattern path at most (:func:`cap_held_out`: the others train;
 #: each held-out score costs O(rows x K))
 MAX_HELD_OUT = 2000
+#: held-out rows that calibrate the starting scorer's temperature
+MAX_CALIBRATION_ROWS = 1000
 #: held-out scores per epoch on the weight-pattern path (and one at the start)
 PATTERN_EVALS_PER_EPOCH = 4
 #: scores without an improvement before the weight-pattern path stops
@@ -128,12 +131,17 @@ def reweight_rows(X, weight: np.ndarray):
     return sp.csr_matrix(sp.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ Z, dtype=X.dtype)
 
 
+def _class_sums(X, codes, K, rows):
+    """The (K, D) sums :math:`s_k` of the rows ``rows`` of X by class (scipy CSR)."""
+    Y = sp.csr_matrix((np.ones(len(rows)), (codes[rows], np.arange(len(rows)))), shape=(K, len(rows)))
+    return sp.csr_matrix(Y @ X[rows])
+
+
 def _heldout_hits(X, codes, K, train_idx, rows, powers, chunk=500):
     r"""For each centroid power: the mean over the held-out ``rows`` of (top-1 hit + top-10 hit) / 2
     of the scorer :math:`x \cdot s_k / \lVert s_k\rVert^\gamma`, :math:`s_k` the sums of the
     training rows ``train_idx`` (a class without training rows never ranks)."""
-    Y = sp.csr_matrix((np.ones(len(train_idx)), (codes[train_idx], np.arange(len(train_idx)))), shape=(K, len(train_idx)))
-    ST = sp.csr_matrix(Y @ X[train_idx]).T.tocsr()
+    ST = _class_sums(X, codes, K, train_idx).T.tocsr()
     norms = np.sqrt(np.asarray(ST.multiply(ST).sum(axis=0))).reshape(-1)
     empty = norms == 0
     hits = np.zeros(len(powers))
@@ -150,24 +158,55 @@ def _heldout_hits(X, codes, K, train_idx, rows, powers, chunk=500):
 
 
 def choose_centroid_scorer(X, codes, K: int, train_idx, val_idx, feature_scale):
-    r"""``(X', feature scale', gamma, scores)``: the starting scorer's shape chosen on the
-    held-out rows ``val_idx`` --
-    the idf exponent p in :data:`IDF_POWERS` and the centroid power gamma in
-    :data:`CENTROID_POWERS` with the most held-out (top-1 + top-10) hits / 2 of the centroid
-    scorer of the training rows ``train_idx`` (ties: the earlier, p = 1 and gamma = 1 first).
+    r"""``(X', feature scale', gamma, temperature, scores)``: the starting scorer's shape chosen
+    on the held-out rows ``val_idx`` -- the idf exponent p in :data:`IDF_POWERS` and the
+    centroid power gamma in :data:`CENTROID_POWERS` with the most held-out (top-1 + top-10)
+    hits / 2 of the centroid scorer of the training rows ``train_idx`` (ties: the earlier,
+    p = 1 and gamma = 1 first) --, then its temperature (:func:`calibrate_temperature`).
     ``X`` holds the tf-idf rows of the estimator's scaling (``feature_scale`` = 1 / idf), X'
     the rows of :math:`\mathrm{idf}^p` (``feature_scale ** p``); ``scores`` maps (p, gamma)
     to its held-out hits. One sparse product per p, O(|rows| x K) for each gamma."""
-    rows = val_idx
     scores, best = {}, None
     for p in IDF_POWERS:
         Xp = X if p == 1.0 else reweight_rows(X, np.asarray(feature_scale, dtype=np.float64) ** (1.0 - p))
-        for power, hits in zip(CENTROID_POWERS, _heldout_hits(Xp, codes, K, train_idx, rows, CENTROID_POWERS)):
+        for power, hits in zip(CENTROID_POWERS, _heldout_hits(Xp, codes, K, train_idx, val_idx, CENTROID_POWERS)):
             scores[(p, power)] = float(hits)
             if best is None or hits > best[0]:
                 best = (hits, p, power, Xp)
     _, p, power, Xp = best
-    return Xp, np.asarray(feature_scale) ** p, power, scores
+    rows = val_idx[:MAX_CALIBRATION_ROWS]
+    ST = _class_sums(Xp, codes, K, train_idx).T.tocsr()
+    norms = np.sqrt(np.asarray(ST.multiply(ST).sum(axis=0))).reshape(-1)
+    U = (Xp[rows] @ ST).toarray().astype(np.float32) / np.where(norms > 0, norms, 1.0).astype(np.float32) ** power
+    temperature = calibrate_temperature(torch.as_tensor(U), torch.as_tensor(codes[rows]))
+    return Xp, np.asarray(feature_scale) ** p, power, temperature, scores
+
+
+def calibrate_temperature(U: torch.Tensor, y: torch.Tensor, start: float = 15.0, steps: int = 10) -> float:
+    r"""The temperature T > 0 that maximises the mean log-likelihood of the labels ``y`` under
+    the softmax of T U (U: (n, K) scores), by Newton's method on this concave function of T:
+    :math:`f'(T) = \overline{u_y - E_{p_T}[u]}`, :math:`f''(T) = -\overline{\mathrm{Var}_{p_T}[u]}`
+    (kept in [1, 1000]).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.estimator._pattern_fit import calibrate_temperature
+    >>> U = torch.tensor([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])   # right 3 times in 4
+    >>> round(calibrate_temperature(U, torch.tensor([0, 0, 0, 0])), 3)        # sigmoid(T) = 3/4
+    1.099
+    """
+    T, rows = float(start), torch.arange(len(y))
+    U = U.double()
+    for _ in range(steps):
+        p = torch.softmax(T * U, dim=1)
+        mean = (p * U).sum(1)
+        var = (p * U * U).sum(1) - mean ** 2
+        grad, curv = float((U[rows, y] - mean).mean()), float(var.mean())
+        if curv <= 0:
+            break
+        T = min(max(T + grad / curv, 1.0), 1000.0)
+    return T
 
 
 def cap_held_out(train_idx: np.ndarray, val_idx: np.ndarray, rng) -> tuple:

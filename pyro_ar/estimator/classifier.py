@@ -24,7 +24,7 @@ from ._param_state import global_state, state_on
 from ._prediction import Predictor, fitted_weights, utility_source
 from ._scaling import apply_scaler, fit_scaler
 from ._settings import _MAX_SEED, settings_of
-from ._training_path import PATTERN_MAX_EPOCHS, PATTERN_PRIOR_SCALE, choose_path, pattern_and_centroids
+from ._training_path import PATTERN_INIT_TEMPERATURE, PATTERN_MAX_EPOCHS, PATTERN_PRIOR_SCALE, choose_path, pattern_and_centroids
 from .choices import _REFIT_BUDGET, resolve_likelihood, select_prior_scale
 
 try:  # scikit-learn is an optional dependency of pyro_ar (extras "data" / "test")
@@ -111,8 +111,10 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         list's middle).
     :param batch_size: datapoints per SVI step (clipped to the training size).
     :param max_epochs: passes over the data (on the weight-pattern path of sparse inputs at
-        most ``PATTERN_MAX_EPOCHS`` = 8, without ``min_steps``: that fit starts at the class
-        centroids and its held-out metrics level off by then) (one epoch = ceil(n_train / batch_size)
+        most ``PATTERN_MAX_EPOCHS`` = 8, without ``min_steps``, and fewer when held-out rows
+        stop improving: that fit starts at the class centroids, holds out rows whatever
+        ``early_stopping`` and keeps its best weights, the start included;
+        :mod:`pyro_ar.estimator._pattern_fit`) (one epoch = ceil(n_train / batch_size)
         steps on random minibatches); small data sets get more, up to ``min_steps`` steps.
     :param num_steps: if given, the exact number of SVI steps (overrides ``max_epochs`` and
         ``min_steps``).
@@ -323,8 +325,9 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             if self.training_path_.weight_pattern and not warm and val_idx is not None:  # _pattern_fit
                 train_idx, val_idx = cap_held_out(train_idx, val_idx, rng)
                 if self.standardize:
-                    X2, self.feature_scale_, self.centroid_power_, self.centroid_scorer_scores_ = \
-                        choose_centroid_scorer(data.X, codes, K, train_idx, val_idx, self.feature_scale_)
+                    X2, self.feature_scale_, self.centroid_power_, self.centroid_temperature_, \
+                        self.centroid_scorer_scores_ = choose_centroid_scorer(data.X, codes, K, train_idx, val_idx,
+                                                                              self.feature_scale_)
                     data = data._replace(X=X2)
             if self._predict_seed is None:
                 self._predict_seed = int(rng.randint(_MAX_SEED))
@@ -349,6 +352,11 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         self._predictor(s)  # the fitted model, built once for the predictions to come
         return self
 
+    def _centroid_shape(self):
+        """The starting scorer's centroid power and temperature (:mod:`._pattern_fit`)."""
+        return {"power": getattr(self, "centroid_power_", 1.0),
+                "temperature": getattr(self, "centroid_temperature_", PATTERN_INIT_TEMPERATURE)}
+
     def _choose_path(self, X, codes, K, s):
         """A fresh fit's training path, standardisation and likelihood (from the data)."""
         N, D = X.shape
@@ -359,7 +367,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         self.feature_mean_, self.feature_scale_ = fit_scaler(
             X, self.training_path_.sparse_inputs, idf=pattern) if self.standardize else (None, None)
         self.row_normalize_ = bool(pattern and self.standardize)
-        self.weight_pattern_, self.centroid_power_ = None, 1.0
+        self.weight_pattern_, self.centroid_power_, self.centroid_temperature_ = None, 1.0, PATTERN_INIT_TEMPERATURE
         self.likelihood_ = resolve_likelihood(s, K, D)
         self._predict_seed, self.n_partial_fits_ = None, 0
 
@@ -449,7 +457,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         split_pattern = path.weight_pattern and self.weight_pattern_ is None and val_idx is not None
         if path.weight_pattern and self.weight_pattern_ is None:  # from the rows it trains on
             self.weight_pattern_, self.weight_loc_ = pattern_and_centroids(
-                X_train, data.codes[train_idx], data.K, power=getattr(self, "centroid_power_", 1.0))
+                X_train, data.codes[train_idx], data.K, **self._centroid_shape())
         schedule = pattern_schedule(path.weight_pattern, steps_per_epoch, s.n_iter_no_change)  # _pattern_fit
         init = None if init is None else state_on(init, device, copy=True)
         for t in (init or {"params": {}})["params"].values():
@@ -472,7 +480,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         if split_pattern:  # _pattern_fit: onto the centroids of all the rows
             train_pattern, train_loc = self.weight_pattern_, self.weight_loc_
             self.weight_pattern_, self.weight_loc_ = pattern_and_centroids(
-                data.X, data.codes, data.K, power=getattr(self, "centroid_power_", 1.0))
+                data.X, data.codes, data.K, **self._centroid_shape())
             state = recentre(state, model.prefix + "weight", train_pattern, train_loc,
                              self.weight_pattern_, self.weight_loc_)
         if bar is not None and history[-1]["step"] < num_steps:  # stopped early: its steps will not come

@@ -60,7 +60,7 @@ def test_the_chosen_scorer_is_the_best_of_the_grid_on_the_held_out_rows():
     Z = apply_scaler(X, mean, scale, normalize_rows=True)
     val = np.arange(len(y)) % 4 == 0
     tr_idx, val_idx = np.flatnonzero(~val), np.flatnonzero(val)
-    Zp, scale_p, power, scores = choose_centroid_scorer(Z, y, 50, tr_idx, val_idx, scale)
+    Zp, scale_p, power, T, scores = choose_centroid_scorer(Z, y, 50, tr_idx, val_idx, scale)
     assert len(scores) == 12 and max(scores.values()) == scores[(max(scores, key=scores.get))]
     best = [k for k, v in scores.items() if v == max(scores.values())][0]  # the first of the ties
     assert power == best[1] and np.allclose(scale_p, scale ** best[0])
@@ -86,7 +86,7 @@ def test_a_fit_that_only_gets_worse_returns_its_start(small_pattern_limit):
     assert scores[0] == clf.best_validation_score_ and max(scores[1:]) < scores[0], scores
     assert clf.n_steps_ < 8 * 4  # stopped by the held-out rows, before the 8 epochs
     Xs = apply_scaler(X, clf.feature_mean_, clf.feature_scale_, True)
-    pattern, loc = pattern_and_centroids(Xs, y, 100, power=clf.centroid_power_)
+    pattern, loc = pattern_and_centroids(Xs, y, 100, power=clf.centroid_power_, temperature=clf.centroid_temperature_)
     assert torch.equal(clf.weight_pattern_.keys, pattern.keys)
     assert torch.allclose(clf.param_state_["params"]["weight"], loc, atol=1e-5)
     assert clf.param_state_["params"]["bias"].abs().max() < 0.01
