@@ -43,7 +43,8 @@ except ImportError:  # pragma: no cover
     sp = None
 
 __all__ = ["CENTROID_POWERS", "IDF_POWERS", "PATTERN_EVALS_PER_EPOCH", "PATTERN_PATIENCE", "PatternSchedule",
-           "calibrate_temperature", "cap_held_out", "choose_centroid_scorer", "pattern_schedule", "recentre", "reweight_rows"]
+           "calibrate_temperature", "cap_held_out", "centroid_shape", "choose_centroid_scorer", "choose_start",
+           "recentre_fit", "pattern_schedule", "recentre", "reweight_rows"]
 
 #: the shared shape of the starting scorer, chosen on the held-out rows
 #: (:func:`choose_centroid_scorer`): the exponent p of the rows' idf weights and the power
@@ -223,3 +224,39 @@ def cap_held_out(train_idx: np.ndarray, val_idx: np.ndarray, rng) -> tuple:
         return train_idx, val_idx
     perm = rng.permutation(val_idx)
     return np.sort(np.concatenate([train_idx, perm[MAX_HELD_OUT:]])), np.sort(perm[:MAX_HELD_OUT])
+
+
+def centroid_shape(est) -> dict:
+    """The estimator's starting scorer: ``{"power": gamma, "temperature": T}`` for
+    :func:`~pyro_ar.estimator._training_path.pattern_and_centroids` (1 and
+    ``PATTERN_INIT_TEMPERATURE`` before any choice)."""
+    from ._training_path import PATTERN_INIT_TEMPERATURE
+
+    power, temperature = getattr(est, "centroid_power_", None), getattr(est, "centroid_temperature_", None)
+    return {"power": 1.0 if power is None else power,
+            "temperature": PATTERN_INIT_TEMPERATURE if temperature is None else temperature}
+
+
+def choose_start(est, data, train_idx, val_idx, rng):
+    """``(train, held out, data)`` of a fresh fit on the weight-pattern path: the held-out rows
+    capped (:func:`cap_held_out`) and, with ``standardize``, the starting scorer chosen on
+    them (:func:`choose_centroid_scorer`; sets ``feature_scale_``, ``centroid_power_``,
+    ``centroid_temperature_``, ``centroid_scorer_scores_``; ``data.X`` becomes the rows of
+    the chosen idf power)."""
+    train_idx, val_idx = cap_held_out(train_idx, val_idx, rng)
+    if est.standardize:
+        X, est.feature_scale_, est.centroid_power_, est.centroid_temperature_, est.centroid_scorer_scores_ = \
+            choose_centroid_scorer(data.X, data.codes, data.K, train_idx, val_idx, est.feature_scale_)
+        data = data._replace(X=X)
+    return train_idx, val_idx, data
+
+
+def recentre_fit(est, state: dict, data, name: str) -> dict:
+    """:func:`recentre` of a fit on the training split: ``est.weight_pattern_`` /
+    ``weight_loc_`` become those of all the rows of ``data`` and the weights ``name`` of the
+    param ``state`` move onto them (the returned state)."""
+    from ._training_path import pattern_and_centroids
+
+    train_pattern, train_loc = est.weight_pattern_, est.weight_loc_
+    est.weight_pattern_, est.weight_loc_ = pattern_and_centroids(data.X, data.codes, data.K, **centroid_shape(est))
+    return recentre(state, name, train_pattern, train_loc, est.weight_pattern_, est.weight_loc_)

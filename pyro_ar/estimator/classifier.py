@@ -19,12 +19,12 @@ from ._features import DENSIFY_MAX_ELEMENTS, training_features
 from ._files import load_estimator, save_estimator
 from ._labels import check_labels, combine_sample_weights, encode_targets, label_array, label_codes
 from ._model import training_svi
-from ._pattern_fit import cap_held_out, choose_centroid_scorer, pattern_schedule, recentre
+from ._pattern_fit import centroid_shape, choose_start, pattern_schedule, recentre_fit
 from ._param_state import global_state, state_on
 from ._prediction import Predictor, fitted_weights, utility_source
 from ._scaling import apply_scaler, fit_scaler
 from ._settings import _MAX_SEED, settings_of
-from ._training_path import PATTERN_INIT_TEMPERATURE, PATTERN_MAX_EPOCHS, PATTERN_PRIOR_SCALE, choose_path, pattern_and_centroids
+from ._training_path import PATTERN_MAX_EPOCHS, PATTERN_PRIOR_SCALE, choose_path, pattern_and_centroids
 from .choices import _REFIT_BUDGET, resolve_likelihood, select_prior_scale
 
 try:  # scikit-learn is an optional dependency of pyro_ar (extras "data" / "test")
@@ -323,12 +323,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             train_idx, val_idx = (np.arange(N), None) if partial else \
                 self._split(codes, s, rng, force=self.training_path_.weight_pattern and not warm)  # _pattern_fit
             if self.training_path_.weight_pattern and not warm and val_idx is not None:  # _pattern_fit
-                train_idx, val_idx = cap_held_out(train_idx, val_idx, rng)
-                if self.standardize:
-                    X2, self.feature_scale_, self.centroid_power_, self.centroid_temperature_, \
-                        self.centroid_scorer_scores_ = choose_centroid_scorer(data.X, codes, K, train_idx, val_idx,
-                                                                              self.feature_scale_)
-                    data = data._replace(X=X2)
+                train_idx, val_idx, data = choose_start(self, data, train_idx, val_idx, rng)
             if self._predict_seed is None:
                 self._predict_seed = int(rng.randint(_MAX_SEED))
             s, init, budget, search_steps = self._choose_prior_scale(
@@ -352,11 +347,6 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         self._predictor(s)  # the fitted model, built once for the predictions to come
         return self
 
-    def _centroid_shape(self):
-        """The starting scorer's centroid power and temperature (:mod:`._pattern_fit`)."""
-        return {"power": getattr(self, "centroid_power_", 1.0),
-                "temperature": getattr(self, "centroid_temperature_", PATTERN_INIT_TEMPERATURE)}
-
     def _choose_path(self, X, codes, K, s):
         """A fresh fit's training path, standardisation and likelihood (from the data)."""
         N, D = X.shape
@@ -367,7 +357,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         self.feature_mean_, self.feature_scale_ = fit_scaler(
             X, self.training_path_.sparse_inputs, idf=pattern) if self.standardize else (None, None)
         self.row_normalize_ = bool(pattern and self.standardize)
-        self.weight_pattern_, self.centroid_power_, self.centroid_temperature_ = None, 1.0, PATTERN_INIT_TEMPERATURE
+        self.weight_pattern_ = self.centroid_power_ = self.centroid_temperature_ = None  # (_pattern_fit)
         self.likelihood_ = resolve_likelihood(s, K, D)
         self._predict_seed, self.n_partial_fits_ = None, 0
 
@@ -457,7 +447,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         split_pattern = path.weight_pattern and self.weight_pattern_ is None and val_idx is not None
         if path.weight_pattern and self.weight_pattern_ is None:  # from the rows it trains on
             self.weight_pattern_, self.weight_loc_ = pattern_and_centroids(
-                X_train, data.codes[train_idx], data.K, **self._centroid_shape())
+                X_train, data.codes[train_idx], data.K, **centroid_shape(self))
         schedule = pattern_schedule(path.weight_pattern, steps_per_epoch, s.n_iter_no_change)  # _pattern_fit
         init = None if init is None else state_on(init, device, copy=True)
         for t in (init or {"params": {}})["params"].values():
@@ -478,17 +468,13 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                 raise TrainingDiverged(f"ARClassifier(learning_rate={s.learning_rate!r}): {e}") from None
             state = global_state(model, guide)
         if split_pattern:  # _pattern_fit: onto the centroids of all the rows
-            train_pattern, train_loc = self.weight_pattern_, self.weight_loc_
-            self.weight_pattern_, self.weight_loc_ = pattern_and_centroids(
-                data.X, data.codes, data.K, **self._centroid_shape())
-            state = recentre(state, model.prefix + "weight", train_pattern, train_loc,
-                             self.weight_pattern_, self.weight_loc_)
+            state = recentre_fit(self, state, data, model.prefix + "weight")
         if bar is not None and history[-1]["step"] < num_steps:  # stopped early: its steps will not come
             set_progress_total(bar, bar.total - (num_steps - history[-1]["step"]))
         loss_curve = [r["loss"] / n_train for r in history if r["step"] > 0]
         scores = [r["val_log_lik"] for r in history if "val_log_lik" in r] if early else None
-        return _FitResult(state, math.ceil(history[-1]["step"] / steps_per_epoch), history[-1]["step"], loss_curve, scores,
-                          early.best if early else None)
+        return _FitResult(state, math.ceil(history[-1]["step"] / steps_per_epoch), history[-1]["step"], loss_curve,
+                          scores, early.best if early else None)
 
     def _scorer(self, data, s, val_idx, model, guide):
         """The validation score of a fit (None without a held-out split): the mean
