@@ -28,6 +28,7 @@ NOT_BENCHMARKS = {"__init__", "_path", "harness", "report", "peers_data"}
 NEEDS_DATA = {name: ("mnist", ["train-images.idx3-ubyte.gz", "train-labels.idx1-ubyte.gz",
                                "t10k-images.idx3-ubyte.gz", "t10k-labels.idx1-ubyte.gz"])
               for name in ("relaxed_vae", "table3")}
+NEEDS_DATA["dictionary_training"] = ("wordnet", ["usr/share/wordnet/data.noun"])
 QUICK = {
     "accuracy_report": ([], ["accuracy_report_quick.json"]),
     "bayes_digits": (["--skip-nuts"], ["bayes_digits_quick.json"]),
@@ -36,6 +37,7 @@ QUICK = {
     "before_after": ([], ["before_after_quick.json"]),
     "brown": (["--methods", "ar_softmax,exact,adaptive,ar_probit"], ["brown_quick.json"]),
     "default_model": ([], ["default_model_quick.json"]),
+    "dictionary_training": ([], ["dictionary_training_wordnet_300_quick.json"]),
     "distributed": ([], ["distributed_quick.json"]),
     "estimator_vs_sklearn": (["--datasets", "digits"], ["estimator_vs_sklearn_quick.json"]),
     "exact_vs_ar_cost": ([], ["exact_vs_ar_cost_quick.json"]),

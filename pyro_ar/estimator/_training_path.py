@@ -139,12 +139,13 @@ def effective_classes(class_counts) -> float:
     return float(np.exp(-(p * np.log(p)).sum()))
 
 
-def pattern_and_centroids(X, codes, K: int, temperature: float = PATTERN_INIT_TEMPERATURE):
+def pattern_and_centroids(X, codes, K: int, temperature: float = PATTERN_INIT_TEMPERATURE,
+                          power: float = 1.0):
     r"""The training class-feature pattern of a sparse ``X`` with labels ``codes``
     (:class:`~pyro_ar.weight_pattern.WeightPattern`) and, on it, the scaled class centroids
-    :math:`T\, c_k / \lVert c_k\rVert`, :math:`c_k = \sum_{n: y_n = k} x_n` (float32, in
-    the pattern's order): the nearest-centroid (cosine) scorer as a starting point and prior
-    mean for W. O(nnz(X)).
+    :math:`T\, c_k / \lVert c_k\rVert^\gamma`, :math:`c_k = \sum_{n: y_n = k} x_n`,
+    gamma = ``power`` (float32, in the pattern's order): the nearest-centroid (cosine, for
+    gamma = 1) scorer as a starting point and prior mean for W. O(nnz(X)).
 
     Example:
 
@@ -166,5 +167,5 @@ def pattern_and_centroids(X, codes, K: int, temperature: float = PATTERN_INIT_TE
     rows = np.repeat(np.arange(K), np.diff(C.indptr))
     norms = np.sqrt(np.asarray(C.multiply(C).sum(axis=1))).reshape(-1)
     keys = torch.as_tensor(rows.astype(np.int64) * D + C.indices.astype(np.int64))
-    loc = torch.as_tensor(temperature * C.data / norms[rows], dtype=torch.float32)
+    loc = torch.as_tensor(temperature * C.data / norms[rows] ** power, dtype=torch.float32)
     return WeightPattern(keys, K, D), loc

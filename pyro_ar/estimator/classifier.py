@@ -20,6 +20,7 @@ from ._checks import check_feature_matrix
 from ._labels import check_missing_labels, combine_sample_weights, held_out_split, label_array, label_codes
 from ._model import training_svi
 from ._multilabel import encode_multilabel, expand_sample_weight, fit_targets, format_label_sets, precision_at_1
+from ._pattern_fit import centroid_shape, choose_start, pattern_schedule, recentre_fit
 from ._param_state import global_state, state_on
 from ._prediction import Predictor, fitted_weights, utility_source
 from ._scaling import apply_scaler, fit_scaler
@@ -121,8 +122,10 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         list's middle).
     :param batch_size: datapoints per SVI step (clipped to the training size).
     :param max_epochs: passes over the data (on the weight-pattern path of sparse inputs at
-        most ``PATTERN_MAX_EPOCHS`` = 8, without ``min_steps``: that fit starts at the class
-        centroids and its held-out metrics level off by then) (one epoch = ceil(n_train / batch_size)
+        most ``PATTERN_MAX_EPOCHS`` = 8, without ``min_steps``, and fewer when held-out rows
+        stop improving: that fit starts at the class centroids, holds out rows whatever
+        ``early_stopping`` and keeps its best weights, the start included;
+        :mod:`pyro_ar.estimator._pattern_fit`) (one epoch = ceil(n_train / batch_size)
         steps on random minibatches); small data sets get more, up to ``min_steps`` steps.
     :param num_steps: if given, the exact number of SVI steps (overrides ``max_epochs`` and
         ``min_steps``).
@@ -327,7 +330,10 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                   f"{min(s.batch_size, N):,} rows per SVI step", file=sys.stderr)
         with seeded(s.seed + (self.n_partial_fits_ if partial else 0)):
             rng = np.random.RandomState(s.seed)
-            train_idx, val_idx = (np.arange(N), None) if partial else self._split(data, s, rng)
+            train_idx, val_idx = (np.arange(N), None) if partial else \
+                self._split(data, s, rng, force=self.training_path_.weight_pattern and not warm)  # _pattern_fit
+            if self.training_path_.weight_pattern and not warm and val_idx is not None:  # _pattern_fit
+                train_idx, val_idx, data = choose_start(self, data, train_idx, val_idx, rng)
             if self._predict_seed is None:
                 self._predict_seed = int(rng.randint(_MAX_SEED))
             s, init, budget, search_steps = self._choose_prior_scale(
@@ -367,7 +373,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         self.feature_mean_, self.feature_scale_ = fit_scaler(
             X, self.training_path_.one_scale, idf=pattern) if self.standardize else (None, None)
         self.row_normalize_ = bool(pattern and self.standardize)
-        self.weight_pattern_ = None
+        self.weight_pattern_ = self.centroid_power_ = self.centroid_temperature_ = None  # (_pattern_fit)
         self.likelihood_ = resolve_likelihood(s, K, D)
         self._predict_seed, self.n_partial_fits_ = None, 0
 
@@ -433,8 +439,11 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         if data.weights is not None:
             xs += (torch.as_tensor(data.weights[train_idx], dtype=torch.float32, device=device),)
         steps_per_epoch = math.ceil(n_train / min(s.batch_size, n_train))
+        split_pattern = path.weight_pattern and self.weight_pattern_ is None and val_idx is not None
         if path.weight_pattern and self.weight_pattern_ is None:  # from the rows it trains on
-            self.weight_pattern_, self.weight_loc_ = pattern_and_centroids(X_train, data.codes[train_idx], data.K)
+            self.weight_pattern_, self.weight_loc_ = pattern_and_centroids(
+                X_train, data.codes[train_idx], data.K, **centroid_shape(self))
+        schedule = pattern_schedule(path.weight_pattern, steps_per_epoch, s.n_iter_no_change)  # _pattern_fit
         init = None if init is None else state_on(init, device, copy=True)
         for t in (init or {"params": {}})["params"].values():
             t.requires_grad_(True)  # as pyro.param leaves the tensors it creates
@@ -442,23 +451,25 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         with pyro.get_param_store().scope(init):  # a private param store for this fit
             model, guide, svi = training_svi(self, s, data.K, data.D, y, min(s.batch_size, n_train))
             early = None if val_idx is None else \
-                EarlyStopping("val_log_lik", patience=s.n_iter_no_change, min_delta=s.tol)
+                EarlyStopping("val_log_lik", patience=schedule.patience, min_delta=s.tol)
             try:
                 history = train(svi, *xs, num_steps=num_steps, eval_fn=self._scorer(data, s, val_idx, model, guide),
-                                eval_every=steps_per_epoch, log_every=steps_per_epoch,
-                                eval_at_start=False, early_stopping=early,
+                                eval_every=schedule.eval_every, log_every=schedule.eval_every,
+                                eval_at_start=schedule.eval_at_start, early_stopping=early,
                                 callbacks=[] if partial else [LearningRateDecay()],
                                 progress=bar if bar is not None else False,
                                 validation="first")  # (check_data ran: later steps need no Pyro checks)
             except TrainingDiverged as e:  # (the estimator keeps its previous fit, if any)
                 raise TrainingDiverged(f"ARClassifier(learning_rate={s.learning_rate!r}): {e}") from None
             state = global_state(model, guide)
+        if split_pattern:  # _pattern_fit: onto the centroids of all the rows
+            state = recentre_fit(self, state, data, model.prefix + "weight")
         if bar is not None and history[-1]["step"] < num_steps:  # stopped early: its steps will not come
             set_progress_total(bar, bar.total - (num_steps - history[-1]["step"]))
         loss_curve = [r["loss"] / n_train for r in history if r["step"] > 0]
         scores = [r["val_log_lik"] for r in history if "val_log_lik" in r] if early else None
-        return _FitResult(state, len(loss_curve), history[-1]["step"], loss_curve, scores,
-                          early.best if early else None)
+        return _FitResult(state, math.ceil(history[-1]["step"] / steps_per_epoch), history[-1]["step"], loss_curve,
+                          scores, early.best if early else None)
 
     def _scorer(self, data, s, val_idx, model, guide):
         """The validation score of a fit (None without a held-out split): the mean

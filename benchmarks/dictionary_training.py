@@ -1,0 +1,117 @@
+"""Does ``ARClassifier`` training beat its own starting point? (issue 36, item 4.) The reverse
+dictionaries (:func:`pyro_ar.datasets.load_wordnet_reverse_dictionary`, ``--dataset gcide``),
+the tf-idf nearest centroid (no training: the weight-pattern path's start) against
+``ARClassifier()`` and its variants, in one process, one thread, interleaved.
+
+For each method: the test mean log-likelihood, top-1/5/10 accuracy, train CPU s
+(``time.process_time`` of ``fit``), SVI steps, and the paired differences of top-1 and
+top-10 against the centroid with their standard errors -- paired over the test rows: the
+mean and the SE of the mean of the per-row difference of hits (1 if the label is in the
+method's top k). ``--classes N`` keeps N random classes (``benchmarks.peers.subset_classes``,
+seed 0) for quick ablations; ``--quick`` is ``--classes 300``. A subset is small enough for
+a full-rank W, so there the estimator is made to take the weight-pattern path of the full
+sets (``FULL_RANK_MAX_BYTES`` lowered to 64 KiB for the run).
+
+    python -m benchmarks.dictionary_training [--dataset wordnet|gcide] [--classes N] [--quick]
+        [--variants '{"name": {kwargs}}'] [--no-default] [--out DIR]
+
+Prints one table and writes ``dictionary_training_<dataset>[_<classes>].json`` to ``--out``.
+"""
+
+import json
+import os
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
+    import _path  # noqa: F401
+from benchmarks import harness  # noqa: E402
+from benchmarks.peers import QUICK_CLASSES, fit_centroid_tfidf, load, predict_centroid_tfidf, subset_classes  # noqa: E402
+
+KS = (1, 5, 10)
+
+
+def ranks_of_estimator(clf, Xt, yt, chunk=1000):
+    """``(rank of the true class (0 = first), log p(y | x))`` per test row, chunk by chunk."""
+    ranks, lls = [], []
+    for i in range(0, Xt.shape[0], chunk):
+        lp = clf.predict_log_proba(Xt[i:i + chunk])
+        true = lp[np.arange(lp.shape[0]), yt[i:i + chunk]]
+        ranks.append((lp > true[:, None]).sum(1))
+        lls.append(true)
+    return np.concatenate(ranks), np.concatenate(lls)
+
+
+def ranks_of_centroid(model, d):
+    top, _ = predict_centroid_tfidf(model, d)
+    hit = top == d.yt[:, None]
+    return np.where(hit.any(1), hit.argmax(1), top.shape[1])
+
+
+def paired(ranks, base, k):
+    """Mean and SE of the per-row difference of top-k hits (``ranks`` minus ``base``)."""
+    dif = (ranks < k).astype(float) - (base < k).astype(float)
+    return float(dif.mean()), float(dif.std(ddof=1) / np.sqrt(len(dif)))
+
+
+def row(name, ranks, ll, cpu, base, steps=None):
+    r = {"method": name, "log_lik": None if ll is None else float(np.mean(ll)), "cpu_s": cpu, "steps": steps}
+    for k in KS:
+        r[f"top{k}"] = float(np.mean(ranks < k))
+    for k in (1, 10):
+        r[f"d_top{k}"], r[f"se_top{k}"] = paired(ranks, base, k)
+    return r
+
+
+def main():
+    p = harness.parser(__doc__)
+    p.add_argument("--dataset", default="wordnet", choices=("wordnet", "gcide"))
+    p.add_argument("--data-dir", default=None)
+    p.add_argument("--classes", type=int, default=None)
+    p.add_argument("--variants", default="{}", help="JSON: name -> ARClassifier kwargs")
+    p.add_argument("--no-default", action="store_true", help="leave out ARClassifier()")
+    args = p.parse_args()
+    env = harness.start(args)
+    from pyro_ar import ARClassifier
+
+    d = load(SimpleNamespace(dataset=args.dataset, data_dir=args.data_dir, quick=False))
+    classes = QUICK_CLASSES if args.quick and args.classes is None else args.classes
+    if classes:
+        d = subset_classes(d, classes)
+        from pyro_ar.estimator import _training_path
+        _training_path.FULL_RANK_MAX_BYTES = 1 << 16  # the full sets' path
+    t = time.process_time()
+    cmodel = fit_centroid_tfidf(d, {})
+    ccpu = time.process_time() - t
+    base = ranks_of_centroid(cmodel, d)
+    rows = [row("centroid_tfidf", base, None, ccpu, base)]
+    variants = {} if args.no_default else {"default": {}}
+    variants.update(json.loads(args.variants))
+    for name, kwargs in variants.items():
+        clf = ARClassifier(**{"random_state": args.seed, **kwargs})
+        t = time.process_time()
+        clf.fit(d.X, d.y)
+        cpu = time.process_time() - t
+        ranks, ll = ranks_of_estimator(clf, d.Xt, d.yt)
+        rows.append(row(name, ranks, ll, cpu, base, clf.n_steps_))
+        rows[-1].update(kwargs=kwargs, best_validation_score=clf.best_validation_score_,
+                        validation_scores=clf.validation_scores_)
+        scorer = getattr(clf, "centroid_scorer_scores_", None)  # the weight-pattern path's start
+        if scorer:
+            rows[-1]["centroid_scorer"] = {f"p={p:g},gamma={g:g}": v for (p, g), v in scorer.items()}
+        print(json.dumps(rows[-1]), flush=True)
+    cols = [("method", "method", "s"), ("CPU s", "cpu_s", ".1f"), ("steps", "steps", "d"), ("log-lik", "log_lik", ".3f")]
+    cols += [(f"top-{k}", f"top{k}", ".4f") for k in KS]
+    cols += [(f"{h} vs centroid", f"{h}_top{k}", "+.4f") for k in (1, 10) for h in ("d", "se")]
+    print(harness.table(rows, cols))
+    name = f"dictionary_training_{args.dataset}" + (f"_{classes}" if classes else "")
+    harness.save(args, name, {"rows": rows, "num_classes": int(d.K), "test_rows": int(len(d.yt)), "environment_start": env})
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    main()

@@ -1,0 +1,272 @@
+r"""The schedule of the weight-pattern path (sparse inputs, many classes, a few rows each): a
+step count set by a held-out split, and the fit moved back onto the centroids of all the rows.
+
+The path's W starts at the scaled class centroids :math:`\mathrm{loc}` of the rows it trains
+on (:func:`~pyro_ar.estimator._training_path.pattern_and_centroids`): an untrained scorer
+that is already good (the tf-idf nearest centroid). Training may only add to it, so:
+
+* the fit holds out ``validation_fraction`` of the rows (:func:`pattern_schedule`: always on
+  this path, whatever ``early_stopping``), scores their log-likelihood at the start and
+  :data:`PATTERN_EVALS_PER_EPOCH` times per epoch, stops after :data:`PATTERN_PATIENCE`
+  scores without an improvement and keeps the best weights -- the starting point included,
+  so the model returned is never worse on the held-out rows than the centroids it starts
+  from; the number of steps is the validation's, at most ``PATTERN_MAX_EPOCHS`` epochs;
+* the centroids of the training split miss the held-out rows, so at the end the fit is
+  moved onto the centroids of all the rows (:func:`recentre`): with :math:`W^*` the kept
+  weights on the split's pattern :math:`P_{tr}` and :math:`\mathrm{loc}_{tr}` its centroids,
+
+  .. math::  W = \mathrm{loc}_{all} + (W^* - \mathrm{loc}_{tr}) \text{ on } P_{tr},
+             \qquad W = \mathrm{loc}_{all} \text{ on } P_{all} \setminus P_{tr}
+
+  (what the training learned is the residual :math:`W^* - \mathrm{loc}_{tr}` and the bias;
+  the held-out rows then count in the centroids as in the untrained scorer's).
+
+Before any SVI step, the shape of the starting scorer is chosen on the held-out rows
+(:func:`choose_centroid_scorer`): two numbers shared by all the classes -- where the data is
+rich, unlike a class's weights at a few rows each --, the exponent p of the idf weights of
+the rows, :math:`x \propto \mathrm{idf}^p \odot x_{binary}`, and the power gamma of the
+centroids' norms, :math:`c_k = s_k / \lVert s_k\rVert^\gamma` (:math:`s_k` the sum of the
+class's rows; gamma < 1 favours the classes with more rows, which the test rows also
+favour); then the temperature T of :math:`\mathrm{loc} = T c_k` that maximises the
+held-out log-likelihood of the untrained scorer. On WordNet's reverse dictionary this choice
+(p = 1.5, gamma = 0.8) gives most of the fit's gain over the plain tf-idf cosine; the SVI
+steps after it add little there (``benchmarks/dictionary_training.py``).
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+try:  # scipy is an optional dependency of pyro_ar (extras "data" / "test")
+    import scipy.sparse as sp
+except ImportError:  # pragma: no cover
+    sp = None
+
+# (the estimator's plumbing -- choose_start, recentre_fit, ... -- is private)
+__all__ = ["CENTROID_POWERS", "IDF_POWERS", "PATTERN_EVALS_PER_EPOCH", "PATTERN_PATIENCE", "calibrate_temperature",
+           "cap_held_out", "pattern_schedule", "recentre", "reweight_rows"]
+
+#: the shared shape of the starting scorer, chosen on the held-out rows
+#: (:func:`choose_centroid_scorer`): the exponent p of the rows' idf weights and the power
+#: gamma of the centroids' norms
+IDF_POWERS = (1.0, 1.5, 2.0)
+CENTROID_POWERS = (1.0, 0.9, 0.8, 0.7)
+#: held-out rows of the weight-pattern path at most (:func:`cap_held_out`: the others train;
+#: each held-out score costs O(rows x K); 2000 gave the same test numbers on WordNet and GCIDE
+#: at 1.5 and 1.25 times the CPU, ``benchmarks/dictionary_training.py``)
+MAX_HELD_OUT = 1000
+#: held-out rows that calibrate the starting scorer's temperature
+MAX_CALIBRATION_ROWS = 1000
+#: held-out scores per epoch on the weight-pattern path (and one at the start)
+PATTERN_EVALS_PER_EPOCH = 4
+#: scores without an improvement before the weight-pattern path stops
+PATTERN_PATIENCE = 2
+
+
+class PatternSchedule(NamedTuple):
+    """How a fit evaluates its held-out rows: every ``eval_every`` steps, at the start or not,
+    stopping after ``patience`` scores without an improvement."""
+
+    eval_every: int
+    eval_at_start: bool
+    patience: int
+
+
+def pattern_schedule(weight_pattern: bool, steps_per_epoch: int, patience: int) -> PatternSchedule:
+    """The evaluation schedule of a fit: the weight-pattern path's (:data:`PATTERN_EVALS_PER_EPOCH`
+    scores per epoch, the start scored, :data:`PATTERN_PATIENCE`), else once per epoch with
+    the estimator's ``patience`` (``n_iter_no_change``).
+
+    Example:
+
+    >>> from pyro_ar.estimator._pattern_fit import pattern_schedule
+    >>> pattern_schedule(True, 66, 5), pattern_schedule(False, 66, 5)
+    (PatternSchedule(eval_every=16, eval_at_start=True, patience=2), PatternSchedule(eval_every=66, eval_at_start=False, patience=5))
+    """
+    if not weight_pattern:
+        return PatternSchedule(steps_per_epoch, False, patience)
+    return PatternSchedule(max(1, steps_per_epoch // PATTERN_EVALS_PER_EPOCH), True, PATTERN_PATIENCE)
+
+
+def recentre(state: dict, name: str, train_pattern, train_loc: torch.Tensor, pattern, loc: torch.Tensor) -> dict:
+    r"""The param state ``state`` with its weights ``state["params"][name]`` (on
+    ``train_pattern``, started at ``train_loc``) moved onto ``pattern`` (a superset of the
+    entries) around ``loc``: :math:`\mathrm{loc} + (W - \mathrm{loc}_{tr})` on the training
+    pattern's entries, ``loc`` on the others (the module docstring). O(nnz log nnz).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.weight_pattern import WeightPattern
+    >>> from pyro_ar.estimator._pattern_fit import recentre
+    >>> small, big = WeightPattern(torch.tensor([0, 3]), 2, 2), WeightPattern(torch.tensor([0, 1, 3]), 2, 2)
+    >>> state = {"params": {"weight": torch.tensor([1.5, 2.0])}, "constraints": {}}
+    >>> recentre(state, "weight", small, torch.tensor([1.0, 2.0]), big, torch.tensor([3.0, 4.0, 5.0]))["params"]["weight"].tolist()
+    [3.5, 4.0, 5.0]
+    """
+    W = state["params"][name]
+    k, j = train_pattern.coordinates()
+    pos, hit = pattern.to(W.device).lookup(k.to(W.device), j.to(W.device))
+    if not bool(hit.all()):
+        raise ValueError("pattern must contain every entry of train_pattern (the pattern of all the "
+                         "rows holds the training split's)")
+    new = loc.to(W).clone()
+    new[pos] += (W.detach() - train_loc.to(W)).to(new)
+    params = dict(state["params"])
+    params[name] = new
+    return {**state, "params": params}
+
+
+
+def reweight_rows(X, weight: np.ndarray):
+    """The rows of the scipy CSR ``X`` times ``weight`` (per feature), L2-normalised (CSR).
+
+    Example:
+
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from pyro_ar.estimator._pattern_fit import reweight_rows
+    >>> reweight_rows(sp.csr_matrix([[1.0, 1.0]]), np.array([3.0, 4.0])).toarray().round(6).tolist()
+    [[0.6, 0.8]]
+    """
+    Z = sp.csr_matrix(X.multiply(weight[None, :]), dtype=X.dtype)
+    norms = np.sqrt(np.asarray(Z.multiply(Z).sum(axis=1))).reshape(-1)
+    return sp.csr_matrix(sp.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ Z, dtype=X.dtype)
+
+
+def _class_sums(X, codes, K, rows):
+    """The (K, D) sums :math:`s_k` of the rows ``rows`` of X by class (scipy CSR)."""
+    Y = sp.csr_matrix((np.ones(len(rows)), (codes[rows], np.arange(len(rows)))), shape=(K, len(rows)))
+    return sp.csr_matrix(Y @ X[rows])
+
+
+def _heldout_hits(X, codes, K, train_idx, rows, powers, chunk=500):
+    r"""For each centroid power: the mean over the held-out ``rows`` of (top-1 hit + top-10 hit) / 2
+    of the scorer :math:`x \cdot s_k / \lVert s_k\rVert^\gamma`, :math:`s_k` the sums of the
+    training rows ``train_idx`` (a class without training rows scores 0)."""
+    ST = _class_sums(X, codes, K, train_idx).T.tocsr()
+    norms = np.sqrt(np.asarray(ST.multiply(ST).sum(axis=0))).reshape(-1)
+    hits = np.zeros(len(powers))
+    for i in range(0, len(rows), chunk):
+        idx = rows[i:i + chunk]
+        U = (X[idx] @ ST).toarray().astype(np.float32)
+        for g, power in enumerate(powers):  # (a class without rows scores 0, as its utility does)
+            sc = U * np.where(norms > 0, norms, 1.0).astype(np.float32) ** -power
+            rank = (sc > sc[np.arange(len(idx)), codes[idx]][:, None]).sum(1)
+            hits[g] += 0.5 * ((rank < 1).sum() + (rank < 10).sum())
+    return hits / max(len(rows), 1)
+
+
+def choose_centroid_scorer(X, codes, K: int, train_idx, val_idx, feature_scale):
+    r"""``(X', feature scale', gamma, temperature, scores)``: the starting scorer's shape chosen
+    on the held-out rows ``val_idx`` -- the idf exponent p in :data:`IDF_POWERS` and the
+    centroid power gamma in :data:`CENTROID_POWERS` with the most held-out (top-1 + top-10)
+    hits / 2 of the centroid scorer of the training rows ``train_idx`` (ties: the earlier,
+    p = 1 and gamma = 1 first) --, then its temperature (:func:`calibrate_temperature`).
+    ``X`` holds the tf-idf rows of the estimator's scaling (``feature_scale`` = 1 / idf), X'
+    the rows of :math:`\mathrm{idf}^p` (``feature_scale ** p``); ``scores`` maps (p, gamma)
+    to its held-out hits. One sparse product per p, O(|rows| x K) for each gamma."""
+    scores, best = {}, None
+    for p in IDF_POWERS:
+        Xp = X if p == 1.0 else reweight_rows(X, np.asarray(feature_scale, dtype=np.float64) ** (1.0 - p))
+        for power, hits in zip(CENTROID_POWERS, _heldout_hits(Xp, codes, K, train_idx, val_idx, CENTROID_POWERS)):
+            scores[(p, power)] = float(hits)
+            if best is None or hits > best[0]:
+                best = (hits, p, power, Xp)
+    _, p, power, Xp = best
+    rows = val_idx[:MAX_CALIBRATION_ROWS]
+    ST = _class_sums(Xp, codes, K, train_idx).T.tocsr()
+    norms = np.sqrt(np.asarray(ST.multiply(ST).sum(axis=0))).reshape(-1)
+    U = (Xp[rows] @ ST).toarray().astype(np.float32) / np.where(norms > 0, norms, 1.0).astype(np.float32) ** power
+    temperature = calibrate_temperature(torch.as_tensor(U), torch.as_tensor(codes[rows]))
+    return Xp, np.asarray(feature_scale) ** p, power, temperature, scores
+
+
+def calibrate_temperature(U: torch.Tensor, y: torch.Tensor, start: float = 15.0, steps: int = 20) -> float:
+    r"""The temperature T > 0 that maximises the mean log-likelihood of the labels ``y`` under
+    the softmax of T U (U: (n, K) scores), by Newton's method on this concave function of T:
+    :math:`f'(T) = \overline{u_y - E_{p_T}[u]}`, :math:`f''(T) = -\overline{\mathrm{Var}_{p_T}[u]}`
+    (kept in [1, 1000]; until a step moves T by less than 0.1 %).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.estimator._pattern_fit import calibrate_temperature
+    >>> U = torch.tensor([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])   # right 3 times in 4
+    >>> round(calibrate_temperature(U, torch.tensor([0, 0, 0, 0])), 3)        # sigmoid(T) = 3/4
+    1.099
+    """
+    T, rows = float(start), torch.arange(len(y))
+    for _ in range(steps):
+        p = torch.softmax(T * U, dim=1)
+        mean = (p * U).sum(1)
+        var = (p * U * U).sum(1) - mean ** 2
+        grad, curv = float((U[rows, y] - mean).mean()), float(var.mean())
+        if curv <= 0:
+            break
+        T, old = min(max(T + grad / curv, 1.0), 1000.0), T
+        if abs(T - old) < 1e-3 * old:
+            break
+    return T
+
+
+def cap_held_out(train_idx: np.ndarray, val_idx: np.ndarray, rng, groups=None) -> tuple:
+    """``(train, held out)``: at most :data:`MAX_HELD_OUT` of the held-out rows ``val_idx``
+    (drawn uniformly by ``rng``) stay held out, the others join the training rows (sorted);
+    with ``groups`` (label sets: the row of each (row, label) pair) whole rows are kept or
+    returned, at most :data:`MAX_HELD_OUT` of them.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from pyro_ar.estimator._pattern_fit import cap_held_out
+    >>> train, held = cap_held_out(np.arange(9000), np.arange(9000, 12000), np.random.RandomState(0))
+    >>> len(train), len(held)
+    (11000, 1000)
+    """
+    if groups is not None:
+        rows = np.unique(groups[val_idx])
+        if len(rows) <= MAX_HELD_OUT:
+            return train_idx, val_idx
+        held = np.isin(groups[val_idx], rng.choice(rows, MAX_HELD_OUT, replace=False))
+        return np.sort(np.concatenate([train_idx, val_idx[~held]])), val_idx[held]
+    if len(val_idx) <= MAX_HELD_OUT:
+        return train_idx, val_idx
+    perm = rng.permutation(val_idx)
+    return np.sort(np.concatenate([train_idx, perm[MAX_HELD_OUT:]])), np.sort(perm[:MAX_HELD_OUT])
+
+
+def centroid_shape(est) -> dict:
+    """The estimator's starting scorer: ``{"power": gamma, "temperature": T}`` for
+    :func:`~pyro_ar.estimator._training_path.pattern_and_centroids` (1 and
+    ``PATTERN_INIT_TEMPERATURE`` before any choice)."""
+    from ._training_path import PATTERN_INIT_TEMPERATURE
+
+    power, temperature = getattr(est, "centroid_power_", None), getattr(est, "centroid_temperature_", None)
+    return {"power": 1.0 if power is None else power,
+            "temperature": PATTERN_INIT_TEMPERATURE if temperature is None else temperature}
+
+
+def choose_start(est, data, train_idx, val_idx, rng):
+    """``(train, held out, data)`` of a fresh fit on the weight-pattern path: the held-out rows
+    capped (:func:`cap_held_out`) and, with ``standardize``, the starting scorer chosen on
+    them (:func:`choose_centroid_scorer`; sets ``feature_scale_``, ``centroid_power_``,
+    ``centroid_temperature_``, ``centroid_scorer_scores_``; ``data.X`` becomes the rows of
+    the chosen idf power)."""
+    train_idx, val_idx = cap_held_out(train_idx, val_idx, rng, data.groups)
+    if est.standardize:
+        X, est.feature_scale_, est.centroid_power_, est.centroid_temperature_, est.centroid_scorer_scores_ = \
+            choose_centroid_scorer(data.X, data.codes, data.K, train_idx, val_idx, est.feature_scale_)
+        data = data._replace(X=X)
+    return train_idx, val_idx, data
+
+
+def recentre_fit(est, state: dict, data, name: str) -> dict:
+    """:func:`recentre` of a fit on the training split: ``est.weight_pattern_`` /
+    ``weight_loc_`` become those of all the rows of ``data`` and the weights ``name`` of the
+    param ``state`` move onto them (the returned state)."""
+    from ._training_path import pattern_and_centroids
+
+    train_pattern, train_loc = est.weight_pattern_, est.weight_loc_
+    est.weight_pattern_, est.weight_loc_ = pattern_and_centroids(data.X, data.codes, data.K, **centroid_shape(est))
+    return recentre(state, name, train_pattern, train_loc, est.weight_pattern_, est.weight_loc_)

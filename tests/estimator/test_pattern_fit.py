@@ -1,0 +1,106 @@
+"""The weight-pattern path's schedule (issue 36, item 4): the starting scorer's shape chosen on
+held-out rows, a step count set by them, never a model worse on them than its start, and the
+fit moved back onto the centroids of all the rows."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+from hypothesis import given, settings, strategies as st
+
+import pyro_ar.estimator._training_path as training_path
+from pyro_ar import ARClassifier
+from pyro_ar.estimator._pattern_fit import choose_centroid_scorer, recentre, reweight_rows
+from pyro_ar.estimator._scaling import apply_scaler, fit_scaler
+from pyro_ar.estimator._training_path import pattern_and_centroids
+from pyro_ar.weight_pattern import WeightPattern
+
+from .test_pattern_path import _few_rows_per_class
+
+
+@pytest.fixture
+def small_pattern_limit(monkeypatch):
+    """Take the pattern path at test size (the real rule: 16 K D bytes above 2 GiB)."""
+    monkeypatch.setattr(training_path, "FULL_RANK_MAX_BYTES", 1 << 16)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(2, 6), st.integers(2, 6), st.integers(0, 2**31 - 1))
+def test_recentre_adds_the_learned_residual_to_the_new_centroids(K, D, seed):
+    rng = np.random.RandomState(seed)
+    full = rng.rand(K * D) < 0.7
+    full[0] = True
+    small = full & (rng.rand(K * D) < 0.6)
+    small[0] = True
+    big_p = WeightPattern(torch.as_tensor(np.flatnonzero(full)), K, D)
+    small_p = WeightPattern(torch.as_tensor(np.flatnonzero(small)), K, D)
+    g = torch.Generator().manual_seed(seed)
+    W, loc_tr, loc = (torch.randn(n, generator=g) for n in (len(small_p), len(small_p), len(big_p)))
+    out = recentre({"params": {"weight": W}, "constraints": {}}, "weight", small_p, loc_tr, big_p, loc)
+    expected = big_p.dense(loc) + small_p.dense(W - loc_tr)  # the residual where it was learned
+    assert torch.allclose(big_p.dense(out["params"]["weight"]), expected, atol=1e-6)
+    if len(small_p) < len(big_p):  # the other way round, an entry has nowhere to go
+        with pytest.raises(ValueError, match="pattern must contain"):
+            recentre({"params": {"weight": loc}, "constraints": {}}, "weight", big_p, loc, small_p, loc_tr)
+
+
+def test_reweighted_rows_are_the_rows_of_the_idf_power():
+    """x_binary * idf^p, normalised, from the tf-idf rows (idf^1): the scaling the estimator keeps."""
+    X, _ = _few_rows_per_class(K=20, D=100, N=80)
+    mean, scale = fit_scaler(X, sparse_inputs=True, idf=True)
+    Z = apply_scaler(X, mean, scale, normalize_rows=True)
+    Z2 = reweight_rows(Z, scale ** (1.0 - 1.5))
+    assert np.allclose(Z2.toarray(), apply_scaler(X, mean, scale ** 1.5, normalize_rows=True).toarray())
+
+
+def test_the_chosen_scorer_is_the_best_of_the_grid_on_the_held_out_rows():
+    """Every (p, gamma) of the grid scored, the best taken, and its rows and scale returned."""
+    X, y = _few_rows_per_class(K=50, D=400, N=200)
+    mean, scale = fit_scaler(X, sparse_inputs=True, idf=True)
+    Z = apply_scaler(X, mean, scale, normalize_rows=True)
+    val = np.arange(len(y)) % 4 == 0
+    tr_idx, val_idx = np.flatnonzero(~val), np.flatnonzero(val)
+    Zp, scale_p, power, T, scores = choose_centroid_scorer(Z, y, 50, tr_idx, val_idx, scale)
+    assert len(scores) == 12 and max(scores.values()) == scores[(max(scores, key=scores.get))]
+    best = [k for k, v in scores.items() if v == max(scores.values())][0]  # the first of the ties
+    assert power == best[1] and np.allclose(scale_p, scale ** best[0])
+    assert np.allclose(Zp.toarray(), apply_scaler(X, mean, scale_p, normalize_rows=True).toarray(), atol=1e-6)
+
+
+def test_centroid_power_scales_the_centroids():
+    X, y = _few_rows_per_class(K=30, D=200, N=120)
+    pattern, loc = pattern_and_centroids(X, y, 30, temperature=1.0, power=0.5)
+    C = np.zeros((30, 200))
+    np.add.at(C, y, X.toarray())
+    assert np.allclose(pattern.dense(loc.double()).numpy(), C / np.linalg.norm(C, axis=1, keepdims=True) ** 0.5, atol=1e-5)
+
+
+def test_a_fit_that_only_gets_worse_returns_its_start(small_pattern_limit):
+    """A step size that wrecks W: every held-out score after the start is worse, so the fit
+    keeps the start -- W at the centroids of all the rows (the held-out ones included), the
+    bias at its (tiny) initial value -- and stops after the patience."""
+    X, y = _few_rows_per_class(K=100, D=1000, N=400)
+    clf = ARClassifier(random_state=0, learning_rate=50.0).fit(X, y)
+    assert clf.training_path_.weight_pattern
+    scores = clf.validation_scores_
+    assert scores[0] == clf.best_validation_score_ and max(scores[1:]) < scores[0], scores
+    assert clf.n_steps_ < 8 * 4  # stopped by the held-out rows, before the 8 epochs
+    Xs = apply_scaler(X, clf.feature_mean_, clf.feature_scale_, True)
+    pattern, loc = pattern_and_centroids(Xs, y, 100, power=clf.centroid_power_, temperature=clf.centroid_temperature_)
+    assert torch.equal(clf.weight_pattern_.keys, pattern.keys)
+    assert torch.allclose(clf.param_state_["params"]["weight"], loc, atol=1e-5)
+    assert clf.param_state_["params"]["bias"].abs().max() < 0.01
+
+
+@pytest.mark.slow
+def test_the_pattern_path_beats_its_start(small_pattern_limit):
+    """The default fit against the centroid scorer it starts from, on held-out rows (the
+    regime of the reverse dictionaries at test size): at least as good a top-1."""
+    X, y = _few_rows_per_class(K=400, D=3000, N=1600)
+    test = np.arange(len(y)) % 4 == 0
+    clf = ARClassifier(random_state=0).fit(X[~test], y[~test])
+    mean, scale = fit_scaler(X[~test], sparse_inputs=True, idf=True)
+    Z = apply_scaler(X, mean, scale, normalize_rows=True)
+    pattern, loc = pattern_and_centroids(Z[~test], y[~test], 400)
+    centroid = (pattern.sparse(loc.double()).to_dense().numpy() @ Z[test].toarray().T).argmax(0)
+    assert clf.score(X[test], y[test]) >= np.mean(centroid == y[test])
