@@ -71,6 +71,7 @@ from .bag_of_words import load_brown_bag_of_words, make_bag_of_words, to_scipy_c
 from .reverse_dictionary import gloss_tokens, make_reverse_dictionary
 from .wordnet import WORDNET_FILES, load_wordnet_reverse_dictionary, read_wordnet_glosses
 from .dictd import load_gcide_reverse_dictionary, read_dictd, read_gcide_senses
+from .gcide_corpus import load_gcide_corpus, read_gcide_paragraphs
 from .text import BROWN_ARCHIVE, BROWN_BOUNDARY, BROWN_UNK, Vocabulary, load_brown, load_kjv, load_text_corpus
 
 __all__ = [
@@ -99,7 +100,7 @@ __all__ = [
     "load_brown_bag_of_words",
     "to_scipy_csr",
     "make_reverse_dictionary", "gloss_tokens", "load_wordnet_reverse_dictionary", "read_wordnet_glosses",
-    "load_gcide_reverse_dictionary", "read_gcide_senses", "read_dictd",
+    "load_gcide_reverse_dictionary", "read_gcide_senses", "read_dictd", "load_gcide_corpus", "read_gcide_paragraphs",
     "SessionData", "pad_sessions", "split_sessions", "make_recogym_sessions", "load_brown_sessions",
     "CategoricalData", "hide_entries", "load_brown_windows", "load_breast_cancer_categorical",
     "load_breast_cancer_wisconsin", "make_xor_relations",
