@@ -44,6 +44,10 @@ thousands with about three rows per class and sparse text features
 :mod:`~pyro_ar.datasets.dictd`), both built by :func:`make_reverse_dictionary` from
 (word, gloss) pairs.
 
+A text corpus with a vocabulary of :math:`10^5` words (:mod:`~pyro_ar.datasets.gcide_corpus`):
+:func:`load_gcide_corpus` -- GCIDE's text (the same dictd files) as next-word pairs, K =
+95,659 with the markup stripped; :func:`read_gcide_paragraphs` its tokenised paragraphs.
+
 Sessions of items for latent-variable models (:mod:`~pyro_ar.datasets.sessions`):
 :func:`make_recogym_sessions` (RecoGym's organic sessions, simulated) and
 :func:`load_brown_sessions` (Brown sentences or documents over its vocabulary).
