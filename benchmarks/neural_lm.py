@@ -55,7 +55,7 @@ from benchmarks import harness  # noqa: E402
 from benchmarks.harness import table  # noqa: E402
 
 from pyro_ar import evaluation  # noqa: E402
-from benchmarks.plain_loop import adaptive_output_layer  # noqa: E402
+from benchmarks.plain_loop import adaptive_output_layer, optimizer_step  # noqa: E402
 from pyro_ar.datasets import load_brown, load_gcide_corpus  # noqa: E402
 from pyro_ar.infer import EarlyStopping, default_elbo, default_guide, train  # noqa: E402
 from pyro_ar.likelihoods import AR, Sampled  # noqa: E402
@@ -126,13 +126,7 @@ class PlainAdaptive:
 
     def step(self):
         idx = torch.randint(0, len(self.y), (self.B,))
-        loss = self.asm(self.body(self.x[idx]), self.rank[self.y[idx]]).loss
-        for opt in self.opts:
-            opt.zero_grad()
-        loss.backward()
-        for opt in self.opts:
-            opt.step()
-        return loss.item()
+        return optimizer_step(self.opts, self.asm(self.body(self.x[idx]), self.rank[self.y[idx]]).loss)
 
     @torch.no_grad()
     def log_likelihood(self, x, y, reduce="mean"):
@@ -203,15 +197,8 @@ def run_method(method, data, K, counts, args):
 
 
 def parse_lrs(text):
-    """``{method: step size}`` from ``"ar=0.01,adaptive=0.003"`` (``--lrs``)."""
-    out = {}
-    for item in (text or "").split(","):
-        if item.strip():
-            m, _, v = item.partition("=")
-            if m.strip() not in METHODS or not v:
-                raise SystemExit(f"--lrs: expected method=step size with a method of {METHODS}, got {item!r}")
-            out[m.strip()] = float(v)
-    return out
+    """``{method: step size}`` from a ``--lrs`` option (:func:`benchmarks.harness.parse_lrs`)."""
+    return harness.parse_lrs(text, METHODS)
 
 
 def paired(results, reference="ar"):

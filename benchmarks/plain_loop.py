@@ -30,7 +30,7 @@ if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME need
 from benchmarks import harness  # noqa: E402
 
 __all__ = ["PlainExactBigram", "LibraryExactBigram", "AdaptiveSoftmaxBigram", "adaptive_output_layer",
-           "frequency_cutoffs"]
+           "optimizer_step", "frequency_cutoffs"]
 
 
 class PlainExactBigram:
@@ -92,6 +92,17 @@ def frequency_cutoffs(counts, coverage=(0.8, 0.95), round_to=100):
         raise ValueError(f"coverage={coverage!r} gives cutoffs {cuts} for K = {K}: they must increase "
                          f"and stay below K - 1")
     return cuts
+
+
+def optimizer_step(opts, loss):
+    """One step of every optimizer of ``opts`` on ``loss`` (e.g. ``SparseAdam`` for the context
+    rows and ``Adam`` for the rest); the loss as a float."""
+    for opt in opts:
+        opt.zero_grad()
+    loss.backward()
+    for opt in opts:
+        opt.step()
+    return loss.item()
 
 
 def adaptive_output_layer(D, K, counts, init_bias, cutoffs=None, div_value=4.0, device="cpu"):
@@ -161,13 +172,7 @@ class AdaptiveSoftmaxBigram:
 
         idx = torch.randint(0, self.x.shape[0], (self.B,), device=self.x.device)
         h = F.embedding(self.x[idx], self.E, sparse=self.sparse)
-        loss = self.asm(h, self.rank[self.y[idx]]).loss
-        for opt in self.opts:
-            opt.zero_grad()
-        loss.backward()
-        for opt in self.opts:
-            opt.step()
-        return loss.item()
+        return optimizer_step(self.opts, self.asm(h, self.rank[self.y[idx]]).loss)
 
     def log_prob_all(self, prev):
         """``(len(prev), K)`` log-probabilities of every class (columns in class-id order)."""

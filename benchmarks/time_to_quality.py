@@ -186,15 +186,8 @@ def expand_grid(a, methods):
 
 
 def parse_lrs(text):
-    """``{method: step size}`` from ``"ar_softmax=0.01,botev=0.003"`` (``--lrs``)."""
-    out = {}
-    for item in (text or "").split(","):
-        if item.strip():
-            m, _, v = item.partition("=")
-            if m.strip() not in METHODS or not v:
-                raise SystemExit(f"--lrs: expected method=step size with a method of {METHODS}, got {item!r}")
-            out[m.strip()] = float(v)
-    return out
+    """``{method: step size}`` from a ``--lrs`` option (:func:`benchmarks.harness.parse_lrs`)."""
+    return harness.parse_lrs(text, METHODS)
 
 
 def exact_extrapolation(ok, start=10.0):
