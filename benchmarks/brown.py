@@ -158,10 +158,10 @@ class PyroBigram(harness.SVIMethod):
             optim = lazy_adam(lambda name: {"lr": local_lr if "y_eps" in name else lr})
         super().__init__(self.model, guide, optim, elbo, x, y)
 
-    def evaluate(self, prev, nxt):
+    def evaluate(self, prev, nxt, reduce="mean"):
         if not self.model.noise.closed_form:
             return None  # quadrature: at the end only, on a subset
-        return self.model.log_likelihood(prev, nxt)
+        return self.model.log_likelihood(prev, nxt, reduce=reduce)
 
     def log_likelihood_pairs(self, prev, nxt, num_nodes=33):
         if self.model.noise.closed_form:
@@ -231,10 +231,15 @@ def worker(a):
             sync()
             return loss
 
+    best_pairs = {"valid_ll": -math.inf, "test_lls": None}  # per test pair, at the best validation point
+
     def evaluate():
         t0 = time.perf_counter()
-        ll = m.evaluate(xt, yt)
+        lls = m.evaluate(xt, yt, reduce="none")
+        ll = None if lls is None else lls.mean().item()
         vll = m.evaluate(xv, yv)
+        if vll is not None and vll > best_pairs["valid_ll"]:
+            best_pairs.update(valid_ll=vll, test_lls=lls)
         extra = {} if curve is None else dict(curve_ll=m.log_likelihood_pairs(xt[curve], yt[curve]))
         return dict(extra, test_ll=ll, valid_ll=float("nan") if vll is None else vll,
                     perplexity=None if ll is None else math.exp(-ll), eval_seconds=time.perf_counter() - t0)
@@ -272,6 +277,8 @@ def worker(a):
                ("shared" if a.method == "ar_softmax_uniform" else None), budget=a.budget)
     if a.method == "adaptive":
         out.update(negatives=None, cutoffs=m.cutoffs, div_value=a.div_value, sparse=m.sparse)
+    if best_pairs["test_lls"] is not None:  # for paired standard errors between methods (same pairs)
+        out["best_test_lls"] = [round(v, 5) for v in best_pairs["test_lls"].tolist()]
     print("RESULT " + json.dumps(out), flush=True)
 
 
@@ -414,6 +421,30 @@ def run_methods(a, methods, data):
     return results
 
 
+def paired_differences(ok, reference="ar_softmax"):
+    """``{"<reference>_minus_<m>": {mean, se, pairs}}``: the difference of the best test
+    log-likelihoods (each method at its best validation point) of ``reference`` and each other
+    method, with its paired standard error over the test pairs (the same pairs for every
+    method: ``std(d) / sqrt(n)`` of the per-pair differences d)."""
+    import torch
+
+    ref = ok.get(reference, {}).get("best_test_lls")
+    out = {}
+    for m, r in ok.items():
+        if m == reference or ref is None or r.get("best_test_lls") is None:
+            continue
+        d = torch.tensor(ref, dtype=torch.float64) - torch.tensor(r["best_test_lls"], dtype=torch.float64)
+        out[f"{reference}_minus_{m}"] = dict(mean=d.mean().item(), se=(d.std() / d.numel() ** 0.5).item(),
+                                             pairs=d.numel())
+    return out
+
+
+def drop_pair_values(results):
+    """Remove the per-pair test log-likelihoods from ``results`` (runs and chosen copies) before saving."""
+    for r in results.values():
+        r.pop("best_test_lls", None)
+
+
 def summarize(ok, skip=OTHER_NOISE):
     """Each method's best validation point (its test LL there: the honest best) and the CPU
     time at which its test LL first reaches exact softmax's best (at exact's best validation
@@ -488,6 +519,8 @@ def main(argv=None):
     elapsed = time.time() - t_start
     ok = {m: r for m, r in results.items() if "history" in r}
     summary = summarize(ok)
+    summary["paired"] = paired_differences(ok)
+    drop_pair_values(results)
     print_table(ok, summary)
     for m, r in ok.items():
         if r.get("subset_test_ll") is not None:

@@ -201,6 +201,19 @@ def median(xs):
     return statistics.median(xs) if len(xs) else float("nan")
 
 
+def parse_lrs(text, methods):
+    """``{method: step size}`` from ``"a=0.01,b=0.003"`` (a ``--lrs`` option); each method must be
+    one of ``methods``."""
+    out = {}
+    for item in (text or "").split(","):
+        if item.strip():
+            m, _, v = item.partition("=")
+            if m.strip() not in methods or not v:
+                raise SystemExit(f"--lrs: expected method=step size with a method of {list(methods)}, got {item!r}")
+            out[m.strip()] = float(v)
+    return out
+
+
 def time_to_reach(history, target, key="time", value="test_ll"):
     """First ``history[i][key]`` (a CPU time) at which ``history[i][value] >= target``, linearly
     interpolated from the point before; None if never reached. Points without a value

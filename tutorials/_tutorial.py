@@ -14,7 +14,8 @@ and as notebooks (jupytext opens the ``# %%`` cells; the notebook's folder is
   data home by ``pyro_ar.datasets.fetch_*`` on first use: a script run without them (offline,
   or ``PYRO_AR_OFFLINE=1``) says so and carries on with what it can show; with ``PYRO_AR_REQUIRE_DATA=1``
   (the documentation build sets it, and the tests where the data root exists) their absence
-  is an error, so that no published page silently shows a placeholder.
+  is an error, so that no published page silently shows a placeholder -- except for data
+  marked ``optional`` (GCIDE), which a shipped corpus replaces, saying so.
 """
 
 import argparse
@@ -70,19 +71,22 @@ def parse_args(description: str, add_arguments=None, argv=None) -> argparse.Name
     return args
 
 
-def load_external(loader, what: str, without: str):
+def load_external(loader, what: str, without: str, optional: bool = False):
     """``loader()``, a data set that is not shipped with the package (it raises
     ``FileNotFoundError`` naming the folder it looked in, ``$PYRO_AR_DATA``; a fetcher's
     ``DownloadError`` is one, naming the file, its URL and where to put it by hand).
 
     If the data are missing: with ``$PYRO_AR_REQUIRE_DATA`` set (the docs build, the tests
     where the data root exists) re-raise, naming the variable; otherwise print what is
-    missing and ``without`` (what the tutorial does instead) and return None.
+    missing and ``without`` (what the tutorial does instead) and return None. ``optional``:
+    data that the CI data root does not hold and that the tutorial can replace by a shipped
+    data set doing the same job (GCIDE in tutorial 09, replaced by Brown): never an error,
+    the message is always printed.
     """
     try:
         return loader()
     except FileNotFoundError as err:
-        if env_flag(REQUIRE_DATA_ENV_VAR):
+        if env_flag(REQUIRE_DATA_ENV_VAR) and not optional:
             raise FileNotFoundError(f"{what} is required here ({REQUIRE_DATA_ENV_VAR} is set, as in "
                                     f"the documentation build; {REQUIRE_DATA_ENV_VAR}=0 allows running "
                                     f"without it): {err}") from err

@@ -54,6 +54,10 @@ thousands with about three rows per class and sparse text features
 :mod:`~pyro_ar.datasets.dictd`), both built by :func:`make_reverse_dictionary` from
 (word, gloss) pairs.
 
+A text corpus with a vocabulary of :math:`10^5` words (:mod:`~pyro_ar.datasets.gcide_corpus`):
+:func:`load_gcide_corpus` -- GCIDE's text (the same dictd files) as next-word pairs, K =
+95,659 with the markup stripped; :func:`read_gcide_paragraphs` its tokenised paragraphs.
+
 Sessions of items for latent-variable models (:mod:`~pyro_ar.datasets.sessions`):
 :func:`make_recogym_sessions` (RecoGym's organic sessions, simulated) and
 :func:`load_brown_sessions` (Brown sentences or documents over its vocabulary).
@@ -84,6 +88,7 @@ from .bag_of_words import load_brown_bag_of_words, make_bag_of_words, to_scipy_c
 from .reverse_dictionary import gloss_features, gloss_tokens, make_reverse_dictionary
 from .wordnet import WORDNET_FILES, load_wordnet_reverse_dictionary, load_wordnet_synsets, read_wordnet_glosses
 from .dictd import load_gcide_reverse_dictionary, read_dictd, read_gcide_senses
+from .gcide_corpus import load_gcide_corpus, read_gcide_paragraphs
 from .text import BROWN_ARCHIVE, BROWN_BOUNDARY, BROWN_UNK, Vocabulary, load_brown, load_kjv, load_text_corpus
 
 __all__ = [
@@ -118,7 +123,7 @@ __all__ = [
     "to_scipy_csr",
     "make_reverse_dictionary", "gloss_tokens", "gloss_features", "load_wordnet_reverse_dictionary",
     "read_wordnet_glosses", "load_wordnet_synsets",
-    "load_gcide_reverse_dictionary", "read_gcide_senses", "read_dictd",
+    "load_gcide_reverse_dictionary", "read_gcide_senses", "read_dictd", "load_gcide_corpus", "read_gcide_paragraphs",
     "SessionData", "pad_sessions", "split_sessions", "make_recogym_sessions", "load_brown_sessions",
     "CategoricalData", "hide_entries", "load_brown_windows", "load_breast_cancer_categorical",
     "load_breast_cancer_wisconsin", "make_xor_relations",

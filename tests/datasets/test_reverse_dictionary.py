@@ -1,7 +1,6 @@
 """pyro_ar.datasets reverse dictionaries: the shared task builder, WordNet's data files and
 GCIDE's dictd files, on small fixtures written here (and on the real folders when present)."""
 
-import gzip
 from collections import Counter
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import torch
 from pyro_ar.datasets import (data_search_path, gloss_tokens, load_gcide_reverse_dictionary,
                               load_wordnet_reverse_dictionary, make_reverse_dictionary, read_dictd,
                               read_gcide_senses, read_wordnet_glosses)
+from tests.datasets.helpers import ARTICLES, write_gcide
 
 HEADER = ("  1 This software and database is being provided to you, the LICENSEE, by  \n"
           "  2 Princeton University under the following license.  By obtaining, using  \n"
@@ -134,63 +134,7 @@ def test_make_reverse_dictionary_refuses_an_empty_vocabulary(pairs, min_count):
 
 
 # ---------------------------------------------------------------- GCIDE (dictd)
-ARTICLES = {
-    "Bank": ("Bank \\Bank\\ (b[a^][ng]k), n. [OE. banke; akin to E. bench, and\n"
-             "   prob. of Scand. origin. See {Bench}.]\n"
-             "   1. A mound, pile, or ridge of earth; as, a bank of clouds.\n"
-             "      [1913 Webster]\n\n"
-             "            They cast up a bank against the city. --2 Sam. xx.\n"
-             "      [1913 Webster]\n\n"
-             "   2. The margin of a watercourse; the rising ground bordering a\n"
-             "      lake or river. --Shak.\n"
-             "      [1913 Webster]\n\n"
-             "   {Bank swallow}, a small swallow that nests in a bank.\n"
-             "      [1913 Webster]\n\n"
-             "Bank \\Bank\\, v. t.\n"
-             "   To deposit money in a bank.\n"
-             "   [1913 Webster]\n"),
-    "Abacus": ("Abacus \\Ab\"a*cus\\ ([a^]b\"[.a]*k[u^]s), n.; E. pl. {Abacuses}; L.\n"
-               "   pl. {Abaci} (-s[imac]). [L. abacus]\n"
-               "   1. A table strewn with sand. [Obs.]\n"
-               "      [1913 Webster]\n\n"
-               "   2. A calculating frame with balls sliding on wires.\n"
-               "      [1913 Webster]\n"),
-    "River": ("River \\Riv\"er\\, n.\n"
-              "   A large natural stream of water.\n"
-              "   [1913 Webster]\n\n"
-              "   2. A stream of water flowing to the sea.\n"
-              "   [WordNet 1.5]\n"),
-    "Aerolite": ("A[\"e]rolite \\A\"[\"e]r*o*lite\\, n.\n"
-                 "   A stone that falls from the sky.\n"
-                 "   [1913 Webster]\n"),
-}
-B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-
-
-def b64(n: int) -> str:
-    digits = ""
-    while True:
-        digits = B64[n % 64] + digits
-        n //= 64
-        if n == 0:
-            return digits
-
-
-def write_gcide(root: Path) -> Path:
-    """A dictd database (root/usr/share/dictd/gcide.{index,dict.dz}) of ARTICLES, with a
-    database-info entry and a second headword pointing to the Bank article."""
-    folder = root / "usr" / "share" / "dictd"
-    folder.mkdir(parents=True)
-    text, index = b"", []
-    for head, article in [("00-database-short", "A test dictionary\n")] + list(ARTICLES.items()):
-        data = article.encode()
-        index.append((head, len(text), len(data)))
-        text += data
-    index.append(("bank", index[1][1], index[1][2]))
-    with gzip.open(folder / "gcide.dict.dz", "wb") as f:
-        f.write(text)
-    (folder / "gcide.index").write_text("".join(f"{h}\t{b64(o)}\t{b64(n)}\n" for h, o, n in index))
-    return folder
+# the fixture (ARTICLES, write_gcide) is shared with test_gcide_corpus.py: tests/datasets/helpers.py
 
 
 def test_dictd_reads_articles_by_base64_offsets(tmp_path):
