@@ -6,9 +6,22 @@ articles)``, a small GCIDE dictd database."""
 import gzip
 from pathlib import Path
 
+import pytest
+
+from pyro_ar.datasets import data_search_path
 from tests.helpers import require_data as data_folder
 
-__all__ = ["data_folder", "ARTICLES", "b64", "write_gcide"]
+__all__ = ["data_folder", "fetched_data_folder", "ARTICLES", "b64", "write_gcide"]
+
+
+def fetched_data_folder(name, *files):
+    """The folder of a data set the project's data root does not hold and a user fetches
+    (WordNet, GCIDE: ``pyro_ar.datasets.fetch_<name>()``), below the first root of
+    :func:`~pyro_ar.datasets.data_search_path` that has ``files``; skips the test otherwise."""
+    for root in data_search_path():
+        if all((root / name / f).is_file() for f in files):
+            return root / name
+    pytest.skip(f"{name} not found below {data_search_path()} (pyro_ar.datasets.fetch_{name}() or PYRO_AR_DATA)")
 
 ARTICLES = {
     "Bank": ("Bank \\Bank\\ (b[a^][ng]k), n. [OE. banke; akin to E. bench, and\n"

@@ -1,16 +1,17 @@
 """pyro_ar.datasets reverse dictionaries: the shared task builder, WordNet's data files and
 GCIDE's dictd files, on small fixtures written here (and on the real folders when present)."""
 
+import gzip
 from collections import Counter
 from pathlib import Path
 
 import pytest
 import torch
 
-from pyro_ar.datasets import (data_search_path, gloss_tokens, load_gcide_reverse_dictionary,
+from pyro_ar.datasets import (gloss_tokens, load_gcide_reverse_dictionary,
                               load_wordnet_reverse_dictionary, make_reverse_dictionary, read_dictd,
                               read_gcide_senses, read_wordnet_glosses)
-from tests.datasets.helpers import ARTICLES, write_gcide
+from tests.datasets.helpers import ARTICLES, fetched_data_folder, write_gcide
 
 HEADER = ("  1 This software and database is being provided to you, the LICENSEE, by  \n"
           "  2 Princeton University under the following license.  By obtaining, using  \n"
@@ -185,23 +186,16 @@ def test_gcide_senses(tmp_path):
         load_gcide_reverse_dictionary(tmp_path / "nowhere")
 
 
-def _real(name, *files):
-    for root in data_search_path():
-        if all((root / name / f).is_file() for f in files):
-            return root / name
-    pytest.skip(f"{name} not found below {data_search_path()} (pyro_ar.datasets.fetch_{name}() or PYRO_AR_DATA)")
-
-
 @pytest.mark.slow
 def test_real_wordnet_has_the_issue_sizes():
     """The issue's figures (K, rows) exactly; D depends on the held-out draw (seeds give
     26,984 -- 27,036 against the issue's 27,028)."""
-    d = load_wordnet_reverse_dictionary(_real("wordnet", "usr/share/wordnet/data.noun"))
+    d = load_wordnet_reverse_dictionary(fetched_data_folder("wordnet", "usr/share/wordnet/data.noun"))
     assert (d.num_classes, d.num_train, d.num_test) == (26_793, 74_868, 11_097)
     assert abs(d.num_features - 27_028) < 100 and 11.5 < d.info["mean_nnz_train"] < 13
 
 
 @pytest.mark.slow
 def test_real_gcide_has_the_same_regime():
-    d = load_gcide_reverse_dictionary(_real("gcide", "usr/share/dictd/gcide.index"))
+    d = load_gcide_reverse_dictionary(fetched_data_folder("gcide", "usr/share/dictd/gcide.index"))
     assert d.num_classes > 20_000 and d.num_features > 20_000 and 2 < d.info["train_rows_per_class"] < 4

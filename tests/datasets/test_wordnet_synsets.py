@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from pyro_ar.datasets import gloss_tokens, load_wordnet_synsets
-from tests.datasets.helpers import data_folder
+from tests.datasets.helpers import fetched_data_folder
 
 pytest.importorskip("scipy")
 
@@ -108,7 +108,7 @@ def test_missing_folder_names_the_loader(tmp_path):
 @pytest.mark.slow
 def test_real_wordnet_synsets_have_the_documented_sizes():
     """The statistics in load_wordnet_synsets's docstring (Debian wordnet-base 1:3.0-37)."""
-    root = data_folder("wordnet", ["usr/share/wordnet/data.noun"])
+    root = fetched_data_folder("wordnet", "usr/share/wordnet/data.noun")
     d = load_wordnet_synsets(root)
     assert (d.info["num_synsets"], d.num_train, d.num_test, d.num_classes, d.num_features) == (
         117659, 94127, 11123, 122929, 30045)
