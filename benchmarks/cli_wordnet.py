@@ -32,12 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
-try:
-    from benchmarks import harness
-except ImportError:  # run as a script
+if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
     import _path  # noqa: F401
-
-    from benchmarks import harness
+from benchmarks import harness  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.datasets.helpers import fetched_data_folder
 from tests.helpers import require_data
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,7 +29,9 @@ NOT_BENCHMARKS = {"__init__", "_path", "harness", "report", "peers_data"}
 NEEDS_DATA = {name: ("mnist", ["train-images.idx3-ubyte.gz", "train-labels.idx1-ubyte.gz",
                                "t10k-images.idx3-ubyte.gz", "t10k-labels.idx1-ubyte.gz"])
               for name in ("relaxed_vae", "table3")}
-NEEDS_DATA["dictionary_training"] = ("wordnet", ["usr/share/wordnet/data.noun"])
+NEEDS_DATA["dictionary_training"] = NEEDS_DATA["cli_wordnet"] = ("wordnet", ["usr/share/wordnet/data.noun"])
+#: data sets a user fetches (pyro_ar.datasets.fetch_*), not in the project's data root: absent, the run skips
+FETCHED_ONLY = ("wordnet", "gcide")
 QUICK = {
     "accuracy_report": ([], ["accuracy_report_quick.json"]),
     "bayes_digits": (["--skip-nuts"], ["bayes_digits_quick.json"]),
@@ -36,6 +39,7 @@ QUICK = {
     "bayes_scaling": ([], ["bayes_scaling_quick.json"]),
     "before_after": ([], ["before_after_quick.json"]),
     "brown": (["--methods", "ar_softmax,exact,adaptive,ar_probit"], ["brown_quick.json"]),
+    "cli_wordnet": ([], ["cli_wordnet_quick.json"]),
     "default_model": ([], ["default_model_quick.json"]),
     "dictionary_training": ([], ["dictionary_training_wordnet_300_quick.json"]),
     "distributed": ([], ["distributed_quick.json"]),
@@ -86,9 +90,9 @@ def test_a_benchmark_uses_the_harness_and_leaves_sys_path_alone(name):
     assert "if not __package__:" in source and "import _path" in source, f"{name}: no python benchmarks/NAME.py form"
 
 
-def _run(cmd, timeout):
+def _run(cmd, timeout, extra_env=None):
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               OMP_NUM_THREADS="1")
+               OMP_NUM_THREADS="1", **(extra_env or {}))
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
 
 
@@ -99,8 +103,13 @@ def test_quick_run(name, tmp_path):
     names the command, the commit and the machine."""
     extra, outputs = QUICK[name]
     if name in NEEDS_DATA:
-        require_data(*NEEDS_DATA[name])
-    run = _run([sys.executable, "-m", f"benchmarks.{name}", "--quick", "--out", str(tmp_path)] + extra, 900)
+        data, files = NEEDS_DATA[name]
+        env = {"PYRO_AR_DATA": str(fetched_data_folder(data, *files).parent)} if data in FETCHED_ONLY else {}
+        if data not in FETCHED_ONLY:
+            require_data(data, files)
+    else:
+        env = {}
+    run = _run([sys.executable, "-m", f"benchmarks.{name}", "--quick", "--out", str(tmp_path)] + extra, 900, env)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
     for out in outputs:
         record = json.loads((tmp_path / out).read_text())
