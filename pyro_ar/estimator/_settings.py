@@ -105,6 +105,8 @@ def settings_of(est, fitting: bool = False) -> Settings:
     if not (est.class_weight is None or est.class_weight == "balanced" or isinstance(est.class_weight, dict)):
         raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {est.class_weight!r}")
     if isinstance(est.class_weight, dict):
+        if not est.class_weight:
+            raise ValueError("class_weight={} weighs no class; pass None for equal weights, or a dict label -> weight")
         for label, weight in est.class_weight.items():
             check_float(f"class_weight[{label!r}]", weight, low=0.0, low_open=False)
     for name in ("early_stopping", "verbose", "standardize", "warm_start"):

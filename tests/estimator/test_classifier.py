@@ -428,6 +428,8 @@ def test_class_weight_balanced_raises_the_recall_of_a_rare_class():
     assert recall(balanced) > recall(plain) + 0.1
     with pytest.raises(ValueError, match="class_weight"):
         ARClassifier(class_weight="heavy").fit(X, y)
+    with pytest.raises(ValueError, match=r"class_weight=\{\} weighs no class; pass None"):
+        ARClassifier(class_weight={}).fit(X, y)  # (a saved file holding {} was loaded silently)
     with pytest.raises(ValueError, match="sample_weight"):
         ARClassifier(min_steps=0, max_epochs=1).fit(X, y, sample_weight=-np.ones(len(y)))
 
