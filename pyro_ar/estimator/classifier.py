@@ -125,7 +125,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         most ``PATTERN_MAX_EPOCHS`` = 8, without ``min_steps``, and fewer when held-out rows
         stop improving: that fit starts at the class centroids, holds out rows whatever
         ``early_stopping`` and keeps its best weights, the start included;
-        :mod:`pyro_ar.estimator._pattern_fit`) (one epoch = ceil(n_train / batch_size)
+        ``pyro_ar.estimator._pattern_fit``) (one epoch = ceil(n_train / batch_size)
         steps on random minibatches); small data sets get more, up to ``min_steps`` steps.
     :param num_steps: if given, the exact number of SVI steps (overrides ``max_epochs`` and
         ``min_steps``).

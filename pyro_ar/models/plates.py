@@ -67,7 +67,7 @@ class SubsamplePlate(pyro.plate):
 
     @property
     def subsample(self):
-        """The subsample indices of this plate (None: all ``size`` rows, none drawn)."""
+        """The subsample indices of this plate, or None when it keeps all ``size`` rows (none drawn)."""
         return None if self.subsample_size >= self.size else self._indices
 
 

@@ -301,10 +301,10 @@ class StudentTNoise(Noise):
 
 _BUILTIN = {"gumbel": GumbelNoise, "normal": NormalNoise, "logistic": LogisticNoise,
             "laplace": LaplaceNoise, "student_t": StudentTNoise}
-#: the names of the library families: the one table of noise names, read by :func:`get_noise`,
-#: through which every public argument ``noise=`` resolves a name (the distributions, the
-#: likelihoods, the models, the evaluation functions, the estimator); ``"student_t"`` takes its
-#: degrees of freedom as ``df=`` or in the name (``"student_t3"``)
+#: The one table of noise names (the library families), read by :func:`get_noise`, through
+#: which every public argument ``noise=`` resolves a name (the distributions, the likelihoods,
+#: the models, the evaluation functions, the estimator); ``"student_t"`` takes its degrees of
+#: freedom as ``df=`` or in the name (``"student_t3"``).
 NOISE_NAMES = tuple(_BUILTIN)
 #: the other names :func:`get_noise` takes, alias -> name in :data:`NOISE_NAMES` (the model's
 #: name: ``"softmax"`` for Gumbel noise, ``"probit"`` for normal noise)
