@@ -22,6 +22,13 @@ from tests.helpers import make_noise
 # on 127.0.0.1 with download_if_missing=True.
 os.environ["PYRO_AR_OFFLINE"] = "1"
 
+# One thread, whatever the shell says: the tests' tensors are small (threads only add contention
+# on the 2-core machines README's CPU-time claim is measured on), and README's test command
+# then costs what it says as written; the subprocesses the tests start inherit it.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
+torch.set_num_threads(1)
+
 @pytest.fixture
 def seeded():
     """Reset Pyro's (and torch's, numpy's, random's) seed and clear the param store."""

@@ -27,6 +27,8 @@ from typing import Optional
 import numpy as np
 import torch
 
+from ..label_sets import pairs_to_indicator
+
 __all__ = ["label_indicator"]
 
 
@@ -90,9 +92,7 @@ def label_indicator(labels, num_labels: Optional[int] = None, where: str = "labe
         if num_labels is not None and num_labels < width:
             raise ValueError(f"{where}: label {width - 1} found, but num_labels is {num_labels}")
         L = width if num_labels is None else int(num_labels)
-        rows = np.repeat(np.arange(len(labels)), counts)
-        y = sp.csr_matrix((np.ones(flat.size, np.float32), (rows, flat)), shape=(len(labels), L))
-        y.data[:] = 1.0  # (a label listed twice was summed)
+        return pairs_to_indicator(np.repeat(np.arange(len(labels)), counts), flat, len(labels), L)
     y.sort_indices()
     return y
 
