@@ -11,7 +11,7 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from ..label_sets import is_indicator, is_label_sets, label_pairs
+from ..label_sets import is_indicator, is_label_sets, label_pairs, pairs_to_indicator
 from ._labels import check_labels, encode_labels, encode_targets, label_array, label_codes
 
 #: the forms of multi-label targets, which ``predict`` gives back: a dense indicator, a
@@ -139,11 +139,7 @@ def format_label_sets(positions: np.ndarray, classes: np.ndarray, form: str):
     n, k = positions.shape
     if form == "sets":
         return [classes[row].tolist() for row in positions]
-    import scipy.sparse as sp
-
-    out = sp.csr_matrix((np.ones(n * k, dtype=np.int64), positions.reshape(-1),
-                         np.arange(0, n * k + 1, k)), shape=(n, len(classes)))
-    out.sort_indices()
+    out = pairs_to_indicator(np.repeat(np.arange(n), k), positions.reshape(-1), n, len(classes)).astype(np.int64)
     return out if form == "sparse" else out.toarray()
 
 
