@@ -35,12 +35,10 @@ import pyro
 from pyro.infer import SVI
 
 from pyro_ar.datasets import load_breast_cancer_wisconsin
-from pyro_ar.infer import LatentKLWarmup, default_elbo, default_guide, train
-from pyro_ar.likelihoods import AR, Exact
+from pyro_ar import AR, Exact, SharedNegatives, default_elbo, default_guide, lazy_adam, train
+from pyro_ar.infer import LatentKLWarmup
 from pyro_ar.models import CategoricalLatentGP
 from pyro_ar.models.latent_gp import frequency_log_predictive, marginal_log_probs
-from pyro_ar.negatives import SharedNegatives
-from pyro_ar.optim import lazy_adam
 
 import _tutorial  # tutorials/_tutorial.py: size (--quick or PYRO_AR_QUICK=1), figures inline in notebooks
 from _tutorial import plt
