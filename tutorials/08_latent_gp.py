@@ -109,7 +109,7 @@ print(f"{'frequency baseline':<22} test perplexity {float(freq.neg().exp()):6.2f
 
 # %% [markdown]
 # On a single split the three models are close; all three are far below the frequency
-# baseline. Over 10 splits at 4,000 steps (`python benchmarks/latent_gp.py --part small`,
+# baseline. Over 10 splits at 4,000 steps (`python -m benchmarks.latent_gp --part small`,
 # [claim latent-gp-wisconsin] in `benchmarks/RESULTS.md`), the CLGP's perplexity is 2.97
 # against the linear model's 3.01: a gain of 0.012 nats per entry, 2 standard errors with the
 # exact softmax. A&R is within 0.006 nats of the exact softmax for both models.
