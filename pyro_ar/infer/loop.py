@@ -112,10 +112,15 @@ def _dense_only_optimizers():
 #: torch optimizers (as Pyro wraps them) that refuse sparse gradients
 _DENSE_ONLY_OPTIMIZERS = _dense_only_optimizers()
 
-#: failures of a step that are not the restored checkpoint's fault: the ranks' collectives
-#: (pyro_ar's, and torch.distributed's own errors), the divergence check, a checkpoint error
-_NOT_THE_CHECKPOINTS = (TrainingDiverged, CheckpointError, CollectiveError) + tuple(
-    getattr(torch.distributed, n) for n in ("DistError",) if hasattr(torch.distributed, n))
+
+def _not_the_checkpoints() -> tuple:
+    """The failures of a step that are not the restored checkpoint's fault: the ranks'
+    collectives (pyro_ar's :class:`CollectiveError`, torch.distributed's ``DistError``), the
+    divergence check, a checkpoint error."""
+    import torch.distributed as dist
+
+    return (TrainingDiverged, CheckpointError, CollectiveError) + tuple(
+        getattr(dist, n) for n in ("DistError",) if hasattr(dist, n))
 
 
 class _Loop:
@@ -310,7 +315,7 @@ class _Loop:
         parameter of another shape in a hand-made file)."""
         try:
             self.step()
-        except _NOT_THE_CHECKPOINTS:
+        except _not_the_checkpoints():
             raise
         except (RuntimeError, ValueError, TypeError, IndexError, KeyError, AttributeError) as e:
             text = str(e)
