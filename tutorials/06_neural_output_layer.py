@@ -213,6 +213,6 @@ _tutorial.save(fig, os.path.join(args.out, FIGURES[1]))
 #   num_negatives=s)` with `default_guide(model)` and `ClosedFormELBO()` -- a mean-field
 #   Gaussian over the output rows, each step sampling and updating only the rows of the
 #   labels, the negatives and the local guide's classes (per-step cost flat in K:
-#   `benchmarks/neural_output_layer.py --part bayes`).
+#   `python -m benchmarks.neural_output_layer --part bayes`).
 # * Relaxed samples of a large categorical for any noise:
 #   `pyro_ar.distributions.RelaxedUtilityCategorical(psi, noise, temperature)`.

@@ -29,7 +29,7 @@
 #
 # Without it the tutorial says so and runs on Brown (shipped, $K = 25{,}275$) instead. The
 # measured study with every method, a step-size grid and paired standard errors is
-# `benchmarks/time_to_quality.py --corpora gcide` ([claim gcide-time-to-quality] in
+# `python -m benchmarks.time_to_quality --corpora gcide` ([claim gcide-time-to-quality] in
 # `benchmarks/RESULTS.md`).
 
 # %%
