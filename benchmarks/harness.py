@@ -340,19 +340,24 @@ def paired_times(steps, rounds: int, block: int = 1, warmup: int = 3, sync=None,
     for fn in steps.values():
         for _ in range(warmup):
             fn()
+    def call(fn):
+        fn()
+        if sync is not None:
+            sync()
+
     out = {name: {"cpu": [], "wall": []} for name in steps}
     for _ in range(rounds):
         for name, fn in steps.items():
-            with timer() as t:
+            if per_call:
                 for _ in range(block):
-                    with timer() as one:
-                        fn()
-                        if sync is not None:
-                            sync()
-                    if per_call:
-                        out[name]["cpu"].append(one.cpu)
-                        out[name]["wall"].append(one.wall)
-            if not per_call:
+                    with timer() as t:
+                        call(fn)
+                    out[name]["cpu"].append(t.cpu)
+                    out[name]["wall"].append(t.wall)
+            else:
+                with timer() as t:
+                    for _ in range(block):
+                        call(fn)
                 out[name]["cpu"].append(t.cpu / block)
                 out[name]["wall"].append(t.wall / block)
     return out
