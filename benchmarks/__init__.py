@@ -1,3 +1,3 @@
-"""pyro_ar's benchmarks: scripts run as ``python -m benchmarks.NAME`` (or ``python
-benchmarks/NAME.py``), sharing one harness (:mod:`benchmarks.harness`); their claims and
-``RESULTS.md`` are built by ``python -m benchmarks.report`` from ``benchmarks/results/``."""
+"""pyro_ar's benchmarks: scripts run as ``python -m benchmarks.NAME`` from the repository root,
+sharing one harness (:mod:`benchmarks.harness`); their claims and ``RESULTS.md`` are built by
+``python -m benchmarks.report`` from ``benchmarks/results/``."""

@@ -32,7 +32,6 @@ Writes bayes_digits[_quick].json and .png to ``--out``.
 """
 
 import sys
-import time
 
 import numpy as np
 import torch
@@ -60,9 +59,7 @@ from pyro_ar.infer import (
 from pyro_ar.models import BayesianLinearClassifier, LinearClassifier
 from pyro_ar.optim import LazyAdam
 
-if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
-    import _path  # noqa: F401
-from benchmarks import harness  # noqa: E402
+from benchmarks import harness
 
 TARGETS = {"mean_dz": 0.2, "sd_rel": 0.2, "dll": 0.03}
 
@@ -187,11 +184,11 @@ def fit_variant(variant, x, y, K, steps, batch, seed, lr=0.03, num_negatives=3):
         def summary():
             return posterior_summary(weights_guide)
     svi = SVI(model, guide, sched, elbo)
-    t0 = time.perf_counter()
+    t0 = harness.timer().start()
     # the library's loop; the posterior summary averaged over the second half of the steps
     average = IterateAverage(summary, start_fraction=0.5)
     train(svi, x, y, num_steps=steps, scheduler=sched, callbacks=[average], eval_at_start=False)
-    return average.average, time.perf_counter() - t0
+    return average.average, t0.wall
 
 
 def draws_from_summary(sm, S, seed=123):
@@ -304,9 +301,9 @@ NUTS_VARIANTS = [
 def part2(args):
     x, y, xt, yt, K = nuts_subset()
     num, warm = (150, 150) if args.quick else (1000, 500)
-    t0 = time.perf_counter()
+    t0 = harness.timer().start()
     samples = nuts_samples(x, y, K, num, warm, args.seed)
-    nuts_secs = time.perf_counter() - t0
+    nuts_secs = t0.wall
     ref = posterior_summary({"weight": samples["weight"], "bias": samples["bias"]})
     nuts_ll = predictive_log_likelihood(samples, xt, yt)["log_lik"]
     print(f"NUTS: {num} draws after {warm} warmup, {nuts_secs:.0f}s, test ll {nuts_ll:.4f}", flush=True)
@@ -423,7 +420,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     harness.start(args)
     torch.set_default_dtype(torch.float64)
-    t0 = time.perf_counter()
+    t0 = harness.timer().start()
     print("== Part 1: digits (K=10, D=64+1), agreement with the exact-likelihood mean-field posterior")
     rows1, sums1 = part1(args)
     rows2, per_weight = [], {}
@@ -435,11 +432,11 @@ def main(argv=None):
         print("== Part 3: linear teacher, K=1000, D=16, N=20000, B=256, 64 negatives")
         rows3 = part3(args)
     result = {"targets": TARGETS, "digits": rows1, "nuts": rows2, "teacher_K1000": rows3,
-              "seconds_total": time.perf_counter() - t0}
+              "seconds_total": t0.wall}
     path = harness.save(args, "bayes_digits", dict(result, nuts_per_weight=per_weight))
     if per_weight:
         plot(rows1, sums1, rows2, per_weight, path.with_suffix(".png"))
-    print(f"total {time.perf_counter() - t0:.0f}s")
+    print(f"total {t0.wall:.0f}s")
     return result
 
 

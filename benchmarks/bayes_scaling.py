@@ -29,7 +29,6 @@ import argparse
 import json
 import subprocess
 import sys
-import time
 
 import torch
 
@@ -45,9 +44,7 @@ from pyro_ar.infer import (
 from pyro_ar.models import BayesianLinearClassifier, LinearClassifier
 from pyro_ar.optim import lazy_adam
 
-if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
-    import _path  # noqa: F401
-from benchmarks import harness  # noqa: E402
+from benchmarks import harness
 
 D, B, S, N = 32, 256, 64, 20_000
 
@@ -92,8 +89,8 @@ def memory_child(K, steps):
 def measure_memory(Ks, steps):
     rows = []
     for K in Ks:
-        out = subprocess.run([sys.executable, __file__, "--memory-child", str(K), "--child-steps", str(steps)],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(harness.module_command(__spec__.name, "--memory-child", K, "--child-steps", steps),
+                             capture_output=True, text=True, check=True, env=harness.worker_env())
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
     return rows
 
@@ -110,7 +107,7 @@ def main(argv=None):
     Ks = [10 ** 3, 10 ** 4, 10 ** 5] if args.quick else [10 ** 3, 10 ** 4, 10 ** 5, 10 ** 6]
     dense_Ks = [10 ** 3] if args.quick else [10 ** 3, 10 ** 4, 10 ** 5]
     rounds, inner, warmup = (4, 3, 2) if args.quick else (25, 10, 5)
-    t_start = time.perf_counter()
+    t_start = harness.timer().start()
 
     builders = {}
     for K in Ks:
@@ -150,10 +147,10 @@ def main(argv=None):
     result = {"config": {"D": D, "B": B, "num_negatives": S, "num_kl_classes": S, "num_eta_classes": S,
                          "N": N, "rounds": rounds, "steps_per_round": inner, "threads": 1},
               "timing": rows, "memory": mem, "target_ratio": 1.5, "target_met": met,
-              "seconds_total": time.perf_counter() - t_start}
+              "seconds_total": t_start.wall}
     path = harness.save(args, "bayes_scaling", result)
     plot(rows, mem, path.with_suffix(".png"))
-    print(f"total {time.perf_counter() - t_start:.0f}s")
+    print(f"total {t_start.wall:.0f}s")
     return 0
 
 

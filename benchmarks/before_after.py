@@ -16,9 +16,7 @@ import subprocess
 import sys
 import tempfile
 
-if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
-    import _path  # noqa: F401
-from benchmarks import harness  # noqa: E402
+from benchmarks import harness
 
 
 def main(argv=None):
@@ -42,12 +40,11 @@ def main(argv=None):
         for m in a.methods.split(","):
             row = dict(K=K, method=m)
             for tag, path in (("before", old), ("after", None)):
-                env = dict(os.environ)
-                if path:
-                    env["PYTHONPATH"] = path + os.pathsep + env.get("PYTHONPATH", "")
-                cmd = [sys.executable, str(harness.HERE / "scaling.py"), "--worker", m, "--K", str(K),
-                       "--steps", str(a.steps), "--warmup", "10", "--budget", str(a.budget)]
-                out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd="/tmp")
+                cmd = harness.module_command("benchmarks.scaling", "--worker", m, "--K", K, "--steps", a.steps,
+                                             "--warmup", 10, "--budget", a.budget)
+                # cwd elsewhere, so that the old checkout (first on the path) is the pyro_ar imported
+                out = subprocess.run(cmd, capture_output=True, text=True, env=harness.worker_env(path),
+                                     cwd=tempfile.gettempdir())
                 res = [json.loads(l[7:]) for l in out.stdout.splitlines() if l.startswith("RESULT ")]
                 if not res:
                     row[tag] = None

@@ -69,11 +69,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
-if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
-    import _path  # noqa: F401
-from benchmarks import harness  # noqa: E402
+from benchmarks import harness
 
 SOFTMAX_FAMILY = ["ar_softmax", "exact", "ove", "botev", "adaptive"]
 OTHER_NOISE = ["ar_probit", "ar_logistic"]
@@ -132,9 +129,9 @@ class PyroBigram(harness.SVIMethod):
         # log frequencies for softmax, Noise.marginal_offsets of them for the others (probit:
         # about 0.25 x the log frequencies; that scaling itself starts 0.18 nats lower on test,
         # [claim brown-probit])
-        c = time.process_time()
+        c = harness.timer().start()
         bias = init_bias if noise == "gumbel" else unigram_biases(counts, noise).float().to(device)
-        self.init_seconds = time.process_time() - c
+        self.init_seconds = c.cpu
         self.model = BigramLanguageModel(K, D, likelihood=likelihood, subsample_size=B, init_bias=bias)
         elbo = default_elbo() if isinstance(likelihood, AR) else Trace_ELBO()
         if likelihood.noise.closed_form:
@@ -234,7 +231,7 @@ def worker(a):
     best_pairs = {"valid_ll": -math.inf, "test_lls": None}  # per test pair, at the best validation point
 
     def evaluate():
-        t0 = time.perf_counter()
+        t0 = harness.timer().start()
         lls = m.evaluate(xt, yt, reduce="none")
         ll = None if lls is None else lls.mean().item()
         vll = m.evaluate(xv, yv)
@@ -242,7 +239,7 @@ def worker(a):
             best_pairs.update(valid_ll=vll, test_lls=lls)
         extra = {} if curve is None else dict(curve_ll=m.log_likelihood_pairs(xt[curve], yt[curve]))
         return dict(extra, test_ll=ll, valid_ll=float("nan") if vll is None else vll,
-                    perplexity=None if ll is None else math.exp(-ll), eval_seconds=time.perf_counter() - t0)
+                    perplexity=None if ll is None else math.exp(-ll), eval_seconds=t0.wall)
 
     # the library's training loop: a wall-clock budget, evaluations at the training times of
     # the checkpoints (evaluation time excluded), the loss averaged between evaluations
@@ -265,13 +262,13 @@ def worker(a):
     valid = [h for h in hist if h["valid_ll"] == h["valid_ll"]]  # not NaN
     best = max(valid, key=lambda h: h["valid_ll"]) if valid else None
     step = hist[-1]["step"]
-    t0 = time.perf_counter()
+    t0 = harness.timer().start()
     sub_ll = m.log_likelihood_pairs(xt[sub], yt[sub]) if a.quad_pairs else None
     out = dict(method=a.method, history=hist, steps=step, best=best,
                stopped_early=bool(stop and stop.stopped),
                step_time_median=statistics.median(step_times[len(step_times) // 10:]) if step_times else None,
                final_test_ll=hist[-1]["test_ll"], subset_test_ll=sub_ll, subset_pairs=a.quad_pairs,
-               subset_eval_seconds=time.perf_counter() - t0, lr=lr, negatives=a.negatives,
+               subset_eval_seconds=t0.wall, lr=lr, negatives=a.negatives,
                init_seconds=getattr(m, "init_seconds", None), curve_pairs=a.curve_pairs,
                strategy=a.strategy if a.method not in ("exact", "adaptive", "ar_softmax_uniform") else
                ("shared" if a.method == "ar_softmax_uniform" else None), budget=a.budget)
@@ -284,7 +281,7 @@ def worker(a):
 
 # --------------------------------------------------------------------------- driver
 def _launch(method, a, data_path, lr):
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", method, "--data", data_path,
+    cmd = harness.module_command(__spec__.name) + ["--worker", method, "--data", data_path,
            "--budget", str(a.other_budget if method in OTHER_NOISE else
                            getattr(a, "exact_budget", None) or a.budget if method == "exact" else a.budget),
            "--device", a.device, "--D", str(a.D), "--B", str(a.B), "--negatives", str(a.negatives),
@@ -298,7 +295,7 @@ def _launch(method, a, data_path, lr):
         + (["--global-first"] if a.global_first else [])
     cmd += ["--adaptive-lr", str(a.adaptive_lr), "--div-value", str(a.div_value)] \
         + (["--cutoffs", a.cutoffs] if a.cutoffs else []) + (["--adaptive-dense"] if a.adaptive_dense else [])
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=harness.worker_env())
 
 
 def _collect(procs, file=None):
@@ -506,7 +503,7 @@ def main(argv=None):
 
     from pyro_ar.datasets import load_brown
 
-    t_start = time.time()
+    t_start = harness.timer().start()
     d = load_brown(num_valid_docs=25)
     load = {"start": os.getloadavg()}
     print(f"Brown: K={d.num_classes}, {d.num_train} train / {d.info['x_valid'].shape[0]} validation / "
@@ -516,7 +513,7 @@ def main(argv=None):
     results = run_methods(a, methods, dict(x_train=d.x_train, y_train=d.y_train, x_valid=d.info["x_valid"],
                                            y_valid=d.info["y_valid"], x_test=d.x_test, y_test=d.y_test,
                                            counts=d.info["class_counts"]))
-    elapsed = time.time() - t_start
+    elapsed = t_start.wall
     ok = {m: r for m, r in results.items() if "history" in r}
     summary = summarize(ok)
     summary["paired"] = paired_differences(ok)

@@ -17,26 +17,21 @@ floating-point operations: the script reports whether the top-10 labels are iden
 largest difference of their probabilities and of every metric, and the CPU seconds of each
 path (the command line's: the children's user + system time, interpreter start-up included)::
 
-    python benchmarks/cli_wordnet.py [--data-dir DIR] [--text] [--quick] [--out DIR]
+    python -m benchmarks.cli_wordnet [--data-dir DIR] [--text] [--quick] [--out DIR]
 
 ``--quick``: the first 8,000 training rows and the first 1,000 test rows of their classes.
 """
 
 import json
-import os
 import resource
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
-if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
-    import _path  # noqa: F401
-from benchmarks import harness  # noqa: E402
+from benchmarks import harness
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = harness.ROOT
 
 
 def write_files(d, folder: Path, quick: bool, text: bool):
@@ -74,10 +69,9 @@ def write_files(d, folder: Path, quick: bool, text: bool):
 
 def cli(*args):
     """Run ``python -m pyro_ar *args`` on one thread; ``(stdout, CPU seconds)``."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run([sys.executable, "-m", "pyro_ar", *map(str, args)], capture_output=True, text=True,
-                         env=env, cwd=ROOT)
+    out = subprocess.run(harness.module_command("pyro_ar", *args), capture_output=True, text=True,
+                         env=harness.worker_env(str(ROOT), OMP_NUM_THREADS="1"), cwd=ROOT)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode:
         raise SystemExit(f"pyro-ar {args[0]} failed ({out.returncode}):\n{out.stderr}")
@@ -107,17 +101,16 @@ def run_api(X, y, Xt, yt, sets, seed: int):
     """The Python API on the same arrays; ``(metrics, top-10 labels, their probabilities, CPU s)``."""
     from pyro_ar import ARClassifier
 
-    t0 = time.process_time()
-    est = ARClassifier(random_state=seed).fit(X, y)
-    t1 = time.process_time()
-    top, probs = est.predict_top_k(Xt, 10, return_proba=True)
-    hits = top == yt[:, None]
-    in_set = np.array([[c in s for c in row] for row, s in zip(top.tolist(), map(set, sets))])  # (metric, not a hot path)
-    metrics = {"accuracy": est.score(Xt, yt), "top5": hits[:, :5].any(1).mean(), "top10": hits.any(1).mean(),
-               "sets P@1": in_set[:, 0].mean(), "sets P@5": in_set[:, :5].mean(),
-               "log_lik": est.log_likelihood(Xt, yt)}
-    t2 = time.process_time()
-    return {k: float(v) for k, v in metrics.items()}, top, probs, {"fit": t1 - t0, "predict + evaluate": t2 - t1}
+    with harness.timer() as fit:
+        est = ARClassifier(random_state=seed).fit(X, y)
+    with harness.timer() as rest:
+        top, probs = est.predict_top_k(Xt, 10, return_proba=True)
+        hits = top == yt[:, None]
+        in_set = np.array([[c in s for c in row] for row, s in zip(top.tolist(), map(set, sets))])  # (not hot)
+        metrics = {"accuracy": est.score(Xt, yt), "top5": hits[:, :5].any(1).mean(), "top10": hits.any(1).mean(),
+                   "sets P@1": in_set[:, 0].mean(), "sets P@5": in_set[:, :5].mean(),
+                   "log_lik": est.log_likelihood(Xt, yt)}
+    return {k: float(v) for k, v in metrics.items()}, top, probs, {"fit": fit.cpu, "predict + evaluate": rest.cpu}
 
 
 def main():

@@ -17,9 +17,7 @@ milliseconds per step and the ratio K = 10^5 / K = 10^3 (target: about 1); the J
     python -m benchmarks.default_model [--rounds 10] [--N 64] [--D 32] [--out DIR] [--quick]
 """
 
-if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
-    import _path  # noqa: F401
-from benchmarks import harness  # noqa: E402
+from benchmarks import harness
 
 
 def step_fn(K, D, N, seed, **model_kwargs):

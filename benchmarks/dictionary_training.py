@@ -20,16 +20,13 @@ Prints one table and writes ``dictionary_training_<dataset>[_<classes>].json`` t
 
 import json
 import os
-import time
 from types import SimpleNamespace
 
 import numpy as np
 import torch
 
-if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
-    import _path  # noqa: F401
-from benchmarks import harness  # noqa: E402
-from benchmarks.peers import QUICK_CLASSES, fit_centroid_tfidf, load, predict_centroid_tfidf, subset_classes  # noqa: E402
+from benchmarks import harness
+from benchmarks.peers import QUICK_CLASSES, fit_centroid_tfidf, load, predict_centroid_tfidf, subset_classes
 
 KS = (1, 5, 10)
 
@@ -83,18 +80,18 @@ def main():
         d = subset_classes(d, classes)
         from pyro_ar.estimator import _training_path
         _training_path.FULL_RANK_MAX_BYTES = 1 << 16  # the full sets' path
-    t = time.process_time()
+    t = harness.timer().start()
     cmodel = fit_centroid_tfidf(d, {})
-    ccpu = time.process_time() - t
+    ccpu = t.cpu
     base = ranks_of_centroid(cmodel, d)
     rows = [row("centroid_tfidf", base, None, ccpu, base)]
     variants = {} if args.no_default else {"default": {}}
     variants.update(json.loads(args.variants))
     for name, kwargs in variants.items():
         clf = ARClassifier(**{"random_state": args.seed, **kwargs})
-        t = time.process_time()
+        t = harness.timer().start()
         clf.fit(d.X, d.y)
-        cpu = time.process_time() - t
+        cpu = t.cpu
         ranks, ll = ranks_of_estimator(clf, d.Xt, d.yt)
         rows.append(row(name, ranks, ll, cpu, base, clf.n_steps_))
         rows[-1].update(kwargs=kwargs, best_validation_score=clf.best_validation_score_,

@@ -55,11 +55,8 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
-if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
-    import _path  # noqa: F401
-from benchmarks import harness  # noqa: E402
+from benchmarks import harness
 
 
 # ============================================================================ the worker
@@ -126,10 +123,10 @@ def worker(args):
     COMM.reset()
     if dist.is_initialized():
         dist.barrier()
-    w0, c0 = time.perf_counter(), time.process_time()
+    w0 = c0 = harness.timer().start()
     ck = None if args.checkpoint is None else rank_path(args.checkpoint)
     history = train(svi, xs, ys, num_steps=args.steps, checkpoint=ck, checkpoint_every=args.steps // 2 or None, **kw)
-    wall, cpu = (time.perf_counter() - w0) / args.steps, (time.process_time() - c0) / args.steps
+    wall, cpu = w0.wall / args.steps, c0.cpu / args.steps
     out = {"rank": rank, "world": world, "mode": args.mode, "K": args.num_classes, "wall_step": wall,
            "cpu_step": cpu, "comm_bytes_step": COMM.bytes / args.steps, "comm_calls_step": COMM.calls / args.steps,
            "comm_wall_step": COMM.wall / args.steps, "comm_cpu_step": COMM.cpu / args.steps,
@@ -140,10 +137,10 @@ def worker(args):
     if world > 1:  # the latency of one small collective (B floats), wall and CPU time
         buf = torch.zeros(args.batch)
         dist.barrier()
-        w0, c0 = time.perf_counter(), time.process_time()
+        w0 = c0 = harness.timer().start()
         for _ in range(200):
             dist.all_reduce(buf)
-        out.update(alpha_wall=(time.perf_counter() - w0) / 200, alpha_cpu=(time.process_time() - c0) / 200)
+        out.update(alpha_wall=w0.wall / 200, alpha_cpu=c0.cpu / 200)
     if args.eval:
         out.update(test(xt, yt))
     if args.out:
@@ -158,12 +155,10 @@ def worker(args):
 
 # ============================================================================ the benchmark
 def _launch(mode, K, R, args, out):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={R}",
-           os.path.abspath(__file__), "--worker", "--mode", mode, "--num-classes", str(K),
-           "--steps", str(args.steps), "--warmup", str(args.warmup), "--out", out,
-           "--batch", str(args.batch)]
-    env = dict(os.environ, PYTHONPATH=str(harness.ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               OMP_NUM_THREADS="1")
+    cmd = harness.module_command("torch.distributed.run", "--standalone", f"--nproc_per_node={R}",
+                                 "-m", __spec__.name, "--worker", "--mode", mode, "--num-classes", K,
+                                 "--steps", args.steps, "--warmup", args.warmup, "--out", out, "--batch", args.batch)
+    env = harness.worker_env(OMP_NUM_THREADS="1")
     subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
     return [json.load(open(os.path.join(out, f"{mode}-K{K}-R{R}-rank{r}.json"))) for r in range(R)]
 
@@ -175,10 +170,10 @@ def _calibrate_c(B=512, s=64, D=16, reps=300):
     torch.set_num_threads(1)
     x = torch.randn(B, D)
     w = torch.randn(s, D, requires_grad=True)
-    c0 = time.process_time()
+    c0 = harness.timer().start()
     for _ in range(reps):
         (x @ w.T).exp().sum().backward()
-    return (time.process_time() - c0) / reps / (B * s * D)
+    return c0.cpu / reps / (B * s * D)
 
 
 def _fit(rows):
@@ -256,7 +251,7 @@ def benchmark(args):
     for K in Ks:
         for mode in ("dp", "cs"):
             for R in (1, 2):  # interleaved: each configuration right after its pair
-                t = time.time()
+                t = harness.timer().start()
                 ranks = _launch(mode, K, R, args, out)
                 r0 = dict(ranks[0])
                 for key in ("cpu_step", "wall_step", "comm_wall_step", "comm_cpu_step"):
@@ -266,7 +261,7 @@ def benchmark(args):
                 r0["global_batch"] = r0["rows_per_step"] * (R if mode == "dp" else 1)
                 r0["alpha_wall"] = max(r.get("alpha_wall", 0.0) for r in ranks)
                 rows.append(r0)
-                print(f"  launched {mode} K={K} R={R} in {time.time() - t:.0f}s", file=sys.stderr)
+                print(f"  launched {mode} K={K} R={R} in {t.wall:.0f}s", file=sys.stderr)
     header = (f"{'mode':4} {'K':>8} {'R':>2} {'B':>5} {'wall ms':>8} {'cpu ms':>7} {'comm wall':>9} "
               f"{'comm cpu':>8} {'pts/s wall':>10} {'pts/s cpu':>10} {'state MB':>9} {'RSS+ MB':>8} "
               f"{'comm B/step':>11} {'calls':>5}")

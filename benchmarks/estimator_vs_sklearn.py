@@ -28,7 +28,6 @@ repository by default.
 
 import os
 import sys
-import time
 import warnings
 
 for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -36,9 +35,7 @@ for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
-if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
-    import _path  # noqa: F401
-from benchmarks import harness  # noqa: E402
+from benchmarks import harness
 
 AR_METHODS = {"default": ("ARClassifier()", {}),
               "fixed": ("ARClassifier(prior_scale=1)", {"prior_scale": 1.0}),
@@ -77,11 +74,11 @@ def timed_fit(est, X, y):
     """(est, CPU s, wall s, number of ConvergenceWarnings) of ``est.fit(X, y)``."""
     from sklearn.exceptions import ConvergenceWarning
 
-    c0, w0 = time.process_time(), time.perf_counter()
+    c0 = w0 = harness.timer().start()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         est.fit(X, y)
-    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    cpu, wall = c0.cpu, w0.wall
     return est, cpu, wall, sum(issubclass(w.category, ConvergenceWarning) for w in caught)
 
 

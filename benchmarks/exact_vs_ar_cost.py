@@ -25,7 +25,6 @@ likelihood. Results (JSON) go to ``--out``, outside the repository by default.
 
 import itertools
 import statistics
-import time
 
 import numpy as np
 import torch
@@ -33,9 +32,7 @@ import torch
 import pyro
 from pyro.infer import SVI
 
-if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
-    import _path  # noqa: F401
-from benchmarks import harness  # noqa: E402
+from benchmarks import harness
 
 from pyro_ar.infer import ClosedFormELBO, default_guide
 from pyro_ar.models import LinearClassifier
@@ -52,13 +49,7 @@ def step_time(likelihood, K, D, B, s, steps, warmup=3, seed=0):
     model = LinearClassifier(D, K, likelihood=likelihood, **negatives,
                              weights="map", subsample_size=B, sparse=True, site="y")
     svi = SVI(model, default_guide(model, local_first=True), lazy_adam({"lr": 0.01}), ClosedFormELBO())
-    times = []
-    for i in range(warmup + steps):
-        t = time.process_time()
-        svi.step(x, y)
-        if i >= warmup:
-            times.append(time.process_time() - t)
-    return statistics.median(times)
+    return statistics.median(harness.step_times(lambda: svi.step(x, y), steps, warmup=warmup)["cpu"])
 
 
 def features(kind, K, D, B, s):

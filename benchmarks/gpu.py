@@ -49,9 +49,7 @@ import torch
 
 import pyro
 
-if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
-    import _path  # noqa: F401
-from benchmarks import harness  # noqa: E402
+from benchmarks import harness
 
 PARTS = ("a", "b", "c", "d")
 

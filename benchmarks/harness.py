@@ -3,11 +3,14 @@
 Every script in ``benchmarks/`` builds its command line with :func:`parser` (``--quick``,
 ``--out DIR``, ``--seed``), calls :func:`start` (one torch thread, seeds, the output folder)
 and writes its results with :func:`save` (the command, git commit and machine ride along:
-:func:`environment`). Scripts run as ``python -m benchmarks.NAME`` or ``python benchmarks/NAME.py``.
+:func:`environment`). Scripts run as ``python -m benchmarks.NAME`` from the repository root (the
+package is never put on ``sys.path`` by hand); a script's worker processes start the same way
+(:func:`module_command`, :func:`worker_env`).
 
-Timing: CPU seconds (``time.process_time``) on one thread, medians over repeats
-(:func:`median`, :func:`paired_step_times`); memory: the resident set (:func:`rss_bytes`,
-:func:`peak_bytes`). Outputs go to ``--out`` (default: a folder under the system's temporary
+Timing: CPU seconds (``time.process_time``) on one thread, medians over repeats; the clocks
+are read here only (:class:`Timer` for a block, :func:`step_times` for the calls of one step,
+:func:`paired_times` / :func:`paired_step_times` for steps timed alternately, :func:`median`);
+memory: the resident set (:func:`rss_bytes`, :func:`peak_bytes`). Outputs go to ``--out`` (default: a folder under the system's temporary
 directory, never the repository).
 """
 
@@ -81,6 +84,24 @@ def save(args, name, obj):
     return path
 
 
+def module_command(module: str, *args) -> list:
+    """``python -m MODULE ARGS...`` as an argument list, for a worker process (``module`` is a
+    dotted name: a script passes ``__spec__.name``, e.g. ``benchmarks.scaling``)."""
+    return [sys.executable, "-m", module, *map(str, args)]
+
+
+def worker_env(first: Optional[str] = None, env=None, **extra) -> dict:
+    """The environment of a worker process: ``env`` (default ``os.environ``) with ``extra`` set
+    and the repository root on ``PYTHONPATH``, so that ``benchmarks`` imports from any working
+    directory; ``first`` (e.g. an old checkout of ``pyro_ar``) goes before everything, the root
+    last, so that the ``pyro_ar`` found is ``first``'s, else that of ``PYTHONPATH`` or the
+    installed package."""
+    env = dict(os.environ if env is None else env, **extra)
+    parts = [first] + env.get("PYTHONPATH", "").split(os.pathsep) + [str(ROOT)]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in parts if p))
+    return env
+
+
 # ------------------------------------------------------------------------------ environment
 def _git(*cmd):
     return subprocess.run(["git", *cmd], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
@@ -107,8 +128,8 @@ def machine():
 
 def command():
     """The command line of this run as it was typed, relative to the repository:
-    ``python -m benchmarks.NAME ...`` or ``python benchmarks/NAME.py ...``, each argument
-    quoted where the shell needs it (a JSON option, a space), so the line can be pasted."""
+    ``python -m benchmarks.NAME ...``, each argument quoted where the shell needs it (a JSON
+    option, a space), so the line can be pasted."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     if spec is not None and spec.name:
         head = ["-m", spec.name]
@@ -231,24 +252,124 @@ def time_to_reach(history, target, key="time", value="test_ll"):
     return None
 
 
-def paired_step_times(steps, rounds: int, block: int = 1, warmup: int = 3):
-    """CPU seconds per call of each ``steps[name]()`` (e.g. an SVI step), timed in blocks of
-    ``block`` calls that alternate between the names ``rounds`` times in this process (so that
-    load changes hit them alike), after ``warmup`` untimed calls each.
+class Timer:
+    """CPU seconds (``time.process_time``) and wall seconds (``time.perf_counter``) of the blocks
+    run under it, summed: ``with timer() as t: ...`` then ``t.cpu``, ``t.wall``; entering it again
+    adds the next block (e.g. the training part of a loop that also evaluates). While a block
+    runs, ``t.cpu`` / ``t.wall`` include it so far. The one place the benchmarks read a clock."""
 
-    :returns: ``{name: [seconds per call in each round]}``.
+    def __init__(self):
+        self._cpu = self._wall = 0.0
+        self._start = None
+
+    def __enter__(self):
+        self._start = (time.process_time(), time.perf_counter())
+        return self
+
+    def start(self) -> "Timer":
+        """Start a block without a ``with`` (e.g. a whole run: ``total = timer().start()``);
+        ``cpu`` / ``wall`` then read the time so far."""
+        return self.__enter__()
+
+    def __exit__(self, *exc):
+        c0, w0 = self._start
+        self._cpu += time.process_time() - c0
+        self._wall += time.perf_counter() - w0
+        self._start = None
+
+    @property
+    def cpu(self) -> float:
+        return self._cpu + (time.process_time() - self._start[0] if self._start else 0.0)
+
+    @property
+    def wall(self) -> float:
+        return self._wall + (time.perf_counter() - self._start[1] if self._start else 0.0)
+
+
+def timer() -> Timer:
+    """A new :class:`Timer` (``with harness.timer() as t: ...``)."""
+    return Timer()
+
+
+def step_times(step, num_steps: int, warmup: int = 0, budget: Optional[float] = None, min_steps: int = 3,
+               sync=None):
+    """Seconds of each call of ``step()`` (e.g. an SVI step) on both clocks, after ``warmup``
+    untimed calls: ``num_steps`` calls, or fewer once ``budget`` wall seconds have passed (at
+    least ``min_steps``). ``sync`` (e.g. ``torch.cuda.synchronize``) runs after the warm-up and
+    after each call, inside its time.
+
+    :returns: ``{"cpu": [seconds per call], "wall": [seconds per call]}``.
+    """
+    for _ in range(warmup):
+        step()
+    if sync is not None:
+        sync()
+    out, total = {"cpu": [], "wall": []}, timer()
+    with total:
+        while len(out["cpu"]) < num_steps and (budget is None or len(out["cpu"]) < min_steps
+                                                or total.wall < budget):
+            with timer() as t:
+                step()
+                if sync is not None:
+                    sync()
+            out["cpu"].append(t.cpu)
+            out["wall"].append(t.wall)
+    return out
+
+
+def run_for(step, cpu_seconds: float):
+    """Call ``step()`` until ``cpu_seconds`` of CPU time have passed (at least once; a time
+    slice of a method trained alternately with others). Returns ``(calls, CPU seconds)``."""
+    calls = 0
+    with timer() as t:
+        while calls == 0 or t.cpu < cpu_seconds:
+            step()
+            calls += 1
+    return calls, t.cpu
+
+
+def paired_times(steps, rounds: int, block: int = 1, warmup: int = 3, sync=None, per_call: bool = False):
+    """Seconds of the calls of each ``steps[name]()`` on both clocks, timed in blocks of
+    ``block`` calls that alternate between the names ``rounds`` times in this process (so that
+    load changes hit them alike), after ``warmup`` untimed calls each; ``sync`` runs after each
+    call, inside its time.
+
+    :returns: ``{name: {"cpu": [...], "wall": [...]}}``: per block, the mean seconds of a call
+        (``rounds`` values), or with ``per_call`` every call's seconds (``rounds * block``).
     """
     for fn in steps.values():
         for _ in range(warmup):
             fn()
-    out = {name: [] for name in steps}
+    def call(fn):
+        fn()
+        if sync is not None:
+            sync()
+
+    out = {name: {"cpu": [], "wall": []} for name in steps}
     for _ in range(rounds):
         for name, fn in steps.items():
-            c = time.process_time()
-            for _ in range(block):
-                fn()
-            out[name].append((time.process_time() - c) / block)
+            if per_call:
+                for _ in range(block):
+                    with timer() as t:
+                        call(fn)
+                    out[name]["cpu"].append(t.cpu)
+                    out[name]["wall"].append(t.wall)
+            else:
+                with timer() as t:
+                    for _ in range(block):
+                        call(fn)
+                out[name]["cpu"].append(t.cpu / block)
+                out[name]["wall"].append(t.wall / block)
     return out
+
+
+def paired_step_times(steps, rounds: int, block: int = 1, warmup: int = 3):
+    """CPU seconds per call of each ``steps[name]()`` (e.g. an SVI step), per block of
+    :func:`paired_times`.
+
+    :returns: ``{name: [seconds per call in each round]}``.
+    """
+    return {name: v["cpu"] for name, v in paired_times(steps, rounds, block, warmup).items()}
 
 
 def cost_ratio_table(steps_by_method, repeats: int, size_name: str = "K"):

@@ -40,24 +40,21 @@ Prints tables; writes latent_gp.json to ``--out`` (default: the temp directory).
 
 import functools
 import math
-import time
 
 import torch
 
 import pyro
 from pyro.infer import SVI
 
-if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
-    import _path  # noqa: F401
-from benchmarks import harness  # noqa: E402
-from pyro_ar.datasets import (load_breast_cancer_categorical, load_breast_cancer_wisconsin,  # noqa: E402
+from benchmarks import harness
+from pyro_ar.datasets import (load_breast_cancer_categorical, load_breast_cancer_wisconsin,
                               load_brown_windows)
-from pyro_ar.infer import LatentKLWarmup, default_elbo, default_guide, train  # noqa: E402
-from pyro_ar.likelihoods import AR, Exact  # noqa: E402
-from pyro_ar.models import CategoricalLatentGP  # noqa: E402
-from pyro_ar.models.latent_gp import frequency_log_predictive, marginal_log_probs  # noqa: E402
-from pyro_ar.negatives import ImportanceNegatives, SharedNegatives  # noqa: E402
-from pyro_ar.optim import lazy_adam  # noqa: E402
+from pyro_ar.infer import LatentKLWarmup, default_elbo, default_guide, train
+from pyro_ar.likelihoods import AR, Exact
+from pyro_ar.models import CategoricalLatentGP
+from pyro_ar.models.latent_gp import frequency_log_predictive, marginal_log_probs
+from pyro_ar.negatives import ImportanceNegatives, SharedNegatives
+from pyro_ar.optim import lazy_adam
 
 
 def make_model(method, data, Q, M, negatives, proposal=None, kl_rows=None):
@@ -244,7 +241,7 @@ def main(argv=None):
     harness.start(args)
     pyro.enable_validation(False)
     out = {}
-    t0 = time.time()
+    t0 = harness.timer().start()
     if args.part in ("small", "all"):
         part_small(args, out)
     n_train, n_test = (1000, 200) if args.quick else (20000, 1000)
@@ -257,7 +254,7 @@ def main(argv=None):
                    n_train, n_test, steps)
     if args.part in ("timing", "all"):
         part_timing(args, out)
-    print(f"({time.time() - t0:.0f} s wall)")
+    print(f"({t0.wall:.0f} s wall)")
     harness.save(args, "latent_gp", out)
     return out
 

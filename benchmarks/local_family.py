@@ -25,9 +25,7 @@ and its standard error over the rows.
 
 import math
 
-if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
-    import _path  # noqa: F401
-from benchmarks import harness  # noqa: E402
+from benchmarks import harness
 
 FAMILIES = ("gaussian", "gumbel")
 

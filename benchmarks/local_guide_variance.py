@@ -31,16 +31,14 @@ import torch
 import pyro
 from pyro.infer import SVI
 
-if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
-    import _path  # noqa: F401
-from benchmarks import harness  # noqa: E402
-from pyro_ar.datasets import make_recogym_sessions  # noqa: E402
-from pyro_ar.infer import default_elbo, default_guide  # noqa: E402
-from pyro_ar.infer.local_fit import local_sampler  # noqa: E402
-from pyro_ar.likelihoods import AR  # noqa: E402
-from pyro_ar.models import CategoricalLatentModel  # noqa: E402
-from pyro_ar.negatives import SharedNegatives  # noqa: E402
-from pyro_ar.optim import lazy_adam  # noqa: E402
+from benchmarks import harness
+from pyro_ar.datasets import make_recogym_sessions
+from pyro_ar.infer import default_elbo, default_guide
+from pyro_ar.infer.local_fit import local_sampler
+from pyro_ar.likelihoods import AR
+from pyro_ar.models import CategoricalLatentModel
+from pyro_ar.negatives import SharedNegatives
+from pyro_ar.optim import lazy_adam
 
 
 def class_terms(model, data, seed=123):

@@ -42,26 +42,23 @@ Writes ``neural_lm[_gcide].json`` (and the ``.png``) to ``--out`` (default: the 
 
 import copy
 import math
-import time
 
 import torch
 import torch.nn.functional as F
 
 import pyro
 
-if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
-    import _path  # noqa: F401
-from benchmarks import harness  # noqa: E402
-from benchmarks.harness import table  # noqa: E402
+from benchmarks import harness
+from benchmarks.harness import table
 
-from pyro_ar import evaluation  # noqa: E402
-from benchmarks.plain_loop import adaptive_output_layer, optimizer_step  # noqa: E402
-from pyro_ar.datasets import load_brown, load_gcide_corpus  # noqa: E402
-from pyro_ar.infer import EarlyStopping, default_elbo, default_guide, train  # noqa: E402
-from pyro_ar.likelihoods import AR, Sampled  # noqa: E402
-from pyro_ar.models import NeuralClassifier, NGramBody, context_windows, unigram_log_probs  # noqa: E402
-from pyro_ar.negatives import ImportanceNegatives  # noqa: E402
-from pyro_ar.optim import lazy_adam  # noqa: E402
+from pyro_ar import evaluation
+from benchmarks.plain_loop import adaptive_output_layer, optimizer_step
+from pyro_ar.datasets import load_brown, load_gcide_corpus
+from pyro_ar.infer import EarlyStopping, default_elbo, default_guide, train
+from pyro_ar.likelihoods import AR, Sampled
+from pyro_ar.models import NeuralClassifier, NGramBody, context_windows, unigram_log_probs
+from pyro_ar.negatives import ImportanceNegatives
+from pyro_ar.optim import lazy_adam
 
 METHODS = ("ar", "sampled", "exact", "adaptive")
 LABELS = {"ar": "A&R softmax", "sampled": "sampled softmax", "exact": "exact softmax (plain torch loop)",
@@ -185,7 +182,7 @@ def run_method(method, data, K, counts, args):
     stop = EarlyStopping("valid_ll", patience=args.patience)
     marks = [t for t in (2, 5, 10) if t < args.budget / 3]
     marks += [args.budget * i / args.evals for i in range(1, args.evals)]
-    t0 = time.time()
+    t0 = harness.timer().start()
     history = train(m, num_steps=10**12, time_budget=args.budget, clock="process", eval_fn=evaluate,
                     eval_times=sorted(marks), eval_every=10**12, callbacks=[progress], early_stopping=stop)
     evals = [dict(step=h["step"], time=h["time"], valid_ll=h["valid_ll"], test_ll=h["test_ll"])
@@ -193,7 +190,7 @@ def run_method(method, data, K, counts, args):
     last = history[-1]
     return dict(method=method, label=LABELS[method], curve=evals, best=max(evals, key=lambda h: h["valid_ll"]),
                 steps=last["step"], cpu_s=last["time"], ms_per_step=1e3 * last["time"] / max(1, last["step"]),
-                stopped_early=stop.stopped, wall_s=time.time() - t0, lr=args.lr, best_test_lls=best["test_lls"])
+                stopped_early=stop.stopped, wall_s=t0.wall, lr=args.lr, best_test_lls=best["test_lls"])
 
 
 def parse_lrs(text):

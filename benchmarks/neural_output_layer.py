@@ -32,7 +32,6 @@ Writes ``neural_output_layer[_bayes].json`` to ``--out`` (default: the system te
 """
 
 import statistics
-import time
 
 import torch
 import torch.nn.functional as F
@@ -40,16 +39,14 @@ import torch.nn.functional as F
 import pyro
 from pyro.infer import SVI
 
-if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
-    import _path  # noqa: F401
-from benchmarks import harness  # noqa: E402
-from benchmarks.harness import table  # noqa: E402
+from benchmarks import harness
+from benchmarks.harness import table
 
-from pyro_ar.infer import ClosedFormELBO, default_elbo, default_guide  # noqa: E402
-from pyro_ar.likelihoods import AR, Exact, Sampled  # noqa: E402
-from pyro_ar.models import BayesianNeuralClassifier, NeuralClassifier  # noqa: E402
-from pyro_ar.negatives import SharedNegatives  # noqa: E402
-from pyro_ar.optim import lazy_adam  # noqa: E402
+from pyro_ar.infer import ClosedFormELBO, default_elbo, default_guide
+from pyro_ar.likelihoods import AR, Exact, Sampled
+from pyro_ar.models import BayesianNeuralClassifier, NeuralClassifier
+from pyro_ar.negatives import SharedNegatives
+from pyro_ar.optim import lazy_adam
 
 
 def mlp(d_in, hidden, features):
@@ -131,11 +128,7 @@ def run(args):
         med = {}
         for name, f in steps.items():
             n = max(1, args.steps // 4) if name in slow else args.steps
-            ts = []
-            for _ in range(n):
-                t0 = time.process_time()
-                f()
-                ts.append(time.process_time() - t0)
+            ts = harness.step_times(f, n)["cpu"]
             times[name] += ts
             med[name] = statistics.median(ts)
         rounds.append(med)

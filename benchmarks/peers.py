@@ -84,18 +84,14 @@ import importlib.util
 import json
 import os
 import subprocess
-import sys
 import tempfile
-import time
 
 import numpy as np
 import torch
 
-if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
-    import _path  # noqa: F401
-from benchmarks import harness  # noqa: E402
-from benchmarks.harness import peak_bytes, rss_bytes, table  # noqa: E402
-from benchmarks.peers_data import (FEATURES, KS, ML_KS, MULTICLASS_SETS, MULTILABEL_SETS, QUICK_CLASSES,  # noqa: E402
+from benchmarks import harness
+from benchmarks.harness import peak_bytes, rss_bytes, table
+from benchmarks.peers_data import (FEATURES, KS, ML_KS, MULTICLASS_SETS, MULTILABEL_SETS, QUICK_CLASSES,
                                    DatasetUnavailable, featurize, label_lists, load, metrics, pad_top,
                                    ranking_scores, top_of_scores)
 
@@ -415,12 +411,12 @@ def evaluate(method, d, features, kwargs=None, quick=False):
     rss_data = rss_bytes()
     with tempfile.TemporaryDirectory() as folder:
         opts = inputs(method, d, folder, kwargs or {}, quick)
-        t = time.process_time()
+        t = harness.timer().start()
         model = fit(d, opts)
-        train_cpu = time.process_time() - t
-        t = time.process_time()
+        train_cpu = t.cpu
+        t = harness.timer().start()
         top, log_lik = predict(model, d)
-        predict_cpu = time.process_time() - t
+        predict_cpu = t.cpu
     scores = ranking_scores(top, d.Yt, d.Y) if d.multilabel else metrics(top, log_lik, d.yt, d.label_sets)
     extra = getattr(model[0] if isinstance(model, tuple) else model, "info", None)
     if method == "pyro_ar":
@@ -471,12 +467,10 @@ def run(method, variant, args, features=None):
         return {"status": "missing", "package": PACKAGE[method]}
     if method in MULTICLASS_ONLY and args.dataset in MULTILABEL_SETS:
         return {"status": "multi-class only"}
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", method, "--variant", json.dumps(variant),
-           "--features", features or args.features, "--dataset", args.dataset] \
+    cmd = harness.module_command(__spec__.name, "--worker", method, "--variant", json.dumps(variant),
+                                 "--features", features or args.features, "--dataset", args.dataset) \
         + (["--data-dir", args.data_dir] if args.data_dir else []) + (["--quick"] if args.quick else [])
-    env = {**os.environ, **THREAD_ENV}
-    if method == "pecos" and pecos_path(args):
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (pecos_path(args), env.get("PYTHONPATH")) if p)
+    env = harness.worker_env(pecos_path(args) if method == "pecos" else None, **THREAD_ENV)
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
     except subprocess.TimeoutExpired:

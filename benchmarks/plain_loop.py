@@ -25,9 +25,7 @@ Writes plain_loop[_quick].json to ``--out``.
 import os
 import statistics
 
-if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
-    import _path  # noqa: F401
-from benchmarks import harness  # noqa: E402
+from benchmarks import harness
 
 __all__ = ["PlainExactBigram", "LibraryExactBigram", "AdaptiveSoftmaxBigram", "adaptive_output_layer",
            "optimizer_step", "frequency_cutoffs"]

@@ -18,7 +18,7 @@ Reported, relative to the norm of the exact log-likelihood gradient of the same 
 (with its standard error), and the cosine between the mean and the exact gradient. Softmax
 (Gumbel noise, ``--noise gumbel``) has its factor in closed form: no eps row.
 
-    python benchmarks/probit_gradient_noise.py [--noise normal] [--reps 200] [--seed 1] [--out DIR]
+    python -m benchmarks.probit_gradient_noise [--noise normal] [--reps 200] [--seed 1] [--out DIR]
 
 It prints the table and writes ``probit_gradient_noise[_NOISE][_screened][_quick].json`` to ``--out``
 (``--quick``: 5 draws, for the test suite's slow tier).
@@ -36,9 +36,7 @@ from pyro_ar.infer import ClosedFormELBO
 from pyro_ar.infer.local_guides import ConditionalLocalGuide
 from pyro_ar.models import LinearClassifier
 
-if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
-    import _path  # noqa: F401
-from benchmarks import harness  # noqa: E402
+from benchmarks import harness
 
 
 def exact_gradient(x, y, W, b, noise):

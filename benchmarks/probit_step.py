@@ -12,17 +12,14 @@ indented under it; a part that a method does not call is left out).
     python -m benchmarks.probit_step [--methods ar_softmax,ar_probit] [--steps 200] [--train-steps 300] [--quick] [--out DIR]
 
 ``--quick``: 20 steps after 5. Writes probit_step[_quick].json to ``--out``. Run it against an
-older checkout with ``PYTHONPATH=OLD python benchmarks/probit_step.py`` (parts that the old
+older checkout with ``PYTHONPATH=OLD python -m benchmarks.probit_step`` (parts that the old
 code lacks are left out).
 """
 
 import collections
 import functools
-import time
 
-if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
-    import _path  # noqa: F401
-from benchmarks import harness  # noqa: E402
+from benchmarks import harness
 
 #: (module, owner attribute path, label): the parts timed, in the order printed
 PARTS = [
@@ -60,11 +57,11 @@ def _wrap(acc, cnt):
             continue
 
         def timed(*args, _f=f, _label=label, **kwargs):
-            c = time.process_time()
+            c = harness.timer().start()
             try:
                 return _f(*args, **kwargs)
             finally:
-                acc[_label] += time.process_time() - c
+                acc[_label] += c.cpu
                 cnt[_label] += 1
 
         setattr(owner, name, functools.wraps(f)(timed))
@@ -108,10 +105,10 @@ def main(argv=None):
         for m in methods:
             acc.clear()
             cnt.clear()
-            c0 = time.process_time()
+            c0 = harness.timer().start()
             for _ in range(10):
                 steppers[m].step()
-            per[m]["cpu"] += time.process_time() - c0
+            per[m]["cpu"] += c0.cpu
             per[m]["parts"].update(acc)
             per[m]["calls"].update(cnt)
     n = max(1, a.steps // 10) * 10

@@ -44,7 +44,6 @@ and the relaxations looked 15% better).
 
 import copy
 import math
-import time
 
 import torch
 import torch.nn.functional as F
@@ -53,13 +52,11 @@ import pyro
 import pyro.distributions as dist
 from pyro.infer import TraceEnum_ELBO, config_enumerate
 
-if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
-    import _path  # noqa: F401
-from benchmarks import harness  # noqa: E402
-from benchmarks.harness import table  # noqa: E402
+from benchmarks import harness
+from benchmarks.harness import table
 
-from pyro_ar.datasets import load_mnist  # noqa: E402
-from pyro_ar.distributions import RelaxedUtilityCategorical, UtilityCategorical  # noqa: E402
+from pyro_ar.datasets import load_mnist
+from pyro_ar.distributions import RelaxedUtilityCategorical, UtilityCategorical
 
 K, H = 10, 200
 GUMBEL_SD = math.pi / math.sqrt(6)
@@ -130,12 +127,12 @@ def train_steps(vae, objective, x, num_steps, lr=1e-3, on_step=None):
     opt = torch.optim.Adam(vae.parameters(), lr=lr)
     cpu = 0.0
     for step in range(1, num_steps + 1):
-        t0 = time.process_time()
+        t0 = harness.timer().start()
         elbo = objective(x[torch.randint(0, len(x), (100,))])
         opt.zero_grad()
         (-elbo.mean()).backward()
         opt.step()
-        cpu += time.process_time() - t0
+        cpu += t0.cpu
         if on_step is not None:
             on_step(step)
     return cpu

@@ -50,7 +50,9 @@ text -- mostly the session log this file replaced (`git show ade6b1c:benchmarks/
 which also holds the diagnoses and the runs no page quotes) -- and names it; the others are
 read from the benchmarks' own output JSON in `benchmarks/results/runs/`. To add or refresh a
 claim: run the benchmark with `--out DIR`, copy `DIR/NAME.json` to `benchmarks/results/runs/`,
-point a record at it, and run `python -m benchmarks.report`.
+point a record at it, and run `python -m benchmarks.report`. Commands are shown as they were
+run; one recorded as `python benchmarks/NAME.py ...` (the script form before issue 40) runs
+today as `python -m benchmarks.NAME ...` from the repository root.
 
 Timings are CPU time (`time.process_time`) on one torch thread unless a table says wall
 time; the 2-core machine was shared with other jobs, so absolute times vary between runs by

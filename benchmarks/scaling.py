@@ -47,11 +47,8 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
-if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
-    import _path  # noqa: F401
-from benchmarks import harness  # noqa: E402
+from benchmarks import harness
 
 PYRO_METHODS = ["ar_softmax", "ar_softmax_map", "ar_probit", "ar_logistic", "ove", "botev"]
 TORCH_METHODS = ["exact_torch", "ar_torch", "ar_torch_lazy"]
@@ -208,21 +205,6 @@ def _data(N, D, K, device, seed=0):
     return x, y
 
 
-def _time_steps(step, warmup, max_steps, budget, sync):
-    for _ in range(warmup):
-        step()
-    sync()
-    wall, cpu = [], []
-    start = time.perf_counter()
-    while len(wall) < max_steps and (len(wall) < 3 or time.perf_counter() - start < budget):
-        t0, c0 = time.perf_counter(), time.process_time()
-        step()
-        sync()
-        wall.append(time.perf_counter() - t0)
-        cpu.append(time.process_time() - c0)
-    return wall, cpu
-
-
 def worker(methods, K, D, B, S, N, device, warmup, max_steps, budget):
     """Time each of ``methods`` (comma-separated) in this process, one after the other
     (the peak memory is then per process, not per method: use one method per worker for
@@ -246,16 +228,16 @@ def _worker_one(method, K, D, B, S, N, device, warmup, max_steps, budget, shared
         torch.cuda.reset_peak_memory_stats()
     rss_before = harness.rss_bytes()
     dev_before = torch.cuda.memory_allocated() if cuda else 0
-    t_build = time.perf_counter()
-    step, params, states = _build(method, x, y, K, B, S)
-    t_build = time.perf_counter() - t_build
+    with harness.timer() as t_build:
+        step, params, states = _build(method, x, y, K, B, S)
     if method == "exact_torch" and K >= 10**6:
         warmup = min(warmup, 1)
-    wall, cpu = _time_steps(step, warmup, max_steps, budget, sync)
+    times = harness.step_times(step, max_steps, warmup=warmup, budget=budget, sync=sync)
+    wall, cpu = times["wall"], times["cpu"]
     param_bytes = sum(harness.tensor_bytes(p) for p in params())
     state_bytes = sum(harness.tensor_bytes(s) for s in states())
     out = dict(method=method, K=K, D=D, B=B, S=S, N=N, device=device, steps=len(wall),
-               warmup=warmup, build_seconds=t_build,
+               warmup=warmup, build_seconds=t_build.wall,
                wall_median=statistics.median(wall), cpu_median=statistics.median(cpu),
                wall_all=wall, cpu_all=cpu, param_bytes=param_bytes, state_bytes=state_bytes,
                rss_before=rss_before, peak_rss=harness.peak_bytes(), shared_process=shared)
@@ -281,21 +263,15 @@ def paired(K, D, B, S, N, device, blocks, block):
     # the Pyro one keeps its own param store: rebuild last so the store is the Pyro one
     runs = {"pyro_validate": "ar_softmax", "pyro_novalidate": "ar_softmax",
             "ar_torch": "ar_torch", "ar_torch_lazy": "ar_torch_lazy"}
-    wall = {k: [] for k in runs}
-    cpu = {k: [] for k in runs}
-    for k, m in runs.items():  # warm-up
-        pyro.enable_validation(k != "pyro_novalidate")
-        for _ in range(5):
-            steps[m]()
-    for _ in range(blocks):
-        for k, m in runs.items():
-            pyro.enable_validation(k != "pyro_novalidate")
-            for _ in range(block):
-                t0, c0 = time.perf_counter(), time.process_time()
-                steps[m]()
-                sync()
-                wall[k].append(time.perf_counter() - t0)
-                cpu[k].append(time.process_time() - c0)
+
+    def under_validation(step, on):
+        def run():
+            pyro.enable_validation(on)
+            step()
+        return run
+    times = harness.paired_times({k: under_validation(steps[m], k != "pyro_novalidate") for k, m in runs.items()},
+                                 blocks, block, warmup=5, sync=sync, per_call=True)
+    wall, cpu = ({k: v[clock] for k, v in times.items()} for clock in ("wall", "cpu"))
     pyro.enable_validation(True)
     out = dict(K=K, D=D, B=B, S=S, N=N, device=device, blocks=blocks, block=block,
                wall_median={k: statistics.median(v) for k, v in wall.items()},
@@ -328,19 +304,8 @@ def paired_flat(K_lo, K_hi, D, B, S, N, device, blocks, block):
         steps[f"ar_softmax_K{K}"] = _build("ar_softmax", x, y, K, B, S, tag=f"k{K}")[0]
         steps[f"ar_torch_lazy_K{K}"] = _build("ar_torch_lazy", x, y, K, B, S)[0]
     sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
-    wall = {k: [] for k in steps}
-    cpu = {k: [] for k in steps}
-    for f in steps.values():
-        for _ in range(5):
-            f()
-    for _ in range(blocks):
-        for k, f in steps.items():
-            for _ in range(block):
-                t0, c0 = time.perf_counter(), time.process_time()
-                f()
-                sync()
-                wall[k].append(time.perf_counter() - t0)
-                cpu[k].append(time.process_time() - c0)
+    times = harness.paired_times(steps, blocks, block, warmup=5, sync=sync, per_call=True)
+    wall, cpu = ({k: v[clock] for k, v in times.items()} for clock in ("wall", "cpu"))
     out = dict(K_lo=K_lo, K_hi=K_hi, blocks=blocks, block=block,
                wall_median={k: statistics.median(v) for k, v in wall.items()},
                cpu_median={k: statistics.median(v) for k, v in cpu.items()})
@@ -349,8 +314,8 @@ def paired_flat(K_lo, K_hi, D, B, S, N, device, blocks, block):
 
 # ------------------------------------------------------------------------------ driver
 def _run_worker(args_list, many=False):
-    cmd = [sys.executable, os.path.abspath(__file__)] + args_list
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = subprocess.run(harness.module_command(__spec__.name, *args_list), capture_output=True, text=True,
+                       env=harness.worker_env())
     found = [json.loads(line[7:]) for line in p.stdout.splitlines() if line.startswith("RESULT ")]
     if not found or p.returncode != 0:
         sys.stderr.write(p.stdout[-2000:] + p.stderr[-4000:])
@@ -418,7 +383,7 @@ def main(argv=None):
     methods = a.methods.split(",")
     if a.quick:
         a.paired_K = min(a.paired_K, max(Ks))
-    t_start = time.time()
+    total = harness.timer().start()
     common = ["--D", str(a.D), "--B", str(a.B), "--S", str(a.S), "--N", str(a.N), "--device", a.device,
               "--steps", str(steps), "--warmup", str(warmup), "--budget", str(budget)]
     load = {"start": _loadavg()}
@@ -449,7 +414,7 @@ def main(argv=None):
         flat = _run_worker(["--paired-flat", "--K-lo", str(min(Ks)), "--K", str(max(Ks)),
                             "--blocks", str(blocks)] + common)
     load["end"] = _loadavg()
-    elapsed = time.time() - t_start
+    elapsed = total.wall
 
     # ---------------------------------------------------------------- summary and ratios
     def get(m, K, key="wall_median"):

@@ -43,7 +43,6 @@ import functools
 import os
 import pickle
 import tempfile
-import time
 
 import numpy as np
 import torch
@@ -51,17 +50,15 @@ import torch
 import pyro
 from pyro.infer import SVI
 
-if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
-    import _path  # noqa: F401
-from benchmarks import harness  # noqa: E402
-from pyro_ar.datasets import (SessionData, load_brown_sessions, make_recogym_sessions,  # noqa: E402
+from benchmarks import harness
+from pyro_ar.datasets import (SessionData, load_brown_sessions, make_recogym_sessions,
                               pad_sessions, split_sessions)
-from pyro_ar.infer import default_elbo, default_guide, train  # noqa: E402
-from pyro_ar.likelihoods import AR, Bouchard, Exact  # noqa: E402
-from pyro_ar.models import CategoricalLatentModel, unigram_log_probs  # noqa: E402
-from pyro_ar.models.latent import session_metrics  # noqa: E402
-from pyro_ar.negatives import ImportanceNegatives, LabelHeadNegatives, SharedNegatives  # noqa: E402
-from pyro_ar.optim import lazy_adam  # noqa: E402
+from pyro_ar.infer import default_elbo, default_guide, train
+from pyro_ar.likelihoods import AR, Bouchard, Exact
+from pyro_ar.models import CategoricalLatentModel, unigram_log_probs
+from pyro_ar.models.latent import session_metrics
+from pyro_ar.negatives import ImportanceNegatives, LabelHeadNegatives, SharedNegatives
+from pyro_ar.optim import lazy_adam
 
 
 def recogym_sessions(num_products=1000, num_train=200, num_test=1000, seed=0, cache=None) -> SessionData:
@@ -151,10 +148,10 @@ def fit(method, data, Q, steps, subsample, negatives, lr, time_budget=None, seed
 
 def part_recogym(args, out):
     cache = os.path.join(tempfile.gettempdir(), "recogym_sessions_seed0.pkl")
-    t0 = time.time()
+    t0 = harness.timer().start()
     data = recogym_sessions(cache=cache) or make_recogym_sessions(seed=0)
     print(f"data: {data.info['name']}: {len(data.train)} train / {len(data.test_observed)} test sessions, "
-          f"P = {data.num_items}, {int((data.train >= 0).sum())} training views ({time.time() - t0:.0f} s)")
+          f"P = {data.num_items}, {int((data.train >= 0).sum())} training views ({t0.wall:.0f} s)")
     rows = {"pop": session_metrics(pop_scores(data), data.test_observed, data.test_heldout),
             "itemknn": session_metrics(itemknn_scores(data), data.test_observed, data.test_heldout)}
     rows["itemknn"]["log_lik"] = float("nan")

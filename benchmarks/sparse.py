@@ -41,13 +41,12 @@ Writes ``sparse_<part>[_quick].json`` to ``--out``.
 """
 
 import argparse
+import functools
 import json
 import math
 import os
 import statistics
 import subprocess
-import sys
-import time
 
 import numpy as np
 import torch
@@ -61,10 +60,8 @@ from pyro_ar.models import LinearClassifier
 from pyro_ar.negatives import SharedNegatives
 from pyro_ar.optim import lazy_adam
 
-if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
-    import _path  # noqa: F401
-from benchmarks import harness  # noqa: E402
-from benchmarks.harness import peak_bytes, reset_peak, rss_bytes  # noqa: E402
+from benchmarks import harness
+from benchmarks.harness import peak_bytes, reset_peak, rss_bytes
 
 B, S, NNZ = 256, 20, 10
 #: The Brown problem: bags of the previous WINDOW words, the i-th previous word weighing 1/i
@@ -125,22 +122,16 @@ def run_scaling(quick, args):
     cfgs = scaling_configs(quick)
     rounds, block, warm = (3, 4, 3) if quick else (8, 5, 5)
     mems = [json.loads(subprocess.run(  # each configuration alone, before this process grows
-        [sys.executable, __file__, "--worker", json.dumps(cfg), "--steps", str(warm + 3)],
-        capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]) for cfg in cfgs]
+        harness.module_command(__spec__.name, "--worker", json.dumps(cfg), "--steps", warm + 3),
+        capture_output=True, text=True, check=True,
+        env=harness.worker_env()).stdout.strip().splitlines()[-1]) for cfg in cfgs]
     built = []
     for i, cfg in enumerate(cfgs):
         pyro.set_rng_seed(i)
         built.append(build(cfg, f"c{i}", seed=i))
-    for model, svi, x, y in built:
-        for _ in range(warm):
-            svi.step(x, y)
-    times = [[] for _ in cfgs]
-    for _ in range(rounds):  # interleaved blocks: load changes hit every configuration
-        for i, (model, svi, x, y) in enumerate(built):
-            t = time.process_time()
-            for _ in range(block):
-                svi.step(x, y)
-            times[i].append((time.process_time() - t) / block)
+    # interleaved blocks: load changes hit every configuration
+    times = list(harness.paired_step_times({i: functools.partial(svi.step, x, y) for i, (_, svi, x, y)
+                                            in enumerate(built)}, rounds, block, warmup=warm).values())
     del built
     rows = []
     for cfg, ts, mem in zip(cfgs, times, mems):
@@ -302,11 +293,12 @@ def run_ttq(part, quick, args):
     counts = torch.bincount(y, minlength=K).double()
     unigram = float(((counts + 1) / (counts + 1).sum()).log()[d.y_test].mean())
     mems = [json.loads(subprocess.run(  # each method alone: peak resident set of a few steps
-        [sys.executable, __file__, "--worker", json.dumps(dict(
+        harness.module_command(__spec__.name, "--worker", json.dumps(dict(
             kind="ttq", part=part, method=m, D=args.D, K=args.K, nnz=args.nnz, quick=quick, rank=args.rank,
             prior_scale=args.prior_scale, lr=args.lr, batch=args.batch, window=args.window,
             position_weights=args.position_weights)),
-         "--steps", "5"], capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1])
+         "--steps", "5"), capture_output=True, text=True, check=True,
+        env=harness.worker_env()).stdout.strip().splitlines()[-1])
         for m in METHODS]
     methods = ttq_methods(K, D, args.rank, counts, args.prior_scale, args.lr, args.batch)
     rounds, slice_s = (2, 1.5) if quick else (args.rounds, args.slice)
@@ -315,11 +307,9 @@ def run_ttq(part, quick, args):
     steps = {name: 0 for name in methods}
     for _ in range(rounds):
         for name, method in methods.items():
-            t = time.process_time()
-            while time.process_time() - t < slice_s:
-                method.step(x, y)
-                steps[name] += 1
-            cpu[name] += time.process_time() - t
+            calls, seconds = harness.run_for(functools.partial(method.step, x, y), slice_s)
+            steps[name] += calls
+            cpu[name] += seconds
             m = test_metrics(fitted(method), x_test, d.y_test)
             curves[name].append(dict(cpu_s=cpu[name], steps=steps[name], epochs=steps[name] * args.batch / len(y), **m))
             print(f"{name:<8} cpu {cpu[name]:7.1f} s  steps {steps[name]:6d}  test LL {m['log_lik']:8.3f}  "
@@ -370,9 +360,10 @@ def run_estimator(quick, args):
     Xt, yt = to_scipy_csr(d.x_test), d.y_test.numpy()
     kw = dict(max_epochs=1, min_steps=1) if quick else {}  # (min_steps: else at least 2,000 steps)
     kw.update(json.loads(args.estimator_kwargs))
-    start_rss, t = rss_bytes(), time.process_time()
-    clf = ARClassifier(random_state=0, **kw).fit(X, y)
-    fit_cpu = time.process_time() - t
+    start_rss = rss_bytes()
+    with harness.timer() as t:
+        clf = ARClassifier(random_state=0, **kw).fit(X, y)
+    fit_cpu = t.cpu
     classes = clf.classes_
     known = np.isin(yt, classes)
     codes = torch.as_tensor(np.searchsorted(classes, yt[known]))

@@ -59,7 +59,6 @@ did), leaving 2,512 test rows.
 
 from pathlib import Path
 import math
-import time
 
 import torch
 import torch.nn.functional as F
@@ -81,9 +80,7 @@ from pyro_ar.infer.local_guides import ConditionalLocalGuide
 from pyro_ar.likelihoods import AR, OVE, Bouchard, Exact, Sampled
 from pyro_ar.models import LinearClassifier
 
-if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
-    import _path  # noqa: F401
-from benchmarks import harness  # noqa: E402
+from benchmarks import harness
 
 #: the paper's Table 3 (test log-likelihood / accuracy)
 PAPER = {
@@ -222,17 +219,17 @@ def run_method(method, args, data, K):
         if "weight" not in pyro.get_param_store():  # step 0: parameters not created yet
             return {}
         u = model.utility(xt)
-        t0 = time.perf_counter()
+        t0 = harness.timer().start()
         out = evaluation.evaluate(u, yt, ("log_lik", "log_lik_floored", "accuracy"), noise)
         res = {"test_ll": out["log_lik"], "test_ll_floored": out["log_lik_floored"],
                "test_acc": out["accuracy"]}
         if xv is not None:
             res["val_ll"] = evaluation.log_likelihood(model.utility(xv), yv, noise)
-        return {**res, "eval_seconds": time.perf_counter() - t0}
+        return {**res, "eval_seconds": t0.wall}
 
     steps = args.steps
     step_times = []
-    t_start = time.perf_counter()
+    t_start = harness.timer().start()
     early = None if xv is None or not args.early_stopping else \
         EarlyStopping("val_ll", patience=args.early_stopping)
     history = train(svi, x, y, num_steps=steps, eval_fn=evaluate, clock="process",  # CPU time
@@ -242,7 +239,7 @@ def run_method(method, args, data, K):
     if early is not None and early.best_step is not None:  # the restored best evaluation
         final = next(h for h in history if h["step"] == early.best_step and "test_ll" in h)
         history = history + [dict(final, step=history[-1]["step"], restored=early.best_step)]
-    wall = time.perf_counter() - t_start
+    wall = t_start.wall
     final = history[-1]
     b = fitted_bound(method, model, guide, x, y, K)
     # training log-likelihood: all rows for softmax (cheap); a fixed random subset of
@@ -419,13 +416,13 @@ def main(argv=None):
           f"(lr {args.lr}, local lr {args.local_lr}), utility={args.utility}, torch threads=1", flush=True)
     results = []
     for m in args.methods:
-        t0 = time.perf_counter()
+        t0 = harness.timer().start()
         row, trace = run_method(m, args, data, K)
         results.append({"row": row, "trace": trace})
         print(f"  {LABELS[m]:16s} test ll {row['test_ll']:.4f} (floored {row['test_ll_floored']:.4f}) "
               f"acc {row['test_acc']:.4f}  bound/N {harness.fmt(row['bound'])}  "
               f"gap {harness.fmt(row['bound_minus_train_ll'])} (q on all {harness.fmt(row['bound_minus_train_ll_q_all_classes'])})  "
-              f"{row['median_step_cpu_ms']:.2f} CPU ms/step  [{time.perf_counter() - t0:.0f} s wall]", flush=True)
+              f"{row['median_step_cpu_ms']:.2f} CPU ms/step  [{t0.wall:.0f} s wall]", flush=True)
         print("    curve (step, val ll, test ll): " + ", ".join(
             f"({st}, {harness.fmt(v, '.4f')}, {t:.4f})" for st, v, t in row["curve"]), flush=True)
     rows = [r["row"] for r in results]

@@ -69,11 +69,8 @@ Writes ``time_to_quality[_quick].json`` and a PNG per corpus to ``--out``.
 
 import copy
 import os
-import time
 
-if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
-    import _path  # noqa: F401
-from benchmarks import brown, harness  # noqa: E402  (brown: the workers, the training loop's driver, the summary)
+from benchmarks import brown, harness  # brown: the workers, the training loop's driver, the summary
 
 METHODS = ["ar_softmax", "exact", "botev", "ove", "adaptive"]
 ABLATIONS = {  # label: (option, value)
@@ -292,7 +289,7 @@ def main(argv=None):
     a.other_budget, a.quad_pairs, a.checkpoints = a.budget, 0, 1
     harness.start(a)
     png = os.path.join(a.out, "time_to_quality" + ("_quick" if a.quick else ""))
-    t0 = time.time()
+    t0 = harness.timer().start()
     report = dict(corpora={}, load_average={"start": os.getloadavg()})
     exact_runs = {}
     for name in a.corpora.split(","):
@@ -326,7 +323,7 @@ def main(argv=None):
     if a.ablations and "brown" in exact_runs and exact_runs["brown"][0]:
         report["ablations"] = ablations(a, *exact_runs["brown"])
     report["load_average"]["end"] = os.getloadavg()
-    report["elapsed"] = time.time() - t0
+    report["elapsed"] = t0.wall
     print(f"elapsed {report['elapsed']:.0f} s")
     harness.save(a, "time_to_quality", report)
     return report

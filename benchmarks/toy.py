@@ -34,7 +34,6 @@ datapoint, no subsampling) at the fitted parameters:
 """
 
 import math
-import time
 from pathlib import Path
 
 import torch
@@ -48,9 +47,7 @@ from pyro_ar.infer import GumbelLocalGuide, default_elbo, default_guide, train
 from pyro_ar.likelihoods import AR, OVE
 from pyro_ar.models import LinearClassifier
 
-if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
-    import _path  # noqa: F401
-from benchmarks import harness  # noqa: E402
+from benchmarks import harness
 
 METHODS = {"ar_softmax": "A&R softmax", "ove": "OVE"}
 
@@ -219,11 +216,11 @@ def main(argv=None):
           f"{refs['classes_never_observed']} classes never observed", flush=True)
     results = []
     for m in args.methods:
-        t0 = time.perf_counter()
+        t0 = harness.timer().start()
         row, trace = run(m, args, y, counts, ptrue)
         results.append({"row": row, "trace": trace})
         print(f"  {row['label']:12s} bound/N {row['bound']:.4f}  log-lik/N {row['loglik']:.4f}  MAE {row['mae']:.3e}  "
-              f"{row['median_step_ms']:.2f} ms/step  [{time.perf_counter() - t0:.0f} s]", flush=True)
+              f"{row['median_step_ms']:.2f} ms/step  [{t0.wall:.0f} s]", flush=True)
     probs = {r["row"]["method"]: r["row"].pop("_probs") for r in results}
     torch.save(probs, Path(args.out) / f"toy_{args.optim}{'_quick' if args.quick else ''}{args.tag}_probs.pt")
     if len(probs) == 2:

@@ -141,7 +141,7 @@ class DenseUtility(Utility):
     Example:
 
     >>> import torch, pyro_ar as ar
-    >>> psi = ar.DenseUtility(torch.arange(6.0).reshape(2, 3))
+    >>> psi = ar.utility.DenseUtility(torch.arange(6.0).reshape(2, 3))
     >>> psi.gather(torch.tensor([[2], [0]])).tolist()
     [[2.0], [3.0]]
     """
@@ -554,7 +554,7 @@ def as_utility(utility) -> Utility:
     Example:
 
     >>> import torch, pyro_ar as ar
-    >>> type(ar.as_utility(torch.zeros(2, 5))).__name__
+    >>> type(ar.utility.as_utility(torch.zeros(2, 5))).__name__
     'DenseUtility'
     """
     if isinstance(utility, Utility):

@@ -114,7 +114,7 @@ surface("negatives", "ScreenedNegatives()", lambda labels, num_classes, utility:
 D43 = torch.randn(4, 3, generator=G, dtype=torch.float64)
 W43 = torch.rand(4, 3, generator=G, dtype=torch.float64)
 LOCAL_BADS = {
-    "noise": ([ar.NormalNoise(), ar.get_noise("logistic")], bad("a name", "normal", "None", None, "3", 3)),
+    "noise": ([ar.noise.NormalNoise(), ar.get_noise("logistic")], bad("a name", "normal", "None", None, "3", 3)),
     "d": ([D43, D43.float()], bad("int", D43.long(), "numpy", D43.numpy(), "0-d", T(1.0), "NaN", D43 * NAN,
                                   "+inf", D43 + INF, "-inf", D43 - INF, "a list", D43.tolist())),
     "w": ([W43, torch.ones(3)], bad("negative", -W43, "NaN", W43 * NAN, "inf", W43 + INF, "5 wide", torch.ones(5),

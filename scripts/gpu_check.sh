@@ -62,7 +62,7 @@ size=()
 mnist=${PYRO_AR_MNIST:-.gpudata/mnist}
 if [ "$left" -gt 20 ]; then
     # shellcheck disable=SC2086  # BENCH_ARGS: several options
-    timeout -k 10 "$left" $PY benchmarks/gpu.py "${size[@]}" --out "$OUT" --mnist "$mnist" ${BENCH_ARGS:-} \
+    timeout -k 10 "$left" $PY -m benchmarks.gpu "${size[@]}" --out "$OUT" --mnist "$mnist" ${BENCH_ARGS:-} \
         > "$OUT/bench.log" 2>&1
     rc_bench=$?
     cat "$OUT/bench.log" | grep -v "^PROGRESS" | tail -n 60

@@ -116,3 +116,65 @@ def test_recorded_command_can_be_pasted_into_a_shell(monkeypatch):
     monkeypatch.setattr(sys, "argv", argv)
     monkeypatch.setattr(sys.modules["__main__"], "__spec__", None, raising=False)
     assert shlex.split(harness.command())[2:] == argv[1:]
+
+
+def _busy(seconds):
+    """Burn about ``seconds`` of CPU time (the clocks' tests need time to pass on both)."""
+    import time
+
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def test_timer_sums_its_blocks_on_both_clocks():
+    t = harness.timer()
+    assert (t.cpu, t.wall) == (0.0, 0.0)
+    with t:
+        _busy(0.02)
+        inside = t.cpu
+    first = t.cpu
+    assert 0.02 <= inside <= first and t.wall >= 0.02  # CPU time on one thread is <= wall, mostly
+    _busy(0.02)                                        # outside any block: not counted
+    assert t.cpu == first
+    with t:
+        _busy(0.02)
+    assert t.cpu >= first + 0.02
+    running = harness.timer().start()
+    _busy(0.01)
+    assert running.cpu >= 0.01 and running.wall >= 0.01
+
+
+def test_step_times_counts_warmup_steps_and_stops_at_the_budget():
+    calls, syncs = [], []
+    out = harness.step_times(lambda: calls.append(1), 5, warmup=2, sync=lambda: syncs.append(1))
+    assert len(calls) == 7 and len(syncs) == 6  # after the warm-up, then after each timed call
+    assert len(out["cpu"]) == len(out["wall"]) == 5 and all(v >= 0 for v in out["cpu"] + out["wall"])
+    slow = harness.step_times(lambda: _busy(0.01), 1000, budget=0.05, min_steps=3)
+    assert 3 <= len(slow["wall"]) < 1000 and all(v >= 0.01 for v in slow["cpu"])
+    assert len(harness.step_times(lambda: None, 4, budget=0.0, min_steps=2)["cpu"]) == 2
+
+
+def test_paired_times_per_block_or_per_call_and_run_for():
+    order = []
+    steps = {"a": lambda: order.append("a"), "b": lambda: order.append("b")}
+    blocks = harness.paired_times(steps, rounds=2, block=3, warmup=1)
+    assert order == ["a", "b"] + (["a"] * 3 + ["b"] * 3) * 2  # warm-up, then alternating blocks
+    assert {k: (len(v["cpu"]), len(v["wall"])) for k, v in blocks.items()} == {"a": (2, 2), "b": (2, 2)}
+    per_call = harness.paired_times(steps, rounds=2, block=3, warmup=0, per_call=True)
+    assert {k: len(v["cpu"]) for k, v in per_call.items()} == {"a": 6, "b": 6}
+    n, cpu = harness.run_for(lambda: _busy(0.005), 0.03)
+    assert n >= 1 and cpu >= 0.03 and n <= 0.03 / 0.005 + 1
+    assert harness.run_for(lambda: None, 0.0)[0] == 1  # at least one call
+
+
+def test_workers_start_as_modules_with_the_root_on_the_path():
+    import os
+    import sys
+
+    assert harness.module_command("benchmarks.scaling", "--K", 10) == [sys.executable, "-m", "benchmarks.scaling",
+                                                                      "--K", "10"]
+    env = harness.worker_env("/old/checkout", env={"PYTHONPATH": "/a", "X": "1"}, OMP_NUM_THREADS="1")
+    assert env["PYTHONPATH"].split(os.pathsep) == ["/old/checkout", "/a", str(harness.ROOT)]
+    assert env["X"] == "1" and env["OMP_NUM_THREADS"] == "1"
+    assert harness.worker_env(env={})["PYTHONPATH"] == str(harness.ROOT)

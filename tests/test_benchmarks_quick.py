@@ -1,6 +1,7 @@
 """Every benchmark runs: its ``--quick`` mode, from the table :data:`QUICK` (slow tier), and the
 shape every script shares (fast): it is in the table, builds its command line with
-``benchmarks.harness.parser`` (``--quick``, ``--out``, ``--seed``) and leaves ``sys.path`` alone.
+``benchmarks.harness.parser`` (``--quick``, ``--out``, ``--seed``), leaves ``sys.path`` alone and
+starts its workers as modules (``python -m benchmarks.NAME``, :func:`benchmarks.harness.module_command`).
 
 A quick run writes its JSON to ``tmp_path`` (``--out``), with the command, commit and machine
 (``benchmarks.harness.environment``) in it.
@@ -9,6 +10,7 @@ A quick run writes its JSON to ``tmp_path`` (``--out``), with the command, commi
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +23,7 @@ from tests.helpers import require_data
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
 #: modules of the package that are not benchmarks
-NOT_BENCHMARKS = {"__init__", "_path", "harness", "report", "peers_data"}
+NOT_BENCHMARKS = {"__init__", "harness", "report", "peers_data"}
 #: script -> (extra arguments of its --quick run, the JSON files it writes)
 #: script -> (data folder, files) its --quick run reads from the data root (the others make
 #: their data or use what ships with their packages): skipped without the data root, as the
@@ -80,14 +82,36 @@ def test_every_benchmark_has_a_quick_run_in_the_table():
 
 @pytest.mark.parametrize("name", scripts())
 def test_a_benchmark_uses_the_harness_and_leaves_sys_path_alone(name):
-    """One harness: the options come from ``harness.parser``; ``sys.path`` is edited only by
-    ``benchmarks/_path.py`` (imported for the ``python benchmarks/NAME.py`` form)."""
+    """One harness: the options come from ``harness.parser``; the script runs as a module of the
+    ``benchmarks`` package (``python -m benchmarks.NAME``), so nothing edits ``sys.path`` and a
+    worker process is started as a module too, never by the script's file name."""
     source = (BENCHMARKS / f"{name}.py").read_text()
     tree = ast.parse(source)
     calls = {ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     assert "harness.parser" in calls, f"{name}: build the command line with benchmarks.harness.parser"
-    assert "sys.path" not in source, f"{name}: edits sys.path (import _path when not __package__)"
-    assert "if not __package__:" in source and "import _path" in source, f"{name}: no python benchmarks/NAME.py form"
+    assert "sys.path" not in source, f"{name}: edits sys.path (run it as python -m benchmarks.{name})"
+    assert "__package__" not in source and "_path" not in {a.name for n in ast.walk(tree)
+                                                           if isinstance(n, ast.Import) for a in n.names}
+    assert "abspath(__file__)" not in source and not re.search(
+        r"sys\.executable,\s*(os\.path\.abspath\()?(__file__|str\(harness\.HERE)", source), \
+        f"{name}: starts a worker by file name: use harness.module_command(__spec__.name, ...)"
+
+
+#: scripts that read a clock themselves instead of through benchmarks.harness (Timer, step_times,
+#: paired_times, run_for): gpu (its clock is the device's: wall time with CUDA synchronisation,
+#: CPU time without) and profile_step (CPU-time counters wrapped around the parts of a step)
+OWN_CLOCK = {"gpu", "profile_step"}
+
+
+def test_the_clocks_are_read_by_the_harness():
+    """At most 3 scripts time themselves; the others time through the harness."""
+    readers = {name for name in scripts() if re.search(r"\btime\.(process_time|perf_counter|time|monotonic)\(",
+                                                        (BENCHMARKS / f"{name}.py").read_text())}
+    assert readers == OWN_CLOCK and len(OWN_CLOCK) <= 3
+
+
+def test_no_path_helper_is_left():
+    assert not (BENCHMARKS / "_path.py").exists()
 
 
 def _run(cmd, timeout, extra_env=None):
@@ -118,10 +142,33 @@ def test_quick_run(name, tmp_path):
         assert env["git_commit"] and env["machine"]["cpus"] >= 1
 
 
+#: every script's ``--help``, in one interpreter (the imports are shared): a JSON list of the failures
+HELP_ALL = """
+import contextlib, io, json, runpy, sys, warnings
+warnings.simplefilter("ignore")  # runpy's note that a module ran before as an import of another
+bad = []
+for name in sys.argv[1:]:
+    sys.argv = [name, "--help"]
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            runpy.run_module(name, run_name="__main__", alter_sys=True)
+        bad.append([name, "no exit"])
+    except SystemExit as e:
+        if e.code not in (0, None) or "usage:" not in out.getvalue():
+            bad.append([name, str(e.code), out.getvalue()[-300:]])
+    except Exception as e:
+        bad.append([name, repr(e)])
+print("HELP " + json.dumps(bad))
+"""
+
+
 @pytest.mark.slow
-def test_the_script_form_runs_too(tmp_path):
-    """``python benchmarks/NAME.py`` (the form older commands use) imports the package."""
-    run = _run([sys.executable, str(BENCHMARKS / "default_model.py"), "--quick", "--rounds", "1",
-                "--out", str(tmp_path)], 300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert json.loads((tmp_path / "default_model_quick.json").read_text())["results"]
+def test_every_script_answers_help_as_a_module():
+    """``python -m benchmarks.NAME --help`` prints the usage and exits 0, for every script
+    (``report`` included)."""
+    names = [f"benchmarks.{n}" for n in scripts() + ["report"]]
+    run = _run([sys.executable, "-c", HELP_ALL, *names], 300)
+    lines = [line for line in run.stdout.splitlines() if line.startswith("HELP ")]
+    assert run.returncode == 0 and lines, run.stderr[-3000:]
+    assert json.loads(lines[-1][5:]) == []

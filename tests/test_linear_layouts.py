@@ -174,7 +174,7 @@ def test_layout_errors_are_named():
     with pytest.raises(NotImplementedError, match="no dense rows"):
         PatternWeights(pattern, w).rows(torch.tensor([0]))
     assert repr(LinearUtility.of(x, PatternWeights.from_sparse(pattern.sparse(w), b))).startswith("LinearUtility(")
-    assert ar.LinearWeights is LinearWeights
+    assert ar.utility.LinearWeights is LinearWeights
 
 
 def test_sparse_gp_moments_are_linear_utilities():

@@ -143,9 +143,9 @@ def test_normal_log_cdf_gradient_accurate_in_far_lower_tail(dtype):
 
 def test_get_noise_names_aliases_and_errors():
     assert set(NOISE_NAMES) == {"gumbel", "normal", "logistic", "laplace", "student_t"}
-    assert isinstance(get_noise("softmax"), pyro_ar.GumbelNoise)
-    assert isinstance(get_noise("Probit"), pyro_ar.NormalNoise)
-    assert isinstance(get_noise("logistic"), pyro_ar.LogisticNoise)
+    assert isinstance(get_noise("softmax"), pyro_ar.noise.GumbelNoise)
+    assert isinstance(get_noise("Probit"), pyro_ar.noise.NormalNoise)
+    assert isinstance(get_noise("logistic"), pyro_ar.noise.LogisticNoise)
     assert isinstance(get_noise("laplace"), pyro_ar.LaplaceNoise)
     assert get_noise("student_t3").df == 3.0 and get_noise("StudentT2.5").df == 2.5
     assert get_noise("student_t", df=7).df == 7.0
@@ -334,7 +334,7 @@ def test_normal_weighted_log_cdf_derivatives_equal_the_two_dot_products():
     shape than x (not in place), and with a graph, whose gradients in x and w match too."""
     import pyro_ar as ar
 
-    noise = ar.NormalNoise()
+    noise = ar.noise.NormalNoise()
     g = torch.Generator().manual_seed(0)
     x = 3.0 * torch.randn(6, 3, 9, generator=g, dtype=torch.float64) - 1.0  # some below -5
     w = torch.rand(6, 1, 9, generator=g, dtype=torch.float64)

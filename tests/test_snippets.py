@@ -162,13 +162,13 @@ def test_distributed_launch_commands_run_one_after_the_other(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
                OMP_NUM_THREADS="1")
     for args in commands + commands[:1]:
-        script = next(i for i, a in enumerate(args) if a.endswith(".py"))
+        script = args.index("-m") + 1  # torchrun ... -m benchmarks.distributed ...
         argv = args[script + 1:]
         for flag, small in (("--num-classes", "1000"), ("--steps", "4")):
             argv[argv.index(flag) + 1] = small
         ck = argv.index("--checkpoint") + 1
         argv[ck] = str(tmp_path / Path(argv[ck]).name)
         argv += ["--num-data", "600", "--num-test", "50", "--batch", "64"]
-        proc = subprocess.run([sys.executable, str(ROOT / args[script]), *argv], cwd=tmp_path, env=env,
+        proc = subprocess.run([sys.executable, "-m", args[script], *argv], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, f"{' '.join(args)} failed:\n{proc.stderr[-3000:]}"

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from pyro_ar import DenseUtility, LinearUtility, as_utility
+from pyro_ar.utility import DenseUtility, LinearUtility, as_utility
 
 from tests.helpers import DEVICES, DTYPES
 

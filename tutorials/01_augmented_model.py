@@ -35,7 +35,7 @@ import pyro.distributions as dist
 from pyro.infer import Trace_ELBO
 
 import pyro_ar as ar
-from pyro_ar.infer import ClosedFormELBO
+from pyro_ar import ClosedFormELBO
 
 import _tutorial  # tutorials/_tutorial.py: size (--quick or PYRO_AR_QUICK=1), figures inline in notebooks
 from _tutorial import plt

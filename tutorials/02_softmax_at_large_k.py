@@ -38,9 +38,7 @@ from pyro.infer import SVI
 
 from pyro_ar import evaluation, metrics  # metrics.bound: a training bound at a fit
 from pyro_ar.datasets import fetch_bibtex, load_bibtex, make_toy
-from pyro_ar.infer import default_elbo, default_guide, train
-from pyro_ar.likelihoods import AR, OVE, Exact
-from pyro_ar.models import LinearClassifier
+from pyro_ar import AR, Exact, LinearClassifier, OVE, default_elbo, default_guide, train
 from pyro_ar.optim import advi_step_size
 
 import _tutorial  # tutorials/_tutorial.py: size (--quick or PYRO_AR_QUICK=1), figures inline in notebooks

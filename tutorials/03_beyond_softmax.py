@@ -36,12 +36,8 @@ import pyro
 from pyro.infer import SVI, TraceMeanField_ELBO
 
 import pyro_ar as ar
-from pyro_ar.datasets import make_linear_teacher
-from pyro_ar.evaluation import log_likelihood
-from pyro_ar.infer import NoiseLocalGuide, train
-from pyro_ar.likelihoods import AR
-from pyro_ar.models import LinearClassifier
-from pyro_ar.optim import lazy_adam
+from pyro_ar import AR, LinearClassifier, lazy_adam, log_likelihood, make_linear_teacher, train
+from pyro_ar.infer import NoiseLocalGuide
 from pyro_ar.testing import check_noise
 
 import _tutorial  # tutorials/_tutorial.py: size (--quick or PYRO_AR_QUICK=1), figures inline in notebooks

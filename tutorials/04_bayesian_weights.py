@@ -47,8 +47,7 @@ from pyro.infer import MCMC, NUTS, SVI, Predictive, TraceMeanField_ELBO
 from pyro.infer.autoguide import AutoGuideList, AutoNormal
 
 import pyro_ar as ar
-from pyro_ar.datasets import make_linear_teacher
-from pyro_ar.evaluation import log_likelihood
+from pyro_ar import AR, Exact, LinearClassifier, lazy_adam, log_likelihood, make_linear_teacher
 from pyro_ar.infer import (
     ClassSubsampledNormal,
     ClosedFormELBO,
@@ -62,9 +61,8 @@ from pyro_ar.infer import (
     predictive_top_k,
     train,
 )
-from pyro_ar.likelihoods import AR, Exact
-from pyro_ar.models import BayesianLinearClassifier, LinearClassifier
-from pyro_ar.optim import LazyAdam, lazy_adam
+from pyro_ar.models import BayesianLinearClassifier
+from pyro_ar.optim import LazyAdam
 
 import _tutorial  # tutorials/_tutorial.py: size (--quick or PYRO_AR_QUICK=1), figures inline in notebooks
 from _tutorial import plt

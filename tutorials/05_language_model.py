@@ -52,11 +52,9 @@ import pyro.optim
 from pyro.infer import SVI, Trace_ELBO
 
 from pyro_ar.datasets import load_brown
-from pyro_ar.infer import EarlyStopping, default_elbo, default_guide, train as train_svi
-from pyro_ar.likelihoods import AR, Exact
+from pyro_ar import AR, EarlyStopping, Exact, default_elbo, default_guide, lazy_adam, train as train_svi
 from pyro_ar.models import BigramLanguageModel, unigram_log_probs
 from pyro_ar.negatives import ImportanceNegatives
-from pyro_ar.optim import lazy_adam
 
 import _tutorial  # tutorials/_tutorial.py: size (--quick or PYRO_AR_QUICK=1), figures inline in notebooks
 from _tutorial import plt

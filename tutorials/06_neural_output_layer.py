@@ -45,11 +45,10 @@ import pyro
 from pyro.infer import SVI
 
 from pyro_ar.datasets import fetch_mnist, load_brown, load_digits, load_mnist
-from pyro_ar.infer import default_elbo, default_guide, train
-from pyro_ar.likelihoods import AR, Exact, Sampled
+from pyro_ar import AR, Exact, SharedNegatives, default_elbo, default_guide, lazy_adam, train
+from pyro_ar.likelihoods import Sampled
 from pyro_ar.models import NeuralClassifier, NGramBody, context_windows, unigram_log_probs
-from pyro_ar.negatives import ImportanceNegatives, SharedNegatives
-from pyro_ar.optim import lazy_adam
+from pyro_ar.negatives import ImportanceNegatives
 
 import _tutorial  # tutorials/_tutorial.py: size (--quick or PYRO_AR_QUICK=1), figures inline in notebooks
 from _tutorial import plt
@@ -214,6 +213,6 @@ _tutorial.save(fig, os.path.join(args.out, FIGURES[1]))
 #   num_negatives=s)` with `default_guide(model)` and `ClosedFormELBO()` -- a mean-field
 #   Gaussian over the output rows, each step sampling and updating only the rows of the
 #   labels, the negatives and the local guide's classes (per-step cost flat in K:
-#   `benchmarks/neural_output_layer.py --part bayes`).
+#   `python -m benchmarks.neural_output_layer --part bayes`).
 # * Relaxed samples of a large categorical for any noise:
 #   `pyro_ar.distributions.RelaxedUtilityCategorical(psi, noise, temperature)`.

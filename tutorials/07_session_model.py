@@ -38,12 +38,11 @@ import pyro
 from pyro.infer import SVI
 
 from pyro_ar.datasets import make_recogym_sessions
-from pyro_ar.infer import default_elbo, default_guide, train
-from pyro_ar.likelihoods import AR, Bouchard, Exact
+from pyro_ar import AR, Exact, SharedNegatives, default_elbo, default_guide, lazy_adam, train
+from pyro_ar.likelihoods import Bouchard
 from pyro_ar.models import CategoricalLatentModel
 from pyro_ar.models.latent import session_metrics
-from pyro_ar.negatives import LabelHeadNegatives, SharedNegatives
-from pyro_ar.optim import lazy_adam
+from pyro_ar.negatives import LabelHeadNegatives
 
 import _tutorial  # tutorials/_tutorial.py: size (--quick or PYRO_AR_QUICK=1), figures inline in notebooks
 from _tutorial import plt

@@ -35,12 +35,10 @@ import pyro
 from pyro.infer import SVI
 
 from pyro_ar.datasets import load_breast_cancer_wisconsin
-from pyro_ar.infer import LatentKLWarmup, default_elbo, default_guide, train
-from pyro_ar.likelihoods import AR, Exact
+from pyro_ar import AR, Exact, SharedNegatives, default_elbo, default_guide, lazy_adam, train
+from pyro_ar.infer import LatentKLWarmup
 from pyro_ar.models import CategoricalLatentGP
 from pyro_ar.models.latent_gp import frequency_log_predictive, marginal_log_probs
-from pyro_ar.negatives import SharedNegatives
-from pyro_ar.optim import lazy_adam
 
 import _tutorial  # tutorials/_tutorial.py: size (--quick or PYRO_AR_QUICK=1), figures inline in notebooks
 from _tutorial import plt
@@ -111,7 +109,7 @@ print(f"{'frequency baseline':<22} test perplexity {float(freq.neg().exp()):6.2f
 
 # %% [markdown]
 # On a single split the three models are close; all three are far below the frequency
-# baseline. Over 10 splits at 4,000 steps (`python benchmarks/latent_gp.py --part small`,
+# baseline. Over 10 splits at 4,000 steps (`python -m benchmarks.latent_gp --part small`,
 # [claim latent-gp-wisconsin] in `benchmarks/RESULTS.md`), the CLGP's perplexity is 2.97
 # against the linear model's 3.01: a gain of 0.012 nats per entry, 2 standard errors with the
 # exact softmax. A&R is within 0.006 nats of the exact softmax for both models.

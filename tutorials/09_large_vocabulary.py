@@ -29,7 +29,7 @@
 #
 # Without it the tutorial says so and runs on Brown (shipped, $K = 25{,}275$) instead. The
 # measured study with every method, a step-size grid and paired standard errors is
-# `benchmarks/time_to_quality.py --corpora gcide` ([claim gcide-time-to-quality] in
+# `python -m benchmarks.time_to_quality --corpora gcide` ([claim gcide-time-to-quality] in
 # `benchmarks/RESULTS.md`).
 
 # %%
@@ -44,11 +44,9 @@ from pyro.infer import SVI, Trace_ELBO
 
 from pyro_ar import evaluation
 from pyro_ar.datasets import load_brown, load_gcide_corpus
-from pyro_ar.infer import EarlyStopping, default_elbo, default_guide, train
-from pyro_ar.likelihoods import AR, Exact
+from pyro_ar import AR, EarlyStopping, Exact, default_elbo, default_guide, lazy_adam, train
 from pyro_ar.models import BigramLanguageModel, unigram_log_probs
 from pyro_ar.negatives import ImportanceNegatives
-from pyro_ar.optim import lazy_adam
 
 import _tutorial  # tutorials/_tutorial.py: size (--quick or PYRO_AR_QUICK=1), figures inline in notebooks
 from _tutorial import plt

@@ -29,6 +29,7 @@ from typing import List, Sequence, Tuple
 import torch
 import torch.distributed as dist
 
+from ..infer.checkpoint import CollectiveError
 from .process_group import describe_failure, get_rank, get_world_size, is_distributed
 
 __all__ = ["CommCounter", "COMM", "sum_across", "max_across", "all_gather_rows", "all_reduce_sum"]
@@ -78,14 +79,15 @@ def _active(group) -> bool:
 
 @contextlib.contextmanager
 def _collective(what: str, group, t: torch.Tensor):
-    """Count a collective's payload (:data:`COMM`); if it fails, raise a ``RuntimeError``
-    naming the ranks that did not reach it (:func:`~pyro_ar.distributed.process_group.describe_failure`)."""
+    """Count a collective's payload (:data:`COMM`); if it fails, raise a
+    :class:`~pyro_ar.infer.checkpoint.CollectiveError` (a ``RuntimeError``) naming the ranks that
+    did not reach it (:func:`~pyro_ar.distributed.process_group.describe_failure`)."""
     with COMM.count(t.numel(), t.element_size()):
         try:
             yield
         except RuntimeError as e:
             report = describe_failure(what, group)
-            raise RuntimeError(f"{what} across the ranks failed on rank {get_rank()} of "
+            raise CollectiveError(f"{what} across the ranks failed on rank {get_rank()} of "
                                f"{get_world_size(group)}: {e}" + (f"; {report}" if report else "")) from e
 
 

@@ -92,7 +92,7 @@ def choose_path(num_rows: int, num_features: int, num_classes: int, nnz: Optiona
       data's non-zeros), the others :data:`AUTO_RANK` (at most min(K, D)): with Zipfian
       labels (Brown's next word from a bag of the previous words) the low rank shares what it
       learns from the frequent classes and wins (test log-lik -5.47 against -6.06,
-      ``python benchmarks/sparse.py --part estimator``); an int or None is kept;
+      ``python -m benchmarks.sparse --part estimator``); an int or None is kept;
     * ``strategy="auto"``: importance negatives (shared draws from the class
       frequencies^0.75) when the labels are skewed -- ``class_counts`` given and
       :math:`\exp H(\hat p) <` :data:`SKEWED_LABELS_FRACTION` K, :math:`\hat p` the class

@@ -35,7 +35,7 @@ _WARMUP_BUDGET, _BRANCH_BUDGET, _REFIT_BUDGET = 0.4, 0.15, 0.7
 
 #: CPU seconds of one SVI step, fitted by ``benchmarks/exact_vs_ar_cost.py`` (one thread):
 #: exact softmax a0 + a1 B K D + a2 B K, softmax A&R c0 + c1 B (s + 1) D + c2 B (s + 1)
-#: (``python benchmarks/exact_vs_ar_cost.py --quick``: right in 20 of 20 configurations)
+#: (``python -m benchmarks.exact_vs_ar_cost --quick``: right in 20 of 20 configurations)
 _EXACT_COST = (2.2e-3, 5.8e-11, 3.4e-9)
 _AR_COST = (3.6e-3, 4.9e-9, 2.9e-7)
 

@@ -6,6 +6,7 @@ choose what goes with a model; :func:`train` is the one training loop (checkpoin
 
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from .drift import DriftCheck
+from .options import TrainOptions
 from .elbo import ClosedFormELBO
 from .guides import default_elbo, default_guide, default_local_guide, empty_guide
 from .latent import EXACT_COST_RATIO, LatentGuide, LatentKLWarmup
@@ -41,6 +42,7 @@ __all__ = local_guides.__all__ + [
     "EXACT_COST_RATIO",
     "LatentKLWarmup",
     "train",
+    "TrainOptions",
     "progress_bar",
     "TrainState",
     "Callback",

@@ -52,7 +52,7 @@ from ..files import (atomic_save, check_rng_state, decode_constraint, encode_con
 from .optim_state import check_optim_state, check_optim_values, optim_state, set_optim_state
 from .run_config import config_differences, run_config
 
-__all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint", "run_config", "config_differences",
+__all__ = ["CheckpointError", "CollectiveError", "save_checkpoint", "load_checkpoint", "run_config", "config_differences",
            "agree_on_checkpoint", "previous_path", "rotate_checkpoint", "check_param_state"]
 
 _FORMAT, _VERSION = "pyro_ar.checkpoint", 2  # 2: checksum and configuration; 1 is still read
@@ -71,6 +71,20 @@ class CheckpointError(RuntimeError):
     no pyro_ar checkpoint file at '/nonexistent/run.pt'
     """
 
+
+
+class CollectiveError(RuntimeError):
+    """A collective operation across the ranks (an all-reduce, an all-gather) failed: a rank
+    died or did not reach it. Raised by :mod:`pyro_ar.distributed`'s collectives (the message
+    names the operation and the ranks), so that :func:`~pyro_ar.infer.train` tells it from a
+    failure of the step's own code.
+
+    Example:
+
+    >>> from pyro_ar.infer.checkpoint import CollectiveError
+    >>> issubclass(CollectiveError, RuntimeError)
+    True
+    """
 
 # ------------------------------------------------------------------ parts of a run
 def _modules(svi, modules):

@@ -44,7 +44,7 @@ def local_derivatives(noise, e, d, w):
 
     >>> import torch, pyro_ar as ar
     >>> from pyro_ar.infer.local_fit import local_derivatives
-    >>> g, h = local_derivatives(ar.NormalNoise(), torch.tensor([1.0]), torch.zeros(1, 0), torch.zeros(1, 0))
+    >>> g, h = local_derivatives(ar.noise.NormalNoise(), torch.tensor([1.0]), torch.zeros(1, 0), torch.zeros(1, 0))
     >>> g.item(), h.item()      # log phi(e) = -e^2/2 + c: f' = -e, f'' = -1
     (-1.0, -1.0)
     """
@@ -170,7 +170,7 @@ def laplace_local(noise, d: torch.Tensor, w: torch.Tensor, steps: int = 8, tol: 
 
     >>> import torch, pyro_ar as ar
     >>> from pyro_ar.infer.local_fit import laplace_local
-    >>> mode, sd = laplace_local(ar.NormalNoise(), torch.zeros(1, 0), torch.zeros(1, 0))
+    >>> mode, sd = laplace_local(ar.noise.NormalNoise(), torch.zeros(1, 0), torch.zeros(1, 0))
     >>> mode.tolist(), sd.tolist()      # no classes to beat: the prior N(0, 1)
     ([0.0], [1.0])
     """
@@ -250,7 +250,7 @@ def gaussian_local(noise, d: torch.Tensor, w: torch.Tensor, steps: int = 8, refi
 
     >>> import torch, pyro_ar as ar
     >>> from pyro_ar.infer.local_fit import gaussian_local
-    >>> m, sd = gaussian_local(ar.NormalNoise(), torch.zeros(1, 0), torch.zeros(1, 0))
+    >>> m, sd = gaussian_local(ar.noise.NormalNoise(), torch.zeros(1, 0), torch.zeros(1, 0))
     >>> [round(abs(v), 6) for v in m.tolist() + sd.tolist()]   # no classes to beat: the prior
     [0.0, 1.0]
     """
@@ -285,7 +285,7 @@ def gumbel_local(noise, d: torch.Tensor, w: torch.Tensor, steps: int = 8, refine
     >>> import math, torch, pyro_ar as ar
     >>> from pyro_ar.infer.local_fit import gumbel_local
     >>> zero = torch.zeros(1, 0, dtype=torch.float64)
-    >>> m, s = gumbel_local(ar.NormalNoise(), zero, zero, refine_steps=50, tol=1e-12)
+    >>> m, s = gumbel_local(ar.noise.NormalNoise(), zero, zero, refine_steps=50, tol=1e-12)
     >>> # no classes to beat: the Gumbel nearest N(0, 1) has its mean 0 and variance 1
     >>> abs(s.item() - math.sqrt(6) / math.pi) < 1e-9, abs(m.item() + 0.5772156649015329 * s.item()) < 1e-9
     (True, True)

@@ -472,7 +472,7 @@ class ConditionalLocalGuide(_LocalGuide):
     :param int oversample: T has this many times the sampler's number of negatives (same
         strategy; all classes once that reaches K - 1): a larger T fits q closer to the
         optimum over all classes, so the bound is tighter, at :math:`O(B |T|)` more work
-        per step (default 3: ``benchmarks/probit_convergence.py --oversample``).
+        per step (default 3: ``python -m benchmarks.probit_convergence --oversample``).
     :param bool label_head: T also holds the minibatch's distinct labels, summed exactly
         (:class:`~pyro_ar.negatives.LabelHeadNegatives`, default True): the frequent classes
         that a small uniform T misses would make the bound's estimate heavy-tailed

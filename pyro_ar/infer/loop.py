@@ -5,7 +5,7 @@ The loop is this module; its parts have their own: the callbacks
 the progress display (:mod:`pyro_ar.infer.progress`) and checkpoints
 (:mod:`pyro_ar.infer.checkpoint`). Their public names are importable from here as well.
 
-:func:`train` repeats ``loss_t = svi.step(*args, **kwargs)`` (then ``scheduler.step()``)
+:func:`train` repeats ``loss_t = svi.step(*args, **model_kwargs)`` (then ``scheduler.step()``)
 for :math:`t = 1, \dots, T` and returns a history of records. It stops at
 :math:`T` = ``num_steps``, once the training time reaches ``time_budget`` (on the wall or
 the process CPU clock; evaluation and checkpoint time excluded), or when a callback asks.
@@ -49,7 +49,7 @@ import os
 import statistics
 import time
 import warnings
-from typing import Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional
 
 import torch
 
@@ -59,13 +59,15 @@ from pyro.infer import SVI
 from ..files import preserved_rng
 from .callbacks import (Callback, EarlyStopping, IterateAverage, LearningRateDecay, TrainState,
                         _FunctionCallback, restore_params, snapshot_params)
-from .checkpoint import CheckpointError, agree_on_checkpoint, load_checkpoint, rotate_checkpoint, save_checkpoint
+from .checkpoint import (CheckpointError, CollectiveError, agree_on_checkpoint, load_checkpoint, rotate_checkpoint,
+                         save_checkpoint)
 from .divergence import DivergenceCheck, TrainingDiverged
+from .options import TrainOptions
 from .progress import _Progress, progress_bar, set_progress_total
 from .run_config import run_config
 
 __all__ = [
-    "train", "TrainState", "Callback", "EarlyStopping", "IterateAverage", "LearningRateDecay",
+    "train", "TrainOptions", "TrainState", "Callback", "EarlyStopping", "IterateAverage", "LearningRateDecay",
     "DivergenceCheck", "progress_bar", "set_progress_total",
     "TrainingDiverged", "CheckpointError", "ResumeWarning", "save_checkpoint", "load_checkpoint",
 ]
@@ -111,45 +113,55 @@ def _dense_only_optimizers():
 _DENSE_ONLY_OPTIMIZERS = _dense_only_optimizers()
 
 
+def _not_the_checkpoints() -> tuple:
+    """The failures of a step that are not the restored checkpoint's fault: the ranks'
+    collectives (pyro_ar's :class:`CollectiveError`, torch.distributed's ``DistError``), the
+    divergence check, a checkpoint error."""
+    import torch.distributed as dist
+
+    return (TrainingDiverged, CheckpointError, CollectiveError) + tuple(
+        getattr(dist, n) for n in ("DistError",) if hasattr(dist, n))
+
+
 class _Loop:
     """The state and steps of one :func:`train` call (see there)."""
 
-    def __init__(self, svi, args, kwargs, opts):
-        self.svi, self.args, self.kwargs, self.o = svi, args, kwargs, opts
-        self.state = TrainState(svi, opts["num_steps"])
+    def __init__(self, svi, args, kwargs, options: TrainOptions):
+        self.svi, self.args, self.kwargs, self.options = svi, args, kwargs, options
+        self.state = TrainState(svi, options.num_steps)
         self.elapsed = {"time": 0.0, "wall": 0.0, "cpu": 0.0}
         self.losses, self.times, self.loss_sum = [], [], 0.0
         self.next_eval_time, self.stepped, self.left_support = 0, False, None
-        self.progress = _Progress(opts["progress"], opts["clock"])
+        self.progress = _Progress(options.progress, options.clock)
         self.config, self.group = None, None
-        div = opts["divergence"]
+        div = options.divergence
         self.divergence = DivergenceCheck() if div is True else (div or None)
         # (step, parameters) of the last record whose next loss passed the check, and of the
         # newest record (not yet confirmed): the state restored on divergence. Copies are
         # taken at records at least num_steps / 20 steps apart (about 20 per run, whatever
         # log_every: a copy costs O(parameters), which a step need not touch)
         self.good = self.pending = None
-        self.snapshot_every = max(1, opts["num_steps"] // 20)
+        self.snapshot_every = max(1, options.num_steps // 20)
         self.keep_good = self.divergence is not None and getattr(self.divergence, "restore", False)
-        cbs = [c if isinstance(c, Callback) else _FunctionCallback(c) for c in opts["callbacks"]]
-        if opts["early_stopping"] is not None:
-            cbs.append(opts["early_stopping"])
+        cbs = [c if isinstance(c, Callback) else _FunctionCallback(c) for c in options.callbacks]
+        if options.early_stopping is not None:
+            cbs.append(options.early_stopping)
         self.callbacks = cbs
         self.step_callbacks = [c for c in cbs if type(c).on_step is not Callback.on_step]
 
     # ---- records
     def record(self, evaluate: bool) -> None:
-        st, o = self.state, self.o
+        st, o = self.state, self.options
         rec = {"step": st.step, "time": self.elapsed["time"], "wall_time": self.elapsed["wall"],
                "cpu_time": self.elapsed["cpu"],
                "loss": self.loss_sum / len(self.losses) if self.losses else float("nan"),
                "step_time": statistics.median(self.times) if self.times else float("nan")}
-        if evaluate and o["eval_fn"] is not None:
+        if evaluate and o.eval_fn is not None:
             with preserved_rng():  # evaluation never changes the training trajectory
-                out = o["eval_fn"]()
+                out = o.eval_fn()
             rec.update(out)
         st.history.append(rec)
-        self.progress.record(rec, out if evaluate and o["eval_fn"] is not None else {})
+        self.progress.record(rec, out if evaluate and o.eval_fn is not None else {})
         self.losses, self.times, self.loss_sum = [], [], 0.0
         newest = max(s for s, _ in (self.good, self.pending or self.good)) if self.good else None
         if self.keep_good and not self.finished() and newest is not None \
@@ -160,22 +172,22 @@ class _Loop:
                 st.stop = True
 
     def finished(self) -> bool:
-        st, budget = self.state, self.o["time_budget"]
+        st, budget = self.state, self.options.time_budget
         return st.stop or st.step >= st.num_steps or (budget is not None and self.elapsed["time"] >= budget)
 
     def due_for_eval(self) -> bool:
-        times, st = self.o["eval_times"], self.state
-        due = st.step % self.o["eval_every"] == 0
+        times, st = self.options.eval_times, self.state
+        due = st.step % self.options.evaluation_period == 0
         while self.next_eval_time < len(times) and self.elapsed["time"] >= times[self.next_eval_time]:
             self.next_eval_time, due = self.next_eval_time + 1, True
         return due
 
     # ---- one step
     def step(self) -> None:
-        st, o = self.state, self.o
-        clock = o["clock"] if callable(o["clock"]) else None  # an injected clock (tests)
+        st, o = self.state, self.options
+        clock = o.clock if callable(o.clock) else None  # an injected clock (tests)
         w0, c0, t0 = time.perf_counter(), time.process_time(), clock() if clock else 0.0
-        quiet = o["validation"] == "first" and self.stepped  # (the run's first step validated)
+        quiet = o.validation == "first" and self.stepped  # (the run's first step validated)
         with pyro.validation_enabled(False) if quiet else contextlib.nullcontext():
             try:
                 loss = self.svi.step(*self.args, **self.kwargs)
@@ -185,10 +197,10 @@ class _Loop:
                 loss = math.nan  # (a diverged step: the divergence check below restores and raises)
                 self.left_support = str(e).split(" of distribution ")[0]
         self.stepped = True
-        if o["scheduler"] is not None:
-            o["scheduler"].step()
+        if o.scheduler is not None:
+            o.scheduler.step()
         dw, dc = time.perf_counter() - w0, time.process_time() - c0
-        dt = clock() - t0 if clock else dw if o["clock"] == "wall" else dc
+        dt = clock() - t0 if clock else dw if o.clock == "wall" else dc
         st.step, st.loss = st.step + 1, loss
         self.elapsed["wall"] += dw
         self.elapsed["cpu"] += dc
@@ -197,8 +209,8 @@ class _Loop:
         self.losses.append(loss)
         self.loss_sum += loss
         self.times.append(dt)
-        if o["step_times"] is not None:
-            o["step_times"].append(dt)
+        if o.step_times is not None:
+            o.step_times.append(dt)
         if self.divergence is not None:
             self.check_divergence(st.step, loss)
         self.progress.step(self.loss_sum / len(self.losses))
@@ -221,7 +233,7 @@ class _Loop:
             msg = f"the parameters are restored to those after step {good_step}"
             if dropped:
                 msg += f" (the {len(dropped)} created since are removed from the param store)"
-            es = self.o["early_stopping"]  # its best counts if the loss after it passed
+            es = self.options.early_stopping  # its best counts if the loss after it passed
             if isinstance(es, EarlyStopping) and es.restore_best and es._snapshot \
                     and es.best_step is not None and es.best_step < step - 1:
                 es.on_train_end(self.state)
@@ -232,7 +244,7 @@ class _Loop:
 
     # ---- checkpoints
     def save(self) -> None:
-        o, sched = self.o, self.o["scheduler"]
+        o, sched = self.options, self.options.scheduler
         loop = {"elapsed": dict(self.elapsed), "losses": list(self.losses), "times": list(self.times),
                 "loss_sum": self.loss_sum, "next_eval_time": self.next_eval_time,
                 "stop": self.state.stop,
@@ -241,28 +253,28 @@ class _Loop:
                 "scheduler": sched.get_state() if sched is not None and sched is not self.svi.optim
                 and hasattr(sched, "get_state") else None}
         if self.group is not None:  # the ranks' agreement on a step needs the previous file
-            rotate_checkpoint(o["checkpoint"])
-        save_checkpoint(o["checkpoint"], self.svi, step=self.state.step, modules=o["modules"],
+            rotate_checkpoint(o.checkpoint)
+        save_checkpoint(o.checkpoint, self.svi, step=self.state.step, modules=o.modules,
                         history=self.state.history, extra={"pyro_ar.train": loop}, config=self.config)
 
     def restore(self) -> bool:
-        o, path = self.o, self.o["checkpoint"]
+        o, path = self.options, self.options.checkpoint
         if path is None:
             return False
-        self.config = run_config(self.svi, *self.args, modules=o["modules"], **self.kwargs)
-        self.group = _checkpoint_group(o["checkpoint_group"])
-        if not o["resume"]:
+        self.config = run_config(self.svi, *self.args, modules=o.modules, **self.kwargs)
+        self.group = _checkpoint_group(o.checkpoint_group)
+        if not o.resume:
             return False
         if self.group is not None:  # ranks resume from the newest step they all have
             path = agree_on_checkpoint(path, self.group)
         if path is None or not os.path.exists(path):
             return False
-        ck = load_checkpoint(path, self.svi, *self.args, modules=o["modules"], config=self.config,
+        ck = load_checkpoint(path, self.svi, *self.args, modules=o.modules, config=self.config,
                              **self.kwargs)
         loop = (ck["extra"] or {}).get("pyro_ar.train") if isinstance(ck["extra"], (dict, type(None))) else None
         if loop is None:
             raise CheckpointError(f"the checkpoint {os.fspath(path)!r} was not written by train()")
-        problem = _loop_state_problem(loop, o["scheduler"] is not None)
+        problem = _loop_state_problem(loop, o.scheduler is not None)
         if not ck["history"] or not all(_is_int(r.get("step")) for r in ck["history"]):
             problem = "its history has no records, or records without a step"
         elif not problem and ck["step"] != ck["history"][-1]["step"] + len(loop["losses"]):
@@ -287,7 +299,7 @@ class _Loop:
                 if key in loop["callbacks"]:
                     cb.load_state_dict(loop["callbacks"][key])
             if loop["scheduler"] is not None:
-                o["scheduler"].set_state(loop["scheduler"])
+                o.scheduler.set_state(loop["scheduler"])
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise CheckpointError(f"the checkpoint {os.fspath(path)!r} holds a state that does not fit "
                                   f"this run: {type(e).__name__}: {e}") from e
@@ -298,17 +310,17 @@ class _Loop:
 
     def first_step_after_resume(self) -> None:
         """The first step after a restore: a failure of the step's own code (not of the
-        collectives or the divergence check) names the checkpoint, whose parameters may not
-        fit this run (e.g. a guide's parameter of another shape in a hand-made file)."""
+        collectives -- :class:`CollectiveError`, torch's ``DistError`` -- nor the divergence
+        check) names the checkpoint, whose parameters may not fit this run (e.g. a guide's
+        parameter of another shape in a hand-made file)."""
         try:
             self.step()
+        except _not_the_checkpoints():
+            raise
         except (RuntimeError, ValueError, TypeError, IndexError, KeyError, AttributeError) as e:
             text = str(e)
-            if isinstance(e, (TrainingDiverged, CheckpointError)) or "across the ranks" in text \
-                    or "gloo" in text or "NCCL" in text:
-                raise
             raise CheckpointError(f"the first step after resuming from the checkpoint "
-                                  f"{os.fspath(self.o['checkpoint'])!r} failed, so its state does not "
+                                  f"{os.fspath(self.options.checkpoint)!r} failed, so its state does not "
                                   f"fit this run: {type(e).__name__}: {text[:300]}") from e
 
     def keyed_callbacks(self) -> Dict[str, Callback]:
@@ -336,7 +348,7 @@ class _Loop:
                              "model with sparse=False (then a step costs O(K))")
 
     def run(self) -> List[Dict]:
-        o, st = self.o, self.state
+        o, st = self.options, self.state
         self.check_data()
         for cb in self.callbacks:
             cb.on_train_begin(st)
@@ -344,7 +356,7 @@ class _Loop:
         if self.keep_good:  # the state training starts from counts as good
             self.good = (st.step, snapshot_params())
         if not resumed:
-            self.record(o["eval_at_start"])
+            self.record(o.eval_at_start)
         self.progress.start(st)
         try:
             while not self.finished():
@@ -355,14 +367,14 @@ class _Loop:
                     self.step()
                 done = self.finished()
                 evaluate = self.due_for_eval() or done
-                if evaluate or st.step % o["log_every"] == 0:
+                if evaluate or st.step % o.record_period == 0:
                     self.record(evaluate)
-                every = o["checkpoint_every"]
-                if o["checkpoint"] is not None and every and st.step % every == 0 and not done:
+                every = o.checkpoint_every
+                if o.checkpoint is not None and every and st.step % every == 0 and not done:
                     self.save()
             if st.history[-1]["step"] != st.step:
                 self.record(True)
-            if o["checkpoint"] is not None:
+            if o.checkpoint is not None:
                 self.save()
         finally:
             self.progress.close()
@@ -414,16 +426,10 @@ def _checkpoint_group(group):
     return dist.group.WORLD if running else None
 
 
-def train(svi: SVI, *args, num_steps: int = 1000, time_budget: Optional[float] = None,
-          eval_fn: Optional[Callable[[], Dict]] = None, eval_every: Optional[int] = None,
-          eval_times: Sequence[float] = (), eval_at_start: bool = True, log_every: Optional[int] = None,
-          callbacks: Sequence[Union[Callback, Callable]] = (), early_stopping: Optional[EarlyStopping] = None,
-          scheduler: Optional[object] = None, checkpoint: Optional[Union[str, os.PathLike]] = None,
-          checkpoint_every: Optional[int] = None, resume: bool = True, checkpoint_group="auto",
-          modules: Sequence[torch.nn.Module] = (), progress: Union[bool, Dict] = False,
-          clock: Union[str, Callable[[], float]] = "wall", step_times: Optional[List[float]] = None,
-          divergence: Union[bool, DivergenceCheck] = True, validation: str = "all", **kwargs) -> List[Dict]:
-    """Run ``svi.step(*args, **kwargs)`` and return a history of records (see the module doc).
+def train(svi: SVI, *args, options: Optional[TrainOptions] = None,
+          model_kwargs: Optional[Mapping[str, Any]] = None, **option_fields) -> List[Dict]:
+    """Run ``svi.step(*args, **model_kwargs)`` under the loop's ``options`` and return a
+    history of records (see the module doc).
 
     Each record has ``step``, ``time`` (training seconds so far on ``clock``; evaluation and
     checkpoint time excluded), ``wall_time`` and ``cpu_time`` (both clocks), ``loss`` (mean
@@ -432,56 +438,16 @@ def train(svi: SVI, *args, num_steps: int = 1000, time_budget: Optional[float] =
     ``eval_fn()`` returns. The first record (step 0) and the last are always made; step 0
     is evaluated if ``eval_at_start``, the last always.
 
-    :param num_steps: total number of steps (a resumed run continues up to it).
-    :param time_budget: stop once ``time`` reaches it (seconds; resumed runs count the time
-        before the interruption).
-    :param eval_every: steps between evaluations (default ``num_steps // 20``).
-    :param eval_times: training times (seconds on ``clock``) at which to evaluate as well.
-    :param log_every: steps between loss records (default ``eval_every``).
-    :param callbacks: :class:`Callback` objects, or functions called with every record
-        (a true return value stops the run).
-    :param early_stopping: an :class:`EarlyStopping` (a callback run after the others).
-    :param scheduler: an object whose ``step()`` is called after every SVI step (e.g. the
-        :class:`~pyro.optim.PyroLRScheduler` given to ``svi``).
-    :param checkpoint: a file path: save there every ``checkpoint_every`` steps and at the
-        end; with ``resume`` and an existing file, restore it and continue from its step
-        (pass the same ``modules``; callback states are matched by class name and order, a
-        saved non-empty state without its callback is an error). A run stopped by a
-        callback stays stopped; one stopped by ``num_steps`` or ``time_budget`` continues
-        if they grew. A resume issues a :class:`ResumeWarning`; the checkpoint records the
-        run's configuration (:func:`~pyro_ar.infer.checkpoint.run_config`: model, guide,
-        ELBO, optimizer settings, data shapes) and a run with another configuration
-        raises :class:`CheckpointError` naming the differences instead of resuming.
-    :param checkpoint_group: the ranks that checkpoint together (each to its own file,
-        e.g. :func:`~pyro_ar.distributed.rank_path`): ``"auto"`` (default) is every rank
-        when a ``torch.distributed`` process group of more than one process runs (every
-        rank must then call ``train``), a process group, or None (each process on its
-        own). They keep their previous checkpoint as well (``<name>.prev<ext>``) and
-        resume from the newest step that all of them have
-        (:func:`~pyro_ar.infer.checkpoint.agree_on_checkpoint`), or all fail naming the
-        ranks' steps.
-    :param modules: extra ``nn.Module``\\ s whose buffers belong to the run (the guide's and
-        model's are saved anyway).
-    :param progress: False (nothing shown); True or a dict of tqdm options (``desc``, ``file``,
-        ...): a bar of the steps with the running loss and the last evaluation, closed at the
-        end (:func:`progress_bar`); a bar the caller opened (e.g. one for several runs):
-        updated, left open; ``"lines"`` or ``{"style": "lines", "desc": ..., "file": ...}``:
-        a line per record (``desc: step N, T s (CPU s for clock="process"), loss L, <eval_fn's
-        numbers>``) to ``file`` (default stdout), for scripts and logs.
-    :param clock: ``"wall"`` (``time.perf_counter``), ``"process"`` (CPU time of this
-        process, ``time.process_time``) or a function returning seconds (e.g. a fake clock
-        in tests) for ``time``, ``time_budget``, ``eval_times`` and ``step_time``
-        (``wall_time`` and ``cpu_time`` are always read from the real clocks).
-    :param step_times: a list to which the time of every step is appended.
-    :param divergence: True (a :class:`DivergenceCheck`), a :class:`DivergenceCheck`, or
-        False (no check). On divergence the parameters are restored (module docstring)
-        before :class:`TrainingDiverged` is raised.
-    :param validation: ``"all"`` (default): every step under Pyro's global validation
-        setting (``pyro.enable_validation``); ``"first"``: the run's first step so, the
-        others with validation off (``pyro.validation_enabled(False)``), once the model's
-        data check has run: the checks of distribution arguments and plates then cost
-        nothing per step (on a GPU each is a host-device synchronisation). The steps
-        compute the same numbers either way.
+    :param svi: a ``pyro.infer.SVI`` (or any object with ``step``; ``model``, ``guide`` and
+        ``optim`` are used where present: the data check, checkpoints).
+    :param args: the model's and guide's positional arguments (e.g. ``x, y``).
+    :param options: a :class:`~pyro_ar.infer.TrainOptions` (default: its defaults); its fields
+        are documented there.
+    :param model_kwargs: the model's and guide's keyword arguments (a dict), kept apart from
+        the loop's options.
+    :param option_fields: fields of :class:`~pyro_ar.infer.TrainOptions` given as keywords
+        (``num_steps=400, eval_every=50, ...``), overriding those of ``options``; any other
+        keyword is a ``TypeError`` naming it.
 
     Example:
 
@@ -497,25 +463,5 @@ def train(svi: SVI, *args, num_steps: int = 1000, time_budget: Optional[float] =
     >>> [h["step"] for h in history]
     [0, 10, 20, 30]
     """
-    if not (isinstance(num_steps, int) and num_steps >= 0):
-        raise ValueError(f"num_steps must be an int >= 0, got num_steps={num_steps!r}")
-    if validation not in ("all", "first"):
-        raise ValueError(f"validation must be 'all' or 'first', got validation={validation!r}")
-    if not (callable(clock) or clock in ("wall", "process")):
-        raise ValueError(f"clock must be 'wall', 'process' or a function returning seconds, got clock={clock!r}")
-    for name, value in (("eval_every", eval_every), ("log_every", log_every),
-                        ("checkpoint_every", checkpoint_every)):
-        if value is not None and not (isinstance(value, int) and value >= 1):
-            raise ValueError(f"{name} must be an int >= 1 or None, got {name}={value!r}")
-    if time_budget is not None and not time_budget >= 0:
-        raise ValueError(f"time_budget must be >= 0 seconds, got time_budget={time_budget!r}")
-    eval_every = eval_every or max(1, num_steps // 20)
-    opts = dict(num_steps=num_steps, time_budget=time_budget, eval_fn=eval_fn, eval_every=eval_every,
-                eval_times=sorted(eval_times), eval_at_start=eval_at_start,
-                log_every=log_every or eval_every, callbacks=callbacks,
-                early_stopping=early_stopping, scheduler=scheduler, checkpoint=checkpoint,
-                checkpoint_every=checkpoint_every, resume=resume, checkpoint_group=checkpoint_group,
-                modules=tuple(modules),
-                progress=progress, clock=clock, step_times=step_times, divergence=divergence,
-                validation=validation)
-    return _Loop(svi, args, kwargs, opts).run()
+    options = (options if options is not None else TrainOptions()).replace(**option_fields)
+    return _Loop(svi, args, dict(model_kwargs or {}), options).run()

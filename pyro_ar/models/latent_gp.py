@@ -226,7 +226,7 @@ class VariableUtility(Utility):
 
     >>> import torch, pyro_ar as ar
     >>> from pyro_ar.models.latent_gp import VariableUtility
-    >>> base = ar.DenseUtility(torch.arange(10.0).expand(2, 1, 10))      # 2 datapoints, 10 rows
+    >>> base = ar.utility.DenseUtility(torch.arange(10.0).expand(2, 1, 10))      # 2 datapoints, 10 rows
     >>> u = VariableUtility(base, torch.tensor([0, 5]), 5)               # 2 variables of 5 categories
     >>> u.batch_shape, u.gather_shared(torch.tensor([1]))[0].tolist()
     (torch.Size([2, 2]), [[1.0], [6.0]])

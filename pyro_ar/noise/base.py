@@ -246,7 +246,7 @@ class Noise:
 
         >>> import torch, pyro_ar as ar
         >>> log_p = torch.tensor([0.7, 0.2, 0.1], dtype=torch.float64).log()
-        >>> b = ar.NormalNoise().marginal_offsets(log_p)
+        >>> b = ar.noise.NormalNoise().marginal_offsets(log_p)
         >>> [round(p, 5) for p in ar.UtilityCategorical(b, "normal").probs.tolist()]
         [0.7, 0.2, 0.1]
         """

@@ -32,7 +32,7 @@ class NoiseDistribution(ParamsMixin, TorchDistribution):
     Example:
 
     >>> import torch, pyro_ar as ar
-    >>> d = ar.NoiseDistribution(ar.get_noise("logistic"), torch.zeros(3), torch.ones(3))
+    >>> d = ar.noise.NoiseDistribution(ar.get_noise("logistic"), torch.zeros(3), torch.ones(3))
     >>> d.rsample((2,)).shape
     torch.Size([2, 3])
     """

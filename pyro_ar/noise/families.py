@@ -34,7 +34,7 @@ class GumbelNoise(Noise):
     Example:
 
     >>> import torch, pyro_ar as ar
-    >>> g = ar.GumbelNoise()
+    >>> g = ar.noise.GumbelNoise()
     >>> x = torch.tensor([0.0, 1.0])
     >>> torch.allclose(g.log_cdf(x), -torch.exp(-x))
     True
@@ -98,7 +98,7 @@ class NormalNoise(Noise):
     Example:
 
     >>> import torch, pyro_ar as ar
-    >>> ar.NormalNoise().log_cdf(torch.tensor([-40.0])).item() < -800  # stable far in the tail
+    >>> ar.noise.NormalNoise().log_cdf(torch.tensor([-40.0])).item() < -800  # stable far in the tail
     True
     """
 
@@ -166,7 +166,7 @@ class LogisticNoise(Noise):
 
     >>> import torch, pyro_ar as ar
     >>> x = torch.tensor([0.0])
-    >>> ar.LogisticNoise().log_cdf(x).exp().item()
+    >>> ar.noise.LogisticNoise().log_cdf(x).exp().item()
     0.5
     """
 

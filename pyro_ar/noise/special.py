@@ -3,7 +3,7 @@ r"""The special functions behind the noise families whose CDF torch lacks or com
 * Student-t (:class:`~pyro_ar.StudentTNoise`): the log density and the log CDF through the
   regularised incomplete beta function (its continued fraction, modified Lentz), with its
   gradient the density (``_StudentTLogCDF``);
-* standard normal (:class:`~pyro_ar.NormalNoise`): :func:`log_ndtr`, :math:`\log\Phi(x)` stable
+* standard normal (:class:`~pyro_ar.noise.NormalNoise`): :func:`log_ndtr`, :math:`\log\Phi(x)` stable
   in both tails, and :func:`normal_mills_ratio`, the inverse Mills ratio
   :math:`r = \phi/\Phi` and :math:`x + r`, from which :math:`(\log\Phi)' = r` and
   :math:`(\log\Phi)'' = -r(x + r)` (the local fit's derivatives).

@@ -166,7 +166,7 @@ def check_closed_forms(noise: Noise, seed: int = 0) -> None:
 
     >>> import pyro_ar as ar
     >>> from pyro_ar.testing import check_closed_forms
-    >>> check_closed_forms(ar.GumbelNoise())      # log-softmax = quadrature, ... : passes
+    >>> check_closed_forms(ar.noise.GumbelNoise())      # log-softmax = quadrature, ... : passes
     """
     generic = Noise(log_density=noise.log_density, log_cdf=noise.log_cdf, name=f"generic {noise.name}")
     g = torch.Generator().manual_seed(seed)

@@ -17,7 +17,8 @@ import pyro
 import pyro.distributions as dist
 import pyro.poutine as poutine
 
-from pyro_ar import AugmentedCategorical, LinearUtility, UtilityCategorical, as_utility, sample_categorical
+from pyro_ar import AugmentedCategorical, LinearUtility, UtilityCategorical, sample_categorical
+from pyro_ar.utility import as_utility
 from pyro_ar.negatives import Negatives, SharedNegatives
 
 from tests.helpers import BUILTIN_NOISES, DEVICES, DTYPES, make_noise

@@ -10,7 +10,8 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from pyro_ar import DenseUtility, LinearUtility
+from pyro_ar import LinearUtility
+from pyro_ar.utility import DenseUtility
 from pyro_ar.negatives import get_negative_sampler
 from pyro_ar.subsets import sample_without_replacement
 

@@ -581,7 +581,7 @@ _W = torch.ones(4, 3, dtype=torch.float64)
 ])
 def test_local_fits_refuse_bad_arguments(fit, kwargs, match):
     """Each was accepted (NaN or truncated integer m, s) or failed inside torch before."""
-    args = dict(noise=ar.NormalNoise(), d=_D, w=_W)
+    args = dict(noise=ar.noise.NormalNoise(), d=_D, w=_W)
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
         fit(args.pop("noise"), args.pop("d"), args.pop("w"), **args)
