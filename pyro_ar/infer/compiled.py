@@ -1,0 +1,135 @@
+r"""A trace-free ``SVI.step`` for the library's own A&R softmax model and guide (issue 37).
+
+``SVI.step`` with :class:`~pyro_ar.infer.ClosedFormELBO` builds two traces per step (the
+guide's, then the model's replayed on it), runs every site through Pyro's handler stack and
+sums the ELBO over the trace nodes. For one pairing the sites and their terms are known in
+advance: a :class:`~pyro_ar.models.CategoricalModel` with per-class point weights
+(``weights="mle"``, no ``sample_weight``) and the A&R softmax likelihood, guided by its own
+:class:`~pyro_ar.infer.GumbelLocalGuide` (natural eta step) on the model's data plate. There
+the step's loss is
+
+.. math::
+
+    -\mathrm{ELBO} = \frac{N}{B}\sum_{n\in\text{batch}}\Big[\mathrm{KL}\big(\mathrm{Gumbel}(\log\eta_n, 1)
+        \,\|\,\mathrm{Gumbel}(0, 1)\big) + \hat S_{y_n}/\eta_n\Big],
+
+and :func:`compiled_loss_and_grads` computes it by calling the same pieces the traced step
+calls, in the same order and with the same random draws -- the model's checks, its
+parameters (through ``pyro.param``, so ``SVI`` still collects them for the optimizer and the
+param store's current values are read at every step), its minibatch utility, the guide's
+:math:`q(\varepsilon)` and natural step, :class:`~pyro_ar.distributions.GumbelExpectedFactor`
+and the registered Gumbel--Gumbel KL -- without the traces. The loss, the gradients and the
+eta step are those of the traced step (``tests/infer/test_compiled.py`` checks them equal).
+
+Anything else takes the traced path: another model or guide (a user's), a subclass of the model
+or guide classes, other likelihoods or weights, ``sample_weight``,
+several particles, Pyro validation on (the traced path checks shapes and the model/guide
+match), the guide's first call (it sets itself up from a traced model run), or any Pyro
+handler around the step other than ``SVI``'s own parameter capture (``poutine.scale``,
+``condition``, a user's trace...). Nothing is cached between steps: each call re-reads the
+model, the guide and the param store.
+"""
+
+import torch
+
+from pyro.infer.util import is_validation_enabled, torch_item
+from pyro.poutine.runtime import _PYRO_STACK
+from pyro.poutine.trace_messenger import TraceMessenger
+from pyro.util import warn_if_nan
+
+from ..distributions import AugmentedCategorical, FastGumbel, GumbelExpectedFactor
+from ..distributions.augmented import INFER_KEY, _noise_prior
+from ..likelihoods import AR
+from ..models.base import PerClassWeights, take_rows
+from ..models.bigram import BigramLanguageModel
+from ..models.linear import LinearClassifier
+from ..subsets import sample_without_replacement
+from .local_guides import GumbelLocalGuide
+
+__all__ = ["compiled_loss_and_grads"]
+
+#: the model classes whose step the compiled path reproduces (exactly these: a subclass may
+#: emit other sites, e.g. a PyroModule body's priors)
+_MODELS = (LinearClassifier, BigramLanguageModel)
+
+
+def _only_param_capture() -> bool:
+    """No Pyro handler is active but ``SVI.step``'s ``poutine.trace(param_only=True)``."""
+    return all(type(m) is TraceMessenger and m.param_only for m in _PYRO_STACK)
+
+
+def _site(elbo, model, guide, args, kwargs):
+    """(noise site name, its guide record) when the compiled step applies, else None."""
+    if kwargs or len(args) != 2 or not isinstance(args[1], torch.Tensor) or not isinstance(args[0], torch.Tensor):
+        return None
+    if elbo.num_particles != 1 or is_validation_enabled() or not _only_param_capture():
+        return None
+    if not (type(model) in _MODELS and type(model.weight_strategy) is PerClassWeights and model.weights == "mle"
+            and type(model.likelihood) is AR and model.likelihood.noise.closed_form):
+        return None
+    if not (type(guide) is GumbelLocalGuide and guide.local_step == "natural"
+            and guide.prototype_trace is not None and guide.model is model
+            and guide.create_plates == model.create_plates):
+        return None
+    name = model.site + "_eps"
+    info = guide._sites.get(name)
+    if len(guide._sites) != 1 or info is None or info["plate"] != "data" or info["num_data"] != len(args[0]):
+        return None
+    return name, info
+
+
+def _data_rows(model, x, y):
+    """The data plate's rows (``CategoricalModel.data_plate`` without the plate): the B indices
+    the guide's plate would draw (None: every row), after the same checks."""
+    model.check_call(x, y)
+    N = len(x)
+    B = None if model.subsample_size is None else min(model.subsample_size, N)
+    if B is None or B >= N:
+        rows = None
+        if not model._checked_whole(x, y):
+            model._check_batch_once(x, y, None)
+    else:
+        rows = sample_without_replacement(N, B, device=x.device)
+        if not model._checked_whole(x, y):
+            model._check_batch_once(x, y, rows)
+    return rows, N / (N if rows is None else B)
+
+
+def compiled_loss_and_grads(elbo, model, guide, args, kwargs):
+    """``elbo.loss_and_grads(model, guide, *args, **kwargs)`` without traces when the pairing
+    is the library's (see the module docstring): the loss (a float) after the backward pass and
+    the natural eta step; None when it does not apply (the caller takes the traced path)."""
+    found = _site(elbo, model, guide, args, kwargs)
+    if found is None:
+        return None
+    name, info = found
+    x, y = args
+    N = len(x)
+    # the guide: the data plate's rows, q(eps) for them, its draw (the same random numbers)
+    rows, scale = _data_rows(model, x, y)
+    idx = torch.arange(N, device=x.device) if rows is None else rows
+    q, infer = guide._site_distribution(name, info, idx.to(info["device"]), x, y)
+    record = infer[INFER_KEY]
+    eps = q.rsample()
+    # the model: its parameters (pyro.param: SVI collects them), utility and likelihood
+    model.check_call(x, y)
+    params = model.parameters(model._like(x))
+    psi = model.minibatch_utility(take_rows(x, rows), params)
+    nz = model.likelihood.noise
+    prior = _noise_prior(nz, psi.dtype, psi.device, psi.batch_shape)
+    base = AugmentedCategorical(psi, eps, nz, strategy=model.likelihood.sampler, eps_site=name)
+    local_first = record.local_first
+    factor = GumbelExpectedFactor(base, q.loc.expand(base.batch_shape), record.natural_step if local_first else None)
+    log_factor = factor.log_prob(take_rows(y, rows)) * scale
+    if local_first:  # q(eps) at the updated eta, for the KL too
+        q = FastGumbel(factor.updated_log_eta.reshape(q.batch_shape), 1.0)
+    else:
+        record.natural_step(torch.logaddexp(torch.zeros_like(factor.last_log_s), factor.last_log_s))
+    kl = torch.distributions.kl_divergence(q, prior) * scale
+    elbo_value = (0 - kl.sum()) + log_factor.sum()
+    loss = -torch_item(elbo_value)
+    surrogate = -elbo_value
+    if surrogate.requires_grad:
+        surrogate.backward(retain_graph=elbo.retain_graph)
+    warn_if_nan(loss, "loss")
+    return loss
