@@ -14,19 +14,21 @@ the step's loss is
         \,\|\,\mathrm{Gumbel}(0, 1)\big) + \hat S_{y_n}/\eta_n\Big],
 
 and :func:`compiled_loss_and_grads` computes it by calling the same pieces the traced step
-calls, in the same order and with the same random draws -- the model's checks, its
+calls, in the same order and with the same class subsample -- the model's checks, its
 parameters (through ``pyro.param``, so ``SVI`` still collects them for the optimizer and the
 param store's current values are read at every step), its minibatch utility, the guide's
 :math:`q(\varepsilon)` and natural step, :class:`~pyro_ar.distributions.GumbelExpectedFactor`
-and the registered Gumbel--Gumbel KL -- without the traces. The loss, the gradients and the
-eta step are those of the traced step (``tests/infer/test_compiled.py`` checks them equal).
+and the registered Gumbel--Gumbel KL -- without the traces, and without the traced step's
+draw of the noise :math:`\varepsilon \sim q` (the bound integrates it out; the traced step
+reads only its shape). Given the same data and class subsamples, the loss, the gradients and
+the eta step are those of the traced step (``tests/infer/test_compiled.py`` checks them equal).
 
-Anything else takes the traced path: another model or guide (a user's), a subclass of the model
-or guide classes, other likelihoods or weights, ``sample_weight``,
-several particles, Pyro validation on (the traced path checks shapes and the model/guide
-match), the guide's first call (it sets itself up from a traced model run), or any Pyro
-handler around the step other than ``SVI``'s own parameter capture (``poutine.scale``,
-``condition``, a user's trace...). Nothing is cached between steps: each call re-reads the
+Anything else takes the traced path: another model or guide (a user's), a subclass of the
+model or guide classes, other likelihoods or weights, ``sample_weight``, several particles,
+Pyro validation on (the traced path checks shapes and the model/guide match), the guide's
+first call (it sets itself up from a traced model run), or any Pyro handler around the step
+other than ``SVI``'s own parameter capture (``poutine.scale``, ``condition``, a user's
+trace...). Nothing is cached between steps: each call re-reads the
 model, the guide and the param store.
 """
 
@@ -105,12 +107,14 @@ def compiled_loss_and_grads(elbo, model, guide, args, kwargs):
     name, info = found
     x, y = args
     N = len(x)
-    # the guide: the data plate's rows, q(eps) for them, its draw (the same random numbers)
+    # the guide: the data plate's rows and q(eps) for them; eps itself is integrated out in
+    # closed form (the traced step draws it and reads only its shape: here q's location
+    # stands in, no draw)
     rows, scale = _data_rows(model, x, y)
     idx = torch.arange(N, device=x.device) if rows is None else rows
     q, infer = guide._site_distribution(name, info, idx.to(info["device"]), x, y)
     record = infer[INFER_KEY]
-    eps = q.rsample()
+    eps = q.loc
     # the model: its parameters (pyro.param: SVI collects them), utility and likelihood
     model.check_call(x, y)
     params = model.parameters(model._like(x))
