@@ -76,6 +76,9 @@ class Negatives:
         when the sampler has it for less than ``weight.log()`` costs (a comparison and a
         ``torch.where`` instead of a logarithm per entry); None: take it from ``weight``
         (:meth:`log_weights`).
+    :ivar bool nonempty: every datapoint's row holds a class other than its label (a weight
+        :math:`a_j > 0`), e.g. s >= 2 distinct shared classes; False: not known (a row may
+        be all zero, and :math:`\\log\\hat S_y = -\\infty` there needs a guard).
 
     Example:
 
@@ -86,10 +89,12 @@ class Negatives:
     (False, torch.Size([1, 2]))
     """
 
-    __slots__ = ("index", "_weight", "shared", "log_weight")
+    __slots__ = ("index", "_weight", "shared", "log_weight", "nonempty")
 
-    def __init__(self, index: torch.Tensor, weight, shared: bool, log_weight: Optional[torch.Tensor] = None):
+    def __init__(self, index: torch.Tensor, weight, shared: bool, log_weight: Optional[torch.Tensor] = None,
+                 nonempty: bool = False):
         self.index, self._weight, self.shared, self.log_weight = index, weight, shared, log_weight
+        self.nonempty = nonempty
 
     @property
     def weight(self) -> torch.Tensor:
@@ -248,7 +253,8 @@ class SharedNegatives(NegativeSampler):
         a = num_classes / s
         # the log-weights with a comparison's mask, no logarithm per entry (log S_hat's input);
         # the weights themselves only when read (the closed-form bound reads log_weight only)
-        return Negatives(index, lambda: other * a, True, torch.where(other, math.log(a), -math.inf))
+        # (s >= 2 distinct classes: at most one is a row's label, so every row keeps another)
+        return Negatives(index, lambda: other * a, True, torch.where(other, math.log(a), -math.inf), s >= 2)
 
 
 class ImportanceNegatives(NegativeSampler):

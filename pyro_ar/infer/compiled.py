@@ -112,7 +112,8 @@ def compiled_loss_and_grads(elbo, model, guide, args, kwargs):
     # stands in, no draw)
     rows, scale = _data_rows(model, x, y)
     idx = torch.arange(N, device=x.device) if rows is None else rows
-    q, infer = guide._site_distribution(name, info, idx.to(info["device"]), x, y)
+    with guide._pyro_context:  # (as guide(...) does: its PyroParams read through pyro.param)
+        q, infer = guide._site_distribution(name, info, idx.to(info["device"]), x, y)
     record = infer[INFER_KEY]
     eps = q.loc
     # the model: its parameters (pyro.param: SVI collects them), utility and likelihood
