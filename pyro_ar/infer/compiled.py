@@ -62,7 +62,10 @@ def _only_param_capture() -> bool:
 
 def _site(elbo, model, guide, args, kwargs):
     """(noise site name, its guide record) when the compiled step applies, else None."""
-    if kwargs or len(args) != 2 or not isinstance(args[1], torch.Tensor) or not isinstance(args[0], torch.Tensor):
+    if len(args) == 3 and args[2] is None:  # (sample_weight=None, positional)
+        args = args[:2]
+    if any(v is not None or k != "sample_weight" for k, v in kwargs.items()) or len(args) != 2 \
+            or not isinstance(args[0], torch.Tensor) or not isinstance(args[1], torch.Tensor):
         return None
     if elbo.num_particles != 1 or is_validation_enabled() or not _only_param_capture():
         return None
@@ -105,7 +108,7 @@ def compiled_loss_and_grads(elbo, model, guide, args, kwargs):
     if found is None:
         return None
     name, info = found
-    x, y = args
+    x, y = args[:2]
     N = len(x)
     # the guide: the data plate's rows and q(eps) for them; eps itself is integrated out in
     # closed form (the traced step draws it and reads only its shape: here q's location
