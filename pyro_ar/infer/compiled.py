@@ -103,7 +103,24 @@ def _data_rows(model, x, y):
 def compiled_loss_and_grads(elbo, model, guide, args, kwargs):
     """``elbo.loss_and_grads(model, guide, *args, **kwargs)`` without traces when the pairing
     is the library's (see the module docstring): the loss (a float) after the backward pass and
-    the natural eta step; None when it does not apply (the caller takes the traced path)."""
+    the natural eta step; None when it does not apply (the caller takes the traced path).
+
+    Example:
+
+    >>> import pyro, pyro_ar as ar
+    >>> from pyro_ar.infer import ClosedFormELBO, default_guide
+    >>> from pyro_ar.infer.compiled import compiled_loss_and_grads
+    >>> data = ar.datasets.make_linear_teacher(200, 3, 20, seed=0)
+    >>> model = ar.LinearClassifier(3, 20, num_negatives=4, subsample_size=16, sparse=True)
+    >>> guide, elbo = default_guide(model), ClosedFormELBO()
+    >>> with pyro.validation_enabled(False):
+    ...     first = compiled_loss_and_grads(elbo, model, guide, (data.x, data.y), {})  # guide not set up
+    ...     svi = pyro.infer.SVI(model, guide, ar.optim.lazy_adam({"lr": 0.01}), elbo)
+    ...     losses = [svi.step(data.x, data.y) for _ in range(3)]   # traced once, then compiled
+    ...     again = compiled_loss_and_grads(elbo, model, guide, (data.x, data.y), {})
+    >>> first is None, isinstance(again, float)
+    (True, True)
+    """
     found = _site(elbo, model, guide, args, kwargs)
     if found is None:
         return None
