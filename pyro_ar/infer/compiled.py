@@ -84,20 +84,13 @@ def _site(elbo, model, guide, args, kwargs):
 
 
 def _data_rows(model, x, y):
-    """The data plate's rows (``CategoricalModel.data_plate`` without the plate): the B indices
-    the guide's plate would draw (None: every row), after the same checks."""
+    """The data plate's rows and scale (``CategoricalModel.data_plate`` without the plate):
+    the B indices the guide's plate would draw (None: every row), after the same checks."""
     model.check_call(x, y)
-    N = len(x)
-    B = None if model.subsample_size is None else min(model.subsample_size, N)
-    if B is None or B >= N:
-        rows = None
-        if not model._checked_whole(x, y):
-            model._check_batch_once(x, y, None)
-    else:
-        rows = sample_without_replacement(N, B, device=x.device)
-        if not model._checked_whole(x, y):
-            model._check_batch_once(x, y, rows)
-    return rows, N / (N if rows is None else B)
+    N, B = len(x), model.batch_size(x, y)
+    rows = None if B is None or B >= N else sample_without_replacement(N, B, device=x.device)
+    model.check_minibatch(x, y, rows)
+    return rows, 1.0 if rows is None else N / B
 
 
 def compiled_loss_and_grads(elbo, model, guide, args, kwargs):
@@ -137,7 +130,6 @@ def compiled_loss_and_grads(elbo, model, guide, args, kwargs):
     record = infer[INFER_KEY]
     eps = q.loc
     # the model: its parameters (pyro.param: SVI collects them), utility and likelihood
-    model.check_call(x, y)
     params = model.parameters(model._like(x))
     psi = model.minibatch_utility(take_rows(x, rows), params)
     nz = model.likelihood.noise
