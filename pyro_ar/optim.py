@@ -158,14 +158,15 @@ class _SharedRows:
 
     An entry is keyed by the row indices and the step counts after the update (compared by
     value, O(rows)), the dtype and the hyperparameters; a hit returns the stored
-    ``(-lr / (1 - beta1^t), 1 / sqrt(1 - beta2^t))`` per row.
+    ``(-lr / (1 - beta1^t), 1 / sqrt(1 - beta2^t))`` per row. On a GPU nothing is shared
+    (a comparison by value would stop the host until the device catches up).
     """
 
     def __init__(self):
         self._entries = []
 
     def corrections(self, rows, t, dtype, lr, b1, b2):
-        for r, tt, key, value in self._entries:
+        for r, tt, key, value in (self._entries if rows.device.type == "cpu" else ()):
             if key == (dtype, lr, b1, b2) and r.shape == rows.shape and torch.equal(r, rows) \
                     and torch.equal(tt, t):
                 return value
