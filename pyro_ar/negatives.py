@@ -34,7 +34,7 @@ except the importance sampler's O(log K) binary search per draw.
 
 import math
 import weakref
-from typing import NamedTuple, Optional, Sequence
+from typing import Optional, Sequence
 
 import torch
 
@@ -62,17 +62,23 @@ __all__ = [
 DEFAULT_NUM_NEGATIVES = 20
 
 
-class Negatives(NamedTuple):
+class Negatives:
     """Sampled classes and their estimator weights.
 
     :ivar index: class indices, ``(s,)`` when ``shared`` else ``labels.shape + (s,)``.
     :ivar weight: weights :math:`a_j`, broadcastable to ``labels.shape + (s,)``; zero
-        for a class equal to the datapoint's label.
+        for a class equal to the datapoint's label. May be given as a function of no
+        arguments that returns them: it is then called on first use (a sampler whose
+        ``log_weight`` serves the closed-form softmax bound, which never reads ``weight``,
+        saves a pass over the batch x s entries).
     :ivar bool shared: whether one index set serves the whole batch.
     :ivar log_weight: :math:`\\log a_j` (``-inf`` where :math:`a_j = 0`), shaped as ``weight``,
         when the sampler has it for less than ``weight.log()`` costs (a comparison and a
         ``torch.where`` instead of a logarithm per entry); None: take it from ``weight``
         (:meth:`log_weights`).
+    :ivar bool nonempty: every datapoint's row holds a class other than its label (a weight
+        :math:`a_j > 0`), e.g. s >= 2 distinct shared classes; False: not known (a row may
+        be all zero, and :math:`\\log\\hat S_y = -\\infty` there needs a guard).
 
     Example:
 
@@ -83,10 +89,22 @@ class Negatives(NamedTuple):
     (False, torch.Size([1, 2]))
     """
 
-    index: torch.Tensor
-    weight: torch.Tensor
-    shared: bool
-    log_weight: Optional[torch.Tensor] = None
+    __slots__ = ("index", "_weight", "shared", "log_weight", "nonempty")
+
+    def __init__(self, index: torch.Tensor, weight, shared: bool, log_weight: Optional[torch.Tensor] = None,
+                 nonempty: bool = False):
+        self.index, self._weight, self.shared, self.log_weight = index, weight, shared, log_weight
+        self.nonempty = nonempty
+
+    @property
+    def weight(self) -> torch.Tensor:
+        """The weights :math:`a_j` (computed on first use when given as a function)."""
+        if callable(self._weight) and not isinstance(self._weight, torch.Tensor):
+            self._weight = self._weight()
+        return self._weight
+
+    def __repr__(self):
+        return f"Negatives(index={self.index!r}, weight={self.weight!r}, shared={self.shared})"
 
     def log_weights(self, dtype: torch.dtype) -> torch.Tensor:
         """:math:`\\log a_j` in ``dtype``, ``-inf`` where :math:`a_j = 0` (``log_weight`` when the
@@ -233,8 +251,10 @@ class SharedNegatives(NegativeSampler):
         index = sample_without_replacement(num_classes, s, device=labels.device)
         other = index != labels.unsqueeze(-1)
         a = num_classes / s
-        # the log-weights with a comparison's mask, no logarithm per entry (log S_hat's input)
-        return Negatives(index, other * a, True, torch.where(other, math.log(a), -math.inf))
+        # the log-weights with a comparison's mask, no logarithm per entry (log S_hat's input);
+        # the weights themselves only when read (the closed-form bound reads log_weight only)
+        # (s >= 2 distinct classes: at most one is a row's label, so every row keeps another)
+        return Negatives(index, lambda: other * a, True, torch.where(other, math.log(a), -math.inf), s >= 2)
 
 
 class ImportanceNegatives(NegativeSampler):

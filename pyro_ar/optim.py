@@ -83,7 +83,7 @@ def _flat_view(p, grad, state):
 class _LazyOptimizer(Optimizer):
     """Shared row bookkeeping: per-row step counts, dense or sparse gradients."""
 
-    def _row_update(self, p, rows, grad_rows, state, group):
+    def _row_update(self, p, rows, grad_rows, state, group, shared):
         raise NotImplementedError
 
     def _init_state(self, p, state):
@@ -120,8 +120,13 @@ class _LazyOptimizer(Optimizer):
                     or _torch_optimizer._global_optimizer_pre_hooks
                     or _torch_optimizer._global_optimizer_post_hooks)
 
-    def _update(self):
-        """The update of every parameter with a gradient (call under ``torch.no_grad``)."""
+    def _update(self, shared=None):
+        """The update of every parameter with a gradient (call under ``torch.no_grad``).
+
+        ``shared``: a :class:`_SharedRows` of the pass, for the parameters of several
+        optimizers updated together (one is made for this optimizer's parameters otherwise).
+        """
+        shared = _SharedRows() if shared is None else shared
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is None:
@@ -137,13 +142,39 @@ class _LazyOptimizer(Optimizer):
                     _entry_state(p, state)
                 if "entry_step" in state:  # entry mode: every entry a row of a flat view
                     flat_p, rows, g, flat_state = _flat_view(p, p.grad, state)
-                    self._row_update(flat_p, rows, g, flat_state, group)
+                    self._row_update(flat_p, rows, g, flat_state, group, shared)
                     continue
                 if p.grad.is_sparse:
                     rows, g = _rows_and_values(p.grad)
                 else:
                     rows, g = None, _row_view(p.grad)
-                self._row_update(_row_view(p), rows, g, state, group)
+                self._row_update(_row_view(p), rows, g, state, group, shared)
+
+
+class _SharedRows:
+    r"""What the parameters of one optimizer pass share when their sparse gradients name the
+    same rows with the same step counts (e.g. a weight matrix and its bias gathered at the
+    same classes): the per-row Adam bias corrections, computed once for all of them.
+
+    An entry is keyed by the row indices and the step counts after the update (compared by
+    value, O(rows)), the dtype and the hyperparameters; a hit returns the stored
+    ``(-lr / (1 - beta1^t), 1 / sqrt(1 - beta2^t))`` per row. On a GPU nothing is shared
+    (a comparison by value would stop the host until the device catches up).
+    """
+
+    def __init__(self):
+        self._entries = []
+
+    def corrections(self, rows, t, dtype, lr, b1, b2):
+        for r, tt, key, value in (self._entries if rows.device.type == "cpu" else ()):
+            if key == (dtype, lr, b1, b2) and r.shape == rows.shape and torch.equal(r, rows) \
+                    and torch.equal(tt, t):
+                return value
+        tf = t.to(dtype)
+        value = (torch.pow(b1, tf).sub_(1).reciprocal_().mul_(lr),   # -lr / (1 - b1^t)
+                 torch.pow(b2, tf).neg_().add_(1).rsqrt_())          # 1 / sqrt(1 - b2^t)
+        self._entries.append((rows, t, (dtype, lr, b1, b2), value))
+        return value
 
 
 class LazyAdam(_LazyOptimizer):
@@ -180,7 +211,7 @@ class LazyAdam(_LazyOptimizer):
         state["exp_avg"] = _row_view(torch.zeros_like(p))
         state["exp_avg_sq"] = _row_view(torch.zeros_like(p))
 
-    def _row_update(self, p, rows, g, state, group):
+    def _row_update(self, p, rows, g, state, group, shared):
         b1, b2 = group["betas"]
         m_all, v_all, t_all = state["exp_avg"], state["exp_avg_sq"], state["row_step"]
         shape = (-1,) + (1,) * (g.dim() - 1)
@@ -194,19 +225,24 @@ class LazyAdam(_LazyOptimizer):
             update = (m / bc1) / ((v / bc2).sqrt() + group["eps"])
             p.sub_(update * group["lr"])
             return
-        # Sparse: rows are unique (coalesced). index_select / index_copy_ are much faster
-        # than advanced indexing (m_all[rows]) for a few rows of a large tensor, and the
+        # Sparse: rows are unique (coalesced). The moments are read with index_select and
+        # moved by their increments with index_add_ (m += (1 - b1)(g - m), torch's lerp form
+        # of Adam's average; v += (1 - b2)(g^2 - v)): both much faster than advanced indexing
+        # for a few rows of a large tensor, and index_add_ faster than index_copy_. The
         # arithmetic runs in place on the gathered copies (few temporaries of rows x D).
         t_all.index_add_(0, rows, torch.ones_like(rows, dtype=t_all.dtype))
-        t = t_all.index_select(0, rows).to(g.dtype)
-        m = m_all.index_select(0, rows).mul_(b1).add_(g, alpha=1 - b1)
-        v = v_all.index_select(0, rows).mul_(b2).addcmul_(g, g, value=1 - b2)
-        m_all.index_copy_(0, rows, m)
-        v_all.index_copy_(0, rows, v)
-        # update = (m / bc1) / (sqrt(v / bc2) + eps), with m and v overwritten
-        denom = v.sqrt_().div_((1 - b2 ** t).sqrt_().reshape(shape)).add_(group["eps"])
-        step = (-group["lr"] / (1 - b1 ** t)).reshape(shape)
-        p.index_add_(0, rows, m.div_(denom).mul_(step))
+        step, inv_sqrt_bc2 = shared.corrections(rows, t_all.index_select(0, rows), g.dtype, group["lr"], b1, b2)
+        m = m_all.index_select(0, rows)
+        dm = torch.sub(g, m).mul_(1 - b1)
+        m_all.index_add_(0, rows, dm)
+        m.add_(dm)
+        v = v_all.index_select(0, rows)
+        dv = torch.mul(g, g).sub_(v).mul_(1 - b2)
+        v_all.index_add_(0, rows, dv)
+        v.add_(dv)
+        # update = (m / bc1) / (sqrt(v) / sqrt(bc2) + eps), with m and v overwritten
+        denom = v.sqrt_().mul_(inv_sqrt_bc2.reshape(shape)).add_(group["eps"])
+        p.index_add_(0, rows, m.div_(denom).mul_(step.reshape(shape)))
 
 
 class ADVIStepSize(_LazyOptimizer):
@@ -243,7 +279,7 @@ class ADVIStepSize(_LazyOptimizer):
     def _init_state(self, p, state):
         state["G"] = _row_view(torch.zeros_like(p))
 
-    def _row_update(self, p, rows, g, state, group):
+    def _row_update(self, p, rows, g, state, group, shared):
         G_all, t_all = state["G"], state["row_step"]
         if rows is None:
             t_all += 1
@@ -295,10 +331,11 @@ class _LazyPyroOptim(PyroOptim):
                 super().__call__([p])
             else:
                 stepped.append(p)
-        if stepped:
+        if stepped:  # one pass: parameters on the same rows share their bias corrections
+            shared = _SharedRows()
             with torch.no_grad():
                 for p in stepped:
-                    known[p]._update()
+                    known[p]._update(shared)
         for p in params:
             p.grad = None
 

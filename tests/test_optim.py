@@ -234,3 +234,70 @@ def test_entry_step_counts_survive_a_state_dict_round_trip():
     copy.load_state_dict(opt.state_dict())
     assert copy.state[W]["entry_step"].dtype == torch.int32
     assert copy.state[W]["entry_step"].sum() == 1
+
+
+# ------------------------------------------------- one pass over the parameters of a step
+def _row_reference(K, shape, dtype):
+    """Plain torch Adam on one tensor per row, stepped only when the row is touched (the
+    reference of a lazy Adam: per-row moments and bias corrections)."""
+    rows = [torch.zeros(shape, dtype=dtype, requires_grad=True) for _ in range(K)]
+    return rows, [torch.optim.Adam([r], lr=0.05) for r in rows]
+
+
+@pytest.mark.parametrize("through_pyro", [False, True])
+def test_one_pass_over_parameters_equals_adam_on_the_touched_rows(through_pyro):
+    """A weight matrix and its bias gathered at the same rows (their bias corrections shared
+    within the pass), a third parameter on other rows, and a fourth on the same rows with
+    fewer steps (its own corrections): every
+    touched row follows torch's Adam on that row alone, untouched rows keep value and state.
+    Through ``lazy_adam`` (one LazyAdam per parameter, updated in one pass) and through one
+    ``LazyAdam`` over all three."""
+    import pyro
+
+    g = torch.Generator().manual_seed(3)
+    K, D, dt = 12, 3, torch.float64
+    init = {"W": torch.randn(K, D, generator=g, dtype=dt), "b": torch.randn(K, generator=g, dtype=dt),
+            "c": torch.randn(K, generator=g, dtype=dt), "d": torch.randn(K, generator=g, dtype=dt)}
+    ref = {n: _row_reference(K, v.shape[1:], dt) for n, v in init.items()}
+    for n, (rows, _) in ref.items():
+        with torch.no_grad():
+            for k, r in enumerate(rows):
+                r.copy_(init[n][k])
+    if through_pyro:
+        pyro.clear_param_store()
+        params = {n: pyro.param(n, v.clone()).unconstrained() for n, v in init.items()}
+        optim = lazy_adam({"lr": 0.05})
+    else:
+        params = {n: v.clone().requires_grad_() for n, v in init.items()}
+        opt = LazyAdam(list(params.values()), lr=0.05)
+    touched = torch.zeros(K, dtype=torch.bool)
+    for step in range(6):
+        wb_rows = torch.randint(0, K, (5,), generator=g)  # duplicates: summed gradients
+        c_rows = torch.randint(0, K, (2 + step % 3,), generator=g)
+        target = torch.randn(5, D, generator=g, dtype=dt)
+        w = F.embedding(wb_rows, params["W"], sparse=True)
+        b = torch.gather(params["b"], 0, wb_rows, sparse_grad=True)
+        c = torch.gather(params["c"], 0, c_rows, sparse_grad=True)
+        loss = (w - target).pow(2).sum() + (b - 1).pow(2).sum() * (1 + step) + c.pow(3).sum()
+        if step >= 2:  # d: the rows of W and b, fewer steps (no shared bias corrections)
+            loss = loss + torch.gather(params["d"], 0, wb_rows, sparse_grad=True).pow(2).sum()
+        loss.backward()
+        grads = {n: p.grad.coalesce() for n, p in params.items() if p.grad is not None}
+        if through_pyro:
+            optim(list(params.values()))
+        else:
+            opt.step()
+            opt.zero_grad()
+        for n, grad in grads.items():
+            rows_ref, opts = ref[n]
+            for k, v in zip(grad.indices()[0].tolist(), grad.values()):
+                rows_ref[k].grad = v.clone()
+                opts[k].step()
+        touched[wb_rows] = True
+    for n, p in params.items():
+        expect = torch.stack([r.detach() for r in ref[n][0]])
+        assert torch.allclose(p.detach(), expect, rtol=1e-12, atol=1e-12), n
+    untouched = ~touched
+    assert torch.equal(params["W"].detach()[untouched], init["W"][untouched])
+    if through_pyro:
+        pyro.clear_param_store()

@@ -210,6 +210,8 @@ class AugmentedCategorical(ClassSumLikelihood):
         g = self.gather_utilities(value)
         # log a_j + psi_k'_j - psi_y where a_j > 0; -inf where a_j = 0 (the label itself)
         x = g.sample.log_weights(g.label.dtype) + (g.negatives - g.label)
+        if g.sample.nonempty:  # every row has a finite term (the guard below changes nothing)
+            return x.logsumexp(-1)
         # a row without any other class is all -inf: clamped to the lowest finite value its
         # gradient is 0 instead of NaN (clamped entries pass none), then log S_hat = -inf
         lowest = torch.finfo(x.dtype).min

@@ -58,8 +58,10 @@ def check_labels(value: torch.Tensor, num_classes: int, batch_shape: Sequence[in
         if nonint.any():
             raise ValueError(f"{name} must hold integer class labels, got non-integers {show(value[nonint])} "
                              f"(the first at {first_position(nonint, name, rows)})")
-    outside = (value < 0) | (value >= num_classes)
-    if outside.any():
+    # (one reduction for the usual, valid case; the offending entries only to report them)
+    lo, hi = torch.aminmax(value) if value.numel() else (value.new_zeros(()), value.new_zeros(()))
+    if bool((lo < 0) | (hi >= num_classes)):  # (one host sync on a GPU)
+        outside = (value < 0) | (value >= num_classes)
         raise ValueError(f"{name} must lie in [0, {num_classes}), got {show(value[outside])} "
                          f"(the first at {first_position(outside, name, rows)})")
     try:

@@ -19,7 +19,7 @@ a single matrix product for a :class:`~pyro_ar.utility.LinearUtility`, see
 observed labels: ``sample`` raises (draw labels from :class:`~pyro_ar.UtilityCategorical`).
 """
 
-from typing import NamedTuple, Optional, Sequence, Union
+from typing import Optional, Sequence, Union
 
 import torch
 from torch.distributions import constraints
@@ -36,12 +36,14 @@ from .categorical import check_labels
 __all__ = ["ClassSumLikelihood", "GatheredUtilities"]
 
 
-class GatheredUtilities(NamedTuple):
-    """What :meth:`ClassSumLikelihood.gather_utilities` returns.
+class GatheredUtilities:
+    """What :meth:`ClassSumLikelihood.gather_utilities` returns (unpacks as
+    ``label, negatives, weight, sample``).
 
     :ivar label: :math:`\\psi_y`, shape ``broadcast(value, batch_shape) + (1,)``.
     :ivar negatives: :math:`\\psi_{k_j}`, broadcastable to ``label.shape[:-1] + (s,)``.
-    :ivar weight: :math:`a_j`, broadcastable likewise (zero where :math:`k_j = y`).
+    :ivar weight: :math:`a_j`, broadcastable likewise (zero where :math:`k_j = y`), in the
+        utilities' dtype; taken from ``sample`` on first use.
     :ivar sample: the :class:`~pyro_ar.negatives.Negatives` used.
 
     Example:
@@ -53,10 +55,17 @@ class GatheredUtilities(NamedTuple):
     (torch.Size([4, 1]), torch.Size([4, 3]))
     """
 
-    label: torch.Tensor
-    negatives: torch.Tensor
-    weight: torch.Tensor
-    sample: Negatives
+    __slots__ = ("label", "negatives", "sample")
+
+    def __init__(self, label: torch.Tensor, negatives: torch.Tensor, sample: Negatives):
+        self.label, self.negatives, self.sample = label, negatives, sample
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return self.sample.weight.to(self.label.dtype)
+
+    def __iter__(self):
+        return iter((self.label, self.negatives, self.weight, self.sample))
 
 
 def masked_weighted_sum(fn, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -216,7 +225,7 @@ class ClassSumLikelihood(ParamsMixin, TorchDistribution):
         if self._validate_args and not isinstance(self.psi, DenseUtility):
             check_finite(psi_y.detach(), "utility")
             check_finite(psi_neg.detach(), "utility")
-        return GatheredUtilities(psi_y, psi_neg, neg.weight.to(psi_y.dtype), neg)
+        return GatheredUtilities(psi_y, psi_neg, neg)
 
     def __repr__(self):
         return (f"{type(self).__name__}(batch_shape={tuple(self.batch_shape)}, num_classes="

@@ -49,7 +49,11 @@ class FastGumbel(Gumbel):
                  validate_args: Optional[bool] = None) -> None:
         if isinstance(scale, (int, float)) and scale == 1:
             self.unit_scale = True
-        self.loc, self.scale = broadcast_all(loc, scale)
+        if isinstance(loc, torch.Tensor) and isinstance(scale, (int, float)):
+            # (broadcast_all's result without its generic conversions: a local guide builds one per step)
+            self.loc, self.scale = loc, loc.new_full((), scale).expand(loc.shape)
+        else:
+            self.loc, self.scale = broadcast_all(loc, scale)
         TorchDistribution.__init__(self, self.loc.shape, torch.Size(), validate_args=validate_args)
 
     @lazy_property

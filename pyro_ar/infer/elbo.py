@@ -47,6 +47,7 @@ from ..distributions import (AugmentedCategorical, FastGumbel, GaussianExpectedF
                              GumbelQExpectedFactor)
 from ..distributions.augmented import LocalStep, site_record
 from ..numerics import check_int
+from .compiled import compiled_loss_and_grads
 
 __all__ = ["ClosedFormELBO"]
 
@@ -133,6 +134,11 @@ class ClosedFormELBO(TraceMeanField_ELBO):
         negatives (the probit hidden teacher, s = 10: gap 0.148 -> 0.137 and 0.163 -> 0.140 at
         16 nodes), but at Brown's 256 negatives 16 nodes make a probit step about 4x dearer in
         CPU time, so it is not the default (issue 27) [claim probit-gap].
+    :param bool compiled: ``loss_and_grads`` (``SVI.step``) of the library's own A&R softmax
+        model with its :class:`~pyro_ar.infer.GumbelLocalGuide` runs without traces, with the
+        same loss, gradients and eta step (:mod:`pyro_ar.infer.compiled`, issue 37; user models
+        and guides, Pyro handlers around the step and validation take the traced path).
+        False: always traced.
 
     ``vectorize_particles=True`` with ``num_particles > 1`` is refused at construction
     (``ValueError``); ``num_particles > 1`` in a loop works.
@@ -151,8 +157,9 @@ class ClosedFormELBO(TraceMeanField_ELBO):
     True
     """
 
-    def __init__(self, *args, local_updates=True, gaussian_nodes=None, **kwargs):
+    def __init__(self, *args, local_updates=True, gaussian_nodes=None, compiled=True, **kwargs):
         super().__init__(*args, **kwargs)
+        self.compiled = bool(compiled)
         if gaussian_nodes is not None:
             gaussian_nodes = check_int("gaussian_nodes", gaussian_nodes, low=1)
         self.gaussian_nodes = gaussian_nodes
@@ -220,6 +227,10 @@ class ClosedFormELBO(TraceMeanField_ELBO):
                 step(torch.logaddexp(torch.zeros_like(fn.last_log_s), fn.last_log_s))
 
     def loss_and_grads(self, model, guide, *args, **kwargs):
+        if self.compiled and self.local_updates:
+            loss = compiled_loss_and_grads(self, model, guide, args, kwargs)
+            if loss is not None:
+                return loss
         self._updating = self.local_updates
         try:
             return super().loss_and_grads(model, guide, *args, **kwargs)

@@ -85,8 +85,9 @@ class TrainOptions:
         setting (``pyro.enable_validation``); ``"first"``: the run's first step so, the
         others with validation off (``pyro.validation_enabled(False)``), once the model's
         data check has run: the checks of distribution arguments and plates then cost
-        nothing per step (on a GPU each is a host-device synchronisation). The steps
-        compute the same numbers either way.
+        nothing per step (on a GPU each is a host-device synchronisation), and the library's
+        own softmax model and guide step without traces (:mod:`pyro_ar.infer.compiled`). The
+        steps compute the same numbers either way.
 
     Example:
 

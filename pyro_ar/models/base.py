@@ -416,14 +416,25 @@ class CategoricalModel:
         """
         self.check_call(x, y)
         N = len(x)
-        B = None if y is None or self.subsample_size is None else min(self.subsample_size, N)
+        B = self.batch_size(x, y)
         if sample_weight is not None:
             plate = WeightedPlate("data", N, subsample_size=B, weight=sample_weight, device=x.device)
         else:
             plate = SubsamplePlate("data", N, subsample_size=B, device=x.device)
-        if y is not None and not self._checked_whole(x, y):  # the minibatch's labels (O(B)),
-            self._check_batch_once(x, y, plate.subsample)     # before a guide gathers at them
+        self.check_minibatch(x, y, plate.subsample)  # before a guide gathers at its rows
         return plate
+
+    def batch_size(self, x, y: Optional[torch.Tensor] = None) -> Optional[int]:
+        """The data plate's minibatch size B for this call: ``subsample_size`` (at most the
+        number of rows), or None (every row: no subsample, or no labels)."""
+        return None if y is None or self.subsample_size is None else min(self.subsample_size, len(x))
+
+    def check_minibatch(self, x, y: Optional[torch.Tensor], rows: Optional[torch.Tensor]):
+        """The O(B) checks of a training call's minibatch ``rows`` (None: every row): its labels
+        (:meth:`check_batch`), unless :meth:`check_data` passed these very tensors or the
+        same rows were just checked. Nothing without labels."""
+        if y is not None and not self._checked_whole(x, y):
+            self._check_batch_once(x, y, rows)
 
     def _check_batch_once(self, x, y: torch.Tensor, rows: Optional[torch.Tensor]):
         """:meth:`check_batch`, skipped for the labels and rows it last passed (unchanged): the

@@ -340,6 +340,36 @@ def test_log_sum_exp_negatives_from_log_weights_equals_from_weights(dtype):
     torch.testing.assert_close(fast, slow)
 
 
+def test_negatives_known_nonempty_skip_the_guard_with_the_same_values_and_gradients():
+    """Shared negatives of s >= 2 distinct classes keep a class other than the label in every
+    row (``nonempty``): log S_hat skips its -inf guard, with the guarded value and gradients;
+    with s = 1 a row can be all label (not nonempty: -inf there, zero gradients, no NaN)."""
+    g = torch.Generator().manual_seed(4)
+    K, B, D = 30, 50, 4
+    x, y = torch.randn(B, D, generator=g, dtype=torch.float64), torch.randint(0, K, (B,), generator=g)
+    neg = SharedNegatives(6)(y, K)
+    assert neg.nonempty and not SharedNegatives(1)(y, K).nonempty
+    guarded = Negatives(neg.index, neg.weight, True, neg.log_weight, nonempty=False)
+    values, grads = [], []
+    for n in (neg, guarded):
+        W = torch.randn(K, D, generator=torch.Generator().manual_seed(5), dtype=torch.float64).requires_grad_()
+        log_s = AugmentedCategorical(LinearUtility(x, W), torch.zeros(B, dtype=torch.float64),
+                                     negatives=n).log_sum_exp_negatives(y)
+        log_s.exp().sum().backward()
+        values.append(log_s.detach())
+        grads.append(W.grad)
+    torch.testing.assert_close(values[0], values[1], rtol=0, atol=0)
+    torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=0)
+    one = SharedNegatives(1)
+    W = torch.randn(K, D, dtype=torch.float64, requires_grad=True)
+    hit = one(y[:1], K)
+    hit = Negatives(y[:1].clone(), hit.weight * 0, True)  # the label itself: an all-zero row
+    log_s = AugmentedCategorical(LinearUtility(x[:1], W), torch.zeros(1, dtype=torch.float64),
+                                 negatives=hit).log_sum_exp_negatives(y[:1])
+    log_s.exp().sum().backward()
+    assert log_s.item() == -math.inf and not W.grad.isnan().any()
+
+
 def test_same_shape_expand_is_the_distribution_itself():
     d = AugmentedCategorical(torch.randn(4, 10), torch.zeros(4), num_negatives=3)
     assert d.expand((4,)) is d
