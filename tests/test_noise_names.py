@@ -38,7 +38,7 @@ TAKES_A_NOISE_OBJECT = {
     "pyro_ar.max_quadrature.log_marginal_all_via_max", "pyro_ar.max_quadrature.marginal_offsets",
     "pyro_ar.infer.local_fit.laplace_local", "pyro_ar.infer.local_fit.gaussian_local",
     "pyro_ar.infer.local_fit.gumbel_local", "pyro_ar.infer.local_fit.local_derivatives",
-    "pyro_ar.infer.local_fit.conditional_local_q",
+    "pyro_ar.infer.local_fit.conditional_local_q", "pyro_ar.infer.local_fit.local_q",
     "pyro_ar.testing.check_noise", "pyro_ar.testing.check_closed_forms",
 }
 

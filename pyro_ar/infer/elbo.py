@@ -46,6 +46,7 @@ from pyro.util import check_model_guide_match, check_site_shape
 from ..distributions import (AugmentedCategorical, FastGumbel, GaussianExpectedFactor, GumbelExpectedFactor,  # noqa: F401
                              GumbelQExpectedFactor)
 from ..distributions.augmented import LocalStep, site_record
+from ..distributions.expected_factor import optimal_log_eta
 from ..numerics import check_int
 
 __all__ = ["ClosedFormELBO"]
@@ -216,8 +217,7 @@ class ClosedFormELBO(TraceMeanField_ELBO):
                 continue
             step = (site_record(guide_trace.nodes[fn.base.eps_site], LocalStep) or _NO_RECORD).natural_step
             if step is not None and fn.last_log_s is not None:
-                # eta~ = 1 + S_hat, in log space
-                step(torch.logaddexp(torch.zeros_like(fn.last_log_s), fn.last_log_s))
+                step(optimal_log_eta(fn.last_log_s))  # eta~ = 1 + S_hat, in log space
 
     def loss_and_grads(self, model, guide, *args, **kwargs):
         self._updating = self.local_updates
