@@ -48,6 +48,7 @@ from ..distributions import (AugmentedCategorical, FastGumbel, GaussianExpectedF
 from ..distributions.augmented import LocalStep, site_record
 from ..distributions.expected_factor import optimal_log_eta
 from ..numerics import check_int
+from .local_fit import unit_gumbel_optimum
 
 __all__ = ["ClosedFormELBO"]
 
@@ -87,7 +88,7 @@ class _ExpectedFactorMessenger(Messenger):
             return
         node = self.guide_trace.nodes[fn.eps_site]
         guide_fn = node["fn"]
-        if not fn.noise.closed_form:
+        if not unit_gumbel_optimum(fn.noise):
             q = _unwrap(guide_fn)
             factor = next((f for family, f in _QUADRATURE_FACTORS.items() if isinstance(q, family)), None)
             if self.gaussian_nodes is not None and factor is not None:

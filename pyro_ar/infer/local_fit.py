@@ -32,7 +32,7 @@ from ..quadrature import _check_noise, gauss_gumbel, gauss_hermite
 from ..utility import _validating
 
 __all__ = ["laplace_local", "gaussian_local", "gumbel_local", "local_derivatives", "local_q", "conditional_local_q",
-           "local_sampler",
+           "unit_gumbel_optimum", "local_sampler",
            "LOCAL_FITS", "DEFAULT_LOCAL_FIT", "check_local_fit"]
 
 
@@ -431,6 +431,24 @@ def check_local_fit(fit) -> str:
     return fit
 
 
+def unit_gumbel_optimum(noise) -> bool:
+    r"""Whether the local optimum of ``noise`` is :math:`\mathrm{Gumbel}(\log\eta, 1)` with
+    :math:`\eta = 1 + \hat S` in closed form (:func:`local_q`'s first case; the noise's
+    ``closed_form``): the question the guides ask (:class:`~pyro_ar.infer.GumbelLocalGuide` and its
+    natural step, the amortized guide's family, the latent guide's exact sums) and
+    :class:`~pyro_ar.infer.ClosedFormELBO` (the factor in closed form under that q). The one
+    place of the inference layer that reads the flag.
+
+    Example:
+
+    >>> from pyro_ar.infer.local_fit import unit_gumbel_optimum
+    >>> from pyro_ar.noise import get_noise
+    >>> unit_gumbel_optimum(get_noise("gumbel")), unit_gumbel_optimum(get_noise("probit"))
+    (True, False)
+    """
+    return bool(noise.closed_form)
+
+
 def local_q(noise, d: Optional[torch.Tensor] = None, w: Optional[torch.Tensor] = None, *,
             log_s: Optional[torch.Tensor] = None, fit: str = DEFAULT_LOCAL_FIT, newton_steps: int = 8,
             refine_steps: int = 1):
@@ -467,7 +485,7 @@ def local_q(noise, d: Optional[torch.Tensor] = None, w: Optional[torch.Tensor] =
     from ..distributions.augmented import INFER_KEY, LocalStep
     from ..distributions.expected_factor import optimal_log_eta
 
-    if noise.closed_form:
+    if unit_gumbel_optimum(noise):
         if log_s is None:
             log_s = _log_class_sum(d, w)
         log_eta = optimal_log_eta(log_s)
@@ -516,11 +534,12 @@ def conditional_local_q(noise, utility, labels: torch.Tensor, sampler, fit: str 
     kw = dict(fit=fit, newton_steps=newton_steps, refine_steps=refine_steps)
     with torch.no_grad() if no_grad else contextlib.nullcontext():
         utility = as_utility(utility)
-        if noise.closed_form and _all_classes(sampler, utility.num_classes):
+        closed = unit_gumbel_optimum(noise)
+        if closed and _all_classes(sampler, utility.num_classes):
             return local_q(noise, log_s=_exact_log_s(utility, labels), **kw)
         zero = torch.zeros((), dtype=utility.dtype, device=utility.device)
         factor = AugmentedCategorical(utility, zero, noise, strategy=sampler)
-        if noise.closed_form:
+        if closed:
             return local_q(noise, log_s=factor.log_sum_exp_negatives(labels), **kw)
         d, w = factor.utility_differences(labels)
     return local_q(noise, d, w, **kw)

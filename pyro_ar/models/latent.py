@@ -54,6 +54,7 @@ from .. import evaluation
 from ..evaluation.predictive import _check_reduce, _reduce  # (the one reduction of evaluation results)
 from ..distributions import BouchardBound
 from ..likelihoods import DEFAULT, Bouchard, DataSubsample
+from ..noise import get_noise
 from ..subsets import sample_without_replacement
 from ..numerics import check_int, first_position, show
 from ..utility import LinearUtility, LinearWeights
@@ -129,7 +130,7 @@ class LocalPosterior(nn.Module):
 
 
 def session_metrics(score_fn, observed: torch.Tensor, heldout: torch.Tensor, k: int = 5,
-                    chunk_size: int = 256) -> dict:
+                    chunk_size: int = 256, noise="gumbel") -> dict:
     r"""Recall@k, TDCG@k and the held-out log-likelihood of held-out sessions.
 
     ``score_fn(observed_rows) -> (n, P)`` scores items from the observed (padded) items of n
@@ -138,8 +139,10 @@ def session_metrics(score_fn, observed: torch.Tensor, heldout: torch.Tensor, k: 
     reference): :math:`\mathrm{Recall@k} = \sum_r 1[i_r\in H_u]/\min(k, |H_u|)` and the
     truncated discounted cumulative gain :math:`\mathrm{TDCG@k} = \sum_{r\le k}
     1[i_r\in H_u]/\log_2(r+1)`, both averaged over sessions; ``log_lik`` is the mean over
-    held-out items of ``log_softmax(scores)`` at the item (the predictive log-probability
-    when the scores are log-probabilities or utilities of a softmax model).
+    held-out items of :math:`\log p(i\mid\text{scores})` under ``noise``
+    (:meth:`~pyro_ar.noise.Noise.log_marginal_rows`: for the default Gumbel noise the
+    log-softmax, the predictive log-probability when the scores are log-probabilities or
+    utilities of a softmax model; the model's own noise when they are its utilities).
 
     Example:
 
@@ -150,6 +153,7 @@ def session_metrics(score_fn, observed: torch.Tensor, heldout: torch.Tensor, k: 
     >>> m["recall"], m["tdcg"]                     # session 1: 1 of 2 found at rank 1; session 2: none
     (0.25, 0.5)
     """
+    noise = get_noise(noise)
     recall = tdcg = ll = 0.0
     num_items = 0
     discount = 1.0 / torch.log2(torch.arange(2, k + 2, dtype=torch.float64, device=heldout.device))
@@ -163,8 +167,8 @@ def session_metrics(score_fn, observed: torch.Tensor, heldout: torch.Tensor, k: 
         distinct = _distinct_per_row(held)
         recall += float((hit.sum(-1) / distinct.clamp(max=k)).sum())
         tdcg += float((hit * discount).sum())
-        logp = scores.log_softmax(-1).gather(-1, held.clamp(min=0))
-        ll += float(logp[mask].sum())
+        rows = torch.arange(len(held), device=held.device).unsqueeze(-1).expand_as(held)[mask]
+        ll += float(noise.log_marginal_rows(scores, rows, held[mask]).sum())
         num_items += int(mask.sum())
     n = len(observed)
     return {"recall": recall / n, "tdcg": tdcg / n, "log_lik": ll / max(num_items, 1)}
@@ -582,9 +586,11 @@ class CategoricalLatentModel(LatentCategoricalModel):
     # ---- session metrics ----------------------------------------------------------------
     @torch.no_grad()
     def scores(self, items: torch.Tensor, num_samples: int = 0) -> torch.Tensor:
-        r"""Predictive item utilities (U, P) of new sessions from their observed items: at the
-        posterior mean (``num_samples=0``) or :math:`\log\frac1S\sum_s\mathrm{softmax}(\psi(\omega_s))`
-        over S draws of :math:`q(\omega_u)` (softmax models)."""
+        r"""Predictive item scores (U, P) of new sessions from their observed items: the utilities
+        at the posterior mean (``num_samples=0``) or the predictive log-probabilities
+        :math:`\log\frac1S\sum_s p(\cdot\mid\psi(\omega_s))` over S draws of :math:`q(\omega_u)`,
+        each :math:`p` the model noise's marginal (:meth:`~pyro_ar.noise.Noise.log_marginal_all`:
+        the softmax for Gumbel noise)."""
         self.check_call(items)
         self.check_values(items)
         params = self.fitted_parameters()
@@ -593,13 +599,18 @@ class CategoricalLatentModel(LatentCategoricalModel):
         if num_samples == 0:
             return self.minibatch_utility(loc, params).full()
         omega = loc + scale * torch.randn((num_samples,) + loc.shape, dtype=loc.dtype, device=loc.device)
-        logp = self.minibatch_utility(omega, params).full().log_softmax(-1)
+        logp = self.noise.log_marginal_all(self.minibatch_utility(omega, params).full())
         return logp.logsumexp(0) - math.log(num_samples)
 
     def evaluate_sessions(self, observed: torch.Tensor, heldout: torch.Tensor, k: int = 5,
                           num_samples: int = 0, chunk_size: int = 256) -> dict:
-        """:func:`session_metrics` of :meth:`scores` (``num_samples`` draws of q, 0: its mean)."""
-        return session_metrics(lambda obs: self.scores(obs, num_samples), observed, heldout, k, chunk_size)
+        """:func:`session_metrics` of :meth:`scores` (``num_samples`` draws of q, 0: its mean),
+        the held-out log-likelihood under the model's noise: of the utilities at the mean, or
+        of the predictive log-probabilities (normalised, so that any noise's marginal of them
+        is not needed: their log-softmax, the Gumbel noise's, is themselves)."""
+        noise = self.noise if num_samples == 0 else "gumbel"
+        return session_metrics(lambda obs: self.scores(obs, num_samples), observed, heldout, k, chunk_size,
+                               noise)
 
     def _repr_fields(self):
         return {"P": self.num_classes, "Q": self.latent_dim, "posterior": repr(self.posterior_kind)}
