@@ -23,8 +23,10 @@ from ..noise import Noise
 
 try:  # the contracts are pytest test classes (pyro_ar.testing.check_noise needs no pytest)
     import pytest
-except ImportError:  # pragma: no cover
-    pytest = None
+except ImportError as error:  # pragma: no cover
+    raise ImportError("pyro_ar.testing.contracts (ModelContract, LikelihoodContract) are pytest test "
+                      "classes: install pytest (pip install pytest) to use them; "
+                      "pyro_ar.testing.check_noise needs no pytest") from error
 
 __all__ = ["ModelContract", "LikelihoodContract"]
 
@@ -181,7 +183,7 @@ class ModelContract:
             assert has_eps == model.likelihood.has_local_latent, \
                 f"site {name!r}: noise site present={has_eps}, likelihood {model.likelihood!r}"
 
-    def test_data_plate_is_o_of_b_and_shared_with_the_default_guide(self):
+    def test_data_plate_is_o_of_b_and_shared_with_the_default_guide(self, monkeypatch):
         model, x, y = self._case()
         args = self._train_args(model, x, y)
         svi = self._fitted(model, x, y)  # set up parameters
@@ -192,12 +194,10 @@ class ModelContract:
             assert n < N, f"torch.randperm({n}) called: O(N) work per step"
             return randperm(n, *a, **kw)
 
-        torch.randperm = small_randperm
-        try:
+        with monkeypatch.context() as patch:  # (undone when the block ends, whatever happens)
+            patch.setattr(torch, "randperm", small_randperm)
             guide_tr = poutine.trace(guide).get_trace(*args)
             model_tr = poutine.trace(poutine.replay(model, trace=guide_tr)).get_trace(*args)
-        finally:
-            torch.randperm = randperm
         plate = self._plate(model)
         idx = model_tr.nodes[plate]["value"]
         assert idx.shape == (model.subsample_size,) and idx.unique().numel() == idx.numel()
@@ -358,8 +358,10 @@ class LikelihoodContract:
        :math:`-\mathrm{loss}` on the whole data (each unbiased for the model's bound) stays below
        :math:`\sum_n\log p(y_n\mid\psi_n)` (:meth:`~pyro_ar.models.CategoricalModel.log_likelihood`
        with ``reduce="sum"``) up to 4 standard errors of that mean (R = ``num_repeats``);
+       A likelihood that is no bound (``is_lower_bound = False``) refuses ``bound()`` instead;
     5. a likelihood of Gaussian utilities (``gaussian_utilities``) also trains the
-       Bayesian output layer ``NeuralClassifier(..., weights="gaussian")``.
+       Bayesian output layer ``NeuralClassifier(..., weights="gaussian")``, which refuses
+       any other likelihood with a ValueError naming it.
 
     Example:
 
@@ -446,9 +448,13 @@ class LikelihoodContract:
         assert all(math.isfinite(v) for v in losses), f"losses {losses}"
 
     def test_elbo_is_below_the_exact_log_likelihood(self):
-        if not self.is_lower_bound:
-            pytest.skip(f"{type(self).__name__}: not a lower bound (is_lower_bound=False)")
         lik = self._likelihood()
+        if not self.is_lower_bound:  # then it must say so: no bound to evaluate (metrics.bound)
+            g = torch.Generator().manual_seed(self.seed)
+            with pytest.raises(ValueError, match="not a bound"):
+                lik.bound(torch.randn(self.batch_size, self.num_classes, generator=g),
+                          torch.zeros(self.batch_size, dtype=torch.long))
+            return
         model = self.make_model(lik)
         model.subsample_size = None  # the whole data: only the likelihood's own noise is left
         x, y = self.make_data()
@@ -461,13 +467,18 @@ class LikelihoodContract:
             f"ELBO estimate {mean:.5g} (se {se:.3g}) above the exact log-likelihood {exact:.5g}"
 
     def test_gaussian_utilities_train_a_bayesian_output_layer(self):
-        lik = self._likelihood()
-        if not getattr(lik, "gaussian_utilities", False):
-            pytest.skip("a likelihood of point utilities")
+        """A likelihood of Gaussian utilities trains the Bayesian output layer; one of point
+        utilities is refused by it with a ValueError naming the likelihood."""
         from ..models import NeuralClassifier
 
-        model = NeuralClassifier(torch.nn.Identity(), self.num_features, self.num_classes, likelihood=lik,
-                                 weights="gaussian", subsample_size=self.batch_size)
+        lik = self._likelihood()
+        build = lambda: NeuralClassifier(torch.nn.Identity(), self.num_features, self.num_classes,  # noqa: E731
+                                         likelihood=lik, weights="gaussian", subsample_size=self.batch_size)
+        if not getattr(lik, "gaussian_utilities", False):
+            with pytest.raises(ValueError, match=type(lik).__name__):
+                build()
+            return
+        model = build()
         x, y = self.make_data()
         svi = _svi(model, self.lr)
         losses = [svi.step(x, y) for _ in range(3)]
