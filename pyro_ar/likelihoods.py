@@ -493,6 +493,14 @@ class JaakkolaJordan(Likelihood):
         v = 0.0 if var is None else var.gather_shared(both).sum(-1)
         return pyro.sample(site, JaakkolaJordanBernoulli(t, v), obs=obs.to(t.dtype))
 
+    def bound(self, utility, labels, **fitted):
+        r"""The bound of point utilities ``(..., 2)``: :math:`t = \psi_1 - \psi_0` with no variance,
+        at the optimal :math:`\xi = |t|`, where it is exact (:math:`\log\sigma(\pm t)`)."""
+        from .distributions import JaakkolaJordanBernoulli
+
+        t = utility[..., 1] - utility[..., 0]
+        return JaakkolaJordanBernoulli(t, 0.0).log_prob(labels.to(t.dtype)), None
+
     def __repr__(self):
         return "JaakkolaJordan()"
 
@@ -568,6 +576,10 @@ class LocalReparameterization(Likelihood):
         m = mean.full()
         psi = m + var.full().sqrt() * torch.randn_like(m)
         return self.base.sample(site, DenseUtility(psi), obs, data)
+
+    def bound(self, utility, labels, **fitted):
+        """The base's bound: point utilities have no variance to draw from."""
+        return self.base.bound(utility, labels, **fitted)
 
     def __repr__(self):
         return f"LocalReparameterization(base={self.base!r})"
