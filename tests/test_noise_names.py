@@ -65,7 +65,7 @@ def _model_step(model, *inputs):
 
 
 def _session_metrics(noise):
-    from pyro_ar.models.latent import session_metrics
+    from pyro_ar.models.sessions import session_metrics
 
     held = torch.tensor([[1, -1], [2, 3], [0, 5], [4, -1], [5, 1]])
     return session_metrics(lambda obs: _psi()[: len(obs)], torch.zeros(5, 1, dtype=torch.long), held, k=2,
@@ -196,7 +196,7 @@ NOT_RUN = {"pyro_ar.models.unigram_biases": {"student_t3", "studentt3"}}
 FACTORIES = {
     "pyro_ar.estimator.ARClassifier": _estimator,
     "pyro_ar.metrics.bound": lambda noise: pyro_ar.metrics.bound(_psi(), _y(), "exact", noise=noise),
-    "pyro_ar.models.latent.session_metrics": lambda noise: _session_metrics(noise),
+    "pyro_ar.models.sessions.session_metrics": lambda noise: _session_metrics(noise),
     "pyro_ar.datasets.make_linear_teacher": lambda noise: pyro_ar.datasets.make_linear_teacher(8, _D, _K, noise=noise),
     **{f"pyro_ar.evaluation.{f}": _evaluation(f) for f in
        ("iter_chunks", "log_likelihood", "predict_log_proba", "predict_proba", "accuracy", "top_k_accuracy",

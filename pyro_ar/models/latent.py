@@ -58,9 +58,9 @@ from ..subsets import sample_without_replacement
 from ..numerics import check_int, first_position, show
 from ..utility import LinearUtility, LinearWeights
 from .base import CategoricalModel, check_positive_int, take_rows
-from .sessions import session_metrics
+from .sessions import session_metrics  # (its home; imported here for the models and old imports)
 
-__all__ = ["LatentCategoricalModel", "CategoricalLatentModel", "SessionEncoder", "LocalPosterior", "session_metrics"]
+__all__ = ["LatentCategoricalModel", "CategoricalLatentModel", "SessionEncoder", "LocalPosterior"]
 
 
 class SessionEncoder(nn.Module):
@@ -550,7 +550,7 @@ class CategoricalLatentModel(LatentCategoricalModel):
 
     def evaluate_sessions(self, observed: torch.Tensor, heldout: torch.Tensor, k: int = 5,
                           num_samples: int = 0, chunk_size: int = 256) -> dict:
-        """:func:`session_metrics` of :meth:`scores` (``num_samples`` draws of q, 0: its mean),
+        """:func:`~pyro_ar.models.sessions.session_metrics` of :meth:`scores` (``num_samples`` draws of q, 0: its mean),
         the held-out log-likelihood under the model's noise: of the utilities at the mean, or
         of the predictive log-probabilities (normalised, so that any noise's marginal of them
         is not needed: their log-softmax, the Gumbel noise's, is themselves)."""

@@ -28,7 +28,7 @@ def session_metrics(score_fn, observed: torch.Tensor, heldout: torch.Tensor, k: 
     Example:
 
     >>> import torch
-    >>> from pyro_ar.models.latent import session_metrics
+    >>> from pyro_ar.models.sessions import session_metrics
     >>> scores = lambda obs: torch.arange(10.0).expand(len(obs), 10)     # always ranks 9, 8, 7, ...
     >>> m = session_metrics(scores, torch.tensor([[0], [1]]), torch.tensor([[9, 2], [3, -1]]), k=2)
     >>> m["recall"], m["tdcg"]                     # session 1: 1 of 2 found at rank 1; session 2: none
