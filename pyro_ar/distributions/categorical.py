@@ -6,7 +6,7 @@ r"""The categorical in utility form, :math:`y = \arg\max_k(\psi_k + \varepsilon_
 
 computed by the noise itself (:meth:`pyro_ar.noise.Noise.log_marginal`: quadrature by
 default, the log-softmax of :class:`~pyro_ar.noise.GumbelNoise`, through the memory-lean
-:func:`pyro_ar.numerics.softmax_log_prob`). :func:`check_labels` validates class labels for
+:func:`pyro_ar.noise.special.softmax_log_prob`). :func:`check_labels` validates class labels for
 every distribution of the package.
 """
 

@@ -14,11 +14,11 @@ import torch
 import pyro.distributions as dist
 from pyro.distributions.util import broadcast_shape
 
-from ..numerics import as_tensors, check_int, softmax_log_prob, softplus, uniform_open
+from ..numerics import as_tensors, check_int, softplus, uniform_open
 from ..max_quadrature import check_log_probs
 from ..quadrature import DEFAULT_NUM_NODES, MAX_NUM_NODES
 from .base import Device, Noise, Number, Shape, TorchDistribution
-from .special import _student_t_log_density, _StudentTLogCDF, log_ndtr, normal_mills_ratio
+from .special import _student_t_log_density, _StudentTLogCDF, log_ndtr, normal_mills_ratio, softmax_log_prob
 
 __all__ = ["GumbelNoise", "NormalNoise", "LogisticNoise", "LaplaceNoise", "StudentTNoise", "get_noise", "NOISE_NAMES", "NOISE_ALIASES"]
 
@@ -52,7 +52,7 @@ class GumbelNoise(Noise):
     def log_marginal(self, utility: torch.Tensor, labels: torch.Tensor,
                      num_nodes: int = DEFAULT_NUM_NODES) -> torch.Tensor:
         r""":math:`\log\mathrm{softmax}(\psi)_y` (``num_nodes`` unused; the memory-lean gradient of
-        :func:`~pyro_ar.numerics.softmax_log_prob` when the labels match the batch)."""
+        :func:`~pyro_ar.noise.special.softmax_log_prob` when the labels match the batch)."""
         if labels.shape == utility.shape[:-1]:
             return softmax_log_prob(utility, labels)
         shape = broadcast_shape(labels.shape, utility.shape[:-1])
