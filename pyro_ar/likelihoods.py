@@ -185,21 +185,28 @@ class AR(Likelihood):
         r"""The A&R bound with every class, at the fitted local :math:`q(\varepsilon_n)`.
 
         * closed-form noise (Gumbel): :math:`1 - \log\eta - (1 + S_y)/\eta` at ``log_eta``,
-          :math:`S_y = \sum_{k\ne y} e^{\psi_k-\psi_y}`; with ``log_eta=None`` the optimal
+          :math:`S_y = \sum_{k\ne y} e^{\psi_k-\psi_y}`, :math:`1 + S_y = 1/p(y\mid\psi)` (the noise's
+          :meth:`~pyro_ar.noise.Noise.log_marginal`); with ``log_eta=None`` the optimal
           :math:`\eta^* = 1 + S_y`, where it equals :math:`\log p(y\mid\psi)`;
-        * any other noise: :math:`\mathbb{E}_q[\log\phi(\varepsilon) + \sum_{k\ne y}\log\Phi(
-          \varepsilon+\psi_y-\psi_k) - \log q(\varepsilon)]` for :math:`q = \text{noise}(loc, scale)`,
-          averaged over ``num_samples`` inversion draws (:meth:`~pyro_ar.noise.Noise.icdf`) from
-          ``generator``; the variance is that of the average.
+        * any other noise: :meth:`monte_carlo_bound` at ``loc``, ``scale`` (the generic path,
+          which the closed form overrides; for Gumbel noise it agrees with the closed form at
+          ``loc = log_eta``, ``scale = 1`` within its standard error).
         """
         nz = self.noise
-        if nz.closed_form:
-            # 1 + S_y = exp(-log p(y)); (1 + S_y)/eta = exp(-log p(y) - log eta)
-            neg_logp = -utility.log_softmax(-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
-            if log_eta is None:
-                return -neg_logp, None
-            le = log_eta.to(utility.dtype)
-            return 1.0 - le - torch.exp(neg_logp - le), None
+        if not nz.closed_form:
+            return self.monte_carlo_bound(utility, labels, loc, scale, num_samples, generator)
+        log_p = nz.log_marginal(utility, labels)                         # -log(1 + S_y)
+        if log_eta is None:
+            return log_p, None
+        le = log_eta.to(utility.dtype)
+        return 1.0 - le - torch.exp(-log_p - le), None
+
+    def monte_carlo_bound(self, utility, labels, loc, scale, num_samples=64, generator=None):
+        r""":math:`\mathbb{E}_q[\log\phi(\varepsilon) + \sum_{k\ne y}\log\Phi(\varepsilon+\psi_y-\psi_k)
+        - \log q(\varepsilon)]` for :math:`q = \text{noise}(loc, scale)`, any noise, averaged over
+        ``num_samples`` inversion draws (:meth:`~pyro_ar.noise.Noise.icdf`) from ``generator``:
+        ``(mean, variance of the mean)`` per datapoint."""
+        nz = self.noise
         if loc is None or scale is None:
             raise ValueError("bound: the A&R bound of a non-Gumbel noise needs the local q's loc and scale")
         if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 2:
@@ -486,6 +493,14 @@ class JaakkolaJordan(Likelihood):
         v = 0.0 if var is None else var.gather_shared(both).sum(-1)
         return pyro.sample(site, JaakkolaJordanBernoulli(t, v), obs=obs.to(t.dtype))
 
+    def bound(self, utility, labels, **fitted):
+        r"""The bound of point utilities ``(..., 2)``: :math:`t = \psi_1 - \psi_0` with no variance,
+        at the optimal :math:`\xi = |t|`, where it is exact (:math:`\log\sigma(\pm t)`)."""
+        from .distributions import JaakkolaJordanBernoulli
+
+        t = utility[..., 1] - utility[..., 0]
+        return JaakkolaJordanBernoulli(t, 0.0).log_prob(labels.to(t.dtype)), None
+
     def __repr__(self):
         return "JaakkolaJordan()"
 
@@ -561,6 +576,10 @@ class LocalReparameterization(Likelihood):
         m = mean.full()
         psi = m + var.full().sqrt() * torch.randn_like(m)
         return self.base.sample(site, DenseUtility(psi), obs, data)
+
+    def bound(self, utility, labels, **fitted):
+        """The base's bound: point utilities have no variance to draw from."""
+        return self.base.bound(utility, labels, **fitted)
 
     def __repr__(self):
         return f"LocalReparameterization(base={self.base!r})"

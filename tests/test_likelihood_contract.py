@@ -79,13 +79,23 @@ class TestLocalReparameterization(LikelihoodContract):
         return LocalReparameterization()
 
 
+class TestShardedAR(LikelihoodContract):
+    def make_likelihood(self):
+        from pyro_ar.distributed import ShardedAR
+
+        return ShardedAR("gumbel", num_negatives=3)
+
+
 CONTRACTS = [obj for obj in vars(sys.modules[__name__]).values()
              if inspect.isclass(obj) and issubclass(obj, LikelihoodContract) and obj is not LikelihoodContract]
 
 
 def test_every_likelihood_has_a_contract():
-    """Each Likelihood class of pyro_ar.likelihoods.__all__ is built by some contract's make_likelihood()."""
-    exported = {obj for obj in (getattr(likelihoods, n) for n in likelihoods.__all__)
+    """Each Likelihood class of pyro_ar.likelihoods.__all__ and pyro_ar.distributed.__all__ is
+    built by some contract's make_likelihood()."""
+    import pyro_ar.distributed as distributed
+
+    exported = {obj for module in (likelihoods, distributed) for obj in (getattr(module, n) for n in module.__all__)
                 if inspect.isclass(obj) and issubclass(obj, Likelihood) and obj is not Likelihood}
     covered = {type(contract().make_likelihood()) for contract in CONTRACTS}
     assert exported - covered == set(), f"likelihoods without a LikelihoodContract subclass: {exported - covered}"
@@ -109,3 +119,4 @@ class _OverstatedContract(LikelihoodContract):
 def test_the_bound_check_catches_a_likelihood_above_the_exact_one():
     with pytest.raises(AssertionError, match="above the exact log-likelihood"):
         _OverstatedContract().test_elbo_is_below_the_exact_log_likelihood()
+

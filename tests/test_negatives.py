@@ -177,7 +177,7 @@ def test_importance_weights_equal_the_boolean_mask_formula(dtype):
     (negatives._drop_labels), are bit for bit those of 1[k_j != y_n] / (s q(k_j)) (the formula
     before), in the proposal's dtype, with labels among the draws (weight 0) and batched labels;
     beyond the class numbers the dtype holds exactly the boolean mask is used, the same values."""
-    from pyro_ar.negatives import _drop_labels
+    from pyro_ar.negatives.samplers import _drop_labels
 
     K, s = 50, 40
     proposal = torch.arange(1.0, K + 1, dtype=dtype)

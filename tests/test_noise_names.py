@@ -38,7 +38,8 @@ TAKES_A_NOISE_OBJECT = {
     "pyro_ar.max_quadrature.log_marginal_all_via_max", "pyro_ar.max_quadrature.marginal_offsets",
     "pyro_ar.infer.local_fit.laplace_local", "pyro_ar.infer.local_fit.gaussian_local",
     "pyro_ar.infer.local_fit.gumbel_local", "pyro_ar.infer.local_fit.local_derivatives",
-    "pyro_ar.infer.local_fit.conditional_local_q",
+    "pyro_ar.infer.local_fit.conditional_local_q", "pyro_ar.infer.local_fit.local_q",
+    "pyro_ar.infer.local_fit.unit_gumbel_optimum",
     "pyro_ar.testing.check_noise", "pyro_ar.testing.check_closed_forms",
 }
 
@@ -61,6 +62,14 @@ def _model_step(model, *inputs):
     """The model's log joint at the given inputs (resolves its likelihood, hence its noise)."""
     pyro.clear_param_store()
     return _trace(lambda: model(*inputs)).log_prob_sum()
+
+
+def _session_metrics(noise):
+    from pyro_ar.models.sessions import session_metrics
+
+    held = torch.tensor([[1, -1], [2, 3], [0, 5], [4, -1], [5, 1]])
+    return session_metrics(lambda obs: _psi()[: len(obs)], torch.zeros(5, 1, dtype=torch.long), held, k=2,
+                           noise=noise)
 
 
 def _x():
@@ -187,6 +196,7 @@ NOT_RUN = {"pyro_ar.models.unigram_biases": {"student_t3", "studentt3"}}
 FACTORIES = {
     "pyro_ar.estimator.ARClassifier": _estimator,
     "pyro_ar.metrics.bound": lambda noise: pyro_ar.metrics.bound(_psi(), _y(), "exact", noise=noise),
+    "pyro_ar.models.sessions.session_metrics": lambda noise: _session_metrics(noise),
     "pyro_ar.datasets.make_linear_teacher": lambda noise: pyro_ar.datasets.make_linear_teacher(8, _D, _K, noise=noise),
     **{f"pyro_ar.evaluation.{f}": _evaluation(f) for f in
        ("iter_chunks", "log_likelihood", "predict_log_proba", "predict_proba", "accuracy", "top_k_accuracy",

@@ -42,7 +42,7 @@ from ..likelihoods import AR
 from ..models.linear import LinearClassifier
 from ..subsets import sample_without_replacement
 from ..utility import LinearUtility, Utility
-from .collectives import max_across, sum_across
+from .collectives import all_reduce_sum, max_across, sum_across
 from .process_group import get_rank, get_world_size, shard_range
 from .random_stream import RandomStream
 
@@ -133,8 +133,16 @@ class ShardedLinearUtility(Utility):
     gather_shared = gather
 
     def full(self):
-        raise NotImplementedError("a ShardedLinearUtility holds one shard of the classes: evaluate "
-                                  "with pyro_ar.distributed.sharded_evaluation")
+        """All K utilities ``batch + (K,)`` on every rank, detached: this shard's block in place,
+        the others' added by one all-reduce of B x K numbers (for evaluation and checks; a
+        training step never calls it, and :func:`~pyro_ar.distributed.sharded_evaluate` needs
+        O(B) communication only). Without other ranks the shard is every class."""
+        local = self.local.full()
+        if self.shard.size == self.num_classes:
+            return local
+        out = local.detach().new_zeros(local.shape[:-1] + (self.num_classes,))
+        out[..., self.shard.start:self.shard.start + self.shard.size] = local.detach()
+        return all_reduce_sum(out)
 
     def expand(self, batch_shape):
         x = self.x.expand(torch.Size(batch_shape) + self.x.shape[-1:])
@@ -223,6 +231,22 @@ class ShardedAugmentedCategorical(AugmentedCategorical):
                 f"{tuple(self.psi.shard)}, shard_negatives={self.shard_negatives}, strategy={self.strategy!r})")
 
 
+@torch.no_grad()
+def _sharded_argmax_draw(utility, noise, stream=None, group=None) -> torch.Tensor:
+    r"""Labels :math:`y = \arg\max_k(\psi_k + \varepsilon_k)`, :math:`\varepsilon_k \sim \phi` iid, drawn
+    over the shards: each rank perturbs its own classes' utilities (a draw from the marginal
+    of any noise, the random-utility model itself), the ranks agree on the largest value
+    (one all-reduce max) and the owner's class is summed over the ranks (one all-reduce sum;
+    ties have probability 0). O(B K_r) work and O(B) communication per rank. The noise comes
+    from the rank's ``stream`` (independent across the shards), else the global RNG."""
+    psi = utility.local.full()                                          # (B, K_r)
+    with stream if stream is not None else contextlib.nullcontext():
+        value, index = (psi + noise.sample(psi.shape, psi.dtype, psi.device)).max(-1)
+    best = max_across(value, group)
+    mine = torch.where(value == best, index + utility.shard.start, torch.zeros_like(index))
+    return all_reduce_sum(mine.to(torch.float64), group).round().long()
+
+
 class ShardedAR(AR):
     r"""The A&R likelihood of a class-sharded model: emits ``"<site>_eps"`` (prior
     :math:`\phi`, as :class:`~pyro_ar.likelihoods.AR`) and ``site`` as a
@@ -249,9 +273,10 @@ class ShardedAR(AR):
         self.strategy, self.stream, self.group = strategy, stream, group
 
     def sample(self, site, utility, obs, data):
+        if not isinstance(utility, ShardedLinearUtility):  # every class on this rank: one shard
+            return super().sample(site, utility, obs, data)
         if obs is None:
-            raise NotImplementedError("a class-sharded model cannot draw labels (that needs all K "
-                                      "utilities on one rank); evaluate with model.evaluate")
+            return pyro.sample(site, dist.Delta(_sharded_argmax_draw(utility, self.noise, self.stream, self.group)))
         eps_site = f"{site}_eps"
         prior = _noise_prior(self.noise, utility.dtype, utility.device, utility.batch_shape)
         eps = pyro.sample(eps_site, prior, infer={INFER_KEY: NoiseSite(self.noise, site, utility.num_classes)})
@@ -313,6 +338,10 @@ class ClassShardedLinearClassifier(LinearClassifier):
                          prior_scale=prior_scale, subsample_size=subsample_size, sparse=sparse,
                          init_scale=init_scale, bias_init_scale=bias_init_scale, prefix=prefix, site=site)
         self.num_prior_classes = num_prior_classes
+
+    def run_modules(self):
+        """The modules whose buffers a checkpoint of this model's run holds: the negatives' stream."""
+        return {"stream": self.stream}
 
     def parameter_shapes(self):
         return {"weight": (self.class_shard.size, self.num_features), "bias": (self.class_shard.size,)}

@@ -45,9 +45,8 @@ def sharded_evaluate(utility, labels: torch.Tensor, noise="gumbel", *, chunk_siz
     >>> torch.allclose(out["log_lik"], torch.log_softmax((x @ W.T + b).double(), -1)[range(6), y])
     True
     """
-    if not get_noise(noise).closed_form:
-        raise NotImplementedError(f"sharded evaluation is implemented for Gumbel noise (softmax), got "
-                                  f"noise={get_noise(noise).name!r}")
+    noise = get_noise(noise)
+    noise.log_normalizer(torch.zeros(0, 2, dtype=torch.float64))  # NotImplementedError before any collective
     if reduce not in ("mean", "sum", "none"):
         raise ValueError(f"reduce must be 'mean', 'sum' or 'none', got reduce={reduce!r}")
     x, n = utility.x, len(labels)
@@ -72,12 +71,13 @@ def sharded_evaluate(utility, labels: torch.Tensor, noise="gumbel", *, chunk_siz
     for lo in range(0, n, chunk):
         xs, ys = x[lo:lo + chunk], labels[lo:lo + chunk]
         psi = utility.local.with_inputs(xs).full().double()  # this shard's K_r utilities of the chunk
-        stats = max_across(torch.stack([psi.logsumexp(-1), psi.amax(-1)]), group)  # (2, c)
+        log_norm = noise.log_normalizer(psi)  # the shards' log-normalisers combine by a log-sum-exp
+        stats = max_across(torch.stack([log_norm, psi.amax(-1)]), group)  # (2, c)
         local = ys - shard.start
         own = (local >= 0) & (local < shard.size)
         psi_y = torch.where(own, psi.gather(-1, local.clamp(0, shard.size - 1).unsqueeze(-1)).squeeze(-1),
                             torch.zeros_like(psi[:, 0]))
-        mass = torch.exp(psi.logsumexp(-1) - stats[0])
+        mass = torch.exp(log_norm - stats[0])
         summed = all_reduce_sum(torch.stack([mass, psi_y]), group)
         log_lik.append(summed[1] - stats[0] - summed[0].log())
         correct.append((summed[1] >= stats[1]).double())

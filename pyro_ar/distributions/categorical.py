@@ -6,7 +6,7 @@ r"""The categorical in utility form, :math:`y = \arg\max_k(\psi_k + \varepsilon_
 
 computed by the noise itself (:meth:`pyro_ar.noise.Noise.log_marginal`: quadrature by
 default, the log-softmax of :class:`~pyro_ar.noise.GumbelNoise`, through the memory-lean
-:func:`pyro_ar.numerics.softmax_log_prob`). :func:`check_labels` validates class labels for
+:func:`pyro_ar.noise.special.softmax_log_prob`). :func:`check_labels` validates class labels for
 every distribution of the package.
 """
 
@@ -19,9 +19,8 @@ from pyro.distributions.torch_distribution import TorchDistribution
 from pyro.distributions.util import broadcast_shape
 
 from ..noise import Noise, get_noise
-from ..numerics import check_int, check_sample_shape, first_position, show
-from ..quadrature import (DEFAULT_NUM_NODES, MAX_NUM_NODES, check_quadrature_args, log_marginal,
-                          log_marginal_all)
+from ..numerics import check_sample_shape, first_position, show
+from ..quadrature import DEFAULT_NUM_NODES, check_quadrature_args, log_marginal, log_marginal_all
 from ..utility import DenseUtility, Utility, as_utility
 from .._params import ParamsMixin
 
@@ -135,10 +134,9 @@ class UtilityCategorical(ParamsMixin, TorchDistribution):
         self.utility = DenseUtility(utility).logits
         if self.utility.shape[-1] < 2:
             raise ValueError(f"utility needs at least 2 classes, got shape {tuple(utility.shape)}")
-        if self._closed_form:
-            self.num_nodes = check_int("num_nodes", num_nodes, low=5, high=MAX_NUM_NODES)
-        else:  # the quadrature's dtype and node count, checked here rather than at log_prob
-            self.num_nodes = check_quadrature_args(self.utility, num_nodes)
+        # the marginal's node count (and the quadrature's dtype), checked here rather than at log_prob
+        self.num_nodes = (check_quadrature_args(self.utility, num_nodes) if method == "quadrature"
+                          else self.noise.check_num_nodes(self.utility, num_nodes))
         self._init_shape(self.utility.shape[:-1], validate_args)
 
     @property
@@ -152,10 +150,6 @@ class UtilityCategorical(ParamsMixin, TorchDistribution):
     @constraints.dependent_property(is_discrete=True, event_dim=0)
     def support(self) -> constraints.Constraint:
         return constraints.integer_interval(0, self.num_classes - 1)
-
-    @property
-    def _closed_form(self):
-        return self.method == "auto" and self.noise.closed_form
 
     @property
     def logits(self) -> torch.Tensor:

@@ -63,6 +63,27 @@ class _ExpectedFactor(ParamsMixin, TorchDistribution):
         return self.base.sample(sample_shape)
 
 
+def optimal_log_eta(log_s: torch.Tensor) -> torch.Tensor:
+    r""":math:`\log\eta^* = \log(1 + \hat S_y)` from :math:`\log\hat S_y`: the optimum of the softmax
+    local bound :math:`L(\eta) = 1 - \log\eta - (1 + \hat S_y)/\eta` over
+    :math:`q = \mathrm{Gumbel}(\log\eta, 1)` (:math:`L'(\eta) = 0`), exact for the class sum
+    it is given. The one closed form of the local optimum: the conditional local guides, the
+    natural step of :class:`~pyro_ar.infer.GumbelLocalGuide` (through
+    :class:`~pyro_ar.infer.ClosedFormELBO` and this factor's local-first step) and the
+    W-conditioned guide of :class:`~pyro_ar.infer.ClassSubsampledNormal` take it from here
+    (:func:`pyro_ar.infer.local_fit.local_q`). :math:`\log\hat S = -\infty` (no other class)
+    gives 0 with a zero gradient.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.distributions.expected_factor import optimal_log_eta
+    >>> optimal_log_eta(torch.tensor([0.0, -float("inf")])).tolist()   # log 2, log 1
+    [0.6931471824645996, 0.0]
+    """
+    return torch.logaddexp(torch.zeros_like(log_s), log_s)
+
+
 def _check_base(base) -> None:
     if not isinstance(base, AugmentedCategorical):
         raise ValueError(f"base must be an AugmentedCategorical, got {base!r}")
@@ -117,7 +138,7 @@ class GumbelExpectedFactor(_ExpectedFactor):
         log_eta = self.log_eta
         if self.local_step is not None:
             # eta~ = 1 + S_hat (log space), natural step first, then the bound at the new eta
-            log_eta = self.local_step(torch.logaddexp(torch.zeros_like(self.last_log_s), self.last_log_s))
+            log_eta = self.local_step(optimal_log_eta(self.last_log_s))
             log_eta = log_eta.to(log_s.dtype).expand(log_s.shape)
             self.updated_log_eta = log_eta
         return -torch.exp(log_s - log_eta)

@@ -323,10 +323,10 @@ class Chunk:
 
     def label_log_prob(self, labels: torch.Tensor) -> torch.Tensor:
         """``(B,)``: predictive log-probability of each datapoint's label (``labels`` of the chunk)."""
-        if self._mixed is not None or self.noise.closed_form:  # all K cost as much as one
+        if self._mixed is not None:  # (every class already at hand)
             return self.log_probs()[self.row, labels]
-        psi = self.utility[:, self.row]                                   # (S, B, K)
-        return _mix(self.noise.log_marginal(psi, labels.expand(psi.shape[:2])))
+        # the noise's own route to the labels of shared rows (Gumbel: one log-softmax per row)
+        return _mix(self.noise.log_marginal_rows(self.utility, self.row, labels))
 
     def scores(self) -> torch.Tensor:
         """``(R_c, K)`` scores ranking the classes like the predictive probability."""

@@ -92,6 +92,10 @@ def _modules(svi, modules):
     for key, m in (("guide", getattr(svi, "guide", None)), ("model", getattr(svi, "model", None))):
         if isinstance(m, torch.nn.Module):
             named[key] = m
+    # a model that is no nn.Module names the modules whose buffers belong to its run (e.g. the
+    # class-sharded model's RandomStream of negatives), so that no caller has to pass them
+    for name, m in getattr(getattr(svi, "model", None), "run_modules", dict)().items():
+        named[f"model.{name}"] = m
     for i, m in enumerate(modules):
         if not isinstance(m, torch.nn.Module):
             raise TypeError(f"modules[{i}] must be a torch.nn.Module, got {type(m).__name__}")

@@ -41,11 +41,13 @@ from pyro.util import warn_if_nan
 
 from ..distributions import AugmentedCategorical, FastGumbel, GumbelExpectedFactor
 from ..distributions.augmented import INFER_KEY, _noise_prior
+from ..distributions.expected_factor import optimal_log_eta
 from ..likelihoods import AR
 from ..models.base import PerClassWeights, take_rows
 from ..models.bigram import BigramLanguageModel
 from ..models.linear import LinearClassifier
 from ..subsets import sample_without_replacement
+from .local_fit import unit_gumbel_optimum
 from .local_guides import GumbelLocalGuide
 
 __all__ = ["compiled_loss_and_grads"]
@@ -70,7 +72,7 @@ def _site(elbo, model, guide, args, kwargs):
     if elbo.num_particles != 1 or is_validation_enabled() or not _only_param_capture():
         return None
     if not (type(model) in _MODELS and type(model.weight_strategy) is PerClassWeights and model.weights == "mle"
-            and type(model.likelihood) is AR and model.likelihood.noise.closed_form):
+            and type(model.likelihood) is AR and unit_gumbel_optimum(model.likelihood.noise)):
         return None
     if not (type(guide) is GumbelLocalGuide and guide.local_step == "natural"
             and guide.prototype_trace is not None and guide.model is model
@@ -141,7 +143,7 @@ def compiled_loss_and_grads(elbo, model, guide, args, kwargs):
     if local_first:  # q(eps) at the updated eta, for the KL too
         q = FastGumbel(factor.updated_log_eta.reshape(q.batch_shape), 1.0)
     else:
-        record.natural_step(torch.logaddexp(torch.zeros_like(factor.last_log_s), factor.last_log_s))
+        record.natural_step(optimal_log_eta(factor.last_log_s))  # eta~ = 1 + S_hat, in log space
     kl = torch.distributions.kl_divergence(q, prior) * scale
     elbo_value = (0 - kl.sum()) + log_factor.sum()
     loss = -torch_item(elbo_value)

@@ -46,8 +46,10 @@ from pyro.util import check_model_guide_match, check_site_shape
 from ..distributions import (AugmentedCategorical, FastGumbel, GaussianExpectedFactor, GumbelExpectedFactor,  # noqa: F401
                              GumbelQExpectedFactor)
 from ..distributions.augmented import LocalStep, site_record
+from ..distributions.expected_factor import optimal_log_eta
 from ..numerics import check_int
 from .compiled import compiled_loss_and_grads
+from .local_fit import unit_gumbel_optimum
 
 __all__ = ["ClosedFormELBO"]
 
@@ -87,7 +89,7 @@ class _ExpectedFactorMessenger(Messenger):
             return
         node = self.guide_trace.nodes[fn.eps_site]
         guide_fn = node["fn"]
-        if not fn.noise.closed_form:
+        if not unit_gumbel_optimum(fn.noise):
             q = _unwrap(guide_fn)
             factor = next((f for family, f in _QUADRATURE_FACTORS.items() if isinstance(q, family)), None)
             if self.gaussian_nodes is not None and factor is not None:
@@ -223,8 +225,7 @@ class ClosedFormELBO(TraceMeanField_ELBO):
                 continue
             step = (site_record(guide_trace.nodes[fn.base.eps_site], LocalStep) or _NO_RECORD).natural_step
             if step is not None and fn.last_log_s is not None:
-                # eta~ = 1 + S_hat, in log space
-                step(torch.logaddexp(torch.zeros_like(fn.last_log_s), fn.last_log_s))
+                step(optimal_log_eta(fn.last_log_s))  # eta~ = 1 + S_hat, in log space
 
     def loss_and_grads(self, model, guide, *args, **kwargs):
         if self.compiled and self.local_updates:

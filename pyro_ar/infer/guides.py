@@ -38,6 +38,7 @@ from ..models import CategoricalLatentModel, CategoricalModel
 from ..models.bayesian_linear import ClassSubsampledWeights
 from .elbo import ClosedFormELBO
 from .latent import LatentGuide
+from .local_fit import unit_gumbel_optimum
 from .local_guides import ConditionalLocalGuide, GumbelLocalGuide, NoiseLocalGuide, hide_noise_sites
 from .posterior import ClassSubsampledNormal
 
@@ -81,7 +82,7 @@ def default_local_guide(model, local_first=None, part_of_list: bool = False, loc
     if not model.likelihood.has_local_latent:
         return None
     kwargs.setdefault("create_plates", None if part_of_list else model.create_plates)
-    if model.noise.closed_form:
+    if unit_gumbel_optimum(model.noise):  # q* = Gumbel(log eta, 1): the natural eta step
         if local_first is None:
             local_first = getattr(model, "default_local_first", False)
         return GumbelLocalGuide(model, local_first=local_first, **kwargs)
@@ -131,7 +132,7 @@ def _(model: CategoricalModel, **kwargs):
     guide = AutoGuideList(model, create_plates=model.create_plates)
     weights = AutoNormal(hide_noise_sites(model))
     guide.append(weights)
-    if not model.noise.closed_form and kwargs.get("local") in (None, "conditional"):
+    if not unit_gumbel_optimum(model.noise) and kwargs.get("local") in (None, "conditional"):
         kwargs.setdefault("parameters", partial(_posterior_mean, model, weights))
     local = default_local_guide(model, part_of_list=True, **kwargs)
     if local is not None:

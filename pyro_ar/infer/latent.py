@@ -17,7 +17,7 @@ import pyro.poutine as poutine
 from ..models.base import check_positive_int, take_rows
 from ..models.latent import CategoricalLatentModel
 from ..negatives import get_negative_sampler
-from .local_fit import conditional_local_q, local_sampler
+from .local_fit import conditional_local_q, local_sampler, unit_gumbel_optimum
 
 __all__ = ["LatentGuide", "LatentKLWarmup", "EXACT_COST_RATIO"]
 
@@ -77,7 +77,7 @@ class LatentGuide:
         self.sampler = None if negatives == "model" else get_negative_sampler(
             "per_datapoint" if isinstance(negatives, int) else "shared", negatives)
         # the cost rule of site_sampler: only by default, and only where the exact sum is closed-form
-        self.exact_cost_ratio = EXACT_COST_RATIO if all_classes_upto is None and model.noise.closed_form else 0
+        self.exact_cost_ratio = EXACT_COST_RATIO if all_classes_upto is None and unit_gumbel_optimum(model.noise) else 0
         self.all_classes_upto = check_positive_int("all_classes_upto", 64 if all_classes_upto is None
                                                    else all_classes_upto)
 

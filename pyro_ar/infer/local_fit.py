@@ -31,7 +31,8 @@ from ..numerics import check_finite, check_float_tensor, check_int, check_nonneg
 from ..quadrature import _check_noise, gauss_gumbel, gauss_hermite
 from ..utility import _validating
 
-__all__ = ["laplace_local", "gaussian_local", "gumbel_local", "local_derivatives", "conditional_local_q", "local_sampler",
+__all__ = ["laplace_local", "gaussian_local", "gumbel_local", "local_derivatives", "local_q", "conditional_local_q",
+           "unit_gumbel_optimum", "local_sampler",
            "LOCAL_FITS", "DEFAULT_LOCAL_FIT", "check_local_fit"]
 
 
@@ -397,7 +398,7 @@ def _normal_q(loc, scale):
     return dist.Normal(loc, scale)
 
 
-#: the local fits of :func:`conditional_local_q` by name, each ``(fit, q)``: the fit
+#: the local fits of :func:`local_q` by name, each ``(fit, q)``: the fit
 #: ``(noise, d, w, steps, refine_steps) -> (loc, scale)`` and q's family ``(loc, scale) -> q``
 LOCAL_FITS = {
     "gumbel": (lambda noise, d, w, steps, refine_steps: gumbel_local(noise, d, w, steps, refine_steps=refine_steps),
@@ -430,18 +431,88 @@ def check_local_fit(fit) -> str:
     return fit
 
 
+def unit_gumbel_optimum(noise) -> bool:
+    r"""Whether the local optimum of ``noise`` is :math:`\mathrm{Gumbel}(\log\eta, 1)` with
+    :math:`\eta = 1 + \hat S` in closed form (:func:`local_q`'s first case; the noise's
+    ``closed_form``): the question the guides ask (:class:`~pyro_ar.infer.GumbelLocalGuide` and its
+    natural step, the amortized guide's family, the latent guide's exact sums) and
+    :class:`~pyro_ar.infer.ClosedFormELBO` (the factor in closed form under that q). The one
+    place of the inference layer that reads the flag.
+
+    Example:
+
+    >>> from pyro_ar.infer.local_fit import unit_gumbel_optimum
+    >>> from pyro_ar.noise import get_noise
+    >>> unit_gumbel_optimum(get_noise("gumbel")), unit_gumbel_optimum(get_noise("probit"))
+    (True, False)
+    """
+    return bool(noise.closed_form)
+
+
+def local_q(noise, d: Optional[torch.Tensor] = None, w: Optional[torch.Tensor] = None, *,
+            log_s: Optional[torch.Tensor] = None, fit: str = DEFAULT_LOCAL_FIT, newton_steps: int = 8,
+            refine_steps: int = 1):
+    r"""``(distribution, infer)``: the local optimum :math:`q^*(e) \propto \phi(e)\prod_j\Phi(e + d_j)^{w_j}`
+    of the A&R bound given the class terms :math:`d_j = \psi_y - \psi_{k_j}` with weights
+    :math:`w_j \ge 0` (shapes ``batch + (s,)``). The one implementation behind every guide of
+    the noise sites (:class:`~pyro_ar.infer.ConditionalLocalGuide`, the latent model's guide,
+    :class:`~pyro_ar.infer.ClassSubsampledNormal`'s W-conditioned guide; the natural step of
+    :class:`~pyro_ar.infer.GumbelLocalGuide` moves towards the same closed form).
+
+    * Gumbel noise (``noise.closed_form``): exactly :math:`\mathrm{Gumbel}(\log(1 + \hat S), 1)`,
+      :math:`\hat S = \sum_j w_j e^{-d_j}`
+      (:func:`~pyro_ar.distributions.expected_factor.optimal_log_eta`); ``log_s``, the
+      :math:`\log\hat S` computed elsewhere (e.g. over every class), replaces ``d`` and ``w``;
+      the infer dict marks q a unit Gumbel for :class:`~pyro_ar.infer.ClosedFormELBO`;
+    * any other noise: the local fit ``fit`` (:data:`LOCAL_FITS`): ``"gumbel"`` (default,
+      :func:`gumbel_local`), ``"gaussian"`` (:func:`gaussian_local`) or ``"laplace"``
+      (:func:`laplace_local`), with at most ``newton_steps`` Newton steps to the Laplace point and
+      ``refine_steps`` from it.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.infer.local_fit import local_q
+    >>> from pyro_ar.noise import get_noise
+    >>> d, w = torch.tensor([[0.0, 1.0]]), torch.ones(1, 2)
+    >>> q, _ = local_q(get_noise("gumbel"), d, w)       # log(1 + e^0 + e^-1)
+    >>> round(q.loc.item(), 4), q.scale.item()
+    (0.862, 1.0)
+    >>> q, _ = local_q(get_noise("normal"), d, w, fit="laplace")
+    >>> type(q).__name__
+    'Normal'
+    """
+    from ..distributions.augmented import INFER_KEY, LocalStep
+    from ..distributions.expected_factor import optimal_log_eta
+
+    if unit_gumbel_optimum(noise):
+        if log_s is None:
+            log_s = _log_class_sum(d, w)
+        log_eta = optimal_log_eta(log_s)
+        return _gumbel_q(log_eta, torch.ones_like(log_eta)), {INFER_KEY: LocalStep(unit_gumbel=True)}
+    local_fit, family = LOCAL_FITS[check_local_fit(fit)]
+    return family(*local_fit(noise, d, w, newton_steps, refine_steps)), {}
+
+
+def _log_class_sum(d: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    r""":math:`\log\sum_j w_j e^{-d_j}` over the last dim, :math:`-\infty` terms where
+    :math:`w_j = 0`; the terms clamped to the lowest finite value, so that a row without any
+    (log S of about the lowest float: :math:`\eta^* = 1`) passes zero gradients, not NaN."""
+    w = w.to(d.dtype)
+    log_w = torch.where(w > 0, w.clamp(min=torch.finfo(d.dtype).tiny).log(), torch.full_like(w, -math.inf))
+    return (log_w - d).clamp(min=torch.finfo(d.dtype).min).logsumexp(-1)
+
+
 def conditional_local_q(noise, utility, labels: torch.Tensor, sampler, fit: str = DEFAULT_LOCAL_FIT,
                         newton_steps: int = 8, no_grad: bool = False, refine_steps: int = 1):
     r"""``(distribution, infer)`` of the conditional local guide :math:`q(\varepsilon\mid\psi)`
-    for given utilities and labels, on a class subsample drawn by ``sampler`` independently of
-    the model's: :math:`\mathrm{Gumbel}(\log(1+\hat S_y), 1)` for Gumbel noise (the closed
-    form), else the local fit ``fit`` (:data:`LOCAL_FITS`) of the utility differences: by default
-    ``"gumbel"``, the Gumbel of :func:`gumbel_local`; ``"gaussian"``, the Gaussian of
-    :func:`gaussian_local`; ``"laplace"``, :func:`laplace_local`'s. The refining fits take at most
-    ``refine_steps`` Newton steps from the Laplace point (one by default, see
+    for given utilities and labels: :func:`local_q` of the class terms of a subsample drawn by
+    ``sampler`` independently of the model's (for Gumbel noise with every class, of the exact
+    :math:`\log S_y` from the log-normaliser, one per utility row). The refining fits take at
+    most ``refine_steps`` Newton steps from the Laplace point (one by default, see
     :class:`~pyro_ar.infer.ConditionalLocalGuide`, then on 3 nodes of their rule, whose bound
     after the one step is about the 5 nodes' [claim probit-step]). ``no_grad``: the subsample
-    sums are constants (the envelope gradient). The one implementation behind
+    sums are constants (the envelope gradient). Used by
     :class:`~pyro_ar.infer.ConditionalLocalGuide` and the latent model's guide.
 
     Example:
@@ -457,25 +528,21 @@ def conditional_local_q(noise, utility, labels: torch.Tensor, sampler, fit: str 
     """
     import contextlib
 
-    import torch.nn.functional as F
-
-    from ..distributions import AugmentedCategorical, FastGumbel
-    from ..distributions.augmented import INFER_KEY, LocalStep
+    from ..distributions import AugmentedCategorical
     from ..utility import as_utility
 
+    kw = dict(fit=fit, newton_steps=newton_steps, refine_steps=refine_steps)
     with torch.no_grad() if no_grad else contextlib.nullcontext():
         utility = as_utility(utility)
-        if noise.closed_form and _all_classes(sampler, utility.num_classes):
-            log_eta = _exact_log_eta(utility, labels)
-            return FastGumbel(log_eta, torch.ones_like(log_eta)), {INFER_KEY: LocalStep(unit_gumbel=True)}
+        closed = unit_gumbel_optimum(noise)
+        if closed and _all_classes(sampler, utility.num_classes):
+            return local_q(noise, log_s=_exact_log_s(utility, labels), **kw)
         zero = torch.zeros((), dtype=utility.dtype, device=utility.device)
         factor = AugmentedCategorical(utility, zero, noise, strategy=sampler)
-        if noise.closed_form:
-            log_eta = F.softplus(factor.log_sum_exp_negatives(labels))  # log(1 + S_hat)
-            return FastGumbel(log_eta, torch.ones_like(log_eta)), {INFER_KEY: LocalStep(unit_gumbel=True)}
+        if closed:
+            return local_q(noise, log_s=factor.log_sum_exp_negatives(labels), **kw)
         d, w = factor.utility_differences(labels)
-    local_fit, family = LOCAL_FITS[check_local_fit(fit)]
-    return family(*local_fit(noise, d, w, newton_steps, refine_steps)), {}
+    return local_q(noise, d, w, **kw)
 
 
 def _all_classes(sampler, num_classes: int) -> bool:
@@ -487,13 +554,19 @@ def _all_classes(sampler, num_classes: int) -> bool:
     return isinstance(sampler, NegativeSampler) and sampler.is_exact(num_classes)
 
 
-def _exact_log_eta(utility, labels: torch.Tensor) -> torch.Tensor:
-    r""":math:`\log(1 + S_y) = \log\sum_k e^{\psi_k} - \psi_y`, the exact Gumbel local optimum.
+def _exact_log_s(utility, labels: torch.Tensor) -> torch.Tensor:
+    r""":math:`\log S_y = \log(e^{a} - 1)`, :math:`a = \log\sum_k e^{\psi_k} - \psi_y = \log(1 + S_y)`,
+    the exact class sum of the Gumbel local optimum.
 
     The log-normaliser is taken over the utility's own batch shape and broadcast to the labels
     afterwards: where a utility is shared by several labels (a session's latent :math:`\omega_u`
     serves all of its items) the O(K) sum is done once per utility row, not once per label.
+    (:math:`\log(e^a - 1) = a + \log(1 - e^{-a})`, stable for large a; :math:`a \le 0`, the label
+    alone up to rounding, gives :math:`-\infty` with a zero gradient.)
     """
     log_z = utility.full().logsumexp(-1)
     psi_y = utility.gather(labels.unsqueeze(-1)).squeeze(-1)
-    return log_z - psi_y
+    a = log_z - psi_y
+    positive = a > 0
+    a_safe = torch.where(positive, a, torch.ones_like(a))
+    return torch.where(positive, a_safe + torch.log(-torch.expm1(-a_safe)), torch.full_like(a, -math.inf))

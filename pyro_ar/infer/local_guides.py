@@ -55,7 +55,7 @@ from ..distributions import FastGumbel
 from ..distributions.augmented import INFER_KEY, LocalStep, NoiseSite, site_record
 from ..likelihoods import _as_sampler
 from ..models.base import take_rows
-from .local_fit import DEFAULT_LOCAL_FIT, check_local_fit, conditional_local_q, local_sampler
+from .local_fit import DEFAULT_LOCAL_FIT, check_local_fit, conditional_local_q, local_sampler, unit_gumbel_optimum
 
 __all__ = [
     "local_parameter_names",
@@ -391,7 +391,7 @@ class AmortizedLocalGuide(_LocalGuide):
             if info["num_classes"] is None:
                 raise ValueError(f"cannot infer the number of classes of site {name!r}; pass encoder=")
             enc = _DefaultEncoder(self._num_features, self._hidden_dim, info["num_classes"],
-                                  self.sparse, gumbel=info["noise"].closed_form)
+                                  self.sparse, gumbel=unit_gumbel_optimum(info["noise"]))
             enc = enc.to(device=info["device"], dtype=info["dtype"])
         setattr(self, f"{name}_encoder", enc)
 
@@ -400,7 +400,7 @@ class AmortizedLocalGuide(_LocalGuide):
         encoder = pyro.module(f"{name}_encoder", getattr(self, f"{name}_encoder"))
         out = encoder(x[idx], y[idx])
         loc = out[..., 0]
-        if info["noise"].closed_form:
+        if unit_gumbel_optimum(info["noise"]):  # the optimal family: Gumbel(loc, 1)
             return FastGumbel(loc, 1.0), {}
         return info["noise"].distribution(loc, F.softplus(out[..., 1])), {}
 

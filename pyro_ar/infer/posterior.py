@@ -12,7 +12,8 @@ class-subsampled ELBO). Per step only the rows of the class plate's subsample C 
     \eta_n(W) = 1 + \sum_{k\in L\setminus y_n} e^{\psi_{nk} - \psi_{ny}}
         + \frac{K}{|T|}\sum_{k\in T\setminus L} e^{\psi_{nk} - \psi_{ny}},
 
-(for other noises the Laplace approximation of the optimal :math:`q(\varepsilon_n\mid W)`).
+(for other noises a local fit of the optimal :math:`q(\varepsilon_n\mid W)`, the Laplace
+approximation by default; both from :func:`~pyro_ar.infer.local_fit.local_q`).
 
 The posterior predictive averages over draws :math:`W_s \sim q`:
 :math:`p(y\mid x) \approx \frac1S\sum_s p(y\mid x, W_s)`.
@@ -35,7 +36,7 @@ from ..evaluation import linear_source, log_likelihood, predict_proba
 from ..models.bayesian_linear import BayesianLinearClassifier, ClassPlate, ClassSubsampledWeights
 from ..noise import Noise
 from ..utility import LinearUtility
-from .local_fit import laplace_local
+from .local_fit import check_local_fit, local_q
 
 __all__ = [
     "ClassSubsampledNormal",
@@ -59,8 +60,8 @@ class ClassSubsampledNormal(AutoGuide):
         (:class:`~pyro_ar.models.bayesian_linear.ClassSubsampledWeights`): a
         :class:`BayesianLinearClassifier` or :class:`~pyro_ar.models.BayesianNeuralClassifier`.
     :param local: ``"conditional"`` (default): also guide the noise site with
-        :math:`q(\varepsilon_n\mid W)` (Gumbel(log eta_n(W), 1) for softmax, a Laplace
-        approximation otherwise; see the module doc); ``None``: leave it to another local
+        :math:`q(\varepsilon_n\mid W)` (Gumbel(log eta_n(W), 1) for softmax, the local fit
+        ``fit`` otherwise; see the module doc); ``None``: leave it to another local
         guide in an ``AutoGuideList(model, create_plates=model.create_plates)``.
     :param float init_scale: initial :math:`\sigma` (> 0). Rows are updated only when their
         class is in a step's subsample, so with many rare classes the initial scale matters:
@@ -69,7 +70,11 @@ class ClassSubsampledNormal(AutoGuide):
         (see ``tutorials/04_bayesian_weights.py``, part B).
     :param float init_loc_scale: initial :math:`\mu \sim N(0, \text{init\_loc\_scale}^2)` (0: zeros).
     :param bool sparse: sparse gradients for the row gathers (use :func:`pyro_ar.optim.lazy_adam`).
-    :param int newton_steps: Newton iterations of the Laplace local guide (non-Gumbel noise).
+    :param str fit: the local fit of a noise without a closed form
+        (:data:`~pyro_ar.infer.local_fit.LOCAL_FITS`): ``"laplace"`` (default, a Normal q),
+        ``"gumbel"`` or ``"gaussian"`` (:func:`~pyro_ar.infer.local_fit.local_q`).
+    :param int newton_steps: Newton iterations to the Laplace point (non-Gumbel noise).
+    :param int refine_steps: Newton steps of ``fit="gumbel"`` / ``"gaussian"`` from it.
     :param create_plates: defaults to ``model.create_plates``.
     :param str name: prefix of the parameter names (default ``"ClassSubsampledNormal"``).
 
@@ -90,7 +95,7 @@ class ClassSubsampledNormal(AutoGuide):
     def __init__(self, model: BayesianLinearClassifier, local: Optional[str] = "conditional",
                  init_scale: float = 0.1, init_loc_scale: float = 0.0, sparse: bool = True,
                  newton_steps: int = 8, create_plates: Optional[Callable] = None,
-                 name: Optional[str] = None) -> None:
+                 name: Optional[str] = None, fit: str = "laplace", refine_steps: int = 1) -> None:
         if not isinstance(getattr(model, "weight_strategy", None), ClassSubsampledWeights):
             raise ValueError(f"ClassSubsampledNormal needs a model with the class-subsampled weight "
                              f"strategy (ClassSubsampledWeights: a BayesianLinearClassifier or "
@@ -104,6 +109,7 @@ class ClassSubsampledNormal(AutoGuide):
         self.local = local if model.likelihood.has_local_latent else None
         self.init_scale, self.init_loc_scale = float(init_scale), float(init_loc_scale)
         self.sparse, self.newton_steps = sparse, int(newton_steps)
+        self.fit, self.refine_steps = check_local_fit(fit), int(refine_steps)
         self._ar_model = model
         super().__init__(model, create_plates=create_plates)
         if name is not None:  # prefix of the parameter names (several guides in one param store)
@@ -196,32 +202,26 @@ class ClassSubsampledNormal(AutoGuide):
 
     # ---------------------------------------------------------------- local guide
     def _local(self, xb, labels, C, W, b, T):
+        r"""q(eps | W): :func:`~pyro_ar.infer.local_fit.local_q` of the class terms
+        :math:`d_j = \psi_y - \psi_{k_j}` with the step's eta weights (exactly
+        ``Gumbel(log eta_n(W), 1)`` for Gumbel noise, else the local fit ``fit``)."""
         model = self._ar_model
         st = model.step_structure(C, labels, eta_classes=T if model.subsampled else None)
         # the label's utility (B, 1) and the eta classes' (B, j), from the rows of C drawn
         psi_y, psi_e = LinearUtility(xb, W, b).gather_label_and_shared(st.label_pos, st.eta_index)
         d = psi_y - psi_e                                                 # psi_y - psi_k
-        w = st.eta_weight.to(d.dtype)
-        if model.noise.closed_form:
-            # log eta = log(1 + sum_j w_j exp(-d_j)), the leading 0 keeps logsumexp finite
-            logw = torch.where(w > 0, w.clamp(min=1e-300).log(), torch.full_like(w, -math.inf))
-            terms = torch.cat([torch.zeros_like(psi_y), logw - d], -1)
-            log_eta = torch.logsumexp(terms, -1)
-            return pyro.sample(model.eps_site, self._gumbel_local(log_eta))
-        loc, sd = laplace_local(model.noise, d, w, self.newton_steps)
-        return pyro.sample(model.eps_site, self._normal_local(loc, sd))
+        q, infer = local_q(model.noise, d, st.eta_weight.to(d.dtype), fit=self.fit,
+                           newton_steps=self.newton_steps, refine_steps=self.refine_steps)
+        return pyro.sample(model.eps_site, self._local_distribution(q), infer=infer)
 
     def _row_distribution(self, loc, scale, classes):
         """q of the gathered rows (override to control the draws, e.g. common random numbers)."""
         return dist.Normal(loc, scale)
 
-    def _gumbel_local(self, loc):
-        """q(eps | W) of a closed-form noise, ``Gumbel(loc, 1)`` (override to control the draws)."""
-        return dist.Gumbel(loc, torch.ones_like(loc))
-
-    def _normal_local(self, loc, scale):
-        """q(eps | W) of any other noise, ``Normal(loc, scale)`` (override to control the draws)."""
-        return dist.Normal(loc, scale)
+    def _local_distribution(self, q):
+        """q(eps | W) as :func:`~pyro_ar.infer.local_fit.local_q` gives it (override to control
+        the draws)."""
+        return q
 
     # ---------------------------------------------------------------- posterior access
     @torch.no_grad()

@@ -460,6 +460,22 @@ class BayesianLinearClassifier(CategoricalModel):
                 eta_weight = torch.cat([w_L, w_T.expand(B, t)], -1)
         return StepStructure(label_pos, neg_index, neg_weight, eta_index, eta_weight)
 
+    # ------------------------------------------------------------------ the rows of a draw
+    def parameter_shapes(self):
+        """The per-class rows a posterior draw holds, ``weight`` (K, D) and ``bias`` (K,): sampled
+        on class subsamples during training (:class:`ClassSubsampledWeights`), given whole to
+        :meth:`utility` ``(x, params)`` to evaluate a draw (e.g. from ``Predictive``)."""
+        shapes = {"weight": (self.num_classes, self.num_features)}
+        if self.bias:
+            shapes["bias"] = (self.num_classes,)
+        return shapes
+
+    def minibatch_utility(self, x: torch.Tensor, params):
+        r"""The linear utilities :math:`\psi = h(x) W^\top + b` of the rows ``x`` under given
+        rows ``params`` (a posterior draw), :math:`h` the features of :meth:`minibatch_features`."""
+        h = self.minibatch_features(x, torch.arange(len(x), device=x.device))
+        return LinearUtility(h, params["weight"], params.get("bias"))
+
     # ------------------------------------------------------------------ the model
     def minibatch_features(self, x: torch.Tensor, idx: torch.Tensor, for_guide: bool = False) -> torch.Tensor:
         """The inputs of the linear layer for the minibatch rows ``idx`` (asked by the model,

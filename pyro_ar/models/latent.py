@@ -58,8 +58,9 @@ from ..subsets import sample_without_replacement
 from ..numerics import check_int, first_position, show
 from ..utility import LinearUtility, LinearWeights
 from .base import CategoricalModel, check_positive_int, take_rows
+from .sessions import session_metrics  # (its home; imported here for the models and old imports)
 
-__all__ = ["LatentCategoricalModel", "CategoricalLatentModel", "SessionEncoder", "LocalPosterior", "session_metrics"]
+__all__ = ["LatentCategoricalModel", "CategoricalLatentModel", "SessionEncoder", "LocalPosterior"]
 
 
 class SessionEncoder(nn.Module):
@@ -126,57 +127,6 @@ class LocalPosterior(nn.Module):
             raise ValueError(f"LocalPosterior holds {self.num_data} sessions, got session index {int(idx.max())}")
         rows = [F.embedding(idx, p, sparse=self.sparse) for p in (self.loc, self.raw_scale, self.a)]
         return rows[0], F.softplus(rows[1]) + 1e-4, rows[2].squeeze(-1)
-
-
-def session_metrics(score_fn, observed: torch.Tensor, heldout: torch.Tensor, k: int = 5,
-                    chunk_size: int = 256) -> dict:
-    r"""Recall@k, TDCG@k and the held-out log-likelihood of held-out sessions.
-
-    ``score_fn(observed_rows) -> (n, P)`` scores items from the observed (padded) items of n
-    sessions; the held-out items :math:`H_u` (distinct, padded ``heldout``) are the targets.
-    With the top-k items :math:`i_1..i_k` of each session (Liang et al. 2018, the seed's
-    reference): :math:`\mathrm{Recall@k} = \sum_r 1[i_r\in H_u]/\min(k, |H_u|)` and the
-    truncated discounted cumulative gain :math:`\mathrm{TDCG@k} = \sum_{r\le k}
-    1[i_r\in H_u]/\log_2(r+1)`, both averaged over sessions; ``log_lik`` is the mean over
-    held-out items of ``log_softmax(scores)`` at the item (the predictive log-probability
-    when the scores are log-probabilities or utilities of a softmax model).
-
-    Example:
-
-    >>> import torch
-    >>> from pyro_ar.models.latent import session_metrics
-    >>> scores = lambda obs: torch.arange(10.0).expand(len(obs), 10)     # always ranks 9, 8, 7, ...
-    >>> m = session_metrics(scores, torch.tensor([[0], [1]]), torch.tensor([[9, 2], [3, -1]]), k=2)
-    >>> m["recall"], m["tdcg"]                     # session 1: 1 of 2 found at rank 1; session 2: none
-    (0.25, 0.5)
-    """
-    recall = tdcg = ll = 0.0
-    num_items = 0
-    discount = 1.0 / torch.log2(torch.arange(2, k + 2, dtype=torch.float64, device=heldout.device))
-    for start in range(0, len(observed), chunk_size):
-        held = heldout[start:start + chunk_size]
-        with torch.no_grad():
-            scores = score_fn(observed[start:start + chunk_size]).double()
-        top = scores.topk(k, -1).indices                                  # (n, k)
-        mask = held >= 0
-        hit = ((top.unsqueeze(-1) == held.unsqueeze(-2)) & mask.unsqueeze(-2)).any(-1).double()
-        distinct = _distinct_per_row(held)
-        recall += float((hit.sum(-1) / distinct.clamp(max=k)).sum())
-        tdcg += float((hit * discount).sum())
-        logp = scores.log_softmax(-1).gather(-1, held.clamp(min=0))
-        ll += float(logp[mask].sum())
-        num_items += int(mask.sum())
-    n = len(observed)
-    return {"recall": recall / n, "tdcg": tdcg / n, "log_lik": ll / max(num_items, 1)}
-
-
-def _distinct_per_row(held: torch.Tensor) -> torch.Tensor:
-    """The number of distinct non-negative entries of each row of ``held`` (float64, on its
-    device): sorted, an entry counts when it differs from its left neighbour."""
-    s = held.sort(-1).values
-    new = torch.ones_like(s, dtype=torch.bool)
-    new[:, 1:] = s[:, 1:] != s[:, :-1]
-    return (new & (s >= 0)).sum(-1).double()
 
 
 class LatentCategoricalModel(CategoricalModel):
@@ -582,9 +532,11 @@ class CategoricalLatentModel(LatentCategoricalModel):
     # ---- session metrics ----------------------------------------------------------------
     @torch.no_grad()
     def scores(self, items: torch.Tensor, num_samples: int = 0) -> torch.Tensor:
-        r"""Predictive item utilities (U, P) of new sessions from their observed items: at the
-        posterior mean (``num_samples=0``) or :math:`\log\frac1S\sum_s\mathrm{softmax}(\psi(\omega_s))`
-        over S draws of :math:`q(\omega_u)` (softmax models)."""
+        r"""Predictive item scores (U, P) of new sessions from their observed items: the utilities
+        at the posterior mean (``num_samples=0``) or the predictive log-probabilities
+        :math:`\log\frac1S\sum_s p(\cdot\mid\psi(\omega_s))` over S draws of :math:`q(\omega_u)`,
+        each :math:`p` the model noise's marginal (:meth:`~pyro_ar.noise.Noise.log_marginal_all`:
+        the softmax for Gumbel noise)."""
         self.check_call(items)
         self.check_values(items)
         params = self.fitted_parameters()
@@ -593,13 +545,18 @@ class CategoricalLatentModel(LatentCategoricalModel):
         if num_samples == 0:
             return self.minibatch_utility(loc, params).full()
         omega = loc + scale * torch.randn((num_samples,) + loc.shape, dtype=loc.dtype, device=loc.device)
-        logp = self.minibatch_utility(omega, params).full().log_softmax(-1)
+        logp = self.noise.log_marginal_all(self.minibatch_utility(omega, params).full())
         return logp.logsumexp(0) - math.log(num_samples)
 
     def evaluate_sessions(self, observed: torch.Tensor, heldout: torch.Tensor, k: int = 5,
                           num_samples: int = 0, chunk_size: int = 256) -> dict:
-        """:func:`session_metrics` of :meth:`scores` (``num_samples`` draws of q, 0: its mean)."""
-        return session_metrics(lambda obs: self.scores(obs, num_samples), observed, heldout, k, chunk_size)
+        """:func:`~pyro_ar.models.sessions.session_metrics` of :meth:`scores` (``num_samples`` draws of q, 0: its mean),
+        the held-out log-likelihood under the model's noise: of the utilities at the mean, or
+        of the predictive log-probabilities (normalised, so that any noise's marginal of them
+        is not needed: their log-softmax, the Gumbel noise's, is themselves)."""
+        noise = self.noise if num_samples == 0 else "gumbel"
+        return session_metrics(lambda obs: self.scores(obs, num_samples), observed, heldout, k, chunk_size,
+                               noise)
 
     def _repr_fields(self):
         return {"P": self.num_classes, "Q": self.latent_dim, "posterior": repr(self.posterior_kind)}

@@ -46,13 +46,19 @@ likelihoods default to Monte Carlo / quadrature and override it):
   generic: :meth:`~Noise.log_cdf_derivatives` and dot products; normal: from the Mills ratio;
 * :meth:`~Noise.relaxed_log_prob` -- generic: none (``NotImplementedError``); Gumbel: the
   Concrete density;
+* :meth:`~Noise.log_marginal_rows` (labels sharing utility rows: a session's items) -- generic:
+  :meth:`~Noise.log_marginal` of the gathered rows; Gumbel: one log-softmax per row;
+* :meth:`~Noise.log_normalizer` (:math:`A` with :math:`\log p(y\mid\psi) = \psi_y - A(\psi)`,
+  which class shards combine) -- generic: ``NotImplementedError``; Gumbel: the log-sum-exp;
+* :meth:`~Noise.check_num_nodes` -- generic: the quadrature's checks; Gumbel: an integer;
 * :attr:`~pyro_ar.noise.base.Noise.closed_form` -- False; Gumbel: True.
 
-:attr:`Noise.closed_form <pyro_ar.noise.base.Noise.closed_form>` tells the layers above that
-the marginal is the softmax and the optimal local posterior of the A&R bound is
-:math:`\mathrm{Gumbel}(\log\eta, 1)`, so they can take their closed-form paths (exact
-softmax step, ``GumbelLocalGuide``, ``ClosedFormELBO``). No module outside this package asks
-which family a noise is (``tests/test_noise_switches.py``).
+:attr:`Noise.closed_form <pyro_ar.noise.base.Noise.closed_form>` says that the optimal local
+posterior of the A&R bound is :math:`\mathrm{Gumbel}(\log\eta, 1)`; the inference layer reads
+it in one place (:func:`pyro_ar.infer.local_fit.unit_gumbel_optimum`, behind ``local_q``,
+``GumbelLocalGuide`` and ``ClosedFormELBO``), the likelihood objects for ``AR.bound`` and the
+softmax baselines. No module outside this package asks which family a noise is
+(``tests/test_noise_switches.py``).
 
 The package has three modules, all re-exported here (``from pyro_ar.noise import GumbelNoise``):
 

@@ -26,7 +26,7 @@ from pyro.distributions.util import broadcast_shape
 
 from ..numerics import as_tensors, check_sample_shape, softplus
 from ..max_quadrature import marginal_offsets
-from ..quadrature import DEFAULT_NUM_NODES, log_marginal, log_marginal_all
+from ..quadrature import DEFAULT_NUM_NODES, check_quadrature_args, log_marginal, log_marginal_all
 from .distribution import NoiseDistribution
 
 __all__ = ["Noise"]
@@ -230,6 +230,46 @@ class Noise:
     def log_marginal_all(self, utility: torch.Tensor, num_nodes: int = DEFAULT_NUM_NODES) -> torch.Tensor:
         """:meth:`log_marginal` of every class, shape ``utility.shape`` (quadrature: O(K^2) per row)."""
         return log_marginal_all(utility, self, num_nodes)
+
+    def log_marginal_rows(self, utility: torch.Tensor, rows: torch.Tensor, labels: torch.Tensor,
+                          num_nodes: int = DEFAULT_NUM_NODES) -> torch.Tensor:
+        r""":math:`\log p(y_i\mid\psi_{r_i})` of ``labels`` (shape ``(B,)``) at the rows ``rows``
+        (``(B,)``) of ``utility`` (``batch + (R, K)``), where several labels may share a row (a
+        session's items; posterior draws in ``batch``): shape ``batch + (B,)``.
+
+        Generic default: :meth:`log_marginal` of the gathered rows (one quadrature per label);
+        Gumbel overrides it with one log-softmax per row, read at the labels.
+
+        Example:
+
+        >>> import torch, pyro_ar as ar
+        >>> psi, rows, y = torch.randn(2, 4, dtype=torch.float64), torch.tensor([0, 0, 1]), torch.tensor([1, 3, 2])
+        >>> lp = ar.NormalNoise().log_marginal_rows(psi, rows, y)
+        >>> torch.allclose(lp, ar.NormalNoise().log_marginal(psi[rows], y))
+        True
+        """
+        psi = utility[..., rows, :]
+        return self.log_marginal(psi, labels.expand(psi.shape[:-1]), num_nodes)
+
+    def log_normalizer(self, utility: torch.Tensor) -> torch.Tensor:
+        r""":math:`A(\psi)` with :math:`\log p(y\mid\psi) = \psi_y - A(\psi)` for every y, over the last
+        dim, where the marginal has that form (Gumbel: :math:`A = \log\sum_k e^{\psi_k}`, whose
+        class-shard sums combine by a log-sum-exp: :func:`pyro_ar.distributed.sharded_evaluate`).
+
+        Generic default: ``NotImplementedError`` -- a noise's marginal is an integral over all
+        classes at once (:meth:`log_marginal`), with no such normaliser.
+        """
+        raise NotImplementedError(
+            f"noise={self.name!r}: log p(y | psi) of this noise has no log-normaliser A(psi) with log p = "
+            "psi_y - A (only the Gumbel noise's, the log-sum-exp; softmax-only paths need noise='gumbel'); "
+            "use log_marginal / log_marginal_all")
+
+    def check_num_nodes(self, utility: torch.Tensor, num_nodes: int) -> int:
+        """``num_nodes`` of :meth:`log_marginal` checked for ``utility`` (returned as an int;
+        ``ValueError`` naming it). Generic default: the quadrature's checks
+        (:func:`pyro_ar.quadrature.check_quadrature_args`: float32/64 utilities, an integer in
+        ``[5, MAX_NUM_NODES]``); Gumbel checks the integer only (its marginal uses no nodes)."""
+        return check_quadrature_args(utility, num_nodes)
 
     def marginal_offsets(self, log_probs: torch.Tensor, tol: float = 1e-6) -> torch.Tensor:
         r"""Utilities :math:`b` (shape ``(K,)``) whose categorical marginals are ``exp(log_probs)``:

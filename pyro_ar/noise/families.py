@@ -14,11 +14,11 @@ import torch
 import pyro.distributions as dist
 from pyro.distributions.util import broadcast_shape
 
-from ..numerics import as_tensors, softmax_log_prob, softplus, uniform_open
+from ..numerics import as_tensors, check_int, softplus, uniform_open
 from ..max_quadrature import check_log_probs
-from ..quadrature import DEFAULT_NUM_NODES
+from ..quadrature import DEFAULT_NUM_NODES, MAX_NUM_NODES
 from .base import Device, Noise, Number, Shape, TorchDistribution
-from .special import _student_t_log_density, _StudentTLogCDF, log_ndtr, normal_mills_ratio
+from .special import _student_t_log_density, _StudentTLogCDF, log_ndtr, normal_mills_ratio, softmax_log_prob
 
 __all__ = ["GumbelNoise", "NormalNoise", "LogisticNoise", "LaplaceNoise", "StudentTNoise", "get_noise", "NOISE_NAMES", "NOISE_ALIASES"]
 
@@ -52,7 +52,7 @@ class GumbelNoise(Noise):
     def log_marginal(self, utility: torch.Tensor, labels: torch.Tensor,
                      num_nodes: int = DEFAULT_NUM_NODES) -> torch.Tensor:
         r""":math:`\log\mathrm{softmax}(\psi)_y` (``num_nodes`` unused; the memory-lean gradient of
-        :func:`~pyro_ar.numerics.softmax_log_prob` when the labels match the batch)."""
+        :func:`~pyro_ar.noise.special.softmax_log_prob` when the labels match the batch)."""
         if labels.shape == utility.shape[:-1]:
             return softmax_log_prob(utility, labels)
         shape = broadcast_shape(labels.shape, utility.shape[:-1])
@@ -61,6 +61,19 @@ class GumbelNoise(Noise):
 
     def log_marginal_all(self, utility: torch.Tensor, num_nodes: int = DEFAULT_NUM_NODES) -> torch.Tensor:
         return utility.log_softmax(-1)
+
+    def log_marginal_rows(self, utility: torch.Tensor, rows: torch.Tensor, labels: torch.Tensor,
+                          num_nodes: int = DEFAULT_NUM_NODES) -> torch.Tensor:
+        """One log-softmax per row of ``utility``, read at ``(rows, labels)``: O(R K), not O(B K)."""
+        return self.log_marginal_all(utility)[..., rows, labels]
+
+    def log_normalizer(self, utility: torch.Tensor) -> torch.Tensor:
+        """:math:`\\log\\sum_k e^{\\psi_k}`: the softmax's log-normaliser."""
+        return utility.logsumexp(-1)
+
+    def check_num_nodes(self, utility: torch.Tensor, num_nodes: int) -> int:
+        """An integer in ``[5, MAX_NUM_NODES]`` (unused by the log-softmax, checked as for any noise)."""
+        return check_int("num_nodes", num_nodes, low=5, high=MAX_NUM_NODES)
 
     def marginal_offsets(self, log_probs: torch.Tensor, tol: float = 1e-6) -> torch.Tensor:
         """``log_probs`` itself: the softmax of log-probabilities is the probabilities."""

@@ -6,7 +6,13 @@ r"""The special functions behind the noise families whose CDF torch lacks or com
 * standard normal (:class:`~pyro_ar.noise.NormalNoise`): :func:`log_ndtr`, :math:`\log\Phi(x)` stable
   in both tails, and :func:`normal_mills_ratio`, the inverse Mills ratio
   :math:`r = \phi/\Phi` and :math:`x + r`, from which :math:`(\log\Phi)' = r` and
-  :math:`(\log\Phi)'' = -r(x + r)` (the local fit's derivatives).
+  :math:`(\log\Phi)'' = -r(x + r)` (the local fit's derivatives);
+* Gumbel (:class:`~pyro_ar.GumbelNoise`): :func:`softmax_log_prob`, :math:`\log\mathrm{softmax}(\psi)_y`,
+  whose gradient :math:`\delta_{ky} - \mathrm{softmax}(\psi)_k` is computed in the B x K buffer
+  of the forward pass's log-softmax (one in-place ``exp`` and one in-place scaling) instead of
+  autograd's zero-filled B x K gradient of the gather plus a new B x K gradient of the
+  log-softmax: the exact softmax step is then no slower than a plain ``F.cross_entropy``
+  loop (``benchmarks/plain_loop.py``).
 
 Only :mod:`pyro_ar.noise.families` uses them; they import torch alone.
 """
@@ -16,7 +22,7 @@ import math
 import torch
 from torch.autograd.function import once_differentiable
 
-__all__ = ["log_ndtr", "normal_mills_ratio"]
+__all__ = ["log_ndtr", "normal_mills_ratio", "softmax_log_prob"]
 
 
 # ---- the Student-t density and log CDF (the special functions behind StudentTNoise)
@@ -244,3 +250,54 @@ def log_ndtr(x: torch.Tensor) -> torch.Tensor:
     if torch.is_grad_enabled() and x.requires_grad:
         return _LogNdtr.apply(x)
     return _ndtr_parts(x, True)[0]
+
+
+class _SoftmaxLogProb(torch.autograd.Function):
+    """``log_softmax(logits)[..., label]``; backward turns the saved log-softmax into the
+    gradient in place (so it supports one backward pass per forward)."""
+
+    @staticmethod
+    def forward(ctx, logits, labels):
+        logp = torch.log_softmax(logits, -1)
+        ctx.save_for_backward(logp, labels)
+        ctx.used = False
+        return logp.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        if ctx.used:
+            raise RuntimeError("softmax_log_prob supports one backward pass per forward pass (its "
+                               "B x K buffer becomes the gradient); recompute the log-probabilities "
+                               "for a second pass")
+        ctx.used = True
+        logp, labels = ctx.saved_tensors
+        g = grad.unsqueeze(-1)
+        out = logp.exp_().mul_(-g)  # -g softmax(psi), in the log-softmax's buffer
+        return out.scatter_add_(-1, labels.unsqueeze(-1), g), None
+
+
+def softmax_log_prob(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    r""":math:`\log\mathrm{softmax}(\psi)_y` for ``logits`` of shape ``batch_shape + (K,)`` and
+    int64 ``labels`` of shape ``batch_shape``, with the memory-lean backward of the module
+    docstring when ``logits`` needs a gradient (one backward pass per call; no double
+    backward). Without a gradient it is ``log_softmax`` and ``gather``.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.noise.special import softmax_log_prob
+    >>> psi = torch.randn(3, 5, requires_grad=True)
+    >>> y = torch.tensor([0, 4, 2])
+    >>> lp = softmax_log_prob(psi, y)
+    >>> torch.allclose(lp, psi.log_softmax(-1).gather(-1, y[:, None]).squeeze(-1))
+    True
+    >>> (g,) = torch.autograd.grad(lp.sum(), psi)
+    >>> torch.allclose(g, torch.nn.functional.one_hot(y, 5) - psi.softmax(-1))
+    True
+    """
+    if labels.shape != logits.shape[:-1]:
+        raise ValueError(f"labels must have shape {tuple(logits.shape[:-1])}, got {tuple(labels.shape)}")
+    if torch.is_grad_enabled() and logits.requires_grad:
+        return _SoftmaxLogProb.apply(logits, labels)
+    return logits.log_softmax(-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)

@@ -8,9 +8,18 @@ r"""Contracts to check what a user writes against: a noise, a model, a likelihoo
   :mod:`pyro_ar.likelihoods` meet, as pytest base classes (as GPyTorch ships its test bases).
 
 Everything is importable from here: ``from pyro_ar.testing import check_noise, ModelContract``.
+The contracts are imported on first use, so that without pytest the noise checks still import
+(and ``ModelContract`` raises an ``ImportError`` that names pytest).
 """
 
-from .contracts import LikelihoodContract, ModelContract
 from .noise_checks import NoiseContract, check_closed_forms, check_noise
+
+
+def __getattr__(name):
+    if name in ("ModelContract", "LikelihoodContract"):
+        from . import contracts
+
+        return getattr(contracts, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["check_noise", "check_closed_forms", "NoiseContract", "ModelContract", "LikelihoodContract"]

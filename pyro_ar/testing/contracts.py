@@ -23,8 +23,10 @@ from ..noise import Noise
 
 try:  # the contracts are pytest test classes (pyro_ar.testing.check_noise needs no pytest)
     import pytest
-except ImportError:  # pragma: no cover
-    pytest = None
+except ImportError as error:  # pragma: no cover
+    raise ImportError("pyro_ar.testing.contracts (ModelContract, LikelihoodContract) are pytest test "
+                      "classes: install pytest (pip install pytest) to use them; "
+                      "pyro_ar.testing.check_noise needs no pytest") from error
 
 __all__ = ["ModelContract", "LikelihoodContract"]
 
@@ -77,9 +79,10 @@ class ModelContract:
        it (one evaluation path); Bayesian weights (``weights="bayes"``) raise a ValueError
        naming ``bayes`` (no point estimate), and their posterior predictive log-likelihood
        over ``Predictive`` draws of the weights is finite and <= 0;
-    7. for a point-estimate model, ``log_likelihood`` is the noise's marginal
-       (``Noise.log_marginal_all``) of ``utility(x).full()`` at the labels and
-       ``evaluate``'s accuracy its argmax's;
+    7. ``log_likelihood`` is the noise's marginal (``Noise.log_marginal_all``) of
+       ``utility(x).full()`` at the labels and ``evaluate``'s accuracy its argmax's (a latent
+       model: at its first observation group's held-out entries; Bayesian weights: the
+       posterior predictive over draws is the log-mean of the marginals of ``utility(x, draw)``);
     8. ``utility(x, params=None)``: that one signature, and given parameters equal to the
        fitted ones give the same utilities;
     9. malformed inputs raise a ValueError naming them, and ``check_data`` names the first
@@ -181,7 +184,7 @@ class ModelContract:
             assert has_eps == model.likelihood.has_local_latent, \
                 f"site {name!r}: noise site present={has_eps}, likelihood {model.likelihood!r}"
 
-    def test_data_plate_is_o_of_b_and_shared_with_the_default_guide(self):
+    def test_data_plate_is_o_of_b_and_shared_with_the_default_guide(self, monkeypatch):
         model, x, y = self._case()
         args = self._train_args(model, x, y)
         svi = self._fitted(model, x, y)  # set up parameters
@@ -192,12 +195,10 @@ class ModelContract:
             assert n < N, f"torch.randperm({n}) called: O(N) work per step"
             return randperm(n, *a, **kw)
 
-        torch.randperm = small_randperm
-        try:
+        with monkeypatch.context() as patch:  # (undone when the block ends, whatever happens)
+            patch.setattr(torch, "randperm", small_randperm)
             guide_tr = poutine.trace(guide).get_trace(*args)
             model_tr = poutine.trace(poutine.replay(model, trace=guide_tr)).get_trace(*args)
-        finally:
-            torch.randperm = randperm
         plate = self._plate(model)
         idx = model_tr.nodes[plate]["value"]
         assert idx.shape == (model.subsample_size,) and idx.unique().numel() == idx.numel()
@@ -262,18 +263,59 @@ class ModelContract:
         assert math.isfinite(ll) and ll <= 1e-9, f"posterior predictive log-likelihood {ll}"
 
     def test_log_likelihood_is_the_noise_marginal_of_the_utilities(self):
-        """``log_likelihood`` is the mean of ``log p(y | psi)`` computed from the full utilities
-        by the noise's own marginal (``Noise.log_marginal_all``: the log-softmax for Gumbel,
-        quadrature otherwise), and the accuracy is that of their argmax."""
+        """``log_likelihood`` is ``log p(y | psi)`` computed from the full utilities by the
+        noise's own marginal (``Noise.log_marginal_all``: the log-softmax for Gumbel, quadrature
+        otherwise), and the accuracy is that of their argmax; for a latent model, on the held-out
+        entries of its first observation group, at the posterior mean of the latents
+        (``utility(x)``); for Bayesian weights, the posterior predictive log-likelihood over
+        ``Predictive`` draws is the log-mean of the marginals of ``utility(x, draw)``."""
         model, x, y = self._case()
-        if self._latent(model) or model.weights == "bayes":
-            pytest.skip("point-estimate models with inputs and labels")
-        self._fitted(model, x, y)
+        svi = self._fitted(model, x, y)
+        if model.weights == "bayes":
+            return self._check_predictive_is_the_noise_marginal(model, svi.guide, x, y)
+        if self._latent(model):
+            return self._check_latent_is_the_noise_marginal(model, x, y)
         full = model.utility(x).full().double()
         expected = model.noise.log_marginal_all(full).gather(-1, y[:, None]).mean().item()
         assert model.log_likelihood(x, y) == pytest.approx(expected, abs=1e-6)
         acc = (full.argmax(-1) == y).double().mean().item()
         assert model.evaluate(x, y, metrics=("accuracy",))["accuracy"] == pytest.approx(acc)
+
+    @staticmethod
+    def _check_latent_is_the_noise_marginal(model, x, y):
+        """The held-out entries of the first observation group (the columns it holds)."""
+        _, _, columns, group = model.observation_groups(torch.arange(y.shape[-1], device=y.device)[None])[0]
+        columns = columns[0]
+        yg = y[:, columns]
+        assert bool((yg >= 0).any()), "make_data() holds no held-out entry of the first observation group"
+        only = torch.full_like(y, -1)
+        only[:, columns] = yg
+        got = model.log_likelihood(x, only, reduce="none")
+        full = model.utility(x).full().double()                       # (N, 1 or T_g, K)
+        lp = model.group_likelihood(group).noise.log_marginal_all(full)
+        lp = lp.expand(yg.shape + lp.shape[-1:]).gather(-1, yg.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+        order = columns.argsort()  # (log_likelihood lists the entries in y's row-major order)
+        expected = lp[:, order][yg[:, order] >= 0]
+        torch.testing.assert_close(got.double(), expected, atol=1e-6, rtol=0)
+
+    @staticmethod
+    def _check_predictive_is_the_noise_marginal(model, guide, x, y, num_samples: int = 3):
+        from ..infer import predictive_log_likelihood
+
+        names = list(model.parameter_shapes())
+        draws = Predictive(model, guide=guide, num_samples=num_samples,
+                           return_sites=[model.prefix + n for n in names])(x)
+        marginals = []
+        for s in range(num_samples):
+            params = {n: draws[model.prefix + n][s].reshape(shape)
+                      for n, shape in model.parameter_shapes().items()}
+            full = model.utility(x, params).full().double()
+            marginals.append(model.noise.log_marginal_all(full).gather(-1, y[:, None]).squeeze(-1))
+        expected = (torch.stack(marginals).logsumexp(0) - math.log(num_samples)).mean().item()
+        features = model.eval_features(x) if hasattr(model, "eval_features") else x
+        got = predictive_log_likelihood({"weight": draws[model.prefix + "weight"], "bias": draws[model.prefix + "bias"]},
+                                        features, y, model.noise, num_samples=num_samples)["log_lik"]
+        assert got == pytest.approx(expected, abs=1e-5)
 
     def test_utility_takes_x_and_params(self):
         model, x, y = self._case()
@@ -358,8 +400,13 @@ class LikelihoodContract:
        :math:`-\mathrm{loss}` on the whole data (each unbiased for the model's bound) stays below
        :math:`\sum_n\log p(y_n\mid\psi_n)` (:meth:`~pyro_ar.models.CategoricalModel.log_likelihood`
        with ``reduce="sum"``) up to 4 standard errors of that mean (R = ``num_repeats``);
-    5. a likelihood of Gaussian utilities (``gaussian_utilities``) also trains the
-       Bayesian output layer ``NeuralClassifier(..., weights="gaussian")``.
+       A likelihood that is no bound (``is_lower_bound = False``) refuses ``bound()`` instead;
+    5. closed form against the generic path: ``bound()`` with every class equals the mean of
+       ``Trace_ELBO`` Monte Carlo estimates of the likelihood's own sites within 4 standard
+       errors (a likelihood that is no bound refuses ``bound()``);
+    6. a likelihood of Gaussian utilities (``gaussian_utilities``) also trains the
+       Bayesian output layer ``NeuralClassifier(..., weights="gaussian")``, which refuses
+       any other likelihood with a ValueError naming it.
 
     Example:
 
@@ -446,9 +493,13 @@ class LikelihoodContract:
         assert all(math.isfinite(v) for v in losses), f"losses {losses}"
 
     def test_elbo_is_below_the_exact_log_likelihood(self):
-        if not self.is_lower_bound:
-            pytest.skip(f"{type(self).__name__}: not a lower bound (is_lower_bound=False)")
         lik = self._likelihood()
+        if not self.is_lower_bound:  # then it must say so: no bound to evaluate (metrics.bound)
+            g = torch.Generator().manual_seed(self.seed)
+            with pytest.raises(ValueError, match="not a bound"):
+                lik.bound(torch.randn(self.batch_size, self.num_classes, generator=g),
+                          torch.zeros(self.batch_size, dtype=torch.long))
+            return
         model = self.make_model(lik)
         model.subsample_size = None  # the whole data: only the likelihood's own noise is left
         x, y = self.make_data()
@@ -460,14 +511,67 @@ class LikelihoodContract:
         assert mean <= exact + 4 * se + 1e-6 * abs(exact), \
             f"ELBO estimate {mean:.5g} (se {se:.3g}) above the exact log-likelihood {exact:.5g}"
 
-    def test_gaussian_utilities_train_a_bayesian_output_layer(self):
+    def test_bound_is_the_mean_of_the_generic_monte_carlo_elbo(self):
+        r"""Closed form against the generic path: :meth:`~pyro_ar.likelihoods.Likelihood.bound`
+        with every class (in closed form where the noise or the likelihood has one: the Gumbel
+        A&R bound, the log-softmax, the Bouchard and one-vs-each sums) equals the mean of R
+        Monte Carlo estimates of ``pyro.infer.Trace_ELBO`` on the likelihood's own sites (class
+        sums subsampled, the local latent drawn from a fixed q, the local optimum of
+        :func:`~pyro_ar.infer.local_fit.local_q` in the noise's family), within 4 standard
+        errors of that mean (and of the bound's own Monte Carlo error where it has one); a
+        likelihood that is no bound refuses ``bound()``."""
+        from pyro.infer import Trace_ELBO
+
+        from ..infer.local_fit import local_q
+        from ..likelihoods import DataSubsample
+        from ..utility import DenseUtility
+
         lik = self._likelihood()
-        if not getattr(lik, "gaussian_utilities", False):
-            pytest.skip("a likelihood of point utilities")
+        B, K = self.batch_size, self.num_classes
+        g = torch.Generator().manual_seed(self.seed)
+        psi = 1.5 * torch.randn(B, K, generator=g, dtype=torch.float64)
+        y = torch.randint(0, K, (B,), generator=g)
+        if not self.is_lower_bound:
+            with pytest.raises(ValueError, match="not a bound"):
+                lik.bound(psi, y)
+            return
+        d = psi.gather(-1, y[:, None]) - psi
+        q, _ = local_q(lik.noise, d, torch.ones_like(d).scatter(-1, y[:, None], 0.0))
+        loc, scale = q.loc.detach(), q.scale.detach()
+
+        def model():
+            with pyro.plate("data", B):
+                lik.sample("y", DenseUtility(psi), y, DataSubsample(None, B))
+
+        def guide():
+            if lik.has_local_latent:
+                with pyro.plate("data", B):
+                    pyro.sample("y_eps", lik.noise.distribution(loc, scale))
+
+        elbo = Trace_ELBO()
+        est = torch.tensor([-elbo.loss(model, guide) for _ in range(self.num_repeats * 10)], dtype=torch.float64)
+        store = pyro.get_param_store()
+        a = store["y_bouchard_a"].detach() if "y_bouchard_a" in store else None  # (a local a_n)
+        values, var = lik.bound(psi, y, log_eta=loc, loc=loc, scale=scale, a=a, num_samples=4096,
+                                generator=torch.Generator().manual_seed(self.seed))
+        closed, se_closed = values.sum().item(), 0.0 if var is None else var.sum().sqrt().item()
+        mean, se = est.mean().item(), est.std().item() / math.sqrt(len(est))
+        assert abs(mean - closed) <= 4 * math.hypot(se, se_closed) + 1e-9 * abs(closed), \
+            f"Monte Carlo ELBO {mean:.6g} (se {se:.3g}) against bound() {closed:.6g} (se {se_closed:.3g})"
+
+    def test_gaussian_utilities_train_a_bayesian_output_layer(self):
+        """A likelihood of Gaussian utilities trains the Bayesian output layer; one of point
+        utilities is refused by it with a ValueError naming the likelihood."""
         from ..models import NeuralClassifier
 
-        model = NeuralClassifier(torch.nn.Identity(), self.num_features, self.num_classes, likelihood=lik,
-                                 weights="gaussian", subsample_size=self.batch_size)
+        lik = self._likelihood()
+        build = lambda: NeuralClassifier(torch.nn.Identity(), self.num_features, self.num_classes,  # noqa: E731
+                                         likelihood=lik, weights="gaussian", subsample_size=self.batch_size)
+        if not getattr(lik, "gaussian_utilities", False):
+            with pytest.raises(ValueError, match=type(lik).__name__):
+                build()
+            return
+        model = build()
         x, y = self.make_data()
         svi = _svi(model, self.lr)
         losses = [svi.step(x, y) for _ in range(3)]

@@ -79,11 +79,10 @@ class _CRNGuide(ClassSubsampledNormal):
         z = self.zw[classes] if loc.dim() == 2 else self.zb[classes]
         return _FixedNormal(loc, scale, z)
 
-    def _gumbel_local(self, loc):
-        return _FixedGumbel(loc, self.ze_gumbel)
-
-    def _normal_local(self, loc, scale):
-        return _FixedNormal(loc, scale, self.ze)
+    def _local_distribution(self, q):
+        if isinstance(q, torch.distributions.Gumbel):
+            return _FixedGumbel(q.loc, self.ze_gumbel)
+        return _FixedNormal(q.loc, q.scale, self.ze)
 
     @property
     def ze_gumbel(self):

@@ -192,7 +192,7 @@ def test_exact_path_checks_utilities_through_their_log_probabilities(validation_
 
 
 def test_softmax_log_prob_allows_one_backward_pass():
-    from pyro_ar.numerics import softmax_log_prob
+    from pyro_ar.noise.special import softmax_log_prob
 
     psi = torch.randn(4, 7, dtype=torch.float64, requires_grad=True)
     y = torch.tensor([0, 6, 2, 2])

@@ -115,14 +115,26 @@ class TestCategoricalLatentGP(ModelContract):
         return x.masked_fill(target >= 0, -1), target
 
 
+class TestClassShardedLinear(LinearData, ModelContract):
+    """One process: the only shard holds every class (the sharded paths with one rank)."""
+
+    def make_model(self):
+        from pyro_ar.distributed import ClassShardedLinearClassifier
+
+        return ClassShardedLinearClassifier(D, K, num_negatives=3, subsample_size=B)
+
+
 CONTRACTS = [obj for obj in vars(sys.modules[__name__]).values()
              if inspect.isclass(obj) and issubclass(obj, ModelContract) and obj is not ModelContract]
 
 
 def test_every_model_has_a_contract():
-    """Each concrete model class of pyro_ar.models.__all__ is built by some contract's make_model()."""
+    """Each concrete model class of pyro_ar.models.__all__ and pyro_ar.distributed.__all__ is
+    built by some contract's make_model()."""
+    import pyro_ar.distributed as distributed
+
     abstract = {CategoricalModel, LatentCategoricalModel}
-    exported = {obj for obj in (getattr(models, n) for n in models.__all__)
+    exported = {obj for module in (models, distributed) for obj in (getattr(module, n) for n in module.__all__)
                 if inspect.isclass(obj) and issubclass(obj, CategoricalModel) and obj not in abstract}
     covered = set()
     for contract in CONTRACTS:

@@ -335,3 +335,34 @@ def test_mle_item_embeddings_have_no_prior_factor():
     items, _, _ = _sessions()
     _, mtr = _trace(CategoricalLatentModel(30, 2, Exact(), weights="mle"), items)
     assert "weight_prior" not in mtr.nodes
+
+
+@pytest.mark.parametrize("num_samples", [0, 3])
+def test_probit_sessions_are_evaluated_with_the_probit_marginal(num_samples):
+    """A probit latent model's session log-likelihood is that of its own noise: at the mean,
+    log p(item | scores) by the normal marginal (not the log-softmax of the utilities, which
+    differs by far more than the tolerance); with draws, the scores are log mean_s of the
+    normal marginal, normalised. The same as log_likelihood's one evaluation path."""
+    from pyro_ar.noise import get_noise
+
+    items, _, _ = _sessions()
+    model = CategoricalLatentModel(30, 2, AR("normal", negatives=SharedNegatives(5)), hidden_dim=8)
+    model(items)
+    observed, heldout = items[:, :3].clone(), items[:, 3:].clone()
+    observed[observed < 0] = 0
+    pyro.set_rng_seed(0)
+    got = model.evaluate_sessions(observed, heldout, num_samples=num_samples)["log_lik"]
+    pyro.set_rng_seed(0)
+    scores = model.scores(observed, num_samples).double()
+    mask = heldout >= 0
+    rows = torch.arange(len(heldout)).unsqueeze(-1).expand_as(heldout)[mask]
+    if num_samples:
+        assert torch.allclose(scores.logsumexp(-1), torch.zeros(len(scores), dtype=scores.dtype), atol=1e-6)
+        expected = scores[rows, heldout[mask]].mean().item()
+    else:
+        expected = get_noise("normal").log_marginal(scores[rows], heldout[mask]).mean().item()
+        assert model.log_likelihood(observed, heldout) == pytest.approx(expected, abs=1e-5)
+    softmax = scores.log_softmax(-1)[rows, heldout[mask]].mean().item()
+    assert got == pytest.approx(expected, abs=1e-6)
+    if not num_samples:
+        assert abs(softmax - expected) > 1e-4  # the softmax of probit utilities is another model

@@ -1,36 +1,6 @@
-r"""Class subsampling ("reduce"): unbiased estimates of a sum over the other classes.
-
-The augmented log-likelihood of a datapoint with label :math:`y` is a sum over classes,
-
-.. math::  S_y = \sum_{k' \ne y} g(k').
-
-A :class:`NegativeSampler` draws class indices and weights :math:`(k'_j, a_j)` such that
-:math:`\hat S_y = \sum_j a_j\, g(k'_j)` has :math:`\mathbb{E}[\hat S_y] = S_y`:
-
-* :class:`PerDatapointNegatives` -- for each datapoint, :math:`s` classes uniform without
-  replacement from :math:`\{0..K-1\}\setminus\{y\}`; :math:`a_j = (K-1)/s` (the paper's).
-* :class:`SharedNegatives` -- one set of :math:`s` classes uniform without replacement
-  from :math:`\{0..K-1\}` for the whole minibatch (so a linear utility is one matrix
-  product); :math:`a_j = K/s\cdot 1[k'_j \ne y]`.
-* :class:`ImportanceNegatives` -- :math:`s` shared draws with replacement from a proposal
-  :math:`q`; :math:`a_j = 1[k'_j \ne y] / (s\, q(k'_j))` (the draws equal to :math:`y` are
-  dropped, which keeps the estimate unbiased for the sum over :math:`k'\ne y`).
-* :class:`LabelHeadNegatives` -- stratified: the minibatch's own distinct labels (the
-  *head*, weight :math:`1[k' \ne y]`, summed exactly) plus another sampler's draw restricted to
-  the other classes (the *tail*). Frequent classes, which dominate a peaked class sum, are
-  the ones a minibatch's labels contain; a local guide uses it for its own estimate of the
-  class sum (issue 27).
-* :class:`ScreenedNegatives` -- per datapoint, :math:`M = 4s` uniform candidates ranked by
-  their current utilities (no gradient): the :math:`s/2` highest summed with weight
-  :math:`(K-1)/M`, :math:`s/2` of the others subsampled; the variance of a uniform draw of
-  :math:`M` at the cost of :math:`s` terms (probit's few dominant classes, issue 27). Its draw
-  needs the utilities (``uses_utility``), which :class:`~pyro_ar.distributions.ClassSumLikelihood`
-  passes.
-
-With ``num_negatives=None`` (or :math:`s \ge K-1`) every sampler returns all classes
-with weight :math:`1[k' \ne y]`, i.e. the exact sum. No sampler does O(K) work per call,
-except the importance sampler's O(log K) binary search per draw.
-"""
+r"""The unbiased class samplers: the record of a draw (:class:`Negatives`), the base class
+(:class:`NegativeSampler`) and the three plain draws -- uniform per datapoint, uniform shared
+by the minibatch, importance draws from a proposal (see :mod:`pyro_ar.negatives`)."""
 
 import math
 import weakref
@@ -38,23 +8,12 @@ from typing import Optional, Sequence
 
 import torch
 
-from pyro.distributions.util import broadcast_shape
+from ..numerics import check_int
+from ..subsets import sample_without_replacement
 
-from .numerics import check_int
-from .subsets import sample_without_replacement
+__all__ = ["Negatives", "NegativeSampler", "PerDatapointNegatives", "SharedNegatives", "ImportanceNegatives",
+           "DEFAULT_NUM_NEGATIVES"]
 
-__all__ = [
-    "Negatives",
-    "NegativeSampler",
-    "PerDatapointNegatives",
-    "SharedNegatives",
-    "ImportanceNegatives",
-    "LabelHeadNegatives",
-    "ScreenedNegatives",
-    "get_negative_sampler",
-    "STRATEGIES",
-    "DEFAULT_NUM_NEGATIVES",
-]
 
 #: The number of negatives of a model's default likelihood (``num_negatives="auto"``) and of
 #: the estimator: enough for a low-variance estimate, small enough that a step's cost does
@@ -334,186 +293,6 @@ class ImportanceNegatives(NegativeSampler):
         return f"{type(self).__name__}(num_negatives={self.num_negatives}{mix})"
 
 
-class LabelHeadNegatives(NegativeSampler):
-    r"""Stratified class subsample: the minibatch's labels exactly, a base sampler for the rest.
-
-    For labels :math:`y_1..y_B` the *head* :math:`H` is the set of their distinct values
-    (the ``max_head`` most frequent when there are more) and
-
-    .. math::  \hat S_{y_n} = \sum_{h\in H,\,h\ne y_n} g(h)
-               + \sum_j a_j\,1[k_j\notin H]\, g(k_j),
-
-    with :math:`(k_j, a_j)` the ``base`` sampler's draw. The base estimate is unbiased for
-    :math:`\sum_{k\ne y} g(k)`, so restricted to :math:`k\notin H` it is unbiased for the
-    tail, and :math:`\hat S` for the whole sum. Where a few frequent classes dominate the sum
-    (a peaked softmax over Zipf-like labels), a uniform base misses them in most draws and its
-    estimate is heavy-tailed; the minibatch's labels contain them with high probability, so the
-    head removes most of the variance. H depends on the labels only, never on another
-    sampler's draw, so the estimate is independent of the model's own class subsample (as a
-    local guide's must be, see :class:`~pyro_ar.infer.ConditionalLocalGuide`).
-
-    :param base: the tail's sampler (a :class:`NegativeSampler`, shared or per datapoint).
-    :param max_head: at most this many head classes (the most frequent labels of the
-        minibatch; None: all distinct labels).
-
-    Example:
-
-    >>> import torch
-    >>> from pyro_ar.negatives import LabelHeadNegatives, SharedNegatives
-    >>> neg = LabelHeadNegatives(SharedNegatives(4))(torch.tensor([7, 7, 2]), 1000)
-    >>> neg.index[:2].tolist(), neg.weight[:, :2].tolist()   # head {2, 7}: own label weighted 0
-    ([7, 2], [[0.0, 1.0], [0.0, 1.0], [1.0, 0.0]])
-    """
-
-    strategy = "label_head"
-
-    def __init__(self, base: NegativeSampler, max_head: Optional[int] = None) -> None:
-        if not isinstance(base, NegativeSampler):
-            raise ValueError(f"base must be a NegativeSampler, got base={base!r}")
-        super().__init__(base.num_negatives)
-        self.base = base
-        self.max_head = check_int("max_head", max_head, low=1, allow_none=True)
-
-    def is_exact(self, num_classes: int) -> bool:
-        return self.base.is_exact(num_classes)
-
-    def head(self, labels: torch.Tensor) -> torch.Tensor:
-        """The head classes of ``labels``: distinct, the most frequent first."""
-        values, counts = torch.unique(labels.reshape(-1), return_counts=True)
-        order = counts.argsort(descending=True, stable=True)
-        if self.max_head is not None:
-            order = order[:self.max_head]
-        return values[order]
-
-    def _sample(self, labels, num_classes):
-        head = self.head(labels)
-        tail = self.base(labels, num_classes)
-        dtype = tail.weight.dtype if tail.weight.is_floating_point() else torch.get_default_dtype()
-        head_weight = _drop_labels(head, labels, torch.ones(head.shape, dtype=dtype, device=head.device),
-                                   num_classes)
-        # the tail's draws of head classes dropped (a shared draw: one (s, |H|) comparison)
-        in_head = (tail.index.unsqueeze(-1) == head).any(-1) if tail.shared else torch.isin(tail.index, head)
-        tail_weight = tail.weight.to(dtype) * (~in_head).to(dtype)
-        tail_weight = tail_weight.expand(broadcast_shape(tail_weight.shape, labels.shape + (1,)))
-        if tail.shared:
-            index = torch.cat([head, tail.index])
-        else:
-            index = torch.cat([head.expand(labels.shape + head.shape), tail.index], -1)
-        return Negatives(index, torch.cat([head_weight, tail_weight], -1), tail.shared)
-
-    def __repr__(self):
-        return f"{type(self).__name__}(base={self.base!r}, max_head={self.max_head})"
-
-
-class ScreenedNegatives(NegativeSampler):
-    r"""Per datapoint: a larger uniform candidate set, screened by the current utilities; its
-    highest-utility classes summed, the rest subsampled.
-
-    For a datapoint with label :math:`y`: :math:`M` candidates :math:`C` uniform without
-    replacement from the :math:`K-1` other classes, their utilities :math:`\psi_c` computed
-    without gradient (no noise term: one gather), the ``exact`` = :math:`r` highest kept
-    (the *top* :math:`R \subset C`) and :math:`s - r` of the other :math:`M - r` uniformly
-    without replacement (:math:`U`):
-
-    .. math::  \hat S_y = \frac{K-1}{M}\Big(\sum_{c\in R} g(c)
-               + \frac{M-r}{s-r}\sum_{c\in U} g(c)\Big).
-
-    Given :math:`C`, :math:`R` is fixed and :math:`U` a uniform subsample of :math:`C\setminus R`,
-    so the bracket is unbiased for :math:`\sum_{c\in C} g(c)`, and :math:`C` is uniform: the
-    estimate is unbiased for :math:`\sum_{k\ne y} g(k)` for *every* function :math:`g` -- so its
-    gradient is unbiased too (the selection depends on the parameters only through the detached
-    utilities; the weights hold for any :math:`g`, hence for :math:`\nabla g`). Every noise's
-    term :math:`\log\Phi(\varepsilon + \psi_y - \psi_k)` grows with :math:`\psi_k`, so the
-    top holds the few classes that dominate the class sum (a peaked probit, whose terms fall
-    off as :math:`e^{-d^2/2}`, has few), and the subsample only the small terms: the variance of
-    a uniform draw of :math:`M` at the cost of :math:`s` terms and :math:`M` utilities (issue 27,
-    ``benchmarks/probit_convergence.py``).
-
-    The draw needs the utilities: a :class:`~pyro_ar.distributions.ClassSumLikelihood` passes
-    them (``uses_utility``); called without ``utility=`` it raises.
-
-    :param num_negatives: :math:`s`, the classes whose terms are evaluated per datapoint.
-    :param int screen: :math:`M = ` ``screen`` :math:`\times s` candidates (at most :math:`K-1`).
-    :param exact: :math:`r`, the top candidates kept (default :math:`\lfloor s/2\rfloor`;
-        :math:`0 \le r < s`).
-
-    Example:
-
-    >>> import torch
-    >>> from pyro_ar.negatives import ScreenedNegatives
-    >>> psi = torch.arange(100.0).expand(2, 100)        # class k has utility k
-    >>> neg = ScreenedNegatives(4, screen=5)(torch.tensor([3, 50]), 100, utility=psi)
-    >>> neg.index.shape, [round(a, 2) for a in neg.weight.tolist()]   # 2 of 20 on top, 2 of 18
-    (torch.Size([2, 4]), [4.95, 4.95, 44.55, 44.55])
-    >>> bool((neg.index[:, :2] >= neg.index[:, 2:].max(-1, keepdim=True).values).all())
-    True
-    """
-
-    strategy = "screened"
-    #: the draw needs the current utilities (``ClassSumLikelihood.draw_negatives`` passes them)
-    uses_utility = True
-
-    def __init__(self, num_negatives: Optional[int] = None, screen: int = 4, exact: Optional[int] = None) -> None:
-        super().__init__(num_negatives)
-        self.screen = check_int("screen", screen, low=1)
-        s = self.num_negatives
-        if exact is None:
-            exact = 0 if s is None else s // 2
-        self.exact = check_int("exact", exact, low=0)
-        if s is not None and self.exact >= s:
-            raise ValueError(f"exact must be below num_negatives={s} (the rest is subsampled), got exact={exact}")
-
-    def __call__(self, labels: torch.Tensor, num_classes: int, utility=None) -> Negatives:
-        from .utility import _validating, as_utility, check_index
-
-        num_classes = check_int("num_classes", num_classes, low=1)
-        if _validating():  # (one aminmax: labels out of range would draw from the wrong classes)
-            check_index(labels, num_classes, "labels")
-        if self.is_exact(num_classes):
-            return super().__call__(labels, num_classes)
-        if utility is None:
-            raise ValueError("ScreenedNegatives ranks its candidates by the utilities: call it with "
-                             "utility= (a ClassSumLikelihood does)")
-        utility = as_utility(utility)
-        _check_screen_utility(utility, labels, num_classes)
-        s, r = self.num_negatives, self.exact
-        m = min(self.screen * s, num_classes - 1)
-        cand = sample_without_replacement(num_classes - 1, m, labels.shape, device=labels.device)
-        cand = cand + (cand >= labels.unsqueeze(-1)).long()  # skip the label itself
-        with torch.no_grad():
-            psi = utility.gather(cand)
-        if _validating() and psi.is_floating_point() and not bool(torch.isfinite(psi).all()):
-            bad = ~torch.isfinite(psi)
-            raise ValueError(f"utility must be finite, got non-finite values {psi[bad][:5].tolist()} at the "
-                             f"screened candidates (classes {cand[bad][:5].tolist()})")
-        order = psi.argsort(-1, descending=True)
-        pick = sample_without_replacement(m - r, s - r, labels.shape, device=labels.device)
-        chosen = torch.cat([order[..., :r], order[..., r:].gather(-1, pick)], -1)
-        index = cand.gather(-1, chosen)
-        dtype = psi.dtype if psi.is_floating_point() else torch.get_default_dtype()
-        weight = torch.full((s,), (num_classes - 1) / m, dtype=dtype, device=labels.device)
-        weight[r:] *= (m - r) / (s - r)
-        return Negatives(index, weight, False)
-
-    def __repr__(self):
-        return f"{type(self).__name__}(num_negatives={self.num_negatives}, screen={self.screen}, exact={self.exact})"
-
-
-def _check_screen_utility(utility, labels: torch.Tensor, num_classes: int) -> None:
-    """The utilities ranking :class:`ScreenedNegatives`' candidates: over ``num_classes``
-    classes, one row per label (a batch shape that ``labels.shape`` broadcasts to)."""
-    if utility.num_classes != num_classes:
-        raise ValueError(f"utility must have num_classes={num_classes} classes (its last dimension), got "
-                         f"{utility.num_classes}")
-    try:
-        ok = torch.broadcast_shapes(utility.batch_shape, labels.shape) == labels.shape
-    except RuntimeError:
-        ok = False
-    if not ok:
-        raise ValueError(f"utility must have a batch shape that broadcasts to the labels' {tuple(labels.shape)}, "
-                         f"got utility of batch shape {tuple(utility.batch_shape)}")
-
-
 def _drop_labels(index: torch.Tensor, labels: torch.Tensor, weight: torch.Tensor,
                  num_classes: int) -> torch.Tensor:
     r"""``weight`` (s,) broadcast to ``labels.shape + (s,)``, 0 where ``index[j] == labels[n]``:
@@ -568,14 +347,6 @@ def _proposal_probs(proposal) -> torch.Tensor:
     return probs
 
 
-STRATEGIES = {
-    "per_datapoint": PerDatapointNegatives,
-    "shared": SharedNegatives,
-    "importance": ImportanceNegatives,
-    "screened": ScreenedNegatives,
-}
-
-
 _IMPORTANCE_CACHE = {}  # id(proposal) -> (weakref to it, its _version, num_negatives, sampler)
 _IMPORTANCE_CACHE_SIZE = 8
 
@@ -603,29 +374,3 @@ def _cached_importance_sampler(num_negatives, proposal) -> "ImportanceNegatives"
         _IMPORTANCE_CACHE.pop(next(iter(_IMPORTANCE_CACHE)))
     _IMPORTANCE_CACHE[id(proposal)] = (ref, version, num_negatives, sampler)
     return sampler
-
-
-def get_negative_sampler(strategy: str = "per_datapoint", num_negatives: Optional[int] = None,
-                         proposal: Optional[torch.Tensor] = None) -> NegativeSampler:
-    """Build a sampler from a strategy name (or pass a :class:`NegativeSampler` through).
-
-    Example:
-
-    >>> import torch
-    >>> from pyro_ar.negatives import get_negative_sampler
-    >>> sampler = get_negative_sampler("shared", 5)
-    >>> neg = sampler(torch.tensor([0, 3, 3]), 100)   # labels of a minibatch, K = 100
-    >>> neg.index.shape, neg.shared
-    (torch.Size([5]), True)
-    """
-    if isinstance(strategy, NegativeSampler):
-        return strategy
-    if strategy not in STRATEGIES:
-        raise ValueError(f"unknown strategy={strategy!r}; expected one of {list(STRATEGIES)}")
-    if strategy == "importance":
-        if proposal is None:
-            raise ValueError("strategy='importance' needs a proposal (class weights over K)")
-        return _cached_importance_sampler(num_negatives, proposal)
-    if proposal is not None:
-        raise ValueError(f"proposal is only used with strategy='importance', got strategy={strategy!r}")
-    return STRATEGIES[strategy](num_negatives)
