@@ -45,23 +45,28 @@ except ImportError:  # pragma: no cover
 
 # (the estimator's plumbing -- choose_start, recentre_fit, ... -- is private)
 __all__ = ["CENTROID_POWERS", "IDF_POWERS", "PATTERN_EVALS_PER_EPOCH", "PATTERN_PATIENCE", "calibrate_temperature",
-           "cap_held_out", "pattern_schedule", "recentre", "reweight_rows"]
+           "cap_held_out", "max_held_out", "pattern_schedule", "recentre", "reweight_rows"]
 
 #: the shared shape of the starting scorer, chosen on the held-out rows
 #: (:func:`choose_centroid_scorer`): the exponent p of the rows' idf weights and the power
 #: gamma of the centroids' norms
 IDF_POWERS = (1.0, 1.5, 2.0)
-CENTROID_POWERS = (1.0, 0.9, 0.8, 0.7)
+CENTROID_POWERS = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4)
 #: held-out rows of the weight-pattern path at most (:func:`cap_held_out`: the others train;
 #: each held-out score costs O(rows x K); 2000 gave the same test numbers on WordNet and GCIDE
 #: at 1.5 and 1.25 times the CPU, ``benchmarks/dictionary_training.py``)
 MAX_HELD_OUT = 1000
-#: held-out rows that calibrate the starting scorer's temperature
+#: ... and at most this many utilities (held-out rows x K) per score: with K = 123k classes
+#: (the WordNet synsets) 406 rows, whose scores cost as much as 1000 rows at K = 50k
+HELD_OUT_UTILITIES = 50_000_000
+#: held-out rows that calibrate the starting scorer's temperature (one number: a few hundred
+#: rows place it), at most :data:`CALIBRATION_UTILITIES` / K of them
 MAX_CALIBRATION_ROWS = 1000
+CALIBRATION_UTILITIES = 25_000_000
 #: held-out scores per epoch on the weight-pattern path (and one at the start)
 PATTERN_EVALS_PER_EPOCH = 4
 #: scores without an improvement before the weight-pattern path stops
-PATTERN_PATIENCE = 2
+PATTERN_PATIENCE = 1
 
 
 class PatternSchedule(NamedTuple):
@@ -82,7 +87,7 @@ def pattern_schedule(weight_pattern: bool, steps_per_epoch: int, patience: int) 
 
     >>> from pyro_ar.estimator._pattern_fit import pattern_schedule
     >>> pattern_schedule(True, 66, 5), pattern_schedule(False, 66, 5)
-    (PatternSchedule(eval_every=16, eval_at_start=True, patience=2), PatternSchedule(eval_every=66, eval_at_start=False, patience=5))
+    (PatternSchedule(eval_every=16, eval_at_start=True, patience=1), PatternSchedule(eval_every=66, eval_at_start=False, patience=5))
     """
     if not weight_pattern:
         return PatternSchedule(steps_per_epoch, False, patience)
@@ -143,16 +148,36 @@ def _class_sums(X, codes, K, rows):
 def _heldout_hits(X, codes, K, train_idx, rows, powers, chunk=500):
     r"""For each centroid power: the mean over the held-out ``rows`` of (top-1 hit + top-10 hit) / 2
     of the scorer :math:`x \cdot s_k / \lVert s_k\rVert^\gamma`, :math:`s_k` the sums of the
-    training rows ``train_idx`` (a class without training rows scores 0)."""
-    ST = _class_sums(X, codes, K, train_idx).T.tocsr()
-    norms = np.sqrt(np.asarray(ST.multiply(ST).sum(axis=0))).reshape(-1)
+    training rows ``train_idx`` (a class without training rows scores 0).
+
+    The rows and sums are non-negative, so a class outranks the label (score > the label's)
+    only where the sparse product :math:`u_k = x \cdot s_k` is non-zero, and only where
+    :math:`u_k > \min_\gamma u_y n_y^{-\gamma} \cdot \min_\gamma m^\gamma` (m the smallest
+    norm :math:`n_k` of a class with rows): the ranks are counted on those entries of the
+    product, never on a dense rows x K array. A row whose label scores 0 is outranked by
+    every non-zero, whatever gamma."""
+    ST = _class_sums(X, codes, K, train_idx).T.tocsr().astype(np.float32)
+    norms = np.sqrt(np.asarray(ST.multiply(ST).sum(axis=0), dtype=np.float64)).reshape(-1)
+    floor = min(float(norms[norms > 0].min(initial=1.0)) ** g for g in powers)
+    norms = np.where(norms > 0, norms, 1.0)
+    scales = [(norms ** -g).astype(np.float32) for g in powers]
     hits = np.zeros(len(powers))
     for i in range(0, len(rows), chunk):
         idx = rows[i:i + chunk]
-        U = (X[idx] @ ST).toarray().astype(np.float32)
-        for g, power in enumerate(powers):  # (a class without rows scores 0, as its utility does)
-            sc = U * np.where(norms > 0, norms, 1.0).astype(np.float32) ** -power
-            rank = (sc > sc[np.arange(len(idx)), codes[idx]][:, None]).sum(1)
+        U = sp.csr_matrix(X[idx].astype(np.float32) @ ST)
+        row_of = np.repeat(np.arange(len(idx)), np.diff(U.indptr))
+        label_u = np.zeros(len(idx), dtype=np.float32)
+        is_label = U.indices == codes[idx][row_of]
+        label_u[row_of[is_label]] = U.data[is_label]
+        missed = label_u == 0  # (outranked by each of the row's non-zeros: a hit only with < 10 of them)
+        hits += 0.5 * ((np.diff(U.indptr)[missed] < 10).sum() + (np.diff(U.indptr)[missed] < 1).sum())
+        threshold = floor * np.minimum.reduce([label_u * norms[codes[idx]].astype(np.float32) ** -g for g in powers])
+        keep = (U.data > threshold[row_of]) & ~missed[row_of]
+        k, r = U.indices[keep], row_of[keep]
+        u = U.data[keep]
+        for g, scale in enumerate(scales):  # (a class without rows scores 0, as its utility does)
+            label_score = label_u * scale[codes[idx]]
+            rank = np.bincount(r[u * scale[k] > label_score[r]], minlength=len(idx))[~missed]
             hits[g] += 0.5 * ((rank < 1).sum() + (rank < 10).sum())
     return hits / max(len(rows), 1)
 
@@ -174,7 +199,7 @@ def choose_centroid_scorer(X, codes, K: int, train_idx, val_idx, feature_scale):
             if best is None or hits > best[0]:
                 best = (hits, p, power, Xp)
     _, p, power, Xp = best
-    rows = val_idx[:MAX_CALIBRATION_ROWS]
+    rows = val_idx[:max(100, min(MAX_CALIBRATION_ROWS, CALIBRATION_UTILITIES // K))]
     ST = _class_sums(Xp, codes, K, train_idx).T.tocsr()
     norms = np.sqrt(np.asarray(ST.multiply(ST).sum(axis=0))).reshape(-1)
     U = (Xp[rows] @ ST).toarray().astype(np.float32) / np.where(norms > 0, norms, 1.0).astype(np.float32) ** power
@@ -210,11 +235,22 @@ def calibrate_temperature(U: torch.Tensor, y: torch.Tensor, start: float = 15.0,
     return T
 
 
-def cap_held_out(train_idx: np.ndarray, val_idx: np.ndarray, rng, groups=None) -> tuple:
+def max_held_out(num_classes: int) -> int:
+    """Held-out rows kept for ``num_classes`` classes: :data:`MAX_HELD_OUT`, fewer (not under
+    200) where rows x K would pass :data:`HELD_OUT_UTILITIES`.
+
+    >>> from pyro_ar.estimator._pattern_fit import max_held_out
+    >>> max_held_out(26_793), max_held_out(122_929)
+    (1000, 406)
+    """
+    return int(max(200, min(MAX_HELD_OUT, HELD_OUT_UTILITIES // max(int(num_classes), 1))))
+
+
+def cap_held_out(train_idx: np.ndarray, val_idx: np.ndarray, rng, groups=None, num_classes: int = 0) -> tuple:
     """``(train, held out)``: at most :data:`MAX_HELD_OUT` of the held-out rows ``val_idx``
-    (drawn uniformly by ``rng``) stay held out, the others join the training rows (sorted);
-    with ``groups`` (label sets: the row of each (row, label) pair) whole rows are kept or
-    returned, at most :data:`MAX_HELD_OUT` of them.
+    (:func:`max_held_out` of ``num_classes``; drawn uniformly by ``rng``) stay held out, the
+    others join the training rows (sorted); with ``groups`` (label sets: the row of each
+    (row, label) pair) whole rows are kept or returned, at most that many of them.
 
     Example:
 
@@ -224,16 +260,17 @@ def cap_held_out(train_idx: np.ndarray, val_idx: np.ndarray, rng, groups=None) -
     >>> len(train), len(held)
     (11000, 1000)
     """
+    cap = max_held_out(num_classes)
     if groups is not None:
         rows = np.unique(groups[val_idx])
-        if len(rows) <= MAX_HELD_OUT:
+        if len(rows) <= cap:
             return train_idx, val_idx
-        held = np.isin(groups[val_idx], rng.choice(rows, MAX_HELD_OUT, replace=False))
+        held = np.isin(groups[val_idx], rng.choice(rows, cap, replace=False))
         return np.sort(np.concatenate([train_idx, val_idx[~held]])), val_idx[held]
-    if len(val_idx) <= MAX_HELD_OUT:
+    if len(val_idx) <= cap:
         return train_idx, val_idx
     perm = rng.permutation(val_idx)
-    return np.sort(np.concatenate([train_idx, perm[MAX_HELD_OUT:]])), np.sort(perm[:MAX_HELD_OUT])
+    return np.sort(np.concatenate([train_idx, perm[cap:]])), np.sort(perm[:cap])
 
 
 def centroid_shape(est) -> dict:
@@ -253,7 +290,7 @@ def choose_start(est, data, train_idx, val_idx, rng):
     them (:func:`choose_centroid_scorer`; sets ``feature_scale_``, ``centroid_power_``,
     ``centroid_temperature_``, ``centroid_scorer_scores_``; ``data.X`` becomes the rows of
     the chosen idf power)."""
-    train_idx, val_idx = cap_held_out(train_idx, val_idx, rng, data.groups)
+    train_idx, val_idx = cap_held_out(train_idx, val_idx, rng, data.groups, data.K)
     if est.standardize:
         X, est.feature_scale_, est.centroid_power_, est.centroid_temperature_, est.centroid_scorer_scores_ = \
             choose_centroid_scorer(data.X, data.codes, data.K, train_idx, val_idx, est.feature_scale_)

@@ -476,15 +476,20 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         log-likelihood of the rows ``val_idx``, weighted like the data, under the live weights."""
         if val_idx is None:
             return None
-        X_val, device = data.X[val_idx], s.device
+        device, rows = s.device, None
+        if data.groups is None:
+            X_val = data.X[val_idx]
+        else:  # label sets: each held-out row's utilities once, for all its pairs
+            _, first, inverse = np.unique(data.groups[val_idx], return_index=True, return_inverse=True)
+            X_val, rows = data.X[val_idx[first]], torch.as_tensor(inverse.reshape(-1), device=device)
         y_val = torch.as_tensor(data.codes[val_idx], dtype=torch.long, device=device)
         w_val = None if data.weights is None else torch.as_tensor(data.weights[val_idx], device=device)
 
         def score():
             source = utility_source(X_val, fitted_weights(model, guide, s, self._predict_seed))
             if w_val is None:
-                return {"val_log_lik": log_likelihood(source, y_val, s.noise)}
-            lp = log_likelihood(source, y_val, s.noise, reduce="none")
+                return {"val_log_lik": log_likelihood(source, y_val, s.noise, rows=rows)}
+            lp = log_likelihood(source, y_val, s.noise, reduce="none", rows=rows)
             return {"val_log_lik": float((w_val * lp).sum() / w_val.sum().clamp(min=1e-300))}
         return score
 

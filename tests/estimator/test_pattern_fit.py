@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 import pyro_ar.estimator._training_path as training_path
 from pyro_ar import ARClassifier
-from pyro_ar.estimator._pattern_fit import choose_centroid_scorer, recentre, reweight_rows
+from pyro_ar.estimator._pattern_fit import CENTROID_POWERS, IDF_POWERS, _heldout_hits, choose_centroid_scorer, recentre, reweight_rows
 from pyro_ar.estimator._scaling import apply_scaler, fit_scaler
 from pyro_ar.estimator._training_path import pattern_and_centroids
 from pyro_ar.weight_pattern import WeightPattern
@@ -61,10 +61,31 @@ def test_the_chosen_scorer_is_the_best_of_the_grid_on_the_held_out_rows():
     val = np.arange(len(y)) % 4 == 0
     tr_idx, val_idx = np.flatnonzero(~val), np.flatnonzero(val)
     Zp, scale_p, power, T, scores = choose_centroid_scorer(Z, y, 50, tr_idx, val_idx, scale)
-    assert len(scores) == 12 and max(scores.values()) == scores[(max(scores, key=scores.get))]
+    assert len(scores) == len(IDF_POWERS) * len(CENTROID_POWERS) and max(scores.values()) == scores[(max(scores, key=scores.get))]
     best = [k for k, v in scores.items() if v == max(scores.values())][0]  # the first of the ties
     assert power == best[1] and np.allclose(scale_p, scale ** best[0])
     assert np.allclose(Zp.toarray(), apply_scaler(X, mean, scale_p, normalize_rows=True).toarray(), atol=1e-6)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(12, 40), st.integers(0, 2**31 - 1))
+def test_heldout_hits_equal_the_dense_ranks(K, seed):
+    """The held-out hits counted on the sparse product's entries equal those of the dense
+    rows x K scores (ranks: classes scoring strictly above the label; empty classes score 0)."""
+    rng = np.random.RandomState(seed)
+    X = sp.random(120, 30, density=0.15, format="csr", random_state=rng)
+    y = rng.randint(K, size=120)
+    tr, val = np.arange(80), np.arange(80, 120)
+    S = np.zeros((K, 30))
+    np.add.at(S, y[tr], X[tr].toarray())
+    norms = np.linalg.norm(S, axis=1)
+    powers = (1.0, 0.6, 0.3)
+    expected = []
+    for power in powers:
+        sc = X[val].toarray() @ S.T / np.where(norms > 0, norms, 1.0) ** power
+        rank = (sc > sc[np.arange(len(val)), y[val]][:, None]).sum(1)
+        expected.append(0.5 * ((rank < 1).mean() + (rank < 10).mean()))
+    assert np.allclose(_heldout_hits(X, y, K, tr, val, powers, chunk=7), expected)
 
 
 def test_centroid_power_scales_the_centroids():
