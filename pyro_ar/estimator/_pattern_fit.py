@@ -145,44 +145,54 @@ def _class_sums(X, codes, K, rows):
     return sp.csr_matrix(Y @ X[rows])
 
 
-def _heldout_hits(X, codes, K, train_idx, rows, powers, chunk=500):
+def _heldout_hits(X, codes, K, train_idx, rows, powers, groups=None, chunk=500):
     r"""For each centroid power: the mean over the held-out ``rows`` of (top-1 hit + top-10 hit) / 2
     of the scorer :math:`x \cdot s_k / \lVert s_k\rVert^\gamma`, :math:`s_k` the sums of the
-    training rows ``train_idx`` (a class without training rows scores 0).
+    training rows ``train_idx`` (a class without training rows scores 0); with ``groups``
+    (label sets: the row of each (row, label) pair) each held-out row's product once for all
+    its pairs.
 
     The rows and sums are non-negative, so a class outranks the label (score > the label's)
     only where the sparse product :math:`u_k = x \cdot s_k` is non-zero, and only where
     :math:`u_k > \min_\gamma u_y n_y^{-\gamma} \cdot \min_\gamma m^\gamma` (m the smallest
     norm :math:`n_k` of a class with rows): the ranks are counted on those entries of the
-    product, never on a dense rows x K array. A row whose label scores 0 is outranked by
-    every non-zero, whatever gamma."""
+    product, never on a dense rows x K array. A label scoring 0 is outranked by each of its
+    row's non-zeros, whatever gamma."""
     ST = _class_sums(X, codes, K, train_idx).T.tocsr().astype(np.float32)
     norms = np.sqrt(np.asarray(ST.multiply(ST).sum(axis=0), dtype=np.float64)).reshape(-1)
     floor = min(float(norms[norms > 0].min(initial=1.0)) ** g for g in powers)
-    norms = np.where(norms > 0, norms, 1.0)
-    scales = [(norms ** -g).astype(np.float32) for g in powers]
+    scales = [(np.where(norms > 0, norms, 1.0) ** -g).astype(np.float32) for g in powers]
+    _, first, inverse = np.unique(rows if groups is None else groups[rows], return_index=True, return_inverse=True)
+    order = np.argsort(inverse.reshape(-1), kind="stable")  # the held-out pairs by their row
+    sorted_rows = inverse.reshape(-1)[order]
     hits = np.zeros(len(powers))
-    for i in range(0, len(rows), chunk):
-        idx = rows[i:i + chunk]
-        U = sp.csr_matrix(X[idx].astype(np.float32) @ ST)
-        row_of = np.repeat(np.arange(len(idx)), np.diff(U.indptr))
-        label_u = np.zeros(len(idx), dtype=np.float32)
-        is_label = U.indices == codes[idx][row_of]
-        label_u[row_of[is_label]] = U.data[is_label]
-        missed = label_u == 0  # (outranked by each of the row's non-zeros: a hit only with < 10 of them)
-        hits += 0.5 * ((np.diff(U.indptr)[missed] < 10).sum() + (np.diff(U.indptr)[missed] < 1).sum())
-        threshold = floor * np.minimum.reduce([label_u * norms[codes[idx]].astype(np.float32) ** -g for g in powers])
-        keep = (U.data > threshold[row_of]) & ~missed[row_of]
-        k, r = U.indices[keep], row_of[keep]
-        u = U.data[keep]
+    for a in range(0, len(first), chunk):
+        b = min(len(first), a + chunk)
+        pairs = order[np.searchsorted(sorted_rows, a):np.searchsorted(sorted_rows, b)]
+        r, c = sorted_rows[np.searchsorted(sorted_rows, a):np.searchsorted(sorted_rows, b)] - a, codes[rows[pairs]]
+        U = sp.csr_matrix(X[rows[first[a:b]]].astype(np.float32) @ ST)
+        counts = np.diff(U.indptr)
+        label_u = np.asarray(U[r, c], dtype=np.float32).reshape(-1)
+        missed = label_u == 0
+        hits += 0.5 * ((counts[r[missed]] < 10).sum() + (counts[r[missed]] < 1).sum())
+        threshold = floor * np.minimum.reduce([label_u * scale[c] for scale in scales])
+        threshold[missed] = np.inf
+        row_threshold = np.full(b - a, np.inf, dtype=np.float32)
+        np.minimum.at(row_threshold, r, threshold)
+        pos = np.flatnonzero(U.data > np.repeat(row_threshold, counts))  # the entries that may outrank
+        entry_row = np.searchsorted(U.indptr, pos, side="right") - 1
+        # each kept entry once per pair of its row (the pairs of a row are consecutive in r)
+        per = np.bincount(r, minlength=b - a)[entry_row]
+        e = np.repeat(np.arange(len(pos)), per)
+        pair = np.arange(len(e)) - np.repeat(np.cumsum(per) - per, per) + np.searchsorted(r, entry_row)[e]
+        k, u = U.indices[pos][e], U.data[pos][e]
         for g, scale in enumerate(scales):  # (a class without rows scores 0, as its utility does)
-            label_score = label_u * scale[codes[idx]]
-            rank = np.bincount(r[u * scale[k] > label_score[r]], minlength=len(idx))[~missed]
+            rank = np.bincount(pair[u * scale[k] > (label_u * scale[c])[pair]], minlength=len(pairs))[~missed]
             hits[g] += 0.5 * ((rank < 1).sum() + (rank < 10).sum())
     return hits / max(len(rows), 1)
 
 
-def choose_centroid_scorer(X, codes, K: int, train_idx, val_idx, feature_scale):
+def choose_centroid_scorer(X, codes, K: int, train_idx, val_idx, feature_scale, groups=None):
     r"""``(X', feature scale', gamma, temperature, scores)``: the starting scorer's shape chosen
     on the held-out rows ``val_idx`` -- the idf exponent p in :data:`IDF_POWERS` and the
     centroid power gamma in :data:`CENTROID_POWERS` with the most held-out (top-1 + top-10)
@@ -194,7 +204,7 @@ def choose_centroid_scorer(X, codes, K: int, train_idx, val_idx, feature_scale):
     scores, best = {}, None
     for p in IDF_POWERS:
         Xp = X if p == 1.0 else reweight_rows(X, np.asarray(feature_scale, dtype=np.float64) ** (1.0 - p))
-        for power, hits in zip(CENTROID_POWERS, _heldout_hits(Xp, codes, K, train_idx, val_idx, CENTROID_POWERS)):
+        for power, hits in zip(CENTROID_POWERS, _heldout_hits(Xp, codes, K, train_idx, val_idx, CENTROID_POWERS, groups)):
             scores[(p, power)] = float(hits)
             if best is None or hits > best[0]:
                 best = (hits, p, power, Xp)
@@ -293,7 +303,8 @@ def choose_start(est, data, train_idx, val_idx, rng):
     train_idx, val_idx = cap_held_out(train_idx, val_idx, rng, data.groups, data.K)
     if est.standardize:
         X, est.feature_scale_, est.centroid_power_, est.centroid_temperature_, est.centroid_scorer_scores_ = \
-            choose_centroid_scorer(data.X, data.codes, data.K, train_idx, val_idx, est.feature_scale_)
+            choose_centroid_scorer(data.X, data.codes, data.K, train_idx, val_idx, est.feature_scale_,
+                                   data.groups)
         data = data._replace(X=X)
     return train_idx, val_idx, data
 

@@ -71,11 +71,13 @@ def test_the_chosen_scorer_is_the_best_of_the_grid_on_the_held_out_rows():
 @given(st.integers(12, 40), st.integers(0, 2**31 - 1))
 def test_heldout_hits_equal_the_dense_ranks(K, seed):
     """The held-out hits counted on the sparse product's entries equal those of the dense
-    rows x K scores (ranks: classes scoring strictly above the label; empty classes score 0)."""
+    rows x K scores (ranks: classes scoring strictly above the label; empty classes score 0),
+    label sets (a row's pairs sharing its product, ``groups``) included."""
     rng = np.random.RandomState(seed)
-    X = sp.random(120, 30, density=0.15, format="csr", random_state=rng)
-    y = rng.randint(K, size=120)
-    tr, val = np.arange(80), np.arange(80, 120)
+    groups = np.repeat(np.arange(70), rng.randint(1, 4, size=70))  # 1-3 labels per row
+    X = sp.random(70, 30, density=0.15, format="csr", random_state=rng)[groups]
+    y = rng.randint(K, size=len(groups))
+    tr, val = np.flatnonzero(groups < 45), np.flatnonzero(groups >= 45)
     S = np.zeros((K, 30))
     np.add.at(S, y[tr], X[tr].toarray())
     norms = np.linalg.norm(S, axis=1)
@@ -86,6 +88,7 @@ def test_heldout_hits_equal_the_dense_ranks(K, seed):
         rank = (sc > sc[np.arange(len(val)), y[val]][:, None]).sum(1)
         expected.append(0.5 * ((rank < 1).mean() + (rank < 10).mean()))
     assert np.allclose(_heldout_hits(X, y, K, tr, val, powers, chunk=7), expected)
+    assert np.allclose(_heldout_hits(X, y, K, tr, val, powers, groups=groups, chunk=7), expected)
 
 
 def test_centroid_power_scales_the_centroids():
