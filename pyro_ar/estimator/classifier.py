@@ -443,7 +443,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         if path.weight_pattern and self.weight_pattern_ is None:  # from the rows it trains on
             self.weight_pattern_, self.weight_loc_ = pattern_and_centroids(
                 X_train, data.codes[train_idx], data.K, **centroid_shape(self))
-        schedule = pattern_schedule(path.weight_pattern, steps_per_epoch, s.n_iter_no_change)  # _pattern_fit
+        schedule = pattern_schedule(path.weight_pattern, steps_per_epoch, s.n_iter_no_change, s.tol)  # _pattern_fit
         init = None if init is None else state_on(init, device, copy=True)
         for t in (init or {"params": {}})["params"].values():
             t.requires_grad_(True)  # as pyro.param leaves the tensors it creates
@@ -451,7 +451,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         with pyro.get_param_store().scope(init):  # a private param store for this fit
             model, guide, svi = training_svi(self, s, data.K, data.D, y, min(s.batch_size, n_train))
             early = None if val_idx is None else \
-                EarlyStopping("val_log_lik", patience=schedule.patience, min_delta=s.tol)
+                EarlyStopping("val_log_lik", patience=schedule.patience, min_delta=schedule.min_delta)
             try:
                 history = train(svi, *xs, num_steps=num_steps, eval_fn=self._scorer(data, s, val_idx, model, guide),
                                 eval_every=schedule.eval_every, log_every=schedule.eval_every,
