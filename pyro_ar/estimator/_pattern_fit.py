@@ -62,7 +62,7 @@ HELD_OUT_UTILITIES = 50_000_000
 #: held-out rows that calibrate the starting scorer's temperature (one number: a few hundred
 #: rows place it), at most :data:`CALIBRATION_UTILITIES` / K of them
 MAX_CALIBRATION_ROWS = 1000
-CALIBRATION_UTILITIES = 25_000_000
+CALIBRATION_UTILITIES = 10_000_000
 #: held-out scores per epoch on the weight-pattern path (and one at the start)
 PATTERN_EVALS_PER_EPOCH = 4
 #: scores without an improvement of at least PATTERN_MIN_DELTA nats per held-out datapoint
