@@ -51,6 +51,9 @@ __all__ = ["CENTROID_POWERS", "IDF_POWERS", "PATTERN_EVALS_PER_EPOCH", "PATTERN_
 #: (:func:`choose_centroid_scorer`): the exponent p of the rows' idf weights and the power
 #: gamma of the centroids' norms
 IDF_POWERS = (1.0, 1.5, 2.0)
+#: the weight beta of the classes' log training counts in the start's bias,
+#: :math:`b_k = \beta \log(1 + n_k)` (chosen on the held-out rows after the shape)
+BIAS_WEIGHTS = (0.0, 0.25, 0.5, 1.0)
 CENTROID_POWERS = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4)
 #: held-out rows of the weight-pattern path at most (:func:`cap_held_out`: the others train;
 #: each held-out score costs O(rows x K); 2000 gave the same test numbers on WordNet and GCIDE
@@ -62,7 +65,7 @@ HELD_OUT_UTILITIES = 50_000_000
 #: held-out rows that calibrate the starting scorer's temperature (one number: a few hundred
 #: rows place it), at most :data:`CALIBRATION_UTILITIES` / K of them
 MAX_CALIBRATION_ROWS = 1000
-CALIBRATION_UTILITIES = 10_000_000
+CALIBRATION_UTILITIES = 25_000_000
 #: held-out scores per epoch on the weight-pattern path (and one at the start)
 PATTERN_EVALS_PER_EPOCH = 4
 #: scores without an improvement of at least PATTERN_MIN_DELTA nats per held-out datapoint
@@ -201,11 +204,11 @@ def _heldout_hits(X, codes, K, train_idx, rows, powers, groups=None, chunk=500):
 
 
 def choose_centroid_scorer(X, codes, K: int, train_idx, val_idx, feature_scale, groups=None):
-    r"""``(X', feature scale', gamma, temperature, scores)``: the starting scorer's shape chosen
+    r"""``(X', feature scale', gamma, temperature, beta, scores)``: the starting scorer's shape chosen
     on the held-out rows ``val_idx`` -- the idf exponent p in :data:`IDF_POWERS` and the
     centroid power gamma in :data:`CENTROID_POWERS` with the most held-out (top-1 + top-10)
     hits / 2 of the centroid scorer of the training rows ``train_idx`` (ties: the earlier,
-    p = 1 and gamma = 1 first) --, then its temperature (:func:`calibrate_temperature`).
+    p = 1 and gamma = 1 first) --, then its bias weight beta and temperature (:func:`choose_bias`).
     ``X`` holds the tf-idf rows of the estimator's scaling (``feature_scale`` = 1 / idf), X'
     the rows of :math:`\mathrm{idf}^p` (``feature_scale ** p``); ``scores`` maps (p, gamma)
     to its held-out hits. One sparse product per p, O(|rows| x K) for each gamma."""
@@ -221,13 +224,47 @@ def choose_centroid_scorer(X, codes, K: int, train_idx, val_idx, feature_scale, 
     ST = _class_sums(Xp, codes, K, train_idx).T.tocsr()
     norms = np.sqrt(np.asarray(ST.multiply(ST).sum(axis=0))).reshape(-1)
     U = (Xp[rows] @ ST).toarray().astype(np.float32) / np.where(norms > 0, norms, 1.0).astype(np.float32) ** power
-    temperature = calibrate_temperature(torch.as_tensor(U), torch.as_tensor(codes[rows]))
-    return Xp, np.asarray(feature_scale) ** p, power, temperature, scores
+    beta, temperature, bias_scores = choose_bias(
+        torch.as_tensor(U), torch.as_tensor(codes[rows]),
+        torch.as_tensor(np.log1p(np.bincount(codes[train_idx], minlength=K))).float())
+    return Xp, np.asarray(feature_scale) ** p, power, temperature, beta, scores, bias_scores
 
 
-def calibrate_temperature(U: torch.Tensor, y: torch.Tensor, start: float = 15.0, steps: int = 20) -> float:
+def choose_bias(U: torch.Tensor, y: torch.Tensor, log_counts: torch.Tensor) -> tuple:
+    r"""``(beta, T, scores)``: the bias weight of :data:`BIAS_WEIGHTS` whose scorer
+    :math:`T U + \beta \log(1 + n_k)` has the most held-out (top-1 + top-10) hits / 2 (ties: the
+    smaller; ``scores``: beta -> hits), each with its temperature T
+    (:func:`calibrate_temperature`). Dense: U holds the (rows, K) centroid scores of the
+    held-out rows, y their labels (a bias lets a class outrank the label without sharing a
+    feature with the row). O(rows x K) per Newton step.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.estimator._pattern_fit import choose_bias
+    >>> U = torch.tensor([[1.0, 0.9], [1.0, 0.9], [0.9, 1.0]])      # the label is class 1 each time
+    >>> beta, T, scores = choose_bias(U, torch.tensor([1, 1, 1]), torch.tensor([0.0, 1.0]))
+    >>> beta, scores[0.0], scores[beta]        # a bias towards the more frequent class 1 wins
+    (0.25, 0.6666666666666666, 1.0)
+    """
+    best, rows, scores = None, torch.arange(len(y)), {}
+    for beta in BIAS_WEIGHTS:
+        bias = beta * log_counts
+        T = calibrate_temperature(U, y, bias=bias)
+        sc = T * U + bias
+        rank = (sc > sc[rows, y][:, None]).sum(1)
+        hits = 0.5 * float((rank < 1).double().mean() + (rank < 10).double().mean())
+        scores[beta] = hits
+        if best is None or hits > best[0]:
+            best = (hits, beta, T)
+    return best[1], best[2], scores
+
+
+def calibrate_temperature(U: torch.Tensor, y: torch.Tensor, start: float = 15.0, steps: int = 20,
+                          bias=None) -> float:
     r"""The temperature T > 0 that maximises the mean log-likelihood of the labels ``y`` under
-    the softmax of T U (U: (n, K) scores), by Newton's method on this concave function of T:
+    the softmax of T U + b (U: (n, K) scores, b: the (K,) ``bias``, 0 if None), by Newton's
+    method on this concave function of T:
     :math:`f'(T) = \overline{u_y - E_{p_T}[u]}`, :math:`f''(T) = -\overline{\mathrm{Var}_{p_T}[u]}`
     (kept in [1, 1000]; until a step moves T by less than 0.1 %).
 
@@ -241,7 +278,7 @@ def calibrate_temperature(U: torch.Tensor, y: torch.Tensor, start: float = 15.0,
     """
     T, rows = float(start), torch.arange(len(y))
     for _ in range(steps):
-        p = torch.softmax(T * U, dim=1)
+        p = torch.softmax(T * U if bias is None else T * U + bias, dim=1)
         mean = (p * U).sum(1)
         var = (p * U * U).sum(1) - mean ** 2
         grad, curv = float((U[rows, y] - mean).mean()), float(var.mean())
@@ -306,23 +343,35 @@ def choose_start(est, data, train_idx, val_idx, rng):
     """``(train, held out, data)`` of a fresh fit on the weight-pattern path: the held-out rows
     capped (:func:`cap_held_out`) and, with ``standardize``, the starting scorer chosen on
     them (:func:`choose_centroid_scorer`; sets ``feature_scale_``, ``centroid_power_``,
-    ``centroid_temperature_``, ``centroid_scorer_scores_``; ``data.X`` becomes the rows of
+    ``centroid_temperature_``, ``centroid_bias_`` (and its ``centroid_bias_scores_``),
+    ``centroid_scorer_scores_``; ``data.X`` becomes the rows of
     the chosen idf power)."""
     train_idx, val_idx = cap_held_out(train_idx, val_idx, rng, data.groups, data.K)
     if est.standardize:
-        X, est.feature_scale_, est.centroid_power_, est.centroid_temperature_, est.centroid_scorer_scores_ = \
+        X, est.feature_scale_, est.centroid_power_, est.centroid_temperature_, est.centroid_bias_, \
+            est.centroid_scorer_scores_, est.centroid_bias_scores_ = \
             choose_centroid_scorer(data.X, data.codes, data.K, train_idx, val_idx, est.feature_scale_,
                                    data.groups)
         data = data._replace(X=X)
     return train_idx, val_idx, data
 
 
-def recentre_fit(est, state: dict, data, name: str) -> dict:
-    """:func:`recentre` of a fit on the training split: ``est.weight_pattern_`` /
+def recentre_fit(est, state: dict, data, name: str, train_codes=None) -> dict:
+    r""":func:`recentre` of a fit on the training split: ``est.weight_pattern_`` /
     ``weight_loc_`` become those of all the rows of ``data`` and the weights ``name`` of the
-    param ``state`` move onto them (the returned state)."""
+    param ``state`` move onto them (the returned state); with a bias weight beta
+    (``est.centroid_bias_``) the bias ``name[:-6] + "bias"`` moves likewise, by
+    :math:`\beta (\log(1 + n_k) - \log(1 + n^{tr}_k))` (``train_codes``: the split's labels)."""
     from ._training_path import pattern_and_centroids
 
     train_pattern, train_loc = est.weight_pattern_, est.weight_loc_
     est.weight_pattern_, est.weight_loc_ = pattern_and_centroids(data.X, data.codes, data.K, **centroid_shape(est))
-    return recentre(state, name, train_pattern, train_loc, est.weight_pattern_, est.weight_loc_)
+    state = recentre(state, name, train_pattern, train_loc, est.weight_pattern_, est.weight_loc_)
+    beta = getattr(est, "centroid_bias_", None)
+    if beta and train_codes is not None:
+        bias_name = name[:-len("weight")] + "bias"
+        b = state["params"][bias_name]
+        shift = beta * (np.log1p(np.bincount(data.codes, minlength=data.K))
+                        - np.log1p(np.bincount(train_codes, minlength=data.K)))
+        state = {**state, "params": {**state["params"], bias_name: b.detach() + torch.as_tensor(shift).to(b)}}
+    return state

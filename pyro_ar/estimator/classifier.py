@@ -373,7 +373,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         self.feature_mean_, self.feature_scale_ = fit_scaler(
             X, self.training_path_.one_scale, idf=pattern) if self.standardize else (None, None)
         self.row_normalize_ = bool(pattern and self.standardize)
-        self.weight_pattern_ = self.centroid_power_ = self.centroid_temperature_ = None  # (_pattern_fit)
+        self.weight_pattern_ = self.centroid_power_ = self.centroid_temperature_ = self.centroid_bias_ = None
         self.likelihood_ = resolve_likelihood(s, K, D)
         self._predict_seed, self.n_partial_fits_ = None, 0
 
@@ -463,7 +463,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                 raise TrainingDiverged(f"ARClassifier(learning_rate={s.learning_rate!r}): {e}") from None
             state = global_state(model, guide)
         if split_pattern:  # _pattern_fit: onto the centroids of all the rows
-            state = recentre_fit(self, state, data, model.prefix + "weight")
+            state = recentre_fit(self, state, data, model.prefix + "weight", data.codes[train_idx])
         if bar is not None and history[-1]["step"] < num_steps:  # stopped early: its steps will not come
             set_progress_total(bar, bar.total - (num_steps - history[-1]["step"]))
         loss_curve = [r["loss"] / n_train for r in history if r["step"] > 0]

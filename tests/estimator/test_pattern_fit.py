@@ -60,7 +60,8 @@ def test_the_chosen_scorer_is_the_best_of_the_grid_on_the_held_out_rows():
     Z = apply_scaler(X, mean, scale, normalize_rows=True)
     val = np.arange(len(y)) % 4 == 0
     tr_idx, val_idx = np.flatnonzero(~val), np.flatnonzero(val)
-    Zp, scale_p, power, T, scores = choose_centroid_scorer(Z, y, 50, tr_idx, val_idx, scale)
+    Zp, scale_p, power, T, beta, scores, bias_scores = choose_centroid_scorer(Z, y, 50, tr_idx, val_idx, scale)
+    assert beta == max(bias_scores, key=bias_scores.get) and T > 0
     assert len(scores) == len(IDF_POWERS) * len(CENTROID_POWERS) and max(scores.values()) == scores[(max(scores, key=scores.get))]
     best = [k for k, v in scores.items() if v == max(scores.values())][0]  # the first of the ties
     assert power == best[1] and np.allclose(scale_p, scale ** best[0])
@@ -102,7 +103,7 @@ def test_centroid_power_scales_the_centroids():
 def test_a_fit_that_only_gets_worse_returns_its_start(small_pattern_limit):
     """A step size that wrecks W: every held-out score after the start is worse, so the fit
     keeps the start -- W at the centroids of all the rows (the held-out ones included), the
-    bias at its (tiny) initial value -- and stops after the patience."""
+    bias at its start (the chosen weight of the classes' log counts) -- and stops after the patience."""
     X, y = _few_rows_per_class(K=100, D=1000, N=400)
     clf = ARClassifier(random_state=0, learning_rate=50.0).fit(X, y)
     assert clf.training_path_.weight_pattern
@@ -113,7 +114,9 @@ def test_a_fit_that_only_gets_worse_returns_its_start(small_pattern_limit):
     pattern, loc = pattern_and_centroids(Xs, y, 100, power=clf.centroid_power_, temperature=clf.centroid_temperature_)
     assert torch.equal(clf.weight_pattern_.keys, pattern.keys)
     assert torch.allclose(clf.param_state_["params"]["weight"], loc, atol=1e-5)
-    assert clf.param_state_["params"]["bias"].abs().max() < 0.01
+    # the bias at its start, beta log(1 + n_k) of all the rows' counts (up to a constant), beta chosen
+    extra = clf.param_state_["params"]["bias"].numpy() - clf.centroid_bias_ * np.log1p(np.bincount(y, minlength=100))
+    assert clf.centroid_bias_ in (0.0, 0.25, 0.5, 1.0) and np.ptp(extra) < 0.01
 
 
 @pytest.mark.slow
