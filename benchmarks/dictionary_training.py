@@ -7,7 +7,7 @@ For each method: the test mean log-likelihood, top-1/5/10 accuracy, train CPU s
 (``time.process_time`` of ``fit``), SVI steps, and the paired differences of top-1 and
 top-10 against the centroid with their standard errors -- paired over the test rows: the
 mean and the SE of the mean of the per-row difference of hits (1 if the label is in the
-method's top k). ``--classes N`` keeps N random classes (``benchmarks.peers.subset_classes``,
+method's top k). ``--classes N`` keeps N random classes (``benchmarks.peers_data.subset_classes``,
 seed 0) for quick ablations; ``--quick`` is ``--classes 300``. A subset is small enough for
 a full-rank W, so there the estimator is made to take the weight-pattern path of the full
 sets (``FULL_RANK_MAX_BYTES`` lowered to 64 KiB for the run).
@@ -20,13 +20,13 @@ Prints one table and writes ``dictionary_training_<dataset>[_<classes>].json`` t
 
 import json
 import os
-from types import SimpleNamespace
 
 import numpy as np
 import torch
 
 from benchmarks import harness
-from benchmarks.peers import QUICK_CLASSES, fit_centroid_tfidf, load, predict_centroid_tfidf, subset_classes
+from benchmarks.peers import fit_centroid, predict_centroid
+from benchmarks.peers_data import QUICK_CLASSES, featurize, load, subset_classes
 
 KS = (1, 5, 10)
 
@@ -43,7 +43,7 @@ def ranks_of_estimator(clf, Xt, yt, chunk=1000):
 
 
 def ranks_of_centroid(model, d):
-    top, _ = predict_centroid_tfidf(model, d)
+    top, _ = predict_centroid(model, featurize(d, "tfidf"))
     hit = top == d.yt[:, None]
     return np.where(hit.any(1), hit.argmax(1), top.shape[1])
 
@@ -74,14 +74,15 @@ def main():
     env = harness.start(args)
     from pyro_ar import ARClassifier
 
-    d = load(SimpleNamespace(dataset=args.dataset, data_dir=args.data_dir, quick=False))
+    d = load(args.dataset, args.data_dir)
     classes = QUICK_CLASSES if args.quick and args.classes is None else args.classes
     if classes:
         d = subset_classes(d, classes)
         from pyro_ar.estimator import _training_path
         _training_path.FULL_RANK_MAX_BYTES = 1 << 16  # the full sets' path
+    dt = featurize(d, "tfidf")  # (the rows are made before the timed fit, as in benchmarks.peers)
     t = harness.timer().start()
-    cmodel = fit_centroid_tfidf(d, {})
+    cmodel = fit_centroid(dt, {})
     ccpu = t.cpu
     base = ranks_of_centroid(cmodel, d)
     rows = [row("centroid_tfidf", base, None, ccpu, base)]

@@ -152,6 +152,15 @@ def test_product_of_every_input_layout_equals_the_dense_product(K, D, B, seed):
     expected = x @ pw.pattern.dense(weight).T + bias
     for layout in (x, x.to_sparse(), x.to_sparse_csr()):
         torch.testing.assert_close(pw.product(layout), expected)
+    with torch.no_grad():  # no gradient asked: the compiled (scipy) product, same sums
+        assert pw._compiled_product_applies(x.to_sparse()) and not pw._compiled_product_applies(x.T.to_sparse()[None])
+        for layout in (x.to_sparse(), x.to_sparse_csr()):
+            torch.testing.assert_close(pw.product(layout), expected)
+        weight.mul_(-2.0)  # an in-place update: W^T is rebuilt, not read from the last call
+        torch.testing.assert_close(pw.product(x.to_sparse()), x @ pw.pattern.dense(weight).T + bias)
+        weight.div_(-2.0)
+        pw32 = PatternWeights(pw.pattern, weight.float(), bias.float())
+        torch.testing.assert_close(pw32.product(x.float().to_sparse()), expected.float(), rtol=1e-5, atol=1e-5)
     cotangent = torch.randn(B, K, dtype=torch.float64, generator=g)
     grad_sparse, = torch.autograd.grad((pw.product(x.to_sparse()) * cotangent).sum(), weight)
     grad_dense, = torch.autograd.grad((expected * cotangent).sum(), weight)

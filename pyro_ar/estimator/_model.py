@@ -37,6 +37,9 @@ def training_svi(est, s, K, D, y, batch_size):
     # draws: with a few rows for every class the centroids rank the classes better alone)
     bias_init = (log_freq - log_freq.mean()).float() if (path.sparse_inputs or path.rank) \
         and (not path.weight_pattern or path.strategy == "importance") else None
+    beta = getattr(est, "centroid_bias_", None) if path.weight_pattern else None
+    if beta:  # the pattern path's start: beta log(1 + n_k) chosen on held-out rows (_pattern_fit.choose_bias)
+        bias_init = (beta * (log_freq - log_freq.mean())).float()
     negatives = dict(num_negatives=None if s.num_negatives is None else min(s.num_negatives, K - 1),
                      strategy=s.strategy, proposal=proposal) if est.likelihood_ != "exact" else {}
     model = linear_model(est, s, K, D, **negatives, subsample_size=batch_size, likelihood=est.likelihood_,

@@ -8,8 +8,8 @@ that is already good (the tf-idf nearest centroid). Training may only add to it,
 * the fit holds out ``validation_fraction`` of the rows (:func:`pattern_schedule`: always on
   this path, whatever ``early_stopping``), scores their log-likelihood at the start and
   :data:`PATTERN_EVALS_PER_EPOCH` times per epoch, stops after :data:`PATTERN_PATIENCE`
-  scores without an improvement and keeps the best weights -- the starting point included,
-  so the model returned is never worse on the held-out rows than the centroids it starts
+  scores without an improvement of :data:`PATTERN_MIN_DELTA` and keeps the best weights --
+  the starting point included, so the model returned is never worse on the held-out rows than the centroids it starts
   from; the number of steps is the validation's, at most ``PATTERN_MAX_EPOCHS`` epochs;
 * the centroids of the training split miss the held-out rows, so at the end the fit is
   moved onto the centroids of all the rows (:func:`recentre`): with :math:`W^*` the kept
@@ -44,49 +44,65 @@ except ImportError:  # pragma: no cover
     sp = None
 
 # (the estimator's plumbing -- choose_start, recentre_fit, ... -- is private)
-__all__ = ["CENTROID_POWERS", "IDF_POWERS", "PATTERN_EVALS_PER_EPOCH", "PATTERN_PATIENCE", "calibrate_temperature",
-           "cap_held_out", "pattern_schedule", "recentre", "reweight_rows"]
+__all__ = ["CENTROID_POWERS", "IDF_POWERS", "PATTERN_EVALS_PER_EPOCH", "PATTERN_MIN_DELTA", "PATTERN_PATIENCE", "calibrate_temperature",
+           "cap_held_out", "max_held_out", "pattern_schedule", "recentre", "reweight_rows"]
 
 #: the shared shape of the starting scorer, chosen on the held-out rows
 #: (:func:`choose_centroid_scorer`): the exponent p of the rows' idf weights and the power
 #: gamma of the centroids' norms
 IDF_POWERS = (1.0, 1.5, 2.0)
-CENTROID_POWERS = (1.0, 0.9, 0.8, 0.7)
+#: the weight beta of the classes' log training counts in the start's bias,
+#: :math:`b_k = \beta \log(1 + n_k)` (chosen on the held-out rows after the shape)
+BIAS_WEIGHTS = (0.0, 0.25, 0.5, 1.0)
+CENTROID_POWERS = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4)
 #: held-out rows of the weight-pattern path at most (:func:`cap_held_out`: the others train;
 #: each held-out score costs O(rows x K); 2000 gave the same test numbers on WordNet and GCIDE
 #: at 1.5 and 1.25 times the CPU, ``benchmarks/dictionary_training.py``)
 MAX_HELD_OUT = 1000
-#: held-out rows that calibrate the starting scorer's temperature
+#: ... and at most this many utilities (held-out rows x K) per score: with K = 123k classes
+#: (the WordNet synsets) 406 rows, whose scores cost as much as 1000 rows at K = 50k
+HELD_OUT_UTILITIES = 50_000_000
+#: held-out rows that calibrate the starting scorer's temperature (one number: a few hundred
+#: rows place it), at most :data:`CALIBRATION_UTILITIES` / K of them
 MAX_CALIBRATION_ROWS = 1000
+CALIBRATION_UTILITIES = 25_000_000
 #: held-out scores per epoch on the weight-pattern path (and one at the start)
 PATTERN_EVALS_PER_EPOCH = 4
-#: scores without an improvement before the weight-pattern path stops
-PATTERN_PATIENCE = 2
+#: scores without an improvement of at least PATTERN_MIN_DELTA nats per held-out datapoint
+#: before the weight-pattern path stops (an improvement below it is not worth a quarter epoch
+#: and one more score: the WordNet synsets' first 40 steps gain 4e-4)
+PATTERN_PATIENCE = 1
+PATTERN_MIN_DELTA = 1e-3
 
 
 class PatternSchedule(NamedTuple):
     """How a fit evaluates its held-out rows: every ``eval_every`` steps, at the start or not,
-    stopping after ``patience`` scores without an improvement."""
+    stopping after ``patience`` scores without an improvement of at least ``min_delta``."""
 
     eval_every: int
     eval_at_start: bool
     patience: int
+    min_delta: float
 
 
-def pattern_schedule(weight_pattern: bool, steps_per_epoch: int, patience: int) -> PatternSchedule:
+def pattern_schedule(weight_pattern: bool, steps_per_epoch: int, patience: int, tol: float = 1e-4) -> PatternSchedule:
     """The evaluation schedule of a fit: the weight-pattern path's (:data:`PATTERN_EVALS_PER_EPOCH`
-    scores per epoch, the start scored, :data:`PATTERN_PATIENCE`), else once per epoch with
-    the estimator's ``patience`` (``n_iter_no_change``).
+    scores per epoch, the start scored, :data:`PATTERN_PATIENCE`, improvements of at least
+    :data:`PATTERN_MIN_DELTA` or ``tol``), else once per epoch with the estimator's
+    ``patience`` (``n_iter_no_change``) and ``tol``.
 
     Example:
 
     >>> from pyro_ar.estimator._pattern_fit import pattern_schedule
-    >>> pattern_schedule(True, 66, 5), pattern_schedule(False, 66, 5)
-    (PatternSchedule(eval_every=16, eval_at_start=True, patience=2), PatternSchedule(eval_every=66, eval_at_start=False, patience=5))
+    >>> pattern_schedule(True, 66, 5)
+    PatternSchedule(eval_every=16, eval_at_start=True, patience=1, min_delta=0.001)
+    >>> pattern_schedule(False, 66, 5)
+    PatternSchedule(eval_every=66, eval_at_start=False, patience=5, min_delta=0.0001)
     """
     if not weight_pattern:
-        return PatternSchedule(steps_per_epoch, False, patience)
-    return PatternSchedule(max(1, steps_per_epoch // PATTERN_EVALS_PER_EPOCH), True, PATTERN_PATIENCE)
+        return PatternSchedule(steps_per_epoch, False, patience, tol)
+    return PatternSchedule(max(1, steps_per_epoch // PATTERN_EVALS_PER_EPOCH), True, PATTERN_PATIENCE,
+                           max(tol, PATTERN_MIN_DELTA))
 
 
 def recentre(state: dict, name: str, train_pattern, train_loc: torch.Tensor, pattern, loc: torch.Tensor) -> dict:
@@ -140,51 +156,115 @@ def _class_sums(X, codes, K, rows):
     return sp.csr_matrix(Y @ X[rows])
 
 
-def _heldout_hits(X, codes, K, train_idx, rows, powers, chunk=500):
+def _heldout_hits(X, codes, K, train_idx, rows, powers, groups=None, chunk=500):
     r"""For each centroid power: the mean over the held-out ``rows`` of (top-1 hit + top-10 hit) / 2
     of the scorer :math:`x \cdot s_k / \lVert s_k\rVert^\gamma`, :math:`s_k` the sums of the
-    training rows ``train_idx`` (a class without training rows scores 0)."""
-    ST = _class_sums(X, codes, K, train_idx).T.tocsr()
-    norms = np.sqrt(np.asarray(ST.multiply(ST).sum(axis=0))).reshape(-1)
+    training rows ``train_idx`` (a class without training rows scores 0); with ``groups``
+    (label sets: the row of each (row, label) pair) each held-out row's product once for all
+    its pairs.
+
+    The rows and sums are non-negative, so a class outranks the label (score > the label's)
+    only where the sparse product :math:`u_k = x \cdot s_k` is non-zero, and only where
+    :math:`u_k > \min_\gamma u_y n_y^{-\gamma} \cdot \min_\gamma m^\gamma` (m the smallest
+    norm :math:`n_k` of a class with rows): the ranks are counted on those entries of the
+    product, never on a dense rows x K array. A label scoring 0 is outranked by each of its
+    row's non-zeros, whatever gamma."""
+    ST = _class_sums(X, codes, K, train_idx).T.tocsr().astype(np.float32)
+    norms = np.sqrt(np.asarray(ST.multiply(ST).sum(axis=0), dtype=np.float64)).reshape(-1)
+    floor = min(float(norms[norms > 0].min(initial=1.0)) ** g for g in powers)
+    scales = [(np.where(norms > 0, norms, 1.0) ** -g).astype(np.float32) for g in powers]
+    _, first, inverse = np.unique(rows if groups is None else groups[rows], return_index=True, return_inverse=True)
+    order = np.argsort(inverse.reshape(-1), kind="stable")  # the held-out pairs by their row
+    sorted_rows = inverse.reshape(-1)[order]
     hits = np.zeros(len(powers))
-    for i in range(0, len(rows), chunk):
-        idx = rows[i:i + chunk]
-        U = (X[idx] @ ST).toarray().astype(np.float32)
-        for g, power in enumerate(powers):  # (a class without rows scores 0, as its utility does)
-            sc = U * np.where(norms > 0, norms, 1.0).astype(np.float32) ** -power
-            rank = (sc > sc[np.arange(len(idx)), codes[idx]][:, None]).sum(1)
+    for a in range(0, len(first), chunk):
+        b = min(len(first), a + chunk)
+        pairs = order[np.searchsorted(sorted_rows, a):np.searchsorted(sorted_rows, b)]
+        r, c = sorted_rows[np.searchsorted(sorted_rows, a):np.searchsorted(sorted_rows, b)] - a, codes[rows[pairs]]
+        U = sp.csr_matrix(X[rows[first[a:b]]].astype(np.float32) @ ST)
+        counts = np.diff(U.indptr)
+        label_u = np.asarray(U[r, c], dtype=np.float32).reshape(-1)
+        missed = label_u == 0
+        hits += 0.5 * ((counts[r[missed]] < 10).sum() + (counts[r[missed]] < 1).sum())
+        threshold = floor * np.minimum.reduce([label_u * scale[c] for scale in scales])
+        threshold[missed] = np.inf
+        row_threshold = np.full(b - a, np.inf, dtype=np.float32)
+        np.minimum.at(row_threshold, r, threshold)
+        pos = np.flatnonzero(U.data > np.repeat(row_threshold, counts))  # the entries that may outrank
+        entry_row = np.searchsorted(U.indptr, pos, side="right") - 1
+        # each kept entry once per pair of its row (the pairs of a row are consecutive in r)
+        per = np.bincount(r, minlength=b - a)[entry_row]
+        e = np.repeat(np.arange(len(pos)), per)
+        pair = np.arange(len(e)) - np.repeat(np.cumsum(per) - per, per) + np.searchsorted(r, entry_row)[e]
+        k, u = U.indices[pos][e], U.data[pos][e]
+        for g, scale in enumerate(scales):  # (a class without rows scores 0, as its utility does)
+            rank = np.bincount(pair[u * scale[k] > (label_u * scale[c])[pair]], minlength=len(pairs))[~missed]
             hits[g] += 0.5 * ((rank < 1).sum() + (rank < 10).sum())
     return hits / max(len(rows), 1)
 
 
-def choose_centroid_scorer(X, codes, K: int, train_idx, val_idx, feature_scale):
-    r"""``(X', feature scale', gamma, temperature, scores)``: the starting scorer's shape chosen
+def choose_centroid_scorer(X, codes, K: int, train_idx, val_idx, feature_scale, groups=None):
+    r"""``(X', feature scale', gamma, temperature, beta, scores)``: the starting scorer's shape chosen
     on the held-out rows ``val_idx`` -- the idf exponent p in :data:`IDF_POWERS` and the
     centroid power gamma in :data:`CENTROID_POWERS` with the most held-out (top-1 + top-10)
     hits / 2 of the centroid scorer of the training rows ``train_idx`` (ties: the earlier,
-    p = 1 and gamma = 1 first) --, then its temperature (:func:`calibrate_temperature`).
+    p = 1 and gamma = 1 first) --, then its bias weight beta and temperature (:func:`choose_bias`).
     ``X`` holds the tf-idf rows of the estimator's scaling (``feature_scale`` = 1 / idf), X'
     the rows of :math:`\mathrm{idf}^p` (``feature_scale ** p``); ``scores`` maps (p, gamma)
     to its held-out hits. One sparse product per p, O(|rows| x K) for each gamma."""
     scores, best = {}, None
     for p in IDF_POWERS:
         Xp = X if p == 1.0 else reweight_rows(X, np.asarray(feature_scale, dtype=np.float64) ** (1.0 - p))
-        for power, hits in zip(CENTROID_POWERS, _heldout_hits(Xp, codes, K, train_idx, val_idx, CENTROID_POWERS)):
+        for power, hits in zip(CENTROID_POWERS, _heldout_hits(Xp, codes, K, train_idx, val_idx, CENTROID_POWERS, groups)):
             scores[(p, power)] = float(hits)
             if best is None or hits > best[0]:
                 best = (hits, p, power, Xp)
     _, p, power, Xp = best
-    rows = val_idx[:MAX_CALIBRATION_ROWS]
+    rows = val_idx[:max(100, min(MAX_CALIBRATION_ROWS, CALIBRATION_UTILITIES // K))]
     ST = _class_sums(Xp, codes, K, train_idx).T.tocsr()
     norms = np.sqrt(np.asarray(ST.multiply(ST).sum(axis=0))).reshape(-1)
     U = (Xp[rows] @ ST).toarray().astype(np.float32) / np.where(norms > 0, norms, 1.0).astype(np.float32) ** power
-    temperature = calibrate_temperature(torch.as_tensor(U), torch.as_tensor(codes[rows]))
-    return Xp, np.asarray(feature_scale) ** p, power, temperature, scores
+    beta, temperature, bias_scores = choose_bias(
+        torch.as_tensor(U), torch.as_tensor(codes[rows]),
+        torch.as_tensor(np.log1p(np.bincount(codes[train_idx], minlength=K))).float())
+    return Xp, np.asarray(feature_scale) ** p, power, temperature, beta, scores, bias_scores
 
 
-def calibrate_temperature(U: torch.Tensor, y: torch.Tensor, start: float = 15.0, steps: int = 20) -> float:
+def choose_bias(U: torch.Tensor, y: torch.Tensor, log_counts: torch.Tensor) -> tuple:
+    r"""``(beta, T, scores)``: the bias weight of :data:`BIAS_WEIGHTS` whose scorer
+    :math:`T U + \beta \log(1 + n_k)` has the most held-out (top-1 + top-10) hits / 2 (ties: the
+    smaller; ``scores``: beta -> hits), each with its temperature T
+    (:func:`calibrate_temperature`). Dense: U holds the (rows, K) centroid scores of the
+    held-out rows, y their labels (a bias lets a class outrank the label without sharing a
+    feature with the row). O(rows x K) per Newton step.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.estimator._pattern_fit import choose_bias
+    >>> U = torch.tensor([[1.0, 0.9], [1.0, 0.9], [0.9, 1.0]])      # the label is class 1 each time
+    >>> beta, T, scores = choose_bias(U, torch.tensor([1, 1, 1]), torch.tensor([0.0, 1.0]))
+    >>> beta, scores[0.0], scores[beta]        # a bias towards the more frequent class 1 wins
+    (0.25, 0.6666666666666666, 1.0)
+    """
+    best, rows, scores = None, torch.arange(len(y)), {}
+    for beta in BIAS_WEIGHTS:
+        bias = beta * log_counts
+        T = calibrate_temperature(U, y, bias=bias)
+        sc = T * U + bias
+        rank = (sc > sc[rows, y][:, None]).sum(1)
+        hits = 0.5 * float((rank < 1).double().mean() + (rank < 10).double().mean())
+        scores[beta] = hits
+        if best is None or hits > best[0]:
+            best = (hits, beta, T)
+    return best[1], best[2], scores
+
+
+def calibrate_temperature(U: torch.Tensor, y: torch.Tensor, start: float = 15.0, steps: int = 20,
+                          bias=None) -> float:
     r"""The temperature T > 0 that maximises the mean log-likelihood of the labels ``y`` under
-    the softmax of T U (U: (n, K) scores), by Newton's method on this concave function of T:
+    the softmax of T U + b (U: (n, K) scores, b: the (K,) ``bias``, 0 if None), by Newton's
+    method on this concave function of T:
     :math:`f'(T) = \overline{u_y - E_{p_T}[u]}`, :math:`f''(T) = -\overline{\mathrm{Var}_{p_T}[u]}`
     (kept in [1, 1000]; until a step moves T by less than 0.1 %).
 
@@ -198,7 +278,7 @@ def calibrate_temperature(U: torch.Tensor, y: torch.Tensor, start: float = 15.0,
     """
     T, rows = float(start), torch.arange(len(y))
     for _ in range(steps):
-        p = torch.softmax(T * U, dim=1)
+        p = torch.softmax(T * U if bias is None else T * U + bias, dim=1)
         mean = (p * U).sum(1)
         var = (p * U * U).sum(1) - mean ** 2
         grad, curv = float((U[rows, y] - mean).mean()), float(var.mean())
@@ -210,11 +290,22 @@ def calibrate_temperature(U: torch.Tensor, y: torch.Tensor, start: float = 15.0,
     return T
 
 
-def cap_held_out(train_idx: np.ndarray, val_idx: np.ndarray, rng, groups=None) -> tuple:
+def max_held_out(num_classes: int) -> int:
+    """Held-out rows kept for ``num_classes`` classes: :data:`MAX_HELD_OUT`, fewer (not under
+    200) where rows x K would pass :data:`HELD_OUT_UTILITIES`.
+
+    >>> from pyro_ar.estimator._pattern_fit import max_held_out
+    >>> max_held_out(26_793), max_held_out(122_929)
+    (1000, 406)
+    """
+    return int(max(200, min(MAX_HELD_OUT, HELD_OUT_UTILITIES // max(int(num_classes), 1))))
+
+
+def cap_held_out(train_idx: np.ndarray, val_idx: np.ndarray, rng, groups=None, num_classes: int = 0) -> tuple:
     """``(train, held out)``: at most :data:`MAX_HELD_OUT` of the held-out rows ``val_idx``
-    (drawn uniformly by ``rng``) stay held out, the others join the training rows (sorted);
-    with ``groups`` (label sets: the row of each (row, label) pair) whole rows are kept or
-    returned, at most :data:`MAX_HELD_OUT` of them.
+    (:func:`max_held_out` of ``num_classes``; drawn uniformly by ``rng``) stay held out, the
+    others join the training rows (sorted); with ``groups`` (label sets: the row of each
+    (row, label) pair) whole rows are kept or returned, at most that many of them.
 
     Example:
 
@@ -224,16 +315,17 @@ def cap_held_out(train_idx: np.ndarray, val_idx: np.ndarray, rng, groups=None) -
     >>> len(train), len(held)
     (11000, 1000)
     """
+    cap = max_held_out(num_classes)
     if groups is not None:
         rows = np.unique(groups[val_idx])
-        if len(rows) <= MAX_HELD_OUT:
+        if len(rows) <= cap:
             return train_idx, val_idx
-        held = np.isin(groups[val_idx], rng.choice(rows, MAX_HELD_OUT, replace=False))
+        held = np.isin(groups[val_idx], rng.choice(rows, cap, replace=False))
         return np.sort(np.concatenate([train_idx, val_idx[~held]])), val_idx[held]
-    if len(val_idx) <= MAX_HELD_OUT:
+    if len(val_idx) <= cap:
         return train_idx, val_idx
     perm = rng.permutation(val_idx)
-    return np.sort(np.concatenate([train_idx, perm[MAX_HELD_OUT:]])), np.sort(perm[:MAX_HELD_OUT])
+    return np.sort(np.concatenate([train_idx, perm[cap:]])), np.sort(perm[:cap])
 
 
 def centroid_shape(est) -> dict:
@@ -251,22 +343,35 @@ def choose_start(est, data, train_idx, val_idx, rng):
     """``(train, held out, data)`` of a fresh fit on the weight-pattern path: the held-out rows
     capped (:func:`cap_held_out`) and, with ``standardize``, the starting scorer chosen on
     them (:func:`choose_centroid_scorer`; sets ``feature_scale_``, ``centroid_power_``,
-    ``centroid_temperature_``, ``centroid_scorer_scores_``; ``data.X`` becomes the rows of
+    ``centroid_temperature_``, ``centroid_bias_`` (and its ``centroid_bias_scores_``),
+    ``centroid_scorer_scores_``; ``data.X`` becomes the rows of
     the chosen idf power)."""
-    train_idx, val_idx = cap_held_out(train_idx, val_idx, rng, data.groups)
+    train_idx, val_idx = cap_held_out(train_idx, val_idx, rng, data.groups, data.K)
     if est.standardize:
-        X, est.feature_scale_, est.centroid_power_, est.centroid_temperature_, est.centroid_scorer_scores_ = \
-            choose_centroid_scorer(data.X, data.codes, data.K, train_idx, val_idx, est.feature_scale_)
+        X, est.feature_scale_, est.centroid_power_, est.centroid_temperature_, est.centroid_bias_, \
+            est.centroid_scorer_scores_, est.centroid_bias_scores_ = \
+            choose_centroid_scorer(data.X, data.codes, data.K, train_idx, val_idx, est.feature_scale_,
+                                   data.groups)
         data = data._replace(X=X)
     return train_idx, val_idx, data
 
 
-def recentre_fit(est, state: dict, data, name: str) -> dict:
-    """:func:`recentre` of a fit on the training split: ``est.weight_pattern_`` /
+def recentre_fit(est, state: dict, data, name: str, train_codes=None) -> dict:
+    r""":func:`recentre` of a fit on the training split: ``est.weight_pattern_`` /
     ``weight_loc_`` become those of all the rows of ``data`` and the weights ``name`` of the
-    param ``state`` move onto them (the returned state)."""
+    param ``state`` move onto them (the returned state); with a bias weight beta
+    (``est.centroid_bias_``) the bias ``name[:-6] + "bias"`` moves likewise, by
+    :math:`\beta (\log(1 + n_k) - \log(1 + n^{tr}_k))` (``train_codes``: the split's labels)."""
     from ._training_path import pattern_and_centroids
 
     train_pattern, train_loc = est.weight_pattern_, est.weight_loc_
     est.weight_pattern_, est.weight_loc_ = pattern_and_centroids(data.X, data.codes, data.K, **centroid_shape(est))
-    return recentre(state, name, train_pattern, train_loc, est.weight_pattern_, est.weight_loc_)
+    state = recentre(state, name, train_pattern, train_loc, est.weight_pattern_, est.weight_loc_)
+    beta = getattr(est, "centroid_bias_", None)
+    if beta and train_codes is not None:
+        bias_name = name[:-len("weight")] + "bias"
+        b = state["params"][bias_name]
+        shift = beta * (np.log1p(np.bincount(data.codes, minlength=data.K))
+                        - np.log1p(np.bincount(train_codes, minlength=data.K)))
+        state = {**state, "params": {**state["params"], bias_name: b.detach() + torch.as_tensor(shift).to(b)}}
+    return state

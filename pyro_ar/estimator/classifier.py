@@ -373,7 +373,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         self.feature_mean_, self.feature_scale_ = fit_scaler(
             X, self.training_path_.one_scale, idf=pattern) if self.standardize else (None, None)
         self.row_normalize_ = bool(pattern and self.standardize)
-        self.weight_pattern_ = self.centroid_power_ = self.centroid_temperature_ = None  # (_pattern_fit)
+        self.weight_pattern_ = self.centroid_power_ = self.centroid_temperature_ = self.centroid_bias_ = None
         self.likelihood_ = resolve_likelihood(s, K, D)
         self._predict_seed, self.n_partial_fits_ = None, 0
 
@@ -443,7 +443,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         if path.weight_pattern and self.weight_pattern_ is None:  # from the rows it trains on
             self.weight_pattern_, self.weight_loc_ = pattern_and_centroids(
                 X_train, data.codes[train_idx], data.K, **centroid_shape(self))
-        schedule = pattern_schedule(path.weight_pattern, steps_per_epoch, s.n_iter_no_change)  # _pattern_fit
+        schedule = pattern_schedule(path.weight_pattern, steps_per_epoch, s.n_iter_no_change, s.tol)  # _pattern_fit
         init = None if init is None else state_on(init, device, copy=True)
         for t in (init or {"params": {}})["params"].values():
             t.requires_grad_(True)  # as pyro.param leaves the tensors it creates
@@ -451,7 +451,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         with pyro.get_param_store().scope(init):  # a private param store for this fit
             model, guide, svi = training_svi(self, s, data.K, data.D, y, min(s.batch_size, n_train))
             early = None if val_idx is None else \
-                EarlyStopping("val_log_lik", patience=schedule.patience, min_delta=s.tol)
+                EarlyStopping("val_log_lik", patience=schedule.patience, min_delta=schedule.min_delta)
             try:
                 history = train(svi, *xs, num_steps=num_steps, eval_fn=self._scorer(data, s, val_idx, model, guide),
                                 eval_every=schedule.eval_every, log_every=schedule.eval_every,
@@ -463,7 +463,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                 raise TrainingDiverged(f"ARClassifier(learning_rate={s.learning_rate!r}): {e}") from None
             state = global_state(model, guide)
         if split_pattern:  # _pattern_fit: onto the centroids of all the rows
-            state = recentre_fit(self, state, data, model.prefix + "weight")
+            state = recentre_fit(self, state, data, model.prefix + "weight", data.codes[train_idx])
         if bar is not None and history[-1]["step"] < num_steps:  # stopped early: its steps will not come
             set_progress_total(bar, bar.total - (num_steps - history[-1]["step"]))
         loss_curve = [r["loss"] / n_train for r in history if r["step"] > 0]
@@ -476,15 +476,20 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         log-likelihood of the rows ``val_idx``, weighted like the data, under the live weights."""
         if val_idx is None:
             return None
-        X_val, device = data.X[val_idx], s.device
+        device, rows = s.device, None
+        if data.groups is None:
+            X_val = data.X[val_idx]
+        else:  # label sets: each held-out row's utilities once, for all its pairs
+            _, first, inverse = np.unique(data.groups[val_idx], return_index=True, return_inverse=True)
+            X_val, rows = data.X[val_idx[first]], torch.as_tensor(inverse.reshape(-1), device=device)
         y_val = torch.as_tensor(data.codes[val_idx], dtype=torch.long, device=device)
         w_val = None if data.weights is None else torch.as_tensor(data.weights[val_idx], device=device)
 
         def score():
             source = utility_source(X_val, fitted_weights(model, guide, s, self._predict_seed))
             if w_val is None:
-                return {"val_log_lik": log_likelihood(source, y_val, s.noise)}
-            lp = log_likelihood(source, y_val, s.noise, reduce="none")
+                return {"val_log_lik": log_likelihood(source, y_val, s.noise, rows=rows)}
+            lp = log_likelihood(source, y_val, s.noise, reduce="none", rows=rows)
             return {"val_log_lik": float((w_val * lp).sum() / w_val.sum().clamp(min=1e-300))}
         return score
 

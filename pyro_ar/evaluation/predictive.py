@@ -202,8 +202,8 @@ def _call(src: UtilitySource, ids: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"utility source returned K={psi.shape[-1]} classes, expected {src.num_classes}")
     if psi.shape[-1] < 1 or psi.shape[0] < 1:
         raise ValueError(f"utility must have at least one class and one draw, got shape {tuple(psi.shape)}")
-    bad = ~torch.isfinite(psi)
-    if bad.any():
+    bad = None if bool(torch.isfinite(psi.sum())) else ~torch.isfinite(psi)  # (a finite sum: all finite)
+    if bad is not None and bad.any():
         s, b, k = (int(i) for i in bad.nonzero()[0])
         raise ValueError(f"utility must be finite, got {psi[s, b, k].item()} at row {int(ids[b])}, "
                          f"class {k}" + (f", draw {s}" if psi.shape[0] > 1 else ""))

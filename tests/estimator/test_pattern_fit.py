@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 import pyro_ar.estimator._training_path as training_path
 from pyro_ar import ARClassifier
-from pyro_ar.estimator._pattern_fit import choose_centroid_scorer, recentre, reweight_rows
+from pyro_ar.estimator._pattern_fit import CENTROID_POWERS, IDF_POWERS, _heldout_hits, choose_centroid_scorer, recentre, reweight_rows
 from pyro_ar.estimator._scaling import apply_scaler, fit_scaler
 from pyro_ar.estimator._training_path import pattern_and_centroids
 from pyro_ar.weight_pattern import WeightPattern
@@ -60,11 +60,36 @@ def test_the_chosen_scorer_is_the_best_of_the_grid_on_the_held_out_rows():
     Z = apply_scaler(X, mean, scale, normalize_rows=True)
     val = np.arange(len(y)) % 4 == 0
     tr_idx, val_idx = np.flatnonzero(~val), np.flatnonzero(val)
-    Zp, scale_p, power, T, scores = choose_centroid_scorer(Z, y, 50, tr_idx, val_idx, scale)
-    assert len(scores) == 12 and max(scores.values()) == scores[(max(scores, key=scores.get))]
+    Zp, scale_p, power, T, beta, scores, bias_scores = choose_centroid_scorer(Z, y, 50, tr_idx, val_idx, scale)
+    assert beta == max(bias_scores, key=bias_scores.get) and T > 0
+    assert len(scores) == len(IDF_POWERS) * len(CENTROID_POWERS) and max(scores.values()) == scores[(max(scores, key=scores.get))]
     best = [k for k, v in scores.items() if v == max(scores.values())][0]  # the first of the ties
     assert power == best[1] and np.allclose(scale_p, scale ** best[0])
     assert np.allclose(Zp.toarray(), apply_scaler(X, mean, scale_p, normalize_rows=True).toarray(), atol=1e-6)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(12, 40), st.integers(0, 2**31 - 1))
+def test_heldout_hits_equal_the_dense_ranks(K, seed):
+    """The held-out hits counted on the sparse product's entries equal those of the dense
+    rows x K scores (ranks: classes scoring strictly above the label; empty classes score 0),
+    label sets (a row's pairs sharing its product, ``groups``) included."""
+    rng = np.random.RandomState(seed)
+    groups = np.repeat(np.arange(70), rng.randint(1, 4, size=70))  # 1-3 labels per row
+    X = sp.random(70, 30, density=0.15, format="csr", random_state=rng)[groups]
+    y = rng.randint(K, size=len(groups))
+    tr, val = np.flatnonzero(groups < 45), np.flatnonzero(groups >= 45)
+    S = np.zeros((K, 30))
+    np.add.at(S, y[tr], X[tr].toarray())
+    norms = np.linalg.norm(S, axis=1)
+    powers = (1.0, 0.6, 0.3)
+    expected = []
+    for power in powers:
+        sc = X[val].toarray() @ S.T / np.where(norms > 0, norms, 1.0) ** power
+        rank = (sc > sc[np.arange(len(val)), y[val]][:, None]).sum(1)
+        expected.append(0.5 * ((rank < 1).mean() + (rank < 10).mean()))
+    assert np.allclose(_heldout_hits(X, y, K, tr, val, powers, chunk=7), expected)
+    assert np.allclose(_heldout_hits(X, y, K, tr, val, powers, groups=groups, chunk=7), expected)
 
 
 def test_centroid_power_scales_the_centroids():
@@ -78,7 +103,7 @@ def test_centroid_power_scales_the_centroids():
 def test_a_fit_that_only_gets_worse_returns_its_start(small_pattern_limit):
     """A step size that wrecks W: every held-out score after the start is worse, so the fit
     keeps the start -- W at the centroids of all the rows (the held-out ones included), the
-    bias at its (tiny) initial value -- and stops after the patience."""
+    bias at its start (the chosen weight of the classes' log counts) -- and stops after the patience."""
     X, y = _few_rows_per_class(K=100, D=1000, N=400)
     clf = ARClassifier(random_state=0, learning_rate=50.0).fit(X, y)
     assert clf.training_path_.weight_pattern
@@ -89,7 +114,9 @@ def test_a_fit_that_only_gets_worse_returns_its_start(small_pattern_limit):
     pattern, loc = pattern_and_centroids(Xs, y, 100, power=clf.centroid_power_, temperature=clf.centroid_temperature_)
     assert torch.equal(clf.weight_pattern_.keys, pattern.keys)
     assert torch.allclose(clf.param_state_["params"]["weight"], loc, atol=1e-5)
-    assert clf.param_state_["params"]["bias"].abs().max() < 0.01
+    # the bias at its start, beta log(1 + n_k) of all the rows' counts (up to a constant), beta chosen
+    extra = clf.param_state_["params"]["bias"].numpy() - clf.centroid_bias_ * np.log1p(np.bincount(y, minlength=100))
+    assert clf.centroid_bias_ in (0.0, 0.25, 0.5, 1.0) and np.ptp(extra) < 0.01
 
 
 @pytest.mark.slow
