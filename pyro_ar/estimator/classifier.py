@@ -26,7 +26,7 @@ from ._prediction import Predictor, fitted_weights, utility_source
 from ._scaling import apply_scaler, fit_scaler
 from ._settings import _MAX_SEED, settings_of
 from ._training_path import PATTERN_MAX_EPOCHS, PATTERN_PRIOR_SCALE, choose_path, pattern_and_centroids
-from .choices import _REFIT_BUDGET, SEARCH_HOLDOUT, resolve_likelihood, select_prior_scale
+from .choices import _REFIT_BUDGET, resolve_likelihood, search_holdout, select_prior_scale
 
 try:  # scikit-learn is an optional dependency of pyro_ar (extras "data" / "test")
     import scipy.sparse as sp
@@ -117,8 +117,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         :data:`~pyro_ar.estimator.choices.PRIOR_SCALE_GRID` (``s = sqrt(C)`` for
         scikit-learn's C in {0.01, 0.1, 1, 10}) refined by half-steps around its best
         (:func:`~pyro_ar.estimator.choices.select_prior_scale`), or from the list, on a
-        held-out ``validation_fraction`` (at least 30 %,
-        :data:`~pyro_ar.estimator.choices.SEARCH_HOLDOUT`), then refitted on all the data (two plain fits'
+        held-out ``validation_fraction`` (on small data more, up to 30 %:
+        :func:`~pyro_ar.estimator.choices.search_holdout`), then refitted on all the data (two plain fits'
         steps in all; ``prior_scale_``, ``prior_scale_scores_``); a first ``partial_fit`` takes 1 (or the
         list's middle).
     :param batch_size: datapoints per SVI step (clipped to the training size).
@@ -387,8 +387,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
 
     def _choose_prior_scale(self, data, s, rng, init, partial):
         """``(settings, init, budget, search steps)`` of the final fit, ``prior_scale`` a number:
-        a grid is scored on a held-out split (``validation_fraction`` of the data, at least
-        :data:`~pyro_ar.estimator.choices.SEARCH_HOLDOUT`) (:func:`~pyro_ar.estimator.choices.select_prior_scale`;
+        a grid is scored on a held-out split (:func:`~pyro_ar.estimator.choices.search_holdout`) (:func:`~pyro_ar.estimator.choices.select_prior_scale`;
         SVI steps run: ``search steps``, 0 without a search), the final fit starts from the
         best with ``_REFIT_BUDGET`` of a plain fit's steps. Sets ``prior_scale_`` (None for
         ``"mle"``) and ``prior_scale_scores_``."""
@@ -401,7 +400,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             if getattr(self, "prior_scale_", None) is None:
                 self.prior_scale_ = 1.0 if 1.0 in grid else grid[len(grid) // 2]
             return s.replace(prior_scale=self.prior_scale_), init, 1.0, 0
-        train_idx, val_idx = held_out_split(data.codes, data.groups, max(s.validation_fraction, SEARCH_HOLDOUT),
+        train_idx, val_idx = held_out_split(data.codes, data.groups, search_holdout(s.validation_fraction, data),
                                             rng, self.validation_fraction)  # (the refit uses every row)
         steps, refine, planned = self._num_steps(s, len(train_idx)), isinstance(self.prior_scale, str), []
         select_prior_scale(lambda scale, n, state: (planned.append(n), 0.0), grid, steps, refine=refine)  # dry run
