@@ -153,9 +153,11 @@ def environment() -> dict:
 
 def save_results(path: str, results: dict, environment_at_start: dict = None) -> None:
     """Write ``results`` (JSON-serialisable numbers) with ``environment`` (:func:`environment`,
-    or the one taken at the start of the run, whose load average is the load it ran under) as
-    a JSON file at ``path``."""
+    or the one taken at the start of the run, plus the load average at the end: the load it ran
+    under) as a JSON file at ``path``."""
     record = {"environment": environment_at_start or environment(), **results}
+    if hasattr(os, "getloadavg"):  # the load it ran under: at the start (environment) and now
+        record["environment"] = dict(record["environment"], load_average_at_end=list(os.getloadavg()))
     with open(path, "w") as f:
         json.dump(record, f, indent=1)
     print(f"saved {path}")
