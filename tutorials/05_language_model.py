@@ -34,7 +34,7 @@
 #
 # Run it:
 #
-#     python tutorials/05_language_model.py            # README's main job: ~3 min on 2 CPU cores
+#     python tutorials/05_language_model.py            # README's main job: about 190 CPU s, one thread
 #     python tutorials/05_language_model.py --quick    # CI size: a few seconds of training
 #     python tutorials/05_language_model.py --full     # up to 10 CPU minutes per method (benchmarks/brown.py is the full study)
 #
