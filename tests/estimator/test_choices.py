@@ -53,3 +53,38 @@ def test_the_search_scores_the_scales_on_the_raised_split(monkeypatch):
     clf = ARClassifier(min_steps=0, max_epochs=5, batch_size=50, random_state=0).fit(X, y)
     assert seen == [(140, 60)]
     assert clf.n_steps_by_phase_["final_fit"] == round(0.7 * 5 * 4)  # _REFIT_BUDGET of 5 epochs of 200 rows
+
+
+def _digits_excess(split):
+    """``ARClassifier()``'s test log-loss over LogisticRegression's at its best C (standardised
+    features, C on 10^-3 .. 10^2 in half-decades), minus 1, on the stratified 70/30 digits split
+    of seed ``split``: the protocol of ``benchmarks/estimator_vs_sklearn.py --splits``."""
+    from sklearn.datasets import load_digits
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import log_loss
+    from sklearn.model_selection import train_test_split
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_digits(return_X_y=True)
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=split, stratify=y)
+    ours = log_loss(yte, ARClassifier(random_state=0).fit(Xtr, ytr).predict_proba(Xte))
+    lr = min(log_loss(yte, make_pipeline(StandardScaler(), LogisticRegression(C=c)).fit(Xtr, ytr).predict_proba(Xte))
+             for c in 10.0 ** np.arange(-3.0, 2.01, 0.5))
+    return ours / lr - 1
+
+
+def test_raw_digits_split_4_within_10_percent_of_the_best_logistic_regression():
+    """The split where the search on 126 held-out rows chose a weak prior (+31.5 % over LR at
+    its best C before ``search_holdout``; measured +0.2 % after it): issue 39's bound for the
+    worst split, 10 %."""
+    assert _digits_excess(4) < 0.10
+
+
+@pytest.mark.slow
+def test_raw_digits_over_five_splits_within_5_percent_of_the_best_logistic_regression():
+    """Issue 39's targets on seeds 0-4 (claim estimator-vs-lr-splits-summary: mean -2.4 %,
+    worst +5.7 %): the mean excess test log-loss over LR at its best C below 5 %, every split
+    below 10 %."""
+    excess = [_digits_excess(split) for split in range(5)]
+    assert np.mean(excess) < 0.05 and max(excess) < 0.10, excess
