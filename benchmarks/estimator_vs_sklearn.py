@@ -4,8 +4,8 @@ For each data set (digits: sklearn's 8x8 digits, pixel values 0..16; MNIST: 28x2
 0..255; Bibtex: 1,836 binary features, first label) it fits, in one process and one thread:
 
 * ``ARClassifier()`` -- no arguments, raw features (it standardises inside; MAP with
-  ``prior_scale="auto"``: the prior scale chosen on a held-out 10 % and refitted -- the
-  regularised fit);
+  ``prior_scale="auto"``: the prior scale chosen on a held-out split, 10 % or 400 rows up to
+  30 % (``search_holdout``), and refitted -- the regularised fit);
 * ``ARClassifier(prior_scale=1)`` -- MAP with a fixed prior scale (the previous default);
 * ``ARClassifier(weights="mle")`` -- the unregularised maximum likelihood the paper reports;
 * ``LogisticRegression(C=c)`` for c in ``--C`` (default {0.01, 0.1, 1, 10}) with
