@@ -31,9 +31,10 @@ PRIOR_SCALE_GRID = (0.1, 10 ** -0.5, 1.0, 10 ** 0.5)
 #: MNIST -0.003, Bibtex -0.002, digits -0.003; with (0.5, 0.25, 0.75), 2.75 fits: Bibtex
 #: -0.023; a refit from the start instead of the branch: digits +0.002.
 _WARMUP_BUDGET, _BRANCH_BUDGET, _REFIT_BUDGET = 0.4, 0.15, 0.7
-#: The prior-scale search holds out at least :data:`SEARCH_MIN_ROWS` rows, or
-#: :data:`SEARCH_HOLDOUT` of them where that is fewer (:func:`search_holdout`).
-SEARCH_MIN_ROWS, SEARCH_HOLDOUT = 400, 0.3
+#: The prior-scale search holds out at least this many rows (:func:`search_holdout`) ...
+SEARCH_MIN_ROWS = 400
+#: ... or this fraction of them where that is fewer.
+SEARCH_HOLDOUT = 0.3
 
 
 #: CPU seconds of one SVI step, fitted by ``benchmarks/exact_vs_ar_cost.py`` (one thread):
