@@ -15,12 +15,20 @@ and as notebooks (jupytext opens the ``# %%`` cells; the notebook's folder is
   or ``PYRO_AR_OFFLINE=1``) says so and carries on with what it can show; with ``PYRO_AR_REQUIRE_DATA=1``
   (the documentation build sets it, and the tests where the data root exists) their absence
   is an error, so that no published page silently shows a placeholder -- except for data
-  marked ``optional`` (GCIDE), which a shipped corpus replaces, saying so.
+  marked ``optional`` (GCIDE), which a shipped corpus replaces, saying so;
+* the numbers a tutorial reports (the README quotes tutorial 05's): :func:`save_results`
+  writes them as ``NN_slug.json`` beside the figures, with the command and the machine, so
+  that a claim in ``benchmarks/results/`` is read from a run and not transcribed.
 """
 
 import argparse
+import json
 import os
+import platform
+import shlex
+import subprocess
 import sys
+import time
 
 import matplotlib
 
@@ -119,3 +127,37 @@ def plot_training_curves(curves, path: str, ylabel: str = "-ELBO estimate") -> N
     ax.set(xlabel="SVI step", ylabel=ylabel, yscale="log", title="Training")
     ax.legend()
     save(fig, path)
+
+
+def environment() -> dict:
+    """What a run's numbers need to be traced: the command as typed, the git commit of the
+    checkout (when there is one), versions, torch's thread count, the machine and its load."""
+    import torch
+    import pyro
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True,
+                                text=True, timeout=10).stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        commit = "unknown"
+    script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    root = os.path.dirname(here)
+    shown = os.path.relpath(script, root) if script.startswith(root + os.sep) else (sys.argv[0] if sys.argv else "")
+    return {"command": shlex.join(["python", shown] + sys.argv[1:]) if not in_notebook() else "notebook",
+            "git_commit": commit, "torch": torch.__version__, "pyro": pyro.__version__,
+            "python": platform.python_version(), "torch_threads": torch.get_num_threads(),
+            "cpus": os.cpu_count(), "load_average_at_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+            "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
+def save_results(path: str, results: dict, environment_at_start: dict = None) -> None:
+    """Write ``results`` (JSON-serialisable numbers) with ``environment`` (:func:`environment`,
+    or the one taken at the start of the run, plus the load average at the end: the load it ran
+    under) as a JSON file at ``path``."""
+    record = {"environment": environment_at_start or environment(), **results}
+    if hasattr(os, "getloadavg"):  # the load it ran under: at the start (environment) and now
+        record["environment"] = dict(record["environment"], load_average_at_end=list(os.getloadavg()))
+    with open(path, "w") as f:
+        json.dump(record, f, indent=1)
+    print(f"saved {path}")

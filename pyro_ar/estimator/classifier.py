@@ -26,7 +26,7 @@ from ._prediction import Predictor, fitted_weights, utility_source
 from ._scaling import apply_scaler, fit_scaler
 from ._settings import _MAX_SEED, settings_of
 from ._training_path import PATTERN_MAX_EPOCHS, PATTERN_PRIOR_SCALE, choose_path, pattern_and_centroids
-from .choices import _REFIT_BUDGET, resolve_likelihood, select_prior_scale
+from .choices import _REFIT_BUDGET, resolve_likelihood, search_holdout, select_prior_scale
 
 try:  # scikit-learn is an optional dependency of pyro_ar (extras "data" / "test")
     import scipy.sparse as sp
@@ -116,8 +116,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         so that the entries of W = V E^T still have variance s^2); ``"auto"`` (default) or a list: chosen from
         :data:`~pyro_ar.estimator.choices.PRIOR_SCALE_GRID` (``s = sqrt(C)`` for
         scikit-learn's C in {0.01, 0.1, 1, 10}) refined by half-steps around its best
-        (:func:`~pyro_ar.estimator.choices.select_prior_scale`), or from the list, on a
-        held-out ``validation_fraction``, then refitted on all the data (two plain fits'
+        (:func:`~pyro_ar.estimator.choices.select_prior_scale`), or from the list, on a held-out
+        split (:func:`~pyro_ar.estimator.choices.search_holdout`), then refitted on all the data (two plain fits'
         steps in all; ``prior_scale_``, ``prior_scale_scores_``); a first ``partial_fit`` takes 1 (or the
         list's middle).
     :param batch_size: datapoints per SVI step (clipped to the training size).
@@ -386,10 +386,10 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
 
     def _choose_prior_scale(self, data, s, rng, init, partial):
         """``(settings, init, budget, search steps)`` of the final fit, ``prior_scale`` a number:
-        a grid is scored on a held-out split (:func:`~pyro_ar.estimator.choices.select_prior_scale`;
-        SVI steps run: ``search steps``, 0 without a search), the final fit starts from the
-        best with ``_REFIT_BUDGET`` of a plain fit's steps. Sets ``prior_scale_`` (None for
-        ``"mle"``) and ``prior_scale_scores_``."""
+        a grid is scored on a held-out split (:func:`~pyro_ar.estimator.choices.search_holdout`,
+        :func:`~pyro_ar.estimator.choices.select_prior_scale`; SVI steps run: ``search steps``,
+        0 without a search), the final fit starts from the best with ``_REFIT_BUDGET`` of a plain
+        fit's steps. Sets ``prior_scale_`` (None for ``"mle"``) and ``prior_scale_scores_``."""
         grid, self.prior_scale_scores_ = s.prior_scale, None
         grid = grid if isinstance(grid, tuple) else (grid,)
         if s.weights == "mle" or len(grid) == 1:
@@ -399,7 +399,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             if getattr(self, "prior_scale_", None) is None:
                 self.prior_scale_ = 1.0 if 1.0 in grid else grid[len(grid) // 2]
             return s.replace(prior_scale=self.prior_scale_), init, 1.0, 0
-        train_idx, val_idx = self._split(data, s, rng, force=True)
+        train_idx, val_idx = held_out_split(data.codes, data.groups, search_holdout(s.validation_fraction, data), rng)
         steps, refine, planned = self._num_steps(s, len(train_idx)), isinstance(self.prior_scale, str), []
         select_prior_scale(lambda scale, n, state: (planned.append(n), 0.0), grid, steps, refine=refine)  # dry run
         done = []
