@@ -65,6 +65,11 @@ def test_curves_are_timed_and_end_at_the_fitted_model(fits):
         assert r["curve"][-1]["final"] and r["curve"][-1]["cpu_s"] == r["fit_cpu_s"]
         assert r["test_ll"] == pytest.approx(r["row_ll"].mean()) and len(r["row_ll"]) == len(d.yt)
         assert np.all(r["row_ll"] <= 0) and 0 <= r["top1"] <= r["top5"] <= r["top10"] <= 1
+        # the fitted model is the curve's point of its best held-out score (the curve scores
+        # the model the fit would return there: the live weights moved onto all the rows)
+        best = max(r["curve"][:-1], key=lambda h: h["val_ll"])
+        assert any(h["test_ll"] == pytest.approx(r["curve"][-1]["test_ll"], abs=1e-6) for h in r["curve"][:-1]
+                   if h["val_ll"] >= best["val_ll"] - 1e-4)
     # the exact fit ran its 12 steps (patience 50 never stops it)
     assert exact["steps"] == 12 and exact["stopped_early"] is False
     assert len(exact["curve"]) >= 4                # the start, scores along the way, the end, the fitted model
