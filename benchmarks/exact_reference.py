@@ -218,7 +218,7 @@ def plot(ar, exact, summary, path, title):
     fig, ax = plt.subplots(figsize=(8, 5))
     for name, r in (("A&R (ARClassifier())", ar), ("exact softmax, same model", exact)):
         pts = [h for h in r["curve"] if not h.get("final")]
-        line, = ax.plot([max(h["cpu_s"], 0.1) for h in pts], [h["test_ll"] for h in pts], marker=".", label=name)
+        line, = ax.plot([max(h["cpu_s"], 0.01) for h in pts], [h["test_ll"] for h in pts], marker=".", label=name)
         ax.plot([r["fit_cpu_s"]], [r["test_ll"]], marker="*", ms=12, color=line.get_color())
     ax.axhline(summary["exact_test_ll"], color="k", ls=":", lw=1, label=f"exact's fit: {summary['exact_test_ll']:.3f}")
     ax.axhline(summary["level"], color="grey", ls="--", lw=1, label=f"exact's - {summary['margin']:g}")
