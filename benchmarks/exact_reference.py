@@ -82,7 +82,9 @@ class CurveClassifier(ARClassifier):
     ``predict`` takes them) under the model the fit would return if it stopped there -- the
     live weights moved onto all the rows' centroids as the fit's end moves its best
     (``_pattern_fit.recentre``) -- with the fit's CPU seconds so far (the test scores' own CPU
-    excluded), in ``curve_`` as ``{"cpu_s", "step", "val_ll", "test_ll"}`` records."""
+    excluded), in ``curve_`` as ``{"cpu_s", "step", "val_ll", "test_ll"}`` records (``step``:
+    the score's index, 0 at the start; the fit scores every ``eval_every`` SVI steps, a
+    quarter epoch here, and at its end)."""
 
     curve_data = None
 
