@@ -180,14 +180,14 @@ def summarize(ar, exact, margin=MARGIN, speedup=SPEEDUP):
     over the test rows, ``level`` = L_ex - ``margin`` (L_ex on the curves' rows: the last point
     of exact's curve), the CPU seconds at which each curve first reaches it
     (``harness.time_to_reach``; None: never), their ratio ``speedup`` (exact's over A&R's),
-    also to exact's own best curve point, and the two targets (``*_met``: gap <= margin,
+    also to exact's own best curve point and to L_ex itself (:func:`reach_exact`), and the two targets (``*_met``: gap <= margin,
     speedup >= ``speedup``; None when a time is missing)."""
     d = exact["row_ll"] - ar["row_ll"]
     level = exact["curve"][-1]["test_ll"] - margin  # (on the curves' rows, as the curves are)
     t_ar, t_ex = (harness.time_to_reach(r["curve"], level, "cpu_s") for r in (ar, exact))
     ratio = t_ex / t_ar if t_ar and t_ex is not None else (None if t_ar is None else float("inf"))
     best = max(exact["curve"], key=lambda h: h["test_ll"])
-    return dict(ar_test_ll=ar["test_ll"], exact_test_ll=exact["test_ll"], gap=float(d.mean()),
+    return dict(**reach_exact(ar, exact), ar_test_ll=ar["test_ll"], exact_test_ll=exact["test_ll"], gap=float(d.mean()),
                 gap_se=float(d.std(ddof=1) / np.sqrt(len(d))), test_rows=len(d), margin=margin, level=level,
                 ar_cpu_to_level=t_ar, exact_cpu_to_level=t_ex, speedup=ratio,
                 ar_fit_cpu_s=ar["fit_cpu_s"], exact_fit_cpu_s=exact["fit_cpu_s"],
@@ -196,6 +196,24 @@ def summarize(ar, exact, margin=MARGIN, speedup=SPEEDUP):
                 ar_cpu_to_exact_best_curve=harness.time_to_reach(ar["curve"], best["test_ll"], "cpu_s"),
                 quality_met=float(d.mean()) <= margin,
                 speedup_met=None if ratio is None else ratio >= speedup, speedup_target=speedup)
+
+
+def reach_exact(ar, exact):
+    """The CPU seconds at which each curve first reaches L_ex itself (exact's fitted model on the
+    curve's rows: ``ar_cpu_to_exact``, ``exact_cpu_to_exact``), their ratio, and the same with
+    the shared start -- the starting-scorer choice before the first SVI step, each curve's first
+    point -- taken off both (``*_after_start``; a level the start already meets gives 0)."""
+    level = exact["curve"][-1]["test_ll"]
+    out = {}
+    for name, r in (("ar", ar), ("exact", exact)):
+        t = harness.time_to_reach(r["curve"], level, "cpu_s")
+        out[f"{name}_start_cpu_s"] = r["curve"][0]["cpu_s"]
+        out[f"{name}_cpu_to_exact"] = t
+        out[f"{name}_cpu_to_exact_after_start"] = None if t is None else t - r["curve"][0]["cpu_s"]
+    for key in ("cpu_to_exact", "cpu_to_exact_after_start"):
+        a, e = out[f"ar_{key}"], out[f"exact_{key}"]
+        out[f"speedup_{key[4:]}"] = None if a is None or e is None else (e / a if a > 0 else float("inf"))
+    return out
 
 
 def extrapolation(ar, exact):
@@ -270,6 +288,11 @@ def print_summary(ar, exact, s, x):
           f"{'missing' if s['speedup_met'] is None else 'met' if s['speedup_met'] else 'not met'})")
     print(f"whole fits: exact {s['exact_fit_cpu_s']:.1f} CPU s / A&R {s['ar_fit_cpu_s']:.1f} = "
           f"{s['fit_cpu_ratio']:.1f}x; exact stopped by {'held-out scores' if exact['stopped_early'] else 'its step cap'}")
+    print(f"CPU to L_ex itself ({exact['curve'][-1]['test_ll']:.4f} on the curve rows): A&R {fmt(s['ar_cpu_to_exact'])}, "
+          f"exact {fmt(s['exact_cpu_to_exact'])} (ratio {harness.fmt(s['speedup_to_exact'], '.1f')}); after the shared "
+          f"start (A&R {s['ar_start_cpu_s']:.1f} s, exact {s['exact_start_cpu_s']:.1f} s): A&R "
+          f"{fmt(s['ar_cpu_to_exact_after_start'])}, exact {fmt(s['exact_cpu_to_exact_after_start'])} (ratio "
+          f"{harness.fmt(s['speedup_to_exact_after_start'], '.1f')})")
     if x:
         reach = "never" if x["cpu_time_to_ar_best"] is None else f"after {x['cpu_time_to_ar_best']:,.0f} CPU s"
         print(f"EXTRAPOLATION of exact's curve (L_inf - c t^-alpha, {x['points']} points): L_inf = {x['l_inf']:.4f}, "

@@ -96,6 +96,12 @@ def test_summarize_on_hand_made_curves():
     assert s["ar_cpu_to_level"] == pytest.approx(2.0) and s["exact_cpu_to_level"] == pytest.approx(20.0)
     assert s["speedup"] == pytest.approx(10.0) and s["speedup_met"]
     assert s["fit_cpu_ratio"] == pytest.approx(40.0 / 3.0)
+    # to L_ex itself (-3.98): A&R never (its best is -3.99); exact at 40 s, 39 s after its start
+    assert s["ar_cpu_to_exact"] is None and s["speedup_to_exact"] is None
+    assert s["exact_cpu_to_exact"] == pytest.approx(40.0) and s["exact_cpu_to_exact_after_start"] == pytest.approx(39.0)
+    s = summarize(exact, ar)                              # the other way round: L = -3.99 reached by both
+    assert s["ar_cpu_to_exact"] == pytest.approx(20.0 + 20.0 * 0.5) and s["exact_cpu_to_exact"] == pytest.approx(3.0)
+    assert s["speedup_to_exact_after_start"] == pytest.approx(2.0 / 29.0)
     # A&R never reaches the level: no speed-up, target missing rather than met
     slow = fit([(1.0, -5.0), (2.0, -4.5)], [-4.5, -4.5])
     s = summarize(slow, exact, margin=0.02)
