@@ -31,7 +31,7 @@ NOT_BENCHMARKS = {"__init__", "harness", "report", "peers_data"}
 NEEDS_DATA = {name: ("mnist", ["train-images.idx3-ubyte.gz", "train-labels.idx1-ubyte.gz",
                                "t10k-images.idx3-ubyte.gz", "t10k-labels.idx1-ubyte.gz"])
               for name in ("relaxed_vae", "table3")}
-NEEDS_DATA["dictionary_training"] = NEEDS_DATA["cli_wordnet"] = ("wordnet", ["usr/share/wordnet/data.noun"])
+NEEDS_DATA["dictionary_training"] = NEEDS_DATA["cli_wordnet"] = NEEDS_DATA["exact_reference"] = ("wordnet", ["usr/share/wordnet/data.noun"])
 #: data sets a user fetches (pyro_ar.datasets.fetch_*), not in the project's data root: absent, the run skips
 FETCHED_ONLY = ("wordnet", "gcide")
 QUICK = {
@@ -46,6 +46,7 @@ QUICK = {
     "dictionary_training": ([], ["dictionary_training_wordnet_300_quick.json"]),
     "distributed": ([], ["distributed_quick.json"]),
     "estimator_vs_sklearn": (["--datasets", "digits"], ["estimator_vs_sklearn_quick.json"]),
+    "exact_reference": ([], ["exact_reference_quick.json"]),
     "exact_vs_ar_cost": ([], ["exact_vs_ar_cost_quick.json"]),
     "latent_gp": ([], ["latent_gp_quick.json"]),
     "local_family": ([], ["local_family_quick.json"]),
