@@ -46,16 +46,13 @@ outside the repository).
 
 import contextlib
 import os
-import time
 
 import numpy as np
 import torch
 
-if not __package__:  # python benchmarks/NAME.py (python -m benchmarks.NAME needs nothing)
-    import _path  # noqa: F401
-from benchmarks import harness  # noqa: E402
+from benchmarks import harness
 
-from pyro_ar import ARClassifier  # noqa: E402
+from pyro_ar import ARClassifier
 
 MARGIN, SPEEDUP = 0.02, 10.0
 KS = (1, 5, 10)
@@ -89,7 +86,8 @@ class CurveClassifier(ARClassifier):
     curve_data = None
 
     def fit(self, X, y, sample_weight=None):
-        self.curve_, self._curve_clock = [], [time.process_time(), 0.0]  # (start, CPU spent on the curve)
+        self.curve_ = []
+        self._fit_clock, self._curve_timer = harness.timer().start(), harness.timer()  # (the curve's own CPU apart)
         if self.curve_data is not None:  # the curve's labels as the fit's class codes (classes_ = sorted labels)
             classes, yc = np.unique(np.asarray(y)), np.asarray(self.curve_data[1])
             codes = np.searchsorted(classes, yc).clip(max=len(classes) - 1)
@@ -99,11 +97,9 @@ class CurveClassifier(ARClassifier):
         return super().fit(X, y, sample_weight)
 
     def _scorer(self, data, s, val_idx, model, guide):
-        from pyro_ar.estimator._pattern_fit import centroid_shape, recentre
-        from pyro_ar.estimator._prediction import utility_source
+        from pyro_ar.estimator._pattern_fit import centroid_shape
         from pyro_ar.estimator._scaling import apply_scaler
         from pyro_ar.estimator._training_path import pattern_and_centroids
-        from pyro_ar.evaluation import log_likelihood
 
         score = super()._scorer(data, s, val_idx, model, guide)
         if score is None or self.curve_data is None:
@@ -118,18 +114,26 @@ class CurveClassifier(ARClassifier):
 
         def score_and_curve():
             out = score()
-            t = time.process_time()
-            fitted = model.fitted_parameters()  # the live weights, moved onto all the rows' centroids
-            W = recentre({"params": {"w": fitted["weight"]}, "constraints": {}}, "w", train_pattern, train_loc,
-                         pattern, loc)["params"]["w"]
-            source = utility_source(Xc, (pattern.sparse(W.double()), fitted["bias"].double()[None]))
-            test_ll = log_likelihood(source, yc, s.noise)
-            start, spent = self._curve_clock
-            self.curve_.append({"cpu_s": t - start - spent, "step": len(self.curve_), "val_ll": out["val_log_lik"],
-                                "test_ll": test_ll})
-            self._curve_clock[1] += time.process_time() - t
+            cpu_s = self._fit_clock.cpu - self._curve_timer.cpu
+            with self._curve_timer:
+                self._append_curve_point(out, cpu_s, model, train_pattern, train_loc, pattern, loc, Xc, yc, s)
             return out
         return score_and_curve
+
+    def _append_curve_point(self, out, cpu_s, model, train_pattern, train_loc, pattern, loc, Xc, yc, s):
+        """Score the curve rows under the model the fit would return now: the live weights moved
+        onto all the rows' centroids."""
+        from pyro_ar.estimator._pattern_fit import recentre
+        from pyro_ar.estimator._prediction import utility_source
+        from pyro_ar.evaluation import log_likelihood
+
+        fitted = model.fitted_parameters()
+        W = recentre({"params": {"w": fitted["weight"]}, "constraints": {}}, "w", train_pattern, train_loc,
+                     pattern, loc)["params"]["w"]
+        source = utility_source(Xc, (pattern.sparse(W.double()), fitted["bias"].double()[None]))
+        test_ll = log_likelihood(source, yc, s.noise)
+        self.curve_.append({"cpu_s": cpu_s, "step": len(self.curve_), "val_ll": out["val_log_lik"],
+                            "test_ll": test_ll})
 
 
 def fit_curve(kwargs, X, y, Xt, yt, curve_rows=None, seed=0):
@@ -144,8 +148,7 @@ def fit_curve(kwargs, X, y, Xt, yt, curve_rows=None, seed=0):
         np.random.RandomState(seed).choice(len(yt), min(curve_rows, len(yt)), replace=False))
     clf.curve_data = (Xt[rows], yt[rows])
     clf.fit(X, y)
-    start, spent = clf._curve_clock
-    fit_cpu = time.process_time() - start - spent
+    fit_cpu = clf._fit_clock.cpu - clf._curve_timer.cpu
     ranks, row_ll = ranks_and_log_lik(clf, Xt, yt)
     curve = clf.curve_ + [{"cpu_s": fit_cpu, "step": None, "val_ll": clf.best_validation_score_,
                            "test_ll": float(row_ll[rows].mean()), "final": True}]
