@@ -1,9 +1,12 @@
-"""The estimator's checks of numbers and choices (integers: :func:`pyro_ar.numerics.check_int`)."""
+"""The estimator's checks of numbers and choices (integers: :func:`pyro_ar.numerics.check_int`), and
+of the data it is given (:func:`checked_data`)."""
 
 import math
 import numbers
 
 import numpy as np
+
+from ._labels import check_missing_labels
 
 
 def check_float(name, value, low=None, high=None, low_open=True, high_open=True):
@@ -126,3 +129,31 @@ def _check_sparse_structure(X, name: str) -> None:
         raise _sparse_problem(f"its {axis} indices must lie in [0, {minor}) (the matrix has {minor} "
                               f"{axis}s{' of blocks' if fmt == 'bsr' else ''})", used[bad], int(bad[0]),
                               "indices", name, fmt)
+
+
+def _validate_data(estimator, *args, **kwargs):
+    """scikit-learn's ``validate_data`` (a method of the estimator before scikit-learn 1.6)."""
+    try:
+        from sklearn.utils.validation import validate_data
+    except ImportError:  # scikit-learn < 1.6
+        return estimator._validate_data(*args, **kwargs)
+    return validate_data(estimator, *args, **kwargs)
+
+
+def checked_data(estimator, *args, **kwargs):
+    """scikit-learn's ``validate_data``, its errors naming X (numpy's "could not convert
+    string to float" names nothing), after the checks that must come first: X's structure
+    (a broken scipy.sparse matrix crashes scikit-learn's and scipy's compiled code) and y's
+    missing labels (scikit-learn's message for a NaN among object labels names neither)."""
+    check_feature_matrix(args[0])
+    if len(args) > 1:
+        check_missing_labels(args[1])
+    try:
+        return _validate_data(estimator, *args, **kwargs)
+    except ValueError as e:
+        if "inconsistent numbers of samples" in str(e):  # (names neither X nor y)
+            raise ValueError(f"X and y must have one sample each per row of X and label in y: {e}") from e
+        if any(name in str(e) for name in ("X", "y", "feature", "sample")):
+            raise
+        raise ValueError(f"X must be a numeric array or sparse matrix of shape (n_samples, "
+                         f"n_features): {e}") from e

@@ -16,8 +16,8 @@ from ..infer.progress import phase_bar, set_progress_total
 from ..negatives import DEFAULT_NUM_NEGATIVES
 from ._features import DENSIFY_MAX_ELEMENTS, training_features
 from ._files import load_estimator, save_estimator
-from ._checks import check_feature_matrix
-from ._labels import check_missing_labels, combine_sample_weights, held_out_split, label_array, label_codes
+from ._checks import checked_data as _checked_data
+from ._labels import combine_sample_weights, held_out_split, label_array, label_codes
 from ._model import training_svi
 from ._multilabel import encode_multilabel, expand_sample_weight, fit_targets, format_label_sets, precision_at_1
 from ._pattern_fit import centroid_shape, choose_start, pattern_schedule, recentre_fit
@@ -32,12 +32,6 @@ try:  # scikit-learn is an optional dependency of pyro_ar (extras "data" / "test
     import scipy.sparse as sp
     from sklearn.base import BaseEstimator, ClassifierMixin
     from sklearn.utils.validation import check_is_fitted
-
-    try:
-        from sklearn.utils.validation import validate_data as _validate_data
-    except ImportError:  # scikit-learn < 1.6
-        def _validate_data(estimator, *args, **kwargs):
-            return estimator._validate_data(*args, **kwargs)
 except ImportError as e:  # pragma: no cover  (tested in a subprocess without scikit-learn)
     raise ImportError("pyro_ar.ARClassifier needs scikit-learn and scipy: pip install "
                       "scikit-learn scipy (or the extra: pip install 'pyro-ar[data]')") from e
@@ -69,24 +63,6 @@ class _FitResult(NamedTuple):
     validation_scores: Optional[list]
     best_score: Optional[float]
 
-
-def _checked_data(estimator, *args, **kwargs):
-    """scikit-learn's ``validate_data``, its errors naming X (numpy's "could not convert
-    string to float" names nothing), after the checks that must come first: X's structure
-    (a broken scipy.sparse matrix crashes scikit-learn's and scipy's compiled code) and y's
-    missing labels (scikit-learn's message for a NaN among object labels names neither)."""
-    check_feature_matrix(args[0])
-    if len(args) > 1:
-        check_missing_labels(args[1])
-    try:
-        return _validate_data(estimator, *args, **kwargs)
-    except ValueError as e:
-        if "inconsistent numbers of samples" in str(e):  # (names neither X nor y)
-            raise ValueError(f"X and y must have one sample each per row of X and label in y: {e}") from e
-        if any(name in str(e) for name in ("X", "y", "feature", "sample")):
-            raise
-        raise ValueError(f"X must be a numeric array or sparse matrix of shape (n_samples, "
-                         f"n_features): {e}") from e
 
 class ARClassifier(ClassifierMixin, BaseEstimator):
     r"""Linear classifier over many classes, fitted by Augment & Reduce (Pyro SVI).
