@@ -400,7 +400,9 @@ def lr_option(method):
 def run_methods(a, methods, data):
     """Train ``methods`` in concurrent worker processes (one thread each) on ``data`` (a dict
     of tensors: x/y_train, x/y_valid, x/y_test, counts); ``{method: result}``. A method may
-    be a ``(label, method, args)`` triple (a variant with its own options)."""
+    be a ``(label, method, args)`` triple (a variant with its own options). ``a.max_procs``
+    (when set and positive) caps the workers running at once: the runs go in batches of that
+    many, in order (a shared machine)."""
     import torch
 
     tmp = tempfile.NamedTemporaryFile(suffix=".pt", delete=False)
@@ -409,10 +411,11 @@ def run_methods(a, methods, data):
     results = {}
     try:
         for group in ([r for r in runs if r[1] not in OTHER_NOISE], [r for r in runs if r[1] in OTHER_NOISE]):
-            procs = {}
-            for label, m, args in group:
-                procs[label] = _launch(m, args, tmp.name, getattr(args, lr_option(m)))
-            results.update(_collect(procs))
+            n = getattr(a, "max_procs", None) or len(group) or 1
+            for i in range(0, len(group), n):
+                procs = {label: _launch(m, args, tmp.name, getattr(args, lr_option(m)))
+                         for label, m, args in group[i:i + n]}
+                results.update(_collect(procs))
     finally:
         os.unlink(tmp.name)
     return results

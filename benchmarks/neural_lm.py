@@ -21,7 +21,11 @@ Methods (same body, minibatch ``--batch``, step size ``--lr``):
   frequency, ``benchmarks.plain_loop.adaptive_output_layer``), ``SparseAdam`` for the input
   embeddings and ``Adam`` for the rest, as a user tuning for speed writes it.
 
-``--lrs ar=0.01,adaptive=0.003`` gives a method its own step size (default ``--lr``). The
+``--lrs ar=0.01,adaptive=0.003`` gives a method its own step size (default ``--lr``).
+``--lr-grid 0.003,0.01,0.03`` trains each method of ``--grid-methods`` (default: all) at every
+step size and keeps its run with the best validation log-likelihood (chosen on validation,
+like the early-stopping point; nothing is tuned on the test contexts); every run of the grid
+is printed and saved (``grid``). The
 per-pair test log-likelihoods at each method's best validation point give the paired
 standard error of A&R's advantage over each other method (the same test contexts).
 
@@ -35,7 +39,8 @@ there, steps and CPU ms per step, and the CPU time at which A&R's test log-likel
 reaches exact's best.
 
     python -m benchmarks.neural_lm [--quick] [--corpus brown|gcide] [--methods ar,sampled,adaptive,exact]
-        [--budget 120] [--context 4] [--lrs ar=0.01] [--out DIR]
+        [--budget 120] [--context 4] [--lrs ar=0.01] [--lr-grid 0.003,0.01] [--grid-methods ar,adaptive]
+        [--out DIR]
 
 Writes ``neural_lm[_gcide].json`` (and the ``.png``) to ``--out`` (default: the temp directory).
 """
@@ -151,13 +156,15 @@ class PyroNeuralLM(harness.SVIMethod):
         return self.model.log_likelihood(x, y, reduce=reduce)
 
 
-def run_method(method, data, K, counts, args):
+def run_method(method, data, K, counts, args, lr=None):
+    """Train ``method`` for ``args.budget`` CPU s at step size ``lr`` (default: its ``--lrs``
+    entry, else ``--lr``); its curve, best validation point and per-context test LLs there."""
     pyro.clear_param_store()
     pyro.set_rng_seed(args.seed)
     (x, y), (xv, yv), (xt, yt) = data["train"], data["valid"], data["test"]
     init_bias = unigram_log_probs(counts).float()
     args = copy.copy(args)
-    args.lr = parse_lrs(args.lrs).get(method, args.lr)
+    args.lr = lr if lr is not None else parse_lrs(args.lrs).get(method, args.lr)
     if method == "exact":
         m = PlainExact(K, args, x, y, init_bias)
     elif method == "adaptive":
@@ -193,6 +200,22 @@ def run_method(method, data, K, counts, args):
                 stopped_early=stop.stopped, wall_s=t0.wall, lr=args.lr, best_test_lls=best["test_lls"])
 
 
+def run_grid(method, data, K, counts, args):
+    """``(chosen run, every run)`` of ``method`` over the step sizes of ``--lr-grid`` (just its
+    own step size when the grid is empty or the method is not in ``--grid-methods``)."""
+    grid = [float(v) for v in args.lr_grid.split(",")] if args.lr_grid else []
+    if not grid or method not in (args.grid_methods or args.methods).split(","):
+        r = run_method(method, data, K, counts, args)
+        return r, [r]
+    runs = [run_method(method, data, K, counts, args, lr=lr) for lr in grid]
+    return pick_by_validation(runs), runs
+
+
+def pick_by_validation(runs):
+    """The run with the best validation log-likelihood at its best validation point."""
+    return max(runs, key=lambda r: r["best"]["valid_ll"])
+
+
 def parse_lrs(text):
     """``{method: step size}`` from a ``--lrs`` option (:func:`benchmarks.harness.parse_lrs`)."""
     return harness.parse_lrs(text, METHODS)
@@ -216,7 +239,7 @@ def summarise(results):
     exact = results.get("exact")
     for r in results.values():
         b = r["best"]
-        row = dict(method=r["label"], steps=r["steps"], ms_per_step=r["ms_per_step"], best_time=b["time"],
+        row = dict(method=r["label"], lr=r["lr"], steps=r["steps"], ms_per_step=r["ms_per_step"], best_time=b["time"],
                    valid_ll=b["valid_ll"], test_ll=b["test_ll"], perplexity=math.exp(-b["test_ll"]),
                    stopped="early" if r["stopped_early"] else "budget")
         if exact is not None:
@@ -258,6 +281,8 @@ def main(argv=None):
     p.add_argument("--negatives", type=int, default=256)
     p.add_argument("--power", type=float, default=0.75, help="proposal (count + 1)^power")
     p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--lr-grid", default=None, help="comma-separated step sizes for --grid-methods")
+    p.add_argument("--grid-methods", default=None, help="methods trained at each --lr-grid step (default: all)")
     p.add_argument("--evals", type=int, default=6, help="evaluations per budget (plus 2, 5, 10 s)")
     p.add_argument("--patience", type=int, default=4)
     p.add_argument("--eval-pairs", type=int, default=5_000)
@@ -269,27 +294,35 @@ def main(argv=None):
     data, K, counts = load(args)
     print(f"{args.corpus}: K = {K:,}, {len(data['train'][1]):,} training contexts of {args.context} words; "
           f"{args.budget:.0f} CPU s per method", flush=True)
-    results = {}
+    results, grid = {}, []
     for method in args.methods.split(","):
-        results[method] = run_method(method, data, K, counts, args)
+        results[method], runs = run_grid(method, data, K, counts, args)
+        grid += [dict(method=r["method"], lr=r["lr"], steps=r["steps"], best_time=r["best"]["time"],
+                      valid_ll=r["best"]["valid_ll"], test_ll=r["best"]["test_ll"], chosen=r is results[method])
+                 for r in runs]
     rows = summarise(results)
     pairs = paired(results)
     for r in results.values():
         r.pop("best_test_lls", None)
-    cols = [("method", "method", ""), ("steps", "steps", "d"), ("ms/step", "ms_per_step", ".2f"),
+    if len(grid) > len(results):
+        print("\nevery run of the step-size grid (chosen: the best validation LL of its method):")
+        print(table(grid, [("method", "method", ""), ("lr", "lr", "g"), ("steps", "steps", "d"),
+                           ("best at s", "best_time", ".1f"), ("valid LL", "valid_ll", ".4f"),
+                           ("test LL", "test_ll", ".4f"), ("chosen", "chosen", "")]))
+    cols = [("method", "method", ""), ("lr", "lr", "g"), ("steps", "steps", "d"), ("ms/step", "ms_per_step", ".2f"),
             ("exact step / step", "step_cost_vs_exact", ".1f"), ("best at s", "best_time", ".1f"),
             ("valid LL", "valid_ll", ".4f"), ("test LL", "test_ll", ".4f"), ("test ppl", "perplexity", ".1f"),
             ("s to exact's best", "time_to_exact_best", ".1f"), ("x sooner", "speedup_to_exact_best", ".1f"),
             ("stopped", "stopped", "")]
     print(f"\n{args.corpus} neural LM: {args.context}-word context, E = {args.embedding}, F = {args.features}, "
-          f"K = {K:,}, B = {args.batch}, {args.negatives} negatives ~ (count+1)^{args.power}, lr {args.lr}, "
+          f"K = {K:,}, B = {args.batch}, {args.negatives} negatives ~ (count+1)^{args.power}, "
           f"{args.budget:.0f} CPU s per method (one thread), early stopping on validation")
     print(table(rows, cols))
     for key, d in pairs.items():
         print(f"{key.replace('_minus_', ' - ')}: {d['mean']:+.4f} nats (paired s.e. {d['se']:.4f}, {d['pairs']:,} "
               f"test contexts)")
     name = "neural_lm" + ("" if args.corpus == "brown" else "_" + args.corpus)
-    path = harness.save(args, name, {"rows": rows, "results": results, "paired": pairs})
+    path = harness.save(args, name, {"rows": rows, "results": results, "paired": pairs, "grid": grid})
     plot(results, K, args, path.with_suffix(".png"))
     return rows
 

@@ -275,6 +275,7 @@ def main(argv=None):
     p.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ",".join(METHODS))
     p.add_argument("--lr-grid", default=None, help="comma-separated step sizes for --grid-methods")
     p.add_argument("--grid-methods", default="ar_softmax,adaptive", help="methods trained at each --lr-grid step")
+    p.add_argument("--max-procs", type=int, default=None, help="workers running at once (default: all)")
     brown.add_common_arguments(p)
     a = p.parse_args(argv)
     unknown = sorted(set(a.methods.split(",")) - set(METHODS))

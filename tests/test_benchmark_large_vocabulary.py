@@ -74,3 +74,38 @@ def test_neural_adaptive_softmax_is_normalised_and_trains():
     per_pair = m.log_likelihood(x[:20], y[:20], reduce="none")
     assert torch.allclose(per_pair, lp[torch.arange(20), m.rank[y[:20]]], atol=1e-5)
     assert m.log_likelihood(x[:20], y[:20]) == pytest.approx(per_pair.mean().item())
+
+
+def test_neural_lm_grid_picks_each_method_on_validation(monkeypatch):
+    """With ``--lr-grid`` every step size is trained and the run with the best validation LL
+    is kept, even where another run's test LL is higher (nothing is chosen on test); a method
+    outside ``--grid-methods`` runs once at its own step size."""
+    valid = {0.003: -6.0, 0.01: -5.8, 0.03: -5.9}
+    test = {0.003: -5.5, 0.01: -5.9, 0.03: -5.7}  # the best test LL is not the chosen run's
+
+    def fake(method, data, K, counts, args, lr=None):
+        lr = lr if lr is not None else neural_lm.parse_lrs(args.lrs).get(method, args.lr)
+        return dict(method=method, lr=lr, best=dict(valid_ll=valid.get(lr, -7.0), test_ll=test.get(lr, -7.0)))
+
+    monkeypatch.setattr(neural_lm, "run_method", fake)
+    args = argparse.Namespace(lr_grid="0.003,0.01,0.03", grid_methods="ar", methods="ar,adaptive",
+                              lrs="adaptive=0.02", lr=3e-3)
+    chosen, runs = neural_lm.run_grid("ar", None, 10, None, args)
+    assert [r["lr"] for r in runs] == [0.003, 0.01, 0.03] and chosen["lr"] == 0.01
+    chosen, runs = neural_lm.run_grid("adaptive", None, 10, None, args)
+    assert len(runs) == 1 and chosen["lr"] == 0.02
+
+
+def test_run_methods_caps_the_workers_running_at_once(monkeypatch, tmp_path):
+    """``max_procs`` launches the runs in order, in batches of that many, each batch collected
+    before the next starts; without it every run starts at once."""
+    batches, launched = [], []
+    monkeypatch.setattr(brown, "_launch", lambda m, a, path, lr: launched.append(m) or m)
+    monkeypatch.setattr(brown, "_collect", lambda procs: batches.append(list(procs)) or {k: {} for k in procs})
+    monkeypatch.setattr(brown.tempfile, "tempdir", str(tmp_path))
+    runs = [(f"r{i}", "ar_softmax", argparse.Namespace(ar_lr=0.01)) for i in range(5)]
+    out = brown.run_methods(argparse.Namespace(max_procs=2), runs, {"x": torch.zeros(1)})
+    assert batches == [["r0", "r1"], ["r2", "r3"], ["r4"]] and sorted(out) == [f"r{i}" for i in range(5)]
+    batches.clear()
+    brown.run_methods(argparse.Namespace(), runs, {"x": torch.zeros(1)})
+    assert batches == [[f"r{i}" for i in range(5)]]

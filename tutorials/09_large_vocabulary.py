@@ -169,7 +169,10 @@ _tutorial.save(fig, os.path.join(args.out, FIGURES[0]))
 # written as a PyTorch user writes it: the same context embedding, cutoffs at the words
 # covering 80 % and 95 % of the training text, `SparseAdam` for the embedding rows and `Adam`
 # for the rest; its head biases start at the unigram frequencies, as the other two
-# models' output biases do. All three take Adam steps of size `lr=1e-2` (lazy Adam for A&R).
+# models' output biases do. All three take Adam steps of size `lr=1e-2` (lazy Adam for A&R):
+# the step size that each of the three picks on validation from 0.003, 0.01 and 0.03 at 30
+# CPU s in `benchmarks/time_to_quality.py --corpora gcide` ([claim gcide-time-to-quality] in
+# `benchmarks/RESULTS.md`).
 
 # %%
 class AdaptiveBigram:
