@@ -242,10 +242,11 @@ class Noise:
 
         Example:
 
-        >>> import torch, pyro_ar as ar
+        >>> import torch
+        >>> from pyro_ar.noise import NormalNoise
         >>> psi, rows, y = torch.randn(2, 4, dtype=torch.float64), torch.tensor([0, 0, 1]), torch.tensor([1, 3, 2])
-        >>> lp = ar.NormalNoise().log_marginal_rows(psi, rows, y)
-        >>> torch.allclose(lp, ar.NormalNoise().log_marginal(psi[rows], y))
+        >>> lp = NormalNoise().log_marginal_rows(psi, rows, y)
+        >>> torch.allclose(lp, NormalNoise().log_marginal(psi[rows], y))
         True
         """
         psi = utility[..., rows, :]

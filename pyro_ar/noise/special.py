@@ -7,7 +7,7 @@ r"""The special functions behind the noise families whose CDF torch lacks or com
   in both tails, and :func:`normal_mills_ratio`, the inverse Mills ratio
   :math:`r = \phi/\Phi` and :math:`x + r`, from which :math:`(\log\Phi)' = r` and
   :math:`(\log\Phi)'' = -r(x + r)` (the local fit's derivatives);
-* Gumbel (:class:`~pyro_ar.GumbelNoise`): :func:`softmax_log_prob`, :math:`\log\mathrm{softmax}(\psi)_y`,
+* Gumbel (:class:`~pyro_ar.noise.GumbelNoise`): :func:`softmax_log_prob`, :math:`\log\mathrm{softmax}(\psi)_y`,
   whose gradient :math:`\delta_{ky} - \mathrm{softmax}(\psi)_k` is computed in the B x K buffer
   of the forward pass's log-softmax (one in-place ``exp`` and one in-place scaling) instead of
   autograd's zero-filled B x K gradient of the gather plus a new B x K gradient of the
