@@ -9,13 +9,14 @@ from typing import Optional, Tuple, Union
 import numpy as np
 import torch
 
+from ..models.base import WEIGHT_CHOICES
+from ..negatives import STRATEGIES
 from ..noise import Noise, get_noise
 from ..numerics import check_int
 from ._checks import check_choice, check_float
 from .choices import prior_scale_candidates
 
-_STRATEGIES = ("auto", "per_datapoint", "shared", "importance", "screened")
-_WEIGHTS = ("mle", "map", "bayes")
+_STRATEGIES = ("auto",) + tuple(STRATEGIES)  # "auto": chosen from the data (choices.choose_path)
 _LIKELIHOODS = ("auto", "ar", "exact")
 _SITE = "y"  # the label site of LinearClassifier; its noise site is "y_eps"
 _MAX_SEED = 2**31 - 1
@@ -83,7 +84,7 @@ def settings_of(est, fitting: bool = False) -> Settings:
         noise=get_noise(est.noise),  # the library's one table of names (NOISE_NAMES, NOISE_ALIASES)
         num_negatives=check_int("num_negatives", est.num_negatives, 1, allow_none=True),
         strategy=check_choice("strategy", est.strategy, _STRATEGIES),
-        weights=check_choice("weights", est.weights, _WEIGHTS),
+        weights=check_choice("weights", est.weights, WEIGHT_CHOICES),
         prior_scale=prior_scale_candidates(est.prior_scale),
         batch_size=check_int("batch_size", est.batch_size, 1),
         max_epochs=check_int("max_epochs", est.max_epochs, 1),

@@ -53,7 +53,8 @@ from .plates import SubsamplePlate, WeightedPlate  # noqa: F401  (WeightedPlate:
 
 __all__ = ["CategoricalModel", "WeightStrategy", "PerClassWeights", "take_rows", "check_positive_int", "check_sample_weight"]
 
-_WEIGHTS = ("mle", "map", "bayes")
+#: the treatments of the global weights: point estimates (maximum likelihood, MAP) or a posterior
+WEIGHT_CHOICES = ("mle", "map", "bayes")
 
 
 def check_positive_int(name: str, value, allow_none: bool = False, low: int = 1):
@@ -226,8 +227,8 @@ class CategoricalModel:
                  subsample_size: Optional[int] = None, sparse: bool = False, prefix: str = "",
                  site: str = "y", **likelihood_kwargs):
         self.num_classes = check_positive_int("num_classes", num_classes, low=2)
-        if weights not in _WEIGHTS:
-            raise ValueError(f"weights must be one of {_WEIGHTS}, got weights={weights!r}")
+        if weights not in WEIGHT_CHOICES:
+            raise ValueError(f"weights must be one of {WEIGHT_CHOICES}, got weights={weights!r}")
         if isinstance(prior_scale, bool) or not isinstance(prior_scale, numbers.Real) \
                 or not 0 < prior_scale < float("inf"):
             raise ValueError(f"prior_scale must be a finite number > 0, got prior_scale={prior_scale!r}")
