@@ -241,9 +241,9 @@ def test_a_multi_label_loader_this_pyro_ar_lacks_is_a_clear_error(peers, pdata, 
 @pytest.mark.slow
 def test_quick_run_of_every_method(peers, tmp_path):
     """All methods on a small synthetic problem (about a minute of CPU: one process per row)."""
-    out = subprocess.run([sys.executable, str(SCRIPT), "--dataset", "synthetic", "--quick", "--out", str(tmp_path),
-                          "--features", "binary", "--pyro-ar-variants", '{"strategy": "shared"}'],
-                         capture_output=True, text=True, timeout=900)
+    out = subprocess.run([sys.executable, "-m", "benchmarks.peers", "--dataset", "synthetic", "--quick", "--out",
+                          str(tmp_path), "--features", "binary", "--pyro-ar-variants", '{"strategy": "shared"}'],
+                         capture_output=True, text=True, timeout=900, cwd=SCRIPT.parent.parent)
     assert out.returncode == 0, out.stderr[-3000:]
     res = json.loads((tmp_path / "peers_synthetic_binary_quick.json").read_text())
     rows = [(r["method"], r["features"]) for r in res["results"]]
