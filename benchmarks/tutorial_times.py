@@ -7,7 +7,8 @@
 
 Each tutorial runs as ``python tutorials/NN_NAME.py [--quick]`` from the repository root, in
 this process's environment with ``OMP_NUM_THREADS=1`` and ``MKL_NUM_THREADS=1`` set (torch's
-thread count otherwise follows the cores, and the CPU time with it); its figures go where the
+thread count otherwise follows the cores, and the CPU time with it) and this checkout first on
+``PYTHONPATH`` (the ``pyro_ar`` measured is this checkout's, at the recorded commit); its figures go where the
 tutorial puts them by default (``tutorials/figures/``, ignored by git). Measured per tutorial:
 the child's CPU time, user + sys from ``os.wait4`` (the same rusage ``/usr/bin/time`` reads;
 children that it waited for included), its wall time (``time.perf_counter``) and the 1-minute
@@ -35,11 +36,18 @@ def tutorial_script(number: str) -> Path:
     return found[0]
 
 
+def child_env() -> dict:
+    """This process's environment with one OpenMP/MKL thread and this checkout first on
+    ``PYTHONPATH``, so that the tutorial imports this checkout's ``pyro_ar`` (as it would in a
+    clone installed with ``pip install -e .``), not another copy the interpreter has installed."""
+    return harness.worker_env(first=str(harness.ROOT), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+
+
 def run_one(script: Path, quick: bool) -> dict:
     """Run ``python tutorials/SCRIPT [--quick]`` in a child; return its command, exit status,
     CPU seconds (user + sys), wall seconds and load averages before and after."""
     argv = ["tutorials/" + script.name] + (["--quick"] if quick else [])
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    env = child_env()
     load_start = os.getloadavg()
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as err:
@@ -73,7 +81,7 @@ def main(argv=None):
               flush=True)
         if row["exit_code"]:
             print(row["stderr_tail"], file=sys.stderr)
-    env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYRO_AR_DATA": os.environ.get("PYRO_AR_DATA")}
+    env = {k: child_env().get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYRO_AR_DATA", "PYTHONPATH")}
     harness.save(args, "tutorial_times" + "".join("_" + n for n in args.tutorials),
                  {"child_environment": env, "rows": rows})
     return 1 if any(r["exit_code"] for r in rows) else 0
