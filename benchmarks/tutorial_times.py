@@ -11,7 +11,7 @@ thread count otherwise follows the cores, and the CPU time with it) and this che
 ``PYTHONPATH`` (the ``pyro_ar`` measured is this checkout's, at the recorded commit); its figures go where the
 tutorial puts them by default (``tutorials/figures/``, ignored by git). Measured per tutorial:
 the child's CPU time, user + sys from ``os.wait4`` (the same rusage ``/usr/bin/time`` reads;
-children that it waited for included), its wall time (``time.perf_counter``) and the 1-minute
+children that it waited for included), its wall time (``harness.Timer``) and the 1-minute
 load average just before and just after, since on a shared machine the wall time is the CPU
 time stretched by the load. Writes ``tutorial_times[_quick]_NN[_NN...].json`` to ``--out``.
 """
@@ -20,7 +20,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from benchmarks import harness
@@ -49,12 +48,11 @@ def run_one(script: Path, quick: bool) -> dict:
     argv = ["tutorials/" + script.name] + (["--quick"] if quick else [])
     env = child_env()
     load_start = os.getloadavg()
-    t0 = time.perf_counter()
-    with tempfile.TemporaryFile() as err:
+    with tempfile.TemporaryFile() as err, harness.timer() as clock:
         child = subprocess.Popen([sys.executable, *argv], cwd=harness.ROOT, env=env,
                                  stdout=subprocess.DEVNULL, stderr=err)
         _, status, usage = os.wait4(child.pid, 0)
-        wall = time.perf_counter() - t0
+        wall = clock.wall
         load_end = os.getloadavg()
         child.returncode = os.waitstatus_to_exitcode(status)
         err.seek(0)
