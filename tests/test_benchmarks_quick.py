@@ -65,6 +65,7 @@ QUICK = {
     "table3": (["--dataset", "mnist", "--methods", "ar_softmax", "ove"], ["table3_mnist_authors_quick.json"]),
     "time_to_quality": (["--methods", "ar_softmax,exact,adaptive"], ["time_to_quality_quick.json"]),
     "toy": ([], ["toy_authors_quick.json"]),
+    "tutorial_times": (["01"], ["tutorial_times_01_quick.json"]),
 }
 #: scripts whose --quick run has a test of its own, which checks its output in detail
 OWN_TEST = {"gpu": "tests/test_gpu_benchmark.py", "peers": "tests/test_benchmark_peers.py"}

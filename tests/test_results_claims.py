@@ -54,7 +54,6 @@ PAGES = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.rst")) + TUTORIALS
 #: (page, as a path from the repository root, start of the unit) -> why
 NOT_MEASURED_UNITS = {
     ("README.md", "Both do all set-up on a fresh machine"): "the size of the installed packages",
-    ("README.md", "| tutorial | what it shows | run time"): "the tutorials' run times (the test suite runs them)",
     ("docs/data.rst", "============================  =======  =======  ======"):
         "the data sets' versions and statistics (sizes, non-zeros per row), their provenance",
     ("docs/data.rst", "==================  ========================================"):
