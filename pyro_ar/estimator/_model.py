@@ -7,7 +7,7 @@ from pyro.infer import SVI
 
 from ..infer import ClosedFormELBO, default_guide, local_parameter_names
 from ..likelihoods import DEFAULT
-from ..models import LinearClassifier, unigram_biases
+from ..models import LinearClassifier
 from ..optim import lazy_adam
 from ._settings import _SITE
 
@@ -32,17 +32,14 @@ def training_svi(est, s, K, D, y, batch_size):
     proposal, counts, path = None, torch.bincount(y, minlength=K).double(), est.training_path_
     if s.strategy == "importance":  # training class frequencies ^ 0.75 (the authors')
         proposal = counts.clamp(min=1.0) ** 0.75
-    # sparse / low-rank paths (large K): b starts at the unigram fit of the noise (add-one counts;
-    # for the Gumbel log(1 + n_k) centred); on the pattern path only for skewed labels, where the
-    # negatives are importance draws: with a few rows for every class the centroids rank the
-    # classes better alone
-    unigram = unigram_biases(counts, s.noise, smoothing=1.0)
-    unigram = unigram - unigram.mean()
-    bias_init = unigram.float() if (path.sparse_inputs or path.rank) \
+    log_freq = (counts + 1).log()  # sparse / low-rank paths (large K): b starts at the unigram
+    # (on the pattern path only for skewed labels, where the negatives are importance
+    # draws: with a few rows for every class the centroids rank the classes better alone)
+    bias_init = (log_freq - log_freq.mean()).float() if (path.sparse_inputs or path.rank) \
         and (not path.weight_pattern or path.strategy == "importance") else None
     beta = getattr(est, "centroid_bias_", None) if path.weight_pattern else None
-    if beta:  # the pattern path's start: beta times that, beta chosen on held-out rows (_pattern_fit.choose_bias)
-        bias_init = (beta * unigram).float()
+    if beta:  # the pattern path's start: beta log(1 + n_k) chosen on held-out rows (_pattern_fit.choose_bias)
+        bias_init = (beta * (log_freq - log_freq.mean())).float()
     negatives = dict(num_negatives=None if s.num_negatives is None else min(s.num_negatives, K - 1),
                      strategy=s.strategy, proposal=proposal) if est.likelihood_ != "exact" else {}
     model = linear_model(est, s, K, D, **negatives, subsample_size=batch_size, likelihood=est.likelihood_,
