@@ -224,7 +224,7 @@ def part_c(small):
                 guide = weights = ClassSubsampledNormal(model)
         sched = pyro.optim.LambdaLR({"optimizer": LazyAdam, "optim_args": {"lr": 0.03},
                                      "lr_lambda": lambda t: (1 + t / (steps / 10)) ** -0.7})
-        # the textbook bound's loss has spikes of ~1e13 (a q(eps) blind to W: the point of this
+        # the textbook bound's loss has huge spikes (a q(eps) blind to W: the point of this
         # part), which train()'s divergence guard would stop; its parameters stay finite
         sm = fit(SVI(model, guide, sched, elbo), x, y, steps, sched,
                  summary_fn=lambda: posterior_summary(weights), divergence="indep" not in name)
