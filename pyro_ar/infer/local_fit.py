@@ -461,7 +461,7 @@ def local_q(noise, d: Optional[torch.Tensor] = None, w: Optional[torch.Tensor] =
 
     * Gumbel noise (``noise.closed_form``): exactly :math:`\mathrm{Gumbel}(\log(1 + \hat S), 1)`,
       :math:`\hat S = \sum_j w_j e^{-d_j}`
-      (:func:`~pyro_ar.distributions.expected_factor.optimal_log_eta`); ``log_s``, the
+      (``pyro_ar.distributions.expected_factor.optimal_log_eta``); ``log_s``, the
       :math:`\log\hat S` computed elsewhere (e.g. over every class), replaces ``d`` and ``w``;
       the infer dict marks q a unit Gumbel for :class:`~pyro_ar.infer.ClosedFormELBO`;
     * any other noise: the local fit ``fit`` (:data:`LOCAL_FITS`): ``"gumbel"`` (default,

@@ -158,12 +158,12 @@ class TrainOptions:
 
     @property
     def evaluation_period(self) -> int:
-        """Steps between evaluations: ``eval_every``, or ``max(1, num_steps // 20)``."""
+        """The steps between evaluations (``eval_every``, or ``max(1, num_steps // 20)``)."""
         return self.eval_every or max(1, self.num_steps // 20)
 
     @property
     def record_period(self) -> int:
-        """Steps between loss records: ``log_every``, or the evaluation period."""
+        """The steps between loss records (``log_every``, or the evaluation period)."""
         return self.log_every or self.evaluation_period
 
     def replace(self, **changes) -> "TrainOptions":

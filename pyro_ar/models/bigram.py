@@ -15,7 +15,7 @@ gradients, so a step costs O(B D + s D) whatever the vocabulary size K:
   output weights and biases are stored together as one ``(K, D + 1)`` parameter
   :math:`[w_k, b_k]` (the features get a constant 1), so one optimizer call updates both;
 * the data subsample itself: the plate gets explicit indices from
-  :func:`~pyro_ar.negatives.sample_without_replacement` (O(B)); a plain
+  ``pyro_ar.subsets.sample_without_replacement`` (O(B)); a plain
   ``pyro.plate(..., subsample_size=B)`` draws ``torch.randperm(N)``, O(N) per step, which
   for N = 10^6 bigrams costs more than the rest of the step;
 * the MAP prior (``weights="map"``): :math:`\sum_k \log N(e_k; 0, s^2 I) + \log N([w_k, b_k]; 0, s^2 I)`

@@ -81,7 +81,7 @@ __all__ = ["LinearClassifier", "resolve_defaults"]
 def resolve_defaults(num_classes, likelihood, num_negatives, weights, sparse):
     """``(num_negatives, sparse)`` with the defaults resolved so that the default model's step
     costs the same whatever K: ``num_negatives="auto"`` is all K - 1 other classes while
-    K - 1 <= :data:`~pyro_ar.negatives.DEFAULT_NUM_NEGATIVES` (an exact class sum, as cheap),
+    K - 1 <= ``pyro_ar.negatives.DEFAULT_NUM_NEGATIVES`` (an exact class sum, as cheap),
     that many uniform negatives above; ``sparse=None`` is True when a step subsamples
     classes (row-sparse gradients: use :func:`pyro_ar.optim.lazy_adam`) and the weights
     are point estimates, False otherwise (dense gradients: any optimizer).

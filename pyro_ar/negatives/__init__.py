@@ -34,7 +34,7 @@ except the importance sampler's O(log K) binary search per draw.
 The package has two modules, both re-exported here: :mod:`pyro_ar.negatives.samplers` (the
 record of a draw, the base class and the plain draws) and :mod:`pyro_ar.negatives.stratified`
 (the stratified draws built on them); the names of the strategies
-(:data:`STRATEGIES`, :func:`get_negative_sampler`) are here.
+(``STRATEGIES``, :func:`get_negative_sampler`) are here.
 """
 
 from typing import Optional
