@@ -134,7 +134,8 @@ def test_timer_sums_its_blocks_on_both_clocks():
         _busy(0.02)
         inside = t.cpu
     first = t.cpu
-    assert 0.02 <= inside <= first and t.wall >= 0.02  # CPU time on one thread is <= wall, mostly
+    # CPU time on one thread is <= wall up to the two clocks' resolutions (a 2e-5 s excess seen)
+    assert 0.02 <= inside <= first and t.wall >= 0.02 - 1e-3
     _busy(0.02)                                        # outside any block: not counted
     assert t.cpu == first
     with t:
@@ -142,7 +143,7 @@ def test_timer_sums_its_blocks_on_both_clocks():
     assert t.cpu >= first + 0.02
     running = harness.timer().start()
     _busy(0.01)
-    assert running.cpu >= 0.01 and running.wall >= 0.01
+    assert running.cpu >= 0.01 and running.wall >= 0.01 - 1e-3
 
 
 def test_step_times_counts_warmup_steps_and_stops_at_the_budget():
