@@ -1,6 +1,10 @@
 """The estimator's Pyro pieces: its :class:`~pyro_ar.models.LinearClassifier`
-(:func:`linear_model`) and, for a fit, the model, its guide and ``SVI`` (:func:`training_svi`)."""
+(:func:`linear_model`) and, for a fit, the model, its guide and ``SVI`` (:func:`training_svi`), and
+what a fit trains on and gives (:class:`FitData`, :class:`FitResult`)."""
 
+from typing import NamedTuple, Optional
+
+import numpy as np
 import torch
 
 from pyro.infer import SVI
@@ -50,3 +54,28 @@ def training_svi(est, s, K, D, y, batch_size):
     is_local = local_parameter_names(guide)  # per-datapoint parameters: their own step size
     optim = lazy_adam(lambda name: {"lr": local_lr if is_local(name) else lr})
     return model, guide, SVI(model, guide, optim, ClosedFormELBO())
+
+
+class FitData(NamedTuple):
+    """What a fit trains on: the (scaled) features, the labels as class positions, the
+    per-datapoint weights (None: all 1), the number of classes and of features; for label
+    sets, the rows are (row, label) pairs and ``groups`` the row of each pair."""
+
+    X: object
+    codes: np.ndarray
+    weights: Optional[np.ndarray]
+    K: int
+    D: int
+    groups: Optional[np.ndarray] = None
+
+
+class FitResult(NamedTuple):
+    """What one SVI fit gives: the global parameters' state, its epochs and steps, the loss
+    per epoch, the validation scores (None without a held-out split) and the best one."""
+
+    state: dict
+    n_iter: int
+    n_steps: int
+    loss_curve: list
+    validation_scores: Optional[list]
+    best_score: Optional[float]

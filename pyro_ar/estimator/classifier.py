@@ -2,7 +2,6 @@
 
 import math
 import sys
-from typing import NamedTuple, Optional
 
 import numpy as np
 import torch
@@ -18,7 +17,7 @@ from ._features import DENSIFY_MAX_ELEMENTS, training_features
 from ._files import load_estimator, save_estimator
 from ._checks import checked_data as _checked_data
 from ._labels import combine_sample_weights, held_out_split, label_array, label_codes
-from ._model import training_svi
+from ._model import FitData as _FitData, FitResult as _FitResult, training_svi
 from ._multilabel import encode_multilabel, expand_sample_weight, fit_targets, format_label_sets, precision_at_1
 from ._pattern_fit import centroid_shape, choose_start, pattern_schedule, recentre_fit
 from ._param_state import global_state, state_on
@@ -37,31 +36,6 @@ except ImportError as e:  # pragma: no cover  (tested in a subprocess without sc
                       "scikit-learn scipy (or the extra: pip install 'pyro-ar[data]')") from e
 
 __all__ = ["ARClassifier", "DENSIFY_MAX_ELEMENTS"]
-
-
-class _FitData(NamedTuple):
-    """What a fit trains on: the (scaled) features, the labels as class positions, the
-    per-datapoint weights (None: all 1), the number of classes and of features; for label
-    sets, the rows are (row, label) pairs and ``groups`` the row of each pair."""
-
-    X: object
-    codes: np.ndarray
-    weights: Optional[np.ndarray]
-    K: int
-    D: int
-    groups: Optional[np.ndarray] = None
-
-
-class _FitResult(NamedTuple):
-    """What one SVI fit gives: the global parameters' state, its epochs and steps, the loss
-    per epoch, the validation scores (None without a held-out split) and the best one."""
-
-    state: dict
-    n_iter: int
-    n_steps: int
-    loss_curve: list
-    validation_scores: Optional[list]
-    best_score: Optional[float]
 
 
 class ARClassifier(ClassifierMixin, BaseEstimator):
