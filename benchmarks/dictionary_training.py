@@ -78,7 +78,7 @@ def main():
     classes = QUICK_CLASSES if args.quick and args.classes is None else args.classes
     if classes:
         d = subset_classes(d, classes)
-        from pyro_ar.estimator import _training_path
+        from pyro_ar import training_path as _training_path
         _training_path.FULL_RANK_MAX_BYTES = 1 << 16  # the full sets' path
     dt = featurize(d, "tfidf")  # (the rows are made before the timed fit, as in benchmarks.peers)
     t = harness.timer().start()

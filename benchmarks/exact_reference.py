@@ -97,9 +97,9 @@ class CurveClassifier(ARClassifier):
         return super().fit(X, y, sample_weight)
 
     def _scorer(self, data, s, val_idx, model, guide):
-        from pyro_ar.estimator._pattern_fit import centroid_shape
-        from pyro_ar.estimator._scaling import apply_scaler
-        from pyro_ar.estimator._training_path import pattern_and_centroids
+        from pyro_ar.infer.pattern_fit import centroid_shape
+        from pyro_ar.features import apply_scaler
+        from pyro_ar.training_path import pattern_and_centroids
 
         score = super()._scorer(data, s, val_idx, model, guide)
         if score is None or self.curve_data is None:
@@ -123,7 +123,7 @@ class CurveClassifier(ARClassifier):
     def _append_curve_point(self, out, cpu_s, model, train_pattern, train_loc, pattern, loc, Xc, yc, s):
         """Score the curve rows under the model the fit would return now: the live weights moved
         onto all the rows' centroids."""
-        from pyro_ar.estimator._pattern_fit import recentre
+        from pyro_ar.infer.pattern_fit import recentre
         from pyro_ar.estimator._prediction import utility_source
         from pyro_ar.evaluation import log_likelihood
 
@@ -163,13 +163,13 @@ def pattern_patience(patience):
     """The weight-pattern path's patience (held-out scores without an improvement before it
     stops, ``_pattern_fit.PATTERN_PATIENCE``) set to ``patience`` inside the block (None: as
     it is)."""
-    from pyro_ar.estimator import _pattern_fit
+    from pyro_ar.infer import pattern_fit as _pattern_fit
 
     if patience is None:
         yield
         return
     if not hasattr(_pattern_fit, "PATTERN_PATIENCE"):
-        raise RuntimeError("pyro_ar.estimator._pattern_fit.PATTERN_PATIENCE is gone: --exact-patience cannot be set")
+        raise RuntimeError("pyro_ar.infer.pattern_fit.PATTERN_PATIENCE is gone: --exact-patience cannot be set")
     old, _pattern_fit.PATTERN_PATIENCE = _pattern_fit.PATTERN_PATIENCE, int(patience)
     try:
         yield
@@ -266,7 +266,7 @@ def load_data(a):
 
     d = load("wordnet", a.data_dir, quick=a.quick)
     if a.quick:
-        from pyro_ar.estimator import _training_path
+        from pyro_ar import training_path as _training_path
 
         _training_path.FULL_RANK_MAX_BYTES = 1 << 16  # the full set's path on the subset
         return d, f"WordNet reverse dictionary, {QUICK_CLASSES} random classes"

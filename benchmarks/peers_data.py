@@ -11,7 +11,7 @@ Features (``--features``): ``binary`` -- the loader's rows as they are (the reve
 dictionaries and the WordNet synsets: binary bags of words, L2-normalised; Bibtex: 0/1);
 ``tfidf`` -- the rows ``ARClassifier()`` builds inside on its weight-pattern path:
 feature j scaled by its idf :math:`\\log\\frac{1 + N}{1 + \\mathrm{df}_j}` fitted on the
-training rows, each row then L2-normalised (``pyro_ar.estimator._scaling.fit_scaler(idf=True)``
+training rows, each row then L2-normalised (``pyro_ar.features.fit_scaler(idf=True)``
 and ``apply_scaler(normalize_rows=True)``, the same functions).
 """
 
@@ -194,7 +194,7 @@ def featurize(d, features):
         raise ValueError(f"features: expected one of {FEATURES}, got {features!r}")
     if features == "binary":
         return d
-    from pyro_ar.estimator._scaling import apply_scaler, fit_scaler
+    from pyro_ar.features import apply_scaler, fit_scaler
 
     mean, scale = fit_scaler(d.X, sparse_inputs=True, idf=True)
     return SimpleNamespace(**dict(vars(d), X=_csr(apply_scaler(d.X, mean, scale, normalize_rows=True)),

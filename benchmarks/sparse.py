@@ -186,7 +186,7 @@ def sparse_rows(x, scale=1.0):
     """Row access to a sparse training matrix at O(B) per minibatch (the estimator's), the
     features divided by ``scale`` (the estimator's sparse standardisation)."""
     from pyro_ar.datasets import to_scipy_csr
-    from pyro_ar.estimator._features import SparseRows
+    from pyro_ar.features import SparseRows
 
     return SparseRows(to_scipy_csr(x) / scale, torch.float32, "cpu", sparse=True)
 

@@ -33,7 +33,7 @@ def fits():
     from types import SimpleNamespace
 
     from benchmarks import exact_reference as er
-    from pyro_ar.estimator import _training_path
+    from pyro_ar import training_path as _training_path
 
     d = SimpleNamespace(**dict(zip(("X", "y", "Xt", "yt"), dictionary_like())))
     old, _training_path.FULL_RANK_MAX_BYTES = _training_path.FULL_RANK_MAX_BYTES, 1 << 12
@@ -111,7 +111,7 @@ def test_summarize_on_hand_made_curves():
 
 def test_pattern_patience_is_restored():
     from benchmarks.exact_reference import pattern_patience
-    from pyro_ar.estimator import _pattern_fit
+    from pyro_ar.infer import pattern_fit as _pattern_fit
 
     before = _pattern_fit.PATTERN_PATIENCE
     with pattern_patience(7):

@@ -114,7 +114,7 @@ def test_cuda_pattern_utility_and_estimator_path(monkeypatch):
     import numpy as np
     import scipy.sparse as sp
 
-    import pyro_ar.estimator._training_path as training_path
+    import pyro_ar.training_path as training_path
     from pyro_ar import ARClassifier
 
     dev = torch.device("cuda")

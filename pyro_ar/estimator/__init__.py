@@ -92,7 +92,7 @@ variational parameters are O(N) training state; they are discarded after ``fit``
 
 ``X`` may be a dense array or a ``scipy.sparse`` matrix/array. Sparse ``X`` of the sparse
 path (at most 10% non-zeros and at least 128 features; the rule is
-``pyro_ar.estimator._training_path.choose_path``) is never densified: the utilities of a
+``pyro_ar.training_path.choose_path``) is never densified: the utilities of a
 minibatch come from its non-zeros, O(nnz x (1 + s)) per step, with gradients (and lazy
 Adam updates) only at the (class, feature) entries used; when a full K x D W and its
 optimizer state would not fit comfortably in memory the model is low rank,

@@ -9,9 +9,9 @@ import pyro
 from ..evaluation import linear_source
 from ..files import preserved_rng
 from ..infer import default_guide
-from ._features import feature_rows
+from ..features import feature_rows
 from ._model import linear_model
-from ._param_state import dummy_datapoint, state_on
+from ..infer.param_state import dummy_datapoint, state_on
 
 
 def fitted_weights(model, guide, settings, seed):
@@ -37,7 +37,7 @@ def fitted_weights(model, guide, settings, seed):
 
 def utility_source(X, weights):
     """The :class:`~pyro_ar.evaluation.UtilitySource` of the rows of ``X`` (a dense array or
-    scipy.sparse, fetched chunk by chunk by :func:`~pyro_ar.estimator._features.feature_rows`)
+    scipy.sparse, fetched chunk by chunk by :func:`~pyro_ar.features.feature_rows`)
     under :func:`fitted_weights`' ``weights``: a point estimate (S = 1) as ``(B, K)``
     utilities, posterior draws as ``(S, B, K)``."""
     W, b, *E = weights

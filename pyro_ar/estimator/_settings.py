@@ -13,8 +13,8 @@ from ..models.base import WEIGHT_CHOICES
 from ..negatives import STRATEGIES
 from ..noise import Noise, get_noise
 from ..numerics import check_int
-from ._checks import check_choice, check_float
-from .choices import prior_scale_candidates
+from ..numerics import check_choice, check_float
+from ..infer.selection import prior_scale_candidates
 
 _STRATEGIES = ("auto",) + tuple(STRATEGIES)  # "auto": chosen from the data (choices.choose_path)
 _LIKELIHOODS = ("auto", "ar", "exact")

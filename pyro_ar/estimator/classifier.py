@@ -13,19 +13,19 @@ from ..files import seeded
 from ..infer import EarlyStopping, LearningRateDecay, TrainingDiverged, train
 from ..infer.progress import phase_bar, set_progress_total
 from ..negatives import DEFAULT_NUM_NEGATIVES
-from ._features import DENSIFY_MAX_ELEMENTS, training_features
-from ._files import load_estimator, save_estimator
-from ._checks import checked_data as _checked_data
-from ._labels import combine_sample_weights, held_out_split, label_array, label_codes
+from ..features import DENSIFY_MAX_ELEMENTS, training_features
+from ..infer.saved_estimator import load_estimator, save_estimator
+from ._checks import checked_data as _checked_data, fit_targets
+from ..labels import combine_sample_weights, held_out_split, label_array, label_codes
 from ._model import FitData as _FitData, FitResult as _FitResult, training_svi
-from ._multilabel import encode_multilabel, expand_sample_weight, fit_targets, format_label_sets, precision_at_1
-from ._pattern_fit import centroid_shape, choose_start, pattern_schedule, recentre_fit
-from ._param_state import global_state, state_on
+from ..label_sets import encode_multilabel, expand_sample_weight, format_label_sets, precision_at_1
+from ..infer.pattern_fit import centroid_shape, choose_start, pattern_schedule, recentre_fit
+from ..infer.param_state import global_state, state_on
 from ._prediction import Predictor, fitted_weights, utility_source
-from ._scaling import apply_scaler, fit_scaler
+from ..features import apply_scaler, fit_scaler
 from ._settings import _MAX_SEED, settings_of
-from ._training_path import PATTERN_MAX_EPOCHS, PATTERN_PRIOR_SCALE, choose_path, pattern_and_centroids
-from .choices import _REFIT_BUDGET, resolve_likelihood, search_holdout, select_prior_scale
+from ..training_path import PATTERN_MAX_EPOCHS, PATTERN_PRIOR_SCALE, choose_path, pattern_and_centroids
+from ..infer.selection import _REFIT_BUDGET, resolve_likelihood, search_holdout, select_prior_scale
 
 try:  # scikit-learn is an optional dependency of pyro_ar (extras "data" / "test")
     import scipy.sparse as sp
@@ -53,7 +53,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         where the estimate is exact); None: all classes.
     :param strategy: ``"auto"`` (default: importance negatives when the labels are skewed,
         else per-datapoint, or shared where per-datapoint negatives would be memory-bound;
-        see ``pyro_ar.estimator._training_path.choose_path``),
+        see ``pyro_ar.training_path.choose_path``),
         ``"per_datapoint"`` (the paper's), ``"shared"`` (one set per minibatch),
         ``"importance"`` (shared draws from the training class frequencies^0.75) or
         ``"screened"`` (per datapoint, the highest-utility of four times as many uniform candidates
@@ -64,10 +64,10 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     :param prior_scale: standard deviation s of the prior N(0, s^2) on every entry of W
         (and of the bias under ``"bayes"``; with a ``rank``, the factors' priors are scaled
         so that the entries of W = V E^T still have variance s^2); ``"auto"`` (default) or a list: chosen from
-        :data:`~pyro_ar.estimator.choices.PRIOR_SCALE_GRID` (``s = sqrt(C)`` for
+        :data:`~pyro_ar.infer.selection.PRIOR_SCALE_GRID` (``s = sqrt(C)`` for
         scikit-learn's C in {0.01, 0.1, 1, 10}) refined by half-steps around its best
-        (:func:`~pyro_ar.estimator.choices.select_prior_scale`), or from the list, on a held-out
-        split (:func:`~pyro_ar.estimator.choices.search_holdout`), then refitted on all the data (two plain fits'
+        (:func:`~pyro_ar.infer.selection.select_prior_scale`), or from the list, on a held-out
+        split (:func:`~pyro_ar.infer.selection.search_holdout`), then refitted on all the data (two plain fits'
         steps in all; ``prior_scale_``, ``prior_scale_scores_``); a first ``partial_fit`` takes 1 (or the
         list's middle).
     :param batch_size: datapoints per SVI step (clipped to the training size).
@@ -75,7 +75,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         most ``PATTERN_MAX_EPOCHS`` = 8, without ``min_steps``, and fewer when held-out rows
         stop improving: that fit starts at the class centroids, holds out rows whatever
         ``early_stopping`` and keeps its best weights, the start included;
-        ``pyro_ar.estimator._pattern_fit``) (one epoch = ceil(n_train / batch_size)
+        ``pyro_ar.infer.pattern_fit``) (one epoch = ceil(n_train / batch_size)
         steps on random minibatches); small data sets get more, up to ``min_steps`` steps.
     :param num_steps: if given, the exact number of SVI steps (overrides ``max_epochs`` and
         ``min_steps``).
@@ -109,11 +109,11 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         (no centring, the sparsity is kept), floored at the median one; on the sparse path
         with a low rank all by one number, the root mean square row norm (rare features are
         not blown up), and on the weight pattern by their idf with rows L2-normalised
-        (``training_path_.one_scale``, ``pyro_ar.estimator._scaling.fit_scaler``). Raw,
+        (``training_path_.one_scale``, ``pyro_ar.features.fit_scaler``). Raw,
         unscaled features then work with the default step size.
     :param likelihood: ``"auto"`` (default: the exact softmax for Gumbel noise when its step
         costs no more than an A&R step,
-        :func:`~pyro_ar.estimator.choices.exact_step_is_cheaper`; A&R otherwise), ``"ar"``
+        :func:`~pyro_ar.infer.selection.exact_step_is_cheaper`; A&R otherwise), ``"ar"``
         or ``"exact"``. The choice made is ``likelihood_``.
     :param min_steps: a plain fit runs at least this many SVI steps (unless ``num_steps`` is
         given); a prior-scale search splits its steps between the search's fits and the final
@@ -128,7 +128,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
 
     The training path -- sparse inputs (utilities from the non-zeros of a scipy.sparse X,
     O(nnz x (1 + s)) per step), the rank and the negatives -- is chosen from the data by
-    ``pyro_ar.estimator._training_path.choose_path`` and kept as ``training_path_``.
+    ``pyro_ar.training_path.choose_path`` and kept as ``training_path_``.
 
     Fitted attributes: ``classes_`` (labels, position = class index), ``n_features_in_``
     (and ``feature_names_in_`` for data frames), ``param_state_`` (the Pyro param store
@@ -328,7 +328,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         self._predict_seed, self.n_partial_fits_ = None, 0
 
     def _split(self, data, s, rng, force=False):
-        """``(train, validation)`` datapoint indices (:func:`~pyro_ar.estimator._labels.held_out_split`;
+        """``(train, validation)`` datapoint indices (:func:`~pyro_ar.labels.held_out_split`;
         validation None without early stopping or ``force``)."""
         if not (self.early_stopping or force):
             return np.arange(len(data.codes)), None
@@ -336,8 +336,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
 
     def _choose_prior_scale(self, data, s, rng, init, partial):
         """``(settings, init, budget, search steps)`` of the final fit, ``prior_scale`` a number:
-        a grid is scored on a held-out split (:func:`~pyro_ar.estimator.choices.search_holdout`,
-        :func:`~pyro_ar.estimator.choices.select_prior_scale`; SVI steps run: ``search steps``,
+        a grid is scored on a held-out split (:func:`~pyro_ar.infer.selection.search_holdout`,
+        :func:`~pyro_ar.infer.selection.select_prior_scale`; SVI steps run: ``search steps``,
         0 without a search), the final fit starts from the best with ``_REFIT_BUDGET`` of a plain
         fit's steps. Sets ``prior_scale_`` (None for ``"mle"``) and ``prior_scale_scores_``."""
         grid, self.prior_scale_scores_ = s.prior_scale, None

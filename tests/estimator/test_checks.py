@@ -15,7 +15,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from pyro_ar import ARClassifier
-from pyro_ar.estimator._checks import MAX_FEATURES, check_feature_matrix
+from pyro_ar.features import MAX_FEATURES, check_feature_matrix
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

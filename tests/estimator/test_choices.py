@@ -1,4 +1,4 @@
-"""The estimator's automatic choices (``pyro_ar.estimator.choices``): the held-out split of the
+"""The estimator's automatic choices (``pyro_ar.infer.selection``): the held-out split of the
 prior-scale search."""
 
 from types import SimpleNamespace
@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 import pyro_ar.estimator.classifier as classifier_module
 from pyro_ar import ARClassifier
-from pyro_ar.estimator.choices import SEARCH_HOLDOUT, SEARCH_MIN_ROWS, search_holdout
+from pyro_ar.infer.selection import SEARCH_HOLDOUT, SEARCH_MIN_ROWS, search_holdout
 
 
 @settings(max_examples=200, deadline=None)

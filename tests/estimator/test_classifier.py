@@ -16,7 +16,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import pyro_ar
 import pyro_ar.estimator as estimator_module
-import pyro_ar.estimator._features as estimator_features
+import pyro_ar.features as estimator_features
 from pyro_ar import ARClassifier
 from pyro_ar.datasets import make_linear_teacher
 
@@ -299,7 +299,7 @@ def test_sparse_input_equals_dense_input(monkeypatch, densify_limit):
     np.testing.assert_array_equal(dense.predict(X), sparse.predict(Xs))
     if densify_limit is not None:  # the minibatch path ran, never densifying everything: minibatches
         # and the prior-scale search's held-out rows (choices.search_holdout: 30 % of 150 here)
-        from pyro_ar.estimator.choices import search_holdout
+        from pyro_ar.infer.selection import search_holdout
         held_out = round(search_holdout(0.1, SimpleNamespace(codes=y, groups=None)) * len(y))
         assert fit_rows and max(fit_rows) <= max(batch, held_out) < len(y)
 
@@ -495,7 +495,7 @@ def test_auto_prior_scale_chooses_on_validation_and_beats_a_weak_prior():
     overfits (150 points, 38 noise features) it picks a strong one and its test
     log-likelihood beats the weakest grid scale's fit (by 0.05 nats or more here: measured
     0.64)."""
-    from pyro_ar.estimator.choices import PRIOR_SCALE_GRID, refined_candidates
+    from pyro_ar.infer.selection import PRIOR_SCALE_GRID, refined_candidates
 
     X, y, Xt, yt = _overfit_prone()
     kw = dict(min_steps=0, max_epochs=20, batch_size=150, learning_rate=0.1, random_state=0)
@@ -554,7 +554,7 @@ def test_auto_prior_scale_with_partial_fit_and_mle():
     (50, 10, 64, None, True), (50, 10, 64, 49, True),   # an exact class sum anyway
 ])
 def test_exact_step_is_cheaper_follows_the_measured_costs(K, D, B, s, cheaper):
-    from pyro_ar.estimator.choices import exact_step_is_cheaper
+    from pyro_ar.infer.selection import exact_step_is_cheaper
 
     assert exact_step_is_cheaper(K, D, B, s) is cheaper
 

@@ -8,11 +8,11 @@ import scipy.sparse as sp
 import torch
 from hypothesis import given, settings, strategies as st
 
-import pyro_ar.estimator._training_path as training_path
+import pyro_ar.training_path as training_path
 from pyro_ar import ARClassifier
-from pyro_ar.estimator._pattern_fit import CENTROID_POWERS, IDF_POWERS, _heldout_hits, choose_centroid_scorer, recentre, reweight_rows
-from pyro_ar.estimator._scaling import apply_scaler, fit_scaler
-from pyro_ar.estimator._training_path import pattern_and_centroids
+from pyro_ar.infer.pattern_fit import CENTROID_POWERS, IDF_POWERS, _heldout_hits, choose_centroid_scorer, recentre, reweight_rows
+from pyro_ar.features import apply_scaler, fit_scaler
+from pyro_ar.training_path import pattern_and_centroids
 from pyro_ar.weight_pattern import WeightPattern
 
 from .test_pattern_path import _few_rows_per_class

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import pyro_ar.estimator._training_path as training_path
+import pyro_ar.training_path as training_path
 from pyro_ar import ARClassifier
-from pyro_ar.estimator._scaling import apply_scaler, fit_scaler
-from pyro_ar.estimator._training_path import choose_path, pattern_and_centroids
+from pyro_ar.features import apply_scaler, fit_scaler
+from pyro_ar.training_path import choose_path, pattern_and_centroids
 
 
 def _few_rows_per_class(seed=0, K=400, D=3000, N=1600, words=6):

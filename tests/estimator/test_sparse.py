@@ -7,8 +7,8 @@ import torch
 
 from pyro_ar import ARClassifier
 from pyro_ar.datasets import make_sparse_teacher, to_scipy_csr
-from pyro_ar.estimator import _features, _training_path
-from pyro_ar.estimator._training_path import TrainingPath, choose_path
+from pyro_ar import features as _features, training_path as _training_path
+from pyro_ar.training_path import TrainingPath, choose_path
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors: threads only add contention
 

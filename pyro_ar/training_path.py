@@ -1,5 +1,5 @@
-r"""How the estimator trains, chosen from the data's shape and labels: sparse or dense inputs,
-full rank, low rank or W on the training class-feature pattern, and the negatives
+r"""How a linear classifier is laid out and trained for a data shape (the rule ``ARClassifier``
+applies), chosen from the data's shape and labels: sparse or dense inputs, full rank, low rank or W on the training class-feature pattern, and the negatives
 (:func:`choose_path`; the thresholds are the module's constants), with the starting point
 of the pattern path (:func:`pattern_and_centroids`)."""
 
@@ -7,6 +7,8 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 import torch
+
+from .weight_pattern import WeightPattern
 
 try:  # scipy is an optional dependency of pyro_ar (extras "data" / "test")
     import scipy.sparse as sp
@@ -48,7 +50,7 @@ class TrainingPath(NamedTuple):
 
     Example:
 
-    >>> from pyro_ar.estimator._training_path import TrainingPath
+    >>> from pyro_ar.training_path import TrainingPath
     >>> TrainingPath(True, 128, "per_datapoint").describe()
     'sparse inputs, low rank 128, per_datapoint negatives'
     """
@@ -103,7 +105,7 @@ def choose_path(num_rows: int, num_features: int, num_classes: int, nnz: Optiona
 
     Example:
 
-    >>> from pyro_ar.estimator._training_path import choose_path
+    >>> from pyro_ar.training_path import choose_path
     >>> choose_path(75_000, 27_000, 27_000, nnz=750_000).describe()   # WordNet's reverse dictionary
     'sparse inputs, full rank on the training class-feature pattern, per_datapoint negatives'
     >>> choose_path(10_000, 27_000, 20).describe()                    # dense and wide
@@ -130,7 +132,7 @@ def effective_classes(class_counts) -> float:
 
     Example:
 
-    >>> from pyro_ar.estimator._training_path import effective_classes
+    >>> from pyro_ar.training_path import effective_classes
     >>> round(effective_classes([5, 5, 5, 5]), 6), round(effective_classes([1, 0, 0]), 6)
     (4.0, 1.0)
     """
@@ -150,14 +152,12 @@ def pattern_and_centroids(X, codes, K: int, temperature: float = PATTERN_INIT_TE
     Example:
 
     >>> import numpy as np, scipy.sparse as sp
-    >>> from pyro_ar.estimator._training_path import pattern_and_centroids
+    >>> from pyro_ar.training_path import pattern_and_centroids
     >>> X = sp.csr_matrix(np.array([[3.0, 0, 4], [0, 1, 0]]))
     >>> pattern, loc = pattern_and_centroids(X, np.array([1, 0]), 2, temperature=10.0)
     >>> pattern.keys.tolist(), loc.tolist()     # class 0: feature 1; class 1: features 0 and 2
     ([1, 3, 5], [10.0, 6.0, 8.0])
     """
-    from ..weight_pattern import WeightPattern
-
     N, D = X.shape
     Y = sp.csr_matrix((np.ones(N), (codes, np.arange(N))), shape=(K, N))
     C = sp.csr_matrix(Y @ X)

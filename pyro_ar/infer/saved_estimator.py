@@ -19,12 +19,12 @@ import numpy as np
 import torch
 
 from ..files import atomic_save, decode_constraint, encode_constraint, load_payload
-from ..infer.checkpoint import check_param_state
-from ._checks import check_choice
-from ._multilabel import FORMS
-from ._param_state import state_on
-from ._settings import _LIKELIHOODS, _STRATEGIES, settings_of
-from ._training_path import TrainingPath
+from ..label_sets import FORMS
+from ..numerics import check_choice
+from ..training_path import TrainingPath
+from .checkpoint import check_param_state
+from .param_state import state_on
+from ..estimator._settings import _LIKELIHOODS, _STRATEGIES, settings_of
 
 __all__ = ["save_estimator", "load_estimator"]
 
@@ -58,7 +58,7 @@ def save_estimator(est, path, weights_only: bool = True) -> None:
 
     >>> import os, tempfile, numpy as np
     >>> from pyro_ar import ARClassifier
-    >>> from pyro_ar.estimator._files import load_estimator, save_estimator
+    >>> from pyro_ar.infer.saved_estimator import load_estimator, save_estimator
     >>> X = np.random.RandomState(0).randn(60, 3)
     >>> clf = ARClassifier(min_steps=0, max_epochs=1).fit(X, X.argmax(1))
     >>> path = os.path.join(tempfile.mkdtemp(), "m.pt")
@@ -143,7 +143,7 @@ def load_estimator(cls, path, map_location="cpu", weights_only=True):
     Example:
 
     >>> from pyro_ar import ARClassifier
-    >>> from pyro_ar.estimator._files import load_estimator
+    >>> from pyro_ar.infer.saved_estimator import load_estimator
     >>> load_estimator(ARClassifier, "/nonexistent.pt")
     Traceback (most recent call last):
     ...

@@ -15,7 +15,7 @@ import warnings
 
 import numpy as np
 
-from ._checks import check_float
+from ..numerics import check_float
 
 __all__ = ["PRIOR_SCALE_GRID", "SEARCH_HOLDOUT", "SEARCH_MIN_ROWS", "exact_step_is_cheaper", "prior_scale_candidates",
            "refined_candidates", "resolve_likelihood", "search_holdout", "select_prior_scale"]
@@ -65,7 +65,7 @@ def exact_step_is_cheaper(num_classes: int, num_features: int, batch_size: int,
 
     Example:
 
-    >>> from pyro_ar.estimator.choices import exact_step_is_cheaper
+    >>> from pyro_ar.infer.selection import exact_step_is_cheaper
     >>> exact_step_is_cheaper(10, 784, 1024, 20), exact_step_is_cheaper(100_000, 784, 256, 20)
     (True, False)
     """
@@ -84,7 +84,7 @@ def prior_scale_candidates(value):
 
     Example:
 
-    >>> from pyro_ar.estimator.choices import prior_scale_candidates
+    >>> from pyro_ar.infer.selection import prior_scale_candidates
     >>> prior_scale_candidates(2.0), prior_scale_candidates([3, 0.5])
     (2.0, (0.5, 3.0))
     """
@@ -106,7 +106,7 @@ def refined_candidates(grid, best) -> tuple:
 
     Example:
 
-    >>> from pyro_ar.estimator.choices import refined_candidates
+    >>> from pyro_ar.infer.selection import refined_candidates
     >>> [round(s, 3) for s in refined_candidates((0.1, 1.0, 10.0), 1.0)]
     [0.316, 3.162]
     >>> [round(s, 3) for s in refined_candidates((0.1, 1.0, 10.0), 0.1)]   # below the grid too
@@ -140,7 +140,7 @@ def search_holdout(validation_fraction: float, data) -> float:
 
     >>> import numpy as np
     >>> from types import SimpleNamespace
-    >>> from pyro_ar.estimator.choices import search_holdout
+    >>> from pyro_ar.infer.selection import search_holdout
     >>> small, large = SimpleNamespace(codes=np.zeros(1_257), groups=None), SimpleNamespace(codes=np.zeros(60_000), groups=None)
     >>> search_holdout(0.1, small), search_holdout(0.1, large)
     (0.3, 0.1)
@@ -163,7 +163,7 @@ def select_prior_scale(fit, grid, steps: int, init=None, refine: bool = False):
 
     Example:
 
-    >>> from pyro_ar.estimator.choices import select_prior_scale
+    >>> from pyro_ar.infer.selection import select_prior_scale
     >>> fit = lambda s, n, state: (s, -abs(s - 0.3))     # a score peaking at s = 0.3
     >>> select_prior_scale(fit, (0.1, 0.3, 1.0), steps=100)[0]
     0.3
@@ -196,7 +196,7 @@ def resolve_likelihood(p, K: int, D: int) -> str:
 
     >>> from types import SimpleNamespace
     >>> from pyro_ar import get_noise
-    >>> from pyro_ar.estimator.choices import resolve_likelihood
+    >>> from pyro_ar.infer.selection import resolve_likelihood
     >>> p = SimpleNamespace(likelihood="auto", num_negatives=20, batch_size=1024, noise=get_noise("gumbel"))
     >>> resolve_likelihood(p, 10, 784), resolve_likelihood(p, 100_000, 784)
     ('exact', 'ar')

@@ -2,7 +2,7 @@ r"""The schedule of the weight-pattern path (sparse inputs, many classes, a few 
 step count set by a held-out split, and the fit moved back onto the centroids of all the rows.
 
 The path's W starts at the scaled class centroids :math:`\mathrm{loc}` of the rows it trains
-on (:func:`~pyro_ar.estimator._training_path.pattern_and_centroids`): an untrained scorer
+on (:func:`~pyro_ar.training_path.pattern_and_centroids`): an untrained scorer
 that is already good (the tf-idf nearest centroid). Training may only add to it, so:
 
 * the fit holds out ``validation_fraction`` of the rows (:func:`pattern_schedule`: always on
@@ -93,7 +93,7 @@ def pattern_schedule(weight_pattern: bool, steps_per_epoch: int, patience: int, 
 
     Example:
 
-    >>> from pyro_ar.estimator._pattern_fit import pattern_schedule
+    >>> from pyro_ar.infer.pattern_fit import pattern_schedule
     >>> pattern_schedule(True, 66, 5)
     PatternSchedule(eval_every=16, eval_at_start=True, patience=1, min_delta=0.001)
     >>> pattern_schedule(False, 66, 5)
@@ -115,7 +115,7 @@ def recentre(state: dict, name: str, train_pattern, train_loc: torch.Tensor, pat
 
     >>> import torch
     >>> from pyro_ar.weight_pattern import WeightPattern
-    >>> from pyro_ar.estimator._pattern_fit import recentre
+    >>> from pyro_ar.infer.pattern_fit import recentre
     >>> small, big = WeightPattern(torch.tensor([0, 3]), 2, 2), WeightPattern(torch.tensor([0, 1, 3]), 2, 2)
     >>> state = {"params": {"weight": torch.tensor([1.5, 2.0])}, "constraints": {}}
     >>> recentre(state, "weight", small, torch.tensor([1.0, 2.0]), big, torch.tensor([3.0, 4.0, 5.0]))["params"]["weight"].tolist()
@@ -141,7 +141,7 @@ def reweight_rows(X, weight: np.ndarray):
     Example:
 
     >>> import numpy as np, scipy.sparse as sp
-    >>> from pyro_ar.estimator._pattern_fit import reweight_rows
+    >>> from pyro_ar.infer.pattern_fit import reweight_rows
     >>> reweight_rows(sp.csr_matrix([[1.0, 1.0]]), np.array([3.0, 4.0])).toarray().round(6).tolist()
     [[0.6, 0.8]]
     """
@@ -241,7 +241,7 @@ def choose_bias(U: torch.Tensor, y: torch.Tensor, log_counts: torch.Tensor) -> t
     Example:
 
     >>> import torch
-    >>> from pyro_ar.estimator._pattern_fit import choose_bias
+    >>> from pyro_ar.infer.pattern_fit import choose_bias
     >>> U = torch.tensor([[1.0, 0.9], [1.0, 0.9], [0.9, 1.0]])      # the label is class 1 each time
     >>> beta, T, scores = choose_bias(U, torch.tensor([1, 1, 1]), torch.tensor([0.0, 1.0]))
     >>> beta, scores[0.0], scores[beta]        # a bias towards the more frequent class 1 wins
@@ -271,7 +271,7 @@ def calibrate_temperature(U: torch.Tensor, y: torch.Tensor, start: float = 15.0,
     Example:
 
     >>> import torch
-    >>> from pyro_ar.estimator._pattern_fit import calibrate_temperature
+    >>> from pyro_ar.infer.pattern_fit import calibrate_temperature
     >>> U = torch.tensor([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])   # right 3 times in 4
     >>> round(calibrate_temperature(U, torch.tensor([0, 0, 0, 0])), 3)        # sigmoid(T) = 3/4
     1.099
@@ -294,7 +294,7 @@ def max_held_out(num_classes: int) -> int:
     """Held-out rows kept for ``num_classes`` classes: :data:`MAX_HELD_OUT`, fewer (not under
     200) where rows x K would pass :data:`HELD_OUT_UTILITIES`.
 
-    >>> from pyro_ar.estimator._pattern_fit import max_held_out
+    >>> from pyro_ar.infer.pattern_fit import max_held_out
     >>> max_held_out(26_793), max_held_out(122_929)
     (1000, 406)
     """
@@ -310,7 +310,7 @@ def cap_held_out(train_idx: np.ndarray, val_idx: np.ndarray, rng, groups=None, n
     Example:
 
     >>> import numpy as np
-    >>> from pyro_ar.estimator._pattern_fit import cap_held_out
+    >>> from pyro_ar.infer.pattern_fit import cap_held_out
     >>> train, held = cap_held_out(np.arange(9000), np.arange(9000, 12000), np.random.RandomState(0))
     >>> len(train), len(held)
     (11000, 1000)
@@ -330,9 +330,9 @@ def cap_held_out(train_idx: np.ndarray, val_idx: np.ndarray, rng, groups=None, n
 
 def centroid_shape(est) -> dict:
     """The estimator's starting scorer: ``{"power": gamma, "temperature": T}`` for
-    :func:`~pyro_ar.estimator._training_path.pattern_and_centroids` (1 and
+    :func:`~pyro_ar.training_path.pattern_and_centroids` (1 and
     ``PATTERN_INIT_TEMPERATURE`` before any choice)."""
-    from ._training_path import PATTERN_INIT_TEMPERATURE
+    from ..training_path import PATTERN_INIT_TEMPERATURE
 
     power, temperature = getattr(est, "centroid_power_", None), getattr(est, "centroid_temperature_", None)
     return {"power": 1.0 if power is None else power,
@@ -362,7 +362,7 @@ def recentre_fit(est, state: dict, data, name: str, train_codes=None) -> dict:
     param ``state`` move onto them (the returned state); with a bias weight beta
     (``est.centroid_bias_``) the bias ``name[:-6] + "bias"`` moves likewise, by
     :math:`\beta (\log(1 + n_k) - \log(1 + n^{tr}_k))` (``train_codes``: the split's labels)."""
-    from ._training_path import pattern_and_centroids
+    from ..training_path import pattern_and_centroids
 
     train_pattern, train_loc = est.weight_pattern_, est.weight_loc_
     est.weight_pattern_, est.weight_loc_ = pattern_and_centroids(data.X, data.codes, data.K, **centroid_shape(est))

@@ -1,5 +1,6 @@
-"""The estimator's labels: as a 1-D array, encoded as class positions (``classes_``), and
-the per-datapoint weights from ``sample_weight`` and ``class_weight``."""
+"""Class labels of any hashable values: checked, as a 1-D array, encoded as class positions (a
+classifier's ``classes_``); the per-datapoint weights from ``sample_weight`` and ``class_weight``;
+the held-out split of a fit (stratified by class, or by row for label sets)."""
 
 import numpy as np
 
@@ -24,7 +25,7 @@ def check_missing_labels(y, name: str = "y") -> None:
     Example:
 
     >>> import numpy as np
-    >>> from pyro_ar.estimator._labels import check_missing_labels
+    >>> from pyro_ar.labels import check_missing_labels
     >>> check_missing_labels(np.array(["a", None, "b"], dtype=object))
     Traceback (most recent call last):
     ...
