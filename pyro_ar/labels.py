@@ -1,5 +1,5 @@
 """Class labels of any hashable values: checked, as a 1-D array, encoded as class positions (a
-classifier's ``classes_``); the per-datapoint weights from ``sample_weight`` and ``class_weight``;
+classifier's ``classes_``); the per-datapoint weights from ``sample_weight``;
 the held-out split of a fit (stratified by class, or by row for label sets)."""
 
 import numpy as np
@@ -111,24 +111,17 @@ def label_codes(y, classes, unknown: str):
         raise ValueError(f"{unknown}: {e.args[0]!r}") from None
 
 
-def combine_sample_weights(codes, classes, sample_weight, class_weight):
-    """Per-datapoint weights, ``sample_weight`` times the ``class_weight`` of each label
-    (None when both are None: every datapoint weighs 1)."""
-    if sample_weight is None and class_weight is None:
+def weighted_samples(codes, sample_weight):
+    """Per-datapoint weights of the labels ``codes``: ``sample_weight`` checked (scikit-learn's
+    ``_check_sample_weight``: a scalar or one weight per datapoint, all >= 0); None stays None
+    (every datapoint weighs 1)."""
+    if sample_weight is None:
         return None
-    from sklearn.utils.class_weight import compute_sample_weight
     from sklearn.utils.validation import _check_sample_weight
 
     w = _check_sample_weight(sample_weight, np.empty((len(codes), 0)), dtype=np.float64)
     if np.any(w < 0):
         raise ValueError(f"sample_weight must be >= 0, got {w[w < 0][:5].tolist()}")
-    if class_weight is not None:
-        if isinstance(class_weight, dict):
-            missing = set(class_weight) - set(classes.tolist())
-            if missing:
-                raise ValueError(f"class_weight names labels not in y: {sorted(map(repr, missing))}")
-            class_weight = dict(enumerate(class_weight.get(c, 1.0) for c in classes.tolist()))
-        w = w * compute_sample_weight(class_weight, codes)
     return w
 
 

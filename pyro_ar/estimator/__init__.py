@@ -128,6 +128,7 @@ after ``fit`` (``random_state`` seeds them inside). Not thread-safe: the param s
 process-global.
 """
 
+from ..infer.selection import Weights
 from .classifier import DENSIFY_MAX_ELEMENTS, ARClassifier
 
-__all__ = ["ARClassifier", "DENSIFY_MAX_ELEMENTS"]
+__all__ = ["ARClassifier", "DENSIFY_MAX_ELEMENTS", "Weights"]

@@ -1,59 +1,132 @@
-"""The estimator's Pyro pieces: its :class:`~pyro_ar.models.LinearClassifier`
-(:func:`linear_model`) and, for a fit, the model, its guide and ``SVI`` (:func:`training_svi`), and
-what a fit trains on and gives (:class:`FitData`, :class:`FitResult`)."""
+"""The estimator's Pyro pieces: its :class:`~pyro_ar.models.LinearClassifier`, built in one place
+(:func:`linear_model`); for a fit, the likelihood object, the model, its guide and ``SVI``
+(:func:`training_svi`) and what a fit trains on and gives (:class:`FitData`, :class:`FitResult`);
+for prediction, the fitted weights (:class:`Predictor`) and their utilities on new rows through
+:func:`pyro_ar.evaluation.linear_source`."""
 
 from typing import NamedTuple, Optional
 
 import numpy as np
 import torch
 
+import pyro
 from pyro.infer import SVI
 
+from ..evaluation import linear_source
+from ..features import feature_rows
 from ..infer import ClosedFormELBO, default_guide, local_parameter_names
-from ..likelihoods import DEFAULT
-from ..models import LinearClassifier
+from ..infer.param_state import mean_field_draws, state_on
+from ..likelihoods import AR, Exact
+from ..models import LinearClassifier, unigram_biases
+from ..negatives import get_negative_sampler
 from ..optim import lazy_adam
-from ._settings import _SITE
+
+#: Adam's step size for per-datapoint variational parameters (local guides that keep some)
+LOCAL_LEARNING_RATE = 0.1
 
 
-def linear_model(est, s, K, D, *, num_negatives=DEFAULT, strategy=DEFAULT, proposal=DEFAULT,
-                 subsample_size=None, likelihood="ar", rank=None, bias_init=None, weight_loc=None):
-    """The :class:`~pyro_ar.models.LinearClassifier` of the estimator ``est`` under its
-    settings ``s`` (the bias unpenalised, like scikit-learn's intercept; W on
-    ``est.weight_pattern_`` when it has one)."""
-    return LinearClassifier(
-        D, K, noise=s.noise, likelihood=likelihood, num_negatives=num_negatives,
-        strategy=strategy, proposal=proposal, weights=s.weights,
-        prior_scale=s.prior_scale if not isinstance(s.prior_scale, tuple) else
-        getattr(est, "prior_scale_", None) or 1.0, subsample_size=subsample_size,
-        sparse=s.weights != "bayes", site=_SITE, rank=rank, bias_init=bias_init, penalize_bias=False,
-        weight_pattern=getattr(est, "weight_pattern_", None), weight_loc=weight_loc)
+def linear_model(est, weights, K, D, likelihood, prior_scale=1.0, **options):
+    """The :class:`~pyro_ar.models.LinearClassifier` of the estimator ``est`` with the checked
+    ``weights`` (:class:`~pyro_ar.infer.selection.Weights`) and the likelihood object (the bias
+    unpenalised, like scikit-learn's intercept; W on ``est.weight_pattern_`` when it has one);
+    ``options``: ``subsample_size``, ``rank``, ``bias_init``, ``weight_loc``."""
+    return LinearClassifier(D, K, likelihood=likelihood, weights=weights.kind, prior_scale=prior_scale,
+                            sparse=weights.kind != "bayes", site="y", penalize_bias=False,
+                            weight_pattern=getattr(est, "weight_pattern_", None), **options)
 
 
-def training_svi(est, s, K, D, y, batch_size):
+def fit_likelihood(spec, mode, strategy, counts):
+    r"""The likelihood object of a fit: ``Exact(noise)`` for ``mode="exact"``, else A&R with the
+    spec's sampler (an object given by the user, used as given while its count fits K - 1) or one
+    built for the path's ``strategy`` (importance draws from the training class frequencies
+    :math:`\max(n_k, 1)^{0.75}`, the authors')."""
+    if mode == "exact":
+        return Exact(spec.noise)
+    K, n = len(counts), spec.num_negatives
+    clipped = None if n is None else min(n, K - 1)
+    if spec.sampler is not None and (clipped == n or spec.strategy == "importance"):
+        return AR(spec.noise, spec.sampler)
+    proposal = counts.clamp(min=1.0) ** 0.75 if strategy == "importance" else None
+    return AR(spec.noise, get_negative_sampler(strategy, clipped, proposal))
+
+
+def training_svi(est, weights, spec, K, D, y, batch_size, prior_scale):
     """The model of a fit on the labels ``y``, its guide and ``SVI`` (lazy Adam; its own step
     size for local params; the training path ``est.training_path_``)."""
-    proposal, counts, path = None, torch.bincount(y, minlength=K).double(), est.training_path_
-    if s.strategy == "importance":  # training class frequencies ^ 0.75 (the authors')
-        proposal = counts.clamp(min=1.0) ** 0.75
-    log_freq = (counts + 1).log()  # sparse / low-rank paths (large K): b starts at the unigram
-    # (on the pattern path only for skewed labels, where the negatives are importance
-    # draws: with a few rows for every class the centroids rank the classes better alone)
-    bias_init = (log_freq - log_freq.mean()).float() if (path.sparse_inputs or path.rank) \
-        and (not path.weight_pattern or path.strategy == "importance") else None
+    counts, path = torch.bincount(y, minlength=K).double(), est.training_path_
+    # sparse / low-rank paths (large K): b starts at the unigram fit of the noise, centred (on the
+    # pattern path only for skewed labels, where the negatives are importance draws: with a few
+    # rows for every class the centroids rank the classes better alone; or beta times it, beta
+    # chosen on held-out rows, pattern_fit.choose_bias)
     beta = getattr(est, "centroid_bias_", None) if path.weight_pattern else None
-    if beta:  # the pattern path's start: beta log(1 + n_k) chosen on held-out rows (_pattern_fit.choose_bias)
-        bias_init = (beta * (log_freq - log_freq.mean())).float()
-    negatives = dict(num_negatives=None if s.num_negatives is None else min(s.num_negatives, K - 1),
-                     strategy=s.strategy, proposal=proposal) if est.likelihood_ != "exact" else {}
-    model = linear_model(est, s, K, D, **negatives, subsample_size=batch_size, likelihood=est.likelihood_,
-                         rank=path.rank, bias_init=bias_init,
-                         weight_loc=getattr(est, "weight_loc_", None) if path.weight_pattern else None)
+    scale = beta or (1.0 if (path.sparse_inputs or path.rank) and
+                     (not path.weight_pattern or path.strategy == "importance") else None)
+    bias_init = None
+    if scale:
+        unigram = unigram_biases(counts, spec.noise, smoothing=1.0)
+        bias_init = (scale * (unigram - unigram.mean())).float()
+    likelihood = fit_likelihood(spec, est.likelihood_, path.strategy, counts)
+    model = linear_model(est, weights, K, D, likelihood, prior_scale, subsample_size=batch_size, rank=path.rank,
+                         bias_init=bias_init, weight_loc=est.weight_loc_ if path.weight_pattern else None)
     guide = default_guide(model, local_first=True)  # (ignored without a local latent)
-    lr, local_lr = s.learning_rate, s.local_learning_rate
-    is_local = local_parameter_names(guide)  # per-datapoint parameters: their own step size
-    optim = lazy_adam(lambda name: {"lr": local_lr if is_local(name) else lr})
+    lr, is_local = est.learning_rate, local_parameter_names(guide)  # per-datapoint parameters: their own step size
+    optim = lazy_adam(lambda name: {"lr": LOCAL_LEARNING_RATE if is_local(name) else lr})
     return model, guide, SVI(model, guide, optim, ClosedFormELBO())
+
+
+def fitted_weights(model, weights, seed, state=None):
+    """(W (S, K, D), b (S, K)) in float64: the point weights of the live param store (S = 1) or
+    ``weights.num_posterior_samples`` draws of the posterior q(W, b) that the param ``state``
+    holds (:func:`~pyro_ar.infer.param_state.mean_field_draws`, under ``seed``); with a rank,
+    (V (S, K, r), b (S, K), E (S, D, r)) (W = V E^T is never formed); on a weight pattern,
+    (W (K, D) torch-sparse, b (1, K))."""
+    names = list(model.parameter_shapes())
+    if weights.kind == "bayes":
+        draws = mean_field_draws(state, model.parameter_shapes(), weights.num_posterior_samples, seed)
+        return tuple(draws[n] for n in names)
+    fitted = model.fitted_parameters()
+    if model.weight_pattern is not None:  # W as a (K, D) sparse matrix
+        return model.weight_pattern.sparse(fitted["weight"].double()), fitted["bias"].double()[None]
+    return tuple(fitted[n].double()[None] for n in names)
+
+
+def utility_source(X, weights):
+    """The :class:`~pyro_ar.evaluation.UtilitySource` of the rows of ``X`` (a dense array or
+    scipy.sparse, fetched chunk by chunk by :func:`~pyro_ar.features.feature_rows`) under
+    :func:`fitted_weights`' ``weights``: a point estimate (S = 1) as ``(B, K)`` utilities,
+    posterior draws as ``(S, B, K)``."""
+    W, b, *E = weights
+    rows = feature_rows(X, W.device)
+    if W.is_sparse:
+        return linear_source(rows, W, b[0])
+    if W.shape[0] == 1:
+        W, b, E = W[0], b[0], [e[0] for e in E]
+    return linear_source(rows, W, b, embedding=E[0] if E else None)
+
+
+class Predictor:
+    """The fitted model of an estimator, built once from its ``param_state_`` (the tensors moved
+    to the device, not copied, when they are elsewhere), and its weights, reused by every
+    prediction until the estimator is refitted or the hyper-parameters they depend on change
+    (:attr:`key`)."""
+
+    def __init__(self, est, weights, noise, device, seed):
+        self.param_state, self.key = est.param_state_, (device, weights.kind, weights.num_posterior_samples)
+        state = state_on(est.param_state_, device)
+        rank = next((t.shape[-1] for n, t in state["params"].items()  # (from E's shape)
+                     if n.rsplit(".", 1)[-1] == "embedding"), None)
+        K, D = len(est.classes_), est.n_features_in_
+        with pyro.get_param_store().scope(state_on(state)):
+            model = linear_model(est, weights, K, D, Exact(noise), rank=rank)
+            self.weights = fitted_weights(model, weights, seed, state)
+
+    def serves(self, est, key) -> bool:
+        """Whether this predictor holds ``est``'s current fit under the hyper-parameters ``key``."""
+        return self.param_state is est.param_state_ and self.key == key
+
+    def source(self, X):
+        """The utilities of the rows of ``X`` (:func:`utility_source`)."""
+        return utility_source(X, self.weights)
 
 
 class FitData(NamedTuple):

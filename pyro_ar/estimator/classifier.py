@@ -9,23 +9,23 @@ import torch
 import pyro
 
 from ..evaluation import log_likelihood, predict_log_proba, top_k
+from ..features import DENSIFY_MAX_ELEMENTS, apply_scaler, fit_scaler, training_features
 from ..files import seeded
 from ..infer import EarlyStopping, LearningRateDecay, TrainingDiverged, train
-from ..infer.progress import phase_bar, set_progress_total
-from ..negatives import DEFAULT_NUM_NEGATIVES
-from ..features import DENSIFY_MAX_ELEMENTS, training_features
-from ..infer.saved_estimator import load_estimator, save_estimator
-from ._checks import checked_data as _checked_data, fit_targets
-from ..labels import combine_sample_weights, held_out_split, label_array, label_codes
-from ._model import FitData as _FitData, FitResult as _FitResult, training_svi
-from ..label_sets import encode_multilabel, expand_sample_weight, format_label_sets, precision_at_1
-from ..infer.pattern_fit import centroid_shape, choose_start, pattern_schedule, recentre_fit
 from ..infer.param_state import global_state, state_on
-from ._prediction import Predictor, fitted_weights, utility_source
-from ..features import apply_scaler, fit_scaler
-from ._settings import _MAX_SEED, settings_of
-from ..training_path import PATTERN_MAX_EPOCHS, PATTERN_PRIOR_SCALE, choose_path, pattern_and_centroids
+from ..infer.pattern_fit import centroid_shape, choose_start, pattern_schedule, recentre_fit
+from ..infer.progress import phase_bar, set_progress_total
+from ..infer.saved_estimator import load_estimator, save_estimator
 from ..infer.selection import _REFIT_BUDGET, resolve_likelihood, search_holdout, select_prior_scale
+from ..label_sets import encode_multilabel, expand_sample_weight, format_label_sets, precision_at_1
+from ..labels import held_out_split, label_array, label_codes, weighted_samples
+from ..training_path import PATTERN_MAX_EPOCHS, PATTERN_PRIOR_SCALE, choose_path, pattern_and_centroids
+from ._checks import checked_data as _checked_data, fit_targets
+from ._model import FitData as _FitData, FitResult as _FitResult, Predictor, fitted_weights, training_svi, \
+    utility_source
+from ._params import checked, refuse_removed, seed_of, stopping, upgrade
+
+_MAX_SEED = 2**31 - 1
 
 try:  # scikit-learn is an optional dependency of pyro_ar (extras "data" / "test")
     import scipy.sparse as sp
@@ -45,56 +45,57 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     costs. All arguments are stored unchanged and validated in :meth:`fit` (a bad value
     raises ``ValueError`` naming the argument).
 
-    :param noise: ``"gumbel"`` (softmax; closed-form bound with natural-gradient local
-        steps), ``"normal"`` (multinomial probit), ``"logistic"``, any other name of the
-        library's one table (:func:`pyro_ar.get_noise`: ``"probit"``, ``"laplace"``,
-        ``"student_t3"``, ...), or a :class:`pyro_ar.Noise` instance (reparameterised local guide).
-    :param num_negatives: classes sampled per likelihood estimate (clipped to K - 1,
-        where the estimate is exact); None: all classes.
-    :param strategy: ``"auto"`` (default: importance negatives when the labels are skewed,
-        else per-datapoint, or shared where per-datapoint negatives would be memory-bound;
-        see ``pyro_ar.training_path.choose_path``),
-        ``"per_datapoint"`` (the paper's), ``"shared"`` (one set per minibatch),
-        ``"importance"`` (shared draws from the training class frequencies^0.75) or
-        ``"screened"`` (per datapoint, the highest-utility of four times as many uniform candidates
-        summed exactly and the rest subsampled: :class:`pyro_ar.negatives.ScreenedNegatives`).
-    :param weights: ``"map"`` (default: Gaussian prior on W, like scikit-learn's L2 penalty
-        with ``C = prior_scale**2``; the bias is not penalised, like its intercept),
-        ``"mle"`` or ``"bayes"`` (mean-field Gaussian posterior, ``AutoNormal``).
-    :param prior_scale: standard deviation s of the prior N(0, s^2) on every entry of W
-        (and of the bias under ``"bayes"``; with a ``rank``, the factors' priors are scaled
-        so that the entries of W = V E^T still have variance s^2); ``"auto"`` (default) or a list: chosen from
-        :data:`~pyro_ar.infer.selection.PRIOR_SCALE_GRID` (``s = sqrt(C)`` for
-        scikit-learn's C in {0.01, 0.1, 1, 10}) refined by half-steps around its best
-        (:func:`~pyro_ar.infer.selection.select_prior_scale`), or from the list, on a held-out
-        split (:func:`~pyro_ar.infer.selection.search_holdout`), then refitted on all the data (two plain fits'
-        steps in all; ``prior_scale_``, ``prior_scale_scores_``); a first ``partial_fit`` takes 1 (or the
-        list's middle).
+    :param likelihood: ``"auto"`` (default: the exact softmax where its step costs no more than
+        an A&R step, :func:`~pyro_ar.infer.selection.exact_step_is_cheaper`, else A&R), ``"ar"`` or
+        ``"exact"`` -- Gumbel noise (softmax), 20 negatives of a strategy chosen from the data
+        (importance draws for skewed labels, else per datapoint, or shared where per-datapoint
+        negatives would be memory-bound: :func:`pyro_ar.training_path.choose_path`) --, or a
+        likelihood object carrying its noise and negatives: :class:`pyro_ar.likelihoods.AR`
+        (e.g. ``AR("normal", 5)``, multinomial probit with 5 per-datapoint negatives; any noise of
+        :func:`pyro_ar.get_noise` or a :class:`pyro_ar.Noise`; a count above K - 1 is clipped) or
+        :class:`pyro_ar.likelihoods.Exact` (``Exact("normal")``). The choice made is ``likelihood_``.
+    :param weights: ``"map"`` (default: Gaussian prior on W, like scikit-learn's L2 penalty with
+        ``C = prior_scale**2``; the bias is not penalised, like its intercept), ``"mle"``,
+        ``"bayes"`` (mean-field Gaussian posterior, ``AutoNormal``), or a
+        :class:`~pyro_ar.estimator.Weights` carrying the kind, the prior scale s of N(0, s^2) on
+        every entry of W (and of the bias under ``"bayes"``; with a rank, the factors' priors are
+        scaled so that W = V E^T keeps variance s^2), the ``rank`` and the posterior draws that
+        ``"bayes"`` predictions average (``num_posterior_samples``, 32). ``prior_scale="auto"``
+        (default) or a list: chosen from :data:`~pyro_ar.infer.selection.PRIOR_SCALE_GRID`
+        (``s = sqrt(C)`` for scikit-learn's C in {0.01, 0.1, 1, 10}) refined by half-steps around
+        its best (:func:`~pyro_ar.infer.selection.select_prior_scale`), or from the list, on a
+        held-out split (:func:`~pyro_ar.infer.selection.search_holdout`), then refitted on all the
+        data (two plain fits' steps in all; ``prior_scale_``, ``prior_scale_scores_``); a first
+        ``partial_fit`` takes 1 (or the list's middle). ``rank="auto"`` (default): full rank while
+        W and its optimizer state fit in memory comfortably, else low rank; None: full rank; r:
+        :math:`W = V E^\top`, O((D + K) r) parameters.
     :param batch_size: datapoints per SVI step (clipped to the training size).
-    :param max_epochs: passes over the data (on the weight-pattern path of sparse inputs at
-        most ``PATTERN_MAX_EPOCHS`` = 8, without ``min_steps``, and fewer when held-out rows
-        stop improving: that fit starts at the class centroids, holds out rows whatever
-        ``early_stopping`` and keeps its best weights, the start included;
-        ``pyro_ar.infer.pattern_fit``) (one epoch = ceil(n_train / batch_size)
-        steps on random minibatches); small data sets get more, up to ``min_steps`` steps.
-    :param num_steps: if given, the exact number of SVI steps (overrides ``max_epochs`` and
-        ``min_steps``).
-    :param learning_rate: initial Adam step size of the global parameters (lazy Adam:
-        sparse rows), decayed linearly to 5% of it over the run
-        (:class:`~pyro_ar.infer.LearningRateDecay`).
-    :param local_learning_rate: Adam step size of per-datapoint variational parameters,
-        if the local guide has any (the default ones have none to train: the Gumbel local
-        step is a natural-gradient step, and for other noises q is refitted at each step by
-        :class:`~pyro_ar.infer.local_guides.ConditionalLocalGuide`).
-    :param num_posterior_samples: posterior draws averaged by ``predict_proba`` and the
-        validation score (``"bayes"`` only).
-    :param early_stopping: hold out ``validation_fraction`` of the data (stratified when
-        possible), evaluate its mean log-likelihood after each epoch, stop after
-        ``n_iter_no_change`` epochs without an improvement of at least ``tol``, and keep
-        the best weights.
-    :param validation_fraction: fraction held out for early stopping, in (0, 1).
-    :param n_iter_no_change: patience of early stopping, in epochs.
-    :param tol: minimal improvement of the validation log-likelihood (nats per datapoint).
+    :param max_epochs: passes over the data (one epoch = ceil(n_train / batch_size) steps on
+        random minibatches); a fit runs at least ``min_steps`` steps. On the weight-pattern path
+        of sparse inputs at most ``PATTERN_MAX_EPOCHS`` = 8, without ``min_steps``, and fewer when
+        held-out rows stop improving (that fit starts at the class centroids, holds out rows
+        whatever ``early_stopping`` and keeps its best weights, the start included;
+        :mod:`pyro_ar.infer.pattern_fit`). None: exactly ``min_steps`` SVI steps (every fit).
+    :param min_steps: a plain fit runs at least this many SVI steps (with ``max_epochs=None``,
+        exactly this many); a prior-scale search splits its steps between the search's fits and
+        the final fit (``n_steps_by_phase_``).
+    :param learning_rate: initial Adam step size of the global parameters (lazy Adam: sparse
+        rows), decayed linearly to 5% of it over the run (:class:`~pyro_ar.infer.LearningRateDecay`).
+    :param early_stopping: hold out a fraction of the data (stratified when possible), evaluate
+        its mean log-likelihood after each epoch, stop after a number of epochs without an
+        improvement of at least a tolerance (nats per datapoint), and keep the best weights:
+        ``True`` (0.1, 5 epochs, 1e-4) or a dict of some of ``validation_fraction``,
+        ``n_iter_no_change`` and ``tol``.
+    :param standardize: standardise the features inside the estimator (the fitted scaling
+        is applied again at prediction): dense -- centred and divided by their standard
+        deviation, floored at the median one; sparse -- divided by their root mean square
+        (no centring, the sparsity is kept), floored at the median one; on the sparse path
+        with a low rank all by one number, the root mean square row norm (rare features are
+        not blown up), and on the weight pattern by their idf with rows L2-normalised
+        (``training_path_.one_scale``, :func:`pyro_ar.features.fit_scaler`). Raw,
+        unscaled features then work with the default step size.
+    :param warm_start: start ``fit`` from the current weights (when the classes are the
+        same; the standardisation of the first fit is kept).
     :param random_state: None, an int or a ``numpy.random.RandomState``: seeds torch /
         pyro (and the validation split) during fit; two fits with the same int give
         identical predictions (on CPU).
@@ -103,28 +104,11 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         phase of a fit ("phase 1/2: prior-scale search" over all its fits, "phase 2/2: fit on
         all the data"; or "fit", "partial_fit N") with the steps per second, the running loss
         and the last validation log-likelihood.
-    :param standardize: standardise the features inside the estimator (the fitted scaling
-        is applied again at prediction): dense -- centred and divided by their standard
-        deviation, floored at the median one; sparse -- divided by their root mean square
-        (no centring, the sparsity is kept), floored at the median one; on the sparse path
-        with a low rank all by one number, the root mean square row norm (rare features are
-        not blown up), and on the weight pattern by their idf with rows L2-normalised
-        (``training_path_.one_scale``, ``pyro_ar.features.fit_scaler``). Raw,
-        unscaled features then work with the default step size.
-    :param likelihood: ``"auto"`` (default: the exact softmax for Gumbel noise when its step
-        costs no more than an A&R step,
-        :func:`~pyro_ar.infer.selection.exact_step_is_cheaper`; A&R otherwise), ``"ar"``
-        or ``"exact"``. The choice made is ``likelihood_``.
-    :param min_steps: a plain fit runs at least this many SVI steps (unless ``num_steps`` is
-        given); a prior-scale search splits its steps between the search's fits and the final
-        fit (``n_steps_by_phase_``).
-    :param class_weight: None, ``"balanced"`` (weights inversely proportional to the class
-        frequencies) or a dict label -> weight; multiplies ``sample_weight``.
-    :param warm_start: start ``fit`` from the current weights (when the classes are the
-        same; the standardisation of the first fit is kept).
-    :param rank: ``"auto"`` (default: full rank while W and its optimizer state fit in memory
-        comfortably, else low rank), None (full rank) or r: :math:`W = V E^\top`, O((D + K) r)
-        parameters (:class:`~pyro_ar.models.LinearClassifier`'s ``rank``).
+
+    Keywords of earlier versions (``noise``, ``num_negatives``, ``strategy``, ``prior_scale``,
+    ``rank``, ``num_posterior_samples``, ``num_steps``, ``validation_fraction``,
+    ``n_iter_no_change``, ``tol``, ``local_learning_rate``, ``class_weight``) raise a
+    ``TypeError`` naming their replacement.
 
     The training path -- sparse inputs (utilities from the non-zeros of a scipy.sparse X,
     O(nnz x (1 + s)) per step), the rank and the negatives -- is chosen from the data by
@@ -150,44 +134,38 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     >>> rng = np.random.RandomState(0)
     >>> X = rng.randn(300, 4)
     >>> y = X[:, :3].argmax(1)
-    >>> clf = ARClassifier(num_negatives=2, min_steps=300, random_state=0).fit(X, y)
+    >>> clf = ARClassifier(min_steps=300, random_state=0).fit(X, y)
     >>> clf.predict_proba(X[:2]).shape
     (2, 3)
     >>> clf.score(X, y) > 0.8
     True
     """
 
-    def __init__(self, noise="gumbel", num_negatives=DEFAULT_NUM_NEGATIVES, strategy="auto",
-                 weights="map", prior_scale="auto", batch_size=1024, max_epochs=20,
-                 num_steps=None, learning_rate=0.01, local_learning_rate=0.1,
-                 num_posterior_samples=32, early_stopping=False, validation_fraction=0.1,
-                 n_iter_no_change=5, tol=1e-4, random_state=None, device="cpu",
-                 verbose=False, standardize=True, likelihood="auto", min_steps=1000,
-                 class_weight=None, warm_start=False, rank="auto"):
-        self.noise = noise
-        self.num_negatives = num_negatives
-        self.strategy = strategy
+    def __init__(self, likelihood="auto", weights="map", batch_size=1024, max_epochs=20, min_steps=1000,
+                 learning_rate=0.01, early_stopping=False, standardize=True, warm_start=False,
+                 random_state=None, device="cpu", verbose=False, **removed):
+        refuse_removed(removed)
+        if removed:  # (not a keyword of any version)
+            raise TypeError(f"ARClassifier got an unexpected keyword argument {next(iter(removed))!r}")
+        self.likelihood = likelihood
         self.weights = weights
-        self.prior_scale = prior_scale
         self.batch_size = batch_size
         self.max_epochs = max_epochs
-        self.num_steps = num_steps
+        self.min_steps = min_steps
         self.learning_rate = learning_rate
-        self.local_learning_rate = local_learning_rate
-        self.num_posterior_samples = num_posterior_samples
         self.early_stopping = early_stopping
-        self.validation_fraction = validation_fraction
-        self.n_iter_no_change = n_iter_no_change
-        self.tol = tol
+        self.standardize = standardize
+        self.warm_start = warm_start
         self.random_state = random_state
         self.device = device
         self.verbose = verbose
-        self.standardize = standardize
-        self.likelihood = likelihood
-        self.min_steps = min_steps
-        self.class_weight = class_weight
-        self.warm_start = warm_start
-        self.rank = rank
+
+    def set_params(self, **params):
+        refuse_removed(params)
+        return super().set_params(**params)
+
+    _checked_params = checked  # (every hyper-parameter checked: (weights, likelihood spec, device))
+    _upgrade_params = staticmethod(upgrade)  # (hyper-parameters of older files: pyro_ar.infer.saved_estimator)
 
     # ------------------------------------------------------------------ sklearn plumbing
     def __sklearn_tags__(self):
@@ -214,7 +192,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             see the module's text): an (n_samples, K) 0/1 indicator, dense or ``scipy.sparse``,
             or a list of label lists / sets.
         :param sample_weight: non-negative weights, shape (n_samples,): a datapoint of weight
-            2 counts as two copies (multiplied by ``class_weight`` when given).
+            2 counts as two copies.
         :returns: self.
         """
         return self._fit(X, y, sample_weight, partial=False)
@@ -247,7 +225,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         return self._fit(X, y, sample_weight, partial=True, classes=classes)
 
     def _fit(self, X, y, sample_weight, partial, classes=None):
-        s = settings_of(self, fitting=True)
+        weights, spec, device = self._checked_params()  # (every hyper-parameter checked, once)
+        seed = seed_of(self.random_state)
         first = not (partial and hasattr(self, "classes_"))
         seen = {k: self.__dict__[k] for k in ("n_features_in_", "feature_names_in_") if k in self.__dict__}
         X, classes, codes, targets = fit_targets(self, X, y, classes, partial, first, _checked_data)
@@ -265,39 +244,42 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                              f"got X with {D} features; set warm_start=False to fit anew")
         rows = None if targets is None else targets.rows
         if not warm:
-            self._choose_path(X, codes, K, s, rows)
-        s = s.replace(strategy=self.training_path_.strategy)
+            self._choose_path(X, codes, K, weights, spec, rows)
         X = apply_scaler(X, self.feature_mean_, self.feature_scale_, getattr(self, "row_normalize_", False))
         if rows is not None:  # one training row per (row, label) pair
             X, sample_weight = X[rows], expand_sample_weight(sample_weight, targets)
-        if self.training_path_.weight_pattern and isinstance(self.prior_scale, str):
-            s = s.replace(prior_scale=PATTERN_PRIOR_SCALE)  # no search: see PATTERN_PRIOR_SCALE
-        data = _FitData(X, codes, combine_sample_weights(codes, classes, sample_weight, self.class_weight),
-                        K, D, rows)
+        grid = weights.prior_scale
+        if self.training_path_.weight_pattern and isinstance(self._prior_scale_given(), str):
+            grid = PATTERN_PRIOR_SCALE  # no search: see PATTERN_PRIOR_SCALE
+        data = _FitData(X, codes, weighted_samples(codes, sample_weight), K, D, rows)
+        self._fit_spec = (weights, spec, device)  # (read by the fit's private steps; dropped after it)
         if self.verbose:
             print(f"ARClassifier: {N:,} rows, {D:,} features, {K:,} classes; {self.training_path_.describe()}; "
                   f"{'exact softmax' if self.likelihood_ == 'exact' else 'A&R'} likelihood; "
-                  f"{min(s.batch_size, N):,} rows per SVI step", file=sys.stderr)
-        with seeded(s.seed + (self.n_partial_fits_ if partial else 0)):
-            rng = np.random.RandomState(s.seed)
-            train_idx, val_idx = (np.arange(N), None) if partial else \
-                self._split(data, s, rng, force=self.training_path_.weight_pattern and not warm)  # _pattern_fit
-            if self.training_path_.weight_pattern and not warm and val_idx is not None:  # _pattern_fit
-                train_idx, val_idx, data = choose_start(self, data, train_idx, val_idx, rng)
-            if self._predict_seed is None:
-                self._predict_seed = int(rng.randint(_MAX_SEED))
-            s, init, budget, search_steps = self._choose_prior_scale(
-                data, s, rng, self.param_state_ if warm else None, partial)
-            phase = (f"partial_fit {self.n_partial_fits_ + 1}" if partial else
-                     "phase 2/2: fit on all the data" if search_steps else "fit")
-            if search_steps:
-                phase += f" (prior scale {s.prior_scale:.3g})"
-            planned = self._num_steps(s, len(train_idx), partial, budget)
-            with phase_bar(planned, f"ARClassifier {phase}", self.verbose) as bar:
-                result = self._fit_svi(data, s, train_idx, val_idx, init=init, partial=partial,
-                                       budget=budget, bar=bar)
-                if bar is not None and result.n_steps < planned:
-                    bar.set_description(f"{bar.desc}, early-stopped", refresh=False)
+                  f"{min(self.batch_size, N):,} rows per SVI step", file=sys.stderr)
+        try:
+            with seeded(seed + (self.n_partial_fits_ if partial else 0)):
+                rng = np.random.RandomState(seed)
+                train_idx, val_idx = (np.arange(N), None) if partial else \
+                    self._split(data, rng, force=self.training_path_.weight_pattern and not warm)  # pattern_fit
+                if self.training_path_.weight_pattern and not warm and val_idx is not None:  # pattern_fit
+                    train_idx, val_idx, data = choose_start(self, data, train_idx, val_idx, rng)
+                if self._predict_seed is None:
+                    self._predict_seed = int(rng.randint(_MAX_SEED))
+                scale, init, budget, search_steps = self._choose_prior_scale(
+                    data, grid, rng, self.param_state_ if warm else None, partial)
+                phase = (f"partial_fit {self.n_partial_fits_ + 1}" if partial else
+                         "phase 2/2: fit on all the data" if search_steps else "fit")
+                if search_steps:
+                    phase += f" (prior scale {scale:.3g})"
+                planned = self._num_steps(len(train_idx), partial, budget)
+                with phase_bar(planned, f"ARClassifier {phase}", self.verbose) as bar:
+                    result = self._fit_svi(data, train_idx, val_idx, scale, planned, init=init, partial=partial,
+                                           bar=bar)
+                    if bar is not None and result.n_steps < planned:
+                        bar.set_description(f"{bar.desc}, early-stopped", refresh=False)
+        finally:
+            del self._fit_spec
         self.classes_, self.param_state_ = classes, result.state
         self.multilabel_ = targets is not None
         self.labels_per_row_ = None if targets is None else targets.labels_per_row
@@ -307,112 +289,120 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         self.n_steps_by_phase_ = {"prior_scale_search": search_steps, "final_fit": result.n_steps}
         self.n_steps_ = search_steps + result.n_steps
         self.n_partial_fits_ += int(partial)
-        self._predictor(s)  # the fitted model, built once for the predictions to come
+        self._predictor(weights, spec.noise, device)  # the fitted model, built once for the predictions to come
         return self
 
-    def _choose_path(self, X, codes, K, s, rows=None):
+    def _choose_path(self, X, codes, K, weights, spec, rows=None):
         """A fresh fit's training path, standardisation (fitted on the rows of X) and
         likelihood, from the data: one datapoint per label of ``codes`` (the row of each in
         ``rows``; None: the rows of X in order)."""
         D = X.shape[1]
         nnz = None if not sp.issparse(X) else int(X.nnz if rows is None else np.diff(X.indptr)[rows].sum())
-        self.training_path_ = choose_path(len(codes), D, K, nnz, s.strategy,
-                                          s.rank, s.batch_size, s.num_negatives,
-                                          np.bincount(codes, minlength=K))
+        self.training_path_ = choose_path(len(codes), D, K, nnz, spec.strategy, weights.rank, self.batch_size,
+                                          spec.num_negatives, np.bincount(codes, minlength=K))
         pattern = self.training_path_.weight_pattern
         self.feature_mean_, self.feature_scale_ = fit_scaler(
             X, self.training_path_.one_scale, idf=pattern) if self.standardize else (None, None)
         self.row_normalize_ = bool(pattern and self.standardize)
-        self.weight_pattern_ = self.centroid_power_ = self.centroid_temperature_ = self.centroid_bias_ = None
-        self.likelihood_ = resolve_likelihood(s, K, D)
+        self.weight_pattern_ = self.weight_loc_ = None
+        self.centroid_power_ = self.centroid_temperature_ = self.centroid_bias_ = None
+        self.likelihood_ = resolve_likelihood(spec, K, D, self.batch_size)
         self._predict_seed, self.n_partial_fits_ = None, 0
 
-    def _split(self, data, s, rng, force=False):
+    def _split(self, data, rng, force=False):
         """``(train, validation)`` datapoint indices (:func:`~pyro_ar.labels.held_out_split`;
         validation None without early stopping or ``force``)."""
-        if not (self.early_stopping or force):
+        on, fraction, _, _ = stopping(self.early_stopping)
+        if not (on or force):
             return np.arange(len(data.codes)), None
-        return held_out_split(data.codes, data.groups, s.validation_fraction, rng, self.validation_fraction)
+        return held_out_split(data.codes, data.groups, fraction, rng)
 
-    def _choose_prior_scale(self, data, s, rng, init, partial):
-        """``(settings, init, budget, search steps)`` of the final fit, ``prior_scale`` a number:
-        a grid is scored on a held-out split (:func:`~pyro_ar.infer.selection.search_holdout`,
+    def _choose_prior_scale(self, data, grid, rng, init, partial):
+        """``(prior scale, init, budget, search steps)`` of the final fit: a ``grid`` of candidates
+        is scored on a held-out split (:func:`~pyro_ar.infer.selection.search_holdout`,
         :func:`~pyro_ar.infer.selection.select_prior_scale`; SVI steps run: ``search steps``,
         0 without a search), the final fit starts from the best with ``_REFIT_BUDGET`` of a plain
         fit's steps. Sets ``prior_scale_`` (None for ``"mle"``) and ``prior_scale_scores_``."""
-        grid, self.prior_scale_scores_ = s.prior_scale, None
+        self.prior_scale_scores_, kind = None, self._fit_spec[0].kind
         grid = grid if isinstance(grid, tuple) else (grid,)
-        if s.weights == "mle" or len(grid) == 1:
-            self.prior_scale_ = None if s.weights == "mle" else grid[0]
-            return s.replace(prior_scale=grid[0]), init, 1.0, 0
+        if kind == "mle" or len(grid) == 1:
+            self.prior_scale_ = None if kind == "mle" else grid[0]
+            return grid[0], init, 1.0, 0
         if partial:  # no held-out split: the previous fit's choice, else the grid's middle
             if getattr(self, "prior_scale_", None) is None:
                 self.prior_scale_ = 1.0 if 1.0 in grid else grid[len(grid) // 2]
-            return s.replace(prior_scale=self.prior_scale_), init, 1.0, 0
-        train_idx, val_idx = held_out_split(data.codes, data.groups, search_holdout(s.validation_fraction, data), rng)
-        steps, refine, planned = self._num_steps(s, len(train_idx)), isinstance(self.prior_scale, str), []
+            return self.prior_scale_, init, 1.0, 0
+        fraction = search_holdout(stopping(self.early_stopping)[1], data)
+        train_idx, val_idx = held_out_split(data.codes, data.groups, fraction, rng)
+        steps, planned, done = self._num_steps(len(train_idx)), [], []
+        refine = isinstance(self._prior_scale_given(), str)
         select_prior_scale(lambda scale, n, state: (planned.append(n), 0.0), grid, steps, refine=refine)  # dry run
-        done = []
         with phase_bar(sum(planned), "ARClassifier phase 1/2: prior-scale search", self.verbose) as bar:
             def fit(scale, num_steps, state):  # on the training split: (state, best validation score)
                 if bar is not None:
                     bar.set_description(f"ARClassifier phase 1/2: prior-scale search (fit {len(done) + 1} of "
                                         f"{len(planned)}: prior scale {scale:.3g})", refresh=False)
-                out = self._fit_svi(data, s.replace(prior_scale=scale, num_steps=num_steps), train_idx,
-                                    val_idx, init=state, bar=bar)
+                out = self._fit_svi(data, train_idx, val_idx, scale, num_steps, init=state, bar=bar)
                 done.append(out.n_steps)
                 return out.state, out.best_score
             self.prior_scale_, self.prior_scale_scores_, state = select_prior_scale(
                 fit, grid, steps, init, refine=refine)
-        return s.replace(prior_scale=self.prior_scale_), state, _REFIT_BUDGET, sum(done)
+        return self.prior_scale_, state, _REFIT_BUDGET, sum(done)
 
-    def _num_steps(self, s, n_train, partial=False, budget=1.0):
+    def _prior_scale_given(self):
+        """``prior_scale`` as given (``"auto"``, a number or a list)."""
+        return self.weights.prior_scale if not isinstance(self.weights, str) else "auto"
+
+    def _num_steps(self, n_train, partial=False, budget=1.0):
         """SVI steps of a fit on ``n_train`` datapoints: ``budget`` times a plain fit's (of a
         ``partial_fit`` call on a chunk of ``n_train``: ``max_epochs`` epochs, no ``min_steps``)."""
-        steps_per_epoch = math.ceil(n_train / min(s.batch_size, n_train))
-        if getattr(self, "training_path_", None) is not None and self.training_path_.weight_pattern:
+        steps_per_epoch = math.ceil(n_train / min(self.batch_size, n_train))
+        if self.max_epochs is None:
+            steps = self.min_steps
+        elif getattr(self, "training_path_", None) is not None and self.training_path_.weight_pattern:
             # it starts at the centroid scorer: at most PATTERN_MAX_EPOCHS epochs, no min_steps
-            steps = s.num_steps or min(s.max_epochs, PATTERN_MAX_EPOCHS) * steps_per_epoch
+            steps = min(self.max_epochs, PATTERN_MAX_EPOCHS) * steps_per_epoch
         else:
-            steps = s.num_steps or max(s.max_epochs * steps_per_epoch, 0 if partial else s.min_steps)
+            steps = max(self.max_epochs * steps_per_epoch, 0 if partial else self.min_steps)
         return max(1, round(budget * steps))
 
-    def _fit_svi(self, data, s, train_idx, val_idx, *, init=None, partial=False, budget=1.0, bar=None):
+    def _fit_svi(self, data, train_idx, val_idx, prior_scale, num_steps, *, init=None, partial=False, bar=None):
         """Train with :func:`pyro_ar.infer.train` in a private param store (started from a copy
-        of ``init`` when warm) on the rows ``train_idx`` of ``data`` for ``budget`` times a
-        plain fit's steps, scoring the rows ``val_idx`` (None: none) after each epoch and
+        of ``init`` when warm) on the rows ``train_idx`` of ``data`` for ``num_steps`` steps at
+        ``prior_scale``, scoring the rows ``val_idx`` (None: none) after each epoch and
         updating the progress ``bar`` (None: none; its total shrinks when the fit stops early)."""
-        n_train, path, device = len(train_idx), self.training_path_, s.device
+        weights, spec, device = self._fit_spec
+        n_train, path, batch_size = len(train_idx), self.training_path_, min(self.batch_size, len(train_idx))
         X_train = data.X if val_idx is None else data.X[train_idx]
         y = torch.as_tensor(data.codes[train_idx], dtype=torch.long, device=device)
         xs = (training_features(X_train, torch.float32, device, path.sparse_inputs), y)
         if data.weights is not None:
             xs += (torch.as_tensor(data.weights[train_idx], dtype=torch.float32, device=device),)
-        steps_per_epoch = math.ceil(n_train / min(s.batch_size, n_train))
+        steps_per_epoch = math.ceil(n_train / batch_size)
         split_pattern = path.weight_pattern and self.weight_pattern_ is None and val_idx is not None
         if path.weight_pattern and self.weight_pattern_ is None:  # from the rows it trains on
             self.weight_pattern_, self.weight_loc_ = pattern_and_centroids(
                 X_train, data.codes[train_idx], data.K, **centroid_shape(self))
-        schedule = pattern_schedule(path.weight_pattern, steps_per_epoch, s.n_iter_no_change, s.tol)  # _pattern_fit
+        _, _, patience, tol = stopping(self.early_stopping)
+        schedule = pattern_schedule(path.weight_pattern, steps_per_epoch, patience, tol)  # pattern_fit
         init = None if init is None else state_on(init, device, copy=True)
         for t in (init or {"params": {}})["params"].values():
             t.requires_grad_(True)  # as pyro.param leaves the tensors it creates
-        num_steps = self._num_steps(s, n_train, partial, budget)
         with pyro.get_param_store().scope(init):  # a private param store for this fit
-            model, guide, svi = training_svi(self, s, data.K, data.D, y, min(s.batch_size, n_train))
+            model, guide, svi = training_svi(self, weights, spec, data.K, data.D, y, batch_size, prior_scale)
             early = None if val_idx is None else \
                 EarlyStopping("val_log_lik", patience=schedule.patience, min_delta=schedule.min_delta)
             try:
-                history = train(svi, *xs, num_steps=num_steps, eval_fn=self._scorer(data, s, val_idx, model, guide),
+                history = train(svi, *xs, num_steps=num_steps, eval_fn=self._scorer(data, val_idx, model),
                                 eval_every=schedule.eval_every, log_every=schedule.eval_every,
                                 eval_at_start=schedule.eval_at_start, early_stopping=early,
                                 callbacks=[] if partial else [LearningRateDecay()],
                                 progress=bar if bar is not None else False,
                                 validation="first")  # (check_data ran: later steps need no Pyro checks)
             except TrainingDiverged as e:  # (the estimator keeps its previous fit, if any)
-                raise TrainingDiverged(f"ARClassifier(learning_rate={s.learning_rate!r}): {e}") from None
+                raise TrainingDiverged(f"ARClassifier(learning_rate={self.learning_rate!r}): {e}") from None
             state = global_state(model, guide)
-        if split_pattern:  # _pattern_fit: onto the centroids of all the rows
+        if split_pattern:  # pattern_fit: onto the centroids of all the rows
             state = recentre_fit(self, state, data, model.prefix + "weight", data.codes[train_idx])
         if bar is not None and history[-1]["step"] < num_steps:  # stopped early: its steps will not come
             set_progress_total(bar, bar.total - (num_steps - history[-1]["step"]))
@@ -421,12 +411,13 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         return _FitResult(state, math.ceil(history[-1]["step"] / steps_per_epoch), history[-1]["step"], loss_curve,
                           scores, early.best if early else None)
 
-    def _scorer(self, data, s, val_idx, model, guide):
+    def _scorer(self, data, val_idx, model):
         """The validation score of a fit (None without a held-out split): the mean
         log-likelihood of the rows ``val_idx``, weighted like the data, under the live weights."""
         if val_idx is None:
             return None
-        device, rows = s.device, None
+        weights, spec, device = self._fit_spec
+        rows = None
         if data.groups is None:
             X_val = data.X[val_idx]
         else:  # label sets: each held-out row's utilities once, for all its pairs
@@ -436,32 +427,34 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         w_val = None if data.weights is None else torch.as_tensor(data.weights[val_idx], device=device)
 
         def score():
-            source = utility_source(X_val, fitted_weights(model, guide, s, self._predict_seed))
+            state = pyro.get_param_store().get_state() if weights.kind == "bayes" else None
+            source = utility_source(X_val, fitted_weights(model, weights, self._predict_seed, state))
             if w_val is None:
-                return {"val_log_lik": log_likelihood(source, y_val, s.noise, rows=rows)}
-            lp = log_likelihood(source, y_val, s.noise, reduce="none", rows=rows)
+                return {"val_log_lik": log_likelihood(source, y_val, spec.noise, rows=rows)}
+            lp = log_likelihood(source, y_val, spec.noise, reduce="none", rows=rows)
             return {"val_log_lik": float((w_val * lp).sum() / w_val.sum().clamp(min=1e-300))}
         return score
 
     # ------------------------------------------------------------------ prediction core
-    def _predictor(self, s):
-        """The fitted model and guide (:class:`~pyro_ar.estimator._prediction.Predictor`),
-        built at the end of a fit (while loading, on the first prediction after unpickling) and
-        kept until the next fit or a change of the settings they depend on."""
+    def _predictor(self, weights, noise, device):
+        """The fitted model's weights (:class:`~pyro_ar.estimator._model.Predictor`), built at the
+        end of a fit (while loading, on the first prediction after unpickling) and kept until
+        the next fit or a change of the hyper-parameters they depend on."""
         predictor = self.__dict__.get("_fitted_predictor")
-        if predictor is None or not predictor.serves(self, s):
-            predictor = self._fitted_predictor = Predictor(self, s, len(self.classes_), self.n_features_in_)
+        if predictor is None or not predictor.serves(self, (device, weights.kind, weights.num_posterior_samples)):
+            predictor = self._fitted_predictor = Predictor(self, weights, noise, device, self._predict_seed)
         return predictor
 
-    def _fitted_weights(self, s):
-        """The fitted weights (:func:`~pyro_ar.estimator._prediction.fitted_weights`)."""
-        return self._predictor(s).weights(self._predict_seed)
+    def _fitted_weights(self):
+        """The fitted weights (:func:`~pyro_ar.estimator._model.fitted_weights`)."""
+        weights, spec, device = self._checked_params()
+        return self._predictor(weights, spec.noise, device).weights
 
     def _prepare(self, X, targets=None):
-        """``(settings, utility source of the rows of X)`` of a fitted estimator (with label
-        sets ``targets``: of the row of each of their pairs)."""
+        """``(weights, noise, device, utility source of the rows of X)`` of a fitted estimator
+        (with label sets ``targets``: of the row of each of their pairs)."""
         check_is_fitted(self)
-        s = settings_of(self)
+        weights, spec, device = self._checked_params()
         X = _checked_data(self, X, accept_sparse="csr", dtype=(np.float64, np.float32), reset=False)
         if targets is not None:
             if targets.num_rows != X.shape[0]:
@@ -469,22 +462,22 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             X = X[targets.rows]
         X = apply_scaler(X, getattr(self, "feature_mean_", None), getattr(self, "feature_scale_", None),
                          getattr(self, "row_normalize_", False))
-        return s, self._predictor(s).source(X, self._predict_seed)
+        return weights, spec.noise, device, self._predictor(weights, spec.noise, device).source(X)
 
     # ------------------------------------------------------------------ public prediction
     def predict_log_proba(self, X):
         """Log of :meth:`predict_proba`, shape (n_samples, n_classes), columns as ``classes_``."""
-        s, source = self._prepare(X)
-        return predict_log_proba(source, s.noise).cpu().numpy()
+        _, noise, _, source = self._prepare(X)
+        return predict_log_proba(source, noise).cpu().numpy()
 
     def decision_function(self, X):
         """Class scores, shape (n_samples, n_classes) (binary: (n_samples,), the second
         class's score minus the first's): the mean utilities :math:`\\psi = W x + b` for point
         weights (the argmax is :meth:`predict`), the predictive log-probabilities for
         ``weights="bayes"``."""
-        s, source = self._prepare(X)
-        if s.weights == "bayes":
-            scores = predict_log_proba(source, s.noise)
+        weights, noise, _, source = self._prepare(X)
+        if weights.kind == "bayes":
+            scores = predict_log_proba(source, noise)
         else:
             scores = source(torch.arange(source.num_rows))
         scores = scores.cpu().numpy()
@@ -502,13 +495,13 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     def _top_positions(self, X, k, num_rows=None, proba=False):
         """The positions in ``classes_`` of the ``k`` most probable classes of each row, (n, k),
         and with ``proba`` their probabilities."""
-        s, source = self._prepare(X)
+        _, noise, _, source = self._prepare(X)
         K = len(self.classes_)
         if num_rows is not None and num_rows != source.num_rows:
             raise ValueError(f"X has {source.num_rows} rows but y has {num_rows} label sets")
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= K:
             raise ValueError(f"k must be an integer in [1, {K}] (the number of classes), got k={k!r}")
-        top, probs = (t.cpu().numpy() for t in top_k(source, int(k), s.noise))
+        top, probs = (t.cpu().numpy() for t in top_k(source, int(k), noise))
         return (top, probs) if proba else top
 
     def predict_top_k(self, X, k=5, return_proba=False):
@@ -553,14 +546,14 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         """
         if getattr(self, "multilabel_", False):
             targets = encode_multilabel(y, fitted=self.classes_, partial=True, first=False)
-            s, source = self._prepare(X, targets)
-            return log_likelihood(source, torch.as_tensor(targets.codes, device=s.device), s.noise)
-        s, source = self._prepare(X)
+            _, noise, device, source = self._prepare(X, targets)
+            return log_likelihood(source, torch.as_tensor(targets.codes, device=device), noise)
+        _, noise, device, source = self._prepare(X)
         y = label_array(y)
         if len(y) != source.num_rows:
             raise ValueError(f"X has {source.num_rows} rows but y has {len(y)} labels")
         codes = label_codes(y, self.classes_, "y contains a label not seen during fit")
-        return log_likelihood(source, torch.as_tensor(codes, device=s.device), s.noise)
+        return log_likelihood(source, torch.as_tensor(codes, device=device), noise)
 
     # ------------------------------------------------------------------ save / load
     def save(self, path, weights_only=True):

@@ -34,6 +34,37 @@ def global_state(model, guide):
                      "constraints": {n: state["constraints"][n] for n in names if n}})
 
 
-def dummy_datapoint(D, device):
-    """One labelled datapoint, to set up a guide's prototype trace or draw q(W, b)."""
-    return torch.zeros(1, D, device=device), torch.zeros(1, dtype=torch.long, device=device)
+def mean_field_draws(state, shapes, num_samples: int, seed: int):
+    r"""``num_samples`` draws of the sites ``shapes`` (name -> shape) from the mean-field Gaussian
+    posterior :math:`q(\theta) = N(\mu, \mathrm{diag}\,\sigma^2)` an ``AutoNormal`` fitted to
+    unconstrained sites (W, b, E) holds in the param ``state`` (its ``...locs.<site>`` and
+    ``...scales.<site>``): :math:`\theta_s = \mu + \sigma z_s`, :math:`z_s \sim N(0, I)` from a
+    generator seeded with ``seed`` (the same draws at every call). Returns ``{site: (S, *shape)}``
+    in float64; a stored site of another shape raises ``ValueError``.
+
+    Example:
+
+    >>> import torch
+    >>> from torch.distributions import constraints
+    >>> from pyro_ar.infer.param_state import mean_field_draws
+    >>> state = {"params": {"g.locs.w": torch.zeros(3), "g.scales.w": torch.ones(3)},
+    ...          "constraints": {"g.locs.w": constraints.real, "g.scales.w": constraints.positive}}
+    >>> mean_field_draws(state, {"w": (3,)}, 4, seed=0)["w"].shape
+    torch.Size([4, 3])
+    """
+    from torch.distributions import transform_to
+
+    params, cons = state["params"], state["constraints"]
+    generator, draws = torch.Generator().manual_seed(int(seed)), {}
+    for site, shape in shapes.items():
+        loc_name = next((n for n in params if n.endswith(f"locs.{site}")), None)
+        if loc_name is None:
+            raise ValueError(f"the param state holds no posterior location of {site!r}")
+        scale_name = loc_name[:-len(f"locs.{site}")] + f"scales.{site}"
+        loc = params[loc_name].detach().double()
+        scale = transform_to(cons[scale_name])(params[scale_name].detach()).double()
+        if tuple(loc.shape) != tuple(shape) or scale.shape != loc.shape:
+            raise ValueError(f"the param state holds {site!r} of shape {tuple(loc.shape)}, expected {tuple(shape)}")
+        z = torch.randn((num_samples,) + tuple(shape), generator=generator, dtype=torch.float64)
+        draws[site] = loc + scale * z.to(loc.device)
+    return draws

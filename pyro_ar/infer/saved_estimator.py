@@ -20,23 +20,60 @@ import torch
 
 from ..files import atomic_save, decode_constraint, encode_constraint, load_payload
 from ..label_sets import FORMS
+from ..likelihoods import AR, Exact
+from ..negatives import STRATEGIES, get_negative_sampler
+from ..noise import get_noise
 from ..numerics import check_choice
 from ..training_path import TrainingPath
 from .checkpoint import check_param_state
 from .param_state import state_on
-from ..estimator._settings import _LIKELIHOODS, _STRATEGIES, settings_of
+from .selection import Weights
 
 __all__ = ["save_estimator", "load_estimator"]
 
 _FORMAT = "pyro_ar.ARClassifier"
-# 4: constraints by the shared codec; 3: checksum, training path, partial fits, prior scale;
-# 2: standardisation and likelihood_; 1 to 3 are still read
-_FORMAT_VERSION = 4
+# 5: the hyper-parameters of ARClassifier's 12-keyword constructor (likelihood and weights as plain
+# data: _encode_param); 4: constraints by the shared codec; 3: checksum, training path, partial
+# fits, prior scale; 2: standardisation and likelihood_; 1 to 4 are still read (their
+# hyper-parameters through the estimator's _upgrade_params)
+_FORMAT_VERSION = 5
 
 
 def _plain(v):
     """numpy scalars -> Python scalars (other values as they are: weights-only files)."""
     return v.item() if isinstance(v, np.generic) else v
+
+
+def _encode_param(v):
+    """A hyper-parameter as plain data: a :class:`~pyro_ar.infer.selection.Weights` as
+    ``{"__weights__": its parameters}``, an ``AR`` / ``Exact`` likelihood of a named noise and
+    negatives as ``{"__likelihood__": "ar", "noise": name, "negatives": [strategy, count]}``
+    (an importance sampler or a noise without a name of :func:`~pyro_ar.noise.get_noise` stays
+    an object: such a file needs ``weights_only=False``)."""
+    if isinstance(v, Weights):
+        return {"__weights__": {k: _plain(x) for k, x in v.get_params().items()}}
+    if isinstance(v, (AR, Exact)) and type(v) in (AR, Exact):
+        name = getattr(v.noise, "name", None)
+        named = isinstance(name, str) and repr(get_noise(name)) == repr(v.noise) if name else False
+        sampler = v.sampler
+        if named and (isinstance(v, Exact) or sampler.strategy in STRATEGIES and sampler.strategy != "importance"):
+            out = {"__likelihood__": "exact" if isinstance(v, Exact) else "ar", "noise": name}
+            if isinstance(v, AR):
+                out["negatives"] = [sampler.strategy, sampler.num_negatives]
+            return out
+    return _plain(v)
+
+
+def _decode_param(v):
+    """The inverse of :func:`_encode_param`."""
+    if isinstance(v, dict) and set(v) == {"__weights__"}:
+        return Weights(**v["__weights__"])
+    if isinstance(v, dict) and "__likelihood__" in v:
+        if v["__likelihood__"] == "exact":
+            return Exact(v["noise"])
+        strategy, count = v["negatives"]
+        return AR(v["noise"], get_negative_sampler(strategy, count))
+    return v
 
 
 def _encoded(c, name):
@@ -72,7 +109,7 @@ def save_estimator(est, path, weights_only: bool = True) -> None:
         [torch.as_tensor(est.feature_mean_), torch.as_tensor(est.feature_scale_)]
     payload = {
         "format": _FORMAT, "version": _FORMAT_VERSION,
-        "hyperparameters": {k: _plain(v) for k, v in est.get_params(deep=False).items()},
+        "hyperparameters": {k: _encode_param(v) for k, v in est.get_params(deep=False).items()},
         "classes": [_plain(c) for c in est.classes_.tolist()],
         "classes_dtype": est.classes_.dtype.str,
         "n_features_in": int(est.n_features_in_),
@@ -149,7 +186,7 @@ def load_estimator(cls, path, map_location="cpu", weights_only=True):
     ...
     ValueError: no file written by ARClassifier.save file at '/nonexistent.pt'
     """
-    d = load_payload(path, _FORMAT, (1, 2, 3, _FORMAT_VERSION), ValueError, map_location,
+    d = load_payload(path, _FORMAT, (1, 2, 3, 4, _FORMAT_VERSION), ValueError, map_location,
                      "a file written by ARClassifier.save", weights_only, checksum_since=3)
     try:
         return _from_payload(cls, d)
@@ -162,23 +199,21 @@ def _from_payload(cls, d):
     """An estimator from a checked payload (see :func:`load_estimator`)."""
     if not isinstance(d["hyperparameters"], dict):
         raise ValueError(f"hyperparameters must be a dict, got {type(d['hyperparameters']).__name__}")
-    missing = set(cls().get_params(deep=False)) - set(d["hyperparameters"])
+    params = {k: _decode_param(v) for k, v in d["hyperparameters"].items()}
+    if d["version"] < 5:  # (the keywords of earlier constructors)
+        params = cls._upgrade_params(params)
+    missing = set(cls().get_params(deep=False)) - set(params)
     if missing and d["version"] >= 3:
         raise ValueError(f"hyperparameters lacks {sorted(missing)}")
-    est = cls(**d["hyperparameters"])
-    p = settings_of(est)
-    for name in ("early_stopping", "standardize", "warm_start"):
+    est = cls(**params)
+    weights, spec, _ = est._checked_params()
+    for name in ("standardize", "warm_start"):
         if not isinstance(getattr(est, name), (bool, np.bool_)):
             raise ValueError(f"{name} must be a bool, got {getattr(est, name)!r}")
     if not (est.random_state is None or isinstance(est.random_state, (numbers.Integral, np.random.RandomState))
             and not isinstance(est.random_state, bool)):
         raise ValueError(f"random_state must be None, an int or a numpy RandomState, got {est.random_state!r}")
     est.classes_ = _classes(d["classes"], d["classes_dtype"])
-    weights = est.class_weight
-    if isinstance(weights, dict) and not all(
-            k in set(est.classes_.tolist()) and isinstance(v, (int, float)) and not isinstance(v, bool)
-            and math.isfinite(v) and v > 0 for k, v in weights.items()):
-        raise ValueError(f"class_weight must map labels of classes_ to numbers > 0, got {weights!r}")
     est.n_features_in_ = _count("n_features_in", d["n_features_in"], 1)
     names = d["feature_names_in"]
     if names is not None:
@@ -195,7 +230,7 @@ def _from_payload(cls, d):
         raise ValueError("feature_scaling must be [mean, scale]: finite floating-point tensors, scale > 0")
     est.feature_mean_, est.feature_scale_ = (None, None) if scaling is None else \
         (scaling[0].numpy(), scaling[1].numpy())
-    est.likelihood_ = check_choice("likelihood", d.get("likelihood", "ar"), _LIKELIHOODS[1:])
+    est.likelihood_ = check_choice("likelihood", d.get("likelihood", "ar"), ("ar", "exact"))
     _set_multilabel(est, d.get("multilabel"))
     state = d["param_state"]
     check_param_state(state, "param_state")
@@ -216,8 +251,8 @@ def _from_payload(cls, d):
     est.best_validation_score_ = fit["best_validation_score_"]
     est._predict_seed = fit["predict_seed"]
     _set_weight_pattern(est, d)
-    _check_loaded_shapes(est, p)
-    _set_continuation(est, d, p)
+    _check_loaded_shapes(est)
+    _set_continuation(est, d, weights, spec)
     return est
 
 
@@ -308,7 +343,7 @@ def _set_multilabel(est, stored) -> None:
     est.multilabel_, est._target_form, est.labels_per_row_ = True, stored[0], stored[1]
 
 
-def _set_continuation(est, d, p):
+def _set_continuation(est, d, weights, spec):
     """``training_path_``, ``n_partial_fits_``, ``prior_scale_(scores_)``: stored (version 3),
     else inferred (the rank from the weights, sparse inputs from the sparse path's one
     shared feature scale, the strategy from the hyper-parameter)."""
@@ -320,9 +355,9 @@ def _set_continuation(est, d, p):
         sparse_inputs, rank, strategy, *pattern = fit["training_path_"]
         est.n_partial_fits_ = _count("n_partial_fits_", fit["n_partial_fits_"])
         est.prior_scale_ = _number("prior_scale_", fit["prior_scale_"], allow_none=True)
-        if (est.prior_scale_ is None) != (p.weights == "mle") or (est.prior_scale_ or 1.0) <= 0:
+        if (est.prior_scale_ is None) != (weights.kind == "mle") or (est.prior_scale_ or 1.0) <= 0:
             raise ValueError(f"prior_scale_ must be None for weights='mle' and a number > 0 otherwise, got "
-                             f"{fit['prior_scale_']!r} with weights={p.weights!r}")
+                             f"{fit['prior_scale_']!r} with weights={weights.kind!r}")
         scores = fit["prior_scale_scores_"]
         if not (scores is None or isinstance(scores, list) and all(
                 isinstance(pair, list) and len(pair) == 2 for pair in scores)):
@@ -330,17 +365,17 @@ def _set_continuation(est, d, p):
         est.prior_scale_scores_ = None if scores is None else {
             _number("prior_scale_scores_ scale", k): _number("prior_scale_scores_ score", v) for k, v in scores}
     else:
-        W, _, *E = est._fitted_weights(p)
+        W, _, *E = est._fitted_weights()
         rank = E[0].shape[-1] if E else None
         scale = est.feature_scale_
         sparse_inputs = bool(scale is not None and not est.feature_mean_.any() and len(scale) > 1
                              and (scale == scale[0]).all())
-        strategy = "per_datapoint" if p.strategy == "auto" else p.strategy
-        grid = p.prior_scale
+        strategy = "per_datapoint" if spec.strategy == "auto" else spec.strategy
+        grid = weights.prior_scale
         est.n_partial_fits_, est.prior_scale_scores_ = 0, None
-        est.prior_scale_ = None if p.weights == "mle" else (grid if not isinstance(grid, tuple)
+        est.prior_scale_ = None if weights.kind == "mle" else (grid if not isinstance(grid, tuple)
                                                                  else (1.0 if 1.0 in grid else grid[len(grid) // 2]))
-    check_choice("training_path_ strategy", strategy, _STRATEGIES[1:])
+    check_choice("training_path_ strategy", strategy, tuple(STRATEGIES))
     if not isinstance(sparse_inputs, bool) or not (rank is None or isinstance(rank, int)
                                                     and not isinstance(rank, bool) and rank >= 1):
         raise ValueError(f"training_path_ must be [bool, rank (int >= 1 or None), strategy], got "
@@ -354,7 +389,7 @@ def _set_continuation(est, d, p):
     est.training_path_ = TrainingPath(sparse_inputs, rank, strategy, pattern)
 
 
-def _check_loaded_shapes(est, p):
+def _check_loaded_shapes(est):
     """The stored parameters and scaling must fit the stored classes and features."""
     K, D = len(est.classes_), est.n_features_in_
     if K < 2:
@@ -363,7 +398,7 @@ def _check_loaded_shapes(est, p):
         if t is not None and t.shape != (D,):
             raise ValueError(f"feature scaling of shape {t.shape}, expected ({D},)")
     try:
-        fitted = est._fitted_weights(p)
+        fitted = est._fitted_weights()
     except ValueError as e:  # a stored parameter of another shape than the model's
         raise ValueError(f"weights that do not fit {K} classes and {D} features (expected "
                          f"({K}, {D}) and ({K},)): {e}") from None

@@ -1,6 +1,8 @@
-r"""The estimator's automatic choices: the prior-scale grid and when exact softmax is cheaper.
+r"""The estimator's hyper-parameter specs and their automatic choices: the weights
+(:class:`Weights`: kind, prior scale, rank, posterior draws), the likelihood
+(:func:`likelihood_spec`), the prior-scale grid and when exact softmax is cheaper.
 
-* ``ARClassifier(prior_scale="auto")`` chooses the scale s of the Gaussian prior
+* ``Weights(prior_scale="auto")`` chooses the scale s of the Gaussian prior
   :math:`N(0, s^2)` on the weights on a held-out split (:func:`search_holdout`): first from :data:`PRIOR_SCALE_GRID`
   (``s = sqrt(C)`` for scikit-learn's ``LogisticRegression`` grid C in {0.01, 0.1, 1, 10}),
   then from the two half-steps (a factor :math:`10^{1/4}`) on either side of the best
@@ -12,13 +14,114 @@ r"""The estimator's automatic choices: the prior-scale grid and when exact softm
 import math
 import numbers
 import warnings
+from typing import NamedTuple, Optional
 
 import numpy as np
 
-from ..numerics import check_float
+from ..likelihoods import AR, Exact
+from ..models.base import WEIGHT_CHOICES
+from ..negatives import DEFAULT_NUM_NEGATIVES, NegativeSampler
+from ..noise import Noise, get_noise
+from ..numerics import check_choice, check_float, check_int
 
-__all__ = ["PRIOR_SCALE_GRID", "SEARCH_HOLDOUT", "SEARCH_MIN_ROWS", "exact_step_is_cheaper", "prior_scale_candidates",
-           "refined_candidates", "resolve_likelihood", "search_holdout", "select_prior_scale"]
+__all__ = ["PRIOR_SCALE_GRID", "SEARCH_HOLDOUT", "SEARCH_MIN_ROWS", "LikelihoodSpec", "Weights", "exact_step_is_cheaper",
+           "likelihood_spec", "prior_scale_candidates", "refined_candidates", "resolve_likelihood", "search_holdout",
+           "select_prior_scale"]
+
+#: the estimator's string shortcuts of ``likelihood=`` (Gumbel noise, :data:`DEFAULT_NUM_NEGATIVES`
+#: negatives of a strategy chosen from the data): "auto" takes the exact softmax where it is cheaper
+LIKELIHOOD_SHORTCUTS = ("auto", "ar", "exact")
+
+
+class Weights:
+    r"""The weights of an :class:`~pyro_ar.ARClassifier` (``weights=``): their ``kind`` (``"mle"``,
+    ``"map"``: the prior :math:`w_{kd} \sim N(0, s^2)` on W, the bias unpenalised, or ``"bayes"``:
+    a mean-field Gaussian posterior over W and b with that prior on both), the prior scale s
+    (a number, a list of candidates or ``"auto"``: chosen on a held-out split, :func:`select_prior_scale`),
+    the ``rank`` (``"auto"``, None: full rank, or r: :math:`W = V E^\top`) and the posterior draws
+    that predictions average (``"bayes"``). Its parameters follow scikit-learn's conventions, so
+    ``clf.set_params(weights__prior_scale=0.3)`` and ``clone`` work.
+
+    Example:
+
+    >>> from pyro_ar.infer.selection import Weights
+    >>> Weights("bayes", prior_scale=1.0)
+    Weights(kind='bayes', prior_scale=1.0)
+    """
+
+    _DEFAULTS = {"kind": "map", "prior_scale": "auto", "rank": "auto", "num_posterior_samples": 32}
+
+    def __init__(self, kind="map", prior_scale="auto", rank="auto", num_posterior_samples=32):
+        self.kind, self.prior_scale, self.rank = kind, prior_scale, rank
+        self.num_posterior_samples = num_posterior_samples
+
+    def get_params(self, deep=True):
+        return {name: getattr(self, name) for name in self._DEFAULTS}
+
+    def set_params(self, **params):
+        for name, value in params.items():
+            if name not in self._DEFAULTS:
+                raise ValueError(f"Weights has no parameter {name!r}; it has {list(self._DEFAULTS)}")
+            setattr(self, name, value)
+        return self
+
+    def checked(self) -> "Weights":
+        """A copy with every value checked (``ValueError`` naming it) and resolved: ``prior_scale``
+        a number or the sorted candidates (:func:`prior_scale_candidates`)."""
+        rank = self.rank
+        if not (rank is None or rank == "auto" or isinstance(rank, numbers.Integral) and not isinstance(rank, bool)
+                and rank >= 1):
+            raise ValueError(f"rank must be 'auto', None or an integer >= 1, got {rank!r}")
+        return Weights(check_choice("weights", self.kind, WEIGHT_CHOICES), prior_scale_candidates(self.prior_scale),
+                       rank, check_int("num_posterior_samples", self.num_posterior_samples, 1))
+
+    def __eq__(self, other):
+        return type(other) is type(self) and self.get_params() == other.get_params()
+
+    def __repr__(self):
+        changed = {k: v for k, v in self.get_params().items() if not _same(v, self._DEFAULTS[k])}
+        return f"Weights({', '.join(f'{k}={v!r}' for k, v in changed.items()) or ''})"
+
+
+def _same(a, b) -> bool:
+    return type(a) is type(b) and a == b
+
+
+class LikelihoodSpec(NamedTuple):
+    """The estimator's likelihood read from ``likelihood=`` (:func:`likelihood_spec`): ``mode``
+    (``"auto"``, ``"ar"`` or ``"exact"``), the noise, the number of negatives (None: all), the
+    negatives' ``strategy`` (``"auto"``: chosen from the data) and a sampler given as an object."""
+
+    mode: str
+    noise: Noise
+    num_negatives: Optional[int]
+    strategy: str
+    sampler: Optional[NegativeSampler] = None
+
+
+def likelihood_spec(likelihood) -> LikelihoodSpec:
+    """``likelihood=`` checked: a shortcut of :data:`LIKELIHOOD_SHORTCUTS`, or an
+    :class:`~pyro_ar.likelihoods.AR` (its noise and negatives used as given) or
+    :class:`~pyro_ar.likelihoods.Exact` object.
+
+    Example:
+
+    >>> from pyro_ar.likelihoods import AR
+    >>> from pyro_ar.infer.selection import likelihood_spec
+    >>> spec = likelihood_spec(AR("normal", 5))
+    >>> spec.mode, spec.noise.name, spec.num_negatives, spec.strategy
+    ('ar', 'normal', 5, 'per_datapoint')
+    """
+    if isinstance(likelihood, str):
+        check_choice("likelihood", likelihood, LIKELIHOOD_SHORTCUTS)
+        return LikelihoodSpec(likelihood, get_noise("gumbel"), DEFAULT_NUM_NEGATIVES, "auto")
+    if isinstance(likelihood, Exact):
+        return LikelihoodSpec("exact", likelihood.noise, None, "auto")
+    if isinstance(likelihood, AR):
+        sampler = likelihood.sampler
+        return LikelihoodSpec("ar", likelihood.noise, sampler.num_negatives, sampler.strategy, sampler)
+    raise ValueError(f"likelihood must be one of {list(LIKELIHOOD_SHORTCUTS)} or a pyro_ar.likelihoods.AR / "
+                     f"Exact object, got {likelihood!r}")
 
 #: The prior scales ``prior_scale="auto"`` scores first: s = sqrt(C) for scikit-learn's
 #: ``LogisticRegression`` grid C in {0.01, 0.1, 1, 10}; then :func:`refined_candidates`.
@@ -184,29 +287,26 @@ def select_prior_scale(fit, grid, steps: int, init=None, refine: bool = False):
     return best, scores, states[best]
 
 
-def resolve_likelihood(p, K: int, D: int) -> str:
-    """``"ar"`` or ``"exact"`` for the checked hyper-parameters ``p`` (the estimator's
-    ``Settings``, or any object with their attributes ``likelihood``, ``num_negatives``,
-    ``batch_size`` and ``noise``): ``"auto"`` takes the
-    exact softmax (Gumbel noise only) when its step is cheaper (:func:`exact_step_is_cheaper`:
-    always when the class sum is exact anyway, ``num_negatives >= K - 1``; and it has no
-    bound to tighten), A&R otherwise. Forcing ``"ar"`` on an exact class sum warns.
+def resolve_likelihood(spec: LikelihoodSpec, K: int, D: int, batch_size: int) -> str:
+    """``"ar"`` or ``"exact"`` for the likelihood ``spec`` (:func:`likelihood_spec`): ``"auto"``
+    takes the exact softmax (Gumbel noise only) when its step is cheaper (:func:`exact_step_is_cheaper`:
+    always when the class sum is exact anyway, ``num_negatives >= K - 1``; and it has no bound to
+    tighten), A&R otherwise. Forcing ``"ar"`` on an exact class sum warns.
 
     Example:
 
-    >>> from types import SimpleNamespace
-    >>> from pyro_ar import get_noise
-    >>> from pyro_ar.infer.selection import resolve_likelihood
-    >>> p = SimpleNamespace(likelihood="auto", num_negatives=20, batch_size=1024, noise=get_noise("gumbel"))
-    >>> resolve_likelihood(p, 10, 784), resolve_likelihood(p, 100_000, 784)
+    >>> from pyro_ar.infer.selection import likelihood_spec, resolve_likelihood
+    >>> spec = likelihood_spec("auto")
+    >>> resolve_likelihood(spec, 10, 784, 1024), resolve_likelihood(spec, 100_000, 784, 1024)
     ('exact', 'ar')
     """
-    exact_sum = p.num_negatives is None or p.num_negatives >= K - 1
-    if p.likelihood == "ar" and exact_sum and p.noise.closed_form:
-        warnings.warn(f"likelihood='ar' with num_negatives={p.num_negatives} >= K - 1 = {K - 1}: "
-                      "the class sum is exact, so likelihood='exact' (or 'auto') costs no more "
-                      "per step and has no bound to tighten", UserWarning, stacklevel=4)
-    if p.likelihood != "auto":
-        return p.likelihood
-    cheaper = exact_sum or exact_step_is_cheaper(K, D, p.batch_size, p.num_negatives)
-    return "exact" if cheaper and p.noise.closed_form else "ar"
+    n = spec.num_negatives
+    exact_sum = n is None or n >= K - 1
+    if spec.mode == "ar" and exact_sum and spec.noise.closed_form:
+        warnings.warn(f"likelihood=AR with {n} negatives >= K - 1 = {K - 1}: the class sum is exact, so "
+                      "likelihood='exact' (or 'auto') costs no more per step and has no bound to tighten",
+                      UserWarning, stacklevel=4)
+    if spec.mode != "auto":
+        return spec.mode
+    cheaper = exact_sum or exact_step_is_cheaper(K, D, batch_size, n)
+    return "exact" if cheaper and spec.noise.closed_form else "ar"
