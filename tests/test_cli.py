@@ -21,12 +21,13 @@ pytest.importorskip("sklearn")
 from pyro_ar import ARClassifier  # noqa: E402
 from pyro_ar.cli import main, read_scores  # noqa: E402
 from pyro_ar.datasets import read_svmlight  # noqa: E402
+from pyro_ar.estimator import Weights  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 #: a small fit: 100 steps at a fixed prior scale (no search)
 FIT_FLAGS = ["--max-epochs", "2", "--random-state", "3", "--prior-scale", "1.0", "--param", "min_steps=100",
              "--param", "batch_size=64"]
-FIT_PARAMS = dict(max_epochs=2, random_state=3, prior_scale=1.0, min_steps=100, batch_size=64)
+FIT_PARAMS = dict(weights=Weights('map', prior_scale=1.0), max_epochs=2, random_state=3, min_steps=100, batch_size=64)
 
 
 def run(*args, ok=True):

@@ -16,6 +16,7 @@ import torch
 import pyro
 from pyro.infer import SVI
 
+from pyro_ar.estimator import Weights
 from pyro_ar import ARClassifier, metrics
 from pyro_ar.datasets import make_linear_teacher, make_sparse_teacher
 from pyro_ar.evaluation import evaluate
@@ -96,7 +97,7 @@ def test_estimator_fits_and_predicts_on_the_device(device, inputs, tmp_path):
         s = make_sparse_teacher(N, 2_000, K, nnz_per_row=5, seed=1)
         i = s.x.coalesce().indices().numpy()
         X, y = sp.csr_matrix((s.x.coalesce().values().numpy(), (i[0], i[1])), shape=tuple(s.x.shape)), s.y.numpy()
-    clf = ARClassifier(device=device, max_epochs=2, min_steps=10, prior_scale=1.0, random_state=0)
+    clf = ARClassifier(weights=Weights('map', prior_scale=1.0), device=device, max_epochs=2, min_steps=10, random_state=0)
     clf.fit(X, y)
     proba = clf.predict_proba(X[:20])
     assert isinstance(proba, np.ndarray) and np.allclose(proba.sum(1), 1, atol=1e-5)
@@ -110,8 +111,7 @@ def test_estimator_fits_and_predicts_on_the_device(device, inputs, tmp_path):
 @pytest.mark.parametrize("device", DEVICES)
 def test_bayes_estimator_on_the_device(device):
     d = make_linear_teacher(N, D, K, seed=2)
-    clf = ARClassifier(device=device, weights="bayes", max_epochs=1, min_steps=5, prior_scale=1.0,
-                       num_posterior_samples=4, random_state=0)
+    clf = ARClassifier(device=device, weights=Weights("bayes", prior_scale=1.0, num_posterior_samples=4), max_epochs=1, min_steps=5, random_state=0)
     proba = clf.fit(d.x.numpy(), d.y.numpy()).predict_proba(d.x[:10].numpy())
     assert np.allclose(proba.sum(1), 1, atol=1e-5)
 

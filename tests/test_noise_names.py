@@ -79,10 +79,13 @@ def _x():
 def _estimator(noise):
     from pyro_ar import ARClassifier
 
+    from pyro_ar.estimator import Weights
+    from pyro_ar.likelihoods import AR
+
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(40, _D)), np.arange(40) % _K
-    clf = ARClassifier(noise=noise, num_negatives=2, prior_scale=1.0, num_steps=2, min_steps=0,
-                       batch_size=16, likelihood="ar", random_state=0).fit(X, y)
+    clf = ARClassifier(likelihood=AR(noise, 2), weights=Weights(prior_scale=1.0), max_epochs=None, min_steps=2,
+                       batch_size=16, random_state=0).fit(X, y)
     return clf.predict_proba(X[:3])
 
 

@@ -1,5 +1,6 @@
 """The scikit-learn estimator :class:`ARClassifier` (see :mod:`pyro_ar.estimator`)."""
 
+import inspect
 import math
 import sys
 
@@ -141,12 +142,13 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     True
     """
 
+    def __new__(cls, *args, **kwargs):  # (a keyword of an earlier version: a TypeError naming its replacement)
+        refuse_removed(kwargs)
+        return super().__new__(cls)
+
     def __init__(self, likelihood="auto", weights="map", batch_size=1024, max_epochs=20, min_steps=1000,
                  learning_rate=0.01, early_stopping=False, standardize=True, warm_start=False,
-                 random_state=None, device="cpu", verbose=False, **removed):
-        refuse_removed(removed)
-        if removed:  # (not a keyword of any version)
-            raise TypeError(f"ARClassifier got an unexpected keyword argument {next(iter(removed))!r}")
+                 random_state=None, device="cpu", verbose=False):
         self.likelihood = likelihood
         self.weights = weights
         self.batch_size = batch_size
@@ -159,6 +161,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
         self.device = device
         self.verbose = verbose
+
+    __signature__ = inspect.Signature(list(inspect.signature(__init__).parameters.values())[1:])  # (not __new__'s)
 
     def set_params(self, **params):
         refuse_removed(params)

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..likelihoods import AR, Exact
 from ..models.base import WEIGHT_CHOICES
-from ..negatives import DEFAULT_NUM_NEGATIVES, NegativeSampler
+from ..negatives import DEFAULT_NUM_NEGATIVES, NegativeSampler, PerDatapointNegatives
 from ..noise import Noise, get_noise
 from ..numerics import check_choice, check_float, check_int
 
@@ -101,16 +101,21 @@ class LikelihoodSpec(NamedTuple):
 
 def likelihood_spec(likelihood) -> LikelihoodSpec:
     """``likelihood=`` checked: a shortcut of :data:`LIKELIHOOD_SHORTCUTS`, or an
-    :class:`~pyro_ar.likelihoods.AR` (its noise and negatives used as given) or
-    :class:`~pyro_ar.likelihoods.Exact` object.
+    :class:`~pyro_ar.likelihoods.AR` or :class:`~pyro_ar.likelihoods.Exact` object. An AR's
+    negatives given as a count (``AR(noise, 5)``, i.e. ``PerDatapointNegatives``) take the
+    estimator's strategy rule (:func:`~pyro_ar.training_path.choose_path`: per datapoint unless
+    the labels are skewed or a step would gather too much); another sampler is used as given.
 
     Example:
 
     >>> from pyro_ar.likelihoods import AR
     >>> from pyro_ar.infer.selection import likelihood_spec
+    >>> from pyro_ar.negatives import SharedNegatives
     >>> spec = likelihood_spec(AR("normal", 5))
     >>> spec.mode, spec.noise.name, spec.num_negatives, spec.strategy
-    ('ar', 'normal', 5, 'per_datapoint')
+    ('ar', 'normal', 5, 'auto')
+    >>> likelihood_spec(AR("gumbel", SharedNegatives(5))).strategy
+    'shared'
     """
     if isinstance(likelihood, str):
         check_choice("likelihood", likelihood, LIKELIHOOD_SHORTCUTS)
@@ -119,6 +124,8 @@ def likelihood_spec(likelihood) -> LikelihoodSpec:
         return LikelihoodSpec("exact", likelihood.noise, None, "auto")
     if isinstance(likelihood, AR):
         sampler = likelihood.sampler
+        if type(sampler) is PerDatapointNegatives:  # (a count: the strategy is the estimator's rule)
+            return LikelihoodSpec("ar", likelihood.noise, sampler.num_negatives, "auto")
         return LikelihoodSpec("ar", likelihood.noise, sampler.num_negatives, sampler.strategy, sampler)
     raise ValueError(f"likelihood must be one of {list(LIKELIHOOD_SHORTCUTS)} or a pyro_ar.likelihoods.AR / "
                      f"Exact object, got {likelihood!r}")

@@ -114,7 +114,7 @@ XE, YE = RNG.randn(40, 3), RNG.randint(0, 3, 40)
 
 
 def _fit(X=XE, y=YE, **kw):
-    return ARClassifier(num_steps=3, random_state=0, **kw).fit(X, y)
+    return ARClassifier(max_epochs=None, min_steps=3, random_state=0, **kw).fit(X, y)
 
 
 def test_torch_sparse_and_too_many_features_are_refused():

@@ -4,6 +4,7 @@ import doctest
 import enum
 import math
 import pickle
+import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -12,12 +13,16 @@ import scipy.sparse as sp
 import torch
 
 import pyro
+from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import pyro_ar
 import pyro_ar.estimator as estimator_module
 import pyro_ar.features as estimator_features
 from pyro_ar import ARClassifier
+from pyro_ar.estimator import Weights
+from pyro_ar.likelihoods import AR
+from pyro_ar.negatives import get_negative_sampler
 from pyro_ar.datasets import make_linear_teacher
 
 
@@ -57,10 +62,8 @@ def _small(n=120, D=4, K=3, seed=0):
 #   check_array_api_input              -- needs SCIPY_ARRAY_API=1 (no array-API support claimed).
 _CHECKED = [
     ARClassifier(min_steps=0, max_epochs=12, batch_size=1024, learning_rate=0.1),
-    ARClassifier(min_steps=0, noise="normal", weights="map", early_stopping=True, n_iter_no_change=3,
-                 max_epochs=12, batch_size=1024, learning_rate=0.1),
-    ARClassifier(min_steps=0, weights="bayes", num_posterior_samples=4, max_epochs=12, batch_size=1024,
-                 learning_rate=0.1),
+    ARClassifier(likelihood=AR("normal", 20), min_steps=0, weights="map", early_stopping={'n_iter_no_change': 3}, max_epochs=12, batch_size=1024, learning_rate=0.1),
+    ARClassifier(min_steps=0, weights=Weights("bayes", num_posterior_samples=4), max_epochs=12, batch_size=1024, learning_rate=0.1),
 ]
 _STOCHASTIC = ("stochastic minibatches: a weight of 2 equals two copies in expectation (the ELBO "
                "is the same, tests/models/test_contract.py), not draw for draw -- as for "
@@ -81,9 +84,7 @@ def test_fit_reaches_near_teacher_log_likelihood(noise, weights):
     """K = 10, 5 negatives, minibatches of 250, 40 epochs: held-out log-likelihood within
     0.05 nats of the generating model's (the ceiling; gaps seen: 0.014-0.03 over seeds)."""
     X, y, Xt, yt, teacher_ll = _teacher(noise)
-    clf = ARClassifier(min_steps=0, noise=noise, weights=weights, num_negatives=5, batch_size=250,
-                       max_epochs=40, learning_rate=0.05, num_posterior_samples=16, prior_scale=1.0,
-                       likelihood="ar", random_state=0).fit(X, y)
+    clf = ARClassifier(min_steps=0, weights=Weights(weights, prior_scale=1.0, num_posterior_samples=16), batch_size=250, max_epochs=40, learning_rate=0.05, likelihood=AR(noise, 5), random_state=0).fit(X, y)
     ll = clf.log_likelihood(Xt, yt)
     assert teacher_ll - 0.05 < ll < teacher_ll + 0.05, (ll, teacher_ll)
     assert len(clf.loss_curve_) == clf.n_iter_ == 40 and clf.n_steps_ == 40 * 8
@@ -116,8 +117,7 @@ def test_labels_of_any_hashable_type():
 
 def test_verbose_progress_bar_shows_running_loss(capsys):
     X, y = _small()
-    ARClassifier(min_steps=0, max_epochs=3, batch_size=40, verbose=True, early_stopping=True,
-                 prior_scale=1.0, random_state=0).fit(X, y)
+    ARClassifier(weights=Weights('map', prior_scale=1.0), min_steps=0, max_epochs=3, batch_size=40, verbose=True, early_stopping=True, random_state=0).fit(X, y)
     err = capsys.readouterr().err
     assert "loss=" in err and "val_log_lik=" in err and "9/9" in err  # the one training loop's bar
     assert _bars(err) == {"ARClassifier fit": (9, 9)}
@@ -162,7 +162,7 @@ def test_docstring_example_runs():
 # ------------------------------------------------------------------------ reproducibility
 def test_same_seed_same_predictions_and_global_state_untouched():
     X, y = _small(n=200)
-    kw = dict(num_negatives=1, max_epochs=5, batch_size=32, random_state=3, min_steps=0, likelihood="ar")
+    kw = dict(max_epochs=5, batch_size=32, random_state=3, min_steps=0, likelihood=AR('gumbel', 1))
     torch.manual_seed(123)
     np.random.seed(123)
     expected = torch.rand(3), np.random.rand(3)
@@ -176,7 +176,7 @@ def test_same_seed_same_predictions_and_global_state_untouched():
     p3 = ARClassifier(**dict(kw, random_state=4)).fit(X, y).predict_proba(X)
     assert not np.array_equal(p1, p3)
     # Bayesian weights: the posterior draws of predict_proba are fixed at fit time too
-    kwb = dict(kw, weights="bayes", num_posterior_samples=3)
+    kwb = dict(kw, weights=Weights("bayes", num_posterior_samples=3))
     clf = ARClassifier(**kwb).fit(X, y)
     pb = clf.predict_proba(X)
     assert np.array_equal(pb, clf.predict_proba(X))
@@ -190,7 +190,7 @@ def test_each_fit_has_its_own_param_store():
     mine = pyro.param("weight", torch.ones(2))  # a user's parameter with a clashing name
     a = ARClassifier(min_steps=0, max_epochs=3, random_state=0).fit(X, y)
     pa = a.predict_proba(X)
-    b = ARClassifier(min_steps=0, max_epochs=3, random_state=1, weights="bayes", num_posterior_samples=2).fit(X, y[::-1])
+    b = ARClassifier(min_steps=0, max_epochs=3, random_state=1, weights=Weights("bayes", num_posterior_samples=2)).fit(X, y[::-1])
     b.predict_proba(X)
     assert np.array_equal(a.predict_proba(X), pa)  # b's fit did not touch a
     assert list(store.keys()) == ["weight"] and torch.equal(pyro.param("weight"), mine)
@@ -202,8 +202,7 @@ def test_each_fit_has_its_own_param_store():
 def test_save_load_and_pickle_round_trip(tmp_path, weights):
     X, codes = _small()
     y = np.array(["ant", "bee", "cat"])[codes]
-    clf = ARClassifier(min_steps=0, weights=weights, max_epochs=4, num_posterior_samples=3, random_state=0,
-                       early_stopping=True).fit(X, y)
+    clf = ARClassifier(min_steps=0, weights=Weights(weights, num_posterior_samples=3), max_epochs=4, random_state=0, early_stopping=True).fit(X, y)
     path = tmp_path / "clf.pt"
     clf.save(path)
     loaded = ARClassifier.load(path)  # weights_only=True: plain containers and tensors
@@ -240,13 +239,11 @@ def test_save_load_custom_labels_needs_trust(tmp_path):
 def test_early_stopping_stops_and_keeps_the_best_epoch():
     X, y, _, _, _ = _teacher(n_train=600, n_test=0)
     # an improvement of 1 nat per epoch is never reached: stops after n_iter_no_change epochs
-    clf = ARClassifier(min_steps=0, early_stopping=True, n_iter_no_change=2, tol=1.0, max_epochs=100,
-                       batch_size=100, random_state=0).fit(X, y)
+    clf = ARClassifier(min_steps=0, early_stopping={'n_iter_no_change': 2, 'tol': 1.0}, max_epochs=100, batch_size=100, random_state=0).fit(X, y)
     assert clf.n_iter_ == 3 and len(clf.validation_scores_) == 3
     assert clf.best_validation_score_ == max(clf.validation_scores_)
     # with a realistic tolerance it still stops well before max_epochs, near convergence
-    clf = ARClassifier(min_steps=0, early_stopping=True, n_iter_no_change=3, tol=1e-3, max_epochs=300,
-                       batch_size=100, learning_rate=0.1, random_state=0).fit(X, y)
+    clf = ARClassifier(min_steps=0, early_stopping={'n_iter_no_change': 3, 'tol': 1e-3}, max_epochs=300, batch_size=100, learning_rate=0.1, random_state=0).fit(X, y)
     assert 3 < clf.n_iter_ < 300
     assert clf.best_validation_score_ == max(clf.validation_scores_)
     assert clf.n_iter_ - 1 - int(np.argmax(clf.validation_scores_)) >= 3
@@ -256,13 +253,12 @@ def test_early_stopping_stops_and_keeps_the_best_epoch():
 
 def test_num_steps_overrides_max_epochs():
     X, y = _small()
-    clf = ARClassifier(min_steps=0, num_steps=7, batch_size=50, max_epochs=1000, prior_scale=1.0,
-                       random_state=0).fit(X, y)
+    clf = ARClassifier(weights=Weights('map', prior_scale=1.0), min_steps=7, batch_size=50, max_epochs=None, random_state=0).fit(X, y)
     assert clf.n_steps_ == 7 and clf.n_iter_ == 3  # ceil(7 / ceil(120 / 50))
     assert clf.n_steps_by_phase_ == {"prior_scale_search": 0, "final_fit": 7}
     # prior_scale="auto": the final fit on all the data is 0.7 of it, after the selection;
     # n_steps_ counts both phases
-    auto = ARClassifier(min_steps=0, num_steps=10, random_state=0).fit(X, y)
+    auto = ARClassifier(max_epochs=None, min_steps=10, random_state=0).fit(X, y)
     search, final = auto.n_steps_by_phase_["prior_scale_search"], auto.n_steps_by_phase_["final_fit"]
     assert final == 7 and search > 0 and auto.n_steps_ == search + final
 
@@ -287,8 +283,7 @@ def test_sparse_input_equals_dense_input(monkeypatch, densify_limit):
             return out
         monkeypatch.setattr(estimator_features.SparseRows, "__getitem__", spy)
     # (standardize=False: sparse input is scaled without centring, dense input is centred)
-    kw = dict(num_negatives=1, batch_size=batch, max_epochs=3, random_state=0, min_steps=0,
-              standardize=False, likelihood="ar")
+    kw = dict(batch_size=batch, max_epochs=3, random_state=0, min_steps=0, standardize=False, likelihood=AR('gumbel', 1))
     dense = ARClassifier(**kw).fit(X, y)
     sparse = ARClassifier(**kw).fit(Xs, y)
     fit_rows = list(rows_seen)  # (prediction fetches its own chunks of rows)
@@ -305,21 +300,54 @@ def test_sparse_input_equals_dense_input(monkeypatch, densify_limit):
 
 
 # ------------------------------------------------------------------------ hyper-parameters
-@pytest.mark.parametrize("name,value", [
-    ("noise", "cauchy"), ("noise", 3), ("num_negatives", 0), ("num_negatives", 2.5),
-    ("strategy", "random"), ("weights", "full"), ("prior_scale", 0.0), ("prior_scale", float("nan")),
-    ("prior_scale", "big"), ("prior_scale", []), ("prior_scale", [1.0, -1.0]),
-    ("batch_size", 0), ("max_epochs", 0), ("num_steps", -1), ("learning_rate", -0.1),
-    ("local_learning_rate", 0), ("num_posterior_samples", 0), ("early_stopping", "yes"),
-    ("validation_fraction", 1.0), ("validation_fraction", 0.0), ("n_iter_no_change", 0),
-    ("tol", -1e-3), ("random_state", "seed"), ("device", "gpu:x"), ("verbose", "loud"),
+@pytest.mark.parametrize("name,value,match", [
+    ("likelihood", "cauchy", "likelihood"), ("likelihood", 3, "likelihood"),
+    ("likelihood", pyro_ar.likelihoods.OVE(), "likelihood"), ("weights", "full", "weights"),
+    ("weights", Weights(prior_scale=0.0), "prior_scale"), ("weights", Weights(prior_scale=float("nan")), "prior_scale"),
+    ("weights", Weights(prior_scale="big"), "prior_scale"), ("weights", Weights(prior_scale=[]), "prior_scale"),
+    ("weights", Weights(prior_scale=[1.0, -1.0]), "prior_scale"), ("weights", Weights(rank=0), "rank"),
+    ("weights", Weights(num_posterior_samples=0), "num_posterior_samples"), ("batch_size", 0, "batch_size"),
+    ("max_epochs", 0, "max_epochs"), ("min_steps", -1, "min_steps"), ("learning_rate", -0.1, "learning_rate"),
+    ("early_stopping", "yes", "early_stopping"), ("early_stopping", {"validation_fraction": 1.0}, "validation_fraction"),
+    ("early_stopping", {"validation_fraction": 0.0}, "validation_fraction"),
+    ("early_stopping", {"n_iter_no_change": 0}, "n_iter_no_change"), ("early_stopping", {"tol": -1e-3}, "tol"),
+    ("early_stopping", {"patience": 3}, "early_stopping"), ("random_state", "seed", "random_state"),
+    ("device", "gpu:x", "device"), ("verbose", "loud", "verbose"),
 ])
-def test_bad_hyperparameters_raise_value_error_naming_them(name, value):
+def test_bad_hyperparameters_raise_value_error_naming_them(name, value, match):
     X, y = _small(n=20)
     clf = ARClassifier(**{name: value})  # sklearn convention: __init__ never validates
     assert clf.get_params()[name] is value
-    with pytest.raises(ValueError, match=name):
+    with pytest.raises(ValueError, match=match):
         clf.fit(X, y)
+
+
+@pytest.mark.parametrize("name,replacement", [
+    ("noise", "likelihood=pyro_ar.likelihoods.AR"), ("num_negatives", "AR(noise, num_negatives)"),
+    ("strategy", "get_negative_sampler"), ("prior_scale", "Weights"), ("rank", "Weights"),
+    ("num_posterior_samples", "Weights"), ("num_steps", "max_epochs=None"), ("tol", "early_stopping"),
+    ("validation_fraction", "early_stopping"), ("n_iter_no_change", "early_stopping"),
+    ("local_learning_rate", "LOCAL_LEARNING_RATE"), ("class_weight", "compute_sample_weight"),
+])
+def test_removed_keywords_name_their_replacement(name, replacement):
+    with pytest.raises(TypeError, match=re.escape(replacement)):
+        ARClassifier(**{name: 1})
+    with pytest.raises(TypeError, match=re.escape(replacement)):
+        ARClassifier().set_params(**{name: 1})
+    with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):  # (any other keyword)
+        ARClassifier(colour=1)
+
+
+def test_weights_parameters_are_nested_sklearn_parameters():
+    """``Weights``' parameters are scikit-learn parameters of the estimator: get_params(deep=True)
+    lists them, set_params changes them, clone copies them."""
+    from sklearn.base import clone
+
+    clf = ARClassifier(weights=Weights("bayes", prior_scale=0.5))
+    assert clf.get_params()["weights__prior_scale"] == 0.5
+    clf.set_params(weights__num_posterior_samples=7)
+    copy = clone(clf)
+    assert copy.weights is not clf.weights and copy.weights == Weights("bayes", prior_scale=0.5, num_posterior_samples=7)
 
 
 def test_unfitted_and_shape_errors():
@@ -372,7 +400,7 @@ def test_decision_function_ranks_like_predict_and_is_one_column_for_two_classes(
 
 def test_partial_fit_streams_chunks_and_improves():
     X, y, Xt, yt, _ = _teacher(n_train=1200, n_test=400)
-    clf = ARClassifier(num_negatives=2, batch_size=100, random_state=0, likelihood="ar")
+    clf = ARClassifier(batch_size=100, random_state=0, likelihood=AR('gumbel', 2))
     with pytest.raises(ValueError, match="classes"):
         clf.partial_fit(X[:300], y[:300])
     clf.partial_fit(X[:300], y[:300], classes=np.unique(y))
@@ -421,19 +449,15 @@ def test_warm_start_continues_from_the_previous_weights():
                    for n in before)
 
 
-def test_class_weight_balanced_raises_the_recall_of_a_rare_class():
+def test_balanced_sample_weights_raise_the_recall_of_a_rare_class():
     rng = np.random.RandomState(0)
     X = rng.randn(600, 2)
     y = (X[:, 0] + 0.8 * rng.randn(600) > 1.6).astype(int)  # class 1 is rare (~8%)
     kw = dict(min_steps=600, random_state=0)
     plain = ARClassifier(**kw).fit(X, y)
-    balanced = ARClassifier(class_weight="balanced", **kw).fit(X, y)
+    balanced = ARClassifier(**kw).fit(X, y, sample_weight=compute_sample_weight("balanced", y))
     recall = lambda clf: (clf.predict(X)[y == 1] == 1).mean()  # noqa: E731
     assert recall(balanced) > recall(plain) + 0.1
-    with pytest.raises(ValueError, match="class_weight"):
-        ARClassifier(class_weight="heavy").fit(X, y)
-    with pytest.raises(ValueError, match=r"class_weight=\{\} weighs no class; pass None"):
-        ARClassifier(class_weight={}).fit(X, y)  # (a saved file holding {} was loaded silently)
     with pytest.raises(ValueError, match="sample_weight"):
         ARClassifier(min_steps=0, max_epochs=1).fit(X, y, sample_weight=-np.ones(len(y)))
 
@@ -453,26 +477,24 @@ def test_probit_estimator_uses_the_conditional_local_guide(monkeypatch):
         return built[-1]
     monkeypatch.setattr(estimator_model, "default_guide", spy)
     X, y = _small()
-    clf = ARClassifier(noise="normal", num_negatives=1, min_steps=0, max_epochs=2, random_state=0).fit(X, y)
+    clf = ARClassifier(likelihood=AR("normal", 1), min_steps=0, max_epochs=2, random_state=0).fit(X, y)
     assert isinstance(built[0], ConditionalLocalGuide)
     assert set(clf.param_state_["params"]) == {"weight", "bias"}
     assert clf.predict_proba(X[:2]).shape == (2, 3)
 
 
-@pytest.mark.parametrize("likelihood,num_negatives,noise,warns", [
-    ("ar", 2, "gumbel", True),        # K = 3: 2 negatives are every other class
-    ("ar", None, "gumbel", True),
-    ("ar", 1, "gumbel", False),       # a real subsample
-    ("auto", 2, "gumbel", False),     # auto takes exact itself
-    ("auto", 1, "gumbel", False),     # ... and when an exact step is cheaper (exact_step_is_cheaper)
-    ("ar", 2, "normal", False),       # exact probit is quadrature: costs more
+@pytest.mark.parametrize("likelihood,warns", [
+    (AR("gumbel", 2), True),          # K = 3: 2 negatives are every other class
+    (AR("gumbel", None), True),
+    (AR("gumbel", 1), False),         # a real subsample
+    ("auto", False),                  # auto takes exact itself (20 negatives >= K - 1)
+    (AR("normal", 2), False),         # exact probit is quadrature: costs more
 ])
-def test_warns_once_when_forced_ar_costs_as_much_as_exact(likelihood, num_negatives, noise, warns):
+def test_warns_once_when_forced_ar_costs_as_much_as_exact(likelihood, warns):
     import warnings
 
     X, y = _small()
-    clf = ARClassifier(likelihood=likelihood, num_negatives=num_negatives, noise=noise, min_steps=0,
-                       max_epochs=1, random_state=0)
+    clf = ARClassifier(likelihood=likelihood, min_steps=0, max_epochs=1, random_state=0)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         clf.fit(X, y)
@@ -499,19 +521,19 @@ def test_auto_prior_scale_chooses_on_validation_and_beats_a_weak_prior():
 
     X, y, Xt, yt = _overfit_prone()
     kw = dict(min_steps=0, max_epochs=20, batch_size=150, learning_rate=0.1, random_state=0)
-    auto = ARClassifier(prior_scale="auto", **kw).fit(X, y)
+    auto = ARClassifier(weights=Weights('map', prior_scale="auto"), **kw).fit(X, y)
     grid_best = max(PRIOR_SCALE_GRID, key=auto.prior_scale_scores_.get)
     assert set(auto.prior_scale_scores_) == set(PRIOR_SCALE_GRID) | set(
         refined_candidates(PRIOR_SCALE_GRID, grid_best))
     assert auto.prior_scale_ == max(auto.prior_scale_scores_, key=auto.prior_scale_scores_.get)
     assert auto.prior_scale_ <= 10 ** -0.5
-    weak = ARClassifier(prior_scale=PRIOR_SCALE_GRID[-1], **kw).fit(X, y)
+    weak = ARClassifier(weights=Weights('map', prior_scale=PRIOR_SCALE_GRID[-1]), **kw).fit(X, y)
     assert weak.prior_scale_ == PRIOR_SCALE_GRID[-1] and weak.prior_scale_scores_ is None
     assert auto.log_likelihood(Xt, yt) > weak.log_likelihood(Xt, yt) + 0.05
     # the same seed gives the same choice and predictions; a list is a custom grid
-    again = ARClassifier(prior_scale="auto", **kw).fit(X, y)
+    again = ARClassifier(weights=Weights('map', prior_scale="auto"), **kw).fit(X, y)
     np.testing.assert_array_equal(again.predict_proba(Xt), auto.predict_proba(Xt))
-    custom = ARClassifier(prior_scale=[3.0, 0.05], **dict(kw, max_epochs=4)).fit(X, y)
+    custom = ARClassifier(weights=Weights('map', prior_scale=[3.0, 0.05]), **dict(kw, max_epochs=4)).fit(X, y)
     assert set(custom.prior_scale_scores_) == {0.05, 3.0}
 
 
@@ -523,8 +545,7 @@ def test_map_prior_leaves_the_bias_unpenalised():
     to 1/3)."""
     rng = np.random.RandomState(0)
     X, y = rng.randn(400, 3), rng.choice(3, size=400, p=[0.6, 0.3, 0.1])
-    clf = ARClassifier(prior_scale=1e-3, min_steps=150, batch_size=400, learning_rate=0.1,
-                       random_state=0).fit(X, y)
+    clf = ARClassifier(weights=Weights('map', prior_scale=1e-3), min_steps=150, batch_size=400, learning_rate=0.1, random_state=0).fit(X, y)
     np.testing.assert_allclose(clf.predict_proba(X[:5]), np.tile(np.bincount(y) / 400, (5, 1)), atol=0.02)
 
 
@@ -532,13 +553,13 @@ def test_auto_prior_scale_with_partial_fit_and_mle():
     """partial_fit cannot hold data out: a first call takes s = 1, later calls keep the
     scale of the fit before them; "mle" has no prior to choose."""
     X, y = _small()
-    assert ARClassifier(prior_scale="auto").partial_fit(X, y, classes=[0, 1, 2]).prior_scale_ == 1.0
-    clf = ARClassifier(prior_scale="auto", min_steps=0, max_epochs=2).fit(X, y)
+    assert ARClassifier(weights=Weights('map', prior_scale="auto")).partial_fit(X, y, classes=[0, 1, 2]).prior_scale_ == 1.0
+    clf = ARClassifier(weights=Weights('map', prior_scale="auto"), min_steps=0, max_epochs=2).fit(X, y)
     chosen = clf.prior_scale_
     assert chosen in clf.prior_scale_scores_
     clf.partial_fit(X, y)
     assert clf.prior_scale_ == chosen
-    mle = ARClassifier(prior_scale="auto", weights="mle", min_steps=0, max_epochs=1).fit(X, y)
+    mle = ARClassifier(weights=Weights("mle", prior_scale="auto"), min_steps=0, max_epochs=1).fit(X, y)
     assert mle.prior_scale_ is None and mle.prior_scale_scores_ is None
 
 
@@ -560,11 +581,12 @@ def test_exact_step_is_cheaper_follows_the_measured_costs(K, D, B, s, cheaper):
 
 
 def test_auto_likelihood_applies_the_cost_rule():
-    X, y = _small(n=60, K=3)
-    kw = dict(num_negatives=1, min_steps=0, max_epochs=1, prior_scale=1.0, random_state=0)
-    assert ARClassifier(**kw).fit(X, y).likelihood_ == "exact"        # K = 3: a matmul is cheaper
+    X, y = _small(n=120, D=30, K=30)
+    kw = dict(weights=Weights(prior_scale=1.0), min_steps=0, max_epochs=1, random_state=0)
+    assert ARClassifier(**kw).fit(X, y).likelihood_ == "exact"  # K = 30 > 20 negatives + 1: a matmul is cheaper
     assert ARClassifier(likelihood="ar", **kw).fit(X, y).likelihood_ == "ar"
-    assert ARClassifier(noise="normal", **kw).fit(X, y).likelihood_ == "ar"  # exact probit: quadrature
+    assert ARClassifier(likelihood=AR("gumbel", 1), **kw).fit(X, y).likelihood_ == "ar"  # an object: as given
+    assert ARClassifier(likelihood=AR("normal", 20), **kw).fit(X, y).likelihood_ == "ar"
 
 
 # ------------------------------------------------------------------ issue 25
@@ -609,7 +631,7 @@ def test_prediction_builds_the_model_once_per_fit(monkeypatch, tmp_path, weights
     real = estimator_model.LinearClassifier
     monkeypatch.setattr(estimator_model, "LinearClassifier", lambda *a, **k: built.append(1) or real(*a, **k))
     X, y = _small()
-    clf = ARClassifier(weights=weights, min_steps=0, max_epochs=2, num_posterior_samples=3, random_state=0)
+    clf = ARClassifier(weights=Weights(weights, num_posterior_samples=3), min_steps=0, max_epochs=2, random_state=0)
     clf.fit(X, y)  # (builds the model for training, and the fitted one at its end)
     first = len(built)
     proba = clf.predict_proba(X)
@@ -621,7 +643,7 @@ def test_prediction_builds_the_model_once_per_fit(monkeypatch, tmp_path, weights
     refit = len(built)
     clf.predict_proba(X), clf.predict_proba(X)
     assert len(built) == refit
-    clf.set_params(num_posterior_samples=2)
+    clf.set_params(weights__num_posterior_samples=2)
     clf.predict_proba(X), clf.predict_proba(X)
     assert len(built) == refit + 1
     clf.save(tmp_path / "m.pt")
@@ -634,15 +656,17 @@ def test_prediction_builds_the_model_once_per_fit(monkeypatch, tmp_path, weights
 
 
 def test_prediction_does_not_copy_or_change_the_fitted_state():
-    """param_state_ was copied at every prediction; now its tensors are used as they are
-    (on the fit's device) and left unchanged."""
+    """param_state_ was copied at every prediction; now the fitted weights are read from it once
+    per fit (the predictor's float64 weights serve every prediction) and it is left unchanged."""
     X, y = _small()
     clf = ARClassifier(min_steps=0, max_epochs=2, random_state=0).fit(X, y)
     before = {n: t.clone() for n, t in clf.param_state_["params"].items()}
     names = set(clf.param_state_["params"])
+    weights = clf._fitted_predictor.weights
     clf.predict_proba(X)
-    store = clf._fitted_predictor.state["params"]
-    assert all(store[n].data_ptr() == clf.param_state_["params"][n].data_ptr() for n in names)
+    clf.predict(X)
+    assert clf._fitted_predictor.weights is weights
+    assert torch.equal(weights[0][0], clf.param_state_["params"]["weight"].double())
     assert set(clf.param_state_["params"]) == names
     assert all(torch.equal(before[n], clf.param_state_["params"][n]) for n in names)
 
@@ -658,6 +682,6 @@ def test_screened_negatives_fit_and_predict(monkeypatch):
     draw = ScreenedNegatives.__call__
     monkeypatch.setattr(ScreenedNegatives, "__call__", lambda self, *a, **k: calls.append(1) or draw(self, *a, **k))
     X, y = load_digits(return_X_y=True)
-    est = ARClassifier(strategy="screened", num_negatives=4, likelihood="ar", max_epochs=3, random_state=0).fit(X[:600], y[:600])
+    est = ARClassifier(likelihood=AR('gumbel', get_negative_sampler("screened", 4)), max_epochs=3, random_state=0).fit(X[:600], y[:600])
     assert est.training_path_.strategy == "screened" and len(calls) >= est.n_steps_
     assert est.score(X[600:900], y[600:900]) > 0.5  # chance: 0.1

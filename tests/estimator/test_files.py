@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from pyro_ar.estimator import Weights
 from pyro_ar.files import atomic_save, load_payload
 
 sklearn = pytest.importorskip("sklearn")
@@ -127,7 +128,7 @@ def test_a_loaded_estimator_continues_partial_fit_and_warm_start(tmp_path):
     rng = np.random.RandomState(1)
     X = rng.randn(150, 4)
     y = X[:, :3].argmax(1)
-    stream = ARClassifier(weights="map", prior_scale=(0.5, 2.0), random_state=0)
+    stream = ARClassifier(weights=Weights("map", prior_scale=(0.5, 2.0)), random_state=0)
     stream.partial_fit(X[:75], y[:75], classes=[0, 1, 2])
     stream.save(tmp_path / "s.pt")
     loaded = ARClassifier.load(tmp_path / "s.pt")
@@ -135,8 +136,7 @@ def test_a_loaded_estimator_continues_partial_fit_and_warm_start(tmp_path):
     _same_fit(loaded.partial_fit(X[75:], y[75:]), stream.partial_fit(X[75:], y[75:]), X)
     assert loaded.n_partial_fits_ == 2
 
-    warm = ARClassifier(weights="map", prior_scale=(0.5, 2.0), warm_start=True, min_steps=0,
-                        max_epochs=1, random_state=0).fit(X, y)
+    warm = ARClassifier(weights=Weights("map", prior_scale=(0.5, 2.0)), warm_start=True, min_steps=0, max_epochs=1, random_state=0).fit(X, y)
     assert warm.prior_scale_scores_ is not None
     warm.save(tmp_path / "w.pt")
     loaded = ARClassifier.load(tmp_path / "w.pt")

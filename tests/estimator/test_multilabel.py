@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from pyro_ar.estimator import Weights
 from pyro_ar import ARClassifier
 from pyro_ar.label_sets import label_pairs
 
@@ -42,8 +43,8 @@ def test_fitting_label_sets_is_fitting_their_pairs():
     prior-scale search, whose held-out split keeps a row's pairs together)."""
     X, Y = _teacher(n=200)
     p = label_pairs(Y)
-    a = ARClassifier(standardize=False, prior_scale=1.0, **FAST).fit(X, Y)
-    b = ARClassifier(standardize=False, prior_scale=1.0, **FAST).fit(X[p.rows], p.labels)
+    a = ARClassifier(weights=Weights('map', prior_scale=1.0), standardize=False, **FAST).fit(X, Y)
+    b = ARClassifier(weights=Weights('map', prior_scale=1.0), standardize=False, **FAST).fit(X[p.rows], p.labels)
     for name, t in a.param_state_["params"].items():
         np.testing.assert_array_equal(t.detach().numpy(), b.param_state_["params"][name].detach().numpy())
     assert a.log_likelihood(X, Y) == pytest.approx(b.log_likelihood(X[p.rows], p.labels), rel=1e-12)
@@ -69,7 +70,7 @@ def test_label_sets_of_any_hashable_labels_and_the_scores():
 
 def test_validation_split_keeps_each_row_on_one_side():
     X, Y = _teacher(n=300, labels=3)
-    clf = ARClassifier(early_stopping=True, validation_fraction=0.2, **FAST)
+    clf = ARClassifier(early_stopping={'validation_fraction': 0.2}, **FAST)
     clf.fit(X, Y)
     rows = label_pairs(Y).rows
     data = type("D", (), {"codes": label_pairs(Y).labels, "groups": rows})

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from pyro_ar.estimator import Weights
 import pyro_ar.training_path as training_path
 from pyro_ar import ARClassifier
 from pyro_ar.features import apply_scaler, fit_scaler
@@ -67,7 +68,7 @@ def test_pattern_path_beats_the_low_rank_path_and_the_frequencies(small_pattern_
     test = np.arange(len(y)) % 4 == 0
     clf = ARClassifier(random_state=0).fit(X[~test], y[~test])
     assert clf.training_path_.weight_pattern
-    low = ARClassifier(rank=128, random_state=0).fit(X[~test], y[~test])
+    low = ARClassifier(weights=Weights('map', rank=128), random_state=0).fit(X[~test], y[~test])
     acc, acc_low = clf.score(X[test], y[test]), low.score(X[test], y[test])
     ll = clf.log_likelihood(X[test], y[test])
     assert acc > 0.5 and acc > acc_low + 0.2, (acc, acc_low)

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 
+from pyro_ar.estimator import Weights
 from pyro_ar import ARClassifier
 from pyro_ar.datasets import make_sparse_teacher, to_scipy_csr
 from pyro_ar import features as _features, training_path as _training_path
@@ -63,8 +64,7 @@ def _sparse_problem(N=600, D=300, K=30, seed=0):
 @pytest.mark.parametrize("rank", ["auto", 6])
 def test_fit_on_sparse_input_takes_the_sparse_path_and_learns(rank, tmp_path):
     X, y = _sparse_problem()
-    clf = ARClassifier(rank=rank, max_epochs=5, min_steps=0, batch_size=64, learning_rate=0.05,
-                       random_state=0).fit(X, y)
+    clf = ARClassifier(weights=Weights('map', rank=rank), max_epochs=5, min_steps=0, batch_size=64, learning_rate=0.05, random_state=0).fit(X, y)
     assert clf.training_path_ == TrainingPath(True, None if rank == "auto" else 6, "per_datapoint")
     names = set(clf.param_state_["params"])
     assert ("embedding" in names) == (rank != "auto")
@@ -93,17 +93,17 @@ def test_low_rank_memory_rule_switches_the_estimator(monkeypatch):
     X, y = _sparse_problem(N=200)
     monkeypatch.setattr(_training_path, "FULL_RANK_MAX_BYTES", 1000)
     monkeypatch.setattr(_training_path, "AUTO_RANK", 5)
-    clf = ARClassifier(num_steps=3, random_state=0).fit(X, y)
+    clf = ARClassifier(max_epochs=None, min_steps=3, random_state=0).fit(X, y)
     assert clf.training_path_.weight_pattern and clf.training_path_.rank is None
     assert clf.param_state_["params"]["weight"].shape == (len(clf.weight_pattern_),)
-    dense = ARClassifier(num_steps=3, random_state=0).fit(X.toarray(), y)
+    dense = ARClassifier(max_epochs=None, min_steps=3, random_state=0).fit(X.toarray(), y)
     assert dense.training_path_.rank == 5
     assert dense.param_state_["params"]["embedding"].shape == (300, 5)
 
 
 def test_verbose_prints_the_path_and_the_step_rate(capsys):
     X, y = _sparse_problem(N=200)
-    ARClassifier(num_steps=25, batch_size=16, prior_scale=1.0, verbose=True, random_state=0).fit(X, y)
+    ARClassifier(weights=Weights('map', prior_scale=1.0), max_epochs=None, min_steps=25, batch_size=16, verbose=True, random_state=0).fit(X, y)
     err = capsys.readouterr().err
     assert "sparse inputs, full rank, per_datapoint negatives" in err and "16 rows per SVI step" in err
     assert "ARClassifier fit: 100%" in err and "25/25" in err and "step/s" in err  # the bar's rate
@@ -113,7 +113,7 @@ def test_verbose_prints_the_path_and_the_step_rate(capsys):
 def test_bad_rank_is_named(value):
     X, y = _sparse_problem(N=50)
     with pytest.raises(ValueError, match=r"rank must be 'auto', None or an integer >= 1, got"):
-        ARClassifier(rank=value).fit(X, y)
+        ARClassifier(weights=Weights('map', rank=value)).fit(X, y)
 
 
 def test_sparse_rows_batches_are_torch_sparse():
