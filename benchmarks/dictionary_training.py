@@ -73,6 +73,7 @@ def main():
     args = p.parse_args()
     env = harness.start(args)
     from pyro_ar import ARClassifier
+    from pyro_ar.estimator import params_from_plain
 
     d = load(args.dataset, args.data_dir)
     classes = QUICK_CLASSES if args.quick and args.classes is None else args.classes
@@ -89,7 +90,7 @@ def main():
     variants = {} if args.no_default else {"default": {}}
     variants.update(json.loads(args.variants))
     for name, kwargs in variants.items():
-        clf = ARClassifier(**{"random_state": args.seed, **kwargs})
+        clf = ARClassifier(**params_from_plain({"random_state": args.seed, **kwargs}))
         t = harness.timer().start()
         clf.fit(d.X, d.y)
         cpu = t.cpu

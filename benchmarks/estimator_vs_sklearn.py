@@ -121,6 +121,7 @@ def lr_estimator(C, features):
 
 def run(name, quick, Cs, methods, lr_features):
     from pyro_ar import ARClassifier
+    from pyro_ar.estimator import params_from_plain
 
     Xtr, Xte, ytr, yte = load(name, quick)
     rows = []
@@ -132,7 +133,7 @@ def run(name, quick, Cs, methods, lr_features):
 
     for key in [m for m in methods if m in AR_METHODS]:
         label, kwargs = AR_METHODS[key]
-        est, cpu, wall, conv = timed_fit(ARClassifier(random_state=0, **kwargs), Xtr, ytr)
+        est, cpu, wall, conv = timed_fit(ARClassifier(**params_from_plain(dict(random_state=0, **kwargs))), Xtr, ytr)
         record(label, est, cpu, wall, conv, prior_scale=getattr(est, "prior_scale_", None))
     if "lr" in methods:
         for C in Cs:
@@ -186,12 +187,13 @@ def lr_cv_estimator(Cs, seed=0):
 
 
 def run_split(split, Cs, kwargs=None):
-    """One digits split: ``ARClassifier(random_state=0, **kwargs)``, LR at every C of ``Cs``
+    """One digits split: ``ARClassifier(**params_from_plain(dict(random_state=0, **kwargs)))``, LR at every C of ``Cs``
     and LR with C chosen by cross-validation on the training part."""
     from pyro_ar import ARClassifier
+    from pyro_ar.estimator import params_from_plain
 
     Xtr, Xte, ytr, yte = load("digits", False, split)
-    est, cpu, wall, conv = timed_fit(ARClassifier(random_state=0, **(kwargs or {})), Xtr, ytr)
+    est, cpu, wall, conv = timed_fit(ARClassifier(**params_from_plain(dict(random_state=0, **(kwargs or {})))), Xtr, ytr)
     ar = {**scores(est, Xte, yte), "cpu_s": cpu, "prior_scale": getattr(est, "prior_scale_", None),
           "n_steps": est.n_steps_}
     grid = []

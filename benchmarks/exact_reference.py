@@ -53,6 +53,7 @@ import torch
 from benchmarks import harness
 
 from pyro_ar import ARClassifier
+from pyro_ar.estimator import params_from_plain
 
 MARGIN, SPEEDUP = 0.02, 10.0
 KS = (1, 5, 10)
@@ -96,12 +97,13 @@ class CurveClassifier(ARClassifier):
             self._curve_codes = torch.as_tensor(codes, dtype=torch.long)
         return super().fit(X, y, sample_weight)
 
-    def _scorer(self, data, s, val_idx, model, guide):
+    def _scorer(self, data, val_idx, model):
         from pyro_ar.infer.pattern_fit import centroid_shape
         from pyro_ar.features import apply_scaler
         from pyro_ar.training_path import pattern_and_centroids
 
-        score = super()._scorer(data, s, val_idx, model, guide)
+        score = super()._scorer(data, val_idx, model)
+        noise = self._fit_spec[1].noise  # (the fit's likelihood spec: its noise)
         if score is None or self.curve_data is None:
             return score
         if model.weight_pattern is None:
@@ -116,22 +118,22 @@ class CurveClassifier(ARClassifier):
             out = score()
             cpu_s = self._fit_clock.cpu - self._curve_timer.cpu
             with self._curve_timer:
-                self._append_curve_point(out, cpu_s, model, train_pattern, train_loc, pattern, loc, Xc, yc, s)
+                self._append_curve_point(out, cpu_s, model, train_pattern, train_loc, pattern, loc, Xc, yc, noise)
             return out
         return score_and_curve
 
-    def _append_curve_point(self, out, cpu_s, model, train_pattern, train_loc, pattern, loc, Xc, yc, s):
+    def _append_curve_point(self, out, cpu_s, model, train_pattern, train_loc, pattern, loc, Xc, yc, noise):
         """Score the curve rows under the model the fit would return now: the live weights moved
         onto all the rows' centroids."""
         from pyro_ar.infer.pattern_fit import recentre
-        from pyro_ar.estimator._prediction import utility_source
+        from pyro_ar.estimator._model import utility_source
         from pyro_ar.evaluation import log_likelihood
 
         fitted = model.fitted_parameters()
         W = recentre({"params": {"w": fitted["weight"]}, "constraints": {}}, "w", train_pattern, train_loc,
                      pattern, loc)["params"]["w"]
         source = utility_source(Xc, (pattern.sparse(W.double()), fitted["bias"].double()[None]))
-        test_ll = log_likelihood(source, yc, s.noise)
+        test_ll = log_likelihood(source, yc, noise)
         self.curve_.append({"cpu_s": cpu_s, "step": len(self.curve_), "val_ll": out["val_log_lik"],
                             "test_ll": test_ll})
 
@@ -143,7 +145,7 @@ def fit_curve(kwargs, X, y, Xt, yt, curve_rows=None, seed=0):
     CPU total), ``fit_cpu_s``, ``steps``, ``epochs``, ``test_ll``, ``row_ll`` (per test
     row, float64), top-1/5/10, ``stopped_early`` (held-out scores stopped it before
     ``kwargs["num_steps"]``; None without it)."""
-    clf = CurveClassifier(**{"random_state": seed, **kwargs})
+    clf = CurveClassifier(**params_from_plain({"random_state": seed, **kwargs}))
     rows = np.arange(len(yt)) if curve_rows is None else np.sort(
         np.random.RandomState(seed).choice(len(yt), min(curve_rows, len(yt)), replace=False))
     clf.curve_data = (Xt[rows], yt[rows])
@@ -277,7 +279,7 @@ def warm_up(d, rows=2000):
     """Two small fits (A&R and exact, not recorded) so that neither timed fit pays the
     process's first-call costs (imports, allocator warm-up)."""
     for likelihood in ("ar", "exact"):
-        ARClassifier(likelihood=likelihood, num_steps=3, random_state=0).fit(d.X[:rows], d.y[:rows])
+        ARClassifier(likelihood=likelihood, max_epochs=None, min_steps=3, random_state=0).fit(d.X[:rows], d.y[:rows])
 
 
 def print_summary(ar, exact, s, x):

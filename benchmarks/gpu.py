@@ -366,10 +366,11 @@ def _fit_classifier(name, X, y, X_test, y_test, device, **kw):
     import numpy as np
 
     from pyro_ar import ARClassifier
+    from pyro_ar.estimator import params_from_plain
 
     free_device(device)
     peak_reset(device)
-    clf = ARClassifier(device=device, random_state=0, **kw)
+    clf = ARClassifier(**params_from_plain(dict(device=device, random_state=0, **kw)))
     t, c = time.perf_counter(), time.process_time()
     clf.fit(X, y)
     wall, cpu = time.perf_counter() - t, time.process_time() - c

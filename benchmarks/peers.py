@@ -333,8 +333,9 @@ def predict_adaptive(fitted, d, chunk=512):
 
 def fit_pyro_ar(d, opts):
     from pyro_ar import ARClassifier
+    from pyro_ar.estimator import params_from_plain
 
-    clf = ARClassifier(**dict({"max_epochs": 2} if opts["quick"] else {}, **opts["kwargs"]))
+    clf = ARClassifier(**params_from_plain(dict({"max_epochs": 2} if opts["quick"] else {}, **opts["kwargs"])))
     if not d.multilabel:
         return clf.fit(d.X, d.y)
     if not hasattr(clf, "predict_top_k"):

@@ -351,6 +351,7 @@ def ttq_worker(cfg, steps):
 # ------------------------------------------------------------------ the estimator target
 def run_estimator(quick, args):
     from pyro_ar import ARClassifier
+    from pyro_ar.estimator import params_from_plain
     from pyro_ar.datasets import to_scipy_csr
     from pyro_ar.evaluation import evaluate
 
@@ -362,7 +363,7 @@ def run_estimator(quick, args):
     kw.update(json.loads(args.estimator_kwargs))
     start_rss = rss_bytes()
     with harness.timer() as t:
-        clf = ARClassifier(random_state=0, **kw).fit(X, y)
+        clf = ARClassifier(**params_from_plain(dict(random_state=0, **kw))).fit(X, y)
     fit_cpu = t.cpu
     classes = clf.classes_
     known = np.isin(yt, classes)

@@ -281,39 +281,28 @@ def _param_value(text: str):
 
 
 def estimator_params(args) -> Dict:
-    """The ``ARClassifier`` keyword arguments of ``fit``'s options (``--param key=value`` last;
-    ``weights__<name>=value`` sets a parameter of :class:`~pyro_ar.estimator.Weights`)."""
-    from .estimator import ARClassifier, Weights
-    from .likelihoods import AR
-    from .negatives import DEFAULT_NUM_NEGATIVES
+    """The ``ARClassifier`` keyword arguments of ``fit``'s options (``--param key=value`` last; the
+    flat keywords -- ``noise``, ``num_negatives``, ``prior_scale``, ``rank``, ``num_steps``, ... --
+    translated by :func:`pyro_ar.estimator.params_from_plain`)."""
+    from .estimator import ARClassifier, params_from_plain
+    from .estimator._params import REMOVED
 
     params = {"max_epochs": args.max_epochs, "random_state": args.random_state,
               "verbose": args.verbose if args.verbose is not None else sys.stderr.isatty()}
-    if args.noise != "gumbel" or args.num_negatives is not None:
-        params["likelihood"] = AR(args.noise, DEFAULT_NUM_NEGATIVES if args.num_negatives is None
-                                  else args.num_negatives)
-    if args.num_steps is not None:
-        params["max_epochs"], params["min_steps"] = None, args.num_steps
-    for name in ("batch_size", "learning_rate"):
+    if args.noise != "gumbel":
+        params["noise"] = args.noise
+    for name in ("num_negatives", "num_steps", "batch_size", "learning_rate", "weights", "prior_scale"):
         if getattr(args, name) is not None:
             params[name] = getattr(args, name)
-    weights = Weights(args.weights or "map")
-    if args.prior_scale is not None:
-        weights.prior_scale = args.prior_scale
-    known = set(ARClassifier().get_params(deep=False)) | {f"weights__{k}" for k in weights.get_params()}
+    known = set(ARClassifier().get_params(deep=False)) | set(REMOVED) - {"class_weight", "local_learning_rate"}
     for item in args.param or ():
         key, sep, value = item.partition("=")
         key = key.strip()
         if not sep or key not in known:
             raise BadInput(f"--param {item!r}: expected key=value with key an ARClassifier "
                            f"hyper-parameter, one of {sorted(known)}")
-        if key.startswith("weights__"):
-            weights.set_params(**{key[len("weights__"):]: _param_value(value.strip())})
-        else:
-            params[key] = _param_value(value.strip())
-    if "weights" not in params:  # (a kind alone stays a string)
-        params["weights"] = weights if weights != Weights(weights.kind) else weights.kind
-    return params
+        params[key] = _param_value(value.strip())
+    return params_from_plain(params)
 
 
 def cmd_fit(args) -> int:

@@ -259,7 +259,7 @@ surface("estimator", "ARClassifier.fit", lambda X, y, class_weight: ARClassifier
               "NaN float label", np.where(np.arange(40) == 5, NAN, YS.astype(float)), "39 labels", YS[:-1])),
     "class_weight": ([None, "balanced"], bad("NaN", {0: NAN}, "inf", {1: INF}, "-1", {0: -1.0}, "'x'", {2: "x"}))},
     extra=("class_weight",), controls=3)
-FITTED = ARClassifier(num_steps=3, random_state=0).fit(XS, YS)
+FITTED = ARClassifier(max_epochs=None, min_steps=3, random_state=0).fit(XS, YS)
 surface("estimator", "ARClassifier.predict", lambda X, how: getattr(FITTED, how)(X), {
     "X": ([XS, XS[:5]], X_BAD[:9] + bad("31 columns", broken(cols=31), "dense 29", np.zeros((3, 29)))),
     "how": (["predict", "predict_proba", "decision_function"], [])}, extra=("features",))

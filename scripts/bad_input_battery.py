@@ -228,7 +228,7 @@ XE, YE = RNG.randn(40, 3), RNG.randint(0, 3, 40)
 
 
 def est(X=XE, y=YE, sample_weight=None, **params):
-    clf = ARClassifier(num_steps=10, random_state=0, **params)
+    clf = ARClassifier(max_epochs=None, min_steps=10, random_state=0, **params)
     clf.fit(X, y, sample_weight=sample_weight)
     return clf.predict_proba(X if not isinstance(X, list) else np.asarray(X))
 
@@ -256,7 +256,7 @@ case("estimator", "ARClassifier.fit: good", (), bad=False)(lambda: est())
 
 
 def warm(width):
-    clf = ARClassifier(num_steps=10, random_state=0, warm_start=True).fit(XE, YE)
+    clf = ARClassifier(max_epochs=None, min_steps=10, random_state=0, warm_start=True).fit(XE, YE)
     return clf.fit(RNG.randn(40, width), YE).predict_proba(RNG.randn(40, width))
 for width in (2, 5):
     case("estimator", f"ARClassifier(warm_start=True).fit with {width} features after 3", ("warm_start", "features"))(

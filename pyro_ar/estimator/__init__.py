@@ -51,6 +51,7 @@ the param store is process-global.
 """
 
 from ..infer.selection import Weights
+from ._params import params_from_plain
 from .classifier import DENSIFY_MAX_ELEMENTS, ARClassifier
 
-__all__ = ["ARClassifier", "DENSIFY_MAX_ELEMENTS", "Weights"]
+__all__ = ["ARClassifier", "DENSIFY_MAX_ELEMENTS", "Weights", "params_from_plain"]

@@ -110,11 +110,22 @@ def checked(est):
     return weights_of(est.weights), likelihood_spec(est.likelihood), _device(est.device)
 
 
-def upgrade(params: dict) -> dict:
-    """The hyper-parameters of a file written before version 5 (the keywords of :data:`REMOVED`)
-    as this version's (``class_weight`` and ``local_learning_rate`` are dropped: they acted on
-    the fit that wrote the file)."""
-    p = {k: v for k, v in params.items() if k not in ("class_weight", "local_learning_rate")}
+def params_from_plain(params: dict) -> dict:
+    """Hyper-parameters from plain data (JSON, a command line, the files of versions 1 to 4):
+    the flat keywords of earlier versions (:data:`REMOVED`: ``noise``, ``num_negatives``,
+    ``strategy``, ``prior_scale``, ``rank``, ``num_posterior_samples``, ``num_steps``, the early
+    stopping options) become this version's ``likelihood``, ``weights``, ``max_epochs`` /
+    ``min_steps`` and ``early_stopping``; ``class_weight`` and ``local_learning_rate``, which have
+    no replacement here, raise ``TypeError``; the others pass through.
+
+    Example:
+
+    >>> from pyro_ar.estimator import params_from_plain
+    >>> params_from_plain({"noise": "normal", "num_negatives": 5, "prior_scale": 1.0, "num_steps": 100})
+    {'likelihood': AR(noise='normal', negatives=PerDatapointNegatives(num_negatives=5)), 'weights': Weights(prior_scale=1.0), 'max_epochs': None, 'min_steps': 100}
+    """
+    refuse_removed(k for k in ("class_weight", "local_learning_rate") if k in params)
+    p = dict(params)
     noise, n, strategy = p.pop("noise", "gumbel"), p.pop("num_negatives", DEFAULT_NUM_NEGATIVES), \
         p.pop("strategy", "auto")
     if (get_noise(noise).name, n, strategy) != ("gumbel", DEFAULT_NUM_NEGATIVES, "auto"):

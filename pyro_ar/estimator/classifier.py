@@ -24,7 +24,7 @@ from ..training_path import PATTERN_MAX_EPOCHS, PATTERN_PRIOR_SCALE, choose_path
 from ._checks import checked_data as _checked_data, fit_targets
 from ._model import FitData as _FitData, FitResult as _FitResult, Predictor, fitted_weights, training_svi, \
     utility_source
-from ._params import checked, refuse_removed, seed_of, stopping, upgrade
+from ._params import checked, params_from_plain, refuse_removed, seed_of, stopping
 
 _MAX_SEED = 2**31 - 1
 
@@ -169,7 +169,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         return super().set_params(**params)
 
     _checked_params = checked  # (every hyper-parameter checked: (weights, likelihood spec, device))
-    _upgrade_params = staticmethod(upgrade)  # (hyper-parameters of older files: pyro_ar.infer.saved_estimator)
+    _params_from_plain = staticmethod(params_from_plain)  # (older files' hyper-parameters: infer.saved_estimator)
 
     # ------------------------------------------------------------------ sklearn plumbing
     def __sklearn_tags__(self):

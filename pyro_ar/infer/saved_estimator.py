@@ -200,8 +200,9 @@ def _from_payload(cls, d):
     if not isinstance(d["hyperparameters"], dict):
         raise ValueError(f"hyperparameters must be a dict, got {type(d['hyperparameters']).__name__}")
     params = {k: _decode_param(v) for k, v in d["hyperparameters"].items()}
-    if d["version"] < 5:  # (the keywords of earlier constructors)
-        params = cls._upgrade_params(params)
+    if d["version"] < 5:  # (the keywords of earlier constructors; class_weight and local_learning_rate
+        params = cls._params_from_plain(  # acted on the fit that wrote the file)
+            {k: v for k, v in params.items() if k not in ("class_weight", "local_learning_rate")})
     missing = set(cls().get_params(deep=False)) - set(params)
     if missing and d["version"] >= 3:
         raise ValueError(f"hyperparameters lacks {sorted(missing)}")

@@ -86,16 +86,16 @@ def test_fit_and_predict_refuse_a_broken_csr_instead_of_crashing():
             return X
         for v in (401, 100000, 2**40, 2**63 - 1):
             try:
-                ARClassifier(num_steps=2).fit(broken(v), y)
+                ARClassifier(max_epochs=None, min_steps=2).fit(broken(v), y)
                 print("accepted", v)
             except ValueError as e:
                 print("named" if "X.indices" in str(e) and str(v) in str(e) else "unnamed", v)
         try:
-            ARClassifier(num_steps=2).fit(broken(swap=True), y)
+            ARClassifier(max_epochs=None, min_steps=2).fit(broken(swap=True), y)
             print("accepted indptr")
         except ValueError as e:
             print("named" if "X.indptr" in str(e) else "unnamed", "indptr")
-        clf = ARClassifier(num_steps=2, random_state=0).fit(broken(), y)
+        clf = ARClassifier(max_epochs=None, min_steps=2, random_state=0).fit(broken(), y)
         try:
             clf.predict(broken(401))
             print("accepted predict")
