@@ -50,8 +50,8 @@ estimators never share or clobber parameters; the global RNG states of torch, nu
 the param store is process-global.
 """
 
+from ..infer.saved_estimator import params_from_plain
 from ..infer.selection import Weights
-from ._params import params_from_plain
 from .classifier import DENSIFY_MAX_ELEMENTS, ARClassifier
 
 __all__ = ["ARClassifier", "DENSIFY_MAX_ELEMENTS", "Weights", "params_from_plain"]

@@ -1,5 +1,5 @@
 """The estimator's Pyro pieces: its :class:`~pyro_ar.models.LinearClassifier`, built in one place
-(:func:`linear_model`); for a fit, the likelihood object, the model, its guide and ``SVI``
+(:func:`linear_model`); for a fit, the model, its guide and ``SVI``
 (:func:`training_svi`) and what a fit trains on and gives (:class:`FitData`, :class:`FitResult`);
 for prediction, the fitted weights (:class:`Predictor`) and their utilities on new rows through
 :func:`pyro_ar.evaluation.linear_source`."""
@@ -16,9 +16,8 @@ from ..evaluation import linear_source
 from ..features import feature_rows
 from ..infer import ClosedFormELBO, default_guide, local_parameter_names
 from ..infer.param_state import mean_field_draws, state_on
-from ..likelihoods import AR, Exact
+from ..likelihoods import Exact
 from ..models import LinearClassifier, unigram_biases
-from ..negatives import get_negative_sampler
 from ..optim import lazy_adam
 
 #: Adam's step size for per-datapoint variational parameters (local guides that keep some)
@@ -33,21 +32,6 @@ def linear_model(est, weights, K, D, likelihood, prior_scale=1.0, **options):
     return LinearClassifier(D, K, likelihood=likelihood, weights=weights.kind, prior_scale=prior_scale,
                             sparse=weights.kind != "bayes", site="y", penalize_bias=False,
                             weight_pattern=getattr(est, "weight_pattern_", None), **options)
-
-
-def fit_likelihood(spec, mode, strategy, counts):
-    r"""The likelihood object of a fit: ``Exact(noise)`` for ``mode="exact"``, else A&R with the
-    spec's sampler (an object given by the user, used as given while its count fits K - 1) or one
-    built for the path's ``strategy`` (importance draws from the training class frequencies
-    :math:`\max(n_k, 1)^{0.75}`, the authors')."""
-    if mode == "exact":
-        return Exact(spec.noise)
-    K, n = len(counts), spec.num_negatives
-    clipped = None if n is None else min(n, K - 1)
-    if spec.sampler is not None and (clipped == n or spec.strategy == "importance"):
-        return AR(spec.noise, spec.sampler)
-    proposal = counts.clamp(min=1.0) ** 0.75 if strategy == "importance" else None
-    return AR(spec.noise, get_negative_sampler(strategy, clipped, proposal))
 
 
 def training_svi(est, weights, spec, K, D, y, batch_size, prior_scale):
@@ -65,7 +49,7 @@ def training_svi(est, weights, spec, K, D, y, batch_size, prior_scale):
     if scale:
         unigram = unigram_biases(counts, spec.noise, smoothing=1.0)
         bias_init = (scale * (unigram - unigram.mean())).float()
-    likelihood = fit_likelihood(spec, est.likelihood_, path.strategy, counts)
+    likelihood = spec.likelihood(est.likelihood_, path.strategy, counts)
     model = linear_model(est, weights, K, D, likelihood, prior_scale, subsample_size=batch_size, rank=path.rank,
                          bias_init=bias_init, weight_loc=est.weight_loc_ if path.weight_pattern else None)
     guide = default_guide(model, local_first=True)  # (ignored without a local latent)

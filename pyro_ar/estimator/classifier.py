@@ -17,14 +17,15 @@ from ..infer.param_state import global_state, state_on
 from ..infer.pattern_fit import centroid_shape, choose_start, pattern_schedule, recentre_fit
 from ..infer.progress import phase_bar, set_progress_total
 from ..infer.saved_estimator import load_estimator, save_estimator
-from ..infer.selection import _REFIT_BUDGET, resolve_likelihood, search_holdout, select_prior_scale
+from ..infer.selection import _REFIT_BUDGET, early_stopping_options, resolve_likelihood, search_holdout, \
+    search_prior_scale
 from ..label_sets import encode_multilabel, expand_sample_weight, format_label_sets, precision_at_1
 from ..labels import held_out_split, label_array, label_codes, weighted_samples
 from ..training_path import PATTERN_MAX_EPOCHS, PATTERN_PRIOR_SCALE, choose_path, pattern_and_centroids
 from ._checks import checked_data as _checked_data, fit_targets
 from ._model import FitData as _FitData, FitResult as _FitResult, Predictor, fitted_weights, training_svi, \
     utility_source
-from ._params import checked, params_from_plain, refuse_removed, seed_of, stopping
+from ._params import checked, refuse_removed, seed_of
 
 _MAX_SEED = 2**31 - 1
 
@@ -42,91 +43,60 @@ __all__ = ["ARClassifier", "DENSIFY_MAX_ELEMENTS"]
 class ARClassifier(ClassifierMixin, BaseEstimator):
     r"""Linear classifier over many classes, fitted by Augment & Reduce (Pyro SVI).
 
-    See the module docstring (:mod:`pyro_ar.estimator`) for the model, the bound and the
-    costs. All arguments are stored unchanged and validated in :meth:`fit` (a bad value
-    raises ``ValueError`` naming the argument).
+    See :mod:`pyro_ar.estimator` for the model and the bound. All arguments are stored
+    unchanged and checked once per :meth:`fit` (a bad value raises ``ValueError`` naming it).
 
     :param likelihood: ``"auto"`` (default: the exact softmax where its step costs no more than
-        an A&R step, :func:`~pyro_ar.infer.selection.exact_step_is_cheaper`, else A&R), ``"ar"`` or
-        ``"exact"`` -- Gumbel noise (softmax), 20 negatives of a strategy chosen from the data
-        (importance draws for skewed labels, else per datapoint, or shared where per-datapoint
-        negatives would be memory-bound: :func:`pyro_ar.training_path.choose_path`) --, or a
-        likelihood object carrying its noise and negatives: :class:`pyro_ar.likelihoods.AR`
-        (e.g. ``AR("normal", 5)``, multinomial probit with 5 per-datapoint negatives; any noise of
-        :func:`pyro_ar.get_noise` or a :class:`pyro_ar.Noise`; a count above K - 1 is clipped) or
-        :class:`pyro_ar.likelihoods.Exact` (``Exact("normal")``). The choice made is ``likelihood_``.
-    :param weights: ``"map"`` (default: Gaussian prior on W, like scikit-learn's L2 penalty with
-        ``C = prior_scale**2``; the bias is not penalised, like its intercept), ``"mle"``,
-        ``"bayes"`` (mean-field Gaussian posterior, ``AutoNormal``), or a
-        :class:`~pyro_ar.estimator.Weights` carrying the kind, the prior scale s of N(0, s^2) on
-        every entry of W (and of the bias under ``"bayes"``; with a rank, the factors' priors are
-        scaled so that W = V E^T keeps variance s^2), the ``rank`` and the posterior draws that
-        ``"bayes"`` predictions average (``num_posterior_samples``, 32). ``prior_scale="auto"``
-        (default) or a list: chosen from :data:`~pyro_ar.infer.selection.PRIOR_SCALE_GRID`
-        (``s = sqrt(C)`` for scikit-learn's C in {0.01, 0.1, 1, 10}) refined by half-steps around
-        its best (:func:`~pyro_ar.infer.selection.select_prior_scale`), or from the list, on a
-        held-out split (:func:`~pyro_ar.infer.selection.search_holdout`), then refitted on all the
-        data (two plain fits' steps in all; ``prior_scale_``, ``prior_scale_scores_``); a first
-        ``partial_fit`` takes 1 (or the list's middle). ``rank="auto"`` (default): full rank while
-        W and its optimizer state fit in memory comfortably, else low rank; None: full rank; r:
-        :math:`W = V E^\top`, O((D + K) r) parameters.
+        an A&R step, :func:`~pyro_ar.infer.selection.exact_step_is_cheaper`), ``"ar"`` or
+        ``"exact"`` -- Gumbel noise, 20 negatives of a strategy chosen from the data
+        (:func:`pyro_ar.training_path.choose_path`) --, or a likelihood object carrying its noise
+        and negatives: :class:`pyro_ar.likelihoods.AR` (``AR("normal", 5)``: multinomial probit,
+        5 negatives of the chosen strategy; a sampler such as ``SharedNegatives(5)`` is used as
+        given; a count above K - 1 is clipped) or :class:`~pyro_ar.likelihoods.Exact`. The
+        choice made is ``likelihood_``.
+    :param weights: ``"map"`` (default: the prior N(0, s^2) on W, scikit-learn's L2 penalty
+        with ``C = s**2``; the bias unpenalised), ``"mle"``, ``"bayes"`` (mean-field Gaussian
+        posterior over W and b) or a :class:`~pyro_ar.estimator.Weights` with the prior scale s
+        (``"auto"``, default, or a list: chosen on a held-out split,
+        :func:`~pyro_ar.infer.selection.select_prior_scale`, then refitted on all the data;
+        ``prior_scale_``, ``prior_scale_scores_``; a first ``partial_fit`` takes 1 or the list's
+        middle), the ``rank`` (``"auto"``: full rank while W and its optimizer state fit in
+        memory; r: :math:`W = V E^\top`) and ``num_posterior_samples`` (32).
     :param batch_size: datapoints per SVI step (clipped to the training size).
-    :param max_epochs: passes over the data (one epoch = ceil(n_train / batch_size) steps on
-        random minibatches); a fit runs at least ``min_steps`` steps. On the weight-pattern path
-        of sparse inputs at most ``PATTERN_MAX_EPOCHS`` = 8, without ``min_steps``, and fewer when
-        held-out rows stop improving (that fit starts at the class centroids, holds out rows
-        whatever ``early_stopping`` and keeps its best weights, the start included;
-        :mod:`pyro_ar.infer.pattern_fit`). None: exactly ``min_steps`` SVI steps (every fit).
-    :param min_steps: a plain fit runs at least this many SVI steps (with ``max_epochs=None``,
-        exactly this many); a prior-scale search splits its steps between the search's fits and
-        the final fit (``n_steps_by_phase_``).
-    :param learning_rate: initial Adam step size of the global parameters (lazy Adam: sparse
-        rows), decayed linearly to 5% of it over the run (:class:`~pyro_ar.infer.LearningRateDecay`).
-    :param early_stopping: hold out a fraction of the data (stratified when possible), evaluate
-        its mean log-likelihood after each epoch, stop after a number of epochs without an
-        improvement of at least a tolerance (nats per datapoint), and keep the best weights:
-        ``True`` (0.1, 5 epochs, 1e-4) or a dict of some of ``validation_fraction``,
-        ``n_iter_no_change`` and ``tol``.
-    :param standardize: standardise the features inside the estimator (the fitted scaling
-        is applied again at prediction): dense -- centred and divided by their standard
-        deviation, floored at the median one; sparse -- divided by their root mean square
-        (no centring, the sparsity is kept), floored at the median one; on the sparse path
-        with a low rank all by one number, the root mean square row norm (rare features are
-        not blown up), and on the weight pattern by their idf with rows L2-normalised
-        (``training_path_.one_scale``, :func:`pyro_ar.features.fit_scaler`). Raw,
-        unscaled features then work with the default step size.
-    :param warm_start: start ``fit`` from the current weights (when the classes are the
-        same; the standardisation of the first fit is kept).
-    :param random_state: None, an int or a ``numpy.random.RandomState``: seeds torch /
-        pyro (and the validation split) during fit; two fits with the same int give
-        identical predictions (on CPU).
-    :param device: torch device for training and prediction (``"cpu"``, ``"cuda"``, ...).
-    :param verbose: print the data's shape and training path and show a progress bar per
-        phase of a fit ("phase 1/2: prior-scale search" over all its fits, "phase 2/2: fit on
-        all the data"; or "fit", "partial_fit N") with the steps per second, the running loss
-        and the last validation log-likelihood.
+    :param max_epochs: passes over the data (one epoch = ceil(n_train / batch_size) steps); on
+        the weight-pattern path of sparse inputs at most ``PATTERN_MAX_EPOCHS`` = 8, fewer when
+        held-out rows stop improving (:mod:`pyro_ar.infer.pattern_fit`). None: exactly
+        ``min_steps`` steps.
+    :param min_steps: a plain fit runs at least this many SVI steps; a prior-scale search
+        splits them between its fits and the final fit (``n_steps_by_phase_``).
+    :param learning_rate: initial Adam step size of the global parameters (lazy Adam), decayed
+        linearly to 5% of it (:class:`~pyro_ar.infer.LearningRateDecay`).
+    :param early_stopping: hold out a fraction of the data, score its mean log-likelihood after
+        each epoch, stop after a number of epochs without an improvement of a tolerance (nats
+        per datapoint) and keep the best weights: ``True`` (0.1, 5 epochs, 1e-4) or a dict of
+        some of ``validation_fraction``, ``n_iter_no_change`` and ``tol``.
+    :param standardize: scale the features inside the estimator
+        (:func:`pyro_ar.features.fit_scaler`: dense centred and divided by their standard
+        deviation, sparse by their root mean square, both floored at the median; one scale on
+        the sparse low-rank path, idf weights and unit rows on the weight pattern).
+    :param warm_start: start ``fit`` from the current weights (same classes; the first fit's
+        scaling is kept).
+    :param random_state: None, an int or a ``numpy.random.RandomState`` (seeds torch, pyro and
+        the held-out splits during fit).
+    :param device: torch device for training and prediction.
+    :param verbose: print the data's shape and training path and show a progress bar per phase.
 
     Keywords of earlier versions (``noise``, ``num_negatives``, ``strategy``, ``prior_scale``,
-    ``rank``, ``num_posterior_samples``, ``num_steps``, ``validation_fraction``,
-    ``n_iter_no_change``, ``tol``, ``local_learning_rate``, ``class_weight``) raise a
-    ``TypeError`` naming their replacement.
+    ``rank``, ``num_steps``, ...) raise ``TypeError`` naming their replacement
+    (:func:`~pyro_ar.estimator.params_from_plain` translates them).
 
-    The training path -- sparse inputs (utilities from the non-zeros of a scipy.sparse X,
-    O(nnz x (1 + s)) per step), the rank and the negatives -- is chosen from the data by
-    ``pyro_ar.training_path.choose_path`` and kept as ``training_path_``.
-
-    Fitted attributes: ``classes_`` (labels, position = class index), ``n_features_in_``
-    (and ``feature_names_in_`` for data frames), ``param_state_`` (the Pyro param store
-    state of the global parameters: ``{"params": {name: unconstrained tensor},
-    "constraints": {name: constraint}}``; ``"weight"``/``"bias"`` for point weights, the
-    ``AutoNormal`` locations and scales for ``"bayes"``), ``n_steps_`` (SVI steps run by
-    the last ``fit`` / ``partial_fit`` call, all phases together), ``n_steps_by_phase_``
-    (``{"prior_scale_search": steps, "final_fit": steps}``: the search's fits on the
-    training split, 0 without a search, and the fit that gave the weights), ``n_iter_``
-    (epochs of that final fit), ``loss_curve_`` (mean negative ELBO per training datapoint,
-    per epoch of the final fit), ``validation_scores_`` and ``best_validation_score_`` (mean validation
-    log-likelihood; None without early stopping), ``feature_mean_`` / ``feature_scale_``
-    (the standardisation; None with ``standardize=False``), ``likelihood_``.
+    Fitted attributes: ``classes_``, ``n_features_in_`` (``feature_names_in_``),
+    ``param_state_`` (the param store state of the global parameters: W, b, or the
+    ``AutoNormal``'s locations and scales), ``training_path_``, ``likelihood_``, ``n_steps_``
+    (all phases of the last call) and ``n_steps_by_phase_``, ``n_iter_`` and ``loss_curve_``
+    (mean negative ELBO per datapoint and epoch of the final fit), ``validation_scores_`` and
+    ``best_validation_score_`` (None without a held-out split), ``feature_mean_`` /
+    ``feature_scale_`` (None with ``standardize=False``).
 
     Example:
 
@@ -169,7 +139,6 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         return super().set_params(**params)
 
     _checked_params = checked  # (every hyper-parameter checked: (weights, likelihood spec, device))
-    _params_from_plain = staticmethod(params_from_plain)  # (older files' hyper-parameters: infer.saved_estimator)
 
     # ------------------------------------------------------------------ sklearn plumbing
     def __sklearn_tags__(self):
@@ -205,20 +174,14 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         """Train on one chunk (X, y), continuing from the current fit: for data that arrive in
         chunks or do not fit in memory.
 
-        Each call makes ``max_epochs`` passes over its chunk: ``max_epochs x ceil(n / batch)``
-        SVI steps on random minibatches of ``batch = min(batch_size, n)`` of its n rows
-        (``num_steps`` steps if given; ``n_steps_``), from the current weights. That is
-        ``fit``'s schedule without ``min_steps`` (which would fit every small chunk to
-        convergence, forgetting the earlier ones), without the prior-scale search (the first
-        call takes ``prior_scale`` 1, or the middle of a list, and later calls keep it),
-        without early stopping and without step-size decay (the step size stays at
-        ``learning_rate``: the length of the stream is unknown). For example, with the
-        defaults a chunk of 449 digits (64 features, 10 classes) gets 20 full-chunk steps,
-        and three such chunks reach the test accuracy of scikit-learn's
-        ``SGDClassifier(loss="log_loss").partial_fit`` on the same chunks (``tests/estimator``
-        asks both for at least 90 %). The first
-        call needs ``classes`` (every label that will ever occur) and fixes the
-        standardisation from its chunk.
+        Each call makes ``max_epochs`` passes over its chunk (``max_epochs=None``: ``min_steps``
+        steps; ``n_steps_``) from the current weights: ``fit``'s schedule without ``min_steps``
+        (which would fit every small chunk to convergence, forgetting the earlier ones), without
+        the prior-scale search (the first call takes 1, or the middle of a list, and later calls
+        keep it), early stopping or step-size decay (the stream's length is unknown). Three
+        chunks of 449 digits reach the test accuracy of scikit-learn's
+        ``SGDClassifier(loss="log_loss").partial_fit`` (``tests/estimator``: both at least 90 %).
+        The first call needs ``classes`` (every label of the stream) and fixes the scaling.
 
         :param X: array-like or ``scipy.sparse`` matrix, shape (n_samples, n_features).
         :param y: array-like of labels, shape (n_samples,), each in ``classes``.
@@ -316,7 +279,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     def _split(self, data, rng, force=False):
         """``(train, validation)`` datapoint indices (:func:`~pyro_ar.labels.held_out_split`;
         validation None without early stopping or ``force``)."""
-        on, fraction, _, _ = stopping(self.early_stopping)
+        on, fraction, _, _ = early_stopping_options(self.early_stopping)
         if not (on or force):
             return np.arange(len(data.codes)), None
         return held_out_split(data.codes, data.groups, fraction, rng)
@@ -336,22 +299,15 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             if getattr(self, "prior_scale_", None) is None:
                 self.prior_scale_ = 1.0 if 1.0 in grid else grid[len(grid) // 2]
             return self.prior_scale_, init, 1.0, 0
-        fraction = search_holdout(stopping(self.early_stopping)[1], data)
+        fraction = search_holdout(early_stopping_options(self.early_stopping)[1], data)
         train_idx, val_idx = held_out_split(data.codes, data.groups, fraction, rng)
-        steps, planned, done = self._num_steps(len(train_idx)), [], []
-        refine = isinstance(self._prior_scale_given(), str)
-        select_prior_scale(lambda scale, n, state: (planned.append(n), 0.0), grid, steps, refine=refine)  # dry run
-        with phase_bar(sum(planned), "ARClassifier phase 1/2: prior-scale search", self.verbose) as bar:
-            def fit(scale, num_steps, state):  # on the training split: (state, best validation score)
-                if bar is not None:
-                    bar.set_description(f"ARClassifier phase 1/2: prior-scale search (fit {len(done) + 1} of "
-                                        f"{len(planned)}: prior scale {scale:.3g})", refresh=False)
-                out = self._fit_svi(data, train_idx, val_idx, scale, num_steps, init=state, bar=bar)
-                done.append(out.n_steps)
-                return out.state, out.best_score
-            self.prior_scale_, self.prior_scale_scores_, state = select_prior_scale(
-                fit, grid, steps, init, refine=refine)
-        return self.prior_scale_, state, _REFIT_BUDGET, sum(done)
+
+        def fit(scale, num_steps, state, bar):  # on the training split
+            out = self._fit_svi(data, train_idx, val_idx, scale, num_steps, init=state, bar=bar)
+            return out.state, out.best_score, out.n_steps
+        self.prior_scale_, self.prior_scale_scores_, state, steps = search_prior_scale(
+            fit, grid, self._num_steps(len(train_idx)), init, isinstance(self._prior_scale_given(), str), self.verbose)
+        return self.prior_scale_, state, _REFIT_BUDGET, steps
 
     def _prior_scale_given(self):
         """``prior_scale`` as given (``"auto"``, a number or a list)."""
@@ -387,7 +343,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         if path.weight_pattern and self.weight_pattern_ is None:  # from the rows it trains on
             self.weight_pattern_, self.weight_loc_ = pattern_and_centroids(
                 X_train, data.codes[train_idx], data.K, **centroid_shape(self))
-        _, _, patience, tol = stopping(self.early_stopping)
+        _, _, patience, tol = early_stopping_options(self.early_stopping)
         schedule = pattern_schedule(path.weight_pattern, steps_per_epoch, patience, tol)  # pattern_fit
         init = None if init is None else state_on(init, device, copy=True)
         for t in (init or {"params": {}})["params"].values():
@@ -561,17 +517,12 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ save / load
     def save(self, path, weights_only=True):
-        """Save a fitted estimator: hyper-parameters, classes, standardisation, the param
-        store state and what ``partial_fit`` / ``warm_start`` continue from, atomically (a
-        failed save leaves an existing file untouched) and with a checksum that
-        :meth:`load` verifies.
-
-        The file is a ``torch.save`` of plain Python containers and tensors, loadable with
-        ``torch.load(..., weights_only=True)``. Labels or hyper-parameters that are other
-        Python objects would make a file that :meth:`load` refuses by default, so they
-        raise ``ValueError`` (naming them) before anything is written, unless
-        ``weights_only=False``: then load with ``ARClassifier.load(path, weights_only=False)``
-        (for trusted files only).
+        """Save a fitted estimator (hyper-parameters, classes, scaling, the param store state and
+        what ``partial_fit`` / ``warm_start`` continue from) atomically, with a checksum that
+        :meth:`load` verifies: a ``torch.save`` of plain containers and tensors, loadable with
+        ``torch.load(..., weights_only=True)``. Labels or hyper-parameters that are other Python
+        objects raise ``ValueError`` (naming them) before anything is written, unless
+        ``weights_only=False`` (then load with ``weights_only=False``; trusted files only).
         """
         check_is_fitted(self)
         save_estimator(self, path, weights_only)

@@ -21,13 +21,13 @@ import torch
 from ..files import atomic_save, decode_constraint, encode_constraint, load_payload
 from ..label_sets import FORMS
 from ..likelihoods import AR, Exact
-from ..negatives import STRATEGIES, get_negative_sampler
+from ..negatives import DEFAULT_NUM_NEGATIVES, STRATEGIES, get_negative_sampler
 from ..noise import get_noise
 from ..numerics import check_choice
 from ..training_path import TrainingPath
 from .checkpoint import check_param_state
 from .param_state import state_on
-from .selection import Weights
+from .selection import STOPPING, Weights
 
 __all__ = ["save_estimator", "load_estimator"]
 
@@ -84,6 +84,49 @@ def _encoded(c, name):
         return encode_constraint(c, f"parameter {name!r}")
     except TypeError:
         return c
+
+
+#: the flat keywords without a replacement in the estimator's parameters
+PLAIN_REMOVED = {"class_weight": "pass fit(X, y, sample_weight=sklearn.utils.class_weight.compute_sample_weight("
+                                 "class_weight, y))",
+                 "local_learning_rate": "local variational parameters step at the fixed LOCAL_LEARNING_RATE = 0.1"}
+
+
+def params_from_plain(params: dict) -> dict:
+    """Hyper-parameters from plain data (JSON, a command line, the files of versions 1 to 4):
+    the flat keywords of earlier versions (:data:`REMOVED`: ``noise``, ``num_negatives``,
+    ``strategy``, ``prior_scale``, ``rank``, ``num_posterior_samples``, ``num_steps``, the early
+    stopping options) become this version's ``likelihood``, ``weights``, ``max_epochs`` /
+    ``min_steps`` and ``early_stopping``; ``class_weight`` and ``local_learning_rate``, which have
+    no replacement here, raise ``TypeError``; the others pass through.
+
+    Example:
+
+    >>> from pyro_ar.estimator import params_from_plain
+    >>> params_from_plain({"noise": "normal", "num_negatives": 5, "prior_scale": 1.0, "num_steps": 100})
+    {'likelihood': AR(noise='normal', negatives=PerDatapointNegatives(num_negatives=5)), 'weights': Weights(prior_scale=1.0), 'max_epochs': None, 'min_steps': 100}
+    """
+    for name in ("class_weight", "local_learning_rate"):
+        if name in params:
+            raise TypeError(f"ARClassifier no longer takes {name}= ({PLAIN_REMOVED[name]})")
+    p = dict(params)
+    noise, n, strategy = p.pop("noise", "gumbel"), p.pop("num_negatives", DEFAULT_NUM_NEGATIVES), \
+        p.pop("strategy", "auto")
+    if (get_noise(noise).name, n, strategy) != ("gumbel", DEFAULT_NUM_NEGATIVES, "auto"):
+        mode = p.get("likelihood", "auto")
+        p["likelihood"] = Exact(noise) if mode == "exact" else AR(noise, n if strategy in (
+            "auto", "per_datapoint", "importance") else get_negative_sampler(strategy, n))
+    kind, spec = p.pop("weights", "map"), [p.pop(k, d) for k, d in (("prior_scale", "auto"), ("rank", "auto"),
+                                                                   ("num_posterior_samples", 32))]
+    p["weights"] = kind if spec == ["auto", "auto", 32] else Weights(kind, *spec)
+    if p.get("num_steps") is not None:
+        p["max_epochs"], p["min_steps"] = None, p["num_steps"]
+    p.pop("num_steps", None)
+    changed = {k: p.pop(k) for k in STOPPING if k in p}
+    changed = {k: v for k, v in changed.items() if v != STOPPING[k]}
+    if p.get("early_stopping") and changed:
+        p["early_stopping"] = changed
+    return p
 
 
 def save_estimator(est, path, weights_only: bool = True) -> None:
@@ -201,7 +244,7 @@ def _from_payload(cls, d):
         raise ValueError(f"hyperparameters must be a dict, got {type(d['hyperparameters']).__name__}")
     params = {k: _decode_param(v) for k, v in d["hyperparameters"].items()}
     if d["version"] < 5:  # (the keywords of earlier constructors; class_weight and local_learning_rate
-        params = cls._params_from_plain(  # acted on the fit that wrote the file)
+        params = params_from_plain(  # acted on the fit that wrote the file)
             {k: v for k, v in params.items() if k not in ("class_weight", "local_learning_rate")})
     missing = set(cls().get_params(deep=False)) - set(params)
     if missing and d["version"] >= 3:

@@ -20,13 +20,14 @@ import numpy as np
 
 from ..likelihoods import AR, Exact
 from ..models.base import WEIGHT_CHOICES
-from ..negatives import DEFAULT_NUM_NEGATIVES, NegativeSampler, PerDatapointNegatives
+from ..negatives import DEFAULT_NUM_NEGATIVES, NegativeSampler, PerDatapointNegatives, get_negative_sampler
 from ..noise import Noise, get_noise
 from ..numerics import check_choice, check_float, check_int
 
-__all__ = ["PRIOR_SCALE_GRID", "SEARCH_HOLDOUT", "SEARCH_MIN_ROWS", "LikelihoodSpec", "Weights", "exact_step_is_cheaper",
+__all__ = ["PRIOR_SCALE_GRID", "SEARCH_HOLDOUT", "SEARCH_MIN_ROWS", "STOPPING", "LikelihoodSpec", "Weights", "early_stopping_options",
+           "exact_step_is_cheaper",
            "likelihood_spec", "prior_scale_candidates", "refined_candidates", "resolve_likelihood", "search_holdout",
-           "select_prior_scale"]
+           "search_prior_scale", "select_prior_scale"]
 
 #: the estimator's string shortcuts of ``likelihood=`` (Gumbel noise, :data:`DEFAULT_NUM_NEGATIVES`
 #: negatives of a strategy chosen from the data): "auto" takes the exact softmax where it is cheaper
@@ -87,6 +88,37 @@ def _same(a, b) -> bool:
     return type(a) is type(b) and a == b
 
 
+#: ``early_stopping=True`` (or a dict of some of these, the rest at their defaults): hold out
+#: ``validation_fraction`` of the rows, stop after ``n_iter_no_change`` epochs without an
+#: improvement of ``tol`` nats per held-out datapoint (the fraction also sets the prior-scale
+#: search's and the weight-pattern path's held-out rows when early stopping is off)
+STOPPING = {"validation_fraction": 0.1, "n_iter_no_change": 5, "tol": 1e-4}
+
+
+def early_stopping_options(early_stopping):
+    """``(on, validation_fraction, n_iter_no_change, tol)`` of the estimator's ``early_stopping=``
+    (a bool, or a dict of some of :data:`STOPPING`: on), checked.
+
+    Example:
+
+    >>> from pyro_ar.infer.selection import early_stopping_options
+    >>> early_stopping_options(False), early_stopping_options({"tol": 0.01})
+    ((False, 0.1, 5, 0.0001), (True, 0.1, 5, 0.01))
+    """
+    if isinstance(early_stopping, dict):
+        unknown = sorted(set(early_stopping) - set(STOPPING))
+        if unknown:
+            raise ValueError(f"early_stopping takes the keys {list(STOPPING)}, got {unknown}")
+        on, options = True, {**STOPPING, **early_stopping}
+    elif isinstance(early_stopping, (bool, np.bool_)):
+        on, options = bool(early_stopping), STOPPING
+    else:
+        raise ValueError(f"early_stopping must be a bool or a dict of {list(STOPPING)}, got {early_stopping!r}")
+    return (on, check_float("early_stopping['validation_fraction']", options["validation_fraction"], 0.0, 1.0),
+            check_int("early_stopping['n_iter_no_change']", options["n_iter_no_change"], 1),
+            check_float("early_stopping['tol']", options["tol"], low=0.0, low_open=False))
+
+
 class LikelihoodSpec(NamedTuple):
     """The estimator's likelihood read from ``likelihood=`` (:func:`likelihood_spec`): ``mode``
     (``"auto"``, ``"ar"`` or ``"exact"``), the noise, the number of negatives (None: all), the
@@ -97,6 +129,20 @@ class LikelihoodSpec(NamedTuple):
     num_negatives: Optional[int]
     strategy: str
     sampler: Optional[NegativeSampler] = None
+
+    def likelihood(self, mode: str, strategy: str, counts):
+        r"""The likelihood object of a fit: ``Exact(noise)`` for ``mode="exact"``, else A&R with
+        the sampler given as an object (used as given while its count fits K - 1) or one built
+        for the training path's ``strategy`` (importance draws from the training class
+        frequencies :math:`\max(n_k, 1)^{0.75}`, the authors'); ``counts`` (K,) float64."""
+        if mode == "exact":
+            return Exact(self.noise)
+        K, n = len(counts), self.num_negatives
+        clipped = None if n is None else min(n, K - 1)
+        if self.sampler is not None and (clipped == n or self.strategy == "importance"):
+            return AR(self.noise, self.sampler)
+        proposal = counts.clamp(min=1.0) ** 0.75 if strategy == "importance" else None
+        return AR(self.noise, get_negative_sampler(strategy, clipped, proposal))
 
 
 def likelihood_spec(likelihood) -> LikelihoodSpec:
@@ -292,6 +338,35 @@ def select_prior_scale(fit, grid, steps: int, init=None, refine: bool = False):
     if refine:
         best = branch(refined_candidates(grid, best))
     return best, scores, states[best]
+
+
+def search_prior_scale(fit, grid, steps: int, init=None, refine: bool = False, verbose: bool = False):
+    """``(best scale, {scale: score}, state of the best, SVI steps run)``: :func:`select_prior_scale`
+    with one progress bar over all its fits (shown with ``verbose``; its total from a dry run of
+    the search). ``fit(scale, num_steps, state, bar) -> (state, validation score, steps run)``.
+
+    Example:
+
+    >>> from pyro_ar.infer.selection import search_prior_scale
+    >>> fit = lambda s, n, state, bar: (s, -abs(s - 0.3), n)     # a score peaking at s = 0.3
+    >>> best, scores, state, steps = search_prior_scale(fit, (0.1, 0.3, 1.0), steps=100)
+    >>> best, steps                                           # 40 warm-up + 3 branches of 15
+    (0.3, 85)
+    """
+    from .progress import phase_bar
+
+    planned, done, title = [], [], "ARClassifier phase 1/2: prior-scale search"
+    select_prior_scale(lambda scale, n, state: (planned.append(n), 0.0), grid, steps, refine=refine)  # dry run
+    with phase_bar(sum(planned), title, verbose) as bar:
+        def one(scale, num_steps, state):
+            if bar is not None:
+                bar.set_description(f"{title} (fit {len(done) + 1} of {len(planned)}: prior scale {scale:.3g})",
+                                    refresh=False)
+            state, score, n = fit(scale, num_steps, state, bar)
+            done.append(n)
+            return state, score
+        best, scores, state = select_prior_scale(one, grid, steps, init, refine=refine)
+    return best, scores, state, sum(done)
 
 
 def resolve_likelihood(spec: LikelihoodSpec, K: int, D: int, batch_size: int) -> str:
