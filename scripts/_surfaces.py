@@ -250,15 +250,16 @@ X_BAD = bad(*[item for v in (30, 31, 10**5, 2**40, 2**63 - 1, -1) for item in (f
             "indptr swapped", broken(indptr="swap"), "indptr short", broken(indptr="short"),
             "indptr past nnz", broken(indptr="over"), "data NaN", broken(data=NAN), "data inf", broken(data=INF),
             "torch sparse", torch.tensor(XS.toarray()).to_sparse(), "2**40 columns", broken(cols=2**40))
-surface("estimator", "ARClassifier.fit", lambda X, y, class_weight: ARClassifier(
-    num_steps=3, random_state=0, class_weight=class_weight).fit(X, y).predict_proba(X), {
+surface("estimator", "ARClassifier.fit", lambda X, y, sample_weight: ARClassifier(
+    max_epochs=None, min_steps=3, random_state=0).fit(X, y, sample_weight=sample_weight).predict_proba(X), {
     "X": ([XS, XS.tocsc(), XS.tocoo()], X_BAD),
     "y": ([YS, np.array(["a", "b", "c"], dtype=object)[YS]],
           bad("None label", np.where(np.arange(40) == 5, None, np.array(["a", "b", "c"], dtype=object)[YS]),
               "NaN object label", np.where(np.arange(40) == 5, NAN, np.array(["a", "b", "c"], dtype=object)[YS]),
               "NaN float label", np.where(np.arange(40) == 5, NAN, YS.astype(float)), "39 labels", YS[:-1])),
-    "class_weight": ([None, "balanced"], bad("NaN", {0: NAN}, "inf", {1: INF}, "-1", {0: -1.0}, "'x'", {2: "x"}))},
-    extra=("class_weight",), controls=3)
+    "sample_weight": ([None, np.ones(40)], bad("NaN", np.where(np.arange(40) == 0, NAN, 1.0), "-1", -np.ones(40),
+                                                "39 weights", np.ones(39)))},
+    extra=("sample_weight",), controls=3)
 FITTED = ARClassifier(max_epochs=None, min_steps=3, random_state=0).fit(XS, YS)
 surface("estimator", "ARClassifier.predict", lambda X, how: getattr(FITTED, how)(X), {
     "X": ([XS, XS[:5]], X_BAD[:9] + bad("31 columns", broken(cols=31), "dense 29", np.zeros((3, 29)))),

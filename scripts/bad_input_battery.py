@@ -25,7 +25,8 @@ sys.path.insert(0, os.path.dirname(HERE))
 from pyro_ar.datasets import load_svmlight  # noqa: E402
 from pyro_ar.distributions import (AugmentedCategorical, RelaxedUtilityCategorical,  # noqa: E402
                                    UtilityCategorical, check_labels)
-from pyro_ar.estimator import ARClassifier  # noqa: E402
+from pyro_ar.estimator import ARClassifier, Weights  # noqa: E402
+from pyro_ar.likelihoods import OVE  # noqa: E402
 from pyro_ar.infer import (  # noqa: E402
     DivergenceCheck,
     EarlyStopping,
@@ -234,9 +235,9 @@ def est(X=XE, y=YE, sample_weight=None, **params):
 
 
 for params in [dict(learning_rate=-1.0), dict(learning_rate=math.nan), dict(learning_rate=1e8), dict(num_negatives=0),
-               dict(num_negatives="lots"), dict(batch_size=0), dict(max_epochs=-1), dict(noise="cauchy"),
-               dict(weights="flat"), dict(prior_scale=-1.0), dict(likelihood="softmax"), dict(strategy="random"),
-               dict(validation_fraction=1.5), dict(device="tpu"), dict(class_weight="sometimes"), dict(rank=0)]:
+               dict(batch_size=0), dict(max_epochs=-1), dict(noise="cauchy"), dict(weights="flat"),
+               dict(weights=Weights(prior_scale=-1.0)), dict(likelihood="softmax"), dict(likelihood=OVE()),
+               dict(early_stopping={"validation_fraction": 1.5}), dict(device="tpu"), dict(weights=Weights(rank=0))]:
     case("estimator", f"ARClassifier({params})", tuple(params) + ("learning_rate",))(lambda params=params: est(**params))
 X_NAN = XE.copy()
 X_NAN[3, 1] = math.nan

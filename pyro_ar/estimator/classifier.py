@@ -119,18 +119,10 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     def __init__(self, likelihood="auto", weights="map", batch_size=1024, max_epochs=20, min_steps=1000,
                  learning_rate=0.01, early_stopping=False, standardize=True, warm_start=False,
                  random_state=None, device="cpu", verbose=False):
-        self.likelihood = likelihood
-        self.weights = weights
-        self.batch_size = batch_size
-        self.max_epochs = max_epochs
-        self.min_steps = min_steps
-        self.learning_rate = learning_rate
-        self.early_stopping = early_stopping
-        self.standardize = standardize
-        self.warm_start = warm_start
-        self.random_state = random_state
-        self.device = device
-        self.verbose = verbose
+        self.likelihood, self.weights, self.batch_size = likelihood, weights, batch_size
+        self.max_epochs, self.min_steps, self.learning_rate = max_epochs, min_steps, learning_rate
+        self.early_stopping, self.standardize, self.warm_start = early_stopping, standardize, warm_start
+        self.random_state, self.device, self.verbose = random_state, device, verbose
 
     __signature__ = inspect.Signature(list(inspect.signature(__init__).parameters.values())[1:])  # (not __new__'s)
 
