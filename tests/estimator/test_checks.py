@@ -139,11 +139,14 @@ def test_missing_labels_are_refused(missing):
         _fit(y=y.tolist())
 
 
-@pytest.mark.parametrize("weight", [math.nan, math.inf, -1.0, "2"])
-def test_class_weight_values_are_checked(weight):
-    """NaN/inf in class_weight were blamed on sample_weight."""
-    with pytest.raises(ValueError, match=r"class_weight\[1\] must be a finite number >= 0"):
-        _fit(class_weight={0: 1.0, 1: weight})
+@pytest.mark.parametrize("weight", [math.nan, math.inf, -1.0])
+def test_sample_weight_values_are_checked(weight):
+    """A NaN, infinite or negative sample weight is refused by name (class weights are sample
+    weights: sklearn.utils.class_weight.compute_sample_weight)."""
+    w = np.ones(len(YE))
+    w[1] = weight
+    with pytest.raises(ValueError, match="sample_weight"):
+        ARClassifier(max_epochs=None, min_steps=3, random_state=0).fit(XE, YE, sample_weight=w)
 
 
 @pytest.mark.parametrize("X", [XE, sp.csr_matrix(XE), sp.csc_matrix(XE), sp.coo_matrix(XE)])

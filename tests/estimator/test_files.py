@@ -7,12 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from pyro_ar.estimator import Weights
 from pyro_ar.files import atomic_save, load_payload
 
 sklearn = pytest.importorskip("sklearn")
 
 from pyro_ar import ARClassifier  # noqa: E402
+from pyro_ar.estimator import Weights  # noqa: E402
+from pyro_ar.likelihoods import AR  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -248,6 +249,44 @@ def test_saving_to_a_folder_names_the_folder_not_a_temporary_file(tmp_path, fitt
     assert not list(tmp_path.iterdir())
 
 
+def test_version_4_files_with_the_flat_keywords_still_load(tmp_path, fitted):
+    """Version 4 files hold the 24 flat keywords of the constructor before issue 40: they load
+    through params_from_plain (class_weight and local_learning_rate, which acted on the fit
+    only, dropped), to the same predictions."""
+    clf, X = fitted
+    path = tmp_path / "m.pt"
+    clf.save(path)
+    d = torch.load(path, weights_only=True)
+    d["version"] = 4
+    d["hyperparameters"] = dict(
+        noise="normal", num_negatives=5, strategy="auto", weights="map", prior_scale=1.0, batch_size=1024,
+        max_epochs=2, num_steps=None, learning_rate=0.01, local_learning_rate=0.1, num_posterior_samples=32,
+        early_stopping=True, validation_fraction=0.2, n_iter_no_change=5, tol=1e-4, random_state=0,
+        device="cpu", verbose=False, standardize=True, likelihood="auto", min_steps=0, class_weight=None,
+        warm_start=False, rank="auto")
+    atomic_save(d, path)
+    loaded = ARClassifier.load(path)
+    params = loaded.get_params(deep=False)
+    assert repr(params["likelihood"]) == repr(AR("normal", 5)) and params["weights"] == Weights(prior_scale=1.0)
+    assert params["early_stopping"] == {"validation_fraction": 0.2} and params["max_epochs"] == 2
+    np.testing.assert_array_equal(loaded.predict(X), clf.predict(X))
+
+
+def test_likelihood_and_weights_objects_save_as_plain_data(tmp_path):
+    """Format version 5 stores an AR likelihood of a named noise and a Weights as plain data:
+    the file loads with weights_only=True and gives the same objects back."""
+    rng = np.random.RandomState(0)
+    X = rng.randn(60, 4)
+    y = X[:, :3].argmax(1)
+    clf = ARClassifier(likelihood=AR("logistic", 2), weights=Weights("mle", rank=2), min_steps=0, max_epochs=1,
+                       random_state=0).fit(X, y)
+    path = tmp_path / "m.pt"
+    clf.save(path)
+    loaded = ARClassifier.load(path)
+    assert repr(loaded.likelihood) == repr(clf.likelihood) and loaded.weights == clf.weights
+    np.testing.assert_array_equal(loaded.predict_proba(X), clf.predict_proba(X))
+
+
 # ---- issue 28: one constraint codec for estimator files and checkpoints
 def test_version_3_files_with_constraint_names_still_load(tmp_path, fitted):
     """Version 3 files stored each constraint by its bare name; version 4 files use the codec
@@ -257,7 +296,7 @@ def test_version_3_files_with_constraint_names_still_load(tmp_path, fitted):
     path = tmp_path / "m.pt"
     clf.save(path)
     d = torch.load(path, weights_only=True)
-    assert d["version"] == 4
+    assert d["version"] == 5
     for n, c in clf.param_state_["constraints"].items():
         assert d["param_state"]["constraints"][n] == encode_constraint(c, n)
     d["version"] = 3

@@ -74,8 +74,7 @@ def test_validation_split_keeps_each_row_on_one_side():
     clf.fit(X, Y)
     rows = label_pairs(Y).rows
     data = type("D", (), {"codes": label_pairs(Y).labels, "groups": rows})
-    from pyro_ar.estimator._settings import settings_of
-    train, val = clf._split(data, settings_of(clf), np.random.RandomState(0))
+    train, val = clf._split(data, np.random.RandomState(0))
     assert not set(rows[train]) & set(rows[val])
     assert len(set(rows[val])) == 60 and len(train) + len(val) == len(rows)
     assert clf.validation_scores_ and np.isfinite(clf.best_validation_score_)
