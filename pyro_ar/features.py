@@ -73,7 +73,15 @@ class SparseRows:
 
 def training_features(X, dtype, device, sparse_inputs: bool = False):
     """The training features as the model takes them: a tensor, or :class:`SparseRows`
-    (densified minibatch by minibatch, or sparse batches with ``sparse_inputs``)."""
+    (densified minibatch by minibatch, or sparse batches with ``sparse_inputs``).
+
+    Example:
+
+    >>> import numpy as np, torch
+    >>> from pyro_ar.features import training_features
+    >>> training_features(np.eye(3), torch.float32, "cpu").dtype
+    torch.float32
+    """
     if sp.issparse(X):
         if sparse_inputs:
             return SparseRows(X, dtype, device, sparse=True)
@@ -87,7 +95,15 @@ def feature_rows(X, device):
     """The rows of ``X`` for :func:`~pyro_ar.evaluation.linear_source`, fetched chunk by chunk:
     a dense array as a CPU tensor sharing its memory, a scipy.sparse matrix as
     :class:`SparseRows` (float64 on ``device``; a chunk stays sparse when it is as sparse and
-    wide as the sparse path's inputs, else it is densified)."""
+    wide as the sparse path's inputs, else it is densified).
+
+    Example:
+
+    >>> import scipy.sparse as sp
+    >>> from pyro_ar.features import feature_rows
+    >>> feature_rows(sp.eye(4, format="csr"), "cpu")[[1]].tolist()
+    [[0.0, 1.0, 0.0, 0.0]]
+    """
     if sp is not None and sp.issparse(X):
         return SparseRows(X, torch.float64, device, sparse="auto")
     return torch.as_tensor(np.asarray(X))

@@ -184,7 +184,15 @@ def pairs_to_indicator(rows: Sequence[int], labels: Sequence[int], num_rows: int
 
 class MultilabelTargets(NamedTuple):
     """Encoded multi-label targets: the classes, and for each (row, label) pair its row and
-    its class position; the number of rows; the form the targets came in (:data:`FORMS`)."""
+    its class position; the number of rows; the form the targets came in (:data:`FORMS`).
+
+    Example:
+
+    >>> from pyro_ar.label_sets import encode_multilabel
+    >>> t = encode_multilabel([["a", "b"], ["b"]])
+    >>> t.classes.tolist(), t.rows.tolist(), t.codes.tolist(), t.labels_per_row
+    (['a', 'b'], [0, 0, 1], [0, 1, 1], 1.5)
+    """
 
     classes: np.ndarray
     rows: np.ndarray
@@ -200,7 +208,14 @@ class MultilabelTargets(NamedTuple):
 
 def is_multilabel(y) -> bool:
     """Whether ``y`` holds label sets (:func:`~pyro_ar.label_sets.is_indicator` or
-    :func:`~pyro_ar.label_sets.is_label_sets`) rather than one label per row."""
+    :func:`~pyro_ar.label_sets.is_label_sets`) rather than one label per row.
+
+    Example:
+
+    >>> from pyro_ar.label_sets import is_multilabel
+    >>> is_multilabel([[1, 2], [0]]), is_multilabel([1, 0])
+    (True, False)
+    """
     return is_indicator(y) or is_label_sets(y)
 
 
@@ -217,7 +232,16 @@ def encode_multilabel(y, classes=None, fitted=None, partial=False, first=True,
                       drop_unknown=False) -> MultilabelTargets:
     """Encode label sets ``y`` as pairs: on classes of their own (``fit``), on ``classes`` (a
     first ``partial_fit``), or on the ``fitted`` classes (later calls, scoring). A label outside
-    given classes raises ``ValueError`` naming it, or is dropped with ``drop_unknown``."""
+    given classes raises ``ValueError`` naming it, or is dropped with ``drop_unknown``.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from pyro_ar.label_sets import encode_multilabel
+    >>> t = encode_multilabel(np.array([[0, 1, 1], [1, 0, 0]]))
+    >>> t.rows.tolist(), t.codes.tolist(), t.form
+    ([0, 0, 1], [1, 2, 0], 'dense')
+    """
     known = fitted if (partial and not first) else classes
     if is_indicator(y):
         p = label_pairs(y, "y")
@@ -262,7 +286,14 @@ def _codes(values, classes, drop_unknown):
 
 
 def expand_sample_weight(sample_weight, targets: MultilabelTargets) -> Optional[np.ndarray]:
-    """Per-row ``sample_weight`` given to each of the row's pairs (None stays None)."""
+    """Per-row ``sample_weight`` given to each of the row's pairs (None stays None).
+
+    Example:
+
+    >>> from pyro_ar.label_sets import encode_multilabel, expand_sample_weight
+    >>> expand_sample_weight([2.0, 3.0], encode_multilabel([[0, 1], [1]])).tolist()
+    [2.0, 2.0, 3.0]
+    """
     if sample_weight is None:
         return None
     w = np.asarray(sample_weight, dtype=np.float64)
@@ -276,7 +307,15 @@ def expand_sample_weight(sample_weight, targets: MultilabelTargets) -> Optional[
 
 def format_label_sets(positions: np.ndarray, classes: np.ndarray, form: str):
     """Predicted label sets (the class ``positions`` of each row, shape (n, k)) in ``form``:
-    an int64 indicator (``"dense"``), a CSR indicator (``"sparse"``) or label lists."""
+    an int64 indicator (``"dense"``), a CSR indicator (``"sparse"``) or label lists.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from pyro_ar.label_sets import format_label_sets
+    >>> format_label_sets(np.array([[1], [0]]), np.array(["a", "b"]), "sets")
+    [['b'], ['a']]
+    """
     n, k = positions.shape
     if form == "sets":
         return [classes[row].tolist() for row in positions]
@@ -285,7 +324,15 @@ def format_label_sets(positions: np.ndarray, classes: np.ndarray, form: str):
 
 
 def precision_at_1(top1: np.ndarray, targets: MultilabelTargets, sample_weight=None) -> float:
-    """The (weighted) fraction of rows whose top class is one of their labels: P@1."""
+    """The (weighted) fraction of rows whose top class is one of their labels: P@1.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from pyro_ar.label_sets import encode_multilabel, precision_at_1
+    >>> precision_at_1(np.array([1, 0]), encode_multilabel([[0, 1], [1]]))
+    0.5
+    """
     K = len(targets.classes)
     hits = np.isin(np.arange(targets.num_rows) * K + top1, targets.rows * K + targets.codes)
     return float(np.average(hits, weights=sample_weight))

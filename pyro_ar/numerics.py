@@ -352,7 +352,18 @@ def check_positive_number(name: str, value: object, min_value: float = 0.0, incl
 
 def check_float(name, value, low=None, high=None, low_open=True, high_open=True):
     """``value`` as a float if it is a finite real number in the given (open or closed)
-    bounds, else a ``ValueError`` naming ``name``."""
+    bounds, else a ``ValueError`` naming ``name``.
+
+    Example:
+
+    >>> from pyro_ar.numerics import check_float
+    >>> check_float("tol", 0.5, low=0.0, high=1.0)
+    0.5
+    >>> check_float("tol", 2, low=0.0, high=1.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: tol must be a finite number in (0.0, 1.0), got 2
+    """
     ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
     if ok and low is not None:
         ok = value > low if low_open else value >= low
@@ -368,7 +379,14 @@ def check_float(name, value, low=None, high=None, low_open=True, high_open=True)
 
 
 def check_choice(name, value, choices):
-    """``value`` if it is one of ``choices``, else a ``ValueError`` naming ``name``."""
+    """``value`` if it is one of ``choices``, else a ``ValueError`` naming ``name``.
+
+    Example:
+
+    >>> from pyro_ar.numerics import check_choice
+    >>> check_choice("weights", "map", ("mle", "map"))
+    'map'
+    """
     if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
     return value

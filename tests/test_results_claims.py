@@ -71,8 +71,6 @@ NOT_MEASURED = {
     ("tutorials/02_softmax_at_large_k.py", "3.5 MB"): "the size of Bibtex's files, downloaded by fetch_bibtex",
     ("tutorials/05_language_model.py", "lazy Adam 0.01"): "the step size, a setting",
     ("tutorials/05_language_model.py", "Adam 0.003"): "the step size, a setting",
-    ("pyro_ar/estimator/classifier.py", "frequencies^0.75"): "the proposal's exponent, a setting",
-    ("pyro_ar/estimator/classifier.py", "C in {0.01, 0.1, 1, 10}"): "the prior-scale grid, a setting",
     ("pyro_ar/infer/elbo.py", "about 1e-6 per term"):
         "the rule's error per term, asserted by tests/distributions/test_expected_factor.py",
 }

@@ -122,7 +122,14 @@ def early_stopping_options(early_stopping):
 class LikelihoodSpec(NamedTuple):
     """The estimator's likelihood read from ``likelihood=`` (:func:`likelihood_spec`): ``mode``
     (``"auto"``, ``"ar"`` or ``"exact"``), the noise, the number of negatives (None: all), the
-    negatives' ``strategy`` (``"auto"``: chosen from the data) and a sampler given as an object."""
+    negatives' ``strategy`` (``"auto"``: chosen from the data) and a sampler given as an object.
+
+    Example:
+
+    >>> from pyro_ar.infer.selection import likelihood_spec
+    >>> likelihood_spec("exact").mode
+    'exact'
+    """
 
     mode: str
     noise: Noise
