@@ -73,8 +73,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         linearly to 5% of it (:class:`~pyro_ar.infer.LearningRateDecay`).
     :param early_stopping: hold out a fraction of the data, score its mean log-likelihood after
         each epoch, stop after a number of epochs without an improvement of a tolerance (nats
-        per datapoint) and keep the best weights: ``True`` (0.1, 5 epochs, 1e-4) or a dict of
-        some of ``validation_fraction``, ``n_iter_no_change`` and ``tol``.
+        per datapoint) and keep the best weights: ``True`` (``validation_fraction=0.1``,
+        ``n_iter_no_change=5``, ``tol=1e-4``) or a dict of some of them.
     :param standardize: scale the features inside the estimator
         (:func:`pyro_ar.features.fit_scaler`: dense centred and divided by their standard
         deviation, sparse by their root mean square, both floored at the median; one scale on
