@@ -287,6 +287,16 @@ def test_run_keys_index_lists():
     assert report._get(run, "rows.clgp.curve.2") is None and report._get(run, "rows.x.curve") is None
 
 
+def test_run_keys_alternatives_and_differences():
+    """``a|b`` reads ``b`` where ``a`` is missing; ``a - b`` subtracts (a gap to a reference row)."""
+    run = {"rows": [{"guide": "teacher", "test_ll": -1.75}, {"guide": "fit", "test_ll": -1.875}]}
+    fit, teacher = run["rows"][1], run["rows"][0]
+    assert report._value(run, fit, "run.rows.0.test_ll - test_ll") == 0.125
+    assert report._value(run, fit, "missing - test_ll") is None
+    assert report._value(run, fit, "missing|guide") == "fit" and report._value(run, teacher, "guide|x") == "teacher"
+    assert report._value(run, fit, "missing|run.rows.0.guide") == "teacher"
+
+
 def test_a_transcribed_cell_differs_from_a_made_up_one(claims):
     """The number check below is not vacuous: a number in no record is reported."""
     values = [Decimal(v) for v in ("0.2656", "3.49", "1.14", "3414", "78")]
