@@ -241,6 +241,9 @@ def _worker_one(method, K, D, B, S, N, device, warmup, max_steps, budget, shared
                wall_median=statistics.median(wall), cpu_median=statistics.median(cpu),
                wall_all=wall, cpu_all=cpu, param_bytes=param_bytes, state_bytes=state_bytes,
                rss_before=rss_before, peak_rss=harness.peak_bytes(), shared_process=shared)
+    out.update(cpu_ms=1e3 * out["cpu_median"], wall_ms=1e3 * out["wall_median"], peak_rss_mib=out["peak_rss"] / 2**20,
+               params_state_mib=(param_bytes + state_bytes) / 2**20,
+               peak_over_params_state=out["peak_rss"] / max(1, param_bytes + state_bytes))
     if cuda:
         out.update(peak_device=torch.cuda.max_memory_allocated(), device_before=dev_before)
     print("RESULT " + json.dumps(out), flush=True)
