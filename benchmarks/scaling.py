@@ -7,8 +7,9 @@ side by side (interleaved by K, one run):
   strategy="shared", sparse=True)`` + ``GumbelLocalGuide`` + ``ClosedFormELBO`` (closed-form
   bound, natural eta step), ``lazy_adam`` -- the stock ``SVI.step``;
 * ``ar_softmax_map``   the same with ``weights="map"`` (Gaussian prior, class-subsampled);
-* ``ar_probit``        A&R probit (Normal noise) + ``NoiseLocalGuide`` (reparameterised);
-* ``ar_logistic``      A&R logistic (Logistic noise) + ``NoiseLocalGuide``;
+* ``ar_probit``        A&R probit (Normal noise) + its default guide (``default_guide``: the
+  ``ConditionalLocalGuide``, which refits q at every step);
+* ``ar_logistic``      A&R logistic (Logistic noise) + its default guide, likewise;
 * ``ove``              OVE bound (Titsias 2016), same negatives, no guide;
 * ``botev``            sampled softmax (Botev et al. 2017), same negatives;
 * ``exact_torch``      exact softmax as a user writes it: ``F.cross_entropy(x W^T + b, y)``
