@@ -234,9 +234,13 @@ def _model_report(rows, args):
               f"{(r['cpu_step'] - r['comm_cpu_step']) * 1e3:7.2f} {p['latency'] * 1e3:8.2f} "
               f"{r['comm_wall_step'] * 1e3:7.2f} {p['payload']:7.0f} {r['comm_bytes_step']:7.0f} "
               f"{p['memory'] / 2**20:8.1f} {r['state_bytes'] / 2**20:7.1f}")
+    consts["predictions"] = []
     for mode, B in (("dp", args.batch * 16), ("cs", args.batch)):
         for D in (16, 128):
             p = predict(mode, 10 ** 8, 16, B, 64, D, consts, alpha=50e-6, bandwidth=10e9)
+            consts["predictions"].append(dict(p, mode=mode, K=10 ** 8, R=16, D=D, B=B, ms=1e3 * p["seconds"],
+                                              collectives_ms=1e3 * p["latency"], wire_kb=p["wire"] / 1e3,
+                                              state_gib=p["memory"] / 2 ** 30))
             print(f"prediction K=10^8, R=16, D={D}, {mode}, B={B}: {p['seconds'] * 1e3:.2f} ms/step "
                   f"({p['compute'] * 1e3:.2f} compute + {p['latency'] * 1e3:.2f} collectives at 50 us, 10 GB/s), "
                   f"payload {p['payload'] / 1e3:.1f} kB, wire {p['wire'] / 1e3:.1f} kB per rank, "
@@ -260,6 +264,8 @@ def benchmark(args):
                 r0["rss_growth_kb"] = max(r["rss_growth_kb"] for r in ranks)
                 r0["global_batch"] = r0["rows_per_step"] * (R if mode == "dp" else 1)
                 r0["alpha_wall"] = max(r.get("alpha_wall", 0.0) for r in ranks)
+                r0["cpu_ms"], r0["wall_ms"] = 1e3 * r0["cpu_step"], 1e3 * r0["wall_step"]
+                r0["state_mb"] = r0["state_bytes"] / 2 ** 20
                 rows.append(r0)
                 print(f"  launched {mode} K={K} R={R} in {t.wall:.0f}s", file=sys.stderr)
     header = (f"{'mode':4} {'K':>8} {'R':>2} {'B':>5} {'wall ms':>8} {'cpu ms':>7} {'comm wall':>9} "

@@ -14,7 +14,9 @@ number of a citing paragraph is (a rounding of) a number in the cited records. A
   ``rows_key``: the rows in each run (a list, or a dict whose items become rows with their key
   as ``name``), ``columns``: ``[header, key, format]`` triples (``key`` may be dotted; ``run.``
   keys read the run itself, e.g. ``run.settings.lr``; a part of digits indexes a list, so a
-  row that is a ``[step, value]`` pair has keys ``0`` and ``1``), optional ``select``: ``{key: [values]}``
+  row that is a ``[step, value]`` pair has keys ``0`` and ``1``; ``"a|b"``: ``a``, or ``b`` where
+  ``a`` is missing; ``"a - b"``: the difference of two numbers, e.g. a fit's gap to a reference
+  row, ``run.rows.0.test_ll - test_ll``), optional ``select``: ``{key: [values]}``
   keeps the rows whose ``key`` is listed -- or **transcribed** -- ``columns`` (headers) and ``rows`` (cells as text),
   with ``source`` saying where the numbers were copied from (e.g. ``"transcribed from
   RESULTS.md at ade6b1c"``);
@@ -89,6 +91,19 @@ def _get(obj, key):
     return obj
 
 
+def _value(run, row, key):
+    """A column's value in ``row`` of ``run``: a key (``run.`` keys read the run), alternatives
+    ``"a|b"`` (the first one present) or a difference ``"a - b"`` (None where either is missing)."""
+    if " - " in key:
+        a, b = (_value(run, row, k.strip()) for k in key.split(" - ", 1))
+        return None if a is None or b is None else a - b
+    for k in key.split("|"):
+        found = _get(run, k[4:]) if k.startswith("run.") else _get(row, k)
+        if found is not None:
+            return found
+    return None
+
+
 def _cell(value, spec):
     if value is None:
         return "–"
@@ -117,8 +132,7 @@ def table(claim):
             found = [dict(v, name=k) if isinstance(v, dict) else {"name": k, "value": v} for k, v in found.items()]
         for r in found:
             if all(_get(r, k) in v for k, v in claim.get("select", {}).items()):
-                rows.append([_cell(_get(run, key[4:]) if key.startswith("run.") else _get(r, key), spec)
-                             for _, key, spec in claim["columns"]])
+                rows.append([_cell(_value(run, r, key), spec) for _, key, spec in claim["columns"]])
     return headers, rows
 
 

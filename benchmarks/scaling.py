@@ -7,8 +7,9 @@ side by side (interleaved by K, one run):
   strategy="shared", sparse=True)`` + ``GumbelLocalGuide`` + ``ClosedFormELBO`` (closed-form
   bound, natural eta step), ``lazy_adam`` -- the stock ``SVI.step``;
 * ``ar_softmax_map``   the same with ``weights="map"`` (Gaussian prior, class-subsampled);
-* ``ar_probit``        A&R probit (Normal noise) + ``NoiseLocalGuide`` (reparameterised);
-* ``ar_logistic``      A&R logistic (Logistic noise) + ``NoiseLocalGuide``;
+* ``ar_probit``        A&R probit (Normal noise) + its default guide (``default_guide``: the
+  ``ConditionalLocalGuide``, which refits q at every step);
+* ``ar_logistic``      A&R logistic (Logistic noise) + its default guide, likewise;
 * ``ove``              OVE bound (Titsias 2016), same negatives, no guide;
 * ``botev``            sampled softmax (Botev et al. 2017), same negatives;
 * ``exact_torch``      exact softmax as a user writes it: ``F.cross_entropy(x W^T + b, y)``
@@ -241,6 +242,9 @@ def _worker_one(method, K, D, B, S, N, device, warmup, max_steps, budget, shared
                wall_median=statistics.median(wall), cpu_median=statistics.median(cpu),
                wall_all=wall, cpu_all=cpu, param_bytes=param_bytes, state_bytes=state_bytes,
                rss_before=rss_before, peak_rss=harness.peak_bytes(), shared_process=shared)
+    out.update(cpu_ms=1e3 * out["cpu_median"], wall_ms=1e3 * out["wall_median"], peak_rss_mib=out["peak_rss"] / 2**20,
+               params_state_mib=(param_bytes + state_bytes) / 2**20,
+               peak_over_params_state=out["peak_rss"] / max(1, param_bytes + state_bytes))
     if cuda:
         out.update(peak_device=torch.cuda.max_memory_allocated(), device_before=dev_before)
     print("RESULT " + json.dumps(out), flush=True)

@@ -49,7 +49,9 @@ paper's Figure 2).
     python -m benchmarks.table3 --svmlight train.txt test.txt [--out DIR]
 
 Results (JSON and a figure) go to --out (created), by default a new temporary folder;
-nothing is written inside the repository.
+nothing is written inside the repository. A method whose training diverges
+(:class:`~pyro_ar.infer.TrainingDiverged`, raised by ``train``'s loss check) is recorded with
+the message in its row's ``diverged``, and the other methods still run.
 
 Bibtex is loaded with ``load_bibtex(remap_classes=True)``: K = 148 classes (those that are
 a first label in train or test, the authors' K), and the 3 test rows whose first label
@@ -72,6 +74,7 @@ from pyro_ar.infer import (
     EarlyStopping,
     GumbelLocalGuide,
     LearningRateDecay,
+    TrainingDiverged,
     default_elbo,
     default_guide,
     train,
@@ -294,7 +297,7 @@ def plot(results, args, path):
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    exact_ll = next((r["row"]["train_ll"] for r in results if r["row"]["method"] == "exact"), None)
+    exact_ll = next((r["row"].get("train_ll") for r in results if r["row"]["method"] == "exact"), None)
     for r in results:
         tr, m = r["trace"], r["row"]["method"]
         pts = [(t["time"], t["elbo"]) for t in tr if t["elbo"] is not None and math.isfinite(t["elbo"])]
@@ -315,10 +318,11 @@ def plot(results, args, path):
         ax.set_xlabel("training CPU time (s, 1 thread, evaluation excluded)")
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
-    finals = [r["row"]["test_ll"] for r in results]
+    finals = [r["row"]["test_ll"] for r in results if "test_ll" in r["row"]] or [0.0]
     spread = max(finals) - min(finals) + 0.05
     axes[1].set_ylim(min(finals) - 0.5 * spread, max(finals) + 0.3 * spread)
-    elbos = [r["row"]["elbo_stochastic_end"] for r in results if r["row"]["method"] != "botev"]
+    elbos = [r["row"]["elbo_stochastic_end"] for r in results
+             if r["row"]["method"] != "botev" and "elbo_stochastic_end" in r["row"]]
     if elbos:
         spread = max(elbos) - min(elbos) + 0.05
         axes[0].set_ylim(min(elbos) - 0.6 * spread, max(elbos) + 0.3 * spread)
@@ -417,7 +421,12 @@ def main(argv=None):
     results = []
     for m in args.methods:
         t0 = harness.timer().start()
-        row, trace = run_method(m, args, data, K)
+        try:
+            row, trace = run_method(m, args, data, K)
+        except TrainingDiverged as err:  # recorded, not fatal: the other methods still run
+            print(f"  {LABELS[m]:16s} {err}", flush=True)
+            results.append({"row": {"method": m, "label": LABELS[m], "diverged": str(err)}, "trace": []})
+            continue
         results.append({"row": row, "trace": trace})
         print(f"  {LABELS[m]:16s} test ll {row['test_ll']:.4f} (floored {row['test_ll_floored']:.4f}) "
               f"acc {row['test_acc']:.4f}  bound/N {harness.fmt(row['bound'])}  "

@@ -174,9 +174,8 @@ save(fig, FIGURES[2])
 # importance estimates. The spread (right) is the practical point: the uniform
 # strategies' standard deviation falls slowly and erratically with $s$, while the
 # importance proposal puts the samples where the terms are large: its spread (the table
-# printed below) is orders of magnitude smaller and falls like $1/\sqrt{s}$ (the full-size
-# run's standard deviations: [claim negatives-variance] in `benchmarks/RESULTS.md`). This is
-# why the language model of tutorial 5 draws its negatives from the class frequencies.
+# printed below) is orders of magnitude smaller and falls like $1/\sqrt{s}$. This is why the
+# language model of tutorial 5 draws its negatives from the class frequencies.
 
 # %%
 K = 10_000

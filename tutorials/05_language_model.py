@@ -14,7 +14,7 @@
 #   minibatch to get the normaliser $\sum_k e^{\psi_k}$: $O(BKD)$ work and a dense gradient
 #   on the $K \times D$ output embedding. The library's exact path is measured against the
 #   loop a user writes in plain PyTorch (`F.cross_entropy` + `torch.optim.Adam`,
-#   `benchmarks/plain_loop.py`): its step is no slower (0.81x the plain loop's CPU time,
+#   `benchmarks/plain_loop.py`): its step is no slower (0.75x the plain loop's CPU time,
 #   paired in one process; [claim plain-loop] in `benchmarks/RESULTS.md`), so it is a fair
 #   baseline;
 # * **A&R softmax** — the same model written as $y = \arg\max_k(\psi_k + \varepsilon_k)$ with

@@ -22,7 +22,7 @@
 # log-likelihood against time. At K = 10 the exact
 # softmax costs little, so the three curves mostly show that the body learns the same with
 # any output layer; the saving is at large K: `benchmarks/neural_output_layer.py` measures,
-# for an MLP body at K = 100,000, the A&R layer at about 0.6x the body's own
+# for an MLP body at K = 100,000, the A&R layer at about 0.7x the body's own
 # forward+backward time and about 80x cheaper than the exact softmax layer per step
 # ([claim neural-output-layer] in `benchmarks/RESULTS.md`).
 #

@@ -133,9 +133,9 @@ class ClosedFormELBO(TraceMeanField_ELBO):
         about 1e-6 per term, fewer less so); None (default) keeps ``TraceMeanField_ELBO``'s single
         Monte Carlo draw of :math:`\varepsilon`. The factor then costs ``gaussian_nodes``
         evaluations of :math:`\log\Phi` per class term: cheap beside the local fit at tens of
-        negatives (the probit hidden teacher, s = 10: gap 0.148 -> 0.137 and 0.163 -> 0.140 at
-        16 nodes), but at Brown's 256 negatives 16 nodes make a probit step about 4x dearer in
-        CPU time, so it is not the default (issue 27) [claim probit-gap].
+        negatives (the probit hidden teacher, s = 10, is fitted with 16 nodes
+        [claim probit-gap]), but at Brown's 256 negatives 16 nodes make a probit step several
+        times dearer in CPU time, so it is not the default (issue 27).
     :param bool compiled: ``loss_and_grads`` (``SVI.step``) of the library's own A&R softmax
         model with its :class:`~pyro_ar.infer.GumbelLocalGuide` runs without traces, with the
         same loss, gradients and eta step (:mod:`pyro_ar.infer.compiled`, issue 37; user models
