@@ -10,8 +10,8 @@ import torch
 from pyro.infer import SVI
 
 from ..infer import ClosedFormELBO, default_guide, local_parameter_names
-from ..likelihoods import DEFAULT
-from ..models import LinearClassifier
+from ..likelihoods import DEFAULT, get_likelihood
+from ..models import MAP, MLE, Bayes, Init, LinearClassifier
 from ..optim import lazy_adam
 from ._settings import _SITE
 
@@ -20,14 +20,23 @@ def linear_model(est, s, K, D, *, num_negatives=DEFAULT, strategy=DEFAULT, propo
                  subsample_size=None, likelihood="ar", rank=None, bias_init=None, weight_loc=None):
     """The :class:`~pyro_ar.models.LinearClassifier` of the estimator ``est`` under its
     settings ``s`` (the bias unpenalised, like scikit-learn's intercept; W on
-    ``est.weight_pattern_`` when it has one)."""
+    ``est.weight_pattern_`` when it has one): the one place the estimator builds its model's
+    likelihood, weight strategy and initialisation objects."""
+    sparse = s.weights != "bayes"
+    if likelihood == "exact":
+        lik = get_likelihood("exact", s.noise)
+    else:
+        values = LinearClassifier.likelihood_shortcuts(likelihood, K)  # the model's defaults
+        given = {"num_negatives": num_negatives, "strategy": strategy, "proposal": proposal}
+        values.update({n: v for n, v in given.items() if v is not DEFAULT}, noise=s.noise)
+        lik = get_likelihood(likelihood, **values, **({"sparse": sparse} if likelihood == "bouchard" else {}))
+    prior_scale = s.prior_scale if not isinstance(s.prior_scale, tuple) else getattr(est, "prior_scale_", None) or 1.0
+    weights = {"mle": MLE(), "map": MAP(prior_scale, penalize_bias=False),
+               "bayes": Bayes(prior_scale)}[s.weights]
     return LinearClassifier(
-        D, K, noise=s.noise, likelihood=likelihood, num_negatives=num_negatives,
-        strategy=strategy, proposal=proposal, weights=s.weights,
-        prior_scale=s.prior_scale if not isinstance(s.prior_scale, tuple) else
-        getattr(est, "prior_scale_", None) or 1.0, subsample_size=subsample_size,
-        sparse=s.weights != "bayes", site=_SITE, rank=rank, bias_init=bias_init, penalize_bias=False,
-        weight_pattern=getattr(est, "weight_pattern_", None), weight_loc=weight_loc)
+        D, K, likelihood=lik, weights=weights, subsample_size=subsample_size, sparse=sparse,
+        init=Init(bias=bias_init, weight=weight_loc), site=_SITE, rank=rank,
+        weight_pattern=getattr(est, "weight_pattern_", None))
 
 
 def training_svi(est, s, K, D, y, batch_size):
