@@ -25,6 +25,9 @@ from pyro_ar.likelihoods import AR, DEFAULT, Bouchard, Exact, get_likelihood
 from pyro_ar.models import (BayesianLinearClassifier, BayesianNeuralClassifier, BigramLanguageModel,
                             CategoricalLatentGP, CategoricalLatentModel, CategoricalModel, LatentCategoricalModel,
                             LinearClassifier, NeuralClassifier)
+from pyro_ar.likelihoods import GaussianBouchard
+from pyro_ar.models import SparseGPMap
+from pyro_ar.negatives import SharedNegatives
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -39,7 +42,8 @@ BUILD = {
     NeuralClassifier: lambda **kw: NeuralClassifier(torch.nn.Identity(), D, K, **kw),
     BigramLanguageModel: lambda **kw: BigramLanguageModel(K, 4, **kw),
     CategoricalLatentModel: lambda **kw: CategoricalLatentModel(K, 2, hidden_dim=4, **kw),
-    CategoricalLatentGP: lambda **kw: CategoricalLatentGP([K, K], 2, num_inducing=3, hidden_dim=4, **kw),
+    CategoricalLatentGP: lambda **kw: CategoricalLatentGP([K, K], 2, utility=SparseGPMap(2, 3), hidden_dim=4,
+                                                          **kw),
     BayesianLinearClassifier: lambda **kw: BayesianLinearClassifier(D, K, **kw),
     BayesianNeuralClassifier: lambda **kw: BayesianNeuralClassifier(torch.nn.Identity(), D, K, **kw),
 }
@@ -137,9 +141,9 @@ def test_the_sentinel_reads_as_default_and_survives_pickling():
 
 
 def test_bouchard_a_belongs_to_the_bouchard_name():
-    assert LinearClassifier(D, K, likelihood="bouchard", bouchard_a="optimal").likelihood.a == "optimal"
+    assert LinearClassifier(D, K, likelihood=Bouchard(a="optimal")).likelihood.a == "optimal"
     with pytest.raises(ValueError, match="bouchard_a='optimal' is the a of likelihood='bouchard', got likelihood='ar'"):
-        LinearClassifier(D, K, likelihood="ar", bouchard_a="optimal")
+        LinearClassifier(D, K, likelihood=AR())
     with pytest.raises(ValueError, match="bouchard_a='optimal' is ignored with a Likelihood object"):
         LinearClassifier(D, K, likelihood=Bouchard(), bouchard_a="optimal")
 
@@ -147,7 +151,9 @@ def test_bouchard_a_belongs_to_the_bouchard_name():
 @pytest.mark.parametrize("sparse", [True, False])
 def test_the_bouchard_name_takes_the_models_sparse_gradients(sparse):
     for model in (LinearClassifier(D, K, likelihood="bouchard", sparse=sparse),
-                  CategoricalLatentModel(K, 2, likelihood="bouchard", num_negatives=3, sparse=sparse)):
+                  CategoricalLatentModel(K, 2,
+                                         likelihood=GaussianBouchard(negatives=SharedNegatives(3), sparse=sparse),
+                                         sparse=sparse)):
         assert model.likelihood.sparse is sparse
 
 
@@ -155,7 +161,7 @@ def test_bouchard_by_name_is_a_softmax_baseline():
     """The noise of the string shortcut is not dropped for "bouchard" (it was, on the models
     that built the Bouchard object themselves)."""
     with pytest.raises(ValueError, match="softmax baseline; it needs noise='gumbel'"):
-        LinearClassifier(D, K, likelihood="bouchard", noise="normal")
+        LinearClassifier(D, K, likelihood=Bouchard())
 
 
 def test_get_likelihood_takes_no_extra_arguments_for_ar_and_exact():
@@ -166,7 +172,7 @@ def test_get_likelihood_takes_no_extra_arguments_for_ar_and_exact():
 
 def test_the_sharded_model_builds_its_own_likelihood():
     """ClassShardedLinearClassifier hands LinearClassifier its likelihood object and no keyword."""
-    model = ClassShardedLinearClassifier(D, K, num_negatives=3, noise="normal")
+    model = ClassShardedLinearClassifier(D, K, likelihood=AR("normal", negatives=SharedNegatives(3)))
     assert (model.likelihood.noise.name, model.num_negatives) == ("normal", 3)
 
 
@@ -204,12 +210,12 @@ def test_a_stale_parameter_of_another_shape_is_named(weights):
     another shape gets a ValueError naming the parameter and both shapes (it used to fail
     deep inside the utility, saying only that x did not match the weights)."""
     pyro.clear_param_store()
-    models.LinearClassifier(5, 50, num_negatives=2, weights=weights)(torch.randn(4, 5), torch.randint(0, 50, (4,)))
-    model = models.LinearClassifier(3, 10, num_negatives=2, weights=weights)
+    models.LinearClassifier(5, 50, likelihood=AR(negatives=2), weights=weights)(torch.randn(4, 5), torch.randint(0, 50, (4,)))
+    model = models.LinearClassifier(3, 10, likelihood=AR(negatives=2), weights=weights)
     with pytest.raises(ValueError, match=r"'weight' of shape \(50, 5\).*needs shape \(10, 3\).*prefix="):
         model(torch.randn(4, 3), torch.randint(0, 10, (4,)))
     with pytest.raises(ValueError, match="clear_param_store"):
         model.fitted_parameters()
-    models.LinearClassifier(3, 10, num_negatives=2, weights=weights, prefix="second_")(
+    models.LinearClassifier(3, 10, likelihood=AR(negatives=2), weights=weights, prefix="second_")(
         torch.randn(4, 3), torch.randint(0, 10, (4,)))            # its own names: no clash
     pyro.clear_param_store()

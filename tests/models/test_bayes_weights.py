@@ -17,6 +17,7 @@ from pyro_ar.infer import ClassSubsampledNormal, default_guide
 from pyro_ar.models import BayesianLinearClassifier, BayesianNeuralClassifier, LinearClassifier, NeuralClassifier
 from pyro_ar.models.base import CategoricalModel, PerClassWeights
 from pyro_ar.models.bayesian_linear import ClassSubsampledWeights
+from pyro_ar.likelihoods import AR
 
 pytestmark = pytest.mark.usefixtures("seeded", "one_thread", "validation_on")
 
@@ -67,10 +68,10 @@ def test_the_guide_follows_the_weight_strategy():
         def __getattr__(self, name):
             return getattr(self.__dict__["_inner"], name)
 
-    model = Subsampled(BayesianLinearClassifier(D, K, num_negatives=2))
+    model = Subsampled(BayesianLinearClassifier(D, K, likelihood=AR(negatives=2)))
     assert not isinstance(model, BayesianLinearClassifier)
     assert type(default_guide(model)) is ClassSubsampledNormal  # (before: an AutoNormal list)
-    guide = default_guide(LinearClassifier(D, K, weights="bayes", num_negatives=2))
+    guide = default_guide(LinearClassifier(D, K, weights="bayes", likelihood=AR(negatives=2)))
     assert type(guide).__name__ == "AutoGuideList" and type(guide[0]).__name__ == "AutoNormal"
     with pytest.raises(ValueError, match="class-subsampled weight strategy"):
         ClassSubsampledNormal(LinearClassifier(D, K, weights="bayes"))  # the per-class strategy

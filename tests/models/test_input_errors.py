@@ -29,6 +29,9 @@ from pyro_ar.models import (
     NeuralClassifier,
 )
 from pyro_ar.optim import lazy_adam
+from pyro_ar.likelihoods import AR
+from pyro_ar.models import SparseGPMap
+from pyro_ar.negatives import SharedNegatives
 
 pytestmark = pytest.mark.usefixtures("seeded")
 
@@ -36,7 +39,7 @@ L = torch.long
 
 
 def _latent(**kw):
-    return CategoricalLatentModel(50, 2, num_negatives=5, **kw)
+    return CategoricalLatentModel(50, 2, likelihood=AR(negatives=SharedNegatives(5)), **kw)
 
 
 def _neural(**kw):
@@ -44,11 +47,11 @@ def _neural(**kw):
 
 
 def _bayes():
-    return BayesianLinearClassifier(3, 10, num_negatives=3)
+    return BayesianLinearClassifier(3, 10, likelihood=AR(negatives=3))
 
 
 def _clgp():
-    return CategoricalLatentGP([3, 4], num_inducing=4)
+    return CategoricalLatentGP([3, 4], utility=SparseGPMap(2, 4))
 
 
 CASES = {
@@ -78,12 +81,13 @@ CASES = {
                      r"y must lie in \[0, 10\).*the first at y\[2\]"),
     "bayes: float y": (_bayes, lambda: (torch.zeros(5, 3), torch.full((5,), 0.5)), r"y must hold integer class labels"),
     "bayes: 0 rows": (_bayes, lambda: (torch.zeros(0, 3), torch.zeros(0, dtype=L)), r"x has 0 rows"),
-    "bayesian neural: y = -1": (lambda: BayesianNeuralClassifier(torch.nn.Linear(3, 4), 4, 10, num_negatives=3),
+    "bayesian neural: y = -1": (lambda: BayesianNeuralClassifier(torch.nn.Linear(3, 4), 4, 10,
+                                                                 likelihood=AR(negatives=3)),
                                 lambda: (torch.zeros(5, 3), torch.full((5,), -1)), r"y must lie in \[0, 10\)"),
     "clgp: x = K_d": (_clgp, lambda: (torch.tensor([[3, 1], [2, 3]]),), r"x\[:, 0\] must lie in \[0, 3\).*x\[0, 0\]=3"),
     "clgp: float x": (_clgp, lambda: (torch.tensor([[0.0, 1.0]]),), r"x must be a 2-D integer tensor"),
     "clgp: 0 rows": (_clgp, lambda: (torch.zeros(0, 2, dtype=L),), r"x has 0 rows"),
-    "bigram: prev = K": (lambda: BigramLanguageModel(10, 4, strategy="shared", num_negatives=3),
+    "bigram: prev = K": (lambda: BigramLanguageModel(10, 4, likelihood=AR(negatives=SharedNegatives(3))),
                          lambda: (torch.tensor([1, 10]), torch.tensor([1, 2])), r"prev must lie in \[0, 10\).*prev\[1\]"),
     "linear: y = -1": (lambda: LinearClassifier(3, 10), lambda: (torch.zeros(5, 3), torch.full((5,), -1)),
                        r"y must lie in \[0, 10\)"),
@@ -116,7 +120,7 @@ def test_clgp_kernel_arguments_are_checked(kwargs, match):
 
 @pytest.mark.parametrize("model,data,match", [
     (lambda: _latent(), (torch.tensor([[1, 2], [3, 4], [5, 77]]),), r"items\[2, 1\]"),
-    (lambda: BigramLanguageModel(10, 4, strategy="shared", num_negatives=3),
+    (lambda: BigramLanguageModel(10, 4, likelihood=AR(negatives=SharedNegatives(3))),
      (torch.tensor([1, 2, 3, 4]), torch.tensor([1, 2, 3, 12])), r"next must lie in \[0, 10\).*next\[3\]"),
     (lambda: _clgp(), (torch.tensor([[0, 1], [2, 3], [1, 4]]),), r"x\[:, 1\] must lie in \[0, 4\).*x\[2, 1\]=4"),
     (lambda: LinearClassifier(3, 10), (torch.tensor([[0.0, 1.0, 2.0], [1.0, math.nan, 0.0]]), torch.tensor([1, 2])),

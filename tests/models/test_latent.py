@@ -13,6 +13,7 @@ from pyro_ar.likelihoods import AR, Bouchard, Exact
 from pyro_ar.models import CategoricalLatentModel
 from pyro_ar.negatives import LabelHeadNegatives, SharedNegatives
 from pyro_ar.optim import lazy_adam
+from pyro_ar.models import LocalPosterior
 
 pytestmark = pytest.mark.usefixtures("seeded", "one_thread")
 
@@ -151,7 +152,7 @@ def test_named_errors(kwargs, items, match):
 
 def test_local_posterior_refuses_new_sessions():
     items, _, _ = _sessions()
-    model = CategoricalLatentModel(30, 2, Exact(), posterior="local", num_sessions=40)
+    model = CategoricalLatentModel(30, 2, Exact(), posterior=LocalPosterior(40, 2, 30))
     assert isinstance(default_guide(model), LatentGuide)
     with pytest.raises(ValueError, match="training sessions only"):
         model.scores(items[:5])

@@ -18,6 +18,7 @@ from pyro_ar.models.latent_gp import (RBFKernel, SparseGPMap, SparseGPUtility, V
 from pyro_ar.negatives import ImportanceNegatives, SharedNegatives
 from pyro_ar.optim import lazy_adam
 from pyro_ar.utility import DenseUtility
+from pyro_ar.models import Init
 
 pytestmark = pytest.mark.usefixtures("seeded", "one_thread")
 
@@ -45,7 +46,8 @@ def _trace(model, x):
 ])
 def test_shapes_and_plates(likelihood, kwargs):
     x = _data()
-    model = CategoricalLatentGP(CARDS, 3, likelihood, num_inducing=4, subsample_size=8, hidden_dim=8, **kwargs)
+    model = CategoricalLatentGP(CARDS, 3, likelihood, utility=SparseGPMap(3, 4), subsample_size=8,
+                                hidden_dim=8, **kwargs)
     gtr, mtr = _trace(model, x)
     assert gtr.nodes["x"]["value"].shape == (8, 1, 3)
     idx = mtr.nodes["data"]["value"]
@@ -60,7 +62,8 @@ def test_shapes_and_plates(likelihood, kwargs):
 
 
 def test_fewer_categories_than_negatives_use_all_classes():
-    model = CategoricalLatentGP(CARDS, 2, AR(negatives=SharedNegatives(4)), num_inducing=4, hidden_dim=8)
+    model = CategoricalLatentGP(CARDS, 2, AR(negatives=SharedNegatives(4)), utility=SparseGPMap(2, 4),
+                                hidden_dim=8)
     assert model.group_likelihood(0).num_negatives == 4 and model.group_likelihood(1).num_negatives is None
     _, mtr = _trace(model, _data())
     assert mtr.nodes["y_3"]["fn"].sampler.num_negatives is None
@@ -126,9 +129,9 @@ def test_subsampled_bound_is_unbiased():
     values. Both sides are random (f is drawn): compare means within 4.5 standard errors of the
     difference per entry (a false alarm has probability < 1e-3 over the 3 x 12 entries)."""
     x = _data(N=12, cards=[6, 6, 3])
-    full = CategoricalLatentGP(CARDS, 2, AR(), num_inducing=4, hidden_dim=8, init_scale=1.0)
-    sub = CategoricalLatentGP(CARDS, 2, AR(negatives=SharedNegatives(2)), num_inducing=4, hidden_dim=8,
-                              init_scale=1.0, num_kl_rows=5)
+    full = CategoricalLatentGP(CARDS, 2, AR(), init=Init(scale=1.0), utility=SparseGPMap(2, 4), hidden_dim=8)
+    sub = CategoricalLatentGP(CARDS, 2, AR(negatives=SharedNegatives(2)), init=Init(scale=1.0),
+                              utility=SparseGPMap(2, 4), hidden_dim=8, num_kl_rows=5)
     sub.posterior, sub.gp_map = full.posterior, full.gp_map          # the same q(x), Z and kernel
     gtr, _ = _trace(full, x)
     latents = {n: gtr.nodes[n]["value"] for n in ("x", "y_6_eps", "y_3_eps")}
@@ -182,7 +185,7 @@ def test_amortised_and_local_posteriors_agree(utility):
         state = {"weight": 2 * torch.randn(48, 2, generator=g), "bias": torch.zeros(48)}
         psi = xs @ state["weight"].T
     else:
-        truth = CategoricalLatentGP([8] * 6, 2, num_inducing=6)
+        truth = CategoricalLatentGP([8] * 6, 2, utility=SparseGPMap(2, 6))
         state = {"gp": truth.gp_map.state_dict(), "weight": 3 * torch.randn(48, 6, generator=g),
                  "log_scale": torch.full((48, 6), -3.0), "bias": torch.zeros(48)}
         a, resid = truth.gp_map.project(xs)
@@ -201,7 +204,7 @@ def test_amortised_and_local_posteriors_agree(utility):
 
 def test_imputation_and_frequency_baseline():
     x = _data(N=30)
-    model = CategoricalLatentGP(CARDS, 2, Exact(), num_inducing=4, hidden_dim=8)
+    model = CategoricalLatentGP(CARDS, 2, Exact(), utility=SparseGPMap(2, 4), hidden_dim=8)
     target = torch.full_like(x, -1)
     target[:, 2] = x[:, 2]
     observed = x.masked_fill(target >= 0, -1)
@@ -224,7 +227,7 @@ def test_imputation_and_frequency_baseline():
     (lambda: CategoricalLatentGP([5], weights="map"), "weights='mle'"),
     (lambda: CategoricalLatentGP([5, 3], 2, AR(negatives=ImportanceNegatives(2, torch.ones(5)))),
      "proposal is over 5 classes but the model has num_classes=3"),
-    (lambda: CategoricalLatentGP([5], num_inducing=0), "num_inducing"),
+    (lambda: CategoricalLatentGP([5], utility=SparseGPMap(2, 0)), "num_inducing"),
     (lambda: CategoricalLatentGP([5, 3])(torch.zeros(2, 2)), "x must be a 2-D integer tensor"),
     (lambda: CategoricalLatentGP([5, 3])(torch.tensor([[0, 1, 2]])), r"x must be a 2-D integer tensor \(N, 2\)"),
     (lambda: CategoricalLatentGP([5, 3])(torch.tensor([[0, 3]])), r"x\[:, 1\] must lie in \[0, 3\).*x\[0, 1\]=3"),
@@ -245,7 +248,8 @@ def test_log_likelihood_at_the_posterior_mean_is_the_per_variable_log_softmax():
     """num_samples=0: each target entry's log p(y_nd | E f(E_q x_n)), the log-softmax over the
     K_d categories of variable d of the GP's mean utilities (row-major order of the targets)."""
     x = _data(N=30)
-    model = CategoricalLatentGP(CARDS, 2, AR(negatives=SharedNegatives(2)), num_inducing=4, hidden_dim=8)
+    model = CategoricalLatentGP(CARDS, 2, AR(negatives=SharedNegatives(2)), utility=SparseGPMap(2, 4),
+                                hidden_dim=8)
     model(x)
     target = torch.full_like(x, -1)
     target[:, 2], target[::3, 0] = x[:, 2], x[::3, 0]
