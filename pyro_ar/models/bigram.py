@@ -92,7 +92,7 @@ class BigramLanguageModel(CategoricalModel):
         and negatives, e.g. ``AR(negatives=ImportanceNegatives(256, counts ** 0.75))`` (shared
         draws from a proposal), or a name (``"ar"``, ``"exact"``, ``"ove"``, ``"sampled"``,
         ``"bouchard"``): that likelihood with Gumbel noise and 256 uniform negatives shared by
-        the minibatch (:attr:`likelihood_defaults`).
+        the minibatch (:attr:`likelihood_defaults`; every class when K - 1 <= 256).
     :param subsample_size: minibatch size B (None: the whole data set).
     :param weights: ``"mle"``, ``"map"`` or a :class:`~pyro_ar.models.weights.MAP` (Gaussian
         prior with scale ``prior_scale``, class-subsampled).
@@ -140,6 +140,12 @@ class BigramLanguageModel(CategoricalModel):
                              f"{tuple(init.bias.shape)}")
         self.init_scale = 0.1 if init.scale is None else init.scale
         self.init_bias = init.bias
+
+    @classmethod
+    def resolve_shortcuts(cls, likelihood, num_classes, values):
+        """The default 256 negatives become every class when K - 1 <= 256 (as cheap, exact)."""
+        s = values["num_negatives"]
+        return {**values, "num_negatives": None if s is not None and s >= num_classes - 1 else s}
 
     @property
     def num_words(self):
