@@ -31,6 +31,7 @@ OVE(negatives=PerDatapointNegatives(num_negatives=20))
 """
 
 import math
+import numbers
 from typing import NamedTuple, Optional
 
 import torch
@@ -82,7 +83,7 @@ class DataSubsample(NamedTuple):
 
 
 def _as_sampler(negatives) -> NegativeSampler:
-    if negatives is None or isinstance(negatives, int) and not isinstance(negatives, bool):
+    if negatives is None or isinstance(negatives, numbers.Integral) and not isinstance(negatives, bool):
         return PerDatapointNegatives(negatives)
     if isinstance(negatives, NegativeSampler):
         return negatives

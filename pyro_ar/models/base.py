@@ -53,6 +53,11 @@ from .weights import MLE, PerClassWeights, WeightStrategy, get_weights  # noqa: 
 
 __all__ = ["CategoricalModel", "WeightStrategy", "PerClassWeights", "take_rows", "check_positive_int", "check_sample_weight"]
 
+#: the treatments of the global weights a model takes by default: point estimates (maximum
+#: likelihood, MAP) or a posterior (the names of :data:`pyro_ar.models.weights.WEIGHTS`)
+WEIGHT_CHOICES = ("mle", "map", "bayes")
+
+
 def check_positive_int(name: str, value, allow_none: bool = False, low: int = 1):
     """Validate an integer argument >= ``low`` (``bool`` and floats are rejected, numpy
     integers accepted); returns it as a Python ``int`` (:func:`pyro_ar.numerics.check_int`).
@@ -105,7 +110,7 @@ class CategoricalModel:
     #: how the per-class parameters enter a step (an instance's own, from ``weights=``)
     weight_strategy: WeightStrategy = MLE()
     #: the names ``weights=`` accepts for this model (:func:`~pyro_ar.models.weights.get_weights`)
-    weight_choices = ("mle", "map", "bayes")
+    weight_choices = WEIGHT_CHOICES
     #: the prior options a weight strategy leaves None take these values (a subclass overrides them)
     weight_defaults = {"prior_scale": 1.0, "penalize_bias": True, "num_prior_entries": 4096}
     #: names of the inputs and labels in error messages (a subclass may rename them)

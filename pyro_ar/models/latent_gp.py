@@ -122,8 +122,8 @@ class SparseGPMap(nn.Module):
     def __init__(self, latent_dim: int, num_inducing: int, lengthscale: float = 1.0,
                  variance: float = 1.0, jitter: float = 1e-4):
         super().__init__()
-        self.kernel = RBFKernel(latent_dim, variance, lengthscale)
-        self.inducing = nn.Parameter(torch.randn(num_inducing, latent_dim))
+        self.kernel = RBFKernel(check_positive_int("latent_dim", latent_dim), variance, lengthscale)
+        self.inducing = nn.Parameter(torch.randn(check_positive_int("num_inducing", num_inducing), latent_dim))
         self.jitter = jitter
 
     def cholesky(self) -> torch.Tensor:

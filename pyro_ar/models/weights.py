@@ -42,11 +42,13 @@ __all__ = ["WeightStrategy", "PerClassWeights", "MLE", "MAP", "Bayes", "Gaussian
            "Init", "WEIGHTS"]
 
 
-def _check_scale(name: str, value):
+def _check_scale(name: str, value, zero: bool = False):
+    """``value`` as a float: a finite number > 0 (>= 0 with ``zero``), or None."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < float("inf"):
-        raise ValueError(f"{name} must be a finite number > 0, got {name}={value!r}")
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value < float("inf") \
+            or not (value >= 0 if zero else value > 0):
+        raise ValueError(f"{name} must be a finite number {'>=' if zero else '>'} 0, got {name}={value!r}")
     return float(value)
 
 
@@ -165,7 +167,7 @@ class MAP(PerClassWeights):
                  penalize_bias: Optional[bool] = None, num_prior_entries: Optional[int] = None):
         super().__init__(prior_scale)
         self.num_prior_classes = check_int("num_prior_classes", num_prior_classes, low=1, allow_none=True)
-        if penalize_bias not in (None, True, False):
+        if penalize_bias is not None and not isinstance(penalize_bias, bool):
             raise ValueError(f"penalize_bias must be True, False or None, got penalize_bias={penalize_bias!r}")
         self.penalize_bias = penalize_bias
         self.num_prior_entries = check_int("num_prior_entries", num_prior_entries, low=1, allow_none=True)
@@ -265,8 +267,9 @@ class Init(NamedTuple):
         if unread:
             raise ValueError(f"{model} does not read Init.{unread[0]} (it reads {', '.join(reads)}), "
                              f"got init={self!r}")
-        for n in ("scale", "bias_scale", "posterior_scale"):
-            _check_scale(f"init.{n}", getattr(self, n))
+        for n in ("scale", "bias_scale"):
+            _check_scale(f"init.{n}", getattr(self, n), zero=True)
+        _check_scale("init.posterior_scale", self.posterior_scale)
         return self
 
     def __repr__(self):

@@ -219,7 +219,7 @@ def test_map_options_are_checked():
 def test_an_init_field_the_model_does_not_read_is_an_error():
     with pytest.raises(ValueError, match=r"BigramLanguageModel does not read Init.bias_scale"):
         BigramLanguageModel(K, 4, init=Init(bias_scale=0.1))
-    with pytest.raises(ValueError, match=r"init.scale must be a finite number > 0"):
+    with pytest.raises(ValueError, match=r"init.scale must be a finite number >= 0"):
         LinearClassifier(D, K, init=Init(scale=-1.0))
     assert LinearClassifier(D, K, init=Init(scale=0.5, bias=torch.ones(K))).init_scale == 0.5
 

@@ -11,7 +11,7 @@ from pyro.infer import SVI, Trace_ELBO
 from pyro_ar.infer import default_elbo, default_guide
 from pyro_ar.models import BigramLanguageModel, unigram_log_probs
 from pyro_ar.optim import lazy_adam
-from pyro_ar.likelihoods import AR
+from pyro_ar.likelihoods import AR, get_likelihood
 from pyro_ar.models import Init, MAP
 from pyro_ar.negatives import ImportanceNegatives, SharedNegatives
 
@@ -75,8 +75,8 @@ def test_ar_step_touches_only_minibatch_rows():
 @pytest.mark.parametrize("likelihood", ["ove", "sampled", "exact"])
 def test_baselines_step(likelihood):
     prev, nxt, _ = _bigram_data()
-    negatives = {} if likelihood == "exact" else dict(num_negatives=8, strategy="shared")
-    model = BigramLanguageModel(40, 6, likelihood=likelihood, **negatives, subsample_size=64)
+    lik = get_likelihood(likelihood, num_negatives=None if likelihood == "exact" else 8, strategy="shared")
+    model = BigramLanguageModel(40, 6, likelihood=lik, subsample_size=64)
     svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), Trace_ELBO())
     assert all(math.isfinite(svi.step(prev, nxt)) for _ in range(3))
 
@@ -126,7 +126,7 @@ def test_errors():
     with pytest.raises(ValueError, match="proposal"):
         BigramLanguageModel(10, 2, likelihood=AR(negatives=ImportanceNegatives(3, None)))
     with pytest.raises(ValueError, match="weights"):
-        BigramLanguageModel(10, 2, weights="posterior", likelihood=AR(negatives=SharedNegatives(256)))
+        BigramLanguageModel(10, 2, weights="posterior", likelihood=AR(negatives=SharedNegatives(3)))
     model = BigramLanguageModel(10, 2, likelihood=AR(negatives=SharedNegatives(3)))
     with pytest.raises(ValueError, match="integer"):
         model(torch.zeros(4), torch.zeros(4, dtype=torch.long))

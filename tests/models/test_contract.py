@@ -23,7 +23,7 @@ from pyro_ar.models import (BayesianLinearClassifier, BayesianNeuralClassifier, 
 from pyro_ar.negatives import SharedNegatives
 from pyro_ar.testing import ModelContract
 from pyro_ar.likelihoods import AR
-from pyro_ar.models import SparseGPMap
+from pyro_ar.models import SessionEncoder, SparseGPMap
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -111,7 +111,8 @@ class TestCategoricalLatentGP(ModelContract):
     def make_model(self):
         torch.manual_seed(0)
         return CategoricalLatentGP(CARDS, 2, likelihood=AR(negatives=SharedNegatives(2)),
-                                   utility=SparseGPMap(2, 4), subsample_size=B, hidden_dim=8)
+                                   utility=SparseGPMap(2, 4), subsample_size=B,
+                                   posterior=SessionEncoder(sum(CARDS), 2, hidden_dim=8))
 
     def make_data(self):
         g = torch.Generator().manual_seed(0)
