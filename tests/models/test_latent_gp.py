@@ -62,7 +62,7 @@ def test_shapes_and_plates(likelihood, kwargs):
         assert frames == {"data": (-2, 40), plate: (-1, len(cols))}
         assert torch.equal(node["mask"], x[idx][:, cols] >= 0)          # missing entries masked out
         assert (site + "_eps" in gtr.nodes) == isinstance(likelihood, AR)
-    assert ("u_kl" in mtr.nodes) == (kwargs.get("utility", "gp") == "gp")
+    assert ("u_kl" in mtr.nodes) == (model.utility_kind == "gp")
 
 
 def test_fewer_categories_than_negatives_use_all_classes():
