@@ -50,7 +50,7 @@ from pyro_ar.models import LinearClassifier
 from pyro_ar.optim import lazy_adam
 
 from benchmarks import harness
-from pyro_ar.likelihoods import AR, Exact
+from pyro_ar.likelihoods import Exact, get_likelihood
 from pyro_ar.models import Init
 
 GUIDES = {"normal": ["noise", "noise_lr10", "conditional", "laplace"],
@@ -82,7 +82,7 @@ def exact_ll(x, y, W, b, noise):
 
 
 def build(kind, noise, D, K, s, B, lr, gaussian_nodes=16, strategy="per_datapoint"):
-    model = LinearClassifier(D, K, likelihood=AR(noise, negatives=strategy), subsample_size=B, sparse=True)
+    model = LinearClassifier(D, K, likelihood=get_likelihood("ar", noise, s, strategy), subsample_size=B, sparse=True)
     plates = model.create_plates
     if kind == "gumbel":
         return model, GumbelLocalGuide(model, local_first=True, create_plates=plates), \

@@ -37,7 +37,7 @@ from pyro_ar.infer.local_guides import ConditionalLocalGuide
 from pyro_ar.models import LinearClassifier
 
 from benchmarks import harness
-from pyro_ar.likelihoods import AR
+from pyro_ar.likelihoods import get_likelihood
 
 
 def exact_gradient(x, y, W, b, noise):
@@ -52,7 +52,8 @@ def draws(x, y, W, b, noise, subsample_s, subsample_t, mc_eps, reps, strategy="p
     pyro.clear_param_store()
     pyro.set_rng_seed(2)
     model = LinearClassifier(D, K,
-                             likelihood=AR(noise, negatives=strategy if subsample_s else "per_datapoint"),
+                             likelihood=get_likelihood("ar", noise, 10 if subsample_s else None,
+                                                       strategy if subsample_s else "per_datapoint"),
                              sparse=False)
     model(x[:2], y[:2])
     with torch.no_grad():

@@ -31,6 +31,7 @@ from pyro_ar.infer import (
 from pyro_ar.likelihoods import AR, Exact
 from pyro_ar.models import (BayesianLinearClassifier, CategoricalLatentGP, CategoricalLatentModel,
                             LinearClassifier, NeuralClassifier)
+from pyro_ar.models import LocalPosterior, SessionEncoder, SparseGPMap
 from pyro_ar.models.latent import session_metrics
 from pyro_ar.models.latent_gp import frequency_log_predictive, marginal_log_probs
 from pyro_ar.negatives import ImportanceNegatives, SharedNegatives
@@ -141,8 +142,9 @@ def _sessions(U=40, P=30, T=6, seed=0):
 @pytest.mark.parametrize("posterior,utility", [("amortised", "linear"), ("local", "neural")])
 def test_latent_model_follows_the_data_device(device, posterior, utility):
     items = _sessions().to(device)
+    posterior = LocalPosterior(40, 2, 30) if posterior == "local" else posterior
     model = CategoricalLatentModel(30, 2, AR(negatives=SharedNegatives(5)), subsample_size=16, hidden_dim=8,
-                                   posterior=posterior, num_sessions=40, utility=utility)
+                                   posterior=posterior, utility=utility)
     svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.03}), default_elbo())
     assert all(math.isfinite(svi.step(items)) for _ in range(5))
     _assert_params_on(device)
@@ -180,8 +182,9 @@ def _categorical_table(n=40, seed=0):
 @pytest.mark.parametrize("utility", ["gp", "linear"])
 def test_latent_gp_trains_and_imputes_on_the_data_device(device, utility):
     x = _categorical_table().to(device)
-    model = CategoricalLatentGP(CARDS, 2, AR(negatives=SharedNegatives(2)), num_inducing=4, hidden_dim=8,
-                                utility=utility, subsample_size=16)
+    model = CategoricalLatentGP(CARDS, 2, AR(negatives=SharedNegatives(2)),
+                                posterior=SessionEncoder(sum(CARDS), 2, hidden_dim=8),
+                                utility=SparseGPMap(2, 4) if utility == "gp" else utility, subsample_size=16)
     svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.03}), default_elbo())
     assert all(math.isfinite(svi.step(x)) for _ in range(5))
     _assert_params_on(device)

@@ -255,27 +255,26 @@ class ShardedAR(AR):
     :class:`ShardedAugmentedCategorical`.
 
     :param noise: the noise of the utility model.
-    :param negatives: s over all shards, shared by the minibatch: an int,
-        ``SharedNegatives(s)`` (the same) or ``PerDatapointNegatives(s)`` (per datapoint);
-        None: exact.
+    :param negatives: uniform negatives over all shards, as every likelihood takes them:
+        ``SharedNegatives(s)`` (shared by the minibatch), an int s or
+        ``PerDatapointNegatives(s)`` (per datapoint); None: exact.
     :param stream: the rank's :class:`~pyro_ar.distributed.RandomStream` (its negatives).
     :param group: the process group (default: the world).
 
     Example:
 
     >>> from pyro_ar.distributed import ShardedAR
-    >>> ShardedAR("gumbel", negatives=64)
+    >>> from pyro_ar.negatives import SharedNegatives
+    >>> ShardedAR("gumbel", negatives=SharedNegatives(64))
     ShardedAR(noise='gumbel', num_negatives=64, strategy='shared')
     """
 
     def __init__(self, noise="gumbel", negatives=None, stream=None, group=None):
-        if negatives is None or isinstance(negatives, int) and not isinstance(negatives, bool):
-            negatives = SharedNegatives(negatives)
-        if not isinstance(negatives, (SharedNegatives, PerDatapointNegatives)):
+        super().__init__(noise, negatives)
+        if type(self.sampler) not in (SharedNegatives, PerDatapointNegatives):
             raise ValueError(f"negatives must be None, an int, SharedNegatives or PerDatapointNegatives "
                              f"(uniform negatives), got negatives={negatives!r}")
-        super().__init__(noise, negatives)
-        self.strategy, self.stream, self.group = negatives.strategy, stream, group
+        self.strategy, self.stream, self.group = self.sampler.strategy, stream, group
 
     def sample(self, site, utility, obs, data):
         if not isinstance(utility, ShardedLinearUtility):  # every class on this rank: one shard

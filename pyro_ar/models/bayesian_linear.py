@@ -109,7 +109,7 @@ class StepStructure(NamedTuple):
 
     >>> import torch
     >>> from pyro_ar.models import BayesianLinearClassifier
-    >>> model = BayesianLinearClassifier(2, 50, num_negatives=4)
+    >>> model = BayesianLinearClassifier(2, 50, likelihood=AR(negatives=4))
     >>> C = torch.tensor([7, 3, 9, 1, 20, 31])       # R = [7, 3, 9, 1], then the labels
     >>> st = model.step_structure(C, torch.tensor([20, 31]))
     >>> st.label_pos.tolist(), st.neg_weight.shape
@@ -131,7 +131,7 @@ class ClassPlate(pyro.plate):
 
     >>> import torch
     >>> from pyro_ar.models import BayesianLinearClassifier
-    >>> model = BayesianLinearClassifier(2, 50, num_negatives=4, subsample_size=8)
+    >>> model = BayesianLinearClassifier(2, 50, likelihood=AR(negatives=4), subsample_size=8)
     >>> data, classes = model.create_plates(torch.zeros(100, 2), torch.zeros(100, dtype=torch.long))
     >>> classes.model is model, classes.eta_classes.shape
     (True, torch.Size([4]))

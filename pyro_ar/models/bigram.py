@@ -24,8 +24,7 @@ gradients, so a step costs O(B D + s D) whatever the vocabulary size K:
 Use it with :func:`pyro.infer.SVI` and an optimizer that accepts sparse gradients
 (:func:`pyro_ar.optim.lazy_adam`)::
 
-    model = BigramLanguageModel(K, 64, num_negatives=256, strategy="importance",
-                                proposal=counts.double() ** 0.75)
+    model = BigramLanguageModel(K, 64, AR(negatives=ImportanceNegatives(256, counts.double() ** 0.75)))
     svi = SVI(model, default_guide(model), lazy_adam({"lr": 3e-3}), default_elbo())
     for step in range(10_000):
         svi.step(prev, next)

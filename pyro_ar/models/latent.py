@@ -498,7 +498,7 @@ class CategoricalLatentModel(LatentCategoricalModel):
 
         >>> import torch
         >>> from pyro_ar.models import CategoricalLatentModel
-        >>> model = CategoricalLatentModel(10, 4, num_negatives=None)     # s = 1/sqrt(4)
+        >>> model = CategoricalLatentModel(10, 4)                         # s = 1/sqrt(4)
         >>> params = {"weight": torch.zeros(10, 4), "bias": torch.full((10,), -5.0)}
         >>> lp = float(model.log_prior_estimate(params))                  # 40 entries at 0, rho left out
         >>> abs(lp - 40 * float(torch.distributions.Normal(0.0, 0.5).log_prob(torch.tensor(0.0)))) < 1e-4

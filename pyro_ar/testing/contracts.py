@@ -98,7 +98,8 @@ class ModelContract:
     >>> from pyro_ar.testing import ModelContract
     >>> class TestMyLinear(ModelContract):     # in a test module: pytest collects the tests
     ...     def make_model(self):
-    ...         return LinearClassifier(3, 12, num_negatives=3, subsample_size=8)
+    >>> from pyro_ar.likelihoods import AR
+    ...         return LinearClassifier(3, 12, likelihood=AR(negatives=3), subsample_size=8)
     ...     def make_data(self):
     ...         d = make_linear_teacher(40, 3, 12, seed=0)
     ...         return d.x, d.y

@@ -23,13 +23,14 @@ from pyro_ar.optim import lazy_adam
 
 from tests.fuzz import _harness as H
 from tests.fuzz import strategies as S
-from pyro_ar.likelihoods import AR
+from pyro_ar.likelihoods import AR, get_likelihood
 from pyro_ar.models import SparseGPMap
+from pyro_ar.models.weights import WEIGHTS
 from pyro_ar.negatives import SharedNegatives
 
 pytestmark = [pytest.mark.usefixtures("seeded", "validation_on"), pytest.mark.slow]  # a fuzz battery
 
-MODEL_NAMES = ("num_features", "num_classes", "num_words", "embedding_dim", "noise", "likelihood",
+MODEL_NAMES = ("num_features", "num_classes", "num_words", "embedding_dim", "noise", "likelihood", "negatives",
                "num_negatives", "strategy", "proposal", "weights", "prior_scale", "subsample_size",
                "utility", "x", "y", "prev", "next", "value", "labels")
 
@@ -62,9 +63,11 @@ def test_linear_classifier_step(a, st_data):
 
     def run():
         pyro.clear_param_store()
-        model = LinearClassifier(a["D"], K, noise=a["noise"], likelihood=a["likelihood"],
-                                 num_negatives=a["k"], strategy=a["strategy"], weights=a["weights"],
-                                 prior_scale=a["prior_scale"], subsample_size=a["B"])
+        kw = {} if a["likelihood"] == "exact" else dict(num_negatives=a["k"], strategy=a["strategy"])
+        likelihood = get_likelihood(a["likelihood"], a["noise"], **kw)
+        weights = WEIGHTS[a["weights"]](prior_scale=a["prior_scale"]) \
+            if a["weights"] in ("map", "bayes") else a["weights"]
+        model = LinearClassifier(a["D"], K, likelihood=likelihood, weights=weights, subsample_size=a["B"])
         svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
         return svi.step(x, y)
 
@@ -89,7 +92,8 @@ def test_bigram_step_and_log_likelihood(K, D, k, strategy, N, bad, st_data):
 
     def run():
         pyro.clear_param_store()
-        model = BigramLanguageModel(K, D, likelihood=AR(negatives=strategy), subsample_size=4)
+        lik = get_likelihood("ar", num_negatives=k, strategy=strategy, proposal=proposal)
+        model = BigramLanguageModel(K, D, likelihood=lik, subsample_size=4)
         svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
         return svi.step(prev, nxt), model.log_likelihood(prev, nxt)
 

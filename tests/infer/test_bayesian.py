@@ -118,9 +118,9 @@ def test_large_k_elbo_estimator_is_unbiased(noise, elbo_cls, stratify):
     zw = torch.randn(K, D, generator=g, dtype=torch.float64)
     zb = torch.randn(K, generator=g, dtype=torch.float64)
     ze = torch.randn(N, generator=g, dtype=torch.float64)
-    common = dict(noise=noise, stratify=stratify, num_eta_classes=0)
-    sub = BayesianLinearClassifier(D, K, likelihood=AR(negatives=4), num_kl_classes=6, **common)
-    full = BayesianLinearClassifier(D, K, likelihood=AR(negatives=K), num_kl_classes=K, **common)  # exact sums
+    common = dict(stratify=stratify, num_eta_classes=0)
+    sub = BayesianLinearClassifier(D, K, likelihood=AR(noise, negatives=4), num_kl_classes=6, **common)
+    full = BayesianLinearClassifier(D, K, likelihood=AR(noise, negatives=K), num_kl_classes=K, **common)  # exact sums
     guide_sub, guide_full = _CRNGuide(sub, zw, zb, ze), _CRNGuide(full, zw, zb, ze)
     guide_full(x, y)
     _randomise_guide(guide_full, K, D)  # the two guides share the parameters (same names)

@@ -13,7 +13,7 @@ import pyro_ar.infer.compiled as compiled
 from pyro_ar.datasets import make_linear_teacher
 from pyro_ar.distributions import FastGumbel
 from pyro_ar.infer import ClosedFormELBO, GumbelLocalGuide, default_guide
-from pyro_ar.likelihoods import AR
+from pyro_ar.likelihoods import AR, get_likelihood
 from pyro_ar.models import BigramLanguageModel, LinearClassifier
 from pyro_ar.negatives import ImportanceNegatives
 from pyro_ar.optim import lazy_adam
@@ -43,7 +43,7 @@ def no_noise_draw(monkeypatch):
 
 
 def _linear(local_first, strategy="shared", subsample_size=32):
-    model = LinearClassifier(4, 40, likelihood=AR(negatives=strategy), subsample_size=subsample_size,
+    model = LinearClassifier(4, 40, likelihood=get_likelihood("ar", num_negatives=5, strategy=strategy), subsample_size=subsample_size,
                              sparse=True)
     return model, GumbelLocalGuide(model, create_plates=model.create_plates, local_first=local_first)
 

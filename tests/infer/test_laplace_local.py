@@ -18,7 +18,7 @@ from pyro_ar.models import LinearClassifier
 from pyro_ar.negatives import LabelHeadNegatives
 from pyro_ar.optim import lazy_adam
 from tests.helpers import LIBRARY_NOISES, USER_NOISES, make_noise
-from pyro_ar.likelihoods import AR
+from pyro_ar.likelihoods import AR, get_likelihood
 from pyro_ar.negatives import SharedNegatives
 
 pytestmark = pytest.mark.usefixtures("seeded", "one_thread")
@@ -465,7 +465,7 @@ def test_errors_are_clear():
 
 @pytest.mark.parametrize("strategy", ["per_datapoint", "shared"])
 def test_oversample_draws_more_classes_with_the_models_strategy(strategy):
-    model = LinearClassifier(3, 50, likelihood=AR("normal", negatives=strategy))
+    model = LinearClassifier(3, 50, likelihood=get_likelihood("ar", "normal", 4, strategy))
     sampler = ConditionalLocalGuide(model, oversample=3)._sampler()
     # stratified by the minibatch's labels (issue 27): at most 12 of them, the tail 12 classes
     assert isinstance(sampler, LabelHeadNegatives) and sampler.max_head == 12
@@ -485,7 +485,8 @@ def test_screened_model_negatives_train_with_a_uniform_local_draw(noise):
     # utilities; the local guide's own draw T stays uniform per datapoint (+ the labels' head),
     # independent of the model's. A few SVI steps run and raise the training bound.
     data = make_linear_teacher(400, 3, 30, noise, seed=0)
-    model = LinearClassifier(3, 30, likelihood=AR(noise, negatives=4), subsample_size=100, sparse=True)
+    model = LinearClassifier(3, 30, likelihood=get_likelihood("ar", noise, 4, "screened"), subsample_size=100,
+                             sparse=True)
     sampler = ConditionalLocalGuide(model, oversample=3)._sampler()
     assert isinstance(sampler, LabelHeadNegatives) and type(sampler.base) is ar.negatives.PerDatapointNegatives
     assert sampler.base.num_negatives == 12

@@ -43,7 +43,7 @@ from pyro_ar.infer import (
 )
 from pyro_ar.models import BayesianLinearClassifier, LinearClassifier
 from pyro_ar.optim import LazyAdam, lazy_adam
-from pyro_ar.likelihoods import AR
+from pyro_ar.likelihoods import AR, get_likelihood
 
 pytestmark = pytest.mark.usefixtures("seeded", "one_thread")
 
@@ -562,7 +562,7 @@ def test_divergence_check_has_no_false_alarm_within_the_window(losses):
 def test_divergence_of_a_real_model_exploding_within_the_window(noise, likelihood, lr):
     """The issue's reproductions: finite but exploding losses from step 2 (before: no error)."""
     data = make_linear_teacher(N, D, K, seed=0)
-    model = LinearClassifier(D, K, noise=noise, likelihood=likelihood, subsample_size=64)
+    model = LinearClassifier(D, K, likelihood=get_likelihood(likelihood, noise), subsample_size=64)
     svi = SVI(model, default_guide(model), lazy_adam({"lr": lr}), default_elbo())
     with pytest.raises(TrainingDiverged, match="exceeds 1e\\+06 x the scale"):
         train(svi, data.x, data.y, num_steps=10)
