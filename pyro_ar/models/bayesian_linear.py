@@ -109,6 +109,7 @@ class StepStructure(NamedTuple):
 
     >>> import torch
     >>> from pyro_ar.models import BayesianLinearClassifier
+    >>> from pyro_ar.likelihoods import AR
     >>> model = BayesianLinearClassifier(2, 50, likelihood=AR(negatives=4))
     >>> C = torch.tensor([7, 3, 9, 1, 20, 31])       # R = [7, 3, 9, 1], then the labels
     >>> st = model.step_structure(C, torch.tensor([20, 31]))
@@ -131,6 +132,7 @@ class ClassPlate(pyro.plate):
 
     >>> import torch
     >>> from pyro_ar.models import BayesianLinearClassifier
+    >>> from pyro_ar.likelihoods import AR
     >>> model = BayesianLinearClassifier(2, 50, likelihood=AR(negatives=4), subsample_size=8)
     >>> data, classes = model.create_plates(torch.zeros(100, 2), torch.zeros(100, dtype=torch.long))
     >>> classes.model is model, classes.eta_classes.shape

@@ -62,6 +62,12 @@ class WeightStrategy:
 
     ``name`` is the short name a model also exposes as ``model.weights`` (``"mle"``,
     ``"map"``, ``"bayes"``, ``"gaussian"``).
+
+    Example:
+
+    >>> from pyro_ar.models import MAP, WeightStrategy
+    >>> isinstance(MAP(), WeightStrategy), MAP().name
+    (True, 'map')
     """
 
     name = "mle"

@@ -96,9 +96,9 @@ class ModelContract:
     >>> from pyro_ar.datasets import make_linear_teacher
     >>> from pyro_ar.models import LinearClassifier
     >>> from pyro_ar.testing import ModelContract
+    >>> from pyro_ar.likelihoods import AR
     >>> class TestMyLinear(ModelContract):     # in a test module: pytest collects the tests
     ...     def make_model(self):
-    >>> from pyro_ar.likelihoods import AR
     ...         return LinearClassifier(3, 12, likelihood=AR(negatives=3), subsample_size=8)
     ...     def make_data(self):
     ...         d = make_linear_teacher(40, 3, 12, seed=0)
