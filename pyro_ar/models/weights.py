@@ -29,13 +29,12 @@ MAP()
 MAP(prior_scale=0.5, penalize_bias=True)
 """
 
-import numbers
 from typing import NamedTuple, Optional
 
 import torch
 
 from ..likelihoods import DataSubsample
-from ..numerics import check_int
+from ..numerics import check_int, check_positive_number
 from .plates import check_sample_weight, take_rows
 
 __all__ = ["WeightStrategy", "PerClassWeights", "MLE", "MAP", "Bayes", "GaussianWeights", "get_weights",
@@ -43,13 +42,9 @@ __all__ = ["WeightStrategy", "PerClassWeights", "MLE", "MAP", "Bayes", "Gaussian
 
 
 def _check_scale(name: str, value, zero: bool = False):
-    """``value`` as a float: a finite number > 0 (>= 0 with ``zero``), or None."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value < float("inf") \
-            or not (value >= 0 if zero else value > 0):
-        raise ValueError(f"{name} must be a finite number {'>=' if zero else '>'} 0, got {name}={value!r}")
-    return float(value)
+    """``value`` as a float (:func:`~pyro_ar.numerics.check_positive_number`: > 0, >= 0 with
+    ``zero``), or None."""
+    return None if value is None else check_positive_number(name, value, inclusive=zero)
 
 
 class WeightStrategy:
