@@ -11,7 +11,8 @@ from pyro.infer import SVI
 
 from ..infer import ClosedFormELBO, default_guide, local_parameter_names
 from ..likelihoods import DEFAULT, get_likelihood
-from ..models import MAP, MLE, Bayes, Init, LinearClassifier
+from ..models import Init, LinearClassifier
+from ..models.weights import get_weights
 from ..optim import lazy_adam
 from ._settings import _SITE
 
@@ -31,8 +32,7 @@ def linear_model(est, s, K, D, *, num_negatives=DEFAULT, strategy=DEFAULT, propo
         values.update({n: v for n, v in given.items() if v is not DEFAULT}, noise=s.noise)
         lik = get_likelihood(likelihood, **values, **({"sparse": sparse} if likelihood == "bouchard" else {}))
     prior_scale = s.prior_scale if not isinstance(s.prior_scale, tuple) else getattr(est, "prior_scale_", None) or 1.0
-    weights = {"mle": MLE(), "map": MAP(prior_scale, penalize_bias=False),
-               "bayes": Bayes(prior_scale)}[s.weights]
+    weights = get_weights(s.weights).with_defaults(prior_scale=prior_scale, penalize_bias=False)
     return LinearClassifier(
         D, K, likelihood=lik, weights=weights, subsample_size=subsample_size, sparse=sparse,
         init=Init(bias=bias_init, weight=weight_loc), site=_SITE, rank=rank,
