@@ -51,7 +51,7 @@ from ..numerics import check_finite, check_int
 from .plates import SubsamplePlate, WeightedPlate, check_sample_weight, take_rows  # noqa: F401  (their former home)
 from .weights import MLE, PerClassWeights, WeightStrategy, get_weights  # noqa: F401  (their former home)
 
-__all__ = ["CategoricalModel", "WeightStrategy", "PerClassWeights", "take_rows", "check_positive_int", "check_sample_weight"]
+__all__ = ["CategoricalModel", "check_positive_int", "MOVED_KEYWORDS"]
 
 #: the treatments of the global weights a model takes by default: point estimates (maximum
 #: likelihood, MAP) or a posterior (the names of :data:`pyro_ar.models.weights.WEIGHTS`)
