@@ -184,7 +184,7 @@ def _build(method, x, y, K, B, S, lr=1e-3, tag=None):
                                  weights="map" if method == "ar_softmax_map" else "mle", **kw)
         elbo = default_elbo()
     else:
-        model = LinearClassifier(D, K, likelihood=get_likelihood(method, num_negatives=S, strategy="shared"), **kw)
+        model = LinearClassifier(D, K, likelihood=get_likelihood({"botev": "sampled"}.get(method, method), num_negatives=S, strategy="shared"), **kw)
         elbo = Trace_ELBO()
     svi = SVI(model, default_guide(model), lazy_adam({"lr": lr}), elbo)
 

@@ -74,7 +74,7 @@ def test_model_rejects_a_pattern_it_cannot_use():
         LinearClassifier(16, 9, weight_pattern=pattern)
     with pytest.raises(ValueError, match="rank=None"):
         LinearClassifier(15, 9, weight_pattern=pattern, rank=2)
-    with pytest.raises(ValueError, match="weight_loc must be a tensor of shape"):
+    with pytest.raises(ValueError, match="init.weight must be a tensor of shape"):
         LinearClassifier(15, 9, weight_pattern=pattern, init=Init(weight=torch.zeros(3)))
     with pytest.raises(ValueError, match="needs a weight_pattern"):
         LinearClassifier(15, 9, init=Init(weight=torch.zeros(3)))
@@ -220,7 +220,7 @@ def test_weight_loc_must_be_finite(value):
     """It failed with torch's constraint message from inside an SVI step."""
     x, y, pattern = _problem()
     loc = torch.zeros(len(pattern)).index_fill(0, torch.tensor([3]), value)
-    with pytest.raises(ValueError, match=r"weight_loc must be finite, got non-finite values .* weight_loc\[3\]"):
+    with pytest.raises(ValueError, match=r"init.weight must be finite, got non-finite values .* init.weight\[3\]"):
         LinearClassifier(15, 9, weight_pattern=pattern, init=Init(weight=loc))
 
 

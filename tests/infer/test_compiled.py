@@ -161,7 +161,7 @@ def test_other_pairings_and_handlers_take_the_traced_path(no_validation, count_c
 
     cases = {
         "subclass": lambda: (lambda m: (m, GumbelLocalGuide(m, create_plates=m.create_plates)))(
-            MyClassifier(4, 40, num_negatives=5, subsample_size=32, sparse=True)),
+            MyClassifier(4, 40, likelihood=AR(negatives=5), subsample_size=32, sparse=True)),
         "gradient eta": lambda: (lambda m: (m, GumbelLocalGuide(m, create_plates=m.create_plates,
                                                                 local_step="gradient")))(
             LinearClassifier(4, 40, likelihood=AR(negatives=5), subsample_size=32, sparse=True)),
