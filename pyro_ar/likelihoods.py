@@ -362,10 +362,9 @@ class _Default:
         return (_Default, ())
 
 
-#: The models' likelihood keywords (``noise``, ``num_negatives``, ``strategy``, ``proposal``)
-#: default to this value, "the model's default", so that a model tells a keyword the caller set
-#: from one left unset (:meth:`~pyro_ar.models.base.CategoricalModel.likelihood_shortcuts`).
-#: It shows as ``default`` in signatures.
+#: "The default": a keyword left at this value was not set by the caller (e.g. ``noise`` of
+#: :func:`pyro_ar.metrics.bound`, which is an error beside a likelihood object). It shows as
+#: ``default`` in signatures.
 DEFAULT = _Default()
 
 
