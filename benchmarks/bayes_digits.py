@@ -60,6 +60,7 @@ from pyro_ar.models import BayesianLinearClassifier, LinearClassifier
 from pyro_ar.optim import LazyAdam
 
 from benchmarks import harness
+from pyro_ar.likelihoods import AR
 
 TARGETS = {"mean_dz": 0.2, "sd_rel": 0.2, "dll": 0.03}
 
@@ -144,7 +145,7 @@ def fit_variant(variant, x, y, K, steps, batch, seed, lr=0.03, num_negatives=3):
     s = min(num_negatives, K)
     sched = scheduler(lr, steps / 10, local_lr=variant.get("local_lr"))
     if kind == "autonormal":  # the small-K stock-Pyro path: LinearClassifier + AutoNormal
-        model = LinearClassifier(D, K, weights="bayes", num_negatives=min(s, K - 1),
+        model = LinearClassifier(D, K, weights="bayes", likelihood=AR(negatives=min(s, K - 1)),
                                  subsample_size=batch)
         guide = AutoGuideList(model)
         guide.append(AutoNormal(hide_noise_sites(model), init_scale=0.1))
@@ -159,9 +160,9 @@ def fit_variant(variant, x, y, K, steps, batch, seed, lr=0.03, num_negatives=3):
         if kind == "exact":
             model = BayesianLinearClassifier(D, K, likelihood="exact", subsample_size=batch)
         else:
-            model = BayesianLinearClassifier(
-                D, K, num_negatives=s, subsample_size=batch, stratify=variant.get("stratify", True),
-                num_eta_classes=variant.get("eta", s))
+            model = BayesianLinearClassifier(D, K, likelihood=AR(negatives=s), subsample_size=batch,
+                                             stratify=variant.get("stratify", True),
+                                             num_eta_classes=variant.get("eta", s))
         local = variant.get("local", "conditional")
         if local == "conditional" or kind == "exact":
             guide = ClassSubsampledNormal(model)

@@ -51,6 +51,7 @@ from pyro_ar.distributions import JaakkolaJordanBernoulli
 from pyro_ar.infer import IterateAverage, default_elbo, default_guide, train
 from pyro_ar.likelihoods import AR, JaakkolaJordan, LocalReparameterization
 from pyro_ar.models import NeuralClassifier
+from pyro_ar.models.weights import WEIGHTS
 from pyro_ar.optim import lazy_adam
 
 PRIOR = math.sqrt(0.5)  # per-row prior sd: beta = w1 - w0 ~ N(0, 1)
@@ -65,8 +66,8 @@ def simulate(n, d, seed, beta_scale=0.3):
 
 
 def layer(likelihood, d, weights="gaussian", **kw):
-    return NeuralClassifier(torch.nn.Identity(), d, 2, likelihood=likelihood, weights=weights,
-                            prior_scale=PRIOR, **kw)
+    return NeuralClassifier(torch.nn.Identity(), d, 2, likelihood=likelihood,
+                            weights=WEIGHTS[weights](prior_scale=PRIOR), **kw)
 
 
 def beta_of_gaussian_layer():

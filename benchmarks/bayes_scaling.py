@@ -45,6 +45,7 @@ from pyro_ar.models import BayesianLinearClassifier, LinearClassifier
 from pyro_ar.optim import lazy_adam
 
 from benchmarks import harness
+from pyro_ar.likelihoods import AR
 
 D, B, S, N = 32, 256, 64, 20_000
 
@@ -55,13 +56,14 @@ def data(K, seed=0):
 
 
 def build_sparse(K):
-    model = BayesianLinearClassifier(D, K, num_negatives=S, subsample_size=B)
+    model = BayesianLinearClassifier(D, K, likelihood=AR(negatives=S), subsample_size=B)
     guide = ClassSubsampledNormal(model, name=f"bayesK{K}")
     return SVI(model, guide, lazy_adam({"lr": 0.01}), ClosedFormELBO())
 
 
 def build_dense(K):
-    model = LinearClassifier(D, K, weights="bayes", num_negatives=S, subsample_size=B, prefix=f"denseK{K}_")
+    model = LinearClassifier(D, K, weights="bayes", likelihood=AR(negatives=S), subsample_size=B,
+                             prefix=f"denseK{K}_")
     guide = AutoGuideList(model)
     guide.append(AutoNormal(hide_noise_sites(model)))
     guide.append(NoiseLocalGuide(model))

@@ -99,6 +99,7 @@ def grouped_log_softmax_ll(E, W, b, prev, nxt, chunk=256):
 # --------------------------------------------------------------------------- methods
 from benchmarks.plain_loop import AdaptiveSoftmaxBigram  # noqa: E402  (PyTorch's adaptive softmax)
 from benchmarks.plain_loop import PlainExactBigram as ExactTorch  # noqa: E402  (the plain user loop)
+from pyro_ar.models import Init
 
 
 class PyroBigram(harness.SVIMethod):
@@ -132,7 +133,7 @@ class PyroBigram(harness.SVIMethod):
         c = harness.timer().start()
         bias = init_bias if noise == "gumbel" else unigram_biases(counts, noise).float().to(device)
         self.init_seconds = c.cpu
-        self.model = BigramLanguageModel(K, D, likelihood=likelihood, subsample_size=B, init_bias=bias)
+        self.model = BigramLanguageModel(K, D, likelihood=likelihood, subsample_size=B, init=Init(bias=bias))
         elbo = default_elbo() if isinstance(likelihood, AR) else Trace_ELBO()
         if likelihood.noise.closed_form:
             guide = default_guide(self.model, local_first=local_first, local_step=local_step)

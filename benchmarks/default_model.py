@@ -49,7 +49,9 @@ def main(argv=None):
     if a.quick:
         a.rounds, a.large = 3, 10_000
     harness.start(a)
-    old = dict(num_negatives=None, sparse=False)
+    from pyro_ar.likelihoods import AR
+
+    old = dict(likelihood=AR(), sparse=False)  # every class (num_negatives=None then)
     methods = {"old defaults": {K: step_fn(K, a.D, a.N, K, **old) for K in (a.small, a.large)},
                "defaults": {K: step_fn(K, a.D, a.N, K) for K in (a.small, a.large)}}
     res = harness.cost_ratio_table(methods, a.rounds)

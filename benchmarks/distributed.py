@@ -57,6 +57,8 @@ import sys
 import tempfile
 
 from benchmarks import harness
+from pyro_ar.likelihoods import AR
+from pyro_ar.negatives import SharedNegatives
 
 
 # ============================================================================ the worker
@@ -94,7 +96,8 @@ def _build(args, rank, world, x, y):
             return mean_across(out, stop - start)
 
         return svi, xs, ys, [plate], test
-    model = ClassShardedLinearClassifier(D, K, num_negatives=s, subsample_size=B, seed=1)
+    model = ClassShardedLinearClassifier(D, K, likelihood=AR(negatives=SharedNegatives(s)), subsample_size=B,
+                                         seed=1)
     svi = SVI(model, default_guide(model), lazy_adam({"lr": args.lr}), default_elbo())
     return svi, x, y, [model.stream], lambda xt, yt: model.evaluate(xt, yt)
 

@@ -35,6 +35,7 @@ from pyro.infer import SVI
 from benchmarks import harness
 
 from pyro_ar.infer import ClosedFormELBO, default_guide
+from pyro_ar.likelihoods import AR
 from pyro_ar.models import LinearClassifier
 from pyro_ar.optim import lazy_adam
 
@@ -45,8 +46,8 @@ def step_time(likelihood, K, D, B, s, steps, warmup=3, seed=0):
     pyro.set_rng_seed(seed)
     N = max(4 * B, 2048)
     x, y = torch.randn(N, D), torch.randint(K, (N,))
-    negatives = {"num_negatives": min(s, K - 1)} if likelihood == "ar" else {}
-    model = LinearClassifier(D, K, likelihood=likelihood, **negatives,
+    lik = AR(negatives=min(s, K - 1)) if likelihood == "ar" else likelihood
+    model = LinearClassifier(D, K, likelihood=lik,
                              weights="map", subsample_size=B, sparse=True, site="y")
     svi = SVI(model, default_guide(model, local_first=True), lazy_adam({"lr": 0.01}), ClosedFormELBO())
     return statistics.median(harness.step_times(lambda: svi.step(x, y), steps, warmup=warmup)["cpu"])

@@ -161,9 +161,12 @@ def linear_step(likelihood, K, D, B, s, device, steps, warmup, seed=0, validate=
     N = 16 * B
     x = torch.randn(N, D, device=device)
     y = torch.randint(K, (N,), device=device)
-    kw = dict(num_negatives=min(s, K - 1), strategy="shared") if likelihood == "ar" else {}
-    model = LinearClassifier(D, K, likelihood=likelihood, weights="map", subsample_size=B,
-                             sparse=True, site="y", **kw)
+    from pyro_ar.likelihoods import AR
+    from pyro_ar.negatives import SharedNegatives
+
+    lik = AR(negatives=SharedNegatives(min(s, K - 1))) if likelihood == "ar" else likelihood
+    model = LinearClassifier(D, K, likelihood=lik, weights="map", subsample_size=B,
+                             sparse=True, site="y")
     svi = SVI(model, default_guide(model, local_first=True), lazy_adam({"lr": 0.01}), ClosedFormELBO())
     model.check_data(x, y)  # the whole data once, as pyro_ar.infer.train does (steps then skip it)
     svi.step(x, y)  # creates the parameters and the optimizer state (validated)

@@ -51,7 +51,7 @@ from pyro_ar.datasets import (load_breast_cancer_categorical, load_breast_cancer
                               load_brown_windows)
 from pyro_ar.infer import LatentKLWarmup, default_elbo, default_guide, train
 from pyro_ar.likelihoods import AR, Exact
-from pyro_ar.models import CategoricalLatentGP
+from pyro_ar.models import CategoricalLatentGP, Init, SparseGPMap
 from pyro_ar.models.latent_gp import frequency_log_predictive, marginal_log_probs
 from pyro_ar.negatives import ImportanceNegatives, SharedNegatives
 from pyro_ar.optim import lazy_adam
@@ -65,10 +65,11 @@ def make_model(method, data, Q, M, negatives, proposal=None, kl_rows=None):
     else:
         likelihood = AR(negatives=SharedNegatives(negatives) if proposal is None
                         else ImportanceNegatives(negatives, proposal))
-    return CategoricalLatentGP(data.cardinalities, Q, likelihood, utility="gp" if utility == "clgp" else "linear",
-                               weights="map" if utility == "lgm-map" else "mle", num_inducing=M,
-                               subsample_size=64, hidden_dim=64, num_kl_rows=kl_rows,
-                               init_bias=marginal_log_probs(data.train, data.cardinalities).float())
+    return CategoricalLatentGP(data.cardinalities, Q, likelihood,
+                               utility=SparseGPMap(Q, M) if utility == "clgp" else "linear",
+                               weights="map" if utility == "lgm-map" else "mle",
+                               subsample_size=64, num_kl_rows=kl_rows,
+                               init=Init(bias=marginal_log_probs(data.train, data.cardinalities).float()))
 
 
 def fit(method, data, args, Q, steps, negatives, proposal=None, kl_rows=None, evals=1, num_eval=None, seed=0,
@@ -203,8 +204,9 @@ def part_timing(args, out):
         steps = {}
         for K in (1000, 100_000):
             x = torch.randint(0, K, (2000, 3), generator=torch.Generator().manual_seed(0))
-            model = CategoricalLatentGP([K] * 3, 5, AR(negatives=SharedNegatives(100)), utility=utility,
-                                        num_inducing=args.num_inducing, subsample_size=64, prefix=f"{utility}{K}_")
+            model = CategoricalLatentGP([K] * 3, 5, AR(negatives=SharedNegatives(100)),
+                                        utility=SparseGPMap(5, args.num_inducing) if utility == "gp" else utility,
+                                        subsample_size=64, prefix=f"{utility}{K}_")
             svi = SVI(model, default_guide(model), lazy_adam({"lr": args.lr}), default_elbo())
             steps[K] = functools.partial(svi.step, x)
         builders["clgp-ar" if utility == "gp" else "lgm-ar"] = steps

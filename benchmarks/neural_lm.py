@@ -64,6 +64,7 @@ from pyro_ar.likelihoods import AR, Sampled
 from pyro_ar.models import NeuralClassifier, NGramBody, context_windows, unigram_log_probs
 from pyro_ar.negatives import ImportanceNegatives
 from pyro_ar.optim import lazy_adam
+from pyro_ar.models import Init
 
 METHODS = ("ar", "sampled", "exact", "adaptive")
 LABELS = {"ar": "A&R softmax", "sampled": "sampled softmax", "exact": "exact softmax (plain torch loop)",
@@ -144,9 +145,8 @@ class PyroNeuralLM(harness.SVIMethod):
         negatives = ImportanceNegatives(args.negatives, (counts.double() + 1) ** args.power)
         likelihood = AR(negatives=negatives) if method == "ar" else Sampled(negatives)
         body = NGramBody(K, args.context, args.embedding, args.features, sparse=True)
-        model = NeuralClassifier(body, args.features, K, likelihood=likelihood,
-                                 subsample_size=args.batch, sparse=True, bias_init=init_bias,
-                                 bias_init_scale=0.0)
+        model = NeuralClassifier(body, args.features, K, likelihood=likelihood, subsample_size=args.batch,
+                                 sparse=True, init=Init(bias_scale=0.0, bias=init_bias))
         # local_first: the closed-form eta step before the gradient step (each context is seen
         # about once per epoch, so a stale eta would leave the bound loose)
         guide = default_guide(model, local_first=True) if method == "ar" else default_guide(model)

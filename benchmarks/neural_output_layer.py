@@ -75,7 +75,7 @@ def make_bayes_steps(args, x):
     for K in (1_000, args.num_classes):
         y = torch.randint(0, K, (len(x),), generator=torch.Generator().manual_seed(K))
         model = BayesianNeuralClassifier(mlp(x.shape[1], args.hidden, args.features), args.features, K,
-                                         num_negatives=args.negatives, subsample_size=args.batch)
+                                         likelihood=AR(negatives=args.negatives), subsample_size=args.batch)
         guide = default_guide(model, name=f"bayes_{K}")
         svi = SVI(model, guide, lazy_adam({"lr": 1e-3}), ClosedFormELBO())
         steps[f"bayes_K{K}"] = lambda svi=svi, y=y: svi.step(x, y)

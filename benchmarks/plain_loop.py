@@ -26,6 +26,7 @@ import os
 import statistics
 
 from benchmarks import harness
+from pyro_ar.models import Init
 
 __all__ = ["PlainExactBigram", "LibraryExactBigram", "AdaptiveSoftmaxBigram", "adaptive_output_layer",
            "optimizer_step", "frequency_cutoffs"]
@@ -200,7 +201,7 @@ class LibraryExactBigram(harness.SVIMethod):
         from pyro_ar.models import BigramLanguageModel
 
         model = BigramLanguageModel(K, D, likelihood="exact", subsample_size=B,
-                                    init_bias=init_bias.float().to(device), prefix=prefix)
+                                    init=Init(bias=init_bias.float().to(device)), prefix=prefix)
         super().__init__(model, default_guide(model), pyro.optim.Adam({"lr": lr}), Trace_ELBO(), x, y)
 
     def evaluate(self, prev, nxt):

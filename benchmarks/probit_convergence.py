@@ -50,6 +50,8 @@ from pyro_ar.models import LinearClassifier
 from pyro_ar.optim import lazy_adam
 
 from benchmarks import harness
+from pyro_ar.likelihoods import Exact, get_likelihood
+from pyro_ar.models import Init
 
 GUIDES = {"normal": ["noise", "noise_lr10", "conditional", "laplace"],
           "logistic": ["noise", "noise_lr10", "conditional", "laplace"],
@@ -60,8 +62,7 @@ def exact_fit(x, y, K, noise, iters):
     """The library's exact-likelihood model (``likelihood="exact"``: log-softmax or
     quadrature), maximised by full-batch L-BFGS: the reference optimum."""
     pyro.clear_param_store()
-    model = LinearClassifier(x.shape[1], K, noise=noise, likelihood="exact", init_scale=0.0,
-                             bias_init_scale=0.0)
+    model = LinearClassifier(x.shape[1], K, likelihood=Exact(noise), init=Init(scale=0.0, bias_scale=0.0))
     model(x[:1], y[:1])  # creates weight and bias
     params = [pyro.param(n).unconstrained() for n in ("weight", "bias")]
     opt = torch.optim.LBFGS(params, max_iter=iters, line_search_fn="strong_wolfe")
@@ -81,8 +82,7 @@ def exact_ll(x, y, W, b, noise):
 
 
 def build(kind, noise, D, K, s, B, lr, gaussian_nodes=16, strategy="per_datapoint"):
-    model = LinearClassifier(D, K, noise=noise, num_negatives=s, strategy=strategy, subsample_size=B,
-                             sparse=True)
+    model = LinearClassifier(D, K, likelihood=get_likelihood("ar", noise, s, strategy), subsample_size=B, sparse=True)
     plates = model.create_plates
     if kind == "gumbel":
         return model, GumbelLocalGuide(model, local_first=True, create_plates=plates), \

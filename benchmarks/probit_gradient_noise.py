@@ -37,6 +37,7 @@ from pyro_ar.infer.local_guides import ConditionalLocalGuide
 from pyro_ar.models import LinearClassifier
 
 from benchmarks import harness
+from pyro_ar.likelihoods import get_likelihood
 
 
 def exact_gradient(x, y, W, b, noise):
@@ -50,8 +51,10 @@ def draws(x, y, W, b, noise, subsample_s, subsample_t, mc_eps, reps, strategy="p
     K, D = W.shape
     pyro.clear_param_store()
     pyro.set_rng_seed(2)
-    model = LinearClassifier(D, K, noise=noise, num_negatives=10 if subsample_s else None,
-                             strategy=strategy if subsample_s else "per_datapoint", sparse=False)
+    model = LinearClassifier(D, K,
+                             likelihood=get_likelihood("ar", noise, 10 if subsample_s else None,
+                                                       strategy if subsample_s else "per_datapoint"),
+                             sparse=False)
     model(x[:2], y[:2])
     with torch.no_grad():
         pyro.param("weight").copy_(W)

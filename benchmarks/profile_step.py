@@ -45,6 +45,9 @@ import tempfile
 import time
 
 from benchmarks import harness
+from pyro_ar.likelihoods import AR
+from pyro_ar.models import Init
+from pyro_ar.negatives import SharedNegatives
 
 
 LABELS = [
@@ -138,9 +141,8 @@ def _svi_step(pkg, x, y, K, tag, B=512, S=64, lr=1e-3):
     its parameters prefixed by ``tag`` (several models in one param store)."""
     from pyro.infer import SVI
 
-    model = pkg.models.LinearClassifier(x.shape[1], K, noise="gumbel", likelihood="ar", num_negatives=S,
-                                        strategy="shared", subsample_size=B, sparse=True,
-                                        prefix=f"{tag}_", site=f"y_{tag}")
+    model = pkg.models.LinearClassifier(x.shape[1], K, likelihood=AR("gumbel", negatives=SharedNegatives(S)),
+                                        subsample_size=B, sparse=True, prefix=f"{tag}_", site=f"y_{tag}")
     svi = SVI(model, pkg.infer.default_guide(model), pkg.optim.lazy_adam({"lr": lr}), pkg.infer.default_elbo())
     return lambda: svi.step(x, y)
 
@@ -283,7 +285,7 @@ def _bigram_step(K, N, tag, seed):
     counts = torch.bincount(y, minlength=K)
     likelihood = AR("gumbel", negatives=ImportanceNegatives(256, (counts.double() + 1) ** 0.75))
     model = BigramLanguageModel(K, 64, likelihood=likelihood, subsample_size=512, prefix=f"{tag}_",
-                                site=f"y_{tag}", init_bias=unigram_log_probs(counts).float())
+                                site=f"y_{tag}", init=Init(bias=unigram_log_probs(counts).float()))
     svi = SVI(model, default_guide(model), lazy_adam({"lr": 3e-3}), default_elbo())
     return lambda: svi.step(x, y)
 

@@ -50,6 +50,8 @@ import subprocess
 import sys
 
 from benchmarks import harness
+from pyro_ar.likelihoods import AR, get_likelihood
+from pyro_ar.negatives import SharedNegatives
 
 PYRO_METHODS = ["ar_softmax", "ar_softmax_map", "ar_probit", "ar_logistic", "ove", "botev"]
 TORCH_METHODS = ["exact_torch", "ar_torch", "ar_torch_lazy"]
@@ -173,17 +175,17 @@ def _build(method, x, y, K, B, S, lr=1e-3, tag=None):
     if tag is None:
         pyro.clear_param_store()
     D = x.shape[1]
-    kw = dict(num_negatives=S, strategy="shared", subsample_size=B, sparse=True)
+    kw = dict(subsample_size=B, sparse=True)
     if tag is not None:  # several models in one param store (paired measurements)
         kw.update(prefix=f"{tag}_", site=f"y_{tag}")
     if method.startswith("ar_"):
         noise = {"ar_softmax": "gumbel", "ar_softmax_map": "gumbel", "ar_probit": "normal",
                  "ar_logistic": "logistic"}[method]
-        model = LinearClassifier(D, K, noise=noise, likelihood="ar",
+        model = LinearClassifier(D, K, likelihood=AR(noise, negatives=SharedNegatives(S)),
                                  weights="map" if method == "ar_softmax_map" else "mle", **kw)
         elbo = default_elbo()
     else:
-        model = LinearClassifier(D, K, likelihood=method, **kw)
+        model = LinearClassifier(D, K, likelihood=get_likelihood({"botev": "sampled"}.get(method, method), num_negatives=S, strategy="shared"), **kw)
         elbo = Trace_ELBO()
     svi = SVI(model, default_guide(model), lazy_adam({"lr": lr}), elbo)
 

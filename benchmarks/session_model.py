@@ -59,6 +59,7 @@ from pyro_ar.models import CategoricalLatentModel, unigram_log_probs
 from pyro_ar.models.latent import session_metrics
 from pyro_ar.negatives import ImportanceNegatives, LabelHeadNegatives, SharedNegatives
 from pyro_ar.optim import lazy_adam
+from pyro_ar.models import Init
 
 
 def recogym_sessions(num_products=1000, num_train=200, num_test=1000, seed=0, cache=None) -> SessionData:
@@ -133,7 +134,7 @@ def make_model(method, P, Q, subsample, negatives, hidden=64, prefix="", counts=
     bias = None if counts is None else unigram_log_probs(counts).float()
     prior = {k: v for k, v in (("weights", weights), ("prior_scale", prior_scale)) if v is not None}
     return CategoricalLatentModel(P, Q, lik, subsample_size=subsample, hidden_dim=hidden, prefix=prefix,
-                                  site=prefix + "v", init_bias=bias, **prior)
+                                  site=prefix + "v", init=Init(bias=bias), **prior)
 
 
 def fit(method, data, Q, steps, subsample, negatives, lr, time_budget=None, seed=0, counts=None):

@@ -62,6 +62,7 @@ from pyro_ar.optim import lazy_adam
 
 from benchmarks import harness
 from benchmarks.harness import peak_bytes, reset_peak, rss_bytes
+from pyro_ar.models import Init, MAP
 
 B, S, NNZ = 256, 20, 10
 #: The Brown problem: bags of the previous WINDOW words, the i-th previous word weighing 1/i
@@ -238,7 +239,7 @@ def ttq_methods(K, D, rank, counts, prior_scale, lr, batch_size, names=None):
         if names is not None and name not in names:
             continue
         model = LinearClassifier(D, K, likelihood=lik, subsample_size=batch_size, sparse=True, rank=rank,
-                                 weights="map", prior_scale=prior_scale, bias_init=bias_init,
+                                 weights=MAP(prior_scale=prior_scale), init=Init(bias=bias_init),
                                  prefix=f"{name}.", site=f"{name}_y")
         if name == "exact":
             out[name] = ExactLoop(model, lr, batch_size)

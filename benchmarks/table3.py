@@ -81,7 +81,7 @@ from pyro_ar.infer import (
 )
 from pyro_ar.infer.local_guides import ConditionalLocalGuide
 from pyro_ar.likelihoods import AR, OVE, Bouchard, Exact, Sampled
-from pyro_ar.models import LinearClassifier
+from pyro_ar.models import MAP, Init, LinearClassifier
 
 from benchmarks import harness
 
@@ -205,9 +205,8 @@ def run_method(method, args, data, K):
     N, D = x.shape
     model = LinearClassifier(
         D, K, likelihood=spec["make"](args.negatives),
-        subsample_size=args.batch, sparse=True, init_scale=0.1, bias_init_scale=1e-3,
-        utility=args.utility, weights="mle" if args.prior_scale is None else "map",
-        prior_scale=args.prior_scale or 1.0)
+        subsample_size=args.batch, sparse=True, init=Init(scale=0.1, bias_scale=1e-3),
+        utility=args.utility, weights="mle" if args.prior_scale is None else MAP(prior_scale=args.prior_scale))
     guide = default_guide(model, **({"oversample": args.oversample}
                                    if spec["noise"] != "gumbel" and spec["likelihood"] == "ar"
                                    and args.oversample else {}))

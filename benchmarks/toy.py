@@ -48,6 +48,7 @@ from pyro_ar.likelihoods import AR, OVE
 from pyro_ar.models import LinearClassifier
 
 from benchmarks import harness
+from pyro_ar.models import Init
 
 METHODS = {"ar_softmax": "A&R softmax", "ove": "OVE"}
 
@@ -99,7 +100,7 @@ def run(method, args, y, counts, p):
     x = torch.zeros(N, 1)
     likelihood = AR("gumbel", negatives=args.negatives) if method == "ar_softmax" else OVE(negatives=args.negatives)
     model = LinearClassifier(1, K, likelihood=likelihood, subsample_size=args.batch, sparse=True,
-                             init_scale=0.1, bias_init_scale=1e-3, utility="lazy")
+                             init=Init(scale=0.1, bias_scale=1e-3), utility="lazy")
     guide = default_guide(model)
     if method == "ar_softmax" and (args.rho_power != 0.9 or args.rho_min > 0 or args.estep_first):
         guide = GumbelLocalGuide(model, rho=harness.rho_schedule(args.rho_power, args.rho_min),

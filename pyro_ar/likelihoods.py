@@ -31,6 +31,7 @@ OVE(negatives=PerDatapointNegatives(num_negatives=20))
 """
 
 import math
+import numbers
 from typing import NamedTuple, Optional
 
 import torch
@@ -82,7 +83,7 @@ class DataSubsample(NamedTuple):
 
 
 def _as_sampler(negatives) -> NegativeSampler:
-    if negatives is None or isinstance(negatives, int) and not isinstance(negatives, bool):
+    if negatives is None or isinstance(negatives, numbers.Integral) and not isinstance(negatives, bool):
         return PerDatapointNegatives(negatives)
     if isinstance(negatives, NegativeSampler):
         return negatives
@@ -361,10 +362,9 @@ class _Default:
         return (_Default, ())
 
 
-#: The models' likelihood keywords (``noise``, ``num_negatives``, ``strategy``, ``proposal``)
-#: default to this value, "the model's default", so that a model tells a keyword the caller set
-#: from one left unset (:meth:`~pyro_ar.models.base.CategoricalModel.likelihood_shortcuts`).
-#: It shows as ``default`` in signatures.
+#: "The default": a keyword left at this value was not set by the caller (e.g. ``noise`` of
+#: :func:`pyro_ar.metrics.bound`, which is an error beside a likelihood object). It shows as
+#: ``default`` in signatures.
 DEFAULT = _Default()
 
 

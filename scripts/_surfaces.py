@@ -22,7 +22,8 @@ from pyro_ar.files import atomic_save
 from pyro_ar.infer import default_elbo, default_guide, train
 from pyro_ar.infer.local_fit import gaussian_local, gumbel_local, laplace_local
 from pyro_ar.infer.local_guides import ConditionalLocalGuide
-from pyro_ar.models import BayesianLinearClassifier, LinearClassifier
+from pyro_ar.likelihoods import AR
+from pyro_ar.models import BayesianLinearClassifier, Init, LinearClassifier
 from pyro_ar.negatives import ScreenedNegatives
 from pyro_ar.optim import lazy_adam
 from pyro_ar.quadrature import gauss_gumbel, gauss_hermite
@@ -83,7 +84,8 @@ X12, Y12 = torch.rand(12, 3, generator=G), torch.randint(0, 2, (12,), generator=
 
 def pattern_step(pattern, loc, weights, lr=0.01):
     pyro.clear_param_store()
-    model = LinearClassifier(3, 2, weight_pattern=pattern, weight_loc=loc, weights=weights, subsample_size=6)
+    model = LinearClassifier(3, 2, weight_pattern=pattern, init=Init(weight=loc), weights=weights,
+                             subsample_size=6)
     svi = SVI(model, default_guide(model), lazy_adam({"lr": lr}), default_elbo())
     return train(svi, X12, Y12, num_steps=2)[-1]["loss"]
 
@@ -93,7 +95,7 @@ surface("pattern", "LinearClassifier(weight_pattern) step", pattern_step, {
                 bad("K = 3", WeightPattern(KEYS, 3, 3), "D = 4", WeightPattern(KEYS, 2, 4), "a string", "p")),
     "loc": ([None], bad("NaN", T([0.0, NAN, 1.0]), "inf", T([INF, 0.0, 1.0]), "4 entries", torch.zeros(4),
                         "a string", "l")),
-    "weights": (["map", "mle"], bad("bayes", "bayes", "flat", "flat"))}, extra=("weight_pattern", "weight_loc"))
+    "weights": (["map", "mle"], bad("bayes", "bayes", "flat", "flat"))}, extra=("weight_pattern", "init.weight"))
 
 # ------------------------------------------------------------------ screened negatives
 surface("negatives", "ScreenedNegatives", lambda num_negatives, screen, exact: ScreenedNegatives(
@@ -134,7 +136,7 @@ for rule, top in ((gauss_gumbel, 20), (gauss_hermite, 40)):
         "like": ([torch.zeros(()), torch.zeros(2, dtype=torch.float64)],
                  bad("int", torch.zeros(2, dtype=torch.long), "bool", T([True]), "None", None, "0.0", 0.0,
                      "numpy", np.zeros(2)))})
-PROBIT = LinearClassifier(3, 5, noise="normal", num_negatives=2, subsample_size=4)
+PROBIT = LinearClassifier(3, 5, likelihood=AR("normal", negatives=2), subsample_size=4)
 surface("local fit", "ConditionalLocalGuide", lambda fit, refine_steps, negatives, oversample: ConditionalLocalGuide(
     PROBIT, negatives=negatives, fit=fit, refine_steps=refine_steps, oversample=oversample), {
     "fit": (["gumbel", "gaussian", "laplace"], bad("a list", ["gumbel"], "'normal'", "normal", "None", None, "3", 3)),
@@ -278,7 +280,7 @@ X8, Y8 = torch.randn(8, 3, generator=G), torch.randint(0, 7, (8,), generator=G)
 
 def bayes_run(lr, num_steps):
     pyro.clear_param_store()
-    model = BayesianLinearClassifier(3, 7, num_negatives=2, subsample_size=4)
+    model = BayesianLinearClassifier(3, 7, likelihood=AR(negatives=2), subsample_size=4)
     svi = SVI(model, default_guide(model), lazy_adam({"lr": lr}), default_elbo())
     return train(svi, X8, Y8, num_steps=num_steps)[-1]["loss"]
 

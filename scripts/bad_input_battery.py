@@ -39,6 +39,9 @@ from pyro_ar.models import (BayesianLinearClassifier, BayesianNeuralClassifier, 
                             LinearClassifier, NeuralClassifier)
 from pyro_ar.optim import lazy_adam  # noqa: E402
 from scripts._battery import Registry, run_all  # noqa: E402
+from pyro_ar.likelihoods import AR  # noqa: E402
+from pyro_ar.models import MAP, Init, LocalPosterior, SparseGPMap  # noqa: E402
+from pyro_ar.negatives import SharedNegatives  # noqa: E402
 
 BATTERY = Registry()
 case = BATTERY.case
@@ -64,11 +67,12 @@ X8, Y8 = torch.randn(8, 3), torch.randint(0, 7, (8,))
 MODELS = {
     "LinearClassifier": lambda: LinearClassifier(3, 7, subsample_size=4),
     "LinearClassifier(K=1e4)": lambda: LinearClassifier(3, 10_000, subsample_size=4),
-    "NeuralClassifier": lambda: NeuralClassifier(torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.Tanh()), 5, 7,
-                                                 num_negatives=2, subsample_size=4),
-    "BayesianLinearClassifier": lambda: BayesianLinearClassifier(3, 7, num_negatives=2, subsample_size=4),
-    "BayesianNeuralClassifier": lambda: BayesianNeuralClassifier(torch.nn.Linear(3, 5), 5, 7, num_negatives=2,
+    "NeuralClassifier": lambda: NeuralClassifier(torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.Tanh()),
+                                                 5, 7, likelihood=AR(negatives=2), subsample_size=4),
+    "BayesianLinearClassifier": lambda: BayesianLinearClassifier(3, 7, likelihood=AR(negatives=2),
                                                                  subsample_size=4),
+    "BayesianNeuralClassifier": lambda: BayesianNeuralClassifier(torch.nn.Linear(3, 5), 5, 7,
+                                                                 likelihood=AR(negatives=2), subsample_size=4),
 }
 XY_DEFECTS = {  # (a direct step checks its minibatch's labels: every row is bad here)
     "y = K": lambda K: (X8, torch.full((8,), K)),
@@ -103,9 +107,12 @@ for mname, make in MODELS.items():
     case("models", f"{mname}: train() with label K in row 3", ("y",))(bad_row)
 
 ITEMS = torch.randint(-1, 9, (6, 4))
-for mname, make in {"CategoricalLatentModel": lambda: CategoricalLatentModel(9, 2, num_negatives=3, subsample_size=3),
-                    "CategoricalLatentModel(local)": lambda: CategoricalLatentModel(9, 2, num_negatives=3,
-                                                                                   posterior="local", num_sessions=6)
+for mname, make in {"CategoricalLatentModel": lambda: CategoricalLatentModel(9, 2,
+                                                                             likelihood=AR(negatives=SharedNegatives(3)),
+                                                                             subsample_size=3),
+                    "CategoricalLatentModel(local)": lambda: CategoricalLatentModel(9, 2,
+                                                                                    likelihood=AR(negatives=SharedNegatives(3)),
+                                                                                    posterior=LocalPosterior(6, 2, 9))
                     }.items():
     for dname, items in {"items = P": lambda: ITEMS.index_fill(1, torch.tensor([0]), 9), "items = -2": lambda: ITEMS - 10,
                          "float items": lambda: ITEMS.float(), "bool items": lambda: ITEMS > 0,
@@ -119,20 +126,23 @@ for mname, make in {"CategoricalLatentModel": lambda: CategoricalLatentModel(9, 
         lambda make=make: fit(make(), ITEMS.index_put((torch.tensor([4]), torch.tensor([1])), torch.tensor(9))))
 
 XC = torch.stack([torch.randint(-1, 3, (6,)), torch.randint(0, 5, (6,))], -1)
-CLGP = lambda **kw: CategoricalLatentGP([3, 5], num_inducing=3, num_negatives=2, **kw)  # noqa: E731
+CLGP = lambda **kw: CategoricalLatentGP([3, 5], likelihood=AR(negatives=SharedNegatives(2)),  # noqa: E731
+                                        **{"utility": SparseGPMap(2, 3), **kw})
 for dname, x in {"x = K_d": lambda: XC.index_fill(1, torch.tensor([0]), 3), "x = -2": lambda: XC - 3, "float x": lambda: XC.float(),
                  "3 columns": lambda: torch.cat([XC, XC[:, :1]], -1), "0 rows": lambda: XC[:0]}.items():
     case("models", f"CategoricalLatentGP: {dname}", ("x",))(lambda x=x: step(CLGP(), x()))
 case("models", "CategoricalLatentGP: good x", (), bad=False)(lambda: step(CLGP(), XC))
 case("models", "CategoricalLatentGP: train() with x[5, 1] = 5", ("x",))(
     lambda: fit(CLGP(subsample_size=2), XC.index_put((torch.tensor([5]), torch.tensor([1])), torch.tensor(5))))
-for arg, values in {"lengthscale": [-1.0, 0.0, math.nan, math.inf, "2", None],
-                    "kernel_variance": [-2.0, math.nan], "init_u_scale": [0.0, -1.0]}.items():
+for arg, build, values in (
+        ("lengthscale", lambda v: CLGP(utility=SparseGPMap(2, 3, lengthscale=v)), [-1.0, 0.0, math.nan, math.inf, "2", None]),
+        ("variance", lambda v: CLGP(utility=SparseGPMap(2, 3, variance=v)), [-2.0, math.nan]),
+        ("posterior_scale", lambda v: CLGP(init=Init(posterior_scale=v)), [0.0, -1.0])):
     for v in values:
-        case("models", f"CategoricalLatentGP({arg}={v!r})", (arg,))(lambda arg=arg, v=v: CLGP(**{arg: v}))
+        case("models", f"CategoricalLatentGP({arg}={v!r})", (arg,))(lambda build=build, v=v: build(v))
 
 PREV, NEXT = torch.randint(0, 6, (8,)), torch.randint(0, 6, (8,))
-BIGRAM = lambda: BigramLanguageModel(6, 3, strategy="shared", num_negatives=2, subsample_size=4)  # noqa: E731
+BIGRAM = lambda: BigramLanguageModel(6, 3, likelihood=AR(negatives=SharedNegatives(2)), subsample_size=4)  # noqa: E731
 for dname, inputs in {"prev = K": lambda: (torch.full((8,), 6), NEXT), "next = -1": lambda: (PREV, NEXT - 6),
                       "float prev": lambda: (PREV.float(), NEXT), "next too long": lambda: (PREV, torch.cat([NEXT, NEXT])),
                       "0 rows": lambda: (PREV[:0], NEXT[:0])}.items():
@@ -141,14 +151,23 @@ case("models", "BigramLanguageModel: good", (), bad=False)(lambda: step(BIGRAM()
 case("models", "BigramLanguageModel: train() with prev = K in row 2", ("prev",))(
     lambda: fit(BIGRAM(), torch.where(torch.arange(8) == 2, 6, PREV), NEXT))
 
-for kw in [dict(num_negatives="many"), dict(num_negatives=0), dict(num_negatives=7), dict(sparse="yes"),
-           dict(num_classes=1), dict(num_features=0), dict(likelihood="softmax"), dict(noise="cauchy"),
-           dict(subsample_size=0), dict(prior_scale=-1.0), dict(rank=0)]:
+for label, names, kw in [
+        ("likelihood=AR(negatives='many')", ("negatives",), lambda: dict(likelihood=AR(negatives="many"))),
+        ("likelihood=AR(negatives=0)", ("num_negatives",), lambda: dict(likelihood=AR(negatives=0))),
+        ("likelihood=AR(negatives=7)", ("num_negatives",), lambda: dict(likelihood=AR(negatives=7))),
+        ("sparse='yes'", ("sparse",), lambda: dict(sparse="yes")),
+        ("num_classes=1", ("num_classes",), lambda: dict(num_classes=1)),
+        ("num_features=0", ("num_features",), lambda: dict(num_features=0)),
+        ("likelihood='softmax'", ("likelihood",), lambda: dict(likelihood="softmax")),
+        ("likelihood=AR('cauchy')", ("noise",), lambda: dict(likelihood=AR("cauchy"))),
+        ("subsample_size=0", ("subsample_size",), lambda: dict(subsample_size=0)),
+        ("weights=MAP(prior_scale=-1.0)", ("prior_scale",), lambda: dict(weights=MAP(prior_scale=-1.0))),
+        ("rank=0", ("rank",), lambda: dict(rank=0))]:
     def construct(kw=kw):
-        args = dict(num_features=3, num_classes=7, **kw)
+        args = dict(num_features=3, num_classes=7, **kw())
         model = LinearClassifier(args.pop("num_features"), args.pop("num_classes"), **args)
         return step(model, X8, Y8)
-    case("models", f"LinearClassifier({', '.join(f'{k}={v!r}' for k, v in kw.items())})", tuple(kw))(construct)
+    case("models", f"LinearClassifier({label})", names)(construct)
 
 
 # ------------------------------------------------------------------ the training loop

@@ -32,6 +32,7 @@ from pyro_ar.infer import (
 from pyro_ar.likelihoods import AR, Exact
 from pyro_ar.models import (BayesianLinearClassifier, CategoricalLatentGP, CategoricalLatentModel,
                             LinearClassifier, NeuralClassifier)
+from pyro_ar.models import LocalPosterior, SessionEncoder, SparseGPMap
 from pyro_ar.models.latent import session_metrics
 from pyro_ar.models.latent_gp import frequency_log_predictive, marginal_log_probs
 from pyro_ar.negatives import ImportanceNegatives, SharedNegatives
@@ -80,7 +81,8 @@ def test_linear_classifier_trains_and_evaluates_on_the_data_device(device, likel
 def test_sparse_inputs_and_low_rank_on_the_data_device(device):
     s = make_sparse_teacher(400, 200, K, nnz_per_row=5, seed=0)
     x, y = _on(device, s.x, s.y)
-    model = LinearClassifier(200, K, num_negatives=8, strategy="shared", subsample_size=64, sparse=True, rank=4)
+    model = LinearClassifier(200, K, likelihood=AR(negatives=SharedNegatives(8)), subsample_size=64,
+                             sparse=True, rank=4)
     svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
     assert all(math.isfinite(svi.step(x, y)) for _ in range(10))
     _assert_params_on(device)
@@ -140,8 +142,9 @@ def _sessions(U=40, P=30, T=6, seed=0):
 @pytest.mark.parametrize("posterior,utility", [("amortised", "linear"), ("local", "neural")])
 def test_latent_model_follows_the_data_device(device, posterior, utility):
     items = _sessions().to(device)
+    posterior = LocalPosterior(40, 2, 30) if posterior == "local" else posterior
     model = CategoricalLatentModel(30, 2, AR(negatives=SharedNegatives(5)), subsample_size=16, hidden_dim=8,
-                                   posterior=posterior, num_sessions=40, utility=utility)
+                                   posterior=posterior, utility=utility)
     svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.03}), default_elbo())
     assert all(math.isfinite(svi.step(items)) for _ in range(5))
     _assert_params_on(device)
@@ -179,8 +182,9 @@ def _categorical_table(n=40, seed=0):
 @pytest.mark.parametrize("utility", ["gp", "linear"])
 def test_latent_gp_trains_and_imputes_on_the_data_device(device, utility):
     x = _categorical_table().to(device)
-    model = CategoricalLatentGP(CARDS, 2, AR(negatives=SharedNegatives(2)), num_inducing=4, hidden_dim=8,
-                                utility=utility, subsample_size=16)
+    model = CategoricalLatentGP(CARDS, 2, AR(negatives=SharedNegatives(2)),
+                                posterior=SessionEncoder(sum(CARDS), 2, hidden_dim=8),
+                                utility=SparseGPMap(2, 4) if utility == "gp" else utility, subsample_size=16)
     svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.03}), default_elbo())
     assert all(math.isfinite(svi.step(x)) for _ in range(5))
     _assert_params_on(device)
@@ -207,7 +211,7 @@ def test_frequency_baselines_on_the_device_equal_the_cpu_ones(device):
 def test_class_subsampled_posterior_and_its_predictive_on_the_device(device):
     d = make_linear_teacher(N, D, K, seed=3)
     x, y = _on(device, d.x, d.y)
-    model = BayesianLinearClassifier(D, K, num_negatives=5, subsample_size=50)
+    model = BayesianLinearClassifier(D, K, likelihood=AR(negatives=5), subsample_size=50)
     guide = ClassSubsampledNormal(model)
     svi = SVI(model, guide, lazy_adam({"lr": 0.05}), ClosedFormELBO())
     assert all(math.isfinite(svi.step(x, y)) for _ in range(10))
@@ -246,7 +250,7 @@ def test_checkpoint_resumes_a_run_on_the_device(device, tmp_path):
 
     def run(num_steps, path=None):
         pyro.clear_param_store()
-        model = LinearClassifier(D, K, num_negatives=4, subsample_size=32, sparse=True)
+        model = LinearClassifier(D, K, likelihood=AR(negatives=4), subsample_size=32, sparse=True)
         svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
         hist = train(svi, x, y, num_steps=num_steps, checkpoint=path, log_every=1)
         return [h["loss"] for h in hist if h["step"] > 0], pyro.param("weight").detach().clone()

@@ -83,7 +83,7 @@ class TestShardedAR(LikelihoodContract):
     def make_likelihood(self):
         from pyro_ar.distributed import ShardedAR
 
-        return ShardedAR("gumbel", num_negatives=3)
+        return ShardedAR("gumbel", negatives=SharedNegatives(3))
 
 
 CONTRACTS = [obj for obj in vars(sys.modules[__name__]).values()

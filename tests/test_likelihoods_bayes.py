@@ -16,7 +16,7 @@ from pyro_ar.datasets import make_linear_teacher
 from pyro_ar.infer import default_elbo, default_guide
 from pyro_ar.likelihoods import (DataSubsample, GaussianBouchard, GaussianUtility, JaakkolaJordan,
                                  LocalReparameterization)
-from pyro_ar.models import NeuralClassifier
+from pyro_ar.models import GaussianWeights, NeuralClassifier
 from pyro_ar.optim import lazy_adam
 
 pytestmark = pytest.mark.usefixtures("seeded", "one_thread")
@@ -83,8 +83,9 @@ def test_local_reparameterization_is_unbiased_for_the_expected_log_likelihood():
     assert ((draws.mean(0) - exact).abs() < 4.5 * draws.std(0) / math.sqrt(1000)).all()
 
 
-def _model(likelihood, K, **kw):
-    return NeuralClassifier(torch.nn.Identity(), 4, K, likelihood=likelihood, weights="gaussian", **kw)
+def _model(likelihood, K, prior_scale=None, **kw):
+    return NeuralClassifier(torch.nn.Identity(), 4, K, likelihood=likelihood,
+                            weights=GaussianWeights(prior_scale=prior_scale), **kw)
 
 
 def test_the_analytic_elbo_is_below_the_monte_carlo_elbo_of_the_same_posterior():

@@ -14,6 +14,7 @@ from pyro_ar.evaluation import iter_chunks, linear_source, log_likelihood, predi
 from pyro_ar.models import LinearClassifier
 from pyro_ar.utility import LinearUtility, LinearWeights
 from pyro_ar.weight_pattern import PatternLinearUtility, PatternWeights, WeightPattern
+from pyro_ar.likelihoods import AR
 
 B, D, K, R, S = 9, 7, 23, 3, 4
 TOL = dict(rtol=1e-13, atol=1e-13)
@@ -140,7 +141,7 @@ def test_model_training_and_evaluation_utilities_agree(kw):
     (utility) are the same computation of the same layout."""
     x, _, _, y, g = _problem(5)
     kw = {"weight_pattern": _pattern(x, y, g)[0]} if kw == "pattern" else kw
-    model = LinearClassifier(D, K, num_negatives=5, **kw)
+    model = LinearClassifier(D, K, likelihood=AR(negatives=5), **kw)
     params = {n: torch.randn(s, generator=g, dtype=torch.float64) for n, s in model.parameter_shapes().items()}
     for xx in (x, x.to_sparse()):
         full = model.minibatch_utility(xx, params).full()

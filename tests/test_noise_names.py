@@ -22,6 +22,9 @@ import torch
 import pyro_ar
 from pyro_ar import get_noise
 from pyro_ar.noise import NOISE_ALIASES, NOISE_NAMES
+from pyro_ar.likelihoods import AR
+from pyro_ar.models import SparseGPMap
+from pyro_ar.negatives import SharedNegatives
 
 #: every name of the table, as a string argument takes it ("student_t" needs its degrees of
 #: freedom: written in the name, as a keyword cannot be passed through ``noise=``)
@@ -114,29 +117,11 @@ def _predictive(fn):
 
 
 def _models(name):
+    """The model classes take no noise (their likelihood object carries it: ``AR``, ``Exact``
+    above); what is left in ``pyro_ar.models`` is the unigram start."""
     def call(noise):
         from pyro_ar import models
 
-        if name == "LinearClassifier":
-            return _model_step(models.LinearClassifier(_D, _K, noise=noise, num_negatives=2), _x(), _y())
-        if name == "CategoricalModel":  # the base of the models: its likelihood carries the noise
-            return models.CategoricalModel(_K, noise=noise, num_negatives=2).likelihood.noise
-        if name == "LatentCategoricalModel":
-            return models.LatentCategoricalModel(_K, noise=noise, num_negatives=2).likelihood.noise
-        if name == "BayesianLinearClassifier":
-            return _model_step(models.BayesianLinearClassifier(_D, _K, noise=noise, num_negatives=2), _x(), _y())
-        if name == "BigramLanguageModel":
-            return _model_step(models.BigramLanguageModel(_K, 2, noise=noise, num_negatives=2,
-                                                                strategy="per_datapoint"), _y(), _y())
-        if name in ("NeuralClassifier", "BayesianNeuralClassifier"):
-            return _model_step(getattr(models, name)(torch.nn.Identity(), _D, _K, noise=noise, num_negatives=2),
-                               _x(), _y())
-        if name == "CategoricalLatentModel":
-            return _model_step(models.CategoricalLatentModel(_K, 2, noise=noise, num_negatives=2),
-                               torch.tensor([[0, 1], [2, 3]]))
-        if name == "CategoricalLatentGP":
-            return _model_step(models.CategoricalLatentGP([_K, 3], 2, noise=noise, num_negatives=2, num_inducing=3),
-                               torch.tensor([[0, 1], [3, 2]]))
         if name == "unigram_biases":
             return models.unigram_biases(torch.arange(1.0, _K + 1), noise=noise)
         raise KeyError(name)
@@ -172,15 +157,15 @@ def _distributed(name):
         from pyro_ar import distributed as dd
 
         if name == "ShardedAR":
-            return dd.ShardedAR(noise, num_negatives=2).noise
-        if name == "ClassShardedLinearClassifier":
-            return dd.ClassShardedLinearClassifier(_D, _K, noise=noise, num_negatives=2, shard=0, num_shards=1).noise
+            return dd.ShardedAR(noise, negatives=SharedNegatives(2)).noise
         if name == "sharded_evaluate":
             W, b = torch.randn(_K, _D), torch.zeros(_K)
             return dd.sharded_evaluate(dd.ShardedLinearUtility(_x(), W, b, dd.class_shard(_K, 0, 1)), _y(),
                                        noise=noise)
         if name == "ShardedAugmentedCategorical":
-            model = dd.ClassShardedLinearClassifier(_D, _K, noise="gumbel", num_negatives=2, shard=0, num_shards=1)
+            model = dd.ClassShardedLinearClassifier(_D, _K,
+                                                    likelihood=AR("gumbel", negatives=SharedNegatives(2)),
+                                                    shard=0, num_shards=1)
             return dd.ShardedAugmentedCategorical(model.utility(_x()), torch.zeros(5), noise=noise,
                                                   num_negatives=2).noise
         raise KeyError(name)
@@ -210,16 +195,13 @@ FACTORIES = {
         "top_k", "evaluate")},
     **{f"pyro_ar.infer.{f}": _predictive(f) for f in
        ("predictive_log_likelihood", "predictive_probs", "predictive_top_k")},
-    **{f"pyro_ar.models.{m}": _models(m) for m in
-       ("CategoricalModel", "LinearClassifier", "BigramLanguageModel", "BayesianLinearClassifier",
-        "NeuralClassifier", "BayesianNeuralClassifier", "LatentCategoricalModel", "CategoricalLatentModel",
-        "CategoricalLatentGP", "unigram_biases")},
+    **{f"pyro_ar.models.{m}": _models(m) for m in ("unigram_biases",)},
     **{f"pyro_ar.distributions.{m}": _distributions(m) for m in
        ("UtilityCategorical", "AugmentedCategorical", "sample_categorical", "RelaxedUtilityCategorical",
         "RelaxedUtilityCategoricalStraightThrough")},
     **{f"pyro_ar.likelihoods.{m}": _likelihoods(m) for m in ("Likelihood", "AR", "Exact", "get_likelihood")},
     **{f"pyro_ar.distributed.{m}": _distributed(m) for m in
-       ("ShardedAR", "ClassShardedLinearClassifier", "sharded_evaluate", "ShardedAugmentedCategorical")},
+       ("ShardedAR", "sharded_evaluate", "ShardedAugmentedCategorical")},
 }
 
 

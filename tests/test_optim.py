@@ -6,6 +6,8 @@ import torch.nn.functional as F
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from pyro_ar.optim import ADVIStepSize, LazyAdam, advi_step_size, lazy_adam
+from pyro_ar.likelihoods import AR
+from pyro_ar.negatives import SharedNegatives
 
 
 def _quadratic_grads(p, target):
@@ -131,7 +133,8 @@ def _svi_run(optim, steps=6, natural=True, seed=0):
     pyro.clear_param_store()
     pyro.set_rng_seed(seed)
     data = make_linear_teacher(300, 4, 40, seed=0)
-    model = LinearClassifier(4, 40, num_negatives=5, strategy="shared", subsample_size=32, sparse=True)
+    model = LinearClassifier(4, 40, likelihood=AR(negatives=SharedNegatives(5)), subsample_size=32,
+                             sparse=True)
     guide = GumbelLocalGuide(model, create_plates=model.create_plates,
                              local_step="natural" if natural else "gradient")
     svi = SVI(model, guide, optim, ClosedFormELBO())

@@ -19,6 +19,7 @@ from pyro_ar.negatives import ImportanceNegatives, PerDatapointNegatives, Shared
 from pyro_ar.subsets import sample_without_replacement
 from pyro_ar.optim import lazy_adam
 from pyro_ar.utility import DenseUtility, LinearUtility
+from pyro_ar.likelihoods import AR, get_likelihood
 
 LEVEL = 1e-3  # significance level of every chi-square test below
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")
@@ -261,7 +262,8 @@ def test_linear_classifier_shared_step_touches_only_used_rows():
     torch.manual_seed(0)
     K, D, N = 5000, 8, 300
     x, y = torch.randn(N, D), torch.randint(0, K, (N,))
-    model = LinearClassifier(D, K, num_negatives=16, strategy="shared", subsample_size=32, sparse=True)
+    model = LinearClassifier(D, K, likelihood=AR(negatives=SharedNegatives(16)), subsample_size=32,
+                             sparse=True)
     guide = GumbelLocalGuide(model, local_first=True)
     svi = SVI(model, guide, lazy_adam({"lr": 0.05}), ClosedFormELBO())
     svi.step(x, y)
@@ -282,8 +284,8 @@ def test_cuda_shared_and_importance_steps():
     x, y = torch.randn(N, D, device=dev), torch.randint(0, K, (N,), device=dev)
     for strategy, proposal in (("shared", None), ("importance", torch.rand(K, device=dev) + 0.1)):
         pyro.clear_param_store()
-        model = LinearClassifier(D, K, num_negatives=16, strategy=strategy, proposal=proposal,
-                                 subsample_size=32, sparse=True)
+        model = LinearClassifier(D, K, likelihood=get_likelihood("ar", num_negatives=16, strategy=strategy,
+                                                                 proposal=proposal), subsample_size=32, sparse=True)
         svi = SVI(model, GumbelLocalGuide(model, local_first=True), lazy_adam({"lr": 0.05}), ClosedFormELBO())
         assert math.isfinite(svi.step(x, y))
         assert pyro.param("weight").device.type == "cuda"

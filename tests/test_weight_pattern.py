@@ -10,6 +10,8 @@ from pyro_ar.infer import ClosedFormELBO, default_guide
 from pyro_ar.models import LinearClassifier
 from pyro_ar.optim import lazy_adam
 from pyro_ar.weight_pattern import PatternLinearUtility, PatternWeights, WeightPattern
+from pyro_ar.likelihoods import AR
+from pyro_ar.models import Init, MAP
 
 
 def _problem(seed=0, N=60, D=15, K=9):
@@ -72,10 +74,10 @@ def test_model_rejects_a_pattern_it_cannot_use():
         LinearClassifier(16, 9, weight_pattern=pattern)
     with pytest.raises(ValueError, match="rank=None"):
         LinearClassifier(15, 9, weight_pattern=pattern, rank=2)
-    with pytest.raises(ValueError, match="weight_loc must be a tensor of shape"):
-        LinearClassifier(15, 9, weight_pattern=pattern, weight_loc=torch.zeros(3))
+    with pytest.raises(ValueError, match="init.weight must be a tensor of shape"):
+        LinearClassifier(15, 9, weight_pattern=pattern, init=Init(weight=torch.zeros(3)))
     with pytest.raises(ValueError, match="needs a weight_pattern"):
-        LinearClassifier(15, 9, weight_loc=torch.zeros(3))
+        LinearClassifier(15, 9, init=Init(weight=torch.zeros(3)))
 
 
 def test_map_log_prior_estimate_is_unbiased_around_weight_loc():
@@ -83,8 +85,8 @@ def test_map_log_prior_estimate_is_unbiased_around_weight_loc():
     2,000 draws; tolerance 4 standard errors of that mean)."""
     _, _, pattern = _problem(3)
     loc = torch.randn(len(pattern), dtype=torch.float64)
-    model = LinearClassifier(15, 9, weights="map", prior_scale=0.5, weight_pattern=pattern,
-                             weight_loc=loc, num_prior_entries=5, penalize_bias=False)
+    model = LinearClassifier(15, 9, weights=MAP(prior_scale=0.5, penalize_bias=False, num_prior_entries=5),
+                             init=Init(weight=loc), weight_pattern=pattern)
     w = loc + torch.randn(len(pattern), dtype=torch.float64)
     params = {"weight": w, "bias": torch.zeros(9, dtype=torch.float64)}
     exact = torch.distributions.Normal(loc, 0.5).log_prob(w).sum()
@@ -97,7 +99,8 @@ def test_svi_on_the_pattern_fits_the_training_data():
     x, y, pattern = _problem(4, N=300, D=40, K=12)
     pyro.clear_param_store()
     torch.manual_seed(0)
-    model = LinearClassifier(40, 12, num_negatives=4, subsample_size=64, sparse=True, weight_pattern=pattern)
+    model = LinearClassifier(40, 12, likelihood=AR(negatives=4), subsample_size=64, sparse=True,
+                             weight_pattern=pattern)
     svi = SVI(model, default_guide(model, local_first=True), lazy_adam({"lr": 0.05}), ClosedFormELBO())
     xs = x.to_sparse()
     for _ in range(300):
@@ -124,7 +127,8 @@ def test_cuda_pattern_utility_and_estimator_path(monkeypatch):
     psi = PatternLinearUtility(x.to_sparse(), pattern, w, b)
     assert torch.allclose(psi.full(), x @ pattern.dense(w).T + b, atol=1e-5)
     pyro.clear_param_store()
-    model = LinearClassifier(15, 9, num_negatives=3, subsample_size=16, sparse=True, weight_pattern=pattern)
+    model = LinearClassifier(15, 9, likelihood=AR(negatives=3), subsample_size=16, sparse=True,
+                             weight_pattern=pattern)
     svi = SVI(model, default_guide(model, local_first=True), lazy_adam({"lr": 0.05}), ClosedFormELBO())
     assert torch.isfinite(torch.tensor(svi.step(x.to_sparse(), y)))
     assert pyro.param("weight").device.type == "cuda"
@@ -216,8 +220,8 @@ def test_weight_loc_must_be_finite(value):
     """It failed with torch's constraint message from inside an SVI step."""
     x, y, pattern = _problem()
     loc = torch.zeros(len(pattern)).index_fill(0, torch.tensor([3]), value)
-    with pytest.raises(ValueError, match=r"weight_loc must be finite, got non-finite values .* weight_loc\[3\]"):
-        LinearClassifier(15, 9, weight_pattern=pattern, weight_loc=loc)
+    with pytest.raises(ValueError, match=r"init.weight must be finite, got non-finite values .* init.weight\[3\]"):
+        LinearClassifier(15, 9, weight_pattern=pattern, init=Init(weight=loc))
 
 
 def test_an_empty_pattern_fits_the_bias_only():

@@ -43,6 +43,7 @@ from pyro_ar.optim import advi_step_size
 
 import _tutorial  # tutorials/_tutorial.py: size (--quick or PYRO_AR_QUICK=1), figures inline in notebooks
 from _tutorial import plt
+from pyro_ar.models import Init
 
 FIGURES = ("02_toy.png", "02_bibtex.png")
 PRIOR_SCALE = 0.3  # the regularised Bibtex fit's prior N(0, s^2) (benchmarks/table3.py --prior-scale)
@@ -68,7 +69,7 @@ def fit(likelihood, x, y, batch, steps, eval_fn=None, evals=10, **model_kwargs):
     pyro.clear_param_store()
     pyro.set_rng_seed(args.seed)
     model = LinearClassifier(x.shape[1], K, likelihood=likelihood, subsample_size=batch, sparse=True,
-                             init_scale=0.1, bias_init_scale=1e-3, **model_kwargs)
+                             init=Init(scale=0.1, bias_scale=1e-3), **model_kwargs)
     guide = default_guide(model)
     svi = SVI(model, guide, authors_optim(), default_elbo())
     pyro.poutine.block(model)(x, y)  # create the parameters, so the step-0 evaluation can run

@@ -66,6 +66,7 @@ from pyro_ar.optim import LazyAdam
 
 import _tutorial  # tutorials/_tutorial.py: size (--quick or PYRO_AR_QUICK=1), figures inline in notebooks
 from _tutorial import plt
+from pyro_ar.models import Bayes
 
 FIGURES = ("04_a_small_k.png", "04_b_large_k.png", "04_c_digits.png", "04_d_nuts.png")
 FIG = _tutorial.DEFAULT_OUT  # set by main() from --out
@@ -92,7 +93,7 @@ def part_a(small):
     pyro.clear_param_store()
     K, D, N = 4, 2, 300 if small else 1000
     data = make_linear_teacher(N, D, K, "normal", weight_scale=4.0, seed=0)
-    model = LinearClassifier(D, K, likelihood=AR("normal", negatives=2), weights="bayes", prior_scale=4.0,
+    model = LinearClassifier(D, K, likelihood=AR("normal", negatives=2), weights=Bayes(prior_scale=4.0),
                              subsample_size=100)  # prior N(0, 4^2), as the teacher's weights
     guide = AutoGuideList(model)
     guide.append(AutoNormal(hide_noise_sites(model)))  # W, b
@@ -137,7 +138,7 @@ def part_b(small):
     K, D, N, steps = (1000, 8, 4000, 200) if small else (5000, 16, 40000, 6000)
     data = make_linear_teacher(N + 2000, D, K, weight_scale=2.0, seed=1)  # prior N(0, 1) on W, b
     x, y, xt, yt = data.x[:N], data.y[:N], data.x[N:], data.y[N:]
-    model = BayesianLinearClassifier(D, K, num_negatives=64, subsample_size=256, prior_scale=2.0)
+    model = BayesianLinearClassifier(D, K, likelihood=AR(negatives=64), subsample_size=256, prior_scale=2.0)
     # q(W) mean field + q(eps | W) closed form. Rows of rare classes are updated only when they
     # fall in a step's class subsample, so the initial scale matters: a tenth of this one
     # leaves data-poor rows far too narrow (their 90% intervals miss many teacher weights), the
@@ -213,7 +214,8 @@ def part_c(small):
             guide, elbo = ClassSubsampledNormal(model), TraceMeanField_ELBO()
             weights = guide
         else:
-            model = BayesianLinearClassifier(64, 10, num_negatives=3, subsample_size=200, stratify=False)
+            model = BayesianLinearClassifier(64, 10, likelihood=AR(negatives=3), subsample_size=200,
+                                             stratify=False)
             elbo = ClosedFormELBO()
             if "indep" in name:
                 guide = AutoGuideList(model, create_plates=model.create_plates)
@@ -293,7 +295,7 @@ def part_d(small, seed):
             model = BayesianLinearClassifier(D, K, likelihood="exact")
             guide, elbo = ClassSubsampledNormal(model), TraceMeanField_ELBO()
         else:
-            model = BayesianLinearClassifier(D, K, num_negatives=2)
+            model = BayesianLinearClassifier(D, K, likelihood=AR(negatives=2))
             guide, elbo = ClassSubsampledNormal(model), ClosedFormELBO()
         sched = pyro.optim.LambdaLR({"optimizer": LazyAdam, "optim_args": {"lr": 0.03},
                                      "lr_lambda": lambda t: (1 + t / (steps / 10)) ** -0.7})

@@ -60,6 +60,7 @@ from pyro_ar.negatives import ImportanceNegatives
 
 import _tutorial  # tutorials/_tutorial.py: size (--quick or PYRO_AR_QUICK=1), figures inline in notebooks
 from _tutorial import plt
+from pyro_ar.models import Init
 
 FIGURES = ("05_test_loglik_vs_time.png", "05_next_word_predictions.png")
 RESULTS = "05_language_model.json"  # the run's numbers, beside the figures
@@ -150,10 +151,10 @@ def make(likelihood):
     pyro.clear_param_store()
     pyro.set_rng_seed(args.seed)
     if isinstance(likelihood, AR):
-        model = BigramLanguageModel(K, D, likelihood=likelihood, subsample_size=512, init_bias=init_bias)
+        model = BigramLanguageModel(K, D, likelihood=likelihood, subsample_size=512, init=Init(bias=init_bias))
         svi = SVI(model, default_guide(model), lazy_adam({"lr": 1e-2}), default_elbo())
     else:
-        model = BigramLanguageModel(K, D, likelihood=likelihood, subsample_size=512, init_bias=init_bias)
+        model = BigramLanguageModel(K, D, likelihood=likelihood, subsample_size=512, init=Init(bias=init_bias))
         svi = SVI(model, default_guide(model), pyro.optim.Adam({"lr": 3e-3}), Trace_ELBO())
     return model, svi
 

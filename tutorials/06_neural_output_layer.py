@@ -52,6 +52,7 @@ from pyro_ar.negatives import ImportanceNegatives
 
 import _tutorial  # tutorials/_tutorial.py: size (--quick or PYRO_AR_QUICK=1), figures inline in notebooks
 from _tutorial import plt
+from pyro_ar.models import Init
 
 FIGURES = ("06_mnist_equal_time.png", "06_brown_neural_lm.png")
 args = _tutorial.parse_args("Tutorial 6: A&R inside a neural network")
@@ -170,9 +171,10 @@ LM_LIKELIHOODS = {"A&R (256 negatives)": AR("gumbel", negatives=ImportanceNegati
 
 def lm_model(likelihood):
     exact = isinstance(likelihood, Exact)
-    return lambda: NeuralClassifier(NGramBody(Kw, n_ctx, E, H, sparse=not exact), H, Kw, likelihood=likelihood,
-                                    subsample_size=lm_batch, sparse=not exact, utility="dense" if exact else "lazy",
-                                    bias_init=unigram_log_probs(counts).float(), bias_init_scale=0.0)
+    return lambda: NeuralClassifier(NGramBody(Kw, n_ctx, E, H, sparse=not exact), H, Kw,
+                                    likelihood=likelihood, subsample_size=lm_batch, sparse=not exact,
+                                    utility="dense" if exact else "lazy",
+                                    init=Init(bias_scale=0.0, bias=unigram_log_probs(counts).float()))
 
 
 lm_results = {name: fit(lm_model(lik), wx, wy, wxt, wyt, lm_budget, metrics=("log_lik",),

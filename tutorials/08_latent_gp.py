@@ -37,7 +37,7 @@ from pyro.infer import SVI
 from pyro_ar.datasets import load_breast_cancer_wisconsin
 from pyro_ar import AR, Exact, SharedNegatives, default_elbo, default_guide, lazy_adam, train
 from pyro_ar.infer import LatentKLWarmup
-from pyro_ar.models import CategoricalLatentGP
+from pyro_ar.models import CategoricalLatentGP, Init, SessionEncoder, SparseGPMap
 from pyro_ar.models.latent_gp import frequency_log_predictive, marginal_log_probs
 
 import _tutorial  # tutorials/_tutorial.py: size (--quick or PYRO_AR_QUICK=1), figures inline in notebooks
@@ -92,8 +92,10 @@ configs = {
 models, curves, results = {}, {}, {}
 for name, cfg in configs.items():
     pyro.clear_param_store()
-    model = CategoricalLatentGP(data.cardinalities, 2, cfg["likelihood"], utility=cfg["utility"],
-                                num_inducing=16, subsample_size=64, hidden_dim=32, init_bias=bias)
+    model = CategoricalLatentGP(data.cardinalities, 2, cfg["likelihood"],
+                                utility=SparseGPMap(2, 16) if cfg["utility"] == "gp" else cfg["utility"],
+                                posterior=SessionEncoder(sum(data.cardinalities), 2, hidden_dim=32),
+                                subsample_size=64, init=Init(bias=bias))
     svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
     warmup = LatentKLWarmup(model, steps // 3) if cfg["utility"] == "gp" else None
     t = time.process_time()
@@ -150,8 +152,8 @@ _tutorial.save(fig, f"{args.out}/08_latent_space.png")
 for K in (1_000, 100_000):
     pyro.clear_param_store()
     x = torch.randint(0, K, (256, 3))
-    model = CategoricalLatentGP([K] * 3, 2, AR(negatives=SharedNegatives(50)), num_inducing=16,
-                                subsample_size=64, hidden_dim=32)
+    model = CategoricalLatentGP([K] * 3, 2, AR(negatives=SharedNegatives(50)), utility=SparseGPMap(2, 16),
+                                posterior=SessionEncoder(3 * K, 2, hidden_dim=32), subsample_size=64)
     svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
     svi.step(x)
     t = time.process_time()

@@ -50,6 +50,7 @@ from pyro_ar.negatives import ImportanceNegatives
 
 import _tutorial  # tutorials/_tutorial.py: size (--quick or PYRO_AR_QUICK=1), figures inline in notebooks
 from _tutorial import plt
+from pyro_ar.models import Init
 
 FIGURES = ("09_step_cost_vs_k.png", "09_test_loglik_vs_time.png")
 
@@ -121,7 +122,7 @@ def bigram(likelihood, k, cnt, lr):
     pyro.clear_param_store()
     pyro.set_rng_seed(args.seed)
     model = BigramLanguageModel(k, D, likelihood=likelihood, subsample_size=512,
-                                init_bias=unigram_log_probs(cnt).float())
+                                init=Init(bias=unigram_log_probs(cnt).float()))
     if isinstance(likelihood, AR):
         return model, SVI(model, default_guide(model), lazy_adam({"lr": lr}), default_elbo())
     return model, SVI(model, default_guide(model), pyro.optim.Adam({"lr": lr}), Trace_ELBO())

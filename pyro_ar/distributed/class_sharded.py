@@ -39,6 +39,8 @@ from ..distributions import AugmentedCategorical
 from ..distributions.augmented import INFER_KEY, NoiseSite, _noise_prior
 from ..distributions.class_sum import masked_weighted_sum
 from ..likelihoods import AR
+from ..models.weights import Init
+from ..negatives import PerDatapointNegatives, SharedNegatives
 from ..models.linear import LinearClassifier
 from ..subsets import sample_without_replacement
 from ..utility import LinearUtility, Utility
@@ -253,24 +255,26 @@ class ShardedAR(AR):
     :class:`ShardedAugmentedCategorical`.
 
     :param noise: the noise of the utility model.
-    :param num_negatives: s over all shards (None: exact).
-    :param str strategy: ``"shared"`` or ``"per_datapoint"``.
+    :param negatives: uniform negatives over all shards, as every likelihood takes them:
+        ``SharedNegatives(s)`` (shared by the minibatch), an int s or
+        ``PerDatapointNegatives(s)`` (per datapoint); None: exact.
     :param stream: the rank's :class:`~pyro_ar.distributed.RandomStream` (its negatives).
     :param group: the process group (default: the world).
 
     Example:
 
     >>> from pyro_ar.distributed import ShardedAR
-    >>> ShardedAR("gumbel", num_negatives=64)
+    >>> from pyro_ar.negatives import SharedNegatives
+    >>> ShardedAR("gumbel", negatives=SharedNegatives(64))
     ShardedAR(noise='gumbel', num_negatives=64, strategy='shared')
     """
 
-    def __init__(self, noise="gumbel", num_negatives: Optional[int] = None, strategy: str = "shared",
-                 stream=None, group=None):
-        super().__init__(noise, num_negatives)
-        if strategy not in ("shared", "per_datapoint"):
-            raise ValueError(f"strategy must be 'shared' or 'per_datapoint', got strategy={strategy!r}")
-        self.strategy, self.stream, self.group = strategy, stream, group
+    def __init__(self, noise="gumbel", negatives=None, stream=None, group=None):
+        super().__init__(noise, negatives)
+        if type(self.sampler) not in (SharedNegatives, PerDatapointNegatives):
+            raise ValueError(f"negatives must be None, an int, SharedNegatives or PerDatapointNegatives "
+                             f"(uniform negatives), got negatives={negatives!r}")
+        self.strategy, self.stream, self.group = self.sampler.strategy, stream, group
 
     def sample(self, site, utility, obs, data):
         if not isinstance(utility, ShardedLinearUtility):  # every class on this rank: one shard
@@ -299,10 +303,15 @@ class ClassShardedLinearClassifier(LinearClassifier):
     :func:`~pyro_ar.infer.train` so checkpoints carry it. ``weights="map"`` estimates the
     prior from :math:`U_r \approx U K_r/K` rows per shard, summed across ranks.
 
+    :param likelihood: ``"ar"`` (Gumbel noise, every class) or an
+        :class:`~pyro_ar.likelihoods.AR` whose noise and uniform negatives (an int or
+        ``SharedNegatives(s)``: shared by the minibatch; ``PerDatapointNegatives(s)``) the
+        rank's :class:`ShardedAR` takes.
     :param shard: this rank's shard (default: the rank).
     :param num_shards: the number of shards (default: the world size).
     :param int seed: the shard's stream is ``RandomStream(seed + 104729 * (shard + 1))``.
-    :param group: the process group. Other arguments as :class:`~pyro_ar.models.LinearClassifier`.
+    :param group: the process group. Other arguments as :class:`~pyro_ar.models.LinearClassifier`
+        (the parameters' names have no prefix).
 
     Example:
 
@@ -310,7 +319,7 @@ class ClassShardedLinearClassifier(LinearClassifier):
     >>> from pyro_ar.distributed import ClassShardedLinearClassifier
     >>> from pyro_ar.infer import default_elbo, default_guide
     >>> data = ar.datasets.make_linear_teacher(500, 4, 100, seed=0)
-    >>> model = ClassShardedLinearClassifier(4, 100, num_negatives=10, subsample_size=50)
+    >>> model = ClassShardedLinearClassifier(4, 100, ar.likelihoods.AR(negatives=10), subsample_size=50)
     >>> optim, elbo = ar.optim.lazy_adam({"lr": 0.05}), default_elbo()
     >>> svi = pyro.infer.SVI(model, default_guide(model), optim, elbo)
     >>> history = ar.infer.train(svi, data.x, data.y, num_steps=5, modules=[model.stream])
@@ -320,24 +329,31 @@ class ClassShardedLinearClassifier(LinearClassifier):
     ['accuracy', 'log_lik']
     """
 
-    def __init__(self, num_features: int, num_classes: int, *, num_negatives: Optional[int] = None,
-                 strategy: str = "shared", noise="gumbel", shard: Optional[int] = None,
-                 num_shards: Optional[int] = None, seed: int = 0, group=None, weights: str = "mle",
-                 prior_scale: float = 1.0, num_prior_classes: Optional[int] = None,
-                 subsample_size: Optional[int] = None, sparse: bool = True, init_scale: float = 0.1,
-                 bias_init_scale: float = 1e-3, prefix: str = "", site: str = "y"):
-        if weights == "bayes":
-            raise ValueError("weights='bayes' is not supported by the class-sharded model; use "
-                             "'mle' or 'map'")
+    #: the string shortcut's defaults: every class (negatives shared by the minibatch when given)
+    likelihood_defaults = {"noise": "gumbel", "num_negatives": None, "strategy": "shared", "proposal": None}
+    weight_choices = ("mle", "map")
+    init_fields = ("scale", "bias_scale")
+
+    def __init__(self, num_features: int, num_classes: int, likelihood="ar", *, shard: Optional[int] = None,
+                 num_shards: Optional[int] = None, seed: int = 0, group=None, weights="mle",
+                 subsample_size: Optional[int] = None, sparse: bool = True, init: Optional[Init] = None,
+                 site: str = "y"):
+        lik = self.make_likelihood(likelihood, num_classes)
+        if type(lik) is not AR:
+            raise ValueError(f"likelihood must be 'ar' or an AR likelihood (its noise and uniform "
+                             f"negatives), got likelihood={likelihood!r}")
         shard = get_rank(group) if shard is None else shard
         self.class_shard = class_shard(num_classes, shard, get_world_size(group) if num_shards is None
                                        else num_shards)
         self.stream, self.group = RandomStream(seed + 104729 * (shard + 1)), group
-        likelihood = ShardedAR(noise, num_negatives, strategy, self.stream, group)
+        likelihood = ShardedAR(lik.noise, lik.sampler, self.stream, group)
         super().__init__(num_features, num_classes, likelihood=likelihood, weights=weights,
-                         prior_scale=prior_scale, subsample_size=subsample_size, sparse=sparse,
-                         init_scale=init_scale, bias_init_scale=bias_init_scale, prefix=prefix, site=site)
-        self.num_prior_classes = num_prior_classes
+                         subsample_size=subsample_size, sparse=sparse, init=init, site=site)
+
+    @classmethod
+    def resolve_shortcuts(cls, likelihood, num_classes, values):
+        """The defaults as they are (no ``"auto"`` negatives here)."""
+        return values
 
     def run_modules(self):
         """The modules whose buffers a checkpoint of this model's run holds: the negatives' stream."""

@@ -17,21 +17,24 @@ from ..features import feature_rows
 from ..infer import ClosedFormELBO, default_guide, local_parameter_names
 from ..infer.param_state import mean_field_draws, state_on
 from ..likelihoods import Exact
-from ..models import LinearClassifier, unigram_biases
+from ..models import Init, LinearClassifier, unigram_biases
+from ..models.weights import get_weights
 from ..optim import lazy_adam
 
 #: Adam's step size for per-datapoint variational parameters (local guides that keep some)
 LOCAL_LEARNING_RATE = 0.1
 
 
-def linear_model(est, weights, K, D, likelihood, prior_scale=1.0, **options):
+def linear_model(est, weights, K, D, likelihood, prior_scale=1.0, *, subsample_size=None, rank=None,
+                 bias_init=None, weight_loc=None):
     """The :class:`~pyro_ar.models.LinearClassifier` of the estimator ``est`` with the checked
     ``weights`` (:class:`~pyro_ar.infer.selection.Weights`) and the likelihood object (the bias
-    unpenalised, like scikit-learn's intercept; W on ``est.weight_pattern_`` when it has one);
-    ``options``: ``subsample_size``, ``rank``, ``bias_init``, ``weight_loc``."""
-    return LinearClassifier(D, K, likelihood=likelihood, weights=weights.kind, prior_scale=prior_scale,
-                            sparse=weights.kind != "bayes", site="y", penalize_bias=False,
-                            weight_pattern=getattr(est, "weight_pattern_", None), **options)
+    unpenalised, like scikit-learn's intercept; W on ``est.weight_pattern_`` when it has one):
+    the one place the estimator builds its model's weight strategy and initialisation."""
+    strategy = get_weights(weights.kind).with_defaults(prior_scale=prior_scale, penalize_bias=False)
+    return LinearClassifier(D, K, likelihood=likelihood, weights=strategy, subsample_size=subsample_size,
+                            sparse=weights.kind != "bayes", init=Init(bias=bias_init, weight=weight_loc),
+                            site="y", rank=rank, weight_pattern=getattr(est, "weight_pattern_", None))
 
 
 def training_svi(est, weights, spec, K, D, y, batch_size, prior_scale):

@@ -71,7 +71,7 @@ def _site(elbo, model, guide, args, kwargs):
         return None
     if elbo.num_particles != 1 or is_validation_enabled() or not _only_param_capture():
         return None
-    if not (type(model) in _MODELS and type(model.weight_strategy) is PerClassWeights and model.weights == "mle"
+    if not (type(model) in _MODELS and isinstance(model.weight_strategy, PerClassWeights) and model.weights == "mle"
             and type(model.likelihood) is AR and unit_gumbel_optimum(model.likelihood.noise)):
         return None
     if not (type(guide) is GumbelLocalGuide and guide.local_step == "natural"
@@ -106,7 +106,7 @@ def compiled_loss_and_grads(elbo, model, guide, args, kwargs):
     >>> from pyro_ar.infer import ClosedFormELBO, default_guide
     >>> from pyro_ar.infer.compiled import compiled_loss_and_grads
     >>> data = ar.datasets.make_linear_teacher(200, 3, 20, seed=0)
-    >>> model = ar.LinearClassifier(3, 20, num_negatives=4, subsample_size=16, sparse=True)
+    >>> model = ar.LinearClassifier(3, 20, likelihood=ar.likelihoods.AR(negatives=4), subsample_size=16, sparse=True)
     >>> guide, elbo = default_guide(model), ClosedFormELBO()
     >>> with pyro.validation_enabled(False):
     ...     first = compiled_loss_and_grads(elbo, model, guide, (data.x, data.y), {})  # guide not set up

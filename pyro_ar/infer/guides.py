@@ -74,7 +74,8 @@ def default_local_guide(model, local_first=None, part_of_list: bool = False, loc
 
     >>> from pyro_ar.infer import default_local_guide
     >>> from pyro_ar.models import LinearClassifier
-    >>> type(default_local_guide(LinearClassifier(3, 10, noise="normal"))).__name__
+    >>> from pyro_ar.likelihoods import AR
+    >>> type(default_local_guide(LinearClassifier(3, 10, likelihood=AR("normal")))).__name__
     'ConditionalLocalGuide'
     """
     if local is not None and local not in _LOCAL:

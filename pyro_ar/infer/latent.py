@@ -64,7 +64,9 @@ class LatentGuide:
     >>> import torch, pyro.poutine as poutine
     >>> from pyro_ar.infer import LatentGuide
     >>> from pyro_ar.models import CategoricalLatentModel
-    >>> model = CategoricalLatentModel(50, 2, num_negatives=5)
+    >>> from pyro_ar.likelihoods import AR
+    >>> from pyro_ar.negatives import SharedNegatives
+    >>> model = CategoricalLatentModel(50, 2, likelihood=AR(negatives=SharedNegatives(5)))
     >>> tr = poutine.trace(LatentGuide(model)).get_trace(torch.tensor([[1, 2, -1], [3, -1, -1]]))
     >>> tr.nodes["omega"]["value"].shape, tr.nodes["v_eps"]["value"].shape
     (torch.Size([2, 1, 2]), torch.Size([2, 3]))
@@ -144,7 +146,9 @@ class LatentKLWarmup:
 
     >>> from pyro_ar.infer import LatentKLWarmup
     >>> from pyro_ar.models import CategoricalLatentModel
-    >>> model = CategoricalLatentModel(50, 2, num_negatives=5)
+    >>> from pyro_ar.likelihoods import AR
+    >>> from pyro_ar.negatives import SharedNegatives
+    >>> model = CategoricalLatentModel(50, 2, likelihood=AR(negatives=SharedNegatives(5)))
     >>> warmup = LatentKLWarmup(model, num_steps=4)
     >>> weights = [model.latent_kl_weight]
     >>> for _ in range(5):

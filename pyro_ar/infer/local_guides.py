@@ -84,7 +84,8 @@ def is_noise_site(msg) -> bool:
     >>> from pyro_ar.infer import is_noise_site
     >>> from pyro_ar.models import LinearClassifier
     >>> data = make_linear_teacher(100, 3, 10, seed=0)
-    >>> model = LinearClassifier(3, 10, num_negatives=2, subsample_size=20)
+    >>> from pyro_ar.likelihoods import AR
+    >>> model = LinearClassifier(3, 10, likelihood=AR(negatives=2), subsample_size=20)
     >>> tr = poutine.trace(model).get_trace(data.x, data.y)
     >>> [name for name, site in tr.nodes.items() if site["type"] == "sample" and is_noise_site(site)]
     ['y_eps']
@@ -101,7 +102,8 @@ def hide_noise_sites(model):
     >>> from pyro.infer.autoguide import AutoGuideList, AutoNormal
     >>> from pyro_ar.models import LinearClassifier
     >>> from pyro_ar.infer import NoiseLocalGuide, hide_noise_sites
-    >>> model = LinearClassifier(5, 100, noise="normal", weights="bayes", num_negatives=10, subsample_size=64)
+    >>> from pyro_ar.likelihoods import AR
+    >>> model = LinearClassifier(5, 100, likelihood=AR("normal", negatives=10), weights="bayes", subsample_size=64)
     >>> guide = AutoGuideList(model)
     >>> guide.append(AutoNormal(hide_noise_sites(model)))   # the weights
     >>> guide.append(NoiseLocalGuide(model))                # the per-datapoint noise
@@ -230,7 +232,7 @@ class GumbelLocalGuide(_LocalGuide):
 
     >>> import pyro, pyro_ar as ar
     >>> data = ar.datasets.make_linear_teacher(1000, 5, 50, seed=0)
-    >>> model = ar.LinearClassifier(5, 50, num_negatives=5, subsample_size=100, sparse=True)
+    >>> model = ar.LinearClassifier(5, 50, likelihood=ar.likelihoods.AR(negatives=5), subsample_size=100, sparse=True)
     >>> guide = ar.infer.GumbelLocalGuide(model, create_plates=model.create_plates, local_first=True)
     >>> svi = pyro.infer.SVI(model, guide, ar.optim.lazy_adam({"lr": 0.05}), ar.infer.ClosedFormELBO())
     >>> losses = [svi.step(data.x, data.y) for _ in range(20)]
@@ -321,7 +323,8 @@ class NoiseLocalGuide(_LocalGuide):
     >>> from pyro_ar.models import LinearClassifier
     >>> from pyro_ar.optim import lazy_adam
     >>> data = make_linear_teacher(1000, 5, 50, "normal", seed=0)
-    >>> model = LinearClassifier(5, 50, noise="normal", num_negatives=5, subsample_size=100, sparse=True)
+    >>> from pyro_ar.likelihoods import AR
+    >>> model = LinearClassifier(5, 50, likelihood=AR("normal", negatives=5), subsample_size=100, sparse=True)
     >>> svi = SVI(model, NoiseLocalGuide(model), lazy_adam({"lr": 0.05}), TraceMeanField_ELBO())
     >>> loss = svi.step(data.x, data.y)
     """
@@ -367,7 +370,7 @@ class AmortizedLocalGuide(_LocalGuide):
 
     >>> import pyro, pyro_ar as ar
     >>> data = ar.datasets.make_linear_teacher(1000, 5, 50, "logistic", seed=0)
-    >>> model = ar.LinearClassifier(5, 50, noise="logistic", num_negatives=5, subsample_size=100)
+    >>> model = ar.LinearClassifier(5, 50, likelihood=ar.likelihoods.AR("logistic", negatives=5), subsample_size=100)
     >>> guide = ar.infer.AmortizedLocalGuide(model, hidden_dim=16)   # no per-datapoint state
     >>> elbo = pyro.infer.TraceMeanField_ELBO()
     >>> loss = pyro.infer.SVI(model, guide, ar.optim.lazy_adam({"lr": 0.01}), elbo).step(data.x, data.y)
@@ -501,7 +504,8 @@ class ConditionalLocalGuide(_LocalGuide):
     >>> from pyro_ar.models import LinearClassifier
     >>> from pyro_ar.optim import lazy_adam
     >>> data = make_linear_teacher(1000, 5, 50, "normal", seed=0)
-    >>> model = LinearClassifier(5, 50, noise="normal", num_negatives=5, subsample_size=100, sparse=True)
+    >>> from pyro_ar.likelihoods import AR
+    >>> model = LinearClassifier(5, 50, likelihood=AR("normal", negatives=5), subsample_size=100, sparse=True)
     >>> guide = ConditionalLocalGuide(model, create_plates=model.create_plates)
     >>> loss = SVI(model, guide, lazy_adam({"lr": 0.05}), TraceMeanField_ELBO()).step(data.x, data.y)
     >>> list(guide.parameters())      # no per-datapoint state

@@ -82,7 +82,7 @@ class ClassSubsampledNormal(AutoGuide):
 
     >>> import torch, pyro, pyro_ar as ar
     >>> from pyro_ar.models import BayesianLinearClassifier
-    >>> model = BayesianLinearClassifier(8, 10_000, num_negatives=32, subsample_size=128)
+    >>> model = BayesianLinearClassifier(8, 10_000, likelihood=ar.likelihoods.AR(negatives=32), subsample_size=128)
     >>> guide = ar.infer.ClassSubsampledNormal(model)
     >>> data = ar.datasets.make_linear_teacher(2000, 8, 10_000, seed=0)
     >>> optim, elbo = ar.optim.lazy_adam({"lr": 0.05}), ar.infer.ClosedFormELBO()

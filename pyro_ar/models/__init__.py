@@ -21,11 +21,12 @@ from .base import CategoricalModel
 from .bayesian_linear import BayesianLinearClassifier
 from .bigram import BigramLanguageModel, unigram_biases, unigram_log_probs
 from .latent import CategoricalLatentModel, LatentCategoricalModel, LocalPosterior, SessionEncoder
-from .latent_gp import CategoricalLatentGP
+from .latent_gp import CategoricalLatentGP, SparseGPMap
 from .linear import LinearClassifier
 from .neural import NeuralClassifier
 from .neural_lm import NGramBody, context_windows
 from .bayesian_neural import BayesianNeuralClassifier
+from .weights import MAP, MLE, Bayes, GaussianWeights, Init, WeightStrategy
 
 __all__ = [
     "CategoricalModel",
@@ -37,5 +38,6 @@ __all__ = [
     "unigram_log_probs",
     "unigram_biases",
     "LatentCategoricalModel", "CategoricalLatentModel", "SessionEncoder", "LocalPosterior",
-    "CategoricalLatentGP",
+    "CategoricalLatentGP", "SparseGPMap",
+    "WeightStrategy", "MLE", "MAP", "Bayes", "GaussianWeights", "Init",
 ]

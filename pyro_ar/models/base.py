@@ -35,7 +35,6 @@ parameters), :meth:`check_inputs` (what its inputs look like) and :meth:`minibat
 (how the utilities of a minibatch are computed from its inputs and the parameters).
 """
 
-import numbers
 import weakref
 from typing import Dict, Optional, Tuple
 
@@ -45,15 +44,17 @@ import pyro
 import pyro.distributions as dist
 
 from .. import evaluation
-from ..likelihoods import DEFAULT, DataSubsample, Likelihood, get_likelihood
+from ..likelihoods import Likelihood, get_likelihood
 from ..subsets import sample_without_replacement
 from ..distributions.categorical import check_labels
 from ..numerics import check_finite, check_int
-from .plates import SubsamplePlate, WeightedPlate  # noqa: F401  (WeightedPlate: its former home)
+from .plates import SubsamplePlate, WeightedPlate, check_sample_weight, take_rows  # noqa: F401  (their former home)
+from .weights import MLE, PerClassWeights, WeightStrategy, get_weights  # noqa: F401  (their former home)
 
-__all__ = ["CategoricalModel", "WeightStrategy", "PerClassWeights", "take_rows", "check_positive_int", "check_sample_weight"]
+__all__ = ["CategoricalModel", "check_positive_int", "MOVED_KEYWORDS"]
 
-#: the treatments of the global weights: point estimates (maximum likelihood, MAP) or a posterior
+#: the treatments of the global weights a model takes by default: point estimates (maximum
+#: likelihood, MAP) or a posterior (the names of :data:`pyro_ar.models.weights.WEIGHTS`)
 WEIGHT_CHOICES = ("mle", "map", "bayes")
 
 
@@ -70,132 +71,27 @@ def check_positive_int(name: str, value, allow_none: bool = False, low: int = 1)
     return check_int(name, value, low=low, allow_none=allow_none)
 
 
-def take_rows(x, index: Optional[torch.Tensor]):
-    """Rows ``index`` of ``x`` (a tensor, or any row-indexable stand-in such as the
-    estimator's sparse rows); ``x`` itself when ``index`` is None.
-
-    Example:
-
-    >>> import torch
-    >>> from pyro_ar.models.base import take_rows
-    >>> take_rows(torch.arange(5), torch.tensor([3, 1])).tolist()
-    [3, 1]
-    """
-    if index is None:
-        return x
-    if isinstance(x, torch.Tensor):  # (a plate made without create_plates subsamples on the CPU)
-        return x.index_select(0, index.to(x.device))
-    return x[index]
-
-
-def check_sample_weight(sample_weight, num_data: int):
-    """Validate per-datapoint weights: a finite, non-negative tensor of shape (N,).
-
-    Example:
-
-    >>> import torch
-    >>> from pyro_ar.models.base import check_sample_weight
-    >>> check_sample_weight(torch.ones(3), 3)
-    >>> check_sample_weight(torch.tensor([1.0, -1.0]), 2)
-    Traceback (most recent call last):
-    ...
-    ValueError: sample_weight must be finite and >= 0, got [-1.0]
-    """
-    if not isinstance(sample_weight, torch.Tensor) or sample_weight.shape != (num_data,):
-        raise ValueError(f"sample_weight must be a tensor of shape ({num_data},), got "
-                         f"{getattr(sample_weight, 'shape', sample_weight)!r}")
-    bad = ~torch.isfinite(sample_weight) | (sample_weight < 0)
-    if bad.any():
-        raise ValueError(f"sample_weight must be finite and >= 0, got {sample_weight[bad][:5].tolist()}")
-
-
-class WeightStrategy:
-    r"""How the per-class parameters of a model enter one model step: the plates the step
-    opens (shared with the guides through ``model.create_plates``) and the step itself.
-    A model holds one (:attr:`CategoricalModel.weight_strategy`); the base class's
-    ``__call__`` runs its :meth:`step`, so no model overrides ``__call__``.
-
-    The default, :class:`PerClassWeights`, takes every per-class parameter at once
-    (:meth:`CategoricalModel.parameters`: params for ``weights="mle"``/``"map"``, prior
-    sample sites for ``"bayes"``); :class:`~pyro_ar.models.bayesian_linear.ClassSubsampledWeights`
-    samples only the rows of a class subsample (:class:`~pyro_ar.models.BayesianLinearClassifier`).
-    Both are Bayesian weights of the same model (``weights == "bayes"``): they differ in the
-    rows a step samples and its cost, not in the prior or the likelihood;
-    :func:`~pyro_ar.infer.default_guide` chooses the guide by the strategy.
-
-    Example:
-
-    >>> import torch, pyro.poutine as poutine
-    >>> from pyro_ar.models import BayesianLinearClassifier
-    >>> model = BayesianLinearClassifier(2, 50, num_negatives=4, subsample_size=8)
-    >>> x, y = torch.randn(100, 2), torch.randint(0, 50, (100,))
-    >>> tr = poutine.trace(model).get_trace(x, y)         # model(x, y) = model.weight_strategy.step(...)
-    >>> type(model.weight_strategy).__name__, tr.nodes["weight"]["value"].shape[0] < 50
-    ('ClassSubsampledWeights', True)
-    """
-
-    def create_plates(self, model, x, y=None, sample_weight=None):
-        """The plates of one step (here the O(B) ``"data"`` plate, :meth:`CategoricalModel.data_plate`)."""
-        return model.data_plate(x, y, sample_weight)
-
-    def step(self, model, x, y=None, sample_weight=None):
-        """One model step: emit the parameter and likelihood sites; return the labels."""
-        raise NotImplementedError
-
-    def __repr__(self):
-        return f"{type(self).__name__}()"
-
-
-class PerClassWeights(WeightStrategy):
-    r"""Every per-class parameter at once: :math:`\theta = ` :meth:`CategoricalModel.parameters`
-    (params, MAP prior factor, or prior sample sites), then the minibatch's utilities
-    :math:`\psi = f_\theta(x_{batch})` handed to the likelihood object inside the data plate.
-
-    Example:
-
-    >>> from pyro_ar.models import LinearClassifier
-    >>> LinearClassifier(3, 10).weight_strategy
-    PerClassWeights()
-    """
-
-    def step(self, model, x, y=None, sample_weight=None):
-        model.check_call(x, y)
-        if sample_weight is not None:
-            check_sample_weight(sample_weight, len(x))
-        params = model.parameters(model._like(x))
-        N = len(x)
-        with model.create_plates(x, y, sample_weight) as idx:
-            index = None if idx.shape[0] == N else idx
-            psi = model.minibatch_utility(take_rows(x, index), params)
-            obs = None if y is None else take_rows(y, index)
-            return model.likelihood.sample(model.site, psi, obs, DataSubsample(index, N))
-
-
 class CategoricalModel:
     r"""Base class of the categorical models (see the module docstring for what it owns).
 
     :param int num_classes: K.
     :param likelihood: a :class:`~pyro_ar.likelihoods.Likelihood` (e.g. ``AR("normal",
-        negatives=SharedNegatives(64))``), which carries its noise and negatives, or a name
-        understood by :func:`~pyro_ar.likelihoods.get_likelihood` (the string shortcut)
-        together with ``noise``, ``num_negatives``, ``strategy``, ``proposal`` and
-        ``likelihood_kwargs`` (:meth:`likelihood_shortcuts`).
-    :param noise: the string shortcut's noise (default: the model's, see
-        :attr:`likelihood_defaults`).
-    :param num_negatives: the string shortcut's number of negatives (default: the model's,
-        see :attr:`likelihood_defaults`).
-    :param strategy: the string shortcut's negative sampling strategy (default: the model's,
-        see :attr:`likelihood_defaults`).
-    :param proposal: the string shortcut's proposal of importance negatives (default: the
-        model's, see :attr:`likelihood_defaults`).
-    :param str weights: ``"mle"``, ``"map"`` or ``"bayes"``.
-    :param float prior_scale: s of the Gaussian prior (``"map"``, ``"bayes"``).
-    :param num_prior_classes: :math:`|U|`, the classes of the MAP prior estimate (default: the likelihood's
-        number of negatives; None there too: all classes, exact).
+        negatives=SharedNegatives(64))``), which carries its noise and negatives -- the one
+        place they are given -- or a name understood by
+        :func:`~pyro_ar.likelihoods.get_likelihood` (the string shortcut: that likelihood
+        with this model's :attr:`likelihood_defaults`, resolved once here by
+        :meth:`make_likelihood`).
+    :param weights: a :class:`~pyro_ar.models.weights.WeightStrategy` (``MLE()``,
+        ``MAP(prior_scale, num_prior_classes, ...)``, ``Bayes(prior_scale)``), which carries
+        the prior's options, or its name ``"mle"``, ``"map"``, ``"bayes"`` (the shortcut).
     :param subsample_size: minibatch size B of the data plate (None: full batch).
     :param bool sparse: sparse gradients for the per-class parameters.
     :param str prefix: prefix of parameter and site names of the per-class parameters.
     :param str site: name of the label site.
+
+    A keyword of the former constructors (``noise``, ``num_negatives``, ``strategy``,
+    ``proposal``, ``prior_scale``, ``init_scale``, ...) is a ``TypeError`` that names where it
+    went (:data:`MOVED_KEYWORDS`).
 
     Example:
 
@@ -203,108 +99,106 @@ class CategoricalModel:
     >>> from pyro_ar.models.base import CategoricalModel
     >>> isinstance(LinearClassifier(3, 10), CategoricalModel)
     True
-    >>> from pyro_ar.likelihoods import AR
-    >>> LinearClassifier(3, 10, likelihood=AR("gumbel"), num_negatives=5)
+    >>> LinearClassifier(3, 10, noise="normal")
     Traceback (most recent call last):
     ...
-    ValueError: num_negatives=5 is ignored with a Likelihood object (likelihood=AR(...)); give it to the likelihood itself, ...
+    TypeError: LinearClassifier got noise='normal': give the noise to the likelihood object, likelihood=AR(noise=...) (or Exact(noise=...))
     """
 
     #: whether the default local guide takes the natural step before the gradient step
     default_local_first = False
-    #: how the per-class parameters enter a step (:class:`WeightStrategy`)
-    weight_strategy: WeightStrategy = PerClassWeights()
+    #: how the per-class parameters enter a step (an instance's own, from ``weights=``)
+    weight_strategy: WeightStrategy = MLE()
+    #: the names ``weights=`` accepts for this model (:func:`~pyro_ar.models.weights.get_weights`)
+    weight_choices = WEIGHT_CHOICES
+    #: the prior options a weight strategy leaves None take these values (a subclass overrides them)
+    weight_defaults = {"prior_scale": 1.0, "penalize_bias": True, "num_prior_entries": 4096}
     #: names of the inputs and labels in error messages (a subclass may rename them)
     input_names = ("x", "y")
-    #: the string shortcut's keyword values that a constructor's :data:`~pyro_ar.likelihoods.DEFAULT`
-    #: stands for: this model's defaults, declared here only (a subclass overrides the dict)
+    #: the string shortcut's likelihood options: this model's defaults, declared here only (a
+    #: subclass overrides the dict)
     likelihood_defaults = {"noise": "gumbel", "num_negatives": None, "strategy": "per_datapoint",
                            "proposal": None}
 
-    def __init__(self, num_classes: int, likelihood="ar", *, noise=DEFAULT, num_negatives=DEFAULT,
-                 strategy=DEFAULT, proposal=DEFAULT, weights: str = "mle",
-                 prior_scale: float = 1.0, num_prior_classes: Optional[int] = None,
+    def __new__(cls, *args, **kwargs):
+        """Name where a keyword of the former constructors went (before ``__init__`` would
+        reject it with Python's bare "unexpected keyword")."""
+        accepted = _accepted_keywords(cls)
+        for name, value in kwargs.items():
+            if name in MOVED_KEYWORDS and name not in accepted:
+                raise TypeError(f"{cls.__name__} got {name}={value!r}: {MOVED_KEYWORDS[name]}")
+        return super().__new__(cls)
+
+    def __init__(self, num_classes: int, likelihood="ar", *, weights="mle",
                  subsample_size: Optional[int] = None, sparse: bool = False, prefix: str = "",
-                 site: str = "y", **likelihood_kwargs):
+                 site: str = "y"):
         self.num_classes = check_positive_int("num_classes", num_classes, low=2)
-        if weights not in WEIGHT_CHOICES:
-            raise ValueError(f"weights must be one of {WEIGHT_CHOICES}, got weights={weights!r}")
-        if isinstance(prior_scale, bool) or not isinstance(prior_scale, numbers.Real) \
-                or not 0 < prior_scale < float("inf"):
-            raise ValueError(f"prior_scale must be a finite number > 0, got prior_scale={prior_scale!r}")
         if sparse not in (True, False):
             raise ValueError(f"sparse must be True or False, got sparse={sparse!r}")
-        self.likelihood: Likelihood = self.make_likelihood(
-            likelihood, num_classes, sparse=sparse, noise=noise, num_negatives=num_negatives,
-            strategy=strategy, proposal=proposal, **likelihood_kwargs)
+        self.likelihood: Likelihood = self.make_likelihood(likelihood, num_classes, sparse=sparse)
         self.likelihood.check(num_classes)
-        self.weights, self.prior_scale = weights, float(prior_scale)
-        self.num_prior_classes = check_positive_int("num_prior_classes", num_prior_classes, True)
+        self.set_weights(weights)
         self.subsample_size = check_positive_int("subsample_size", subsample_size, True)
         self.sparse, self.prefix, self.site = bool(sparse), prefix, site
 
-    # ---- the likelihood: an object, or the string shortcut with its keywords -------------
+    def set_weights(self, weights):
+        """Resolve ``weights`` (a strategy or its name, :func:`~pyro_ar.models.weights.get_weights`),
+        fill the options it leaves None from :attr:`weight_defaults`, and expose them as
+        ``weights`` (the name), ``prior_scale``, ``num_prior_classes``, ``penalize_bias`` and
+        ``num_prior_entries``."""
+        strategy = get_weights(weights, self.weight_choices).with_defaults(**self.weight_defaults)
+        self.weight_strategy, self.weights = strategy, strategy.name
+        defaults = self.weight_defaults
+        self.prior_scale = float(getattr(strategy, "prior_scale", None) or defaults["prior_scale"])
+        self.num_prior_classes = getattr(strategy, "num_prior_classes", None)
+        self.penalize_bias = _or(getattr(strategy, "penalize_bias", None), defaults["penalize_bias"])
+        self.num_prior_entries = _or(getattr(strategy, "num_prior_entries", None), defaults["num_prior_entries"])
+
+    # ---- the likelihood: an object, or the string shortcut ----------------------------------
     @classmethod
-    def likelihood_shortcuts(cls, likelihood, num_classes: int, **given) -> Dict[str, object]:
-        """The keyword values of the string shortcut ``likelihood`` (a name) for this model:
-        each keyword of ``given`` that is not :data:`~pyro_ar.likelihoods.DEFAULT`, the
-        others from :attr:`likelihood_defaults`, then :meth:`resolve_shortcuts`. Negatives
-        and noise are given at one level: a :class:`~pyro_ar.likelihoods.Likelihood` object
-        carries its own, so with an object this is ``{}``, and a ``ValueError`` naming
-        each keyword that was set (it would otherwise be ignored). ``"exact"`` sums every
-        class, so ``num_negatives`` (other than None), ``strategy`` and ``proposal`` are a
-        ``ValueError`` with it as well.
+    def likelihood_shortcuts(cls, likelihood: str, num_classes: int) -> Dict[str, object]:
+        """The options of the string shortcut ``likelihood`` for this model:
+        :attr:`likelihood_defaults` read by :meth:`resolve_shortcuts`; ``"exact"`` sums every
+        class, so it keeps only the noise.
 
         Example:
 
-        >>> from pyro_ar.likelihoods import AR, DEFAULT
         >>> from pyro_ar.models import LinearClassifier
-        >>> LinearClassifier.likelihood_shortcuts("ar", 1000, noise="normal", num_negatives=DEFAULT)
-        {'noise': 'normal', 'num_negatives': 20, 'strategy': 'per_datapoint', 'proposal': None}
-        >>> LinearClassifier.likelihood_shortcuts(AR(), 1000, noise=DEFAULT, num_negatives=DEFAULT)
-        {}
+        >>> LinearClassifier.likelihood_shortcuts("ar", 1000)
+        {'noise': 'gumbel', 'num_negatives': 20, 'strategy': 'per_datapoint', 'proposal': None}
         """
-        set_ = {name: value for name, value in given.items() if value is not DEFAULT}
-        if isinstance(likelihood, Likelihood):
-            if set_:
-                raise ValueError(_ignored_message(likelihood, set_))
-            return {}
-        if likelihood == "exact":  # sums every class: negatives would not apply
-            unused = {n: v for n, v in set_.items() if n in _NEGATIVES_KEYWORDS and v is not None}
-            if unused:
-                raise ValueError(_ignored_message(likelihood, unused, exact=True))
-        values = cls.resolve_shortcuts(likelihood, num_classes, {**cls.likelihood_defaults, **set_})
+        values = cls.resolve_shortcuts(likelihood, num_classes, dict(cls.likelihood_defaults))
         if likelihood == "exact":
-            values = {n: v for n, v in values.items() if n not in _NEGATIVES_KEYWORDS}
-            values["num_negatives"] = None
+            return {"noise": values["noise"]}
         return values
 
     @classmethod
     def resolve_shortcuts(cls, likelihood: str, num_classes: int, values: Dict[str, object]) -> Dict[str, object]:
         """A model's own reading of the string shortcut's values (e.g. ``num_negatives="auto"``
-        of :class:`~pyro_ar.models.LinearClassifier`); here unchanged. It must be idempotent:
-        a subclass may resolve the values and hand them to the base constructor, which
-        resolves them again."""
+        of :class:`~pyro_ar.models.LinearClassifier`); here unchanged."""
         return values
 
     @classmethod
-    def make_likelihood(cls, likelihood, num_classes: int, sparse: bool = True, **given) -> Likelihood:
-        """The likelihood object of this model: ``likelihood`` itself when it is an object
-        (no keyword may be set then), else :func:`~pyro_ar.likelihoods.get_likelihood` of the
-        name with the :meth:`likelihood_shortcuts` (and ``sparse`` for ``"bouchard"``, whose
+    def make_likelihood(cls, likelihood, num_classes: int, sparse: bool = True) -> Likelihood:
+        """The likelihood object of this model: ``likelihood`` itself when it is an object,
+        else :func:`~pyro_ar.likelihoods.get_likelihood` of the name with the
+        :meth:`likelihood_shortcuts` (and ``sparse`` for ``"bouchard"``, whose
         per-datapoint :math:`a_n` then take the model's sparse gradients).
 
         Example:
 
         >>> from pyro_ar.models import CategoricalLatentModel
-        >>> CategoricalLatentModel.make_likelihood("ar", 500, num_negatives=20)
-        AR(noise='gumbel', negatives=SharedNegatives(num_negatives=20))
+        >>> CategoricalLatentModel.make_likelihood("ar", 500)
+        AR(noise='gumbel', negatives=SharedNegatives(num_negatives=None))
         """
-        values = cls.likelihood_shortcuts(likelihood, num_classes, **given)
         if isinstance(likelihood, Likelihood):
             return likelihood
+        if not isinstance(likelihood, str):
+            raise ValueError(f"likelihood must be a pyro_ar.likelihoods.Likelihood or a name, got "
+                             f"likelihood={likelihood!r}")
+        values = cls.likelihood_shortcuts(likelihood, num_classes)
         if likelihood == "bouchard":
-            values.setdefault("sparse", sparse)
+            values["sparse"] = sparse
         return get_likelihood(likelihood, **values)
 
     # ---- what a subclass defines ---------------------------------------------------------
@@ -550,22 +444,45 @@ class CategoricalModel:
                 f"weights={self.weights!r}, subsample_size={self.subsample_size})")
 
 
-_NEGATIVES_KEYWORDS = ("num_negatives", "strategy", "proposal")
+_LIKELIHOOD = "give the {} to the likelihood object, likelihood="
+MOVED_KEYWORDS = {
+    "noise": _LIKELIHOOD.format("noise") + "AR(noise=...) (or Exact(noise=...))",
+    "num_negatives": _LIKELIHOOD.format("negatives") + "AR(noise, negatives=s) (an int or a sampler of "
+                     "pyro_ar.negatives)",
+    "strategy": _LIKELIHOOD.format("negatives") + "AR(noise, negatives=SharedNegatives(s)) (a sampler of "
+                "pyro_ar.negatives)",
+    "proposal": _LIKELIHOOD.format("negatives") + "AR(noise, negatives=ImportanceNegatives(s, proposal))",
+    "bouchard_a": _LIKELIHOOD.format("a") + "Bouchard(a=..., negatives=...)",
+    "likelihood_kwargs": _LIKELIHOOD.format("options") + "...",
+    "prior_scale": "give the prior scale to the weight strategy, weights=MAP(prior_scale=...) or Bayes(prior_scale=...)",
+    "num_prior_classes": "give it to the weight strategy, weights=MAP(num_prior_classes=...)",
+    "penalize_bias": "give it to the weight strategy, weights=MAP(penalize_bias=...)",
+    "num_prior_entries": "give it to the weight strategy, weights=MAP(num_prior_entries=...)",
+    "init_scale": "give it to the initialisation record, init=Init(scale=...)",
+    "bias_init_scale": "give it to the initialisation record, init=Init(bias_scale=...)",
+    "bias_init": "give it to the initialisation record, init=Init(bias=...)",
+    "init_bias": "give it to the initialisation record, init=Init(bias=...)",
+    "weight_loc": "give it to the initialisation record, init=Init(weight=...)",
+    "init_u_scale": "give it to the initialisation record, init=Init(posterior_scale=...)",
+    "num_sessions": "give the per-session posterior as an object, posterior=LocalPosterior(num_sessions, latent_dim, num_items)",
+    "num_data": "give the per-datapoint posterior as an object, posterior=LocalPosterior(num_data, latent_dim, sum(cardinalities))",
+    "bouchard": "choose through the likelihood object: likelihood=GaussianBouchard(...) (analytic) or Bouchard(...) (sampled)",
+    "num_inducing": "give the GP map as an object, utility=SparseGPMap(latent_dim, num_inducing, lengthscale, variance)",
+    "lengthscale": "give the GP map as an object, utility=SparseGPMap(latent_dim, num_inducing, lengthscale, variance)",
+    "kernel_variance": "give the GP map as an object, utility=SparseGPMap(latent_dim, num_inducing, lengthscale, variance)",
+    "hidden_dim": "give the encoder as an object, posterior=SessionEncoder(num_items, latent_dim, hidden_dim)",
+}
+"""Where each keyword of the former model constructors went (the TypeError of
+:meth:`CategoricalModel.__new__` quotes it)."""
 
 
-def _ignored_message(likelihood, given: Dict[str, object], exact: bool = False) -> str:
-    """The error of keywords that would not apply: set together with a likelihood object,
-    or negatives given to the exact likelihood (``exact=True``)."""
-    names = ", ".join(f"{name}={value!r}" for name, value in given.items())
-    one = len(given) == 1
-    if exact:
-        return (f"{names} {'has' if one else 'have'} no effect with likelihood='exact', which "
-                f"sums every class; leave {'it' if one else 'them'} out (num_negatives=None is "
-                f"allowed), or use likelihood='ar' to subsample the classes")
-    return (f"{names} {'is' if one else 'are'} ignored with a Likelihood object (likelihood="
-            f"{likelihood!r}); give {'it' if one else 'them'} to the likelihood itself, e.g. "
-            f"AR(noise, negatives=SharedNegatives(64)) (negatives: an int or a sampler of "
-            f"pyro_ar.negatives), or give the likelihood by name")
+def _accepted_keywords(cls):
+    code = cls.__init__.__code__
+    return code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+
+
+def _or(value, default):
+    return default if value is None else value
 
 
 class _Unchanged:

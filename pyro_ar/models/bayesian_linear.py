@@ -91,7 +91,7 @@ from ..distributions import AugmentedCategorical, UtilityCategorical
 from ..distributions.augmented import INFER_KEY, NoiseSite
 from ..negatives import Negatives
 from ..subsets import sample_without_replacement
-from ..likelihoods import AR, DEFAULT, Exact
+from ..likelihoods import AR, Exact
 from ..utility import LinearUtility
 from .base import CategoricalModel, WeightStrategy, check_positive_int
 
@@ -109,7 +109,8 @@ class StepStructure(NamedTuple):
 
     >>> import torch
     >>> from pyro_ar.models import BayesianLinearClassifier
-    >>> model = BayesianLinearClassifier(2, 50, num_negatives=4)
+    >>> from pyro_ar.likelihoods import AR
+    >>> model = BayesianLinearClassifier(2, 50, likelihood=AR(negatives=4))
     >>> C = torch.tensor([7, 3, 9, 1, 20, 31])       # R = [7, 3, 9, 1], then the labels
     >>> st = model.step_structure(C, torch.tensor([20, 31]))
     >>> st.label_pos.tolist(), st.neg_weight.shape
@@ -131,7 +132,8 @@ class ClassPlate(pyro.plate):
 
     >>> import torch
     >>> from pyro_ar.models import BayesianLinearClassifier
-    >>> model = BayesianLinearClassifier(2, 50, num_negatives=4, subsample_size=8)
+    >>> from pyro_ar.likelihoods import AR
+    >>> model = BayesianLinearClassifier(2, 50, likelihood=AR(negatives=4), subsample_size=8)
     >>> data, classes = model.create_plates(torch.zeros(100, 2), torch.zeros(100, dtype=torch.long))
     >>> classes.model is model, classes.eta_classes.shape
     (True, torch.Size([4]))
@@ -219,9 +221,12 @@ class ClassSubsampledWeights(WeightStrategy):
     Example:
 
     >>> from pyro_ar.models import BayesianLinearClassifier
-    >>> BayesianLinearClassifier(2, 50, num_negatives=4).weight_strategy
-    ClassSubsampledWeights()
+    >>> from pyro_ar.likelihoods import AR
+    >>> BayesianLinearClassifier(2, 50, AR(negatives=4)).weight_strategy
+    ClassSubsampledWeights(prior_scale=1.0)
     """
+
+    name = "bayes"
 
     @staticmethod
     def _no_sample_weight(sample_weight):
@@ -307,7 +312,7 @@ class BayesianLinearClassifier(CategoricalModel):
 
     Example (softmax, 3 negatives, W-conditioned closed-form local guide)::
 
-        model = BayesianLinearClassifier(D, K, num_negatives=3, subsample_size=256)
+        model = BayesianLinearClassifier(D, K, AR(negatives=3), subsample_size=256)
         guide = ClassSubsampledNormal(model)
         svi = SVI(model, guide, lazy_adam({"lr": 0.01}), ClosedFormELBO())
         for step in range(5000):
@@ -315,16 +320,12 @@ class BayesianLinearClassifier(CategoricalModel):
 
     :param int num_features: D.
     :param int num_classes: K.
-    :param noise: ``"gumbel"`` (softmax), ``"normal"``, ``"logistic"`` or a :class:`~pyro_ar.Noise`
-        (default: the model's, see :attr:`likelihood_defaults`: ``"gumbel"``).
-    :param likelihood: ``"ar"`` (augmented, class-subsampled) or ``"exact"``
-        (:class:`~pyro_ar.UtilityCategorical` over all K classes, O(K) per step: the
+    :param likelihood: ``"ar"`` (augmented, class-subsampled; Gumbel noise, every class) or
+        ``"exact"`` (:class:`~pyro_ar.UtilityCategorical` over all K classes, O(K) per step: the
         reference the A&R posterior is compared with), or the objects
-        :class:`~pyro_ar.likelihoods.AR` (its noise and its number of negatives -- the
-        negatives are always shared and uniform here) and :class:`~pyro_ar.likelihoods.Exact`
-        (its noise); with an object ``noise`` and ``num_negatives`` must be left unset.
-    :param num_negatives: s, size of the shared uniform negative set (None: all classes,
-        no subsampling; default: the model's, see :attr:`likelihood_defaults`: None).
+        :class:`~pyro_ar.likelihoods.AR` (its noise and its number of negatives s, the size of
+        the shared uniform negative set -- the negatives are always shared and uniform here;
+        None: all classes, no subsampling) and :class:`~pyro_ar.likelihoods.Exact` (its noise).
     :param num_kl_classes: :math:`|U|`, classes on which the KL term is estimated (default s).
     :param num_eta_classes: :math:`|T|`, extra uniform classes for the W-conditioned local guide
         (default s; 0: none).
@@ -339,7 +340,7 @@ class BayesianLinearClassifier(CategoricalModel):
     >>> import pyro, pyro_ar as ar
     >>> from pyro_ar.models import BayesianLinearClassifier
     >>> data = ar.datasets.make_linear_teacher(1000, 6, 300, seed=0)
-    >>> model = BayesianLinearClassifier(6, 300, num_negatives=8, subsample_size=64)
+    >>> model = BayesianLinearClassifier(6, 300, ar.likelihoods.AR(negatives=8), subsample_size=64)
     >>> guide = ar.infer.ClassSubsampledNormal(model)
     >>> svi = pyro.infer.SVI(model, guide, ar.optim.lazy_adam({"lr": 0.05}), ar.infer.ClosedFormELBO())
     >>> losses = [svi.step(data.x, data.y) for _ in range(5)]
@@ -349,29 +350,26 @@ class BayesianLinearClassifier(CategoricalModel):
 
     #: the string shortcut's defaults (:meth:`~pyro_ar.models.base.CategoricalModel.likelihood_shortcuts`;
     #: the negatives are shared and uniform, the model's own step draws them)
-    likelihood_defaults = {"noise": "gumbel", "num_negatives": None}
+    likelihood_defaults = {"noise": "gumbel", "num_negatives": None, "strategy": "shared", "proposal": None}
 
-    def __init__(self, num_features: int, num_classes: int, noise=DEFAULT, likelihood="ar",
-                 num_negatives: Optional[int] = DEFAULT, num_kl_classes: Optional[int] = None,
-                 num_eta_classes: Optional[int] = None, stratify: bool = True,
-                 prior_scale: float = 1.0, subsample_size: Optional[int] = None,
+    def __init__(self, num_features: int, num_classes: int, likelihood="ar",
+                 num_kl_classes: Optional[int] = None, num_eta_classes: Optional[int] = None,
+                 stratify: bool = True, prior_scale: float = 1.0, subsample_size: Optional[int] = None,
                  bias: bool = True, site: str = "y"):
-        shortcuts = self.likelihood_shortcuts(likelihood, num_classes, noise=noise, num_negatives=num_negatives)
-        if isinstance(likelihood, (AR, Exact)):  # the object form: its noise and negatives
-            shortcuts = {"noise": likelihood.noise, "num_negatives": likelihood.num_negatives}
-            likelihood = "ar" if isinstance(likelihood, AR) else "exact"
-        if likelihood not in ("ar", "exact"):
+        lik = self.make_likelihood(likelihood, num_classes)
+        if not isinstance(lik, (AR, Exact)):
             raise ValueError(f"likelihood must be 'ar', 'exact', an AR or an Exact likelihood, "
                              f"got likelihood={likelihood!r}")
-        super().__init__(num_classes, likelihood, noise=shortcuts["noise"], weights="bayes",
-                         prior_scale=prior_scale, subsample_size=subsample_size, site=site)
+        # the model's own step draws the shared negatives: the likelihood keeps only its noise
+        super().__init__(num_classes, AR(lik.noise) if isinstance(lik, AR) else Exact(lik.noise),
+                         weights=ClassSubsampledWeights(prior_scale), subsample_size=subsample_size, site=site)
         K = num_classes
         self.num_features = check_positive_int("num_features", num_features)
-        self._num_negatives = _check_count("num_negatives", shortcuts["num_negatives"], K)
+        self._num_negatives = _check_count("num_negatives", lik.num_negatives, K)
         if self.num_negatives is None:
             for name, v in (("num_kl_classes", num_kl_classes), ("num_eta_classes", num_eta_classes)):
                 if v is not None:
-                    raise ValueError(f"{name}={v!r} needs num_negatives (class subsampling); "
+                    raise ValueError(f"{name}={v!r} needs negatives (class subsampling, likelihood=AR(negatives=s)); "
                                      "with num_negatives=None every class is used")
             self.num_kl_classes = self.num_eta_classes = None
         else:
@@ -385,7 +383,6 @@ class BayesianLinearClassifier(CategoricalModel):
         self.eps_site = f"{site}_eps"
 
     num_negatives = property(lambda self: self._num_negatives)  # s of the shared negative set R
-    weight_strategy = ClassSubsampledWeights()
 
     # ------------------------------------------------------------------ plates
     @property

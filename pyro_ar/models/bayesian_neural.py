@@ -25,7 +25,6 @@ from typing import Optional
 
 import torch
 
-from ..likelihoods import DEFAULT
 from .bayesian_linear import BayesianLinearClassifier
 from .neural import NetworkBody
 
@@ -41,7 +40,7 @@ class BayesianNeuralClassifier(NetworkBody, BayesianLinearClassifier):
     :param int num_classes: K.
     :param int eval_batch_size: rows per body call in :meth:`eval_features`.
 
-    The other arguments (``noise``, ``likelihood``, ``num_negatives``, ``num_kl_classes``,
+    The other arguments (``likelihood``, ``num_kl_classes``,
     ``num_eta_classes``, ``stratify``, ``prior_scale``, ``subsample_size``, ``bias``,
     ``site``) are those of :class:`~pyro_ar.models.BayesianLinearClassifier` (its string
     shortcut's defaults too,
@@ -55,11 +54,12 @@ class BayesianNeuralClassifier(NetworkBody, BayesianLinearClassifier):
     >>> from pyro.infer import SVI
     >>> from pyro_ar.datasets import make_linear_teacher
     >>> from pyro_ar.infer import ClosedFormELBO, default_guide, predictive_log_likelihood
+    >>> from pyro_ar.likelihoods import AR
     >>> from pyro_ar.models import BayesianNeuralClassifier
     >>> from pyro_ar.optim import lazy_adam
     >>> data = make_linear_teacher(500, 8, 5000, seed=0)
     >>> body = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh())
-    >>> model = BayesianNeuralClassifier(body, 16, 5000, num_negatives=32, subsample_size=64)
+    >>> model = BayesianNeuralClassifier(body, 16, 5000, AR(negatives=32), subsample_size=64)
     >>> guide = default_guide(model)
     >>> svi = SVI(model, guide, lazy_adam({"lr": 0.01}), ClosedFormELBO())
     >>> losses = [svi.step(data.x, data.y) for _ in range(3)]
@@ -70,15 +70,13 @@ class BayesianNeuralClassifier(NetworkBody, BayesianLinearClassifier):
     True
     """
 
-    def __init__(self, body: torch.nn.Module, num_features: int, num_classes: int, noise=DEFAULT,
-                 likelihood="ar", num_negatives: Optional[int] = DEFAULT,
+    def __init__(self, body: torch.nn.Module, num_features: int, num_classes: int, likelihood="ar",
                  num_kl_classes: Optional[int] = None, num_eta_classes: Optional[int] = None,
                  stratify: bool = True, prior_scale: float = 1.0,
                  subsample_size: Optional[int] = None, bias: bool = True, site: str = "y",
                  eval_batch_size: int = 4096):
         self._init_body(body, "", eval_batch_size)
-        super().__init__(num_features, num_classes, noise=noise, likelihood=likelihood,
-                         num_negatives=num_negatives, num_kl_classes=num_kl_classes,
+        super().__init__(num_features, num_classes, likelihood=likelihood, num_kl_classes=num_kl_classes,
                          num_eta_classes=num_eta_classes, stratify=stratify,
                          prior_scale=prior_scale, subsample_size=subsample_size, bias=bias, site=site)
         self._step_features = None  # (inputs, features) computed by the guide for this step

@@ -24,8 +24,7 @@ gradients, so a step costs O(B D + s D) whatever the vocabulary size K:
 Use it with :func:`pyro.infer.SVI` and an optimizer that accepts sparse gradients
 (:func:`pyro_ar.optim.lazy_adam`)::
 
-    model = BigramLanguageModel(K, 64, num_negatives=256, strategy="importance",
-                                proposal=counts.double() ** 0.75)
+    model = BigramLanguageModel(K, 64, AR(negatives=ImportanceNegatives(256, counts.double() ** 0.75)))
     svi = SVI(model, default_guide(model), lazy_adam({"lr": 3e-3}), default_elbo())
     for step in range(10_000):
         svi.step(prev, next)
@@ -41,9 +40,10 @@ import torch
 import torch.nn.functional as F
 
 from ..distributions.categorical import check_labels
-from ..likelihoods import DEFAULT, Exact
+from ..likelihoods import Exact
 from ..utility import LinearUtility
 from .base import CategoricalModel, check_positive_int, take_rows
+from .weights import Init, check_init
 
 __all__ = ["BigramLanguageModel", "unigram_log_probs", "unigram_biases"]
 
@@ -87,24 +87,17 @@ class BigramLanguageModel(CategoricalModel):
 
     :param int num_words: K, the vocabulary size (inputs and outputs share the id space).
     :param int embedding_dim: D.
-    :param noise: ``"gumbel"`` (softmax), ``"normal"`` (probit), ``"logistic"`` or a Noise
-        (default: the model's, see :attr:`likelihood_defaults`: ``"gumbel"``).
-    :param likelihood: ``"ar"``, ``"exact"``, ``"ove"``, ``"sampled"``, ``"bouchard"`` (the
-        string shortcut, with ``noise``, ``num_negatives``, ``strategy``, ``proposal``), or a
-        :class:`~pyro_ar.likelihoods.Likelihood` object carrying its own noise and negatives
-        (then those four must be left unset: a ValueError names any that is set).
-    :param num_negatives: classes per likelihood estimate (None: all K, exact; default: the
-        model's, see :attr:`likelihood_defaults`: 256).
-    :param strategy: ``"importance"`` (shared draws from ``proposal``; the model's default),
-        ``"shared"`` (uniform, shared by the minibatch) or ``"per_datapoint"``.
-    :param proposal: class weights for ``strategy="importance"`` (e.g. count^0.75; needed
-        there, default: the model's, None).
+    :param likelihood: a :class:`~pyro_ar.likelihoods.Likelihood` object carrying its noise
+        and negatives, e.g. ``AR(negatives=ImportanceNegatives(256, counts ** 0.75))`` (shared
+        draws from a proposal), or a name (``"ar"``, ``"exact"``, ``"ove"``, ``"sampled"``,
+        ``"bouchard"``): that likelihood with Gumbel noise and 256 uniform negatives shared by
+        the minibatch (:attr:`likelihood_defaults`; every class when K - 1 <= 256).
     :param subsample_size: minibatch size B (None: the whole data set).
-    :param str weights: ``"mle"`` or ``"map"`` (Gaussian prior with scale ``prior_scale``,
-        class-subsampled).
-    :param float init_scale: embeddings initialised N(0, init_scale^2).
-    :param init_bias: initial output biases (a (K,) tensor, e.g. :func:`unigram_log_probs`)
-        or None for N(0, 0.001^2).
+    :param weights: ``"mle"``, ``"map"`` or a :class:`~pyro_ar.models.weights.MAP` (Gaussian
+        prior with scale ``prior_scale``, class-subsampled).
+    :param init: an :class:`~pyro_ar.models.weights.Init`: ``scale`` (embeddings initialised
+        N(0, scale^2), default 0.1) and ``bias`` (initial output biases, a (K,) tensor, e.g.
+        :func:`unigram_log_probs`; None: N(0, 0.001^2)).
     :param sparse: sparse gradients (use :func:`pyro_ar.optim.lazy_adam`); default (None):
         sparse for every likelihood but the exact one, whose step touches every output row
         anyway -- ``BigramLanguageModel(K, D, likelihood="exact")`` trains with any Pyro
@@ -117,7 +110,7 @@ class BigramLanguageModel(CategoricalModel):
     >>> from pyro_ar.models import BigramLanguageModel
     >>> K = 5000
     >>> prev, nxt = torch.randint(0, K, (10_000,)), torch.randint(0, K, (10_000,))
-    >>> model = BigramLanguageModel(K, 16, num_negatives=64, strategy="shared", subsample_size=256)
+    >>> model = BigramLanguageModel(K, 16, ar.likelihoods.AR(negatives=ar.SharedNegatives(64)), subsample_size=256)
     >>> svi = pyro.infer.SVI(model, ar.infer.default_guide(model), ar.optim.lazy_adam({"lr": 1e-2}),
     ...                      ar.infer.default_elbo())
     >>> loss = svi.step(prev, nxt)                # O(B D + s D), whatever K
@@ -129,38 +122,29 @@ class BigramLanguageModel(CategoricalModel):
     input_names = ("prev", "next")
 
     #: the string shortcut's defaults (:meth:`~pyro_ar.models.base.CategoricalModel.likelihood_shortcuts`)
-    likelihood_defaults = {"noise": "gumbel", "num_negatives": 256, "strategy": "importance",
+    likelihood_defaults = {"noise": "gumbel", "num_negatives": 256, "strategy": "shared",
                            "proposal": None}
 
-    def __init__(self, num_words: int, embedding_dim: int = 64, noise=DEFAULT, likelihood="ar",
-                 num_negatives: Optional[int] = DEFAULT, strategy=DEFAULT, proposal=DEFAULT,
-                 subsample_size: Optional[int] = 512, weights="mle", prior_scale: float = 1.0,
-                 init_scale: float = 0.1, init_bias: Optional[torch.Tensor] = None,
+    def __init__(self, num_words: int, embedding_dim: int = 64, likelihood="ar",
+                 subsample_size: Optional[int] = 512, weights="mle", init: Optional[Init] = None,
                  sparse: Optional[bool] = None, prefix: str = "", site: str = "y"):
+        init = check_init(init, type(self).__name__, ("scale", "bias"))
         if sparse is None:  # exact: every output row gets a gradient, so dense (any optimizer)
             sparse = not (likelihood == "exact" or isinstance(likelihood, Exact))
-        super().__init__(num_words, likelihood, noise=noise, num_negatives=num_negatives,
-                         strategy=strategy, proposal=proposal, weights=weights,
-                         prior_scale=prior_scale, subsample_size=subsample_size, sparse=sparse,
-                         prefix=prefix, site=site)
+        super().__init__(num_words, likelihood, weights=weights, subsample_size=subsample_size,
+                         sparse=sparse, prefix=prefix, site=site)
         self.embedding_dim = check_positive_int("embedding_dim", embedding_dim)
-        if init_bias is not None and tuple(init_bias.shape) != (num_words,):
-            raise ValueError(f"init_bias must have shape ({num_words},), got init_bias of shape "
-                             f"{tuple(init_bias.shape)}")
-        self.init_scale, self.init_bias = init_scale, init_bias
+        if init.bias is not None and tuple(init.bias.shape) != (num_words,):
+            raise ValueError(f"init.bias must have shape ({num_words},), got init.bias of shape "
+                             f"{tuple(init.bias.shape)}")
+        self.init_scale = 0.1 if init.scale is None else init.scale
+        self.init_bias = init.bias
 
     @classmethod
     def resolve_shortcuts(cls, likelihood, num_classes, values):
-        """Importance negatives need a ``proposal``; with every class (``num_negatives=None``
-        or ``"exact"``) there is nothing to propose: uniform shared (no proposal)."""
-        values = dict(values)
-        exact = likelihood == "exact"
-        if values["strategy"] == "importance" and values["num_negatives"] is not None \
-                and values["proposal"] is None and not exact:
-            raise ValueError("strategy='importance' needs a proposal (class weights over the K words)")
-        if values["num_negatives"] is None and values["strategy"] == "importance" or exact:
-            values["strategy"], values["proposal"] = "shared", None
-        return values
+        """The default 256 negatives become every class when K - 1 <= 256 (as cheap, exact)."""
+        s = values["num_negatives"]
+        return {**values, "num_negatives": None if s is not None and s >= num_classes - 1 else s}
 
     @property
     def num_words(self):

@@ -53,11 +53,12 @@ import pyro.poutine as poutine
 from .. import evaluation
 from ..evaluation.predictive import _check_reduce, _reduce  # (the one reduction of evaluation results)
 from ..distributions import BouchardBound
-from ..likelihoods import DEFAULT, Bouchard, DataSubsample
+from ..likelihoods import Bouchard, DataSubsample, GaussianBouchard
 from ..subsets import sample_without_replacement
 from ..numerics import check_int, first_position, show
 from ..utility import LinearUtility, LinearWeights
 from .base import CategoricalModel, check_positive_int, take_rows
+from .weights import Init, check_init
 from .sessions import session_metrics  # (its home; imported here for the models and old imports)
 
 __all__ = ["LatentCategoricalModel", "CategoricalLatentModel", "SessionEncoder", "LocalPosterior"]
@@ -160,7 +161,8 @@ class LatentCategoricalModel(CategoricalModel):
 
     >>> import torch
     >>> from pyro_ar.models import CategoricalLatentModel, LatentCategoricalModel
-    >>> model = CategoricalLatentModel(20, 2, num_negatives=3, hidden_dim=8)
+    >>> from pyro_ar.likelihoods import AR
+    >>> model = CategoricalLatentModel(20, 2, AR(negatives=3), hidden_dim=8)
     >>> observed, heldout = torch.randint(0, 20, (5, 4)), torch.randint(0, 20, (5, 2))
     >>> isinstance(model, LatentCategoricalModel), model.log_likelihood(observed, heldout, reduce="none").shape
     (True, torch.Size([10]))
@@ -376,31 +378,33 @@ class CategoricalLatentModel(LatentCategoricalModel):
 
     :param int num_items: P, the number of categories.
     :param int latent_dim: Q.
-    :param likelihood: a :class:`~pyro_ar.likelihoods.Likelihood` or a name (``"ar"``,
-        ``"exact"``, ``"bouchard"``, ...) with ``noise``, ``num_negatives``, ``strategy``,
-        ``proposal`` as in :class:`~pyro_ar.models.base.CategoricalModel` (default: the
-        model's, see :attr:`likelihood_defaults`: Gumbel noise, every class, ``"shared"``
-        negatives, no proposal; with an object they must be left unset).
-    :param str posterior: ``"amortised"`` (:class:`SessionEncoder`) or ``"local"``
-        (:class:`LocalPosterior`, needs ``num_sessions``).
+    :param likelihood: a :class:`~pyro_ar.likelihoods.Likelihood` carrying its noise and
+        negatives, or a name (``"ar"``, ``"exact"``, ``"bouchard"``, ...): that likelihood with
+        the model's :attr:`likelihood_defaults` (Gumbel noise, every class, ``"shared"``
+        negatives). With Bouchard's bound, :class:`~pyro_ar.likelihoods.GaussianBouchard`
+        (what ``"bouchard"`` stands for here) takes the expectation over
+        :math:`q(\omega_u)` analytically (Gaussian utilities, no Monte Carlo; linear utilities
+        only), :class:`~pyro_ar.likelihoods.Bouchard` through the reparameterised draw of
+        :math:`\omega_u`.
+    :param posterior: ``"amortised"`` (a :class:`SessionEncoder` of ``hidden_dim`` units), or
+        the posterior module itself: a :class:`SessionEncoder`, or a :class:`LocalPosterior`
+        (per-session parameters: ``LocalPosterior(num_sessions, latent_dim, num_items)``).
     :param str utility: ``"linear"`` (:math:`\Psi\omega+\rho`) or ``"neural"``
         (:math:`\Psi\,\mathrm{MLP}(\omega)+\rho`, ``hidden_dim`` units).
-    :param str bouchard: ``"analytic"`` (Gaussian utilities, no Monte Carlo; linear only)
-        or ``"sampled"`` (reparameterised :math:`\omega`).
     :param int hidden_dim: width of the encoder (and of the neural utility).
-    :param init_bias: initial :math:`\rho` (a (P,) tensor, e.g.
-        :func:`~pyro_ar.models.unigram_log_probs` of the item counts) or None for N(0, 0.001^2).
-    :param str weights: the item embeddings :math:`\Psi`: ``"map"`` (the default), point
+    :param init: an :class:`~pyro_ar.models.weights.Init`: ``scale`` (initial :math:`\Psi`
+        N(0, scale^2), default 0.1) and ``bias`` (initial :math:`\rho`, a (P,) tensor, e.g.
+        :func:`~pyro_ar.models.unigram_log_probs` of the item counts; None: N(0, 0.001^2)).
+    :param weights: the item embeddings :math:`\Psi`: ``"map"`` (the default), point
         estimates under the prior :math:`\Psi_{pq}\sim N(0, s^2)`, or ``"mle"``, point
-        estimates without a prior.
-    :param prior_scale: s; None (the default): :math:`1/\sqrt{D}` with D the width of the
-        features :math:`\Psi` multiplies (Q, or ``hidden_dim`` for ``utility="neural"``), so that
-        under the prior and :math:`\omega_u\sim N(0, I_Q)` the latent part
-        :math:`\Psi_p\,\omega_u` of each utility has unit variance (linear utilities).
-    :param bool penalize_bias: False (the default) leaves the popularity offsets :math:`\rho`
-        out of the MAP prior (one number per item, fitted like an intercept; a prior around 0
-        would pull the unigram offsets of rare items up); True puts
-        :math:`\rho_p\sim N(0, s^2)` on them as well.
+        estimates without a prior; a :class:`~pyro_ar.models.weights.MAP` carries ``prior_scale``
+        s (None, the default: :math:`1/\sqrt{D}` with D the width of the features :math:`\Psi`
+        multiplies -- Q, or ``hidden_dim`` for ``utility="neural"`` -- so that under the prior
+        and :math:`\omega_u\sim N(0, I_Q)` the latent part :math:`\Psi_p\,\omega_u` of each
+        utility has unit variance, linear utilities) and ``penalize_bias`` (False, the default,
+        leaves the popularity offsets :math:`\rho` out of the MAP prior -- one number per item,
+        fitted like an intercept; a prior around 0 would pull the unigram offsets of rare items
+        up; True puts :math:`\rho_p\sim N(0, s^2)` on them as well).
 
     Why MAP embeddings by default: the maximum-likelihood fit overfits the :math:`P\times Q`
     embeddings when most items are rare -- on Brown sentences (26,101 words) its held-out
@@ -416,7 +420,8 @@ class CategoricalLatentModel(LatentCategoricalModel):
     >>> import torch, pyro, pyro_ar as ar
     >>> from pyro_ar.models import CategoricalLatentModel
     >>> items = torch.randint(0, 500, (100, 6))            # 100 sessions of 6 items, P = 500
-    >>> model = CategoricalLatentModel(500, 4, num_negatives=20, subsample_size=32)
+    >>> model = CategoricalLatentModel(500, 4, ar.likelihoods.AR(negatives=ar.SharedNegatives(20)),
+    ...                                subsample_size=32)
     >>> svi = pyro.infer.SVI(model, ar.infer.default_guide(model), ar.optim.lazy_adam({"lr": 0.01}),
     ...                      ar.infer.default_elbo())
     >>> loss = svi.step(items)                             # O(B (T + s) Q), whatever P
@@ -429,45 +434,41 @@ class CategoricalLatentModel(LatentCategoricalModel):
 
     #: the string shortcut's defaults (:meth:`~pyro_ar.models.base.CategoricalModel.likelihood_shortcuts`)
     likelihood_defaults = {"noise": "gumbel", "num_negatives": None, "strategy": "shared", "proposal": None}
+    weight_choices = ("mle", "map")
+    #: the fields of ``init=`` this model reads
+    init_fields = ("scale", "bias")
 
-    def __init__(self, num_items: int, latent_dim: int = 8, likelihood="ar", *, noise=DEFAULT,
-                 num_negatives: Optional[int] = DEFAULT, strategy=DEFAULT, proposal=DEFAULT,
-                 posterior: str = "amortised", num_sessions: Optional[int] = None,
-                 utility: str = "linear", bouchard: str = "analytic", hidden_dim: int = 64,
-                 weights: str = "map", prior_scale: Optional[float] = None, penalize_bias: bool = False,
-                 subsample_size: Optional[int] = None, sparse: bool = True, init_scale: float = 0.1,
-                 init_bias: Optional[torch.Tensor] = None, prefix: str = "", site: str = "v"):
-        if weights == "bayes":
-            raise ValueError("CategoricalLatentModel supports weights='mle' or 'map', got weights='bayes'")
-        if not isinstance(penalize_bias, bool):
-            raise ValueError(f"penalize_bias must be True or False, got penalize_bias={penalize_bias!r}")
+    def __init__(self, num_items: int, latent_dim: int = 8, likelihood="ar", *,
+                 posterior="amortised", utility: str = "linear", hidden_dim: int = 64, weights="map",
+                 subsample_size: Optional[int] = None, sparse: bool = True, init: Optional[Init] = None,
+                 prefix: str = "", site: str = "v"):
         latent_dim = check_positive_int("latent_dim", latent_dim)
         hidden_dim = check_positive_int("hidden_dim", hidden_dim)
-        if prior_scale is None:  # the latent part of a utility with unit prior variance
-            prior_scale = 1.0 / math.sqrt(hidden_dim if utility == "neural" else latent_dim)
-        super().__init__(num_items, likelihood, noise=noise, num_negatives=num_negatives,
-                         strategy=strategy, proposal=proposal, weights=weights, prior_scale=prior_scale,
-                         subsample_size=subsample_size, sparse=sparse, prefix=prefix, site=site)
+        init = check_init(init, type(self).__name__, self.init_fields)
+        # the latent part of a utility with unit prior variance; the offsets out of the prior
+        self.weight_defaults = {**self.weight_defaults, "penalize_bias": False,
+                                "prior_scale": 1.0 / math.sqrt(hidden_dim if utility == "neural" else latent_dim)}
+        if likelihood == "bouchard":  # the seed's method: the analytic expectation over q(omega)
+            lik = self.make_likelihood(likelihood, num_items, sparse=sparse)
+            likelihood = GaussianBouchard(lik.a, lik.sampler, lik.sparse)
+        super().__init__(num_items, likelihood, weights=weights, subsample_size=subsample_size,
+                         sparse=sparse, prefix=prefix, site=site)
         self.latent_dim, self.hidden_dim = latent_dim, hidden_dim
-        for name, value, allowed in (("posterior", posterior, ("amortised", "local")),
-                                     ("utility", utility, ("linear", "neural")),
-                                     ("bouchard", bouchard, ("analytic", "sampled"))):
+        for name, value, allowed in (("utility", utility, ("linear", "neural")),):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {name}={value!r}")
-        if posterior == "local":
-            num_sessions = check_positive_int("num_sessions", num_sessions)
-            self.posterior = LocalPosterior(num_sessions, latent_dim, num_items, sparse)
-        else:
-            self.posterior = SessionEncoder(num_items, latent_dim, hidden_dim, sparse)
-        self.posterior_kind, self.utility_kind = posterior, utility
-        self.bouchard = bouchard if utility == "linear" else "sampled"
+        self.posterior = _posterior_module(posterior, num_items, latent_dim, hidden_dim, sparse)
+        self.posterior_kind = "local" if isinstance(self.posterior, LocalPosterior) else "amortised"
+        self.utility_kind = utility
+        self.bouchard = "analytic" if isinstance(self.likelihood, GaussianBouchard) and utility == "linear" \
+            else "sampled"
         self.feature_map = nn.Sequential(nn.Linear(latent_dim, hidden_dim), nn.Tanh()) \
             if utility == "neural" else None
-        if init_bias is not None and tuple(init_bias.shape) != (num_items,):
-            raise ValueError(f"init_bias must have shape ({num_items},), got init_bias of shape "
-                             f"{tuple(init_bias.shape)}")
-        self.init_scale, self.init_bias = init_scale, init_bias
-        self.penalize_bias = bool(penalize_bias)
+        if init.bias is not None and tuple(init.bias.shape) != (num_items,):
+            raise ValueError(f"init.bias must have shape ({num_items},), got init.bias of shape "
+                             f"{tuple(init.bias.shape)}")
+        self.init_scale = 0.1 if init.scale is None else init.scale
+        self.init_bias = init.bias
         self.latent_site = prefix + "omega"
         #: The weight of the latent's KL term in the loss, 1 for the ELBO. :class:`~pyro_ar.infer.LatentKLWarmup`
         #: raises it from near 0 to 1, against posterior collapse.
@@ -497,7 +498,7 @@ class CategoricalLatentModel(LatentCategoricalModel):
 
         >>> import torch
         >>> from pyro_ar.models import CategoricalLatentModel
-        >>> model = CategoricalLatentModel(10, 4, num_negatives=None)     # s = 1/sqrt(4)
+        >>> model = CategoricalLatentModel(10, 4)                         # s = 1/sqrt(4)
         >>> params = {"weight": torch.zeros(10, 4), "bias": torch.full((10,), -5.0)}
         >>> lp = float(model.log_prior_estimate(params))                  # 40 entries at 0, rho left out
         >>> abs(lp - 40 * float(torch.distributions.Normal(0.0, 0.5).log_prob(torch.tensor(0.0)))) < 1e-4
@@ -560,3 +561,21 @@ class CategoricalLatentModel(LatentCategoricalModel):
 
     def _repr_fields(self):
         return {"P": self.num_classes, "Q": self.latent_dim, "posterior": repr(self.posterior_kind)}
+
+
+def _posterior_module(posterior, num_items: int, latent_dim: int, hidden_dim: int, sparse: bool) -> nn.Module:
+    """The posterior module of ``posterior=``: a :class:`SessionEncoder` for ``"amortised"``,
+    or the module given (a :class:`SessionEncoder` or :class:`LocalPosterior` of ``latent_dim``)."""
+    if posterior == "amortised":
+        return SessionEncoder(num_items, latent_dim, hidden_dim, sparse)
+    if posterior == "local":
+        raise ValueError("posterior='local' needs the number of sessions: pass the module, "
+                         "posterior=LocalPosterior(num_sessions, latent_dim, num_items)")
+    dim = posterior.latent_dim if isinstance(posterior, SessionEncoder) else \
+        posterior.loc.shape[-1] if isinstance(posterior, LocalPosterior) else None
+    if dim is None:
+        raise ValueError(f"posterior must be 'amortised', a SessionEncoder or a LocalPosterior, got "
+                         f"posterior={posterior!r}")
+    if dim != latent_dim:
+        raise ValueError(f"posterior has latent_dim={dim} but the model has latent_dim={latent_dim}")
+    return posterior

@@ -54,13 +54,14 @@ import torch.nn.functional as F
 import pyro
 from pyro.distributions.util import broadcast_shape
 
-from ..likelihoods import DEFAULT, Exact
+from ..likelihoods import Exact
 from ..negatives import PerDatapointNegatives
 from ..subsets import sample_without_replacement
 from ..numerics import check_positive_number
 from ..utility import LinearUtility, LinearWeights, Utility, _validating, check_index
 from .base import check_positive_int
 from .latent import CategoricalLatentModel
+from .weights import Init, check_init, get_weights
 
 __all__ = ["RBFKernel", "SparseGPMap", "SparseGPUtility", "VariableUtility", "CategoricalLatentGP",
            "marginal_log_probs", "frequency_log_predictive"]
@@ -121,8 +122,8 @@ class SparseGPMap(nn.Module):
     def __init__(self, latent_dim: int, num_inducing: int, lengthscale: float = 1.0,
                  variance: float = 1.0, jitter: float = 1e-4):
         super().__init__()
-        self.kernel = RBFKernel(latent_dim, variance, lengthscale)
-        self.inducing = nn.Parameter(torch.randn(num_inducing, latent_dim))
+        self.kernel = RBFKernel(check_positive_int("latent_dim", latent_dim), variance, lengthscale)
+        self.inducing = nn.Parameter(torch.randn(check_positive_int("num_inducing", num_inducing), latent_dim))
         self.jitter = jitter
 
     def cholesky(self) -> torch.Tensor:
@@ -340,6 +341,21 @@ def frequency_log_predictive(train: torch.Tensor, target: torch.Tensor, cardinal
     return table[rows]
 
 
+def _gp_map(utility, latent_dim: int) -> Optional["SparseGPMap"]:
+    """The GP map of ``utility=``: a default :class:`SparseGPMap` for ``"gp"``, the one given,
+    or None for ``"linear"``."""
+    if utility == "gp":
+        return SparseGPMap(latent_dim, 32)
+    if utility == "linear":
+        return None
+    if not isinstance(utility, SparseGPMap):
+        raise ValueError(f"utility must be 'gp', 'linear' or a SparseGPMap, got utility={utility!r}")
+    if utility.inducing.shape[-1] != latent_dim:
+        raise ValueError(f"utility is a SparseGPMap over {utility.inducing.shape[-1]} latent dimensions "
+                         f"but the model has latent_dim={latent_dim}")
+    return utility
+
+
 class CategoricalLatentGP(CategoricalLatentModel):
     r"""The CLGP (module docstring) as a :class:`~pyro_ar.models.CategoricalLatentModel`: the
     same latent plate, posterior modules, guide (:class:`~pyro_ar.infer.LatentGuide`) and
@@ -347,28 +363,32 @@ class CategoricalLatentGP(CategoricalLatentModel):
 
     :param cardinalities: :math:`K_1,\dots,K_D`.
     :param int latent_dim: Q.
-    :param likelihood: a :class:`~pyro_ar.likelihoods.Likelihood` or a name (``"ar"``, ``"exact"``,
-        ``"bouchard"``, ...) with ``noise``, ``num_negatives``, ``strategy``, ``proposal``
-        (default: the model's, see :attr:`~pyro_ar.models.latent.CategoricalLatentModel.likelihood_defaults`, as
-        :class:`~pyro_ar.models.CategoricalLatentModel`'s; with an object they must be left
-        unset). Negatives are drawn within a variable's categories: a proposal is over K
-        classes; variables with fewer categories than uniform negatives get the exact class sum.
-    :param str utility: ``"gp"`` (CLGP) or ``"linear"`` (the LGM).
-    :param int num_inducing: M.
-    :param str posterior: ``"amortised"`` or ``"local"`` (needs ``num_data``).
+    :param likelihood: a :class:`~pyro_ar.likelihoods.Likelihood` carrying its noise and
+        negatives, or a name (``"ar"``, ``"exact"``, ``"bouchard"``, ...): that likelihood with
+        the defaults of :attr:`~pyro_ar.models.latent.CategoricalLatentModel.likelihood_defaults`.
+        Negatives are drawn within a variable's categories: a proposal is over K classes;
+        variables with fewer categories than uniform negatives get the exact class sum.
+    :param utility: ``"gp"`` (CLGP: a :class:`SparseGPMap` of 32 inducing points, unit
+        lengthscale and kernel variance), a :class:`SparseGPMap` ``(latent_dim, num_inducing,
+        lengthscale, variance)`` (the CLGP with those initial kernel parameters and M inducing
+        points), or ``"linear"`` (the LGM).
+    :param posterior: ``"amortised"`` (a :class:`~pyro_ar.models.SessionEncoder` of 64 units)
+        or the posterior module itself (a :class:`~pyro_ar.models.SessionEncoder` over
+        :math:`R = \sum_d K_d` items, or ``LocalPosterior(num_data, latent_dim, R)``).
     :param num_kl_rows: :math:`|U|`, rows of the KL estimate of :math:`q(v)` (default: the
         likelihood's number of negatives; None there too: all R rows, exact).
-    :param init_bias: initial :math:`b` (R,), e.g. :func:`marginal_log_probs`; None: zeros.
-    :param float init_scale: scale of the initial :math:`m_r` (or :math:`w_r`); ``init_u_scale``: initial :math:`s_r`.
-    :param float lengthscale: initial kernel lengthscale (every latent dimension).
-    :param float kernel_variance: initial kernel variance.
+    :param init: an :class:`~pyro_ar.models.weights.Init`: ``bias`` (initial :math:`b` (R,),
+        e.g. :func:`marginal_log_probs`; None: zeros), ``scale`` (of the initial :math:`m_r`, or
+        :math:`w_r`; default 0.1) and ``posterior_scale`` (the initial :math:`s_r`; default 0.1).
 
     Example:
 
     >>> import torch, pyro, pyro_ar as ar
     >>> from pyro_ar.models import CategoricalLatentGP
     >>> x = torch.randint(0, 1000, (64, 3))                   # 64 datapoints, 3 variables of K = 1000
-    >>> model = CategoricalLatentGP([1000] * 3, 2, num_negatives=20, num_inducing=8, subsample_size=16)
+    >>> from pyro_ar.models.latent_gp import SparseGPMap
+    >>> model = CategoricalLatentGP([1000] * 3, 2, ar.likelihoods.AR(negatives=ar.SharedNegatives(20)),
+    ...                             utility=SparseGPMap(2, 8), subsample_size=16)
     >>> svi = pyro.infer.SVI(model, ar.infer.default_guide(model), ar.optim.lazy_adam({"lr": 0.01}),
     ...                      ar.infer.default_elbo())
     >>> loss = svi.step(x)                                     # O(B D (1 + s) M), whatever K
@@ -380,35 +400,30 @@ class CategoricalLatentGP(CategoricalLatentModel):
 
     input_names = ("x", "x")
     plate_name = "data"
+    weight_choices = ("mle", "map")
+    init_fields = ("scale", "bias", "posterior_scale")
 
     def __init__(self, cardinalities: Sequence[int], latent_dim: int = 2, likelihood="ar", *,
-                 utility: str = "gp", num_inducing: int = 32, noise=DEFAULT,
-                 num_negatives: Optional[int] = DEFAULT, strategy=DEFAULT, proposal=DEFAULT,
-                 posterior: str = "amortised", num_data: Optional[int] = None, hidden_dim: int = 64,
-                 weights: str = "mle", subsample_size: Optional[int] = None,
-                 num_kl_rows: Optional[int] = None, sparse: bool = True, init_scale: float = 0.1,
-                 init_u_scale: float = 0.1, init_bias: Optional[torch.Tensor] = None,
-                 lengthscale: float = 1.0, kernel_variance: float = 1.0, prefix: str = "", site: str = "y"):
+                 utility="gp", posterior="amortised", weights="mle", subsample_size: Optional[int] = None,
+                 num_kl_rows: Optional[int] = None, sparse: bool = True, init: Optional[Init] = None,
+                 prefix: str = "", site: str = "y"):
         ks = _check_cardinalities(cardinalities)
-        lengthscale = check_positive_number("lengthscale", lengthscale)
-        kernel_variance = check_positive_number("kernel_variance", kernel_variance)
-        init_u_scale = check_positive_number("init_u_scale", init_u_scale)
-        if utility not in ("gp", "linear"):
-            raise ValueError(f"utility must be one of ('gp', 'linear'), got utility={utility!r}")
-        if utility == "gp" and weights != "mle":
+        init = check_init(init, type(self).__name__, self.init_fields)
+        latent_dim = check_positive_int("latent_dim", latent_dim)
+        gp_map = _gp_map(utility, latent_dim)
+        if gp_map is not None and get_weights(weights, self.weight_choices).name != "mle":
             raise ValueError(f"utility='gp' has its own prior on the inducing outputs: it needs "
                              f"weights='mle', got weights={weights!r}")
         # the likelihood is over each variable's K_d categories, not over the R rows: checked per cardinality
-        lik = self.make_likelihood(likelihood, sum(ks), sparse=sparse, noise=noise, num_negatives=num_negatives,
-                                   strategy=strategy, proposal=proposal)
-        super().__init__(sum(ks), latent_dim, Exact(lik.noise), posterior=posterior, num_sessions=num_data,
-                         hidden_dim=hidden_dim, weights=weights, subsample_size=subsample_size,
-                         sparse=sparse, init_scale=init_scale, init_bias=init_bias, prefix=prefix, site=site)
+        lik = self.make_likelihood(likelihood, sum(ks), sparse=sparse)
+        super().__init__(sum(ks), latent_dim, Exact(lik.noise), posterior=posterior, weights=weights,
+                         subsample_size=subsample_size, sparse=sparse, init=init._replace(posterior_scale=None),
+                         prefix=prefix, site=site)
         self.likelihood, self.bouchard = lik, "sampled"
-        self.cardinalities, self.utility_kind = ks, utility
-        self.num_inducing = check_positive_int("num_inducing", num_inducing)
+        self.cardinalities, self.utility_kind = ks, "linear" if gp_map is None else "gp"
+        self.num_inducing = None if gp_map is None else gp_map.inducing.shape[0]
         self.num_kl_rows = check_positive_int("num_kl_rows", num_kl_rows, True)
-        self.init_u_scale = float(init_u_scale)
+        self.init_u_scale = 0.1 if init.posterior_scale is None else init.posterior_scale
         self.latent_site = prefix + "x"
         self.offsets = _offsets(ks)
         groups = {}
@@ -417,8 +432,7 @@ class CategoricalLatentGP(CategoricalLatentModel):
         self.groups = [(k, torch.tensor(cols)) for k, cols in groups.items()]
         self._on_device = {}  # device -> _index_tables
         self.likelihoods = [_likelihood_for(lik, k) for k, _ in self.groups]
-        self.gp_map = SparseGPMap(latent_dim, num_inducing, lengthscale, kernel_variance) \
-            if utility == "gp" else None
+        self.gp_map = gp_map
 
     @property
     def num_variables(self) -> int:

@@ -45,7 +45,7 @@ only s rows (e.g. 20 of 10^4) a row's prior gradient comes once in hundreds of s
 rare large kick that Adam's per-coordinate normalisation turns into a step of about the
 learning rate -- in effect no prior at all, whatever s (measured on the Brown bag of
 words, ``benchmarks/sparse.py``). The bias:
-:math:`b_k\sim N(\beta_k, s^2)` with :math:`\beta` = ``bias_init`` (0 by default), so a
+:math:`b_k\sim N(\beta_k, s^2)` with :math:`\beta` = ``init.bias`` (0 by default), so a
 model started at the unigram (log class frequencies) is shrunk towards it, not towards
 uniform classes.
 
@@ -55,25 +55,26 @@ class in training (:meth:`~pyro_ar.weight_pattern.WeightPattern.from_cooccurrenc
 ``"weight"`` holds those nnz entries (:class:`~pyro_ar.weight_pattern.PatternLinearUtility`), a
 full-rank model at the memory of its data -- the estimator's choice for sparse inputs with many
 classes and few rows per class, where a K x D W does not fit and a low rank cannot memorise
-which words go with which class. ``weight_loc`` (nnz,) is then W's starting point and its
+which words go with which class. ``init.weight`` (nnz,) is then W's starting point and its
 prior mean, :math:`W_e \sim N(\mathrm{loc}_e, s^2)`, its log-prior estimated on a uniform
 subsample of ``num_prior_entries`` entries, :math:`(\mathrm{nnz}/|U|)\sum_{e\in U}\log N`.
 """
 
-from typing import Dict, Optional, Union
+from typing import Dict, Optional
 
 import torch
 
 import pyro
 import pyro.distributions as dist
 
-from ..likelihoods import DEFAULT, Likelihood
+from ..likelihoods import Likelihood
 from ..negatives import DEFAULT_NUM_NEGATIVES
 from ..numerics import check_finite
 from ..subsets import sample_without_replacement
 from ..utility import DenseUtility, LinearUtility, gather_entries
 from ..weight_pattern import PatternLinearUtility, WeightPattern
 from .base import CategoricalModel, check_positive_int
+from .weights import Init, check_init, get_weights
 
 __all__ = ["LinearClassifier", "resolve_defaults"]
 
@@ -119,51 +120,36 @@ class LinearClassifier(CategoricalModel):
 
     :param int num_features: D.
     :param int num_classes: K.
-    :param noise: noise of the string shortcut (default: the model's, see
-        :attr:`likelihood_defaults`: ``"gumbel"``).
     :param likelihood: a :class:`~pyro_ar.likelihoods.Likelihood` object, which carries its
-        noise and negatives (then ``noise``, ``num_negatives``, ``strategy``, ``proposal``
-        and ``bouchard_a`` must be left unset: a ValueError names any that is set), or a
-        name (``"ar"``, ``"exact"``, ``"ove"``, ``"sampled"``, ``"bouchard"``) combined with
-        them (the string shortcut).
-    :param num_negatives: negatives of the string shortcut: an int, None (all classes:
-        O(K) per step) or ``"auto"`` (default: the model's, see :attr:`likelihood_defaults`:
-        ``"auto"``, all classes up to K = 21, else 20 -- the default model's step does not
-        grow with K; :func:`resolve_defaults`).
-    :param strategy: negative sampling of the string shortcut (default: the model's, see
-        :attr:`likelihood_defaults`: ``"per_datapoint"``).
-    :param proposal: proposal of ``strategy="importance"`` (default: the model's, see
-        :attr:`likelihood_defaults`: None).
+        noise and negatives (e.g. ``AR("normal", negatives=20)``), or a name (``"ar"``,
+        ``"exact"``, ``"ove"``, ``"sampled"``, ``"bouchard"``): that likelihood with Gumbel
+        noise and ``"auto"`` negatives -- all classes up to K = 21, else 20 uniform ones per
+        datapoint, so the default model's step does not grow with K (:func:`resolve_defaults`).
+    :param weights: ``"mle"``, ``"map"``, ``"bayes"`` or a weight strategy
+        (:class:`~pyro_ar.models.weights.MAP` carries ``prior_scale``, ``num_prior_classes``
+        -- with a rank and subsampled negatives default max(``subsample_size``, negatives),
+        see the module docstring --, ``penalize_bias``: False leaves b out of the MAP log-prior,
+        as scikit-learn leaves the intercept out of its L2 penalty; ``"bayes"`` keeps b's
+        prior either way -- and ``num_prior_entries``: with a pattern, the entries of W in one
+        step's log-prior estimate, default 4096).
     :param sparse: row-sparse gradients of the per-class parameters (use
         :func:`pyro_ar.optim.lazy_adam`); None (default): when the step subsamples classes
         and the weights are point estimates (:func:`resolve_defaults`).
-    :param float init_scale: W initialised N(0, init_scale^2) (the authors: 0.1).
-    :param float bias_init_scale: b initialised N(0, bias_init_scale^2) (the authors: 0.001).
-    :param bias_init: None, or a (K,) tensor added to that initial b, e.g. the centred log
-        class frequencies (the model then starts at the unigram model; the estimator does
-        so on its sparse and low-rank paths); it is also the mean of b's prior.
+    :param init: an :class:`~pyro_ar.models.weights.Init`: ``scale`` (W initialised
+        N(0, scale^2), default 0.1, the authors'), ``bias_scale`` (b initialised
+        N(0, bias_scale^2), default 0.001), ``bias`` (None, or a (K,) tensor added to that
+        initial b, e.g. the centred log class frequencies -- the model then starts at the
+        unigram model; it is also the mean of b's prior), ``weight`` (with a pattern: None,
+        W starts N(0, scale^2) with prior mean 0, or an (nnz,) tensor, W's starting point and
+        prior mean).
     :param str utility: ``"lazy"`` (gathers only the rows asked for, O(B s D) per step) or
         ``"dense"`` (all K utilities of the minibatch, O(B K D)).
-    :param bouchard_a: ``"local"`` (the default) or ``"optimal"``, the ``a`` of the string
-        shortcut ``likelihood="bouchard"`` (a :class:`~pyro_ar.likelihoods.Bouchard` object
-        carries its own).
     :param rank: None (a full K x D weight matrix) or r: the low-rank model
         :math:`W = V E^\top` (see the module docstring), O((D + K) r) parameters.
-    :param num_prior_classes: rows of each parameter in one step's MAP log-prior estimate
-        (default: the likelihood's negatives; with a rank and subsampled negatives
-        max(``subsample_size``, negatives), see the module docstring).
-    :param bool penalize_bias: False leaves b out of the MAP log-prior (as scikit-learn
-        leaves the intercept out of its L2 penalty; the estimator's choice). ``"bayes"``
-        keeps b's prior either way: it is a latent variable there.
     :param weight_pattern: None, or a :class:`~pyro_ar.weight_pattern.WeightPattern` over (K, D):
         W lives on its entries only (see the module docstring; full rank, ``"mle"``/``"map"``).
-    :param weight_loc: with a pattern, None (W starts N(0, init_scale^2), prior mean 0) or an
-        (nnz,) tensor: W's starting point and prior mean.
-    :param int num_prior_entries: with a pattern, the entries of W in one step's MAP
-        log-prior estimate (default 4096).
 
-    The remaining arguments (``weights``, ``prior_scale``, ``subsample_size``, ``sparse``,
-    ``prefix``, ``site``) are those of :class:`~pyro_ar.models.base.CategoricalModel`.
+    The remaining arguments (``subsample_size``, ``prefix``, ``site``) are those of :class:`~pyro_ar.models.base.CategoricalModel`.
 
     Example:
 
@@ -186,61 +172,51 @@ class LinearClassifier(CategoricalModel):
     likelihood_defaults = {"noise": "gumbel", "num_negatives": "auto", "strategy": "per_datapoint",
                            "proposal": None}
 
-    def __init__(self, num_features: int, num_classes: int, noise=DEFAULT, likelihood="ar",
-                 num_negatives: Union[int, None, str] = DEFAULT, strategy=DEFAULT, proposal=DEFAULT,
-                 weights="mle", prior_scale: float = 1.0, subsample_size: Optional[int] = None,
-                 sparse: Optional[bool] = None, init_scale: float = 0.1, bias_init_scale: float = 1e-3,
-                 prefix: str = "", site: str = "y", utility: str = "lazy",
-                 bouchard_a: str = DEFAULT, rank: Optional[int] = None,
-                 bias_init: Optional[torch.Tensor] = None, num_prior_classes: Optional[int] = None,
-                 penalize_bias: bool = True, weight_pattern: Optional[WeightPattern] = None,
-                 weight_loc: Optional[torch.Tensor] = None, num_prior_entries: int = 4096):
+    def __init__(self, num_features: int, num_classes: int, likelihood="ar", weights="mle",
+                 subsample_size: Optional[int] = None, sparse: Optional[bool] = None,
+                 init: Optional[Init] = None, prefix: str = "", site: str = "y", utility: str = "lazy",
+                 rank: Optional[int] = None, weight_pattern: Optional[WeightPattern] = None):
         self.num_features = check_positive_int("num_features", num_features)
         self.rank = check_positive_int("rank", rank, allow_none=True)
-        shortcuts = self.likelihood_shortcuts(likelihood, num_classes, noise=noise, num_negatives=num_negatives,
-                                              strategy=strategy, proposal=proposal, bouchard_a=bouchard_a)
-        _, sparse = resolve_defaults(num_classes, likelihood, shortcuts.get("num_negatives"), weights, sparse)
-        super().__init__(num_classes, likelihood, **shortcuts, weights=weights,
-                         prior_scale=prior_scale, subsample_size=subsample_size, sparse=sparse,
-                         prefix=prefix, site=site, num_prior_classes=num_prior_classes)
+        init = check_init(init, type(self).__name__, self.init_fields)
+        negatives = None if isinstance(likelihood, Likelihood) \
+            else self.likelihood_shortcuts(likelihood, num_classes).get("num_negatives")
+        name = get_weights(weights, self.weight_choices).name
+        _, sparse = resolve_defaults(num_classes, likelihood, negatives, name, sparse)
+        super().__init__(num_classes, likelihood, weights=weights, subsample_size=subsample_size,
+                         sparse=sparse, prefix=prefix, site=site)
         if utility not in ("lazy", "dense"):
             raise ValueError(f"utility must be 'lazy' or 'dense', got utility={utility!r}")
         self.utility_mode = utility
-        self.init_scale, self.bias_init_scale = init_scale, bias_init_scale
+        self.init_scale = 0.1 if init.scale is None else init.scale
+        self.bias_init_scale = 1e-3 if init.bias_scale is None else init.bias_scale
+        bias_init = init.bias
         if bias_init is not None and (not isinstance(bias_init, torch.Tensor)
                                       or bias_init.shape != (self.num_classes,)):
-            raise ValueError(f"bias_init must be a tensor of shape ({self.num_classes},), got "
+            raise ValueError(f"init.bias must be a tensor of shape ({self.num_classes},), got "
                              f"{getattr(bias_init, 'shape', bias_init)!r}")
         self.bias_init = bias_init
-        self.penalize_bias = bool(penalize_bias)
-        self._check_pattern(weight_pattern, weight_loc, weights, utility)
-        self.weight_pattern, self.weight_loc = weight_pattern, weight_loc
-        self.num_prior_entries = check_positive_int("num_prior_entries", num_prior_entries)
-        if rank is not None and num_prior_classes is None and self.num_negatives is not None \
+        self._check_pattern(weight_pattern, init.weight, self.weights, utility)
+        self.weight_pattern, self.weight_loc = weight_pattern, init.weight
+        if rank is not None and self.num_prior_classes is None and self.num_negatives is not None \
                 and self.subsample_size is not None:  # the prior on B rows: see prior_scales
             self.num_prior_classes = max(self.subsample_size, self.num_negatives)
 
+    #: the fields of ``init=`` this model reads
+    init_fields = ("scale", "bias_scale", "bias", "weight")
+
     @classmethod
     def resolve_shortcuts(cls, likelihood, num_classes, values):
-        """``num_negatives="auto"`` resolved for K (:func:`resolve_defaults`); ``bouchard_a``
-        becomes the ``a`` of ``likelihood="bouchard"`` (and an error with another name)."""
+        """``num_negatives="auto"`` resolved for K (:func:`resolve_defaults`)."""
         values = dict(values)
         values["num_negatives"], _ = resolve_defaults(num_classes, likelihood, values["num_negatives"],
                                                       "mle", False)
-        if "bouchard_a" in values:
-            a = values.pop("bouchard_a")
-            if a not in ("local", "optimal"):
-                raise ValueError(f"bouchard_a must be 'local' or 'optimal', got bouchard_a={a!r}")
-            if likelihood != "bouchard":
-                raise ValueError(f"bouchard_a={a!r} is the a of likelihood='bouchard', got "
-                                 f"likelihood={likelihood!r}")
-            values["a"] = a
         return values
 
     def _check_pattern(self, pattern, loc, weights, utility):
         if pattern is None:
             if loc is not None:
-                raise ValueError("weight_loc needs a weight_pattern (it holds the pattern's entries)")
+                raise ValueError("init.weight needs a weight_pattern (it holds the pattern's entries)")
             return
         if not isinstance(pattern, WeightPattern) or (pattern.num_classes, pattern.num_features) \
                 != (self.num_classes, self.num_features):
@@ -250,10 +226,10 @@ class LinearClassifier(CategoricalModel):
             raise ValueError(f"weight_pattern needs rank=None, weights 'mle' or 'map' and utility='lazy', "
                              f"got rank={self.rank!r}, weights={weights!r}, utility={utility!r}")
         if loc is not None and (not isinstance(loc, torch.Tensor) or loc.shape != (len(pattern),)):
-            raise ValueError(f"weight_loc must be a tensor of shape ({len(pattern)},), got "
+            raise ValueError(f"init.weight must be a tensor of shape ({len(pattern)},), got "
                              f"{getattr(loc, 'shape', loc)!r}")
         if loc is not None:
-            check_finite(loc, "weight_loc")
+            check_finite(loc, "init.weight")
 
     def parameter_shapes(self):
         K, D, r = self.num_classes, self.num_features, self.rank
@@ -302,9 +278,10 @@ class LinearClassifier(CategoricalModel):
         Example:
 
         >>> from pyro_ar.models import LinearClassifier
-        >>> LinearClassifier(8, 500, rank=16, prior_scale=0.25).prior_scales()
+        >>> from pyro_ar.models.weights import MAP
+        >>> LinearClassifier(8, 500, rank=16, weights=MAP(prior_scale=0.25)).prior_scales()
         {'weight': 0.25, 'bias': 0.25, 'embedding': 0.25}
-        >>> LinearClassifier(8, 500, prior_scale=0.25).prior_scales()
+        >>> LinearClassifier(8, 500, weights=MAP(prior_scale=0.25)).prior_scales()
         {'weight': 0.25, 'bias': 0.25}
         """
         s = self.prior_scale

@@ -52,12 +52,13 @@ import torch
 import pyro
 from pyro.nn import PyroModule
 
-from ..likelihoods import DEFAULT, GaussianUtility
+from ..likelihoods import GaussianUtility
 from ..subsets import sample_without_replacement
 from ..numerics import softplus, softplus_inverse
 from ..utility import LinearUtility, LinearWeights
 from .base import check_positive_int
 from .linear import LinearClassifier
+from .weights import Init, check_init
 
 __all__ = ["NeuralClassifier", "NetworkBody"]
 
@@ -147,16 +148,19 @@ class NeuralClassifier(NetworkBody, LinearClassifier):
         features of shape ``(N, num_features)``.
     :param int num_features: F, the body's output width.
     :param int num_classes: K.
-    :param float init_scale: output weights initialised N(0, init_scale^2) (default
-        :math:`1/\sqrt F`).
+    :param weights: as :class:`~pyro_ar.models.LinearClassifier`'s, or ``"gaussian"`` /
+        :class:`~pyro_ar.models.weights.GaussianWeights` (a mean-field Gaussian output layer, for
+        a likelihood of Gaussian utilities).
+    :param init: an :class:`~pyro_ar.models.weights.Init`: ``scale`` (output weights
+        initialised N(0, scale^2), default :math:`1/\sqrt F`), ``bias_scale`` and ``bias``
+        (None, or a (K,) tensor added to the initial biases, e.g. the log class frequencies,
+        so that the model starts at the unigram model).
     :param int eval_batch_size: rows per body call in :meth:`utility` (evaluation).
-    :param bias_init: None, or a (K,) tensor added to the initial biases (e.g. the log class
-        frequencies, so that the model starts at the unigram model).
 
     The remaining arguments are those of :class:`~pyro_ar.models.LinearClassifier`
-    (``noise``, ``likelihood``, ``num_negatives``, ``strategy``, ``weights``,
-    ``subsample_size``, ``sparse``, ``utility``, ...); the string shortcut's defaults are
-    LinearClassifier's (:attr:`~pyro_ar.models.linear.LinearClassifier.likelihood_defaults`: ``num_negatives="auto"``).
+    (``likelihood``, ``subsample_size``, ``sparse``, ``utility``, ...); the string shortcut's
+    defaults are LinearClassifier's (:attr:`~pyro_ar.models.linear.LinearClassifier.likelihood_defaults`:
+    ``num_negatives="auto"``).
 
     Example:
 
@@ -164,7 +168,7 @@ class NeuralClassifier(NetworkBody, LinearClassifier):
     >>> from pyro_ar.models import NeuralClassifier
     >>> data = ar.datasets.make_linear_teacher(500, 8, 1000, seed=0)
     >>> body = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU())
-    >>> model = NeuralClassifier(body, 32, 1000, num_negatives=10, subsample_size=64, sparse=True)
+    >>> model = NeuralClassifier(body, 32, 1000, ar.likelihoods.AR(negatives=10), subsample_size=64, sparse=True)
     >>> svi = pyro.infer.SVI(model, ar.infer.default_guide(model), ar.optim.lazy_adam({"lr": 0.01}),
     ...                      ar.infer.default_elbo())
     >>> before = body[0].weight.detach().clone()
@@ -178,31 +182,25 @@ class NeuralClassifier(NetworkBody, LinearClassifier):
     input_names = ("x", "y")
     _GAUSSIAN_SCALES = {"weight": "weight_scale_unconstrained", "bias": "bias_scale_unconstrained"}
 
-    def __init__(self, body: torch.nn.Module, num_features: int, num_classes: int, noise=DEFAULT,
-                 likelihood="ar", num_negatives=DEFAULT, strategy=DEFAULT,
-                 proposal=DEFAULT, weights="mle", prior_scale: float = 1.0,
-                 subsample_size: Optional[int] = None, sparse: Optional[bool] = None,
-                 init_scale: Optional[float] = None, bias_init_scale: float = 1e-3,
-                 prefix: str = "", site: str = "y", utility: str = "lazy",
-                 bouchard_a: str = DEFAULT, eval_batch_size: int = 4096,
-                 bias_init: Optional[torch.Tensor] = None):
+    def __init__(self, body: torch.nn.Module, num_features: int, num_classes: int, likelihood="ar",
+                 weights="mle", subsample_size: Optional[int] = None, sparse: Optional[bool] = None,
+                 init: Optional[Init] = None, prefix: str = "", site: str = "y", utility: str = "lazy",
+                 eval_batch_size: int = 4096):
         self._init_body(body, prefix, eval_batch_size)
         num_features = check_positive_int("num_features", num_features)
-        if init_scale is None:
-            init_scale = num_features ** -0.5
-        gaussian = weights == "gaussian"
-        super().__init__(num_features, num_classes, noise=noise, likelihood=likelihood,
-                         num_negatives=num_negatives, strategy=strategy, proposal=proposal,
-                         weights="mle" if gaussian else weights, prior_scale=prior_scale,
-                         subsample_size=subsample_size, sparse=sparse, init_scale=init_scale,
-                         bias_init_scale=bias_init_scale, prefix=prefix, site=site,
-                         utility=utility, bouchard_a=bouchard_a, bias_init=bias_init)
-        if gaussian:
-            if not getattr(self.likelihood, "gaussian_utilities", False):
-                raise ValueError(f"weights='gaussian' needs a likelihood of Gaussian utilities "
-                                 f"(JaakkolaJordan, GaussianBouchard, LocalReparameterization), got "
-                                 f"likelihood={self.likelihood!r}")
-            self.weights = "gaussian"
+        init = check_init(init, type(self).__name__, self.init_fields)
+        if init.scale is None:
+            init = init._replace(scale=num_features ** -0.5)
+        super().__init__(num_features, num_classes, likelihood=likelihood, weights=weights,
+                         subsample_size=subsample_size, sparse=sparse, init=init, prefix=prefix,
+                         site=site, utility=utility)
+        if self.weights == "gaussian" and not getattr(self.likelihood, "gaussian_utilities", False):
+            raise ValueError(f"weights='gaussian' needs a likelihood of Gaussian utilities "
+                             f"(JaakkolaJordan, GaussianBouchard, LocalReparameterization), got "
+                             f"likelihood={self.likelihood!r}")
+
+    weight_choices = ("mle", "map", "bayes", "gaussian")
+    init_fields = ("scale", "bias_scale", "bias")
 
     # ---- what the base asks for ---------------------------------------------------------
     def parameter_shapes(self):

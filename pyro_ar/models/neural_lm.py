@@ -78,7 +78,8 @@ class NGramBody(torch.nn.Module):
     >>> body = NGramBody(1000, 3, 16, 32)
     >>> body(torch.tensor([[1, 5, 7], [9, 9, 2]])).shape
     torch.Size([2, 32])
-    >>> model = NeuralClassifier(body, 32, 1000, num_negatives=20, subsample_size=64, sparse=True)
+    >>> from pyro_ar.likelihoods import AR
+    >>> model = NeuralClassifier(body, 32, 1000, likelihood=AR(negatives=20), subsample_size=64, sparse=True)
     """
 
     def __init__(self, num_words: int, context_size: int, embedding_dim: int, num_features: int,

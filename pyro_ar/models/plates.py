@@ -12,6 +12,8 @@ else -- the site, its name, the frame, the scale :math:`N/B` -- is ``pyro.plate`
 :class:`WeightedPlate` adds per-datapoint weights to the sites' scales.
 """
 
+from typing import Optional
+
 import torch
 
 import pyro
@@ -20,7 +22,7 @@ from pyro.poutine import subsample_messenger
 
 from ..subsets import sample_without_replacement
 
-__all__ = ["SubsamplePlate", "WeightedPlate"]
+__all__ = ["SubsamplePlate", "WeightedPlate", "take_rows", "check_sample_weight"]
 
 
 class _Subsample(subsample_messenger._Subsample):
@@ -103,3 +105,42 @@ class WeightedPlate(SubsamplePlate):
         w = self.weight.index_select(0, self.indices.to(self.weight.device))
         w = w.reshape(w.shape + (1,) * (-1 - self.dim))
         msg["scale"] = msg["scale"] * w
+
+
+def take_rows(x, index: Optional[torch.Tensor]):
+    """Rows ``index`` of ``x`` (a tensor, or any row-indexable stand-in such as the
+    estimator's sparse rows); ``x`` itself when ``index`` is None.
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.models.plates import take_rows
+    >>> take_rows(torch.arange(5), torch.tensor([3, 1])).tolist()
+    [3, 1]
+    """
+    if index is None:
+        return x
+    if isinstance(x, torch.Tensor):  # (a plate made without create_plates subsamples on the CPU)
+        return x.index_select(0, index.to(x.device))
+    return x[index]
+
+
+def check_sample_weight(sample_weight, num_data: int):
+    """Validate per-datapoint weights: a finite, non-negative tensor of shape (N,).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.models.plates import check_sample_weight
+    >>> check_sample_weight(torch.ones(3), 3)
+    >>> check_sample_weight(torch.tensor([1.0, -1.0]), 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: sample_weight must be finite and >= 0, got [-1.0]
+    """
+    if not isinstance(sample_weight, torch.Tensor) or sample_weight.shape != (num_data,):
+        raise ValueError(f"sample_weight must be a tensor of shape ({num_data},), got "
+                         f"{getattr(sample_weight, 'shape', sample_weight)!r}")
+    bad = ~torch.isfinite(sample_weight) | (sample_weight < 0)
+    if bad.any():
+        raise ValueError(f"sample_weight must be finite and >= 0, got {sample_weight[bad][:5].tolist()}")

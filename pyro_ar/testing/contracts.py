@@ -20,6 +20,7 @@ import pyro.poutine as poutine
 from pyro.infer import SVI, Predictive
 
 from ..noise import Noise
+from pyro_ar.models import Init
 
 try:  # the contracts are pytest test classes (pyro_ar.testing.check_noise needs no pytest)
     import pytest
@@ -95,9 +96,10 @@ class ModelContract:
     >>> from pyro_ar.datasets import make_linear_teacher
     >>> from pyro_ar.models import LinearClassifier
     >>> from pyro_ar.testing import ModelContract
+    >>> from pyro_ar.likelihoods import AR
     >>> class TestMyLinear(ModelContract):     # in a test module: pytest collects the tests
     ...     def make_model(self):
-    ...         return LinearClassifier(3, 12, num_negatives=3, subsample_size=8)
+    ...         return LinearClassifier(3, 12, likelihood=AR(negatives=3), subsample_size=8)
     ...     def make_data(self):
     ...         d = make_linear_teacher(40, 3, 12, seed=0)
     ...         return d.x, d.y
@@ -435,8 +437,8 @@ class LikelihoodContract:
 
         # (weights of scale 1: utilities spread over several units, where a biased estimate shows)
         return LinearClassifier(self.num_features, self.num_classes, likelihood=likelihood,
-                                subsample_size=self.batch_size, sparse=False, init_scale=1.0,
-                                bias_init_scale=1.0)
+                                subsample_size=self.batch_size, sparse=False,
+                                init=Init(scale=1.0, bias_scale=1.0))
 
     def make_data(self):
         from ..datasets import make_linear_teacher

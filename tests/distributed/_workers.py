@@ -80,8 +80,8 @@ def cs_run(shard, num_shards, num_negatives=None, steps=20, checkpoint=None, cra
     pyro.clear_param_store()
     pyro.set_rng_seed(0)
     x, y = data()
-    model = ClassShardedLinearClassifier(D, K, num_negatives=num_negatives, shard=shard,
-                                         num_shards=num_shards, subsample_size=B, seed=5)
+    model = ClassShardedLinearClassifier(D, K, likelihood=AR(negatives=SharedNegatives(num_negatives)),
+                                         shard=shard, num_shards=num_shards, subsample_size=B, seed=5)
     guide = default_guide(model)
     svi = SVI(model, guide, lazy_adam({"lr": 0.05}), default_elbo())
     done = _train(svi, x, y, steps, [model.stream], checkpoint, crash_at)

@@ -23,10 +23,14 @@ from pyro_ar.optim import lazy_adam
 
 from tests.fuzz import _harness as H
 from tests.fuzz import strategies as S
+from pyro_ar.likelihoods import AR, get_likelihood
+from pyro_ar.models import SparseGPMap
+from pyro_ar.models.weights import WEIGHTS
+from pyro_ar.negatives import SharedNegatives
 
 pytestmark = [pytest.mark.usefixtures("seeded", "validation_on"), pytest.mark.slow]  # a fuzz battery
 
-MODEL_NAMES = ("num_features", "num_classes", "num_words", "embedding_dim", "noise", "likelihood",
+MODEL_NAMES = ("num_features", "num_classes", "num_words", "embedding_dim", "noise", "likelihood", "negatives",
                "num_negatives", "strategy", "proposal", "weights", "prior_scale", "subsample_size",
                "utility", "x", "y", "prev", "next", "value", "labels")
 
@@ -59,9 +63,11 @@ def test_linear_classifier_step(a, st_data):
 
     def run():
         pyro.clear_param_store()
-        model = LinearClassifier(a["D"], K, noise=a["noise"], likelihood=a["likelihood"],
-                                 num_negatives=a["k"], strategy=a["strategy"], weights=a["weights"],
-                                 prior_scale=a["prior_scale"], subsample_size=a["B"])
+        kw = {} if a["likelihood"] == "exact" else dict(num_negatives=a["k"], strategy=a["strategy"])
+        likelihood = get_likelihood(a["likelihood"], a["noise"], **kw)
+        weights = WEIGHTS[a["weights"]](prior_scale=a["prior_scale"]) \
+            if a["weights"] in ("map", "bayes") else a["weights"]
+        model = LinearClassifier(a["D"], K, likelihood=likelihood, weights=weights, subsample_size=a["B"])
         svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
         return svi.step(x, y)
 
@@ -86,8 +92,8 @@ def test_bigram_step_and_log_likelihood(K, D, k, strategy, N, bad, st_data):
 
     def run():
         pyro.clear_param_store()
-        model = BigramLanguageModel(K, D, num_negatives=k, strategy=strategy, proposal=proposal,
-                                    subsample_size=4)
+        lik = get_likelihood("ar", num_negatives=k, strategy=strategy, proposal=proposal)
+        model = BigramLanguageModel(K, D, likelihood=lik, subsample_size=4)
         svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
         return svi.step(prev, nxt), model.log_likelihood(prev, nxt)
 
@@ -136,19 +142,20 @@ def _model_and_inputs(kind, N):
     """A small model of ``kind`` and good training inputs with N rows (K = 6 classes)."""
     g = torch.Generator().manual_seed(N)
     if kind == "latent":
-        return CategoricalLatentModel(6, 2, num_negatives=2, subsample_size=3), [torch.randint(-1, 6, (N, 3), generator=g)]
+        return CategoricalLatentModel(6, 2, likelihood=AR(negatives=SharedNegatives(2)), subsample_size=3), [torch.randint(-1, 6, (N, 3), generator=g)]
     if kind == "clgp":
-        return (CategoricalLatentGP([3, 6], num_inducing=3, num_negatives=2, subsample_size=3),
+        return (CategoricalLatentGP([3, 6], likelihood=AR(negatives=SharedNegatives(2)),
+                                    utility=SparseGPMap(2, 3), subsample_size=3),
                 [torch.stack([torch.randint(0, 3, (N,), generator=g), torch.randint(0, 6, (N,), generator=g)], -1)])
     if kind == "bigram":
-        return (BigramLanguageModel(6, 3, strategy="shared", num_negatives=2, subsample_size=3),
+        return (BigramLanguageModel(6, 3, likelihood=AR(negatives=SharedNegatives(2)), subsample_size=3),
                 [torch.randint(0, 6, (N,), generator=g), torch.randint(0, 6, (N,), generator=g)])
     x, y = torch.randn(N, 3, generator=g), torch.randint(0, 6, (N,), generator=g)
     if kind == "neural":
-        return NeuralClassifier(torch.nn.Linear(3, 4), 4, 6, num_negatives=2, subsample_size=3), [x, y]
+        return NeuralClassifier(torch.nn.Linear(3, 4), 4, 6, likelihood=AR(negatives=2), subsample_size=3), [x, y]
     if kind == "bayes":
-        return BayesianLinearClassifier(3, 6, num_negatives=2, subsample_size=3), [x, y]
-    return LinearClassifier(3, 6, num_negatives=2, subsample_size=3), [x, y]
+        return BayesianLinearClassifier(3, 6, likelihood=AR(negatives=2), subsample_size=3), [x, y]
+    return LinearClassifier(3, 6, likelihood=AR(negatives=2), subsample_size=3), [x, y]
 
 
 def _defect(inputs, defect, row):

@@ -55,6 +55,7 @@ from tests.fuzz import _harness as H
 
 sklearn = pytest.importorskip("sklearn")
 from pyro_ar import ARClassifier  # noqa: E402
+from pyro_ar.likelihoods import AR
 
 pytestmark = pytest.mark.slow  # a fuzz battery
 
@@ -203,7 +204,7 @@ D, K, N = 4, 12, 200
 
 
 def _svi():
-    model = LinearClassifier(D, K, num_negatives=4, subsample_size=32, sparse=True)
+    model = LinearClassifier(D, K, likelihood=AR(negatives=4), subsample_size=32, sparse=True)
     return SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
 
 

@@ -33,6 +33,7 @@ from pyro_ar.infer import (
 )
 from pyro_ar.models import BayesianLinearClassifier, LinearClassifier
 from pyro_ar.optim import LazyAdam, lazy_adam
+from pyro_ar.likelihoods import AR
 
 
 pytestmark = pytest.mark.usefixtures("seeded", "one_thread", "validation_on")
@@ -117,9 +118,9 @@ def test_large_k_elbo_estimator_is_unbiased(noise, elbo_cls, stratify):
     zw = torch.randn(K, D, generator=g, dtype=torch.float64)
     zb = torch.randn(K, generator=g, dtype=torch.float64)
     ze = torch.randn(N, generator=g, dtype=torch.float64)
-    common = dict(noise=noise, stratify=stratify, num_eta_classes=0)
-    sub = BayesianLinearClassifier(D, K, num_negatives=4, num_kl_classes=6, **common)
-    full = BayesianLinearClassifier(D, K, num_negatives=K, num_kl_classes=K, **common)  # exact sums
+    common = dict(stratify=stratify, num_eta_classes=0)
+    sub = BayesianLinearClassifier(D, K, likelihood=AR(noise, negatives=4), num_kl_classes=6, **common)
+    full = BayesianLinearClassifier(D, K, likelihood=AR(noise, negatives=K), num_kl_classes=K, **common)  # exact sums
     guide_sub, guide_full = _CRNGuide(sub, zw, zb, ze), _CRNGuide(full, zw, zb, ze)
     guide_full(x, y)
     _randomise_guide(guide_full, K, D)  # the two guides share the parameters (same names)
@@ -137,7 +138,7 @@ def test_kl_row_weights_through_plate_scale_and_mask():
     """Per-row KL weight = plate scale K/|C| x poutine.scale |C|/|U| on U, masked elsewhere."""
     K, D = 50, 2
     data = make_linear_teacher(40, D, K, seed=0)
-    model = BayesianLinearClassifier(D, K, num_negatives=5, num_kl_classes=7, num_eta_classes=3,
+    model = BayesianLinearClassifier(D, K, likelihood=AR(negatives=5), num_kl_classes=7, num_eta_classes=3,
                                      subsample_size=10)
     guide = ClassSubsampledNormal(model)
     tr = poutine.trace(guide).get_trace(data.x, data.y)
@@ -182,7 +183,7 @@ def test_laplace_local_guide_is_nearly_tight_for_probit():
     Gumbel closed form, which is tight)."""
     K, D, N = 6, 3, 30
     data = make_linear_teacher(N, D, K, "normal", weight_scale=2.0, seed=5, dtype=torch.float64)
-    model = BayesianLinearClassifier(D, K, noise="normal", prior_scale=100.0)
+    model = BayesianLinearClassifier(D, K, likelihood=AR("normal"), prior_scale=100.0)
     guide = ClassSubsampledNormal(model, init_scale=1e-8)
     guide(data.x, data.y)
     with torch.no_grad():
@@ -206,7 +207,7 @@ def test_step_touches_only_the_rows_of_the_class_subsample():
     transform on access)."""
     K, D = 2000, 4
     data = make_linear_teacher(500, D, K, seed=1)
-    model = BayesianLinearClassifier(D, K, num_negatives=8, subsample_size=16)
+    model = BayesianLinearClassifier(D, K, likelihood=AR(negatives=8), subsample_size=16)
     guide = ClassSubsampledNormal(model)
     svi = SVI(model, guide, lazy_adam({"lr": 0.05}), ClosedFormELBO())
     svi.step(data.x, data.y)
@@ -251,7 +252,7 @@ def test_small_k_stock_autonormal_path_for_every_noise():
     for noise in ("gumbel", "normal", "logistic"):
         pyro.clear_param_store()
         data = make_linear_teacher(120, 3, 5, noise, seed=2)
-        model = LinearClassifier(3, 5, noise=noise, weights="bayes", num_negatives=2, subsample_size=40)
+        model = LinearClassifier(3, 5, likelihood=AR(noise, negatives=2), weights="bayes", subsample_size=40)
         guide = default_guide(model, local="noise", sparse=False)  # AutoNormal + NoiseLocalGuide
         svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.02}), TraceMeanField_ELBO())
         for _ in range(5):
@@ -267,7 +268,7 @@ def test_small_k_stock_autonormal_path_for_every_noise():
 def test_large_k_path_runs_for_every_noise(noise, local):
     K, D = 200, 3
     data = make_linear_teacher(300, D, K, noise, seed=4)
-    model = BayesianLinearClassifier(D, K, noise=noise, num_negatives=10, subsample_size=32)
+    model = BayesianLinearClassifier(D, K, likelihood=AR(noise, negatives=10), subsample_size=32)
     if local == "conditional":
         guide = ClassSubsampledNormal(model)
     else:
@@ -283,7 +284,7 @@ def test_large_k_path_runs_for_every_noise(noise, local):
 def test_posterior_predictive_credible_intervals_and_top_k():
     K, D = 40, 3
     data = make_linear_teacher(400, D, K, seed=6)
-    model = BayesianLinearClassifier(D, K, num_negatives=5, subsample_size=50)
+    model = BayesianLinearClassifier(D, K, likelihood=AR(negatives=5), subsample_size=50)
     guide = ClassSubsampledNormal(model)
     svi = SVI(model, guide, lazy_adam({"lr": 0.05}), ClosedFormELBO())
     for _ in range(30):
@@ -318,14 +319,14 @@ def test_bad_hyper_parameters_and_plate_mismatch_give_clear_errors():
     with pytest.raises(ValueError, match=r"prior_scale.*0"):
         BayesianLinearClassifier(3, 10, prior_scale=0.0)
     with pytest.raises(ValueError, match=r"num_negatives=11"):
-        BayesianLinearClassifier(3, 10, num_negatives=11)
+        BayesianLinearClassifier(3, 10, likelihood=AR(negatives=11))
     with pytest.raises(ValueError, match=r"num_kl_classes=20"):
-        BayesianLinearClassifier(3, 10, num_negatives=2, num_kl_classes=20)
+        BayesianLinearClassifier(3, 10, likelihood=AR(negatives=2), num_kl_classes=20)
     with pytest.raises(ValueError, match=r"num_eta_classes=-1"):
-        BayesianLinearClassifier(3, 10, num_negatives=2, num_eta_classes=-1)
+        BayesianLinearClassifier(3, 10, likelihood=AR(negatives=2), num_eta_classes=-1)
     with pytest.raises(ValueError, match=r"likelihood='softmax'"):
         BayesianLinearClassifier(3, 10, likelihood="softmax")
-    model = BayesianLinearClassifier(3, 10, num_negatives=2, subsample_size=8)
+    model = BayesianLinearClassifier(3, 10, likelihood=AR(negatives=2), subsample_size=8)
     with pytest.raises(ValueError, match=r"init_scale=0"):
         ClassSubsampledNormal(model, init_scale=0.0)
     with pytest.raises(ValueError, match=r"local='mean'"):
@@ -341,8 +342,8 @@ def test_bad_hyper_parameters_and_plate_mismatch_give_clear_errors():
         SVI(model, guide, lazy_adam({"lr": 0.01}), ClosedFormELBO()).step(data.x, data.y)
     # a guide built for another model (different K): the replayed class subsample does not fit
     pyro.clear_param_store()
-    other = BayesianLinearClassifier(3, 10, num_negatives=2, subsample_size=8)
-    small = BayesianLinearClassifier(3, 6, num_negatives=2, subsample_size=8)
+    other = BayesianLinearClassifier(3, 10, likelihood=AR(negatives=2), subsample_size=8)
+    small = BayesianLinearClassifier(3, 6, likelihood=AR(negatives=2), subsample_size=8)
     g = ClassSubsampledNormal(other)
     with pytest.raises(ValueError, match="plate mismatch"):
         SVI(small, g, lazy_adam({"lr": 0.01}), ClosedFormELBO()).step(data.x, data.y.clamp(max=5))
@@ -357,7 +358,7 @@ def _digits_fit(kind, x, y, steps, seed=0):
         model = BayesianLinearClassifier(x.shape[1], 10, likelihood="exact", subsample_size=200)
         elbo = TraceMeanField_ELBO()
     else:
-        model = BayesianLinearClassifier(x.shape[1], 10, num_negatives=3, subsample_size=200,
+        model = BayesianLinearClassifier(x.shape[1], 10, likelihood=AR(negatives=3), subsample_size=200,
                                          stratify=False)
         elbo = ClosedFormELBO()
     guide = ClassSubsampledNormal(model)

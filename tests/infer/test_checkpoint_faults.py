@@ -27,6 +27,7 @@ from pyro_ar.infer import (
 from pyro_ar.infer.checkpoint import agree_on_checkpoint, previous_path, run_config
 from pyro_ar.models import LinearClassifier
 from pyro_ar.optim import lazy_adam
+from pyro_ar.likelihoods import AR
 
 pytestmark = pytest.mark.usefixtures("seeded", "one_thread")
 
@@ -34,7 +35,7 @@ D, K, N = 4, 12, 300
 
 
 def _svi(K=K, lr=0.05, guide=None, optim=None, num_negatives=4):
-    model = LinearClassifier(D, K, num_negatives=num_negatives, subsample_size=32, sparse=True)
+    model = LinearClassifier(D, K, likelihood=AR(negatives=num_negatives), subsample_size=32, sparse=True)
     guide = default_guide(model) if guide is None else guide(model)
     return SVI(model, guide, optim or lazy_adam({"lr": lr}), default_elbo())
 

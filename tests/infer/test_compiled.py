@@ -13,7 +13,7 @@ import pyro_ar.infer.compiled as compiled
 from pyro_ar.datasets import make_linear_teacher
 from pyro_ar.distributions import FastGumbel
 from pyro_ar.infer import ClosedFormELBO, GumbelLocalGuide, default_guide
-from pyro_ar.likelihoods import AR
+from pyro_ar.likelihoods import AR, get_likelihood
 from pyro_ar.models import BigramLanguageModel, LinearClassifier
 from pyro_ar.negatives import ImportanceNegatives
 from pyro_ar.optim import lazy_adam
@@ -43,7 +43,8 @@ def no_noise_draw(monkeypatch):
 
 
 def _linear(local_first, strategy="shared", subsample_size=32):
-    model = LinearClassifier(4, 40, num_negatives=5, strategy=strategy, subsample_size=subsample_size, sparse=True)
+    model = LinearClassifier(4, 40, likelihood=get_likelihood("ar", num_negatives=5, strategy=strategy), subsample_size=subsample_size,
+                             sparse=True)
     return model, GumbelLocalGuide(model, create_plates=model.create_plates, local_first=local_first)
 
 
@@ -160,10 +161,10 @@ def test_other_pairings_and_handlers_take_the_traced_path(no_validation, count_c
 
     cases = {
         "subclass": lambda: (lambda m: (m, GumbelLocalGuide(m, create_plates=m.create_plates)))(
-            MyClassifier(4, 40, num_negatives=5, subsample_size=32, sparse=True)),
+            MyClassifier(4, 40, likelihood=AR(negatives=5), subsample_size=32, sparse=True)),
         "gradient eta": lambda: (lambda m: (m, GumbelLocalGuide(m, create_plates=m.create_plates,
                                                                 local_step="gradient")))(
-            LinearClassifier(4, 40, num_negatives=5, subsample_size=32, sparse=True)),
+            LinearClassifier(4, 40, likelihood=AR(negatives=5), subsample_size=32, sparse=True)),
     }
     for name, make in cases.items():
         count_compiled.clear()

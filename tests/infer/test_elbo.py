@@ -11,6 +11,7 @@ from pyro.infer import SVI
 
 from pyro_ar.infer import ClosedFormELBO, default_guide
 from pyro_ar.models import LinearClassifier
+from pyro_ar.likelihoods import AR
 
 pytestmark = pytest.mark.usefixtures("seeded")
 
@@ -35,7 +36,7 @@ def _probit_setup(num_negatives, fit):
     from pyro_ar.infer.local_guides import ConditionalLocalGuide
 
     data = make_linear_teacher(64, 3, 12, "normal", seed=0)
-    model = LinearClassifier(3, 12, noise="normal", num_negatives=num_negatives, sparse=False)
+    model = LinearClassifier(3, 12, likelihood=AR("normal", negatives=num_negatives), sparse=False)
     guide = ConditionalLocalGuide(model, negatives=None, create_plates=model.create_plates, fit=fit)
     return model, guide, data.x, data.y
 

@@ -12,11 +12,12 @@ from pyro_ar.models import (
     CategoricalLatentModel,
     LinearClassifier,
 )
+from pyro_ar.likelihoods import AR
 
 
 @pytest.mark.parametrize("make, guide", [
     (lambda: LinearClassifier(3, 10), GumbelLocalGuide),
-    (lambda: LinearClassifier(3, 10, noise="normal"), ConditionalLocalGuide),
+    (lambda: LinearClassifier(3, 10, likelihood=AR("normal")), ConditionalLocalGuide),
     (lambda: BayesianLinearClassifier(3, 10), ClassSubsampledNormal),
     (lambda: BayesianNeuralClassifier(torch.nn.Identity(), 3, 10), ClassSubsampledNormal),
     # regression: before, pyro_ar.infer.default_guide gave a latent model the local guide of its

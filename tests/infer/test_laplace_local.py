@@ -18,6 +18,8 @@ from pyro_ar.models import LinearClassifier
 from pyro_ar.negatives import LabelHeadNegatives
 from pyro_ar.optim import lazy_adam
 from tests.helpers import LIBRARY_NOISES, USER_NOISES, make_noise
+from pyro_ar.likelihoods import AR, get_likelihood
+from pyro_ar.negatives import SharedNegatives
 
 pytestmark = pytest.mark.usefixtures("seeded", "one_thread")
 SMOOTH_NOISES = [n for n in LIBRARY_NOISES + USER_NOISES if n != "laplace"]
@@ -338,7 +340,7 @@ def test_mode_start_equals_the_masked_log_sum():
 def _fixed_model(noise, K=6, D=3, N=30, num_negatives=None, seed=5):
     data = make_linear_teacher(N, D, K, noise if noise in ("gumbel", "normal", "logistic") else "normal",
                                weight_scale=2.0, seed=seed, dtype=torch.float64)
-    model = LinearClassifier(D, K, noise=make_noise(noise), num_negatives=num_negatives)
+    model = LinearClassifier(D, K, likelihood=AR(make_noise(noise), negatives=num_negatives))
     pyro.param("weight", data.W.double().clone())
     pyro.param("bias", data.b.double().clone())
     exact = ar.UtilityCategorical(data.x @ data.W.T + data.b, make_noise(noise)).log_prob(data.y).sum().item()
@@ -387,7 +389,7 @@ def test_elbo_estimate_under_subsampling_is_unbiased_and_a_bound(name, draws):
     classes), within 4 standard errors of the difference; and it stays below log p(y).
     (The user-defined noise has no fast paths, so fewer draws: the tolerance follows the SE.)"""
     data, model_sub, exact = _fixed_model(name, K=8, num_negatives=2)
-    model_all = LinearClassifier(3, 8, noise=make_noise(name))
+    model_all = LinearClassifier(3, 8, likelihood=AR(make_noise(name)))
     guide = ConditionalLocalGuide(model_sub, negatives=2, oversample=1, create_plates=model_sub.create_plates)
     sub = _elbo_draws(model_sub, guide, data, draws, Trace_ELBO)
     full = _elbo_draws(model_all, guide, data, draws, Trace_ELBO)
@@ -398,7 +400,7 @@ def test_elbo_estimate_under_subsampling_is_unbiased_and_a_bound(name, draws):
 
 def test_no_per_datapoint_state_and_new_data():
     data = make_linear_teacher(300, 4, 9, "normal", seed=2)
-    model = LinearClassifier(4, 9, noise="normal", num_negatives=3, subsample_size=40, sparse=True)
+    model = LinearClassifier(4, 9, likelihood=AR("normal", negatives=3), subsample_size=40, sparse=True)
     guide = ConditionalLocalGuide(model, create_plates=model.create_plates)
     svi = SVI(model, guide, lazy_adam({"lr": 0.05}), TraceMeanField_ELBO())
     for _ in range(3):
@@ -414,7 +416,7 @@ def test_no_per_datapoint_state_and_new_data():
 @pytest.mark.parametrize("name", ["normal", "logistic", "laplace", "student_t3", "user_t3"])
 def test_gradients_are_finite(grad, name):
     data = make_linear_teacher(200, 4, 12, "normal", weight_scale=3.0, seed=1)
-    model = LinearClassifier(4, 12, noise=make_noise(name), num_negatives=3, subsample_size=64)
+    model = LinearClassifier(4, 12, likelihood=AR(make_noise(name), negatives=3), subsample_size=64)
     guide = ConditionalLocalGuide(model, grad=grad, create_plates=model.create_plates)
     loss = Trace_ELBO().differentiable_loss(model, guide, data.x, data.y)
     loss.backward()
@@ -425,14 +427,14 @@ def test_gradients_are_finite(grad, name):
 
 
 def test_default_local_guide_for_non_gumbel_noise():
-    model = LinearClassifier(3, 10, noise="logistic", num_negatives=2)
+    model = LinearClassifier(3, 10, likelihood=AR("logistic", negatives=2))
     assert isinstance(default_local_guide(model), ConditionalLocalGuide)
     assert isinstance(default_local_guide(model, local="noise"), NoiseLocalGuide)
     with pytest.raises(ValueError, match="local"):
         default_local_guide(model, local="laplace")
     # Bayesian weights: conditioned on the AutoNormal's posterior median
     data = make_linear_teacher(100, 3, 10, "logistic", seed=0)
-    bayes = LinearClassifier(3, 10, noise="logistic", weights="bayes", num_negatives=2, subsample_size=20)
+    bayes = LinearClassifier(3, 10, likelihood=AR("logistic", negatives=2), weights="bayes", subsample_size=20)
     guide = default_guide(bayes)
     assert isinstance(guide[1], ConditionalLocalGuide)
     svi = SVI(bayes, guide, pyro.optim.Adam({"lr": 0.01}), TraceMeanField_ELBO())
@@ -440,7 +442,7 @@ def test_default_local_guide_for_non_gumbel_noise():
 
 
 def test_errors_are_clear():
-    model = LinearClassifier(3, 10, noise="normal", num_negatives=2)
+    model = LinearClassifier(3, 10, likelihood=AR("normal", negatives=2))
     with pytest.raises(ValueError, match="grad"):
         ConditionalLocalGuide(model, grad="exact")
     with pytest.raises(ValueError, match="newton_steps"):
@@ -463,7 +465,7 @@ def test_errors_are_clear():
 
 @pytest.mark.parametrize("strategy", ["per_datapoint", "shared"])
 def test_oversample_draws_more_classes_with_the_models_strategy(strategy):
-    model = LinearClassifier(3, 50, noise="normal", num_negatives=4, strategy=strategy)
+    model = LinearClassifier(3, 50, likelihood=get_likelihood("ar", "normal", 4, strategy))
     sampler = ConditionalLocalGuide(model, oversample=3)._sampler()
     # stratified by the minibatch's labels (issue 27): at most 12 of them, the tail 12 classes
     assert isinstance(sampler, LabelHeadNegatives) and sampler.max_head == 12
@@ -483,8 +485,8 @@ def test_screened_model_negatives_train_with_a_uniform_local_draw(noise):
     # utilities; the local guide's own draw T stays uniform per datapoint (+ the labels' head),
     # independent of the model's. A few SVI steps run and raise the training bound.
     data = make_linear_teacher(400, 3, 30, noise, seed=0)
-    model = LinearClassifier(3, 30, noise=noise, num_negatives=4, strategy="screened",
-                             subsample_size=100, sparse=True)
+    model = LinearClassifier(3, 30, likelihood=get_likelihood("ar", noise, 4, "screened"), subsample_size=100,
+                             sparse=True)
     sampler = ConditionalLocalGuide(model, oversample=3)._sampler()
     assert isinstance(sampler, LabelHeadNegatives) and type(sampler.base) is ar.negatives.PerDatapointNegatives
     assert sampler.base.num_negatives == 12
@@ -516,7 +518,7 @@ def test_guide_refine_steps_reach_the_local_fit():
     point by default (refine_steps=1) and with up to refine_steps otherwise: the q differs from
     the converged one's (so the option is not ignored) but is close to it."""
     data = make_linear_teacher(64, 3, 40, "normal", seed=0)
-    model = LinearClassifier(3, 40, noise="normal", num_negatives=8, strategy="shared")
+    model = LinearClassifier(3, 40, likelihood=AR("normal", negatives=SharedNegatives(8)))
     model(data.x, data.y)  # the parameters
     calls = []
 
@@ -548,7 +550,7 @@ def test_guide_q_family_follows_fit(noise, fit, family):
     """The guide's q for a noise without a closed form is a reparameterised Gumbel by default
     (fit="gumbel"), a Gaussian for fit="gaussian" or "laplace"; its draws carry gradients."""
     data = make_linear_teacher(32, 3, 12, noise, seed=0)
-    model = LinearClassifier(3, 12, noise=noise, num_negatives=4)
+    model = LinearClassifier(3, 12, likelihood=AR(noise, negatives=4))
     model(data.x, data.y)
     guide = ConditionalLocalGuide(model, create_plates=model.create_plates, **({} if fit is None else {"fit": fit}))
     q = poutine.trace(guide).get_trace(data.x, data.y).nodes["y_eps"]["fn"]

@@ -27,6 +27,7 @@ from pyro_ar.infer import (
 from pyro_ar.distributions.augmented import INFER_KEY, LocalStep, NoiseSite, site_record
 from pyro_ar.models import LinearClassifier
 from pyro_ar.optim import lazy_adam
+from pyro_ar.likelihoods import AR
 
 
 pytestmark = pytest.mark.usefixtures("seeded")
@@ -239,7 +240,7 @@ def test_ar_elbo_is_a_lower_bound_for_any_q(noise):
 ])
 def test_guides_run_under_plate_subsampling_with_stock_elbos(elbo, guide_cls, noise):
     data = make_linear_teacher(200, 4, 7, seed=1)
-    model = LinearClassifier(4, 7, noise=noise, num_negatives=3, subsample_size=32, sparse=True)
+    model = LinearClassifier(4, 7, likelihood=AR(noise, negatives=3), subsample_size=32, sparse=True)
     kw = {"local_step": "gradient"} if guide_cls is GumbelLocalGuide else {}
     guide = guide_cls(model, **kw)
     svi = SVI(model, guide, lazy_adam({"lr": 0.01}), elbo())
@@ -255,7 +256,7 @@ def test_local_parameters_outside_minibatch_untouched(guide_cls, kw):
     N, B = 300, 40
     data = make_linear_teacher(N, 4, 9, seed=2)
     noise = "gumbel" if guide_cls is GumbelLocalGuide else "normal"
-    model = LinearClassifier(4, 9, noise=noise, num_negatives=3, subsample_size=B, sparse=True)
+    model = LinearClassifier(4, 9, likelihood=AR(noise, negatives=3), subsample_size=B, sparse=True)
     guide = guide_cls(model, **kw)
     elbo = ClosedFormELBO() if noise == "gumbel" else Trace_ELBO()
     svi = SVI(model, guide, lazy_adam({"lr": 0.05}), elbo)
@@ -271,7 +272,7 @@ def test_local_parameters_outside_minibatch_untouched(guide_cls, kw):
 
 def test_local_guide_composes_with_autonormal_for_bayesian_weights():
     data = make_linear_teacher(150, 3, 5, seed=3)
-    model = LinearClassifier(3, 5, noise="normal", weights="bayes", num_negatives=2, subsample_size=50)
+    model = LinearClassifier(3, 5, likelihood=AR("normal", negatives=2), weights="bayes", subsample_size=50)
     guide = AutoGuideList(model)
     guide.append(AutoNormal(hide_noise_sites(model)))
     guide.append(NoiseLocalGuide(model, sparse=False))
@@ -339,7 +340,7 @@ def test_svi_recovers_exact_mle_at_a_small_size(noise, kind):
     x, y, xt, yt = data.x[:N], data.y[:N], data.x[N:], data.y[N:]
     W, b = _exact_mle(x, y, K, noise)
     exact_ll = ar.UtilityCategorical(xt @ W.T + b, noise).log_prob(yt).mean().item()
-    model = LinearClassifier(D, K, noise=noise, num_negatives=3, subsample_size=N // 4, sparse=True)
+    model = LinearClassifier(D, K, likelihood=AR(noise, negatives=3), subsample_size=N // 4, sparse=True)
     if kind == "gumbel":
         guide, elbo, optim = GumbelLocalGuide(model), ClosedFormELBO(), lazy_adam({"lr": 0.05})
     elif kind == "noise":
@@ -368,7 +369,7 @@ def test_svi_recovers_exact_mle_predictive_loglik(noise):
     exact_ll = ar.UtilityCategorical(xt @ W.T + b, noise).log_prob(yt).mean().item()
     true_ll = ar.UtilityCategorical(xt @ data.W.T + data.b, noise).log_prob(yt).mean().item()
 
-    model = LinearClassifier(D, K, noise=noise, num_negatives=5, subsample_size=500, sparse=True)
+    model = LinearClassifier(D, K, likelihood=AR(noise, negatives=5), subsample_size=500, sparse=True)
     if noise == "gumbel":
         guide, elbo = GumbelLocalGuide(model), ClosedFormELBO()
         optim = lazy_adam({"lr": 0.03})
@@ -402,7 +403,7 @@ def test_conditional_guide_recovers_exact_mle_in_fewer_steps(noise):
     for kind in ("conditional", "noise"):
         pyro.clear_param_store()
         pyro.set_rng_seed(0)
-        model = LinearClassifier(D, K, noise=noise, num_negatives=5, subsample_size=500, sparse=True)
+        model = LinearClassifier(D, K, likelihood=AR(noise, negatives=5), subsample_size=500, sparse=True)
         if kind == "conditional":
             guide, optim = ConditionalLocalGuide(model, create_plates=model.create_plates), lazy_adam({"lr": 0.03})
         else:
@@ -421,7 +422,7 @@ def test_a_fitted_per_datapoint_guide_refuses_a_larger_data_set(noise):
     """Issue 12: reusing a guide with one parameter per training datapoint on other data is a
     named error, not an IndexError from inside torch."""
     data = make_linear_teacher(200, 3, 7, noise, seed=0)
-    model = LinearClassifier(3, 7, noise=noise, num_negatives=3, subsample_size=20, sparse=True)
+    model = LinearClassifier(3, 7, likelihood=AR(noise, negatives=3), subsample_size=20, sparse=True)
     guide = default_guide(model, local="noise") if noise == "normal" else default_guide(model)
     svi = SVI(model, guide, lazy_adam({"lr": 0.05}), default_elbo())
     svi.step(data.x[:100], data.y[:100])

@@ -22,6 +22,7 @@ from pyro_ar.infer.local_guides import ConditionalLocalGuide
 from pyro_ar.models import BayesianLinearClassifier, LinearClassifier
 from pyro_ar.negatives import SharedNegatives
 from pyro_ar.noise import get_noise
+from pyro_ar.likelihoods import AR
 
 pytestmark = pytest.mark.usefixtures("seeded")
 
@@ -81,7 +82,7 @@ def _linear_case(noise, K=7, N=20, D=3):
 @pytest.mark.parametrize("noise", ["gumbel", "normal"])
 def test_conditional_local_guide_is_local_q(noise):
     x, y = _linear_case(noise)
-    model = LinearClassifier(3, 7, noise=noise, num_negatives=2)
+    model = LinearClassifier(3, 7, likelihood=AR(noise, negatives=2))
     guide = ConditionalLocalGuide(model, negatives=None)
     tr = poutine.trace(guide).get_trace(x, y)
     psi = model.utility(x).full()
@@ -96,7 +97,7 @@ def test_conditional_local_guide_is_local_q(noise):
 @pytest.mark.parametrize("noise,fit", [("gumbel", "laplace"), ("normal", "laplace"), ("normal", "gumbel")])
 def test_class_subsampled_normal_local_guide_is_local_q(noise, fit):
     x, y = _linear_case(noise)
-    model = BayesianLinearClassifier(3, 7, noise=noise)          # num_negatives=None: every class
+    model = BayesianLinearClassifier(3, 7, likelihood=AR(noise))          # num_negatives=None: every class
     guide = ClassSubsampledNormal(model, fit=fit)
     tr = poutine.trace(guide).get_trace(x.float(), y)
     W, b = tr.nodes["weight"]["value"], tr.nodes["bias"]["value"]
@@ -114,7 +115,7 @@ def test_class_subsampled_normal_local_guide_is_local_q(noise, fit):
 def test_gumbel_local_guide_natural_step_moves_to_local_q():
     """At a first visit (rho = 1) the natural step sets log eta to local_q's location."""
     x, y = _linear_case("gumbel")
-    model = LinearClassifier(3, 7, num_negatives=None)
+    model = LinearClassifier(3, 7, likelihood=AR())
     guide = GumbelLocalGuide(model, create_plates=model.create_plates)
     svi = SVI(model, guide, pyro.optim.Adam({"lr": 0.0}), ClosedFormELBO())
     svi.step(x, y)

@@ -43,6 +43,7 @@ from pyro_ar.infer import (
 )
 from pyro_ar.models import BayesianLinearClassifier, LinearClassifier
 from pyro_ar.optim import LazyAdam, lazy_adam
+from pyro_ar.likelihoods import AR, get_likelihood
 
 pytestmark = pytest.mark.usefixtures("seeded", "one_thread")
 
@@ -51,15 +52,15 @@ D, K, N = 4, 12, 300
 
 # ------------------------------------------------------------------ the runs
 def _mle(noise_data):
-    model = LinearClassifier(D, K, num_negatives=4, subsample_size=32, sparse=True)
+    model = LinearClassifier(D, K, likelihood=AR(negatives=4), subsample_size=32, sparse=True)
     guide = default_guide(model)
     assert isinstance(guide, GumbelLocalGuide)  # natural eta step and visit counters
     return SVI(model, guide, lazy_adam({"lr": 0.05}), default_elbo()), {}
 
 
 def _map(noise_data):
-    model = LinearClassifier(D, K, noise="normal", weights="map", num_negatives=4,
-                             subsample_size=32, sparse=True)
+    model = LinearClassifier(D, K, likelihood=AR("normal", negatives=4), weights="map", subsample_size=32,
+                             sparse=True)
     guide = default_guide(model, local="noise")
     assert isinstance(guide, NoiseLocalGuide)  # sparse per-datapoint params
     optim = lazy_adam(lambda name: {"lr": 0.1 if "_eps_" in name else 0.05})
@@ -67,7 +68,7 @@ def _map(noise_data):
 
 
 def _bayes(noise_data):
-    model = BayesianLinearClassifier(D, K, num_negatives=4, subsample_size=32)
+    model = BayesianLinearClassifier(D, K, likelihood=AR(negatives=4), subsample_size=32)
     guide = ClassSubsampledNormal(model)
     sched = pyro.optim.LambdaLR({"optimizer": LazyAdam, "optim_args": {"lr": 0.05},
                                  "lr_lambda": lambda t: (1 + t / 10) ** -0.5})
@@ -77,8 +78,8 @@ def _bayes(noise_data):
 
 def _bayes_autoguide(noise_data):
     """Lazily set-up AutoNormal (weights) + NoiseLocalGuide in an AutoGuideList."""
-    model = LinearClassifier(D, K, noise="normal", weights="bayes", num_negatives=4,
-                             subsample_size=32, sparse=True)
+    model = LinearClassifier(D, K, likelihood=AR("normal", negatives=4), weights="bayes", subsample_size=32,
+                             sparse=True)
     guide = AutoGuideList(model, create_plates=model.create_plates)
     guide.append(AutoNormal(hide_noise_sites(model)))
     guide.append(NoiseLocalGuide(model))
@@ -254,7 +255,7 @@ def test_divergence_raises_with_step_loss_and_advice(losses, step):
 def test_divergence_on_a_real_model_with_a_huge_learning_rate(validation_off):
     """lr = 1e4: the first step's loss is finite, the second's inf (NaN after)."""
     data = make_linear_teacher(N, D, K, seed=0)
-    model = LinearClassifier(D, K, num_negatives=4, subsample_size=32, sparse=True)
+    model = LinearClassifier(D, K, likelihood=AR(negatives=4), subsample_size=32, sparse=True)
     svi = SVI(model, default_guide(model), lazy_adam({"lr": 1e4}), default_elbo())
     with pytest.raises(TrainingDiverged, match="step 2: the loss became inf"):
         train(svi, data.x, data.y, num_steps=5)
@@ -267,11 +268,11 @@ def test_a_step_out_of_a_distributions_support_is_a_divergence(validation_on):
 
     torch.manual_seed(0)
     x, y = torch.randn(8, 3), torch.randint(0, 7, (8,))
-    model = BayesianLinearClassifier(3, 7, num_negatives=2, subsample_size=4)
+    model = BayesianLinearClassifier(3, 7, likelihood=AR(negatives=2), subsample_size=4)
     svi = SVI(model, default_guide(model), lazy_adam({"lr": 1e6}), default_elbo())
     with pytest.raises(TrainingDiverged, match=r"step 2: .*learning rate.*the step left the support: parameter scale"):
         train(svi, x, y, num_steps=20)
-    model = BayesianLinearClassifier(3, 7, num_negatives=2, subsample_size=4)
+    model = BayesianLinearClassifier(3, 7, likelihood=AR(negatives=2), subsample_size=4)
     svi = SVI(model, default_guide(model), lazy_adam({"lr": 1e6}), default_elbo())
     with pytest.raises(ValueError, match="Expected parameter scale"):  # without the check: torch's own error
         train(svi, x, y, num_steps=20, divergence=False)
@@ -561,7 +562,7 @@ def test_divergence_check_has_no_false_alarm_within_the_window(losses):
 def test_divergence_of_a_real_model_exploding_within_the_window(noise, likelihood, lr):
     """The issue's reproductions: finite but exploding losses from step 2 (before: no error)."""
     data = make_linear_teacher(N, D, K, seed=0)
-    model = LinearClassifier(D, K, noise=noise, likelihood=likelihood, subsample_size=64)
+    model = LinearClassifier(D, K, likelihood=get_likelihood(likelihood, noise), subsample_size=64)
     svi = SVI(model, default_guide(model), lazy_adam({"lr": lr}), default_elbo())
     with pytest.raises(TrainingDiverged, match="exceeds 1e\\+06 x the scale"):
         train(svi, data.x, data.y, num_steps=10)
@@ -631,7 +632,7 @@ def test_parameters_are_finite_after_a_real_divergence():
     """A model trained a little, then driven to divergence: its parameters are those it had
     when the diverging run started (before issue 25: NaN/inf)."""
     data = make_linear_teacher(N, D, K, seed=0)
-    model = LinearClassifier(D, K, noise="normal", num_negatives=4, subsample_size=64, sparse=True)
+    model = LinearClassifier(D, K, likelihood=AR("normal", negatives=4), subsample_size=64, sparse=True)
     guide, elbo = default_guide(model), default_elbo()
     train(SVI(model, guide, lazy_adam({"lr": 0.05}), elbo), data.x, data.y, num_steps=5)
     before = {k: v.detach().clone() for k, v in pyro.get_param_store().items()}
@@ -667,7 +668,7 @@ def test_train_checks_the_whole_data_before_the_first_step(field, row, value, ma
         y[row] = value
     else:
         x[row, 2] = value
-    model = LinearClassifier(D, K, num_negatives=4, subsample_size=8, sparse=True)
+    model = LinearClassifier(D, K, likelihood=AR(negatives=4), subsample_size=8, sparse=True)
     svi = _CountingSVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
     _CountingSVI.steps = 0
     with pytest.raises(ValueError, match=match):
@@ -677,7 +678,7 @@ def test_train_checks_the_whole_data_before_the_first_step(field, row, value, ma
 
 def test_train_checks_sample_weight_before_the_first_step():
     data = make_linear_teacher(N, D, K, seed=0)
-    model = LinearClassifier(D, K, num_negatives=4, subsample_size=8, sparse=True)
+    model = LinearClassifier(D, K, likelihood=AR(negatives=4), subsample_size=8, sparse=True)
     svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
     w = torch.ones(N)
     w[7] = -1.0

@@ -14,6 +14,7 @@ from pyro_ar.infer import CheckpointError, TrainOptions, default_elbo, default_g
 from pyro_ar.infer.checkpoint import CollectiveError
 from pyro_ar.models import LinearClassifier
 from pyro_ar.optim import lazy_adam
+from pyro_ar.likelihoods import AR
 
 
 class _RecordingSVI:
@@ -74,7 +75,7 @@ def test_an_options_object_and_keyword_overrides():
 
 
 def _svi():
-    model = LinearClassifier(4, 12, num_negatives=4, subsample_size=32, sparse=True)
+    model = LinearClassifier(4, 12, likelihood=AR(negatives=4), subsample_size=32, sparse=True)
     return SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
 
 

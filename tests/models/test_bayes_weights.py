@@ -15,8 +15,11 @@ import pyro.poutine as poutine
 
 from pyro_ar.infer import ClassSubsampledNormal, default_guide
 from pyro_ar.models import BayesianLinearClassifier, BayesianNeuralClassifier, LinearClassifier, NeuralClassifier
+from pyro_ar.likelihoods import Exact
+from pyro_ar.models import Bayes
 from pyro_ar.models.base import CategoricalModel, PerClassWeights
 from pyro_ar.models.bayesian_linear import ClassSubsampledWeights
+from pyro_ar.likelihoods import AR
 
 pytestmark = pytest.mark.usefixtures("seeded", "one_thread", "validation_on")
 
@@ -34,15 +37,14 @@ def _sites(trace):
 @pytest.mark.parametrize("body", [False, True])
 def test_both_spellings_of_bayesian_weights_are_one_model(likelihood, noise, body):
     x, y = torch.randn(N, D), torch.randint(0, K, (N,))
-    kw = dict(likelihood=likelihood, noise=noise, prior_scale=2.0)
-    if likelihood == "ar":
-        kw["num_negatives"] = None  # every class: the class-subsampled strategy's plate is full
+    # (AR: every class, so the class-subsampled strategy's plate is full)
+    lik = AR(noise) if likelihood == "ar" else Exact(noise)
     if body:
-        per_class = NeuralClassifier(torch.nn.Identity(), D, K, weights="bayes", **kw)
-        subsampled = BayesianNeuralClassifier(torch.nn.Identity(), D, K, **kw)
+        per_class = NeuralClassifier(torch.nn.Identity(), D, K, lik, weights=Bayes(prior_scale=2.0))
+        subsampled = BayesianNeuralClassifier(torch.nn.Identity(), D, K, lik, prior_scale=2.0)
     else:
-        per_class = LinearClassifier(D, K, weights="bayes", **kw)
-        subsampled = BayesianLinearClassifier(D, K, **kw)
+        per_class = LinearClassifier(D, K, lik, weights=Bayes(prior_scale=2.0))
+        subsampled = BayesianLinearClassifier(D, K, lik, prior_scale=2.0)
     assert isinstance(per_class.weight_strategy, PerClassWeights)
     assert isinstance(subsampled.weight_strategy, ClassSubsampledWeights)
     assert per_class.weights == subsampled.weights == "bayes"
@@ -67,10 +69,10 @@ def test_the_guide_follows_the_weight_strategy():
         def __getattr__(self, name):
             return getattr(self.__dict__["_inner"], name)
 
-    model = Subsampled(BayesianLinearClassifier(D, K, num_negatives=2))
+    model = Subsampled(BayesianLinearClassifier(D, K, likelihood=AR(negatives=2)))
     assert not isinstance(model, BayesianLinearClassifier)
     assert type(default_guide(model)) is ClassSubsampledNormal  # (before: an AutoNormal list)
-    guide = default_guide(LinearClassifier(D, K, weights="bayes", num_negatives=2))
+    guide = default_guide(LinearClassifier(D, K, weights="bayes", likelihood=AR(negatives=2)))
     assert type(guide).__name__ == "AutoGuideList" and type(guide[0]).__name__ == "AutoNormal"
     with pytest.raises(ValueError, match="class-subsampled weight strategy"):
         ClassSubsampledNormal(LinearClassifier(D, K, weights="bayes"))  # the per-class strategy

@@ -11,6 +11,9 @@ from pyro.infer import SVI, Trace_ELBO
 from pyro_ar.infer import default_elbo, default_guide
 from pyro_ar.models import BigramLanguageModel, unigram_log_probs
 from pyro_ar.optim import lazy_adam
+from pyro_ar.likelihoods import AR, get_likelihood
+from pyro_ar.models import Init, MAP
+from pyro_ar.negatives import ImportanceNegatives, SharedNegatives
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")
 
@@ -35,7 +38,7 @@ def _full_log_softmax_ll(model, prev, nxt):
 
 def test_log_likelihood_matches_brute_force():
     prev, nxt, _ = _bigram_data()
-    model = BigramLanguageModel(40, 6, num_negatives=8, strategy="shared")
+    model = BigramLanguageModel(40, 6, likelihood=AR(negatives=SharedNegatives(8)))
     model(prev, nxt)
     assert model.log_likelihood(prev, nxt, chunk_size=7) == pytest.approx(
         _full_log_softmax_ll(model, prev, nxt), abs=1e-5)
@@ -45,7 +48,7 @@ def test_log_likelihood_matches_brute_force():
 
 def test_create_plates_is_o_b_and_distinct():
     prev, nxt, _ = _bigram_data(N=1000)
-    model = BigramLanguageModel(40, 4, num_negatives=8, strategy="shared", subsample_size=64)
+    model = BigramLanguageModel(40, 4, likelihood=AR(negatives=SharedNegatives(8)), subsample_size=64)
     with model.create_plates(prev, nxt) as idx:
         assert idx.shape == (64,) and idx.unique().numel() == 64 and int(idx.max()) < 1000
     with model.create_plates(prev) as idx:  # prediction: every row
@@ -57,7 +60,7 @@ def test_ar_step_touches_only_minibatch_rows():
     g = torch.Generator().manual_seed(0)
     prev, nxt = torch.randint(0, K, (N,), generator=g), torch.randint(0, K, (N,), generator=g)
     q = torch.rand(K, dtype=torch.float64) + 0.1
-    model = BigramLanguageModel(K, 8, num_negatives=S, strategy="importance", proposal=q, subsample_size=B)
+    model = BigramLanguageModel(K, 8, likelihood=AR(negatives=ImportanceNegatives(S, q)), subsample_size=B)
     svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
     svi.step(prev, nxt)
     E0, W0 = (pyro.param(n).detach().clone() for n in ("context", "output"))
@@ -72,14 +75,15 @@ def test_ar_step_touches_only_minibatch_rows():
 @pytest.mark.parametrize("likelihood", ["ove", "sampled", "exact"])
 def test_baselines_step(likelihood):
     prev, nxt, _ = _bigram_data()
-    negatives = {} if likelihood == "exact" else dict(num_negatives=8, strategy="shared")
-    model = BigramLanguageModel(40, 6, likelihood=likelihood, **negatives, subsample_size=64)
+    lik = get_likelihood(likelihood, num_negatives=None if likelihood == "exact" else 8, strategy="shared")
+    model = BigramLanguageModel(40, 6, likelihood=lik, subsample_size=64)
     svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), Trace_ELBO())
     assert all(math.isfinite(svi.step(prev, nxt)) for _ in range(3))
 
 
 def test_map_prior_estimate_is_unbiased():
-    model = BigramLanguageModel(60, 3, weights="map", num_negatives=6, strategy="shared", prior_scale=0.7)
+    model = BigramLanguageModel(60, 3, likelihood=AR(negatives=SharedNegatives(6)),
+                                weights=MAP(prior_scale=0.7))
     params = model.parameters()
     E, Wb = params["context"], params["output"]
     prior = torch.distributions.Normal(0.0, 0.7)
@@ -87,7 +91,7 @@ def test_map_prior_estimate_is_unbiased():
     draws = torch.tensor([model.log_prior_estimate(params).item() for _ in range(4000)])
     se = draws.std().item() / math.sqrt(len(draws))
     assert abs(draws.mean().item() - exact) < 5 * se
-    model_full = BigramLanguageModel(60, 3, weights="map", num_negatives=None, prior_scale=0.7)
+    model_full = BigramLanguageModel(60, 3, likelihood=AR(), weights=MAP(prior_scale=0.7))
     assert model_full.log_prior_estimate(params).item() == pytest.approx(exact, rel=1e-6)
 
 
@@ -97,9 +101,9 @@ def test_ar_softmax_learns_bigrams():
     K = 40
     prev, nxt, logits = _bigram_data(K, N=6000)
     counts = torch.bincount(nxt, minlength=K)
-    model = BigramLanguageModel(K, 8, num_negatives=10, strategy="importance",
-                                proposal=counts.double() ** 0.75 + 1, subsample_size=200,
-                                init_bias=unigram_log_probs(counts))
+    model = BigramLanguageModel(K, 8,
+                                likelihood=AR(negatives=ImportanceNegatives(10, counts.double() ** 0.75 + 1)),
+                                init=Init(bias=unigram_log_probs(counts)), subsample_size=200)
     svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.03}), default_elbo())
     svi.step(prev, nxt)
     start = model.log_likelihood(prev, nxt)
@@ -111,7 +115,7 @@ def test_ar_softmax_learns_bigrams():
 
 
 def test_probit_log_likelihood_is_normalised():
-    model = BigramLanguageModel(5, 3, noise="normal", num_negatives=2, strategy="shared")
+    model = BigramLanguageModel(5, 3, likelihood=AR("normal", negatives=SharedNegatives(2)))
     prev = torch.tensor([1, 1, 1, 1, 1])
     model(prev, torch.zeros(5, dtype=torch.long))
     lp = model.log_likelihood(prev, torch.arange(5), reduce="none")
@@ -120,10 +124,10 @@ def test_probit_log_likelihood_is_normalised():
 
 def test_errors():
     with pytest.raises(ValueError, match="proposal"):
-        BigramLanguageModel(10, 2, num_negatives=3, strategy="importance")
+        BigramLanguageModel(10, 2, likelihood=AR(negatives=ImportanceNegatives(3, None)))
     with pytest.raises(ValueError, match="weights"):
-        BigramLanguageModel(10, 2, weights="posterior", strategy="shared")
-    model = BigramLanguageModel(10, 2, num_negatives=3, strategy="shared")
+        BigramLanguageModel(10, 2, weights="posterior", likelihood=AR(negatives=SharedNegatives(3)))
+    model = BigramLanguageModel(10, 2, likelihood=AR(negatives=SharedNegatives(3)))
     with pytest.raises(ValueError, match="integer"):
         model(torch.zeros(4), torch.zeros(4, dtype=torch.long))
     with pytest.raises(ValueError, match="shape"):
@@ -134,8 +138,8 @@ def test_errors():
 def test_cuda_step_and_log_likelihood():
     prev, nxt, _ = _bigram_data(device="cuda")
     counts = torch.bincount(nxt, minlength=40).cuda()
-    model = BigramLanguageModel(40, 6, num_negatives=8, strategy="importance",
-                                proposal=counts.double() + 1, subsample_size=64)
+    model = BigramLanguageModel(40, 6, likelihood=AR(negatives=ImportanceNegatives(8, counts.double() + 1)),
+                                subsample_size=64)
     svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
     assert math.isfinite(svi.step(prev, nxt))
     assert pyro.param("output").device.type == "cuda"
@@ -144,7 +148,7 @@ def test_cuda_step_and_log_likelihood():
 
 def test_log_likelihood_of_empty_input_is_a_named_error():
     """Issue 12: was NaN (then 'rows is empty', naming an internal argument)."""
-    model = BigramLanguageModel(10, 4, num_negatives=None)
+    model = BigramLanguageModel(10, 4, likelihood=AR())
     empty = torch.zeros(0, dtype=torch.long)
     with pytest.raises(ValueError, match=r"prev has 0 rows: a model needs at least one datapoint"):
         model.log_likelihood(empty, empty)
@@ -215,13 +219,14 @@ def test_unigram_biases_start_a_model_at_the_unigram_distribution(noise):
     from pyro_ar.models import unigram_biases
 
     counts = torch.tensor([500, 120, 40, 9, 3, 1, 0, 0])
-    model = BigramLanguageModel(8, 2, noise=noise, num_negatives=None, init_scale=0.0,
-                                init_bias=unigram_biases(counts, noise).float())
+    model = BigramLanguageModel(8, 2, likelihood=AR(noise),
+                                init=Init(scale=0.0, bias=unigram_biases(counts, noise).float()))
     prev = torch.zeros(8, dtype=torch.long)
     lp = model.log_likelihood(prev, torch.arange(8), reduce="none")
     torch.testing.assert_close(lp.double(), unigram_log_probs(counts), atol=1e-4, rtol=0)
     if noise == "normal":
-        scaled = BigramLanguageModel(8, 2, noise=noise, num_negatives=None, init_scale=0.0, prefix="scaled_",
-                                     init_bias=0.25 * unigram_log_probs(counts).float())
+        scaled = BigramLanguageModel(8, 2, likelihood=AR(noise),
+                                     init=Init(scale=0.0, bias=0.25 * unigram_log_probs(counts).float()),
+                                     prefix="scaled_")
         off = scaled.log_likelihood(prev, torch.arange(8), reduce="none").double() - unigram_log_probs(counts)
         assert off.abs().max() > 0.1

@@ -22,6 +22,8 @@ from pyro_ar.models import (BayesianLinearClassifier, BayesianNeuralClassifier, 
                             LinearClassifier, NeuralClassifier)
 from pyro_ar.negatives import SharedNegatives
 from pyro_ar.testing import ModelContract
+from pyro_ar.likelihoods import AR
+from pyro_ar.models import SessionEncoder, SparseGPMap
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -42,12 +44,13 @@ class LinearData:
 
 class TestLinearARGumbel(LinearData, ModelContract):
     def make_model(self):
-        return LinearClassifier(D, K, num_negatives=3, subsample_size=B, sparse=True)
+        return LinearClassifier(D, K, likelihood=AR(negatives=3), subsample_size=B, sparse=True)
 
 
 class TestLinearARNormalMAP(LinearData, ModelContract):
     def make_model(self):
-        return LinearClassifier(D, K, noise="normal", num_negatives=3, weights="map", subsample_size=B, sparse=True)
+        return LinearClassifier(D, K, likelihood=AR("normal", negatives=3), weights="map", subsample_size=B,
+                                sparse=True)
 
 
 class TestLinearOVEShared(LinearData, ModelContract):
@@ -62,12 +65,13 @@ class TestLinearBouchard(LinearData, ModelContract):
 
 class TestLinearBayes(LinearData, ModelContract):
     def make_model(self):
-        return LinearClassifier(D, K, noise="logistic", num_negatives=3, weights="bayes", subsample_size=B)
+        return LinearClassifier(D, K, likelihood=AR("logistic", negatives=3), weights="bayes",
+                                subsample_size=B)
 
 
 class TestBigram(ModelContract):
     def make_model(self):
-        return BigramLanguageModel(K, 4, num_negatives=3, strategy="shared", subsample_size=B)
+        return BigramLanguageModel(K, 4, likelihood=AR(negatives=SharedNegatives(3)), subsample_size=B)
 
     def make_data(self):
         g = torch.Generator().manual_seed(0)
@@ -77,23 +81,24 @@ class TestBigram(ModelContract):
 
 class TestBayesianLinear(LinearData, ModelContract):
     def make_model(self):
-        return BayesianLinearClassifier(D, K, num_negatives=3, subsample_size=B)
+        return BayesianLinearClassifier(D, K, likelihood=AR(negatives=3), subsample_size=B)
 
 
 class TestNeural(LinearData, ModelContract):
     def make_model(self):
-        return NeuralClassifier(_body(), 4, K, num_negatives=3, subsample_size=B)
+        return NeuralClassifier(_body(), 4, K, likelihood=AR(negatives=3), subsample_size=B)
 
 
 class TestBayesianNeural(LinearData, ModelContract):
     def make_model(self):
-        return BayesianNeuralClassifier(_body(), 4, K, num_negatives=3, subsample_size=B)
+        return BayesianNeuralClassifier(_body(), 4, K, likelihood=AR(negatives=3), subsample_size=B)
 
 
 class TestCategoricalLatentModel(ModelContract):
     def make_model(self):
         torch.manual_seed(0)
-        return CategoricalLatentModel(K, 2, num_negatives=3, subsample_size=B, hidden_dim=8)
+        return CategoricalLatentModel(K, 2, likelihood=AR(negatives=SharedNegatives(3)), subsample_size=B,
+                                      hidden_dim=8)
 
     def make_data(self):
         g = torch.Generator().manual_seed(0)
@@ -105,7 +110,9 @@ class TestCategoricalLatentModel(ModelContract):
 class TestCategoricalLatentGP(ModelContract):
     def make_model(self):
         torch.manual_seed(0)
-        return CategoricalLatentGP(CARDS, 2, num_negatives=2, num_inducing=4, subsample_size=B, hidden_dim=8)
+        return CategoricalLatentGP(CARDS, 2, likelihood=AR(negatives=SharedNegatives(2)),
+                                   utility=SparseGPMap(2, 4), subsample_size=B,
+                                   posterior=SessionEncoder(sum(CARDS), 2, hidden_dim=8))
 
     def make_data(self):
         g = torch.Generator().manual_seed(0)
@@ -121,7 +128,8 @@ class TestClassShardedLinear(LinearData, ModelContract):
     def make_model(self):
         from pyro_ar.distributed import ClassShardedLinearClassifier
 
-        return ClassShardedLinearClassifier(D, K, num_negatives=3, subsample_size=B)
+        return ClassShardedLinearClassifier(D, K, likelihood=AR(negatives=SharedNegatives(3)),
+                                            subsample_size=B)
 
 
 CONTRACTS = [obj for obj in vars(sys.modules[__name__]).values()
@@ -168,4 +176,4 @@ def test_sample_weight_counts_a_datapoint_as_copies(contract):
 def test_class_subsampled_weights_reject_sample_weight():
     x, y = LinearData().make_data()
     with pytest.raises(ValueError, match="sample_weight"):
-        BayesianLinearClassifier(D, K, num_negatives=3, subsample_size=B)(x, y, torch.ones(N))
+        BayesianLinearClassifier(D, K, likelihood=AR(negatives=3), subsample_size=B)(x, y, torch.ones(N))

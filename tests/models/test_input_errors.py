@@ -29,6 +29,9 @@ from pyro_ar.models import (
     NeuralClassifier,
 )
 from pyro_ar.optim import lazy_adam
+from pyro_ar.likelihoods import AR
+from pyro_ar.models import Init, LocalPosterior, SparseGPMap
+from pyro_ar.negatives import SharedNegatives
 
 pytestmark = pytest.mark.usefixtures("seeded")
 
@@ -36,7 +39,7 @@ L = torch.long
 
 
 def _latent(**kw):
-    return CategoricalLatentModel(50, 2, num_negatives=5, **kw)
+    return CategoricalLatentModel(50, 2, likelihood=AR(negatives=SharedNegatives(5)), **kw)
 
 
 def _neural(**kw):
@@ -44,11 +47,11 @@ def _neural(**kw):
 
 
 def _bayes():
-    return BayesianLinearClassifier(3, 10, num_negatives=3)
+    return BayesianLinearClassifier(3, 10, likelihood=AR(negatives=3))
 
 
 def _clgp():
-    return CategoricalLatentGP([3, 4], num_inducing=4)
+    return CategoricalLatentGP([3, 4], utility=SparseGPMap(2, 4))
 
 
 CASES = {
@@ -58,10 +61,10 @@ CASES = {
     "latent: 0 rows": (_latent, lambda: (torch.zeros(0, 3, dtype=L),), r"items has 0 rows"),
     "latent: no item slots": (_latent, lambda: (torch.zeros(40, 0, dtype=L),),  # was a ZeroDivisionError
                               r"items must have at least one item slot per session \(a column\), got \(40, 0\)"),
-    "latent: local, no item slots": (lambda: _latent(posterior="local", num_sessions=40),
+    "latent: local, no item slots": (lambda: _latent(posterior=LocalPosterior(40, 2, 50)),
                                      lambda: (torch.zeros(40, 0, dtype=L),), r"items must have at least one item slot"),
     "latent: a list": (_latent, lambda: ([[1, 2]],), r"items must be a 2-D integer tensor.*list"),
-    "latent: local, new sessions": (lambda: _latent(posterior="local", num_sessions=2),
+    "latent: local, new sessions": (lambda: _latent(posterior=LocalPosterior(2, 2, 50)),
                                     lambda: (torch.tensor([[1, 2], [3, 4], [5, 6]]),),
                                     r"items has 3 rows but posterior='local' holds the 2"),
     "neural: float64 x": (_neural, lambda: (torch.zeros(5, 3, dtype=torch.float64), torch.zeros(5, dtype=L)),
@@ -71,19 +74,20 @@ CASES = {
     "neural: wrong width": (_neural, lambda: (torch.zeros(5, 2), torch.zeros(5, dtype=L)),
                             r"body could not map x of shape \(5, 2\)"),
     "neural: y = -1": (_neural, lambda: (torch.zeros(5, 3), torch.full((5,), -1)), r"y must lie in \[0, 10\)"),
-    "neural, normal noise: y = K": (lambda: _neural(noise="normal"), lambda: (torch.zeros(5, 3), torch.full((5,), 10)),
+    "neural, normal noise: y = K": (lambda: _neural(likelihood=AR("normal")), lambda: (torch.zeros(5, 3), torch.full((5,), 10)),
                                     r"y must lie in \[0, 10\).*y\[0\]"),
     "bayes: y = -1": (_bayes, lambda: (torch.zeros(5, 3), torch.full((5,), -1)), r"y must lie in \[0, 10\)"),
     "bayes: y = K": (_bayes, lambda: (torch.zeros(5, 3), torch.tensor([0, 1, 10, 2, 3])),
                      r"y must lie in \[0, 10\).*the first at y\[2\]"),
     "bayes: float y": (_bayes, lambda: (torch.zeros(5, 3), torch.full((5,), 0.5)), r"y must hold integer class labels"),
     "bayes: 0 rows": (_bayes, lambda: (torch.zeros(0, 3), torch.zeros(0, dtype=L)), r"x has 0 rows"),
-    "bayesian neural: y = -1": (lambda: BayesianNeuralClassifier(torch.nn.Linear(3, 4), 4, 10, num_negatives=3),
+    "bayesian neural: y = -1": (lambda: BayesianNeuralClassifier(torch.nn.Linear(3, 4), 4, 10,
+                                                                 likelihood=AR(negatives=3)),
                                 lambda: (torch.zeros(5, 3), torch.full((5,), -1)), r"y must lie in \[0, 10\)"),
     "clgp: x = K_d": (_clgp, lambda: (torch.tensor([[3, 1], [2, 3]]),), r"x\[:, 0\] must lie in \[0, 3\).*x\[0, 0\]=3"),
     "clgp: float x": (_clgp, lambda: (torch.tensor([[0.0, 1.0]]),), r"x must be a 2-D integer tensor"),
     "clgp: 0 rows": (_clgp, lambda: (torch.zeros(0, 2, dtype=L),), r"x has 0 rows"),
-    "bigram: prev = K": (lambda: BigramLanguageModel(10, 4, strategy="shared", num_negatives=3),
+    "bigram: prev = K": (lambda: BigramLanguageModel(10, 4, likelihood=AR(negatives=SharedNegatives(3))),
                          lambda: (torch.tensor([1, 10]), torch.tensor([1, 2])), r"prev must lie in \[0, 10\).*prev\[1\]"),
     "linear: y = -1": (lambda: LinearClassifier(3, 10), lambda: (torch.zeros(5, 3), torch.full((5,), -1)),
                        r"y must lie in \[0, 10\)"),
@@ -101,22 +105,22 @@ def test_a_bad_input_meets_a_named_error_before_the_guide(case, validation_off):
 
 
 @pytest.mark.parametrize("kwargs,match", [
-    (dict(lengthscale=-1.0), "lengthscale must be a finite number > 0, got lengthscale=-1.0"),
-    (dict(lengthscale=math.nan), "lengthscale must be a finite number > 0, got lengthscale=nan"),
-    (dict(lengthscale=math.inf), "lengthscale"),
-    (dict(kernel_variance=0.0), "kernel_variance must be a finite number > 0"),
-    (dict(init_u_scale=-0.1), "init_u_scale must be a finite number > 0"),
-    (dict(lengthscale="1"), "lengthscale must be a finite number > 0"),
+    (lambda: dict(utility=SparseGPMap(2, 32, lengthscale=-1.0)), "lengthscale must be a finite number > 0, got lengthscale=-1.0"),
+    (lambda: dict(utility=SparseGPMap(2, 32, lengthscale=math.nan)), "lengthscale must be a finite number > 0, got lengthscale=nan"),
+    (lambda: dict(utility=SparseGPMap(2, 32, lengthscale=math.inf)), "lengthscale"),
+    (lambda: dict(utility=SparseGPMap(2, 32, variance=0.0)), "variance must be a finite number > 0"),
+    (lambda: dict(init=Init(posterior_scale=-0.1)), "init.posterior_scale must be a finite number > 0"),
+    (lambda: dict(utility=SparseGPMap(2, 32, lengthscale="1")), "lengthscale must be a finite number > 0"),
 ])
 def test_clgp_kernel_arguments_are_checked(kwargs, match):
     """Before: lengthscale=-1 gave "math domain error", nan failed later in a Cholesky."""
     with pytest.raises(ValueError, match=match):
-        CategoricalLatentGP([3, 4], **kwargs)
+        CategoricalLatentGP([3, 4], **kwargs())
 
 
 @pytest.mark.parametrize("model,data,match", [
     (lambda: _latent(), (torch.tensor([[1, 2], [3, 4], [5, 77]]),), r"items\[2, 1\]"),
-    (lambda: BigramLanguageModel(10, 4, strategy="shared", num_negatives=3),
+    (lambda: BigramLanguageModel(10, 4, likelihood=AR(negatives=SharedNegatives(3))),
      (torch.tensor([1, 2, 3, 4]), torch.tensor([1, 2, 3, 12])), r"next must lie in \[0, 10\).*next\[3\]"),
     (lambda: _clgp(), (torch.tensor([[0, 1], [2, 3], [1, 4]]),), r"x\[:, 1\] must lie in \[0, 4\).*x\[2, 1\]=4"),
     (lambda: LinearClassifier(3, 10), (torch.tensor([[0.0, 1.0, 2.0], [1.0, math.nan, 0.0]]), torch.tensor([1, 2])),

@@ -9,8 +9,8 @@ import pyro.poutine as poutine
 from pyro.infer import SVI
 
 from pyro_ar.infer import LatentGuide, LatentKLWarmup, default_elbo, default_guide
-from pyro_ar.likelihoods import AR, Bouchard, Exact
-from pyro_ar.models import CategoricalLatentModel
+from pyro_ar.likelihoods import AR, Bouchard, Exact, GaussianBouchard
+from pyro_ar.models import MAP, CategoricalLatentModel, LocalPosterior
 from pyro_ar.negatives import LabelHeadNegatives, SharedNegatives
 from pyro_ar.optim import lazy_adam
 
@@ -36,9 +36,9 @@ def _trace(model, items):
 
 @pytest.mark.parametrize("likelihood,kwargs", [
     (AR(negatives=SharedNegatives(5)), {}),
-    (Bouchard("local", SharedNegatives(5)), {}),
-    (Bouchard("local", 5), {"bouchard": "sampled", "utility": "neural"}),
-    (Exact(), {"posterior": "local", "num_sessions": 40}),
+    (GaussianBouchard("local", SharedNegatives(5)), {}),               # analytic
+    (Bouchard("local", 5), {"utility": "neural"}),                        # sampled
+    (Exact(), {"posterior": LocalPosterior(40, 3, 30)}),
 ])
 def test_shapes_and_plates(likelihood, kwargs):
     items, _, _ = _sessions()
@@ -85,8 +85,9 @@ def test_subsampled_bound_is_unbiased(make):
 def _fit_posterior(posterior, items, Psi, rho, steps=150):
     """Fit q(omega) only (Psi, rho held at the truth) with the exact likelihood; full batch."""
     pyro.clear_param_store()
-    model = CategoricalLatentModel(Psi.shape[0], Psi.shape[1], Exact(), posterior=posterior,
-                                   num_sessions=len(items), hidden_dim=32)
+    if posterior == "local":
+        posterior = LocalPosterior(len(items), Psi.shape[1], Psi.shape[0])
+    model = CategoricalLatentModel(Psi.shape[0], Psi.shape[1], Exact(), posterior=posterior, hidden_dim=32)
     pyro.param("weight", Psi.clone())
     pyro.param("bias", rho.clone())
     frozen = poutine.block(model, hide=["weight", "bias"])   # not optimised
@@ -138,20 +139,19 @@ def test_scores_sampled_is_a_log_distribution():
     ({}, torch.tensor([[0, 30]]), r"items must lie in \[0, 30\)"),
     ({"posterior": "local"}, None, "num_sessions"),
     ({"utility": "deep"}, None, "utility must be one of"),
-    ({"bouchard": "mc"}, None, "bouchard must be one of"),
-    ({"weights": "bayes"}, None, "weights='bayes'"),
-    ({"penalize_bias": 1}, None, "penalize_bias must be True or False"),
-    ({"prior_scale": -1.0}, None, "prior_scale must be"),
+    ({"weights": "bayes"}, None, "weights=.*'bayes'"),
+    (lambda: {"weights": MAP(penalize_bias=1)}, None, "penalize_bias must be True, False or None"),
+    (lambda: {"weights": MAP(prior_scale=-1.0)}, None, "prior_scale must be"),
 ])
 def test_named_errors(kwargs, items, match):
     with pytest.raises(ValueError, match=match):
-        model = CategoricalLatentModel(30, 2, **kwargs)
+        model = CategoricalLatentModel(30, 2, **(kwargs() if callable(kwargs) else kwargs))
         model(items)
 
 
 def test_local_posterior_refuses_new_sessions():
     items, _, _ = _sessions()
-    model = CategoricalLatentModel(30, 2, Exact(), posterior="local", num_sessions=40)
+    model = CategoricalLatentModel(30, 2, Exact(), posterior=LocalPosterior(40, 2, 30))
     assert isinstance(default_guide(model), LatentGuide)
     with pytest.raises(ValueError, match="training sessions only"):
         model.scores(items[:5])
@@ -303,7 +303,7 @@ def test_log_likelihood_of_heldout_items_is_the_log_softmax_at_the_posterior_mea
 
 @pytest.mark.parametrize("kwargs, scale, with_bias", [
     ({}, 0.5, False),                                        # the default: MAP, s = 1/sqrt(Q), Psi only
-    ({"prior_scale": 2.0, "penalize_bias": True}, 2.0, True),
+    ({"weights": MAP(prior_scale=2.0, penalize_bias=True)}, 2.0, True),
     ({"utility": "neural", "hidden_dim": 16}, 0.25, False),  # s = 1/sqrt(width of the features)
 ])
 def test_default_item_embeddings_are_map_under_a_unit_variance_prior(kwargs, scale, with_bias):

@@ -12,7 +12,7 @@ from pyro.infer import SVI
 
 from pyro_ar.infer import default_elbo, default_guide
 from pyro_ar.likelihoods import AR, Bouchard, Exact
-from pyro_ar.models import CategoricalLatentGP
+from pyro_ar.models import CategoricalLatentGP, Init, LocalPosterior, SessionEncoder
 from pyro_ar.models.latent_gp import (RBFKernel, SparseGPMap, SparseGPUtility, VariableUtility,
                                       frequency_log_predictive, marginal_log_probs)
 from pyro_ar.negatives import ImportanceNegatives, SharedNegatives
@@ -22,6 +22,11 @@ from pyro_ar.utility import DenseUtility
 pytestmark = pytest.mark.usefixtures("seeded", "one_thread")
 
 CARDS = [6, 6, 3]
+
+
+def _encoder(Q, hidden=8, cards=CARDS):
+    """A small amortised posterior over the R = sum(cards) rows (the tests' width)."""
+    return SessionEncoder(sum(cards), Q, hidden)
 STEPS = 150
 
 
@@ -41,11 +46,12 @@ def _trace(model, x):
     (AR(negatives=SharedNegatives(2)), {}),
     (Exact(), {"utility": "linear"}),
     (Bouchard("local", SharedNegatives(2)), {}),
-    (AR("normal", negatives=SharedNegatives(2)), {"posterior": "local", "num_data": 40}),
+    (AR("normal", negatives=SharedNegatives(2)), {"posterior": LocalPosterior(40, 3, sum(CARDS))}),
 ])
 def test_shapes_and_plates(likelihood, kwargs):
     x = _data()
-    model = CategoricalLatentGP(CARDS, 3, likelihood, num_inducing=4, subsample_size=8, hidden_dim=8, **kwargs)
+    kwargs = {"posterior": _encoder(3), "utility": SparseGPMap(3, 4), **kwargs}
+    model = CategoricalLatentGP(CARDS, 3, likelihood, subsample_size=8, **kwargs)
     gtr, mtr = _trace(model, x)
     assert gtr.nodes["x"]["value"].shape == (8, 1, 3)
     idx = mtr.nodes["data"]["value"]
@@ -56,11 +62,12 @@ def test_shapes_and_plates(likelihood, kwargs):
         assert frames == {"data": (-2, 40), plate: (-1, len(cols))}
         assert torch.equal(node["mask"], x[idx][:, cols] >= 0)          # missing entries masked out
         assert (site + "_eps" in gtr.nodes) == isinstance(likelihood, AR)
-    assert ("u_kl" in mtr.nodes) == (kwargs.get("utility", "gp") == "gp")
+    assert ("u_kl" in mtr.nodes) == (model.utility_kind == "gp")
 
 
 def test_fewer_categories_than_negatives_use_all_classes():
-    model = CategoricalLatentGP(CARDS, 2, AR(negatives=SharedNegatives(4)), num_inducing=4, hidden_dim=8)
+    model = CategoricalLatentGP(CARDS, 2, AR(negatives=SharedNegatives(4)), utility=SparseGPMap(2, 4),
+                                posterior=_encoder(2))
     assert model.group_likelihood(0).num_negatives == 4 and model.group_likelihood(1).num_negatives is None
     _, mtr = _trace(model, _data())
     assert mtr.nodes["y_3"]["fn"].sampler.num_negatives is None
@@ -126,9 +133,9 @@ def test_subsampled_bound_is_unbiased():
     values. Both sides are random (f is drawn): compare means within 4.5 standard errors of the
     difference per entry (a false alarm has probability < 1e-3 over the 3 x 12 entries)."""
     x = _data(N=12, cards=[6, 6, 3])
-    full = CategoricalLatentGP(CARDS, 2, AR(), num_inducing=4, hidden_dim=8, init_scale=1.0)
-    sub = CategoricalLatentGP(CARDS, 2, AR(negatives=SharedNegatives(2)), num_inducing=4, hidden_dim=8,
-                              init_scale=1.0, num_kl_rows=5)
+    full = CategoricalLatentGP(CARDS, 2, AR(), init=Init(scale=1.0), utility=SparseGPMap(2, 4), posterior=_encoder(2))
+    sub = CategoricalLatentGP(CARDS, 2, AR(negatives=SharedNegatives(2)), init=Init(scale=1.0),
+                              utility=SparseGPMap(2, 4), posterior=_encoder(2), num_kl_rows=5)
     sub.posterior, sub.gp_map = full.posterior, full.gp_map          # the same q(x), Z and kernel
     gtr, _ = _trace(full, x)
     latents = {n: gtr.nodes[n]["value"] for n in ("x", "y_6_eps", "y_3_eps")}
@@ -152,8 +159,9 @@ def _fit_posterior(posterior, x, state, utility, steps=STEPS):
     full batch; returns the negative ELBO without the (constant) KL of q(u) and the means."""
     pyro.clear_param_store()
     pyro.set_rng_seed(1)
-    model = CategoricalLatentGP([8] * 6, 2, Exact(), utility=utility, num_inducing=6, posterior=posterior,
-                                num_data=len(x), hidden_dim=32)
+    posterior = LocalPosterior(len(x), 2, 48) if posterior == "local" else _encoder(2, 32, [8] * 6)
+    model = CategoricalLatentGP([8] * 6, 2, Exact(), utility=SparseGPMap(2, 6) if utility == "gp" else utility,
+                                posterior=posterior)
     names = [n for n in ("weight", "log_scale", "bias") if n in state]
     if utility == "gp":
         model.gp_map.load_state_dict(state["gp"])
@@ -182,7 +190,7 @@ def test_amortised_and_local_posteriors_agree(utility):
         state = {"weight": 2 * torch.randn(48, 2, generator=g), "bias": torch.zeros(48)}
         psi = xs @ state["weight"].T
     else:
-        truth = CategoricalLatentGP([8] * 6, 2, num_inducing=6)
+        truth = CategoricalLatentGP([8] * 6, 2, utility=SparseGPMap(2, 6))
         state = {"gp": truth.gp_map.state_dict(), "weight": 3 * torch.randn(48, 6, generator=g),
                  "log_scale": torch.full((48, 6), -3.0), "bias": torch.zeros(48)}
         a, resid = truth.gp_map.project(xs)
@@ -201,7 +209,7 @@ def test_amortised_and_local_posteriors_agree(utility):
 
 def test_imputation_and_frequency_baseline():
     x = _data(N=30)
-    model = CategoricalLatentGP(CARDS, 2, Exact(), num_inducing=4, hidden_dim=8)
+    model = CategoricalLatentGP(CARDS, 2, Exact(), utility=SparseGPMap(2, 4), posterior=_encoder(2))
     target = torch.full_like(x, -1)
     target[:, 2] = x[:, 2]
     observed = x.masked_fill(target >= 0, -1)
@@ -220,17 +228,17 @@ def test_imputation_and_frequency_baseline():
 @pytest.mark.parametrize("make,match", [
     (lambda: CategoricalLatentGP([5, 1]), "cardinalities must be a non-empty sequence"),
     (lambda: CategoricalLatentGP([]), "cardinalities must be a non-empty sequence"),
-    (lambda: CategoricalLatentGP([5], utility="rbf"), "utility must be one of"),
+    (lambda: CategoricalLatentGP([5], utility="rbf"), "utility must be 'gp', 'linear' or a SparseGPMap"),
     (lambda: CategoricalLatentGP([5], weights="map"), "weights='mle'"),
     (lambda: CategoricalLatentGP([5, 3], 2, AR(negatives=ImportanceNegatives(2, torch.ones(5)))),
      "proposal is over 5 classes but the model has num_classes=3"),
-    (lambda: CategoricalLatentGP([5], num_inducing=0), "num_inducing"),
+    (lambda: CategoricalLatentGP([5], utility=SparseGPMap(2, 0)), "num_inducing"),
     (lambda: CategoricalLatentGP([5, 3])(torch.zeros(2, 2)), "x must be a 2-D integer tensor"),
     (lambda: CategoricalLatentGP([5, 3])(torch.tensor([[0, 1, 2]])), r"x must be a 2-D integer tensor \(N, 2\)"),
     (lambda: CategoricalLatentGP([5, 3])(torch.tensor([[0, 3]])), r"x\[:, 1\] must lie in \[0, 3\).*x\[0, 1\]=3"),
     (lambda: CategoricalLatentGP([5, 3]).log_predictive(torch.zeros(2, 2).long(), torch.zeros(3, 2).long()),
      "target must have the shape of observed"),
-    (lambda: CategoricalLatentGP([5, 3], posterior="local", num_data=4).log_predictive(
+    (lambda: CategoricalLatentGP([5, 3], posterior=LocalPosterior(4, 2, 8)).log_predictive(
         torch.zeros(2, 2).long(), torch.zeros(2, 2).long()), "posterior='local' needs index"),
     (lambda: VariableUtility(DenseUtility(torch.zeros(1, 6)), torch.tensor([0, 4]), 3), "offsets"),
     (lambda: RBFKernel(2)(torch.zeros(1, 2), torch.zeros(1, 2)).item() and SparseGPUtility(
@@ -245,7 +253,8 @@ def test_log_likelihood_at_the_posterior_mean_is_the_per_variable_log_softmax():
     """num_samples=0: each target entry's log p(y_nd | E f(E_q x_n)), the log-softmax over the
     K_d categories of variable d of the GP's mean utilities (row-major order of the targets)."""
     x = _data(N=30)
-    model = CategoricalLatentGP(CARDS, 2, AR(negatives=SharedNegatives(2)), num_inducing=4, hidden_dim=8)
+    model = CategoricalLatentGP(CARDS, 2, AR(negatives=SharedNegatives(2)), utility=SparseGPMap(2, 4),
+                                posterior=_encoder(2))
     model(x)
     target = torch.full_like(x, -1)
     target[:, 2], target[::3, 0] = x[:, 2], x[::3, 0]

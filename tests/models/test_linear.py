@@ -17,9 +17,11 @@ from pyro_ar.distributions import BouchardBound, optimal_bouchard_a
 from pyro_ar.datasets import make_linear_teacher, make_sparse_teacher
 from pyro_ar.infer import ConditionalLocalGuide, GumbelLocalGuide, default_elbo, default_guide, train
 from pyro_ar.models import LinearClassifier
-from pyro_ar.likelihoods import AR
+from pyro_ar.likelihoods import AR, get_likelihood
 from pyro_ar.negatives import SharedNegatives
 from pyro_ar.optim import advi_step_size, lazy_adam
+from pyro_ar.likelihoods import Bouchard, OVE
+from pyro_ar.models import Bayes, Init, MAP
 
 
 pytestmark = pytest.mark.usefixtures("seeded")
@@ -37,9 +39,8 @@ def _data(N=300, D=4, K=9, seed=0, noise="gumbel"):
 @pytest.mark.parametrize("utility", ["lazy", "dense"])
 def test_one_switch_runs_every_likelihood(likelihood, noise, utility):
     data = _data(noise=noise)
-    negatives = {} if likelihood == "exact" else {"num_negatives": 3}
-    model = LinearClassifier(4, 9, noise=noise, likelihood=likelihood, **negatives,
-                             subsample_size=50, sparse=True, utility=utility)
+    lik = get_likelihood(likelihood, noise, None if likelihood == "exact" else 3)
+    model = LinearClassifier(4, 9, likelihood=lik, subsample_size=50, sparse=True, utility=utility)
     guide = default_guide(model)
     if likelihood == "ar":
         assert isinstance(guide, GumbelLocalGuide if noise == "gumbel" else ConditionalLocalGuide)
@@ -68,15 +69,16 @@ def test_dense_and_lazy_utilities_give_the_same_objective():
 def test_bad_options_are_rejected():
     with pytest.raises(ValueError, match="utility"):
         LinearClassifier(3, 4, utility="sparse")
-    with pytest.raises(ValueError, match="bouchard_a"):
-        LinearClassifier(3, 4, likelihood="bouchard", bouchard_a="amortised")
+    with pytest.raises(ValueError, match="a must be 'local' or 'optimal', got a='amortised'"):
+        LinearClassifier(3, 4, likelihood=Bouchard(a="amortised"))
 
 
 # ---------------------------------------------------------------- Bouchard a_n
 def test_bouchard_local_a_is_per_datapoint_and_only_minibatch_rows_move():
     N, B, K = 200, 25, 9
     data = _data(N=N, K=K)
-    model = LinearClassifier(4, K, likelihood="bouchard", num_negatives=3, subsample_size=B, sparse=True)
+    model = LinearClassifier(4, K, likelihood=Bouchard(negatives=3, sparse=True), subsample_size=B,
+                             sparse=True)
     svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
     svi.step(data.x, data.y)
     a = pyro.param("y_bouchard_a")
@@ -111,7 +113,7 @@ def test_bouchard_local_a_converges_to_the_optimal_a():
 
 def test_bouchard_optimal_mode_still_available():
     data = _data(N=50)
-    model = LinearClassifier(4, 9, likelihood="bouchard", bouchard_a="optimal", subsample_size=10)
+    model = LinearClassifier(4, 9, likelihood=Bouchard(a="optimal"), subsample_size=10)
     svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
     assert math.isfinite(svi.step(data.x, data.y))
     assert "y_bouchard_a" not in pyro.get_param_store()
@@ -203,7 +205,7 @@ def test_bound_errors():
 # ---------------------------------------------------------------- train() records
 def test_train_records_losses_evaluations_and_step_times():
     data = _data(N=100)
-    model = LinearClassifier(4, 9, likelihood="ove", num_negatives=3, subsample_size=20)
+    model = LinearClassifier(4, 9, likelihood=OVE(negatives=3), subsample_size=20)
     svi = SVI(model, default_guide(model), advi_step_size({"lr": 0.02}), default_elbo())
     calls = []
 
@@ -226,7 +228,7 @@ def test_default_guide_plate_is_o_of_b_and_shared_with_the_model(noise, monkeypa
     it and Pyro's replay hands the same indices to the model; only those local rows move."""
     N, B = 5000, 64
     data = make_linear_teacher(N, 3, 7, noise, seed=0)
-    model = LinearClassifier(3, 7, noise=noise, num_negatives=3, subsample_size=B, sparse=True)
+    model = LinearClassifier(3, 7, likelihood=AR(noise, negatives=3), subsample_size=B, sparse=True)
     guide = default_guide(model, local="noise")  # a guide with per-datapoint rows, for the check
     svi = SVI(model, guide, lazy_adam({"lr": 0.05}), default_elbo())
     svi.step(data.x, data.y)  # create the parameters
@@ -260,21 +262,22 @@ def test_default_guide_plate_is_o_of_b_and_shared_with_the_model(noise, monkeypa
     (dict(num_classes=1), r"num_classes must be an integer >= 2, got num_classes=1"),
     (dict(num_features=2.5), r"num_features must be an integer >= 1, got num_features=2.5"),
     (dict(num_features=True), r"num_features must be an integer >= 1, got num_features=True"),
-    (dict(num_negatives=0), r"num_negatives must be an integer >= 1 or None, got num_negatives=0"),
-    (dict(weights="map", prior_scale=float("inf")), r"prior_scale must be a finite number > 0, got prior_scale=inf"),
-    (dict(weights="map", prior_scale=float("nan")), r"prior_scale must be a finite number > 0, got prior_scale=nan"),
-    (dict(weights="map", prior_scale=0.0), r"prior_scale must be a finite number > 0"),
+    (lambda: dict(likelihood=AR(negatives=0)), r"num_negatives must be an integer >= 1 or None, got num_negatives=0"),
+    (lambda: dict(weights=MAP(prior_scale=float("inf"))), r"prior_scale must be a finite number > 0, got prior_scale=inf"),
+    (lambda: dict(weights=MAP(prior_scale=float("nan"))), r"prior_scale must be a finite number > 0, got prior_scale=nan"),
+    (lambda: dict(weights=MAP(prior_scale=0.0)), r"prior_scale must be a finite number > 0"),
 ])
 def test_bad_constructor_arguments_are_named(kwargs, match):
-    args = dict(num_features=3, num_classes=4) | kwargs
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ValueError, match=match):  # (the objects check their own arguments)
+        kwargs = kwargs() if callable(kwargs) else kwargs
+        args = dict(num_features=3, num_classes=4) | kwargs
         LinearClassifier(args.pop("num_features"), args.pop("num_classes"), **args)
 
 
 def test_numpy_integers_are_accepted_everywhere():
     """The estimator accepts numpy integers; the models (and their samplers) must too."""
-    model = LinearClassifier(np.int64(3), np.int32(6), num_negatives=np.int64(2),
-                             subsample_size=np.int64(4), weights="map", prior_scale=np.float32(2.0))
+    model = LinearClassifier(np.int64(3), np.int32(6), likelihood=AR(negatives=np.int64(2)),
+                             weights=MAP(prior_scale=np.float32(2.0)), subsample_size=np.int64(4))
     assert (model.num_features, model.num_classes, model.num_negatives, model.subsample_size) == (3, 6, 2, 4)
     assert all(type(v) is int for v in (model.num_features, model.num_classes, model.subsample_size))
     svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
@@ -309,7 +312,7 @@ def test_sparse_x_step_changes_only_entries_of_batch_features():
     """Full rank, sparse x: a step moves only W's entries at the minibatch's non-zero
     features (and, per row, at most the classes gathered: labels + negatives)."""
     x, y = _sparse_data()
-    model = LinearClassifier(30, 25, likelihood="ar", num_negatives=3, strategy="shared", sparse=True)
+    model = LinearClassifier(30, 25, likelihood=AR(negatives=SharedNegatives(3)), sparse=True)
     changed = _one_step(model, x, y)["weight"]
     features = torch.zeros(30, dtype=torch.bool)
     features[x.coalesce().indices()[1]] = True
@@ -320,7 +323,7 @@ def test_sparse_x_step_changes_only_entries_of_batch_features():
 def test_low_rank_shapes_parameter_counts_and_touched_rows():
     N, D, K, r = 40, 30, 25, 4
     x, y = _sparse_data(N, D, K)
-    model = LinearClassifier(D, K, rank=r, num_negatives=3, strategy="shared", sparse=True,
+    model = LinearClassifier(D, K, rank=r, likelihood=AR(negatives=SharedNegatives(3)), sparse=True,
                              subsample_size=8)
     shapes = model.parameter_shapes()
     assert shapes == {"weight": (K, r), "bias": (K,), "embedding": (D, r)}
@@ -343,7 +346,7 @@ def test_low_rank_prior_gives_w_entries_the_full_rank_prior_variance():
     sqrt(r) s^2: 8x too large here). Sample variance of the K x D entries of W = V E^T from
     the "bayes" prior: relative standard error about sqrt(2/(K r) + 2/(D r)) = 3.5 %; 4 SE."""
     K, D, r, s = 150, 200, 16, 2.0
-    model = LinearClassifier(D, K, rank=r, weights="bayes", prior_scale=s)
+    model = LinearClassifier(D, K, rank=r, weights=Bayes(prior_scale=s))
     assert model.prior_scales() == pytest.approx({"weight": s ** 0.5 / 2, "bias": s, "embedding": s ** 0.5 / 2})
     tr = poutine.trace(model).get_trace(torch.zeros(1, D), None)
     W = tr.nodes["weight"]["value"] @ tr.nodes["embedding"]["value"].T
@@ -355,7 +358,7 @@ def test_map_prior_is_exact_without_negatives_and_centres_the_bias_at_bias_init(
     and E, N(bias_init, s^2) on b (a model started at the unigram is shrunk towards it)."""
     D, K, r, s = 6, 5, 4, 0.3
     b0 = torch.linspace(-1.0, 1.0, K)
-    model = LinearClassifier(D, K, rank=r, likelihood="exact", weights="map", prior_scale=s, bias_init=b0)
+    model = LinearClassifier(D, K, rank=r, likelihood="exact", weights=MAP(prior_scale=s), init=Init(bias=b0))
     params = {"weight": torch.randn(K, r), "bias": b0 + 0.1, "embedding": torch.randn(D, r)}
     sf = s ** 0.5 * r ** -0.25
     expected = (torch.distributions.Normal(0.0, sf).log_prob(torch.cat([params["weight"].reshape(-1),
@@ -368,8 +371,8 @@ def test_subsampled_low_rank_prior_is_unbiased():
     """(K/|U|) and (D/|F|) weights: the mean of 1,000 subsampled estimates matches the exact
     log-prior within 4 standard errors (SE from the estimates' own spread)."""
     D, K, r = 12, 10, 3
-    exact = LinearClassifier(D, K, rank=r, likelihood="exact", weights="map", prior_scale=0.5)
-    sub = LinearClassifier(D, K, rank=r, num_negatives=3, weights="map", prior_scale=0.5)
+    exact = LinearClassifier(D, K, rank=r, likelihood="exact", weights=MAP(prior_scale=0.5))
+    sub = LinearClassifier(D, K, rank=r, likelihood=AR(negatives=3), weights=MAP(prior_scale=0.5))
     params = {"weight": torch.randn(K, r), "bias": torch.randn(K), "embedding": torch.randn(D, r)}
     draws = torch.stack([sub.log_prior_estimate(params) for _ in range(1000)])
     se = draws.std() / math.sqrt(len(draws))
@@ -388,14 +391,14 @@ def test_low_rank_map_prior_regularises_under_adam():
         pyro.clear_param_store()
         pyro.set_rng_seed(0)
         model = LinearClassifier(200, 150, likelihood=AR(negatives=SharedNegatives(5)), rank=8,
-                                 weights="map", prior_scale=0.01, subsample_size=64, sparse=True,
-                                 num_prior_classes=num_prior_classes)
+                                 weights=MAP(prior_scale=0.01, num_prior_classes=num_prior_classes),
+                                 subsample_size=64, sparse=True)
         svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.1}), default_elbo())
         for _ in range(30):
             svi.step(data.x, data.y)
         return model.fitted_parameters()["embedding"].norm().item()
 
-    assert LinearClassifier(200, 150, rank=8, num_negatives=5, subsample_size=64).num_prior_classes == 64
+    assert LinearClassifier(200, 150, rank=8, likelihood=AR(negatives=5), subsample_size=64).num_prior_classes == 64
     assert embedding_norm(None) < 0.5 * embedding_norm(5)
 
 
@@ -403,8 +406,8 @@ def test_penalize_bias_false_leaves_the_bias_out_of_the_map_prior():
     """penalize_bias=False (the estimator's setting): the MAP log-prior does not depend on b;
     the default does (exact prior: no negatives, so no subsampling)."""
     W = torch.zeros(4, 3)
-    off = LinearClassifier(3, 4, weights="map", prior_scale=0.1, penalize_bias=False)
-    on = LinearClassifier(3, 4, weights="map", prior_scale=0.1)
+    off = LinearClassifier(3, 4, weights=MAP(prior_scale=0.1, penalize_bias=False))
+    on = LinearClassifier(3, 4, weights=MAP(prior_scale=0.1))
     for model, same in ((off, True), (on, False)):
         zero = model.log_prior_estimate({"weight": W, "bias": torch.zeros(4)})
         ten = model.log_prior_estimate({"weight": W, "bias": 10 * torch.ones(4)})
@@ -442,10 +445,10 @@ def test_default_negatives_and_sparsity(K, likelihood, weights, expected):
 
 
 def test_explicit_negatives_and_sparsity_are_kept():
-    model = LinearClassifier(3, 1000, num_negatives=None, sparse=False)
+    model = LinearClassifier(3, 1000, likelihood=AR(), sparse=False)
     assert (model.num_negatives, model.sparse) == (None, False)
-    with pytest.raises(ValueError, match="num_negatives must be .* or 'auto', got num_negatives='many'"):
-        LinearClassifier(3, 1000, num_negatives="many")
+    with pytest.raises(ValueError, match="negatives must be None, a positive int or a .*NegativeSampler, got negatives='many'"):
+        LinearClassifier(3, 1000, likelihood=AR(negatives="many"))
 
 
 def test_train_names_a_dense_only_optimizer_for_a_sparse_model():

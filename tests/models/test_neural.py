@@ -84,7 +84,7 @@ def test_gradient_reaches_the_body_and_the_output_gradient_is_row_sparse():
 def test_map_and_bayesian_output_layers_train(weights):
     x, y = _data()
     body = _body()
-    model = NeuralClassifier(body, F, K, noise="logistic", num_negatives=5, weights=weights,
+    model = NeuralClassifier(body, F, K, likelihood=AR("logistic", negatives=5), weights=weights,
                              subsample_size=B)
     svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
     before = _body_params(body)
@@ -95,7 +95,7 @@ def test_map_and_bayesian_output_layers_train(weights):
 def test_training_fits_the_data_and_evaluates():
     """80 A&R steps raise the exact training log-likelihood far above chance (log 1/K = -3.7)."""
     x, y = _data()
-    model = NeuralClassifier(_body(), F, K, num_negatives=5, subsample_size=64, sparse=True)
+    model = NeuralClassifier(_body(), F, K, likelihood=AR(negatives=5), subsample_size=64, sparse=True)
     svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
     start = model.evaluate(x, y)["log_lik"]
     train(svi, x, y, num_steps=80, eval_every=80)
@@ -106,7 +106,7 @@ def test_training_fits_the_data_and_evaluates():
 def test_a_pyro_module_body_registers_its_own_parameters():
     x, y = _data()
     body = PyroModule[torch.nn.Linear](D, F)
-    model = NeuralClassifier(body, F, K, num_negatives=5, subsample_size=B)
+    model = NeuralClassifier(body, F, K, likelihood=AR(negatives=5), subsample_size=B)
     svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), default_elbo())
     svi.step(x, y)
     names = set(pyro.get_param_store())

@@ -12,6 +12,7 @@ from pyro_ar.datasets import make_linear_teacher
 from pyro_ar.infer import ClosedFormELBO, default_elbo, default_guide, predictive_log_likelihood
 from pyro_ar.models import BayesianNeuralClassifier, NeuralClassifier, NGramBody, context_windows
 from pyro_ar.optim import lazy_adam
+from pyro_ar.likelihoods import AR
 
 pytestmark = pytest.mark.usefixtures("seeded", "one_thread")
 
@@ -34,7 +35,7 @@ class CountingBody(torch.nn.Module):
 def _fit(num_steps=1, noise="gumbel"):
     data = make_linear_teacher(N, D, K, seed=0)
     body = CountingBody()
-    model = BayesianNeuralClassifier(body, F, K, noise=noise, num_negatives=S, subsample_size=B)
+    model = BayesianNeuralClassifier(body, F, K, likelihood=AR(noise, negatives=S), subsample_size=B)
     guide = default_guide(model)
     svi = SVI(model, guide, lazy_adam({"lr": 0.05}), ClosedFormELBO())
     svi.step(data.x, data.y)  # creates the parameters
@@ -80,7 +81,7 @@ def test_shapes_and_one_body_call_per_step(noise):
 
 def test_token_inputs_and_bad_inputs():
     body = NGramBody(50, 2, 4, F)
-    model = BayesianNeuralClassifier(body, F, 50, num_negatives=5, subsample_size=4)
+    model = BayesianNeuralClassifier(body, F, 50, likelihood=AR(negatives=5), subsample_size=4)
     x = torch.randint(0, 50, (30, 2))
     y = torch.randint(0, 50, (30,))
     SVI(model, default_guide(model), lazy_adam({"lr": 0.01}), ClosedFormELBO()).step(x, y)
@@ -104,7 +105,7 @@ def test_ngram_body_trains_with_a_lazy_output_layer_touching_few_rows():
     V = 300
     body = NGramBody(V, 3, 4, F)
     x, y = torch.randint(0, V, (100, 3)), torch.randint(0, V, (100,))
-    model = NeuralClassifier(body, F, V, num_negatives=5, subsample_size=8, sparse=True)
+    model = NeuralClassifier(body, F, V, likelihood=AR(negatives=5), subsample_size=8, sparse=True)
     svi = SVI(model, default_guide(model), lazy_adam({"lr": 0.05}), default_elbo())
     svi.step(x, y)
     emb = body.embedding.weight.detach().clone()
@@ -123,8 +124,8 @@ def test_an_identity_body_gives_the_bayesian_linear_classifier(noise):
 
     data = make_linear_teacher(N, D, K, seed=1)
     losses = []
-    for model in (BayesianLinearClassifier(D, K, noise=noise, num_negatives=S, subsample_size=B),
-                  BayesianNeuralClassifier(torch.nn.Identity(), D, K, noise=noise, num_negatives=S,
+    for model in (BayesianLinearClassifier(D, K, likelihood=AR(noise, negatives=S), subsample_size=B),
+                  BayesianNeuralClassifier(torch.nn.Identity(), D, K, likelihood=AR(noise, negatives=S),
                                            subsample_size=B)):
         pyro.clear_param_store()
         pyro.set_rng_seed(3)

@@ -16,6 +16,8 @@ from pyro_ar.models.plates import SubsamplePlate, WeightedPlate
 from pyro_ar.optim import lazy_adam
 
 from tests.helpers import DEVICES
+from pyro_ar.likelihoods import AR
+from pyro_ar.negatives import SharedNegatives
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -84,7 +86,7 @@ def _svi(N=300, K=40, B=32):
     pyro.clear_param_store()
     g = torch.Generator().manual_seed(0)
     x, y = torch.randn(N, 3, generator=g), torch.randint(0, K, (N,), generator=g)
-    model = LinearClassifier(3, K, num_negatives=5, strategy="shared", subsample_size=B, sparse=True)
+    model = LinearClassifier(3, K, likelihood=AR(negatives=SharedNegatives(5)), subsample_size=B, sparse=True)
     guide = default_guide(model)
     return SVI(model, guide, lazy_adam({"lr": 0.01}), default_elbo()), model, guide, x, y
 

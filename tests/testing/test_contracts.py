@@ -10,6 +10,7 @@ import torch
 from pyro_ar.datasets import make_linear_teacher
 from pyro_ar.models import LinearClassifier
 from pyro_ar.testing import ModelContract
+from pyro_ar.likelihoods import AR
 
 
 def test_without_pytest_the_contracts_name_it_and_the_noise_checks_still_import():
@@ -27,7 +28,7 @@ class _FullRandperm(ModelContract):
     torch.randperm as it was."""
 
     def make_model(self):
-        return LinearClassifier(3, 12, num_negatives=3, subsample_size=8)
+        return LinearClassifier(3, 12, likelihood=AR(negatives=3), subsample_size=8)
 
     def make_data(self):
         d = make_linear_teacher(40, 3, 12, seed=0)
