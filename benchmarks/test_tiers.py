@@ -14,7 +14,8 @@ the child and of every process it waited for, user + sys (the growth of
 wall time (``harness.timer``), the 1-minute load average before and after (on a shared
 machine wall time is CPU time stretched by the load; CPU time grows with it too, less), the
 counts of pytest's summary line (passed, failed, skipped, deselected, xfailed, errors ...),
-the ids of the tests that failed, and the git commit with a ``clean`` flag (no change to any
+the ids of the tests that failed, the environment variables that change what runs
+(:data:`ENV_SEEN`), and the git commit with a ``clean`` flag (no change to any
 tracked file and no untracked file that git does not ignore: the tree measured is the commit).
 Writes ``test_tiers_<tier>[_quick].json`` to ``--out`` and pytest's output beside it
 (``test_tiers_<tier>[_quick].log``); a claim reads the JSON's ``rows``.
@@ -34,6 +35,9 @@ from benchmarks import harness
 TIERS = {"default": ["-q", "tests"], "slow": ["-q", "-m", "slow", "tests"], "all": ["-q", "-m", "", "tests"]}
 #: the ``--quick`` run: one small file of the default tier (the mechanics, in seconds)
 QUICK_PATHS = ["tests/test_label_sets.py"]
+#: environment variables recorded with a run: the thread counts, pytest's extra options, the
+#: import path and the data home (README's command sets none of them)
+ENV_SEEN = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTEST_ADDOPTS", "PYTHONPATH", "PYRO_AR_DATA")
 #: ``3071 passed, 1 failed, 12 skipped, 46 deselected, 4 xfailed in 324.00s (0:05:24)``
 SUMMARY = re.compile(r"(\d+) (passed|failed|skipped|deselected|xfailed|xpassed|errors?|warnings?)\b")
 
@@ -96,13 +100,15 @@ def main(argv=None):
     state = git_state()
     log = Path(args.out) / harness.result_name(name, args).replace(".json", ".log")
     row = {"tier": args.tier, "command": shlex.join(["python", *cmd[1:]]), **state, **run_tier(cmd, log)}
+    # what of the environment changes the command's cost or its tests (all unset: as README writes it)
+    env = {k: os.environ.get(k) for k in ENV_SEEN}
     counts = ", ".join(f"{row[k]} {k}" for k in ("passed", "failed", "errors", "skipped", "deselected") if row.get(k))
     print(f"{row['command']}: exit {row['exit_code']}, {counts}; CPU {row['cpu_s']:.1f} s (user {row['user_s']:.1f} "
           f"+ sys {row['sys_s']:.1f}), wall {row['wall_s']:.1f} s; load {row['load_1min_start']:.2f} -> "
           f"{row['load_1min_end']:.2f}; commit {row['commit']}{'' if row['clean'] else ' (tree not clean)'}")
     for failure in row["failures"]:
         print("  " + failure)
-    harness.save(args, name, {"log": log.name, "rows": [row]})
+    harness.save(args, name, {"log": log.name, "child_environment": env, "rows": [row]})
     return 1 if row["exit_code"] else 0
 
 
