@@ -64,6 +64,7 @@ QUICK = {
     "sparse": ([], ["sparse_scaling_quick.json", "sparse_estimator_quick.json"]),
     "table3": (["--dataset", "mnist", "--methods", "ar_softmax", "ove"], ["table3_mnist_authors_quick.json"]),
     "time_to_quality": (["--methods", "ar_softmax,exact,adaptive"], ["time_to_quality_quick.json"]),
+    "test_tiers": ([], ["test_tiers_default_quick.json"]),
     "toy": ([], ["toy_authors_quick.json"]),
     "tutorial_times": (["01"], ["tutorial_times_01_quick.json"]),
 }

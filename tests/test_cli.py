@@ -1,10 +1,13 @@
-"""pyro_ar.cli: ``python -m pyro_ar fit / predict / evaluate`` end to end through subprocess,
-on tiny synthetic files (text in the XMC repository's format, and scipy .npz as PECOS), and
-its answers against the Python API's for the same seed.
+"""pyro_ar.cli: ``python -m pyro_ar fit / predict / evaluate`` on tiny synthetic files (text in
+the XMC repository's format, and scipy .npz as PECOS), and its answers against the Python API's
+for the same seed.
 
-The subprocesses inherit the environment (the thread count included), so a fit in the
-command line and the same fit in this process run the same floating-point operations: the
-predictions are compared exactly, the log-likelihood to 1e-9 (relative)."""
+The console entry runs end to end through a subprocess (``--help``, a multi-label fit, a bad
+file's exit status); the other commands call :func:`pyro_ar.cli.main`, the function behind it,
+in this process (a subprocess spends 2 CPU s importing torch before it starts). The subprocesses
+inherit the environment (the thread count included), so a fit in the command line and the same
+fit in this process run the same floating-point operations: the predictions are compared
+exactly, the log-likelihood to 1e-9 (relative)."""
 
 import json
 import os
@@ -37,6 +40,13 @@ def run(*args, ok=True):
                          text=True, cwd=ROOT, env=env, timeout=300)
     assert (out.returncode == 0) == ok, (out.returncode, out.stdout, out.stderr)
     return out
+
+
+def cli(capsys, *args):
+    """``main(args)`` in this process (the commands behind ``python -m pyro_ar``): exits 0; its stdout."""
+    capsys.readouterr()
+    assert main(list(map(str, args))) == 0
+    return capsys.readouterr().out
 
 
 def _teacher(n, D=8, K=6, labels=2, seed=0):
@@ -80,12 +90,12 @@ def test_help_shows_an_example_and_the_console_script_is_declared():
     assert (module, name) == ("pyro_ar.cli", "main")
 
 
-def test_multilabel_text_files_fit_predict_evaluate_as_the_python_api(files):
+def test_multilabel_text_files_fit_predict_evaluate_as_the_python_api(files, capsys):
     d = files
     assert "label sets, 2.00 labels per row" in run("fit", "-x", d / "train.txt", "-m", d / "ml.pt", "-q",
                                                     *FIT_FLAGS).stdout
-    run("predict", "-x", d / "test.txt", "-m", d / "ml.pt", "-o", d / "P.npz", "-k", 5)
-    run("predict", "-x", d / "test.txt", "-m", d / "ml.pt", "-o", d / "P.txt", "-k", 3)
+    cli(capsys, "predict", "-x", d / "test.txt", "-m", d / "ml.pt", "-o", d / "P.npz", "-k", 5)
+    cli(capsys, "predict", "-x", d / "test.txt", "-m", d / "ml.pt", "-o", d / "P.txt", "-k", 3)
     X, Y = read_svmlight(d / "train.txt")
     Xt, Yt = read_svmlight(d / "test.txt")
     api = ARClassifier(**FIT_PARAMS).fit(X, Y)  # the Python API on the same rows and seed
@@ -94,22 +104,22 @@ def test_multilabel_text_files_fit_predict_evaluate_as_the_python_api(files):
     assert np.array_equal(ranked, top) and np.array_equal(scores, probs)
     ranked3, scores3 = read_scores(d / "P.txt")
     assert np.array_equal(ranked3, top[:, :3]) and np.array_equal(scores3, probs[:, :3])  # (17 digits)
-    got = json.loads(run("evaluate", "-y", d / "test.txt", "-p", d / "P.npz", "--json").stdout)
+    got = json.loads(cli(capsys, "evaluate", "-y", d / "test.txt", "-p", d / "P.npz", "--json"))
     hits = np.take_along_axis(Yt.toarray().astype(np.float64), top, 1)  # P@k from its definition
     for k in (1, 3, 5):
         assert got[f"P@{k}"] == pytest.approx(hits[:, :k].sum(1).mean() / k, rel=1e-12)
     assert got["P@1"] == pytest.approx(api.score(Xt, Yt), rel=1e-12)
-    with_model = json.loads(run("evaluate", "-y", d / "test.txt", "-m", d / "ml.pt", "-x", d / "test.txt",
-                                "--json", "--train-labels", d / "train.txt").stdout)
+    with_model = json.loads(cli(capsys, "evaluate", "-y", d / "test.txt", "-m", d / "ml.pt", "-x", d / "test.txt",
+                                "--json", "--train-labels", d / "train.txt"))
     assert with_model["log_lik"] == pytest.approx(api.log_likelihood(Xt, Yt), rel=1e-9)
     assert {k: with_model[k] for k in got} == got and 0 < with_model["PSP@3"] <= 1
 
 
-def test_one_label_npz_files_as_pecos_match_the_python_api(files):
+def test_one_label_npz_files_as_pecos_match_the_python_api(files, capsys):
     d = files
-    run("fit", "-x", d / "X_train.npz", "-y", d / "Y_train.npz", "-m", d / "one.pt", "-q", *FIT_FLAGS)
-    got = json.loads(run("evaluate", "-y", d / "Y_test.npz", "-m", d / "one.pt", "-x", d / "X_test.npz",
-                         "--json", "-k", 1, 2).stdout)
+    cli(capsys, "fit", "-x", d / "X_train.npz", "-y", d / "Y_train.npz", "-m", d / "one.pt", "-q", *FIT_FLAGS)
+    got = json.loads(cli(capsys, "evaluate", "-y", d / "Y_test.npz", "-m", d / "one.pt", "-x", d / "X_test.npz",
+                         "--json", "-k", 1, 2))
     X, Xt = (sp.load_npz(d / f"X_{s}.npz") for s in ("train", "test"))
     y, yt = (sp.load_npz(d / f"Y_{s}.npz").indices.astype(np.int64) for s in ("train", "test"))
     api = ARClassifier(**FIT_PARAMS).fit(X, y)

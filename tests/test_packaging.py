@@ -1,5 +1,6 @@
 """The package as distributed: one version, PEP 561 marker, licence, optional-dependency errors."""
 
+import functools
 import os
 import re
 import subprocess
@@ -47,7 +48,9 @@ else:
 """
 
 
+@functools.lru_cache(maxsize=None)
 def _run_without_sklearn():
+    """One child interpreter that cannot import scikit-learn (its output read by both tests below)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run([sys.executable, "-c", NO_SKLEARN], capture_output=True, text=True,
                           env=env, timeout=300)

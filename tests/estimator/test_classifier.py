@@ -55,15 +55,20 @@ def _small(n=120, D=4, K=3, seed=0):
 
 
 # ------------------------------------------------------------------------ sklearn checks
-# Instances with tiny settings (one full-batch step per epoch on the checks' small data).
+# Instances with tiny settings (one full-batch step per epoch on the checks' small data). The
+# first searches its prior scale (the default, prior_scale="auto": the search under every check);
+# the others fix it, so that their checks test their noise / weights / early stopping and not the
+# search again (a third of the checks' cost: the search fits and scores a grid of scales).
 # Every check that applies passes; none is expected to fail. Two are *skipped* by
 # scikit-learn itself in this environment (reported as skips, not failures):
 #   check_classifier_data_not_an_array -- needs pandas (not installed);
 #   check_array_api_input              -- needs SCIPY_ARRAY_API=1 (no array-API support claimed).
 _CHECKED = [
     ARClassifier(min_steps=0, max_epochs=12, batch_size=1024, learning_rate=0.1),
-    ARClassifier(likelihood=AR("normal", 20), min_steps=0, weights="map", early_stopping={'n_iter_no_change': 3}, max_epochs=12, batch_size=1024, learning_rate=0.1),
-    ARClassifier(min_steps=0, weights=Weights("bayes", num_posterior_samples=4), max_epochs=12, batch_size=1024, learning_rate=0.1),
+    ARClassifier(likelihood=AR("normal", 20), min_steps=0, weights=Weights("map", prior_scale=1.0),
+                 early_stopping={'n_iter_no_change': 3}, max_epochs=12, batch_size=1024, learning_rate=0.1),
+    ARClassifier(min_steps=0, weights=Weights("bayes", prior_scale=1.0, num_posterior_samples=4), max_epochs=12,
+                 batch_size=1024, learning_rate=0.1),
 ]
 _STOCHASTIC = ("stochastic minibatches: a weight of 2 equals two copies in expectation (the ELBO "
                "is the same, tests/models/test_contract.py), not draw for draw -- as for "

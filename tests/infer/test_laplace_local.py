@@ -222,17 +222,18 @@ def test_one_step_fit_stays_near_the_optimum(name, family):
     assert gap.max() < (2e-3 if name == "normal" else 1e-2) and gap.min() > -1e-9, gap
 
 
-@pytest.mark.parametrize("name, margin", [("normal", 0.015), ("logistic", 0.07), ("student_t3", 0.2)])
-def test_the_gumbel_bound_is_tighter_than_the_best_gaussian(name, margin):
+@pytest.mark.parametrize("name, margin, rows", [("normal", 0.015, 64), ("logistic", 0.07, 64), ("student_t3", 0.2, 16)])
+def test_the_gumbel_bound_is_tighter_than_the_best_gaussian(name, margin, rows):
     """The observed class's noise is a maximum: with many classes to beat its local posterior is
     skewed like a Gumbel, so the Gumbel fit's local bound is above the best Gaussian's on
     Brown-like problems (64 classes, large weights), on average by 0.02 nats for normal noise
     (0.0209 measured; a few rows favour the Gaussian, by at most 0.005), 0.08 for logistic
-    (0.081, every row) and 0.27 for Student-t (3 d.o.f.). (With a few classes of small weight
+    (0.081, every row) and 0.27 for Student-t (3 d.o.f.; every row above 0.26, on 16 rows: the
+    batch's fit iterates until its slowest row converges, 7x the cost of 16 rows at 64). (With a few classes of small weight
     the posterior stays close to the noise's own density, and for normal noise the Gaussian
     is the tighter: by 0.05 on ``_local_problem``'s 4 classes.)"""
     noise = make_noise(name)
-    d, w = _brown_like_problem(B=64, seed=11)
+    d, w = _brown_like_problem(B=rows, seed=11)
     gumbel = _gumbel_elbo(noise, *gumbel_local(noise, d, w, refine_steps=50, tol=1e-12, num_nodes=16), d, w)
     gauss = _gaussian_elbo(noise, *gaussian_local(noise, d, w, refine_steps=50, tol=1e-12, num_nodes=24), d, w)
     assert (gumbel - gauss).mean() > margin, (gumbel - gauss).mean()
