@@ -41,8 +41,8 @@ log-likelihood first reaches L_a no longer than adaptive softmax's own time to r
 
 ``--lr-grid 0.003,0.01,0.03`` trains each method of ``--grid-methods`` (default A&R and
 adaptive softmax) at every step size; a method's row is then its run with the best
-validation log-likelihood (chosen on validation, like the early-stopping point), and every
-run of the grid is printed too.
+validation log-likelihood (chosen on validation, like the early-stopping point; the summary's
+``chosen`` names it), and every run of the grid is printed too.
 
 ``--lrs ar_softmax=0.01,botev=0.003`` sets each named method's step size (the choice of an
 earlier grid); ``--eval-pairs`` the validation / test pairs per evaluation (default 10,000).
@@ -249,6 +249,15 @@ def pick_by_validation(results, runs):
     return chosen
 
 
+def by_method(results, runs, chosen):
+    """``{method: result}``: its run chosen on validation, else (every run of it failed) its
+    first run's failure -- what :func:`targets` reads, grid labels resolved to methods."""
+    out = {}
+    for label, m, _ in runs:
+        out.setdefault(m, chosen.get(m) or results.get(label))
+    return out
+
+
 def print_adaptive_targets(summary):
     """The issue-24 targets against adaptive softmax of a corpus summary (when it ran)."""
     if "ar_minus_adaptive" in summary:
@@ -307,7 +316,7 @@ def main(argv=None):
             brown.print_table({label: results[label] for label, _, _ in runs if "history" in results[label]}, {})
             print("chosen on validation: " + ", ".join(f"{m}: {r['run']}" for m, r in ok.items()))
         summary = brown.summarize(ok)
-        summary.update(targets(summary, results))
+        summary.update(targets(summary, by_method(results, runs, ok)), chosen={m: r["run"] for m, r in ok.items()})
         summary.update(adaptive_targets(ok))
         summary.update(paired=brown.paired_differences(ok), exact_extrapolation=exact_extrapolation(ok))
         if name == "gcide":

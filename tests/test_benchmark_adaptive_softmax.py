@@ -122,3 +122,16 @@ def test_grid_is_chosen_on_validation_and_targets_compare_with_adaptive(capsys):
     assert t["vs_adaptive_quality_met"] and t["vs_adaptive_time_met"]
     time_to_quality.print_adaptive_targets(t)
     assert "A&R best - adaptive best = +0.0500 nats (>= 0: True)" in capsys.readouterr().out
+
+
+def test_targets_of_a_grid_run_name_the_method_not_run():
+    """In a grid run the results are keyed by "method lr=..." labels: the targets resolve them
+    to methods, so a missing sampled softmax is reported as such (not as A&R not run)."""
+    a = argparse.Namespace(lr_grid="0.003,0.01", grid_methods="ar_softmax", ar_lr=None, lr=3e-3, lrs=None)
+    runs = time_to_quality.expand_grid(a, ["ar_softmax", "exact"])
+    results = {"ar_softmax lr=0.003": _run([(0, -7, -7), (10, -6, -6)]),
+               "ar_softmax lr=0.01": _run([(0, -7, -7), (10, -5.9, -5.9)]), "exact": dict(error="boom")}
+    chosen = time_to_quality.pick_by_validation(results, runs)
+    t = time_to_quality.targets({}, time_to_quality.by_method(results, runs, chosen))
+    assert t["gap_missing"] == "botev not run (--methods)"
+    assert t["speedup_missing"] == "exact failed: boom"
