@@ -25,7 +25,8 @@ Methods (same body, minibatch ``--batch``, step size ``--lr``):
 ``--lr-grid 0.003,0.01,0.03`` trains each method of ``--grid-methods`` (default: all) at every
 step size and keeps its run with the best validation log-likelihood (chosen on validation,
 like the early-stopping point; nothing is tuned on the test contexts); every run of the grid
-is printed and saved (``grid``). The
+is printed and saved (``grid``). ``--max-procs N`` makes the runs in N forked worker
+processes at a time (one torch thread each, each on its own CPU clock). The
 per-pair test log-likelihoods at each method's best validation point give the paired
 standard error of A&R's advantage over each other method (the same test contexts).
 
@@ -33,14 +34,15 @@ Each method trains with ``pyro_ar.infer.train`` (the library's one loop) for ``-
 CPU seconds (``time.process_time``, one torch thread, evaluation excluded), evaluated at
 fixed CPU times on 5,000 validation and 5,000 test contexts (exact log-likelihood over all
 K classes, one evaluation path: :mod:`pyro_ar.evaluation`), with ``EarlyStopping`` on the
-validation log-likelihood (patience 4). The methods run one after the other in one process.
+validation log-likelihood (patience 4). The runs go one after the other in one process
+(``--max-procs``: side by side).
 Reported: each method's best validation point and its test log-likelihood / perplexity
 there, steps and CPU ms per step, and the CPU time at which A&R's test log-likelihood first
 reaches exact's best.
 
     python -m benchmarks.neural_lm [--quick] [--corpus brown|gcide] [--methods ar,sampled,adaptive,exact]
         [--budget 120] [--context 4] [--lrs ar=0.01] [--lr-grid 0.003,0.01] [--grid-methods ar,adaptive]
-        [--out DIR]
+        [--max-procs 3] [--out DIR]
 
 Writes ``neural_lm[_gcide].json`` (and the ``.png``) to ``--out`` (default: the temp directory).
 """
@@ -200,15 +202,40 @@ def run_method(method, data, K, counts, args, lr=None):
                 stopped_early=stop.stopped, wall_s=t0.wall, lr=args.lr, best_test_lls=best["test_lls"])
 
 
-def run_grid(method, data, K, counts, args):
-    """``(chosen run, every run)`` of ``method`` over the step sizes of ``--lr-grid`` (just its
-    own step size when the grid is empty or the method is not in ``--grid-methods``)."""
+def grid_jobs(args):
+    """``[(method, step size)]``: every run to make, in order -- each method of ``--grid-methods``
+    (default: all) at every step size of ``--lr-grid``, the others at their own step size
+    (None: the ``--lrs`` entry, else ``--lr``)."""
     grid = [float(v) for v in args.lr_grid.split(",")] if args.lr_grid else []
-    if not grid or method not in (args.grid_methods or args.methods).split(","):
-        r = run_method(method, data, K, counts, args)
-        return r, [r]
-    runs = [run_method(method, data, K, counts, args, lr=lr) for lr in grid]
-    return pick_by_validation(runs), runs
+    gridded = (args.grid_methods or args.methods).split(",")
+    return [(m, lr) for m in args.methods.split(",") for lr in (grid if grid and m in gridded else [None])]
+
+
+_SHARED = {}  # the data of the forked workers (inherited, not pickled)
+
+
+def _run_job(job):
+    torch.set_num_threads(1)
+    method, lr = job
+    return run_method(method, *_SHARED["data"], lr=lr)
+
+
+def run_jobs(jobs, data, K, counts, args):
+    """The runs of ``jobs`` (:func:`grid_jobs`), in order: one after another in this process,
+    or with ``--max-procs N > 1`` in N forked worker processes at a time (one torch thread
+    each, each run on its own process's CPU clock)."""
+    n = min(args.max_procs or 1, len(jobs))
+    if n <= 1:
+        return [run_method(m, data, K, counts, args, lr=lr) for m, lr in jobs]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    _SHARED["data"] = (data, K, counts, args)
+    try:
+        with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork")) as pool:
+            return list(pool.map(_run_job, jobs))
+    finally:
+        _SHARED.clear()
 
 
 def pick_by_validation(runs):
@@ -283,6 +310,8 @@ def main(argv=None):
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--lr-grid", default=None, help="comma-separated step sizes for --grid-methods")
     p.add_argument("--grid-methods", default=None, help="methods trained at each --lr-grid step (default: all)")
+    p.add_argument("--max-procs", type=int, default=None,
+                   help="runs at once in forked worker processes, one thread each (default: one after another)")
     p.add_argument("--evals", type=int, default=6, help="evaluations per budget (plus 2, 5, 10 s)")
     p.add_argument("--patience", type=int, default=4)
     p.add_argument("--eval-pairs", type=int, default=5_000)
@@ -294,12 +323,11 @@ def main(argv=None):
     data, K, counts = load(args)
     print(f"{args.corpus}: K = {K:,}, {len(data['train'][1]):,} training contexts of {args.context} words; "
           f"{args.budget:.0f} CPU s per method", flush=True)
-    results, grid = {}, []
-    for method in args.methods.split(","):
-        results[method], runs = run_grid(method, data, K, counts, args)
-        grid += [dict(method=r["method"], lr=r["lr"], steps=r["steps"], best_time=r["best"]["time"],
-                      valid_ll=r["best"]["valid_ll"], test_ll=r["best"]["test_ll"], chosen=r is results[method])
-                 for r in runs]
+    runs = run_jobs(grid_jobs(args), data, K, counts, args)
+    results = {m: pick_by_validation([r for r in runs if r["method"] == m]) for m in args.methods.split(",")}
+    grid = [dict(method=r["method"], lr=r["lr"], steps=r["steps"], best_time=r["best"]["time"],
+                 valid_ll=r["best"]["valid_ll"], test_ll=r["best"]["test_ll"], chosen=r is results[r["method"]])
+            for r in runs]
     rows = summarise(results)
     pairs = paired(results)
     for r in results.values():

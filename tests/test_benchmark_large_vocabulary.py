@@ -89,11 +89,14 @@ def test_neural_lm_grid_picks_each_method_on_validation(monkeypatch):
 
     monkeypatch.setattr(neural_lm, "run_method", fake)
     args = argparse.Namespace(lr_grid="0.003,0.01,0.03", grid_methods="ar", methods="ar,adaptive",
-                              lrs="adaptive=0.02", lr=3e-3)
-    chosen, runs = neural_lm.run_grid("ar", None, 10, None, args)
-    assert [r["lr"] for r in runs] == [0.003, 0.01, 0.03] and chosen["lr"] == 0.01
-    chosen, runs = neural_lm.run_grid("adaptive", None, 10, None, args)
-    assert len(runs) == 1 and chosen["lr"] == 0.02
+                              lrs="adaptive=0.02", lr=3e-3, max_procs=None)
+    jobs = neural_lm.grid_jobs(args)
+    assert jobs == [("ar", 0.003), ("ar", 0.01), ("ar", 0.03), ("adaptive", None)]
+    runs = neural_lm.run_jobs(jobs, None, 10, None, args)
+    assert [r["lr"] for r in runs] == [0.003, 0.01, 0.03, 0.02]
+    assert neural_lm.pick_by_validation(runs[:3])["lr"] == 0.01
+    args.max_procs = 2  # forked workers (they inherit the patched run_method): the same runs, in order
+    assert neural_lm.run_jobs(jobs, None, 10, None, args) == runs
 
 
 def test_run_methods_caps_the_workers_running_at_once(monkeypatch, tmp_path):
