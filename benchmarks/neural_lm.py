@@ -49,6 +49,7 @@ Writes ``neural_lm[_gcide].json`` (and the ``.png``) to ``--out`` (default: the 
 
 import copy
 import math
+import time
 
 import torch
 import torch.nn.functional as F
@@ -142,7 +143,7 @@ class PlainAdaptive:
 class PyroNeuralLM(harness.SVIMethod):
     """NeuralClassifier + SVI with a subsampled likelihood (A&R or sampled softmax)."""
 
-    def __init__(self, method, K, args, x, y, init_bias, counts):
+    def __init__(self, method, K, args, x, y, init_bias, counts, compiled=True):
         negatives = ImportanceNegatives(args.negatives, (counts.double() + 1) ** args.power)
         likelihood = AR(negatives=negatives) if method == "ar" else Sampled(negatives)
         body = NGramBody(K, args.context, args.embedding, args.features, sparse=True)
@@ -152,7 +153,7 @@ class PyroNeuralLM(harness.SVIMethod):
         # local_first: the closed-form eta step before the gradient step (each context is seen
         # about once per epoch, so a stale eta would leave the bound loose)
         guide = default_guide(model, local_first=True) if method == "ar" else default_guide(model)
-        super().__init__(model, guide, lazy_adam({"lr": args.lr}), default_elbo(), x, y)
+        super().__init__(model, guide, lazy_adam({"lr": args.lr}), default_elbo(compiled=compiled), x, y)
 
     def log_likelihood(self, x, y, reduce="mean"):
         return self.model.log_likelihood(x, y, reduce=reduce)
@@ -214,26 +215,56 @@ def grid_jobs(args):
 _SHARED = {}  # the data of the forked workers (inherited, not pickled)
 
 
-def _run_job(job):
+def _worker_init():
+    """A forked worker: one torch thread, and its own session, so that the machine's
+    scheduler shares the CPU between the runs as between separate commands."""
+    import os
+
     torch.set_num_threads(1)
+    os.setsid()
+
+
+def _run_job(job):
     method, lr = job
     return run_method(method, *_SHARED["data"], lr=lr)
+
+
+def save_run(run, args):
+    """Each finished run as ``neural_lm_<corpus>_<method>_lr<lr>.json`` in ``--out`` (per-context
+    test log-likelihoods included): what a run that is stopped early keeps."""
+    import json
+    from pathlib import Path
+
+    if not getattr(args, "out", None):
+        return
+    rec = {k: (v.tolist() if isinstance(v, torch.Tensor) else v) for k, v in run.items()}
+    path = Path(args.out) / f"neural_lm_{args.corpus}_{run['method']}_lr{run['lr']:g}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rec))
 
 
 def run_jobs(jobs, data, K, counts, args):
     """The runs of ``jobs`` (:func:`grid_jobs`), in order: one after another in this process,
     or with ``--max-procs N > 1`` in N forked worker processes at a time (one torch thread
-    each, each run on its own process's CPU clock)."""
-    n = min(args.max_procs or 1, len(jobs))
+    each, each run on its own process's CPU clock). Each run is saved as it ends (:func:`save_run`)."""
+    n = min(getattr(args, "max_procs", None) or 1, len(jobs))
     if n <= 1:
-        return [run_method(m, data, K, counts, args, lr=lr) for m, lr in jobs]
+        runs = []
+        for m, lr in jobs:
+            runs.append(run_method(m, data, K, counts, args, lr=lr))
+            save_run(runs[-1], args)
+        return runs
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor, as_completed
 
     _SHARED["data"] = (data, K, counts, args)
     try:
-        with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork")) as pool:
-            return list(pool.map(_run_job, jobs))
+        with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"),
+                                 initializer=_worker_init) as pool:
+            futures = [pool.submit(_run_job, job) for job in jobs]
+            for f in as_completed(futures):
+                save_run(f.result(), args)
+            return [f.result() for f in futures]
     finally:
         _SHARED.clear()
 
@@ -294,6 +325,45 @@ def plot(results, K, args, path):
     fig.savefig(path, dpi=110)
 
 
+def step_profile(data, K, counts, args):
+    """CPU ms per training step of each method, measured interleaved in this process:
+    ``--step-profile N`` steps of each in turn, 5 rounds, the median round per method (A&R
+    also on the traced path, ``ClosedFormELBO(compiled=False)``: what the compiled step saves)."""
+    x, y = data["train"]
+    init_bias = unigram_log_probs(counts).float()
+    makers = {"ar": lambda: PyroNeuralLM("ar", K, args, x, y, init_bias, counts),
+              "ar_traced": lambda: PyroNeuralLM("ar", K, args, x, y, init_bias, counts, compiled=False),
+              "sampled": lambda: PyroNeuralLM("sampled", K, args, x, y, init_bias, counts),
+              "adaptive": lambda: PlainAdaptive(K, args, x, y, init_bias, counts),
+              "exact": lambda: PlainExact(K, args, x, y, init_bias)}
+    names = [m for m in ("ar", "ar_traced", "sampled", "adaptive", "exact")
+             if m.split("_")[0] in args.methods.split(",")]
+    methods, times = {}, {m: [] for m in names}
+    for m in names:
+        pyro.clear_param_store()  # each its own store: built one after another, stepped in turn
+        methods[m] = (makers[m](), dict(pyro.get_param_store().items()))
+    for _ in range(5):
+        for m in names:
+            method, store = methods[m]
+            pyro.get_param_store().clear()
+            for name, value in store.items():  # its own parameters (the same tensors) back in the store
+                pyro.get_param_store()[name] = value
+            method.step()  # re-entry (one untimed step)
+            t = time.process_time()
+            for _ in range(args.step_profile):
+                method.step()
+            times[m].append(1e3 * (time.process_time() - t) / args.step_profile)
+            store = dict(pyro.get_param_store().items())
+            methods[m] = (method, store)
+    rows = [dict(method=m, ms_per_step=sorted(v)[len(v) // 2], rounds=v) for m, v in times.items()]
+    ref = next((r["ms_per_step"] for r in rows if r["method"] == "sampled"), None)
+    for r in rows:
+        r["vs_sampled"] = r["ms_per_step"] / ref if ref else None
+    print(table(rows, [("method", "method", ""), ("ms / step (median of 5)", "ms_per_step", ".2f"),
+                       ("/ sampled", "vs_sampled", ".2f")]))
+    return rows
+
+
 def main(argv=None):
     p = harness.parser(__doc__, quick_help="4 CPU s per method, 1,000 evaluation pairs")
     p.add_argument("--budget", type=float, default=120.0, help="CPU seconds of training per method")
@@ -312,6 +382,8 @@ def main(argv=None):
     p.add_argument("--grid-methods", default=None, help="methods trained at each --lr-grid step (default: all)")
     p.add_argument("--max-procs", type=int, default=None,
                    help="runs at once in forked worker processes, one thread each (default: one after another)")
+    p.add_argument("--step-profile", type=int, default=0,
+                   help="only time N steps of each method interleaved (5 rounds) and report ms / step")
     p.add_argument("--evals", type=int, default=6, help="evaluations per budget (plus 2, 5, 10 s)")
     p.add_argument("--patience", type=int, default=4)
     p.add_argument("--eval-pairs", type=int, default=5_000)
@@ -323,6 +395,10 @@ def main(argv=None):
     data, K, counts = load(args)
     print(f"{args.corpus}: K = {K:,}, {len(data['train'][1]):,} training contexts of {args.context} words; "
           f"{args.budget:.0f} CPU s per method", flush=True)
+    if args.step_profile:
+        rows = step_profile(data, K, counts, args)
+        harness.save(args, "neural_lm_step" + ("" if args.corpus == "brown" else "_" + args.corpus), {"rows": rows})
+        return rows
     runs = run_jobs(grid_jobs(args), data, K, counts, args)
     results = {m: pick_by_validation([r for r in runs if r["method"] == m]) for m in args.methods.split(",")}
     grid = [dict(method=r["method"], lr=r["lr"], steps=r["steps"], best_time=r["best"]["time"],
