@@ -26,7 +26,9 @@ Methods (same body, minibatch ``--batch``, step size ``--lr``):
 step size and keeps its run with the best validation log-likelihood (chosen on validation,
 like the early-stopping point; nothing is tuned on the test contexts); every run of the grid
 is printed and saved (``grid``). ``--max-procs N`` makes the runs in N forked worker
-processes at a time (one torch thread each, each on its own CPU clock). The
+processes at a time (one torch thread each, each on its own CPU clock). Each run is also
+saved on its own as it ends; ``--from-runs DIR1,DIR2`` tabulates the saved runs of earlier
+invocations as one grid (nothing is trained). The
 per-pair test log-likelihoods at each method's best validation point give the paired
 standard error of A&R's advantage over each other method (the same test contexts).
 
@@ -243,6 +245,25 @@ def save_run(run, args):
     path.write_text(json.dumps(rec))
 
 
+def load_runs(folders, corpus):
+    """The runs :func:`save_run` wrote to ``folders`` (comma-separated) for ``corpus``, per-context
+    test log-likelihoods back as tensors: ``--from-runs`` tabulates runs of several invocations
+    (e.g. a grid point added later) as one grid, chosen on validation as usual."""
+    import json
+    from pathlib import Path
+
+    runs = []
+    for folder in folders.split(","):
+        for path in sorted(Path(folder).glob(f"neural_lm_{corpus}_*_lr*.json")):
+            run = json.loads(path.read_text())
+            if run.get("best_test_lls") is not None:
+                run["best_test_lls"] = torch.tensor(run["best_test_lls"], dtype=torch.float64)
+            runs.append(run)
+    if not runs:
+        raise ValueError(f"--from-runs: no neural_lm_{corpus}_<method>_lr<lr>.json in {folders!r}")
+    return runs
+
+
 def run_jobs(jobs, data, K, counts, args):
     """The runs of ``jobs`` (:func:`grid_jobs`), in order: one after another in this process,
     or with ``--max-procs N > 1`` in N forked worker processes at a time (one torch thread
@@ -382,6 +403,8 @@ def main(argv=None):
     p.add_argument("--grid-methods", default=None, help="methods trained at each --lr-grid step (default: all)")
     p.add_argument("--max-procs", type=int, default=None,
                    help="runs at once in forked worker processes, one thread each (default: one after another)")
+    p.add_argument("--from-runs", default=None,
+                   help="comma-separated --out folders of earlier runs: tabulate their saved runs, train nothing")
     p.add_argument("--step-profile", type=int, default=0,
                    help="only time N steps of each method interleaved (5 rounds) and report ms / step")
     p.add_argument("--evals", type=int, default=6, help="evaluations per budget (plus 2, 5, 10 s)")
@@ -399,8 +422,12 @@ def main(argv=None):
         rows = step_profile(data, K, counts, args)
         harness.save(args, "neural_lm_step" + ("" if args.corpus == "brown" else "_" + args.corpus), {"rows": rows})
         return rows
-    runs = run_jobs(grid_jobs(args), data, K, counts, args)
-    results = {m: pick_by_validation([r for r in runs if r["method"] == m]) for m in args.methods.split(",")}
+    if args.from_runs:
+        runs = [r for r in load_runs(args.from_runs, args.corpus) if r["method"] in args.methods.split(",")]
+    else:
+        runs = run_jobs(grid_jobs(args), data, K, counts, args)
+    results = {m: pick_by_validation([r for r in runs if r["method"] == m])
+               for m in args.methods.split(",") if any(r["method"] == m for r in runs)}
     grid = [dict(method=r["method"], lr=r["lr"], steps=r["steps"], best_time=r["best"]["time"],
                  valid_ll=r["best"]["valid_ll"], test_ll=r["best"]["test_ll"], chosen=r is results[r["method"]])
             for r in runs]

@@ -112,3 +112,19 @@ def test_run_methods_caps_the_workers_running_at_once(monkeypatch, tmp_path):
     batches.clear()
     brown.run_methods(argparse.Namespace(), runs, {"x": torch.zeros(1)})
     assert batches == [[f"r{i}" for i in range(5)]]
+
+
+def test_neural_lm_saved_runs_come_back_as_one_grid(tmp_path):
+    """A run saved as it ends (``save_run``) is read back by ``--from-runs`` (``load_runs``) with
+    its per-context test log-likelihoods, from several folders, for its corpus only."""
+    args = argparse.Namespace(out=str(tmp_path / "a"), corpus="gcide")
+    lls = torch.tensor([-5.0, -6.5], dtype=torch.float64)
+    neural_lm.save_run(dict(method="ar", lr=0.003, best=dict(valid_ll=-5.5), best_test_lls=lls), args)
+    args.out = str(tmp_path / "b")
+    neural_lm.save_run(dict(method="sampled", lr=0.001, best=dict(valid_ll=-5.6), best_test_lls=lls - 1), args)
+    runs = neural_lm.load_runs(f"{tmp_path / 'a'},{tmp_path / 'b'}", "gcide")
+    assert [(r["method"], r["lr"]) for r in runs] == [("ar", 0.003), ("sampled", 0.001)]
+    assert torch.equal(runs[0]["best_test_lls"], lls) and torch.equal(runs[1]["best_test_lls"], lls - 1)
+    assert neural_lm.paired({r["method"]: r for r in runs})["ar_minus_sampled"]["mean"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="from-runs"):
+        neural_lm.load_runs(str(tmp_path / "a"), "brown")
