@@ -25,7 +25,10 @@ Methods (same body, minibatch ``--batch``, step size ``--lr``):
 ``--lr-grid 0.003,0.01,0.03`` trains each method of ``--grid-methods`` (default: all) at every
 step size and keeps its run with the best validation log-likelihood (chosen on validation,
 like the early-stopping point; nothing is tuned on the test contexts); every run of the grid
-is printed and saved (``grid``). The
+is printed and saved (``grid``). ``--max-procs N`` makes the runs in N forked worker
+processes at a time (one torch thread each, each on its own CPU clock). Each run is also
+saved on its own as it ends; ``--from-runs DIR1,DIR2`` tabulates the saved runs of earlier
+invocations as one grid (nothing is trained). The
 per-pair test log-likelihoods at each method's best validation point give the paired
 standard error of A&R's advantage over each other method (the same test contexts).
 
@@ -33,14 +36,15 @@ Each method trains with ``pyro_ar.infer.train`` (the library's one loop) for ``-
 CPU seconds (``time.process_time``, one torch thread, evaluation excluded), evaluated at
 fixed CPU times on 5,000 validation and 5,000 test contexts (exact log-likelihood over all
 K classes, one evaluation path: :mod:`pyro_ar.evaluation`), with ``EarlyStopping`` on the
-validation log-likelihood (patience 4). The methods run one after the other in one process.
+validation log-likelihood (patience 4). The runs go one after the other in one process
+(``--max-procs``: side by side).
 Reported: each method's best validation point and its test log-likelihood / perplexity
 there, steps and CPU ms per step, and the CPU time at which A&R's test log-likelihood first
 reaches exact's best.
 
     python -m benchmarks.neural_lm [--quick] [--corpus brown|gcide] [--methods ar,sampled,adaptive,exact]
         [--budget 120] [--context 4] [--lrs ar=0.01] [--lr-grid 0.003,0.01] [--grid-methods ar,adaptive]
-        [--out DIR]
+        [--max-procs 3] [--out DIR]
 
 Writes ``neural_lm[_gcide].json`` (and the ``.png``) to ``--out`` (default: the temp directory).
 """
@@ -141,7 +145,7 @@ class PlainAdaptive:
 class PyroNeuralLM(harness.SVIMethod):
     """NeuralClassifier + SVI with a subsampled likelihood (A&R or sampled softmax)."""
 
-    def __init__(self, method, K, args, x, y, init_bias, counts):
+    def __init__(self, method, K, args, x, y, init_bias, counts, compiled=True):
         negatives = ImportanceNegatives(args.negatives, (counts.double() + 1) ** args.power)
         likelihood = AR(negatives=negatives) if method == "ar" else Sampled(negatives)
         body = NGramBody(K, args.context, args.embedding, args.features, sparse=True)
@@ -150,7 +154,7 @@ class PyroNeuralLM(harness.SVIMethod):
         # local_first: the closed-form eta step before the gradient step (each context is seen
         # about once per epoch, so a stale eta would leave the bound loose)
         guide = default_guide(model, local_first=True) if method == "ar" else default_guide(model)
-        super().__init__(model, guide, lazy_adam({"lr": args.lr}), default_elbo(), x, y)
+        super().__init__(model, guide, lazy_adam({"lr": args.lr}), default_elbo(compiled=compiled), x, y)
 
     def log_likelihood(self, x, y, reduce="mean"):
         return self.model.log_likelihood(x, y, reduce=reduce)
@@ -200,15 +204,89 @@ def run_method(method, data, K, counts, args, lr=None):
                 stopped_early=stop.stopped, wall_s=t0.wall, lr=args.lr, best_test_lls=best["test_lls"])
 
 
-def run_grid(method, data, K, counts, args):
-    """``(chosen run, every run)`` of ``method`` over the step sizes of ``--lr-grid`` (just its
-    own step size when the grid is empty or the method is not in ``--grid-methods``)."""
+def grid_jobs(args):
+    """``[(method, step size)]``: every run to make, in order -- each method of ``--grid-methods``
+    (default: all) at every step size of ``--lr-grid``, the others at their own step size
+    (None: the ``--lrs`` entry, else ``--lr``)."""
     grid = [float(v) for v in args.lr_grid.split(",")] if args.lr_grid else []
-    if not grid or method not in (args.grid_methods or args.methods).split(","):
-        r = run_method(method, data, K, counts, args)
-        return r, [r]
-    runs = [run_method(method, data, K, counts, args, lr=lr) for lr in grid]
-    return pick_by_validation(runs), runs
+    gridded = (args.grid_methods or args.methods).split(",")
+    return [(m, lr) for m in args.methods.split(",") for lr in (grid if grid and m in gridded else [None])]
+
+
+_SHARED = {}  # the data of the forked workers (inherited, not pickled)
+
+
+def _worker_init():
+    """A forked worker: one torch thread, and its own session, so that the machine's
+    scheduler shares the CPU between the runs as between separate commands."""
+    import os
+
+    torch.set_num_threads(1)
+    os.setsid()
+
+
+def _run_job(job):
+    method, lr = job
+    return run_method(method, *_SHARED["data"], lr=lr)
+
+
+def save_run(run, args):
+    """Each finished run as ``neural_lm_<corpus>_<method>_lr<lr>.json`` in ``--out`` (per-context
+    test log-likelihoods included): what a run that is stopped early keeps."""
+    import json
+    from pathlib import Path
+
+    if not getattr(args, "out", None):
+        return
+    rec = {k: (v.tolist() if isinstance(v, torch.Tensor) else v) for k, v in run.items()}
+    path = Path(args.out) / f"neural_lm_{args.corpus}_{run['method']}_lr{run['lr']:g}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rec))
+
+
+def load_runs(folders, corpus):
+    """The runs :func:`save_run` wrote to ``folders`` (comma-separated) for ``corpus``, per-context
+    test log-likelihoods back as tensors: ``--from-runs`` tabulates runs of several invocations
+    (e.g. a grid point added later) as one grid, chosen on validation as usual."""
+    import json
+    from pathlib import Path
+
+    runs = []
+    for folder in folders.split(","):
+        for path in sorted(Path(folder).glob(f"neural_lm_{corpus}_*_lr*.json")):
+            run = json.loads(path.read_text())
+            if run.get("best_test_lls") is not None:
+                run["best_test_lls"] = torch.tensor(run["best_test_lls"], dtype=torch.float64)
+            runs.append(run)
+    if not runs:
+        raise ValueError(f"--from-runs: no neural_lm_{corpus}_<method>_lr<lr>.json in {folders!r}")
+    return runs
+
+
+def run_jobs(jobs, data, K, counts, args):
+    """The runs of ``jobs`` (:func:`grid_jobs`), in order: one after another in this process,
+    or with ``--max-procs N > 1`` in N forked worker processes at a time (one torch thread
+    each, each run on its own process's CPU clock). Each run is saved as it ends (:func:`save_run`)."""
+    n = min(getattr(args, "max_procs", None) or 1, len(jobs))
+    if n <= 1:
+        runs = []
+        for m, lr in jobs:
+            runs.append(run_method(m, data, K, counts, args, lr=lr))
+            save_run(runs[-1], args)
+        return runs
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    _SHARED["data"] = (data, K, counts, args)
+    try:
+        with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"),
+                                 initializer=_worker_init) as pool:
+            futures = [pool.submit(_run_job, job) for job in jobs]
+            for f in as_completed(futures):
+                save_run(f.result(), args)
+            return [f.result() for f in futures]
+    finally:
+        _SHARED.clear()
 
 
 def pick_by_validation(runs):
@@ -267,6 +345,45 @@ def plot(results, K, args, path):
     fig.savefig(path, dpi=110)
 
 
+def step_profile(data, K, counts, args):
+    """CPU ms per training step of each method, measured interleaved in this process:
+    ``--step-profile N`` steps of each in turn, 5 rounds, the median round per method (A&R
+    also on the traced path, ``ClosedFormELBO(compiled=False)``: what the compiled step saves)."""
+    x, y = data["train"]
+    init_bias = unigram_log_probs(counts).float()
+    makers = {"ar": lambda: PyroNeuralLM("ar", K, args, x, y, init_bias, counts),
+              "ar_traced": lambda: PyroNeuralLM("ar", K, args, x, y, init_bias, counts, compiled=False),
+              "sampled": lambda: PyroNeuralLM("sampled", K, args, x, y, init_bias, counts),
+              "adaptive": lambda: PlainAdaptive(K, args, x, y, init_bias, counts),
+              "exact": lambda: PlainExact(K, args, x, y, init_bias)}
+    names = [m for m in ("ar", "ar_traced", "sampled", "adaptive", "exact")
+             if m.split("_")[0] in args.methods.split(",")]
+    methods, times = {}, {m: [] for m in names}
+    for m in names:
+        pyro.clear_param_store()  # each its own store: built one after another, stepped in turn
+        methods[m] = (makers[m](), dict(pyro.get_param_store().items()))
+    for _ in range(5):
+        for m in names:
+            method, store = methods[m]
+            pyro.get_param_store().clear()
+            for name, value in store.items():  # its own parameters (the same tensors) back in the store
+                pyro.get_param_store()[name] = value
+            method.step()  # re-entry (one untimed step)
+            with harness.timer() as t:
+                for _ in range(args.step_profile):
+                    method.step()
+            times[m].append(1e3 * t.cpu / args.step_profile)
+            store = dict(pyro.get_param_store().items())
+            methods[m] = (method, store)
+    rows = [dict(method=m, ms_per_step=sorted(v)[len(v) // 2], rounds=v) for m, v in times.items()]
+    ref = next((r["ms_per_step"] for r in rows if r["method"] == "sampled"), None)
+    for r in rows:
+        r["vs_sampled"] = r["ms_per_step"] / ref if ref else None
+    print(table(rows, [("method", "method", ""), ("ms / step (median of 5)", "ms_per_step", ".2f"),
+                       ("/ sampled", "vs_sampled", ".2f")]))
+    return rows
+
+
 def main(argv=None):
     p = harness.parser(__doc__, quick_help="4 CPU s per method, 1,000 evaluation pairs")
     p.add_argument("--budget", type=float, default=120.0, help="CPU seconds of training per method")
@@ -283,6 +400,12 @@ def main(argv=None):
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--lr-grid", default=None, help="comma-separated step sizes for --grid-methods")
     p.add_argument("--grid-methods", default=None, help="methods trained at each --lr-grid step (default: all)")
+    p.add_argument("--max-procs", type=int, default=None,
+                   help="runs at once in forked worker processes, one thread each (default: one after another)")
+    p.add_argument("--from-runs", default=None,
+                   help="comma-separated --out folders of earlier runs: tabulate their saved runs, train nothing")
+    p.add_argument("--step-profile", type=int, default=0,
+                   help="only time N steps of each method interleaved (5 rounds) and report ms / step")
     p.add_argument("--evals", type=int, default=6, help="evaluations per budget (plus 2, 5, 10 s)")
     p.add_argument("--patience", type=int, default=4)
     p.add_argument("--eval-pairs", type=int, default=5_000)
@@ -294,12 +417,19 @@ def main(argv=None):
     data, K, counts = load(args)
     print(f"{args.corpus}: K = {K:,}, {len(data['train'][1]):,} training contexts of {args.context} words; "
           f"{args.budget:.0f} CPU s per method", flush=True)
-    results, grid = {}, []
-    for method in args.methods.split(","):
-        results[method], runs = run_grid(method, data, K, counts, args)
-        grid += [dict(method=r["method"], lr=r["lr"], steps=r["steps"], best_time=r["best"]["time"],
-                      valid_ll=r["best"]["valid_ll"], test_ll=r["best"]["test_ll"], chosen=r is results[method])
-                 for r in runs]
+    if args.step_profile:
+        rows = step_profile(data, K, counts, args)
+        harness.save(args, "neural_lm_step" + ("" if args.corpus == "brown" else "_" + args.corpus), {"rows": rows})
+        return rows
+    if args.from_runs:
+        runs = [r for r in load_runs(args.from_runs, args.corpus) if r["method"] in args.methods.split(",")]
+    else:
+        runs = run_jobs(grid_jobs(args), data, K, counts, args)
+    results = {m: pick_by_validation([r for r in runs if r["method"] == m])
+               for m in args.methods.split(",") if any(r["method"] == m for r in runs)}
+    grid = [dict(method=r["method"], lr=r["lr"], steps=r["steps"], best_time=r["best"]["time"],
+                 valid_ll=r["best"]["valid_ll"], test_ll=r["best"]["test_ll"], chosen=r is results[r["method"]])
+            for r in runs]
     rows = summarise(results)
     pairs = paired(results)
     for r in results.values():

@@ -89,11 +89,14 @@ def test_neural_lm_grid_picks_each_method_on_validation(monkeypatch):
 
     monkeypatch.setattr(neural_lm, "run_method", fake)
     args = argparse.Namespace(lr_grid="0.003,0.01,0.03", grid_methods="ar", methods="ar,adaptive",
-                              lrs="adaptive=0.02", lr=3e-3)
-    chosen, runs = neural_lm.run_grid("ar", None, 10, None, args)
-    assert [r["lr"] for r in runs] == [0.003, 0.01, 0.03] and chosen["lr"] == 0.01
-    chosen, runs = neural_lm.run_grid("adaptive", None, 10, None, args)
-    assert len(runs) == 1 and chosen["lr"] == 0.02
+                              lrs="adaptive=0.02", lr=3e-3, max_procs=None)
+    jobs = neural_lm.grid_jobs(args)
+    assert jobs == [("ar", 0.003), ("ar", 0.01), ("ar", 0.03), ("adaptive", None)]
+    runs = neural_lm.run_jobs(jobs, None, 10, None, args)
+    assert [r["lr"] for r in runs] == [0.003, 0.01, 0.03, 0.02]
+    assert neural_lm.pick_by_validation(runs[:3])["lr"] == 0.01
+    args.max_procs = 2  # forked workers (they inherit the patched run_method): the same runs, in order
+    assert neural_lm.run_jobs(jobs, None, 10, None, args) == runs
 
 
 def test_run_methods_caps_the_workers_running_at_once(monkeypatch, tmp_path):
@@ -109,3 +112,19 @@ def test_run_methods_caps_the_workers_running_at_once(monkeypatch, tmp_path):
     batches.clear()
     brown.run_methods(argparse.Namespace(), runs, {"x": torch.zeros(1)})
     assert batches == [[f"r{i}" for i in range(5)]]
+
+
+def test_neural_lm_saved_runs_come_back_as_one_grid(tmp_path):
+    """A run saved as it ends (``save_run``) is read back by ``--from-runs`` (``load_runs``) with
+    its per-context test log-likelihoods, from several folders, for its corpus only."""
+    args = argparse.Namespace(out=str(tmp_path / "a"), corpus="gcide")
+    lls = torch.tensor([-5.0, -6.5], dtype=torch.float64)
+    neural_lm.save_run(dict(method="ar", lr=0.003, best=dict(valid_ll=-5.5), best_test_lls=lls), args)
+    args.out = str(tmp_path / "b")
+    neural_lm.save_run(dict(method="sampled", lr=0.001, best=dict(valid_ll=-5.6), best_test_lls=lls - 1), args)
+    runs = neural_lm.load_runs(f"{tmp_path / 'a'},{tmp_path / 'b'}", "gcide")
+    assert [(r["method"], r["lr"]) for r in runs] == [("ar", 0.003), ("sampled", 0.001)]
+    assert torch.equal(runs[0]["best_test_lls"], lls) and torch.equal(runs[1]["best_test_lls"], lls - 1)
+    assert neural_lm.paired({r["method"]: r for r in runs})["ar_minus_sampled"]["mean"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="from-runs"):
+        neural_lm.load_runs(str(tmp_path / "a"), "brown")

@@ -3,7 +3,9 @@ r"""A trace-free ``SVI.step`` for the library's own A&R softmax model and guide 
 ``SVI.step`` with :class:`~pyro_ar.infer.ClosedFormELBO` builds two traces per step (the
 guide's, then the model's replayed on it), runs every site through Pyro's handler stack and
 sums the ELBO over the trace nodes. For one pairing the sites and their terms are known in
-advance: a :class:`~pyro_ar.models.CategoricalModel` with per-class point weights
+advance: a :class:`~pyro_ar.models.LinearClassifier`, :class:`~pyro_ar.models.BigramLanguageModel`
+or :class:`~pyro_ar.models.NeuralClassifier` (its body a plain ``torch.nn.Module``, registered
+through ``pyro.module`` as the traced step does) with per-class point weights
 (``weights="mle"``, no ``sample_weight``) and the A&R softmax likelihood, guided by its own
 :class:`~pyro_ar.infer.GumbelLocalGuide` (natural eta step) on the model's data plate. There
 the step's loss is
@@ -35,6 +37,7 @@ model, the guide and the param store.
 import torch
 
 from pyro.infer.util import is_validation_enabled, torch_item
+from pyro.nn import PyroModule
 from pyro.poutine.runtime import _PYRO_STACK
 from pyro.poutine.trace_messenger import TraceMessenger
 from pyro.util import warn_if_nan
@@ -46,6 +49,7 @@ from ..likelihoods import AR
 from ..models.base import PerClassWeights, take_rows
 from ..models.bigram import BigramLanguageModel
 from ..models.linear import LinearClassifier
+from ..models.neural import NeuralClassifier
 from ..subsets import sample_without_replacement
 from .local_fit import unit_gumbel_optimum
 from .local_guides import GumbelLocalGuide
@@ -53,8 +57,15 @@ from .local_guides import GumbelLocalGuide
 __all__ = ["compiled_loss_and_grads"]
 
 #: the model classes whose step the compiled path reproduces (exactly these: a subclass may
-#: emit other sites, e.g. a PyroModule body's priors)
-_MODELS = (LinearClassifier, BigramLanguageModel)
+#: emit other sites); a NeuralClassifier only with a plain ``torch.nn.Module`` body (a
+#: ``PyroModule`` body may hold priors, sample sites of its own)
+_MODELS = (LinearClassifier, BigramLanguageModel, NeuralClassifier)
+
+
+def _plain_body(model) -> bool:
+    """The model has no network body, or one that emits no Pyro sites of its own."""
+    body = getattr(model, "body", None)
+    return body is None or not any(isinstance(m, PyroModule) for m in body.modules())
 
 
 def _only_param_capture() -> bool:
@@ -72,7 +83,8 @@ def _site(elbo, model, guide, args, kwargs):
     if elbo.num_particles != 1 or is_validation_enabled() or not _only_param_capture():
         return None
     if not (type(model) in _MODELS and isinstance(model.weight_strategy, PerClassWeights) and model.weights == "mle"
-            and type(model.likelihood) is AR and unit_gumbel_optimum(model.likelihood.noise)):
+            and type(model.likelihood) is AR and unit_gumbel_optimum(model.likelihood.noise)
+            and _plain_body(model)):
         return None
     if not (type(guide) is GumbelLocalGuide and guide.local_step == "natural"
             and guide.prototype_trace is not None and guide.model is model

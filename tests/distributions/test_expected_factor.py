@@ -83,3 +83,37 @@ def test_named_errors():
         gauss_hermite(0, torch.zeros(()))
     with pytest.raises(ValueError, match="num_nodes must be at most 20"):  # at construction, not at the first step
         GumbelQExpectedFactor(base, torch.zeros(2), torch.ones(2), num_nodes=24)
+
+
+@pytest.mark.parametrize("strategy", ["shared", "importance", "per_datapoint"])
+def test_local_first_bound_at_a_first_visit_is_the_sampled_softmax(strategy):
+    """The A&R softmax bound with the natural step first at rho = 1 (a datapoint's first
+    visit: eta = 1 + S_hat, from the same class subsample) is -log(1 + S_hat): the sampled
+    softmax's log_prob, value and gradient (eta is held fixed in the gradient, the envelope
+    theorem makes that the full one). So on data visited about once (a neural LM's contexts
+    in its first epoch) the two methods take the same step (issue 37's diagnosis)."""
+    from pyro_ar.distributions import AugmentedCategorical, GumbelExpectedFactor, SampledSoftmax
+    from pyro_ar.distributions.expected_factor import optimal_log_eta
+
+    K, B = 40, 7
+    g = torch.Generator().manual_seed(3)
+    psi = (2 * torch.randn(B, K, dtype=D64, generator=g)).requires_grad_()
+    y = torch.randint(K, (B,), generator=g)
+    proposal = torch.rand(K, dtype=D64, generator=g) + 0.1
+    kwargs = dict(num_negatives=6, strategy=strategy, proposal=proposal if strategy == "importance" else None)
+    torch.manual_seed(1)  # the same class subsample for both
+    base = AugmentedCategorical(psi, torch.zeros(B, dtype=D64), "gumbel", **kwargs)
+    factor = GumbelExpectedFactor(base, torch.zeros(B, dtype=D64), local_step=lambda target: target)
+    log_factor = factor.log_prob(y)
+    log_eta = factor.updated_log_eta
+    bound = 1 - log_eta - torch.exp(-log_eta) + log_factor  # -KL(Gumbel(log eta, 1) || Gumbel(0, 1)) + factor
+    (grad_ar,) = torch.autograd.grad(bound.sum(), psi)
+    torch.manual_seed(1)
+    sampled = SampledSoftmax(psi, **kwargs).log_prob(y)
+    (grad_sampled,) = torch.autograd.grad(sampled.sum(), psi)
+    torch.testing.assert_close(log_eta, optimal_log_eta(factor.last_log_s))
+    # (to float32 rounding: the samplers keep the weights a_j in float32 and the two paths take
+    # log a_j at different precisions)
+    torch.testing.assert_close(bound, sampled, rtol=1e-6, atol=1e-12)
+    torch.testing.assert_close(grad_ar, grad_sampled, rtol=1e-6, atol=1e-12)
+    assert grad_ar.abs().sum() > 0

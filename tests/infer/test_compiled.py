@@ -8,13 +8,14 @@ import pyro
 import pyro.distributions as dist
 import pyro.poutine as poutine
 from pyro.infer import SVI
+from pyro.nn import PyroModule
 
 import pyro_ar.infer.compiled as compiled
 from pyro_ar.datasets import make_linear_teacher
 from pyro_ar.distributions import FastGumbel
 from pyro_ar.infer import ClosedFormELBO, GumbelLocalGuide, default_guide
 from pyro_ar.likelihoods import AR, get_likelihood
-from pyro_ar.models import BigramLanguageModel, LinearClassifier
+from pyro_ar.models import BigramLanguageModel, LinearClassifier, NeuralClassifier, NGramBody
 from pyro_ar.negatives import ImportanceNegatives
 from pyro_ar.optim import lazy_adam
 
@@ -55,6 +56,17 @@ def _bigram(local_first):
     return model, default_guide(model, local_first=local_first)
 
 
+def _neural(local_first, body=None):
+    body = body if body is not None else torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh())
+    like = AR("gumbel", negatives=ImportanceNegatives(6, torch.arange(1, 41, dtype=torch.float64) ** 0.75))
+    model = NeuralClassifier(body, 8, 40, likelihood=like, subsample_size=32, sparse=True)
+    return model, default_guide(model, local_first=local_first)
+
+
+def _ngram(local_first):  # the neural LM's body: sparse input embeddings of integer contexts
+    return _neural(local_first, NGramBody(40, 1, 3, 8))
+
+
 def _run(build, compiled_step, steps=8, seed=0, between=None):
     """(losses, params, guide visits) of ``steps`` SVI steps from a fresh param store."""
     pyro.clear_param_store()
@@ -62,6 +74,8 @@ def _run(build, compiled_step, steps=8, seed=0, between=None):
     data = make_linear_teacher(300, 4, 40, seed=0)
     model, guide = build()
     x, y = (data.x, data.y) if isinstance(model, LinearClassifier) else (data.y % 30, (data.y * 7) % 30)
+    if isinstance(getattr(model, "body", None), NGramBody):  # one previous word per row
+        x = ((data.y * 7) % 40).unsqueeze(-1)
     svi = SVI(model, guide, lazy_adam({"lr": 0.05}), ClosedFormELBO(compiled=compiled_step))
     losses = []
     for i in range(steps):
@@ -83,15 +97,18 @@ def _assert_same(a, b):
 
 
 @pytest.mark.parametrize("local_first", [False, True])
-@pytest.mark.parametrize("build", ["linear", "linear_per_datapoint", "linear_full_batch", "bigram"])
+@pytest.mark.parametrize("build", ["linear", "linear_per_datapoint", "linear_full_batch", "bigram", "neural",
+                                   "neural_lm"])
 def test_compiled_step_equals_the_traced_step(build, local_first, no_validation, no_noise_draw, count_compiled):
-    """Losses, parameters (W, b, eta) and the guide's visit counts are bit-identical to the
-    traced step's over several steps (the natural eta step included), and the compiled step
+    """Losses, parameters (W, b, eta; a network body's weights) and the guide's visit counts
+    are bit-identical to the traced step's over several steps (the natural eta step
+    included), and the compiled step
     ran at every step after the guide's first (traced) call."""
     make = {"linear": lambda: _linear(local_first),
             "linear_per_datapoint": lambda: _linear(local_first, strategy="per_datapoint"),
             "linear_full_batch": lambda: _linear(local_first, subsample_size=None),
-            "bigram": lambda: _bigram(local_first)}[build]
+            "bigram": lambda: _bigram(local_first), "neural": lambda: _neural(local_first),
+            "neural_lm": lambda: _ngram(local_first)}[build]
     fast = _run(make, True)
     assert count_compiled == [False] + [True] * 7
     count_compiled.clear()
@@ -136,8 +153,9 @@ def test_param_capture_gives_the_optimizer_the_same_parameters(no_validation, co
 
 
 def test_other_pairings_and_handlers_take_the_traced_path(no_validation, count_compiled):
-    """A user's model and guide, a subclass, a handler around the step, validation on, a
-    gradient eta step, or sample weights: traced (and they still train)."""
+    """A user's model and guide, a subclass, a PyroModule body (it may hold sample sites), a
+    handler around the step, validation on, a gradient eta step, or sample weights: traced
+    (and they still train)."""
     data = make_linear_teacher(200, 4, 40, seed=2)
 
     target = data.x @ torch.tensor([1.0, -2.0, 0.5, 3.0])
@@ -165,6 +183,7 @@ def test_other_pairings_and_handlers_take_the_traced_path(no_validation, count_c
         "gradient eta": lambda: (lambda m: (m, GumbelLocalGuide(m, create_plates=m.create_plates,
                                                                 local_step="gradient")))(
             LinearClassifier(4, 40, likelihood=AR(negatives=5), subsample_size=32, sparse=True)),
+        "PyroModule body": lambda: _neural(False, body=PyroModule[torch.nn.Linear](4, 8)),
     }
     for name, make in cases.items():
         count_compiled.clear()
