@@ -72,12 +72,9 @@ CALIBRATION_UTILITIES = 25_000_000
 PATTERN_EVALS_PER_EPOCH = 4
 #: scores without an improvement of at least PATTERN_MIN_DELTA nats per held-out datapoint
 #: before the weight-pattern path stops (an improvement below it is not worth a quarter epoch
-#: and one more score: the WordNet synsets' first 40 steps gain 4e-4, WordNet's reverse
-#: dictionary's first 18 steps 6e-4; GCIDE's gains fall from 8e-3 to 1e-3 a quarter epoch
-#: over 162 steps, +0.04 nats, and its 90 steps after the 5e-3 line added 0.01 nats at 2.5
-#: CPU s a quarter epoch, ``benchmarks/dictionary_training.py``)
+#: and one more score: the WordNet synsets' first 40 steps gain 4e-4)
 PATTERN_PATIENCE = 1
-PATTERN_MIN_DELTA = 5e-3
+PATTERN_MIN_DELTA = 1e-3
 
 
 class PatternSchedule(NamedTuple):
@@ -100,7 +97,7 @@ def pattern_schedule(weight_pattern: bool, steps_per_epoch: int, patience: int, 
 
     >>> from pyro_ar.estimator._pattern_fit import pattern_schedule
     >>> pattern_schedule(True, 66, 5)
-    PatternSchedule(eval_every=16, eval_at_start=True, patience=1, min_delta=0.005)
+    PatternSchedule(eval_every=16, eval_at_start=True, patience=1, min_delta=0.001)
     >>> pattern_schedule(False, 66, 5)
     PatternSchedule(eval_every=66, eval_at_start=False, patience=5, min_delta=0.0001)
     """
