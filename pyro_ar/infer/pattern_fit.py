@@ -234,7 +234,8 @@ def choose_bias(U: torch.Tensor, y: torch.Tensor, log_counts: torch.Tensor) -> t
     r"""``(beta, T, scores)``: the bias weight of :data:`BIAS_WEIGHTS` whose scorer
     :math:`T U + \beta \log(1 + n_k)` has the most held-out (top-1 + top-10) hits / 2 (ties: the
     smaller; ``scores``: beta -> hits), each with its temperature T
-    (:func:`calibrate_temperature`). Dense: U holds the (rows, K) centroid scores of the
+    (:func:`calibrate_temperature`, Newton's method started at the previous beta's T: the
+    same optimum to its 0.1 % tolerance, in fewer softmaxes of the rows x K scores). Dense: U holds the (rows, K) centroid scores of the
     held-out rows, y their labels (a bias lets a class outrank the label without sharing a
     feature with the row). O(rows x K) per Newton step.
 
@@ -247,10 +248,10 @@ def choose_bias(U: torch.Tensor, y: torch.Tensor, log_counts: torch.Tensor) -> t
     >>> beta, scores[0.0], scores[beta]        # a bias towards the more frequent class 1 wins
     (0.25, 0.6666666666666666, 1.0)
     """
-    best, rows, scores = None, torch.arange(len(y)), {}
+    best, rows, scores, T = None, torch.arange(len(y)), {}, None
     for beta in BIAS_WEIGHTS:
         bias = beta * log_counts
-        T = calibrate_temperature(U, y, bias=bias)
+        T = calibrate_temperature(U, y, bias=bias, **({} if T is None else {"start": T}))
         sc = T * U + bias
         rank = (sc > sc[rows, y][:, None]).sum(1)
         hits = 0.5 * float((rank < 1).double().mean() + (rank < 10).double().mean())
