@@ -289,7 +289,7 @@ def estimator_params(args) -> Dict:
 
     params = {"max_epochs": args.max_epochs, "random_state": args.random_state,
               "verbose": args.verbose if args.verbose is not None else sys.stderr.isatty()}
-    if args.noise != "gumbel":
+    if args.noise is not None:
         params["noise"] = args.noise
     for name in ("num_negatives", "num_steps", "batch_size", "learning_rate", "weights", "prior_scale"):
         if getattr(args, name) is not None:
@@ -508,7 +508,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("-x", required=True, help="features: X.npz, or a text file with labels and features")
     fit.add_argument("-y", help="labels: Y.npz (0/1 indicator) or a text file (default: the labels of -x)")
     fit.add_argument("-m", "--model", required=True, help="the model file to write")
-    fit.add_argument("--noise", default="gumbel", help="noise of the random utilities (default gumbel: softmax)")
+    fit.add_argument("--noise", help="noise of the random utilities (default gumbel: softmax)")
     fit.add_argument("--max-epochs", type=int, default=20, help="passes over the data (default 20)")
     fit.add_argument("--random-state", type=int, default=0, help="seed (default 0)")
     fit.add_argument("--num-negatives", type=int, help="classes sampled per likelihood estimate")

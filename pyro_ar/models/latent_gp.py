@@ -61,7 +61,7 @@ from ..numerics import check_positive_number
 from ..utility import LinearUtility, LinearWeights, Utility, _validating, check_index
 from .base import check_positive_int
 from .latent import CategoricalLatentModel
-from .weights import Init, check_init, get_weights
+from .weights import MLE, Init, check_init, get_weights
 
 __all__ = ["RBFKernel", "SparseGPMap", "SparseGPUtility", "VariableUtility", "CategoricalLatentGP",
            "marginal_log_probs", "frequency_log_predictive"]
@@ -411,7 +411,7 @@ class CategoricalLatentGP(CategoricalLatentModel):
         init = check_init(init, type(self).__name__, self.init_fields)
         latent_dim = check_positive_int("latent_dim", latent_dim)
         gp_map = _gp_map(utility, latent_dim)
-        if gp_map is not None and get_weights(weights, self.weight_choices).name != "mle":
+        if gp_map is not None and not isinstance(get_weights(weights, self.weight_choices), MLE):
             raise ValueError(f"utility='gp' has its own prior on the inducing outputs: it needs "
                              f"weights='mle', got weights={weights!r}")
         # the likelihood is over each variable's K_d categories, not over the R rows: checked per cardinality
