@@ -147,6 +147,7 @@ def test_every_public_object_has_a_docstring(module):
     assert not missing, f"{module}: public objects without a docstring: {missing}"
 
 
+@pytest.mark.slow  # long (issue 40: the default tier under 3 CPU minutes); CI runs the slow tier
 def test_docs_build_requires_the_external_data_by_default(tmp_path):
     """docs/conf.py makes the tutorials' kernels require Bibtex / MNIST (PYRO_AR_REQUIRE_DATA=1
     unless set), so that a build without them fails instead of publishing placeholders."""
@@ -158,6 +159,7 @@ def test_docs_build_requires_the_external_data_by_default(tmp_path):
     assert proc.stdout.strip().splitlines()[-1] == "1"
 
 
+@pytest.mark.slow  # long (issue 40: the default tier under 3 CPU minutes); CI runs the slow tier
 def test_docs_build_without_the_data_stops_saying_why_and_how_to_build_without(tmp_path):
     """Issue 39: with Bibtex and MNIST neither on the machine nor downloadable, docs/conf.py's
     check (run when the builder starts, before any tutorial) exits with status 2 and a first

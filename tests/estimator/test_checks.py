@@ -69,6 +69,7 @@ def test_non_monotone_indptr_and_bad_lengths_are_refused():
         check_feature_matrix(X)
 
 
+@pytest.mark.slow  # long (issue 40: the default tier under 3 CPU minutes); CI runs the slow tier
 def test_fit_and_predict_refuse_a_broken_csr_instead_of_crashing():
     """Before the check the process died (SIGSEGV / SIGABRT inside scipy) or trained on garbage:
     run in a child process so that a crash fails this test instead of killing the suite."""

@@ -62,6 +62,7 @@ def test_local_q_factor_in_expectation_removes_the_draw_of_eps(fit):
     assert mc.std(0).max() > 1e-3 * mc.abs().max()
 
 
+@pytest.mark.slow  # long (issue 40: the default tier under 3 CPU minutes); CI runs the slow tier
 @pytest.mark.parametrize("fit", ["gumbel", "gaussian"])
 def test_local_q_expectation_is_the_monte_carlo_mean(fit):
     """The quadrature bound equals the mean of the Monte Carlo bound (one eps draw per call,

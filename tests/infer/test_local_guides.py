@@ -80,6 +80,7 @@ def test_closed_form_bound_is_tight_at_optimal_eta_and_below_elsewhere():
         assert ClosedFormELBO().loss(model, guide) > exact + 1e-6
 
 
+@pytest.mark.slow  # long (issue 40: the default tier under 3 CPU minutes); CI runs the slow tier
 def test_closed_form_bound_unbiased_under_class_subsampling():
     """With negatives, the closed-form loss is linear in S_hat, hence unbiased (4 SE)."""
     psi, y = _problem(B=5, K=30)
@@ -145,6 +146,7 @@ def test_closed_form_elbo_applies_the_guides_local_step_record(local_first):
         assert loss > exact + 1e-6
 
 
+@pytest.mark.slow  # long (issue 40: the default tier under 3 CPU minutes); CI runs the slow tier
 def test_guide_without_record_goes_through_trace_mean_field():
     """No record: a unit-scale Gumbel guide still gets the closed form (the scale is checked),
     any other guide the stock TraceMeanField estimate (same value in expectation, 4 SE)."""
@@ -216,6 +218,7 @@ def test_no_loose_string_infer_keys_left():
 
 
 # ---------------------------------------------------------------- bounds for any q
+@pytest.mark.slow  # long (issue 40: the default tier under 3 CPU minutes); CI runs the slow tier
 @pytest.mark.parametrize("noise", ["gumbel", "normal", "logistic"])
 def test_ar_elbo_is_a_lower_bound_for_any_q(noise):
     """E_q[log p(y, eps) - log q(eps)] <= log p(y) for random q (no subsampling): the MC
@@ -326,6 +329,7 @@ def _exact_mle(x, y, K, noise, steps=25):
     return W.detach(), b.detach()
 
 
+@pytest.mark.slow  # long (issue 40: the default tier under 3 CPU minutes); CI runs the slow tier
 @pytest.mark.parametrize("noise,kind", [("gumbel", "gumbel"), ("normal", "noise"), ("logistic", "conditional")])
 def test_svi_recovers_exact_mle_at_a_small_size(noise, kind):
     """The default tier's version of the two slow recovery tests below: K = 6, D = 3, N = 400,
