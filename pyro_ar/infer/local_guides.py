@@ -82,9 +82,8 @@ def is_noise_site(msg) -> bool:
     >>> import pyro.poutine as poutine
     >>> from pyro_ar.datasets import make_linear_teacher
     >>> from pyro_ar.infer import is_noise_site
-    >>> from pyro_ar.models import LinearClassifier
+    >>> from pyro_ar import AR, LinearClassifier
     >>> data = make_linear_teacher(100, 3, 10, seed=0)
-    >>> from pyro_ar.likelihoods import AR
     >>> model = LinearClassifier(3, 10, likelihood=AR(negatives=2), subsample_size=20)
     >>> tr = poutine.trace(model).get_trace(data.x, data.y)
     >>> [name for name, site in tr.nodes.items() if site["type"] == "sample" and is_noise_site(site)]
@@ -100,9 +99,8 @@ def hide_noise_sites(model):
     Example:
 
     >>> from pyro.infer.autoguide import AutoGuideList, AutoNormal
-    >>> from pyro_ar.models import LinearClassifier
+    >>> from pyro_ar import AR, LinearClassifier
     >>> from pyro_ar.infer import NoiseLocalGuide, hide_noise_sites
-    >>> from pyro_ar.likelihoods import AR
     >>> model = LinearClassifier(5, 100, likelihood=AR("normal", negatives=10), weights="bayes", subsample_size=64)
     >>> guide = AutoGuideList(model)
     >>> guide.append(AutoNormal(hide_noise_sites(model)))   # the weights
@@ -320,10 +318,9 @@ class NoiseLocalGuide(_LocalGuide):
     >>> from pyro.infer import SVI, TraceMeanField_ELBO
     >>> from pyro_ar.datasets import make_linear_teacher
     >>> from pyro_ar.infer import NoiseLocalGuide
-    >>> from pyro_ar.models import LinearClassifier
+    >>> from pyro_ar import AR, LinearClassifier
     >>> from pyro_ar.optim import lazy_adam
     >>> data = make_linear_teacher(1000, 5, 50, "normal", seed=0)
-    >>> from pyro_ar.likelihoods import AR
     >>> model = LinearClassifier(5, 50, likelihood=AR("normal", negatives=5), subsample_size=100, sparse=True)
     >>> svi = SVI(model, NoiseLocalGuide(model), lazy_adam({"lr": 0.05}), TraceMeanField_ELBO())
     >>> loss = svi.step(data.x, data.y)
@@ -501,10 +498,9 @@ class ConditionalLocalGuide(_LocalGuide):
     >>> from pyro.infer import SVI, TraceMeanField_ELBO
     >>> from pyro_ar.datasets import make_linear_teacher
     >>> from pyro_ar.infer.local_guides import ConditionalLocalGuide
-    >>> from pyro_ar.models import LinearClassifier
+    >>> from pyro_ar import AR, LinearClassifier
     >>> from pyro_ar.optim import lazy_adam
     >>> data = make_linear_teacher(1000, 5, 50, "normal", seed=0)
-    >>> from pyro_ar.likelihoods import AR
     >>> model = LinearClassifier(5, 50, likelihood=AR("normal", negatives=5), subsample_size=100, sparse=True)
     >>> guide = ConditionalLocalGuide(model, create_plates=model.create_plates)
     >>> loss = SVI(model, guide, lazy_adam({"lr": 0.05}), TraceMeanField_ELBO()).step(data.x, data.y)
