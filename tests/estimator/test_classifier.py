@@ -166,6 +166,7 @@ def test_verbose_shows_one_labelled_bar_per_phase_each_completed(capsys):
     assert "fit 7 of 7: prior scale" in err  # 4 grid scales + 2 refined, after the warm-up
 
 
+@pytest.mark.slow  # long (issue 40: the default tier under 3 CPU minutes); CI runs the slow tier
 def test_docstring_example_runs():
     result = doctest.testmod(estimator_module, verbose=False)
     assert result.attempted > 0 and result.failed == 0
@@ -620,6 +621,7 @@ def test_a_diverging_fit_raises_naming_the_learning_rate():
     assert np.array_equal(clf.predict_proba(X), before)
 
 
+@pytest.mark.slow  # long (issue 40: the default tier under 3 CPU minutes); CI runs the slow tier
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("sparse_input", [False, True])
 def test_features_near_the_float32_limit_are_standardised(dtype, sparse_input):

@@ -179,6 +179,7 @@ def _fit_posterior(posterior, x, state, utility, steps=STEPS):
     return loss, loc.detach()
 
 
+@pytest.mark.slow  # long (issue 40: the default tier under 3 CPU minutes); CI runs the slow tier
 @pytest.mark.parametrize("utility", ["linear", "gp"])
 def test_amortised_and_local_posteriors_agree(utility):
     """Data drawn from the model (6 variables of 8 categories, strong utilities); with its
