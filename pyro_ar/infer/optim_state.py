@@ -102,6 +102,10 @@ def check_optim_state(optim, state) -> None:
                                      f"{tuple(t.shape)}, the parameter {tuple(param.shape)}")
 
 
+#: Python integers torch can take as a scalar (a larger one overflows inside the step)
+_INT64 = 2 ** 63
+
+
 def check_optim_values(name, state) -> None:
     """Per-parameter optimizer states hold tensors and finite numbers, and their ``params``
     ids cover the states' keys (else torch drops a state without a word).
@@ -136,7 +140,9 @@ def check_optim_values(name, state) -> None:
                      isinstance(x, bool) and math.isfinite(x)
                      for x in (v if isinstance(v, (list, tuple)) else [v]))
             if key == "step" and not isinstance(v, torch.Tensor):
-                ok = ok and isinstance(v, int) and v >= 0
+                ok = ok and isinstance(v, int) and 0 <= v < _INT64
+            ok = ok and not any(isinstance(x, int) and abs(x) >= _INT64
+                                for x in (v if isinstance(v, (list, tuple)) else [v]))
             if not ok:
                 raise ValueError(f"the optimizer state {key!r} of parameter {name!r} is {v!r}: not a "
                                  f"tensor, a finite number or None")
@@ -152,6 +158,8 @@ def _param_group_problem(group) -> Optional[str]:
         for x in values if key != "params" else []:
             if isinstance(x, float) and not math.isfinite(x):
                 return f"{key}={v!r} is not finite"
+            if isinstance(x, int) and not isinstance(x, bool) and abs(x) >= _INT64:
+                return f"{key}={v!r} is out of range (beyond a 64-bit integer)"
     rules = {"lr": lambda x: x >= 0, "initial_lr": lambda x: x >= 0, "eps": lambda x: x >= 0,
              "weight_decay": lambda x: x >= 0, "momentum": lambda x: 0 <= x <= 1,
              "betas": lambda x: all(isinstance(b, (int, float)) and 0 <= b < 1 for b in x) and len(x) == 2}
