@@ -369,9 +369,9 @@ def run_estimator(quick, args):
     classes = clf.classes_
     known = np.isin(yt, classes)
     codes = torch.as_tensor(np.searchsorted(classes, yt[known]))
-    s, source = clf._prepare(Xt[known])  # (the estimator's settings and its fitted utility source)
+    _, noise, _, source = clf._prepare(Xt[known])  # (the fitted model's noise and utility source)
     K = len(classes)
-    m = evaluate(source, codes, ("log_lik", "accuracy", "top10"), s.noise)
+    m = evaluate(source, codes, ("log_lik", "accuracy", "top10"), noise)
     counts = np.bincount(np.searchsorted(classes, y), minlength=K) + 1.0
     unigram = float(np.log(counts / counts.sum())[codes.numpy()].mean())
     res = dict(path=clf.training_path_.describe(), n_train=len(y), K=K, D=X.shape[1],
