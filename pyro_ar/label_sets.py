@@ -184,7 +184,7 @@ def pairs_to_indicator(rows: Sequence[int], labels: Sequence[int], num_rows: int
 
 class MultilabelTargets(NamedTuple):
     """Encoded multi-label targets: the classes, and for each (row, label) pair its row and
-    its class position; the number of rows; the form the targets came in (:data:`FORMS`).
+    its class position; the number of rows; the form the targets came in (``FORMS``).
 
     Example:
 

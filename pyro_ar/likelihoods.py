@@ -362,7 +362,7 @@ class _Default:
         return (_Default, ())
 
 
-#: "The default": a keyword left at this value was not set by the caller (e.g. ``noise`` of
+#: "The default" -- a keyword left at this value was not set by the caller (e.g. ``noise`` of
 #: :func:`pyro_ar.metrics.bound`, which is an error beside a likelihood object). It shows as
 #: ``default`` in signatures.
 DEFAULT = _Default()

@@ -84,22 +84,22 @@ def choose_path(num_rows: int, num_features: int, num_classes: int, nnz: Optiona
     r"""The training path for N x D inputs with ``nnz`` non-zeros (None: a dense array) and
     K classes: the rule ``ARClassifier.fit`` applies.
 
-    * sparse inputs: sparse X with at least :data:`SPARSE_MIN_FEATURES` features and a
-      density of at most :data:`SPARSE_MAX_DENSITY` (a step then costs O(nnz x (1 + s)),
+    * sparse inputs: sparse X with at least ``SPARSE_MIN_FEATURES`` features and a
+      density of at most ``SPARSE_MAX_DENSITY`` (a step then costs O(nnz x (1 + s)),
       not O(B (1 + s) D)); otherwise dense rows;
     * ``rank="auto"``: full rank while :math:`16 K D` bytes (W, two Adam moments, the step
-      counts) stay below :data:`FULL_RANK_MAX_BYTES`; above, sparse inputs whose labels are
+      counts) stay below ``FULL_RANK_MAX_BYTES``; above, sparse inputs whose labels are
       not skewed (a few rows for every class, the extreme-classification regime) get W on the
       training class-feature pattern (``weight_pattern``: full rank, nnz entries, at most the
-      data's non-zeros), the others :data:`AUTO_RANK` (at most min(K, D)): with Zipfian
+      data's non-zeros), the others ``AUTO_RANK`` (at most min(K, D)): with Zipfian
       labels (Brown's next word from a bag of the previous words) the low rank shares what it
       learns from the frequent classes and wins (test log-lik -5.47 against -6.06,
       ``python -m benchmarks.sparse --part estimator``); an int or None is kept;
     * ``strategy="auto"``: importance negatives (shared draws from the class
       frequencies^0.75) when the labels are skewed -- ``class_counts`` given and
-      :math:`\exp H(\hat p) <` :data:`SKEWED_LABELS_FRACTION` K, :math:`\hat p` the class
+      :math:`\exp H(\hat p) <` ``SKEWED_LABELS_FRACTION`` K, :math:`\hat p` the class
       frequencies --; otherwise per-datapoint negatives unless a step would gather
-      :math:`B (1 + s) w` > :data:`GATHER_MAX_ELEMENTS` numbers, w the width of a class's
+      :math:`B (1 + s) w` > ``GATHER_MAX_ELEMENTS`` numbers, w the width of a class's
       gathered weights (r with a rank, the non-zeros per row on the sparse path, D
       otherwise): then shared negatives (B + s rows).
 

@@ -43,7 +43,7 @@ from pyro_ar.optim import advi_step_size
 
 import _tutorial  # tutorials/_tutorial.py: size (--quick or PYRO_AR_QUICK=1), figures inline in notebooks
 from _tutorial import plt
-from pyro_ar.models import Init
+from pyro_ar.models import MAP, Init
 
 FIGURES = ("02_toy.png", "02_bibtex.png")
 PRIOR_SCALE = 0.3  # the regularised Bibtex fit's prior N(0, s^2) (benchmarks/table3.py --prior-scale)
@@ -144,7 +144,7 @@ save(fig, FIGURES[0])
 # at checkpoints, against training wall time — the paper's Figure 2. The paper's fits are
 # unregularised maximum likelihood, which overfits Bibtex (the test log-likelihood peaks and
 # then falls); the last row is the regularised fit beside them: MAP weights under a Gaussian
-# prior $N(0, s^2)$ (`weights="map", prior_scale=s`).
+# prior $N(0, s^2)$ (`weights=MAP(prior_scale=s)`).
 
 # %%
 bib = _tutorial.load_external(lambda: load_bibtex(fetch_bibtex(), remap_classes=True), "Bibtex", "skipping this part")
@@ -166,7 +166,7 @@ if bib is not None:
     # the regularised fit: MAP weights under the prior N(0, s^2) (scikit-learn's L2 penalty
     # with C = s^2; ARClassifier(weights=Weights(prior_scale="auto")) chooses s on a held-out split)
     runs = [(name, likelihood, {}) for name, likelihood in METHODS.items()]
-    runs.append(("A&R softmax, MAP", METHODS["A&R softmax"], dict(weights="map", prior_scale=PRIOR_SCALE)))
+    runs.append(("A&R softmax, MAP", METHODS["A&R softmax"], dict(weights=MAP(prior_scale=PRIOR_SCALE))))
     for name, likelihood, kw in runs:
         model, guide, history = fit(likelihood(20), x, y, 488, steps, eval_fn=evaluate, utility="dense", **kw)
         logged = [h for h in history if h["step"] > 0]

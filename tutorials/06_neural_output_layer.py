@@ -212,7 +212,7 @@ _tutorial.save(fig, os.path.join(args.out, FIGURES[1]))
 #   (binary) — the analytic bounds of seeds/002, compared with NUTS in
 #   `benchmarks/bayes_output_layer.py`.
 # * A Bayesian output layer at large K with A&R: `BayesianNeuralClassifier(body, F, K,
-#   num_negatives=s)` with `default_guide(model)` and `ClosedFormELBO()` -- a mean-field
+#   likelihood=AR(negatives=s))` with `default_guide(model)` and `ClosedFormELBO()` -- a mean-field
 #   Gaussian over the output rows, each step sampling and updating only the rows of the
 #   labels, the negatives and the local guide's classes (per-step cost flat in K:
 #   `python -m benchmarks.neural_output_layer --part bayes`).

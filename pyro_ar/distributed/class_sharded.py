@@ -329,7 +329,7 @@ class ClassShardedLinearClassifier(LinearClassifier):
     ['accuracy', 'log_lik']
     """
 
-    #: the string shortcut's defaults: every class (negatives shared by the minibatch when given)
+    #: the string shortcut's defaults -- every class (negatives shared by the minibatch when given)
     likelihood_defaults = {"noise": "gumbel", "num_negatives": None, "strategy": "shared", "proposal": None}
     weight_choices = ("mle", "map")
     init_fields = ("scale", "bias_scale")

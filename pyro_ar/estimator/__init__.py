@@ -27,7 +27,7 @@ on the (row, label) pairs of :mod:`pyro_ar.label_sets`.
 ``"bayes"``. The training path (sparse inputs, rank, weight pattern, negatives) is chosen from
 the data by :func:`pyro_ar.training_path.choose_path`, the features scaled by
 :mod:`pyro_ar.features`, the prior scale and the likelihood chosen by
-:mod:`pyro_ar.infer.selection`. Sparse ``X`` with at most :data:`DENSIFY_MAX_ELEMENTS`
+:mod:`pyro_ar.infer.selection`. Sparse ``X`` with at most ``DENSIFY_MAX_ELEMENTS``
 entries that is not on the sparse path is densified for training; a larger one is densified
 minibatch by minibatch.
 

@@ -88,7 +88,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
 
     Keywords of earlier versions (``noise``, ``num_negatives``, ``strategy``, ``prior_scale``,
     ``rank``, ``num_steps``, ...) raise ``TypeError`` naming their replacement
-    (:func:`~pyro_ar.estimator.params_from_plain` translates them).
+    (``pyro_ar.estimator.params_from_plain`` translates them).
 
     Fitted attributes: ``classes_``, ``n_features_in_`` (``feature_names_in_``),
     ``param_state_`` (the param store state of the global parameters: W, b, or the
@@ -127,6 +127,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     __signature__ = inspect.Signature(list(inspect.signature(__init__).parameters.values())[1:])  # (not __new__'s)
 
     def set_params(self, **params):
+        """Set hyper-parameters as scikit-learn does (nested ones as ``weights__prior_scale``);
+        a keyword removed in 0.2.0 raises a TypeError that names its replacement."""
         refuse_removed(params)
         return super().set_params(**params)
 

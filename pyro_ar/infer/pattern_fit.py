@@ -8,7 +8,7 @@ that is already good (the tf-idf nearest centroid). Training may only add to it,
 * the fit holds out ``validation_fraction`` of the rows (:func:`pattern_schedule`: always on
   this path, whatever ``early_stopping``), scores their log-likelihood at the start and
   :data:`PATTERN_EVALS_PER_EPOCH` times per epoch, stops after :data:`PATTERN_PATIENCE`
-  scores without an improvement of :data:`PATTERN_MIN_DELTA` and keeps the best weights --
+  scores without an improvement of ``PATTERN_MIN_DELTA`` and keeps the best weights --
   the starting point included, so the model returned is never worse on the held-out rows than the centroids it starts
   from; the number of steps is the validation's, at most ``PATTERN_MAX_EPOCHS`` epochs;
 * the centroids of the training split miss the held-out rows, so at the end the fit is
@@ -22,7 +22,7 @@ that is already good (the tf-idf nearest centroid). Training may only add to it,
   the held-out rows then count in the centroids as in the untrained scorer's).
 
 Before any SVI step, the shape of the starting scorer is chosen on the held-out rows
-(:func:`choose_centroid_scorer`): two numbers shared by all the classes -- where the data is
+(``choose_centroid_scorer``): two numbers shared by all the classes -- where the data is
 rich, unlike a class's weights at a few rows each --, the exponent p of the idf weights of
 the rows, :math:`x \propto \mathrm{idf}^p \odot x_{binary}`, and the power gamma of the
 centroids' norms, :math:`c_k = s_k / \lVert s_k\rVert^\gamma` (:math:`s_k` the sum of the
@@ -48,7 +48,7 @@ __all__ = ["CENTROID_POWERS", "IDF_POWERS", "PATTERN_EVALS_PER_EPOCH", "PATTERN_
            "cap_held_out", "max_held_out", "pattern_schedule", "recentre", "reweight_rows"]
 
 #: the shared shape of the starting scorer, chosen on the held-out rows
-#: (:func:`choose_centroid_scorer`): the exponent p of the rows' idf weights and the power
+#: (``choose_centroid_scorer``): the exponent p of the rows' idf weights and the power
 #: gamma of the centroids' norms
 IDF_POWERS = (1.0, 1.5, 2.0)
 #: the weight beta of the classes' log training counts in the start's bias,
@@ -88,7 +88,7 @@ class PatternSchedule(NamedTuple):
 def pattern_schedule(weight_pattern: bool, steps_per_epoch: int, patience: int, tol: float = 1e-4) -> PatternSchedule:
     """The evaluation schedule of a fit: the weight-pattern path's (:data:`PATTERN_EVALS_PER_EPOCH`
     scores per epoch, the start scored, :data:`PATTERN_PATIENCE`, improvements of at least
-    :data:`PATTERN_MIN_DELTA` or ``tol``), else once per epoch with the estimator's
+    ``PATTERN_MIN_DELTA`` or ``tol``), else once per epoch with the estimator's
     ``patience`` (``n_iter_no_change``) and ``tol``.
 
     Example:
@@ -292,8 +292,8 @@ def calibrate_temperature(U: torch.Tensor, y: torch.Tensor, start: float = 15.0,
 
 
 def max_held_out(num_classes: int) -> int:
-    """Held-out rows kept for ``num_classes`` classes: :data:`MAX_HELD_OUT`, fewer (not under
-    200) where rows x K would pass :data:`HELD_OUT_UTILITIES`.
+    """Held-out rows kept for ``num_classes`` classes: ``MAX_HELD_OUT``, fewer (not under
+    200) where rows x K would pass ``HELD_OUT_UTILITIES``.
 
     >>> from pyro_ar.infer.pattern_fit import max_held_out
     >>> max_held_out(26_793), max_held_out(122_929)
@@ -303,7 +303,7 @@ def max_held_out(num_classes: int) -> int:
 
 
 def cap_held_out(train_idx: np.ndarray, val_idx: np.ndarray, rng, groups=None, num_classes: int = 0) -> tuple:
-    """``(train, held out)``: at most :data:`MAX_HELD_OUT` of the held-out rows ``val_idx``
+    """``(train, held out)``: at most ``MAX_HELD_OUT`` of the held-out rows ``val_idx``
     (:func:`max_held_out` of ``num_classes``; drawn uniformly by ``rng``) stay held out, the
     others join the training rows (sorted); with ``groups`` (label sets: the row of each
     (row, label) pair) whole rows are kept or returned, at most that many of them.
@@ -343,7 +343,7 @@ def centroid_shape(est) -> dict:
 def choose_start(est, data, train_idx, val_idx, rng):
     """``(train, held out, data)`` of a fresh fit on the weight-pattern path: the held-out rows
     capped (:func:`cap_held_out`) and, with ``standardize``, the starting scorer chosen on
-    them (:func:`choose_centroid_scorer`; sets ``feature_scale_``, ``centroid_power_``,
+    them (``choose_centroid_scorer``; sets ``feature_scale_``, ``centroid_power_``,
     ``centroid_temperature_``, ``centroid_bias_`` (and its ``centroid_bias_scores_``),
     ``centroid_scorer_scores_``; ``data.X`` becomes the rows of
     the chosen idf power)."""

@@ -153,7 +153,7 @@ class LikelihoodSpec(NamedTuple):
 
 
 def likelihood_spec(likelihood) -> LikelihoodSpec:
-    """``likelihood=`` checked: a shortcut of :data:`LIKELIHOOD_SHORTCUTS`, or an
+    """``likelihood=`` checked: a shortcut of ``LIKELIHOOD_SHORTCUTS``, or an
     :class:`~pyro_ar.likelihoods.AR` or :class:`~pyro_ar.likelihoods.Exact` object. An AR's
     negatives given as a count (``AR(noise, 5)``, i.e. ``PerDatapointNegatives``) take the
     estimator's strategy rule (:func:`~pyro_ar.training_path.choose_path`: per datapoint unless

@@ -115,7 +115,7 @@ class CategoricalModel:
     weight_defaults = {"prior_scale": 1.0, "penalize_bias": True, "num_prior_entries": 4096}
     #: names of the inputs and labels in error messages (a subclass may rename them)
     input_names = ("x", "y")
-    #: the string shortcut's likelihood options: this model's defaults, declared here only (a
+    #: the string shortcut's likelihood options -- this model's defaults, declared here only (a
     #: subclass overrides the dict)
     likelihood_defaults = {"noise": "gumbel", "num_negatives": None, "strategy": "per_datapoint",
                            "proposal": None}
@@ -473,7 +473,7 @@ MOVED_KEYWORDS = {
     "hidden_dim": "give the encoder as an object, posterior=SessionEncoder(num_items, latent_dim, hidden_dim)",
 }
 """Where each keyword of the former model constructors went (the TypeError of
-:meth:`CategoricalModel.__new__` quotes it)."""
+``CategoricalModel.__new__`` quotes it)."""
 
 
 def _accepted_keywords(cls):

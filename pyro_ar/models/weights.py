@@ -81,7 +81,7 @@ class WeightStrategy:
         return new
 
     def create_plates(self, model, x, y=None, sample_weight=None):
-        """The plates of one step (here the O(B) ``"data"`` plate, :meth:`CategoricalModel.data_plate`)."""
+        """The plates of one step (here the O(B) ``"data"`` plate, ``CategoricalModel.data_plate``)."""
         return model.data_plate(x, y, sample_weight)
 
     def step(self, model, x, y=None, sample_weight=None):
