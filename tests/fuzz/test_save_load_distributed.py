@@ -135,7 +135,8 @@ def _certainly_invalid(old, new, path) -> bool:
     if new is None and path[-1] in OPTIONAL:
         return False
     if path[0] == "hyperparameters":  # their own checks decide; only the clearly wrong kinds here
-        return isinstance(new, (torch.Tensor, dict, list)) or (
+        # (early_stopping takes a dict of its options, ``{}`` meaning the defaults)
+        return isinstance(new, (torch.Tensor, list)) or (isinstance(new, dict) and path[-1] != "early_stopping") or (
             isinstance(new, float) and not math.isfinite(new)) or (isinstance(new, str) and new != old)
     if any(isinstance(k, str) and k in ("feature_names_in", "history", "extra", "wall", "cpu")
            for k in path):
