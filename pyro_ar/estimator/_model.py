@@ -17,7 +17,7 @@ from ..features import feature_rows
 from ..infer import ClosedFormELBO, default_guide, local_parameter_names
 from ..infer.param_state import mean_field_draws, state_on
 from ..likelihoods import Exact
-from ..models import Init, LinearClassifier, unigram_biases
+from ..models import Init, LinearClassifier
 from ..models.weights import get_weights
 from ..optim import lazy_adam
 
@@ -41,7 +41,9 @@ def training_svi(est, weights, spec, K, D, y, batch_size, prior_scale):
     """The model of a fit on the labels ``y``, its guide and ``SVI`` (lazy Adam; its own step
     size for local params; the training path ``est.training_path_``)."""
     counts, path = torch.bincount(y, minlength=K).double(), est.training_path_
-    # sparse / low-rank paths (large K): b starts at the unigram fit of the noise, centred (on the
+    # sparse / low-rank paths (large K): b starts at the centred log-frequencies log(1 + n_k) -- the
+    # Gumbel unigram fit; for other noises a start only (their exact unigram fit,
+    # models.unigram_biases, runs a quadrature per class: minutes at K = 5,000 for Student-t) (on the
     # pattern path only for skewed labels, where the negatives are importance draws: with a few
     # rows for every class the centroids rank the classes better alone; or beta times it, beta
     # chosen on held-out rows, pattern_fit.choose_bias)
@@ -50,7 +52,7 @@ def training_svi(est, weights, spec, K, D, y, batch_size, prior_scale):
                      (not path.weight_pattern or path.strategy == "importance") else None)
     bias_init = None
     if scale:
-        unigram = unigram_biases(counts, spec.noise, smoothing=1.0)
+        unigram = (counts + 1.0).log()
         bias_init = (scale * (unigram - unigram.mean())).float()
     likelihood = spec.likelihood(est.likelihood_, path.strategy, counts)
     model = linear_model(est, weights, K, D, likelihood, prior_scale, subsample_size=batch_size, rank=path.rank,
