@@ -284,8 +284,9 @@ def test_strategy_and_proposal_errors():
         get_negative_sampler("importance", 3)
     with pytest.raises(ValueError, match=r"proposal is only used with strategy='importance', got strategy='shared'"):
         get_negative_sampler("shared", 3, torch.ones(4))
-    sampler = PerDatapointNegatives(3)
-    assert get_negative_sampler(sampler) is sampler
+    with pytest.raises(ValueError, match=r"strategy must be a name of .* got the sampler PerDatapointNegatives"
+                                         r"\(num_negatives=3\): give a sampler itself as negatives="):
+        get_negative_sampler(PerDatapointNegatives(3))
 
 
 @pytest.mark.parametrize("proposal,match", [

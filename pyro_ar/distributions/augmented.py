@@ -35,7 +35,8 @@ import pyro
 from pyro.distributions import Gumbel
 from pyro.distributions.util import broadcast_shape
 
-from ..negatives import reject_moved_keywords
+from ..negatives import MOVED_KEYWORDS
+from ..numerics import keyword_names, reject_moved_keywords
 from ..noise import Noise, get_noise
 from ..utility import Utility, as_utility
 from .categorical import UtilityCategorical
@@ -252,13 +253,12 @@ def _noise_prior(nz, dtype, device, batch_shape):
 
 def _one_way(fn):
     """``fn`` with a former negatives keyword a ``TypeError`` naming its replacement
-    (:func:`~pyro_ar.negatives.reject_moved_keywords`), as the distributions' constructors."""
-    code = fn.__code__
-    accepted = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+    (:data:`~pyro_ar.negatives.MOVED_KEYWORDS`), as the distributions' constructors."""
+    accepted = keyword_names(fn)
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        reject_moved_keywords(fn.__name__, kwargs, accepted)
+        reject_moved_keywords(fn.__name__, kwargs, MOVED_KEYWORDS, accepted)
         return fn(*args, **kwargs)
     return wrapper
 

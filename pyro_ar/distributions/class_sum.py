@@ -29,8 +29,8 @@ from torch.distributions import constraints
 from pyro.distributions.torch_distribution import TorchDistribution
 from pyro.distributions.util import broadcast_shape
 
-from ..negatives import Negatives, as_negative_sampler, reject_moved_keywords
-from ..numerics import check_finite
+from ..negatives import MOVED_KEYWORDS, Negatives, as_negative_sampler
+from ..numerics import check_finite, keyword_names, reject_moved_keywords
 from ..utility import DenseUtility, Utility, as_utility
 from .._params import ParamsMixin
 from .categorical import check_labels
@@ -152,7 +152,7 @@ class ClassSumLikelihood(ParamsMixin, TorchDistribution):
         """Name where a former negatives keyword went (before ``__init__`` would reject it
         with Python's bare "unexpected keyword")."""
         if kwargs:
-            reject_moved_keywords(cls.__name__, kwargs, _init_keywords(cls))
+            reject_moved_keywords(cls.__name__, kwargs, MOVED_KEYWORDS, keyword_names(cls.__init__))
         return super().__new__(cls)
 
     def __init__(self, utility: Union[torch.Tensor, Utility], negatives=None, *,
@@ -237,8 +237,3 @@ class ClassSumLikelihood(ParamsMixin, TorchDistribution):
         return (f"{type(self).__name__}(batch_shape={tuple(self.batch_shape)}, num_classes="
                 f"{self.num_classes}, sampler={self.sampler!r})")
 
-
-def _init_keywords(cls) -> tuple:
-    """The keyword names ``cls.__init__`` takes (a subclass may keep a former one)."""
-    code = cls.__init__.__code__
-    return code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]

@@ -50,7 +50,7 @@ record of a draw, the base class and the plain draws) and :mod:`pyro_ar.negative
 """
 
 import numbers
-from typing import Iterable, Mapping, Optional
+from typing import Optional
 
 import torch
 
@@ -68,7 +68,6 @@ __all__ = [
     "ScreenedNegatives",
     "FixedNegatives",
     "as_negative_sampler",
-    "reject_moved_keywords",
     "MOVED_KEYWORDS",
     "get_negative_sampler",
     "STRATEGIES",
@@ -85,7 +84,8 @@ STRATEGIES = {
 
 def get_negative_sampler(strategy: str = "per_datapoint", num_negatives: Optional[int] = None,
                          proposal: Optional[torch.Tensor] = None) -> NegativeSampler:
-    """Build a sampler from a strategy name (or pass a :class:`NegativeSampler` through).
+    """Build a sampler from a strategy name: the name map for scripts and command lines (a
+    sampler object is not a name: give it as ``negatives=`` itself, :func:`as_negative_sampler`).
 
     Example:
 
@@ -97,7 +97,8 @@ def get_negative_sampler(strategy: str = "per_datapoint", num_negatives: Optiona
     (torch.Size([5]), True)
     """
     if isinstance(strategy, NegativeSampler):
-        return strategy
+        raise ValueError(f"strategy must be a name of {list(STRATEGIES)}, got the sampler {strategy!r}: give a "
+                         "sampler itself as negatives=")
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy={strategy!r}; expected one of {list(STRATEGIES)}")
     if strategy == "importance":
@@ -141,22 +142,6 @@ MOVED_KEYWORDS = {
                 "proposal) or ScreenedNegatives(s) (pyro_ar.negatives)",
     "proposal": "give the proposal to its sampler, negatives=ImportanceNegatives(s, proposal)",
 }
-"""Where each negatives keyword of the former distributions went (quoted by
-:func:`reject_moved_keywords`)."""
+"""Where each negatives keyword of the former distributions went (their ``TypeError`` quotes it,
+:func:`pyro_ar.numerics.reject_moved_keywords`)."""
 
-
-def reject_moved_keywords(owner: str, kwargs: Mapping, accepted: Iterable[str] = ()) -> None:
-    """Raise ``TypeError`` for a keyword of :data:`MOVED_KEYWORDS` that ``owner`` does not accept
-    (``accepted``), naming its replacement.
-
-    Example:
-
-    >>> from pyro_ar.negatives import reject_moved_keywords
-    >>> reject_moved_keywords("OVECategorical", {"num_negatives": 5})
-    Traceback (most recent call last):
-    ...
-    TypeError: OVECategorical got num_negatives=5: give the negatives as one argument, negatives=s (an int: s classes per datapoint, uniform) or a sampler of pyro_ar.negatives
-    """
-    for name, value in kwargs.items():
-        if name in MOVED_KEYWORDS and name not in accepted:
-            raise TypeError(f"{owner} got {name}={value!r}: {MOVED_KEYWORDS[name]}")

@@ -448,7 +448,7 @@ def test_default_negatives_and_sparsity(K, likelihood, weights, expected):
 def test_explicit_negatives_and_sparsity_are_kept():
     model = LinearClassifier(3, 1000, likelihood=AR(), sparse=False)
     assert (model.num_negatives, model.sparse) == (None, False)
-    with pytest.raises(ValueError, match="negatives must be None, a positive int or a .*NegativeSampler, got negatives='many'"):
+    with pytest.raises(ValueError, match="negatives must be None, a positive int or a .*NegativeSampler .*, got negatives='many'"):
         LinearClassifier(3, 1000, likelihood=AR(negatives="many"))
 
 
