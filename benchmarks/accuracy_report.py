@@ -25,6 +25,7 @@ import torch
 
 import pyro_ar
 from pyro_ar import AugmentedCategorical, UtilityCategorical
+from pyro_ar.negatives import get_negative_sampler
 from pyro_ar.noise import get_noise
 from pyro_ar.quadrature import log_marginal, log_marginal_all
 
@@ -71,15 +72,15 @@ def unbiasedness_z(scale=1):
         eps = noise.sample((B,), dtype=torch.float64)
         y = torch.tensor([0, 7, 29, int(psi[3].argmin())])
         for strategy in ["per_datapoint", "shared", "importance"]:
-            kw = dict(strategy=strategy, proposal=proposal if strategy == "importance" else None)
-            exact = AugmentedCategorical(psi, eps, noise, num_negatives=None, **kw).log_prob(y)
+            sampler = get_negative_sampler(strategy, s, proposal if strategy == "importance" else None)
+            exact = AugmentedCategorical(psi, eps, noise).log_prob(y)
             if strategy == "per_datapoint":
                 R = 20000 // scale
-                d = AugmentedCategorical(psi.expand(R, B, K), eps.expand(R, B), noise, num_negatives=s, **kw)
+                d = AugmentedCategorical(psi.expand(R, B, K), eps.expand(R, B), noise, sampler)
                 est = d.log_prob(y.expand(R, B))
             else:
                 R = 1500 // scale
-                d = AugmentedCategorical(psi, eps, noise, num_negatives=s, **kw)
+                d = AugmentedCategorical(psi, eps, noise, sampler)
                 est = torch.stack([d.log_prob(y) for _ in range(R)])
             se = est.std(0) / math.sqrt(R)
             z = ((est.mean(0) - exact) / se).tolist()

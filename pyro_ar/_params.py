@@ -8,7 +8,7 @@ that :class:`~pyro_ar.noise.NoiseDistribution`, next to the noise it wraps, uses
   generic message; a lazily evaluated :class:`~pyro_ar.utility.Utility` (not a tensor) is
   not checked here but on the rows actually gathered;
 * ``infer_shapes`` from the declared event dims (keyword arguments that are not declared
-  parameters, e.g. ``num_negatives``, are options and do not shape the batch);
+  parameters, e.g. ``negatives``, are options and do not shape the batch);
 * a generic ``expand`` that keeps every attribute and expands the batch-shaped ones (to the
   same batch shape: the distribution itself, unless it holds per-call state).
 """
@@ -72,7 +72,7 @@ class ParamsMixin:
         """``(batch_shape, event_shape)`` from the shapes of the tensor parameters.
 
         Only the parameters declared in ``arg_constraints`` shape the batch; other keyword
-        arguments (options such as ``num_negatives``) are ignored. For a
+        arguments (options such as ``negatives``) are ignored. For a
         :class:`~pyro_ar.utility.Utility` object pass ``utility.batch_shape +
         (utility.num_classes,)``.
         """

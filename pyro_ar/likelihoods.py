@@ -16,7 +16,8 @@ observed labels, to its likelihood object, which emits the Pyro sample site(s):
 
 ``negatives`` is None (every class: the exact class sum), an int s (s classes per datapoint,
 uniform) or a :class:`~pyro_ar.negatives.NegativeSampler` such as
-``SharedNegatives(64)`` or ``ImportanceNegatives(256, proposal)``. Strings remain as a thin
+``SharedNegatives(64)`` or ``ImportanceNegatives(256, proposal)``, read by
+:func:`~pyro_ar.negatives.as_negative_sampler` as the distributions read theirs. Strings remain as a thin
 map for scripts: :func:`get_likelihood` (``"ar"``, ``"exact"``, ``"ove"``, ``"sampled"``,
 ``"bouchard"``).
 
@@ -31,7 +32,6 @@ OVE(negatives=PerDatapointNegatives(num_negatives=20))
 """
 
 import math
-import numbers
 from typing import NamedTuple, Optional
 
 import torch
@@ -46,7 +46,7 @@ from .distributions import (
     UtilityCategorical,
     sample_categorical,
 )
-from .negatives import NegativeSampler, PerDatapointNegatives, get_negative_sampler
+from .negatives import as_negative_sampler, get_negative_sampler
 from .noise import Noise, get_noise
 
 __all__ = [
@@ -82,15 +82,6 @@ class DataSubsample(NamedTuple):
     size: int
 
 
-def _as_sampler(negatives) -> NegativeSampler:
-    if negatives is None or isinstance(negatives, numbers.Integral) and not isinstance(negatives, bool):
-        return PerDatapointNegatives(negatives)
-    if isinstance(negatives, NegativeSampler):
-        return negatives
-    raise ValueError(f"negatives must be None, a positive int or a pyro_ar.negatives.NegativeSampler, "
-                     f"got negatives={negatives!r}")
-
-
 class Likelihood:
     """Base class: a categorical likelihood over K classes, configured once, used by any model.
 
@@ -112,7 +103,7 @@ class Likelihood:
 
     def __init__(self, noise="gumbel", negatives=None):
         self.noise: Noise = get_noise(noise)
-        self.sampler = _as_sampler(negatives)
+        self.sampler = as_negative_sampler(negatives)
 
     @property
     def num_negatives(self) -> Optional[int]:
@@ -138,7 +129,7 @@ class Likelihood:
 
     def distribution(self, utility, data: DataSubsample):
         """The likelihood factor of the minibatch's labels (class-sum baselines)."""
-        return self.distribution_class(utility, strategy=self.sampler)
+        return self.distribution_class(utility, self.sampler)
 
     def bound(self, utility: torch.Tensor, labels: torch.Tensor, **fitted):
         r"""The objective this likelihood trains on, evaluated over **all** K classes (no class
@@ -176,7 +167,7 @@ class AR(Likelihood):
     has_local_latent = True
 
     def sample(self, site, utility, obs, data):
-        return sample_categorical(site, utility, obs=obs, noise=self.noise, strategy=self.sampler)
+        return sample_categorical(site, utility, obs=obs, noise=self.noise, negatives=self.sampler)
 
     def distribution(self, utility, data):
         raise NotImplementedError("AR's factor needs the noise site: use AR.sample")
@@ -317,7 +308,7 @@ class Bouchard(_SoftmaxBaseline):
     def distribution(self, utility, data, site="y"):
         cls = self.distribution_class
         if self.a == "optimal":
-            return cls(utility, strategy=self.sampler)
+            return cls(utility, negatives=self.sampler)
         K = utility.num_classes
         a = pyro.param(f"{site}_bouchard_a", lambda: torch.full(
             (data.size,), math.log(K - 1), dtype=utility.dtype, device=utility.device))
@@ -326,7 +317,7 @@ class Bouchard(_SoftmaxBaseline):
                              f"got {data.size} (one a_n per training datapoint)")
         if data.index is not None:
             a = torch.gather(a, 0, data.index, sparse_grad=self.sparse)
-        return cls(utility, a=a, strategy=self.sampler)
+        return cls(utility, a=a, negatives=self.sampler)
 
     def sample(self, site, utility, obs, data):
         if obs is None:
@@ -528,7 +519,7 @@ class GaussianBouchard(Bouchard):
         d = super().distribution(mean, data, site)
         if var is None:
             return d
-        return self.distribution_class(mean, a=d.a, strategy=self.sampler, utility_var=var)
+        return self.distribution_class(mean, a=d.a, negatives=self.sampler, utility_var=var)
 
     def sample(self, site, utility, obs, data):
         if obs is None:

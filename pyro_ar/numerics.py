@@ -44,6 +44,8 @@ __all__ = [
     "check_positive",
     "check_int",
     "check_choice",
+    "keyword_names",
+    "reject_moved_keywords",
     "check_float",
     "check_float_tensor",
     "check_sample_shape",
@@ -376,6 +378,38 @@ def check_float(name, value, low=None, high=None, low_open=True, high_open=True)
             f"{'>' if low_open else '>='} {low}" if low is not None else f"< {high}")
         raise ValueError(f"{name} must be a finite number {rng}, got {value!r}")
     return float(value)
+
+
+def keyword_names(fn) -> tuple:
+    """The names ``fn`` takes by keyword (read from its code object: cheap enough for every call).
+
+    Example:
+
+    >>> from pyro_ar.numerics import keyword_names
+    >>> keyword_names(lambda a, b=1, *args, c=2, **kw: None)
+    ('a', 'b', 'c')
+    """
+    code = fn.__code__
+    return code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+
+
+def reject_moved_keywords(owner: str, kwargs, moved, accepted=()) -> None:
+    """Raise ``TypeError`` for a keyword of ``moved`` (a former keyword -> where it went) that
+    ``owner`` does not take (``accepted``), quoting where it went: what a model constructor, a
+    distribution and :func:`~pyro_ar.sample_categorical` say for a keyword of their former
+    signatures, instead of Python's bare "unexpected keyword".
+
+    Example:
+
+    >>> from pyro_ar.numerics import reject_moved_keywords
+    >>> reject_moved_keywords("f", {"size": 3}, {"size": "give it as shape=(size,)"})
+    Traceback (most recent call last):
+    ...
+    TypeError: f got size=3: give it as shape=(size,)
+    """
+    for name, value in kwargs.items():
+        if name in moved and name not in accepted:
+            raise TypeError(f"{owner} got {name}={value!r}: {moved[name]}")
 
 
 def check_choice(name, value, choices):

@@ -153,7 +153,7 @@ case("models", "BigramLanguageModel: train() with prev = K in row 2", ("prev",))
 
 for label, names, kw in [
         ("likelihood=AR(negatives='many')", ("negatives",), lambda: dict(likelihood=AR(negatives="many"))),
-        ("likelihood=AR(negatives=0)", ("num_negatives",), lambda: dict(likelihood=AR(negatives=0))),
+        ("likelihood=AR(negatives=0)", ("negatives",), lambda: dict(likelihood=AR(negatives=0))),
         ("likelihood=AR(negatives=7)", ("num_negatives",), lambda: dict(likelihood=AR(negatives=7))),
         ("sparse='yes'", ("sparse",), lambda: dict(sparse="yes")),
         ("num_classes=1", ("num_classes",), lambda: dict(num_classes=1)),

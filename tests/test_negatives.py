@@ -284,8 +284,9 @@ def test_strategy_and_proposal_errors():
         get_negative_sampler("importance", 3)
     with pytest.raises(ValueError, match=r"proposal is only used with strategy='importance', got strategy='shared'"):
         get_negative_sampler("shared", 3, torch.ones(4))
-    sampler = PerDatapointNegatives(3)
-    assert get_negative_sampler(sampler) is sampler
+    with pytest.raises(ValueError, match=r"strategy must be a name of .* got the sampler PerDatapointNegatives"
+                                         r"\(num_negatives=3\): give a sampler itself as negatives="):
+        get_negative_sampler(PerDatapointNegatives(3))
 
 
 @pytest.mark.parametrize("proposal,match", [
@@ -516,7 +517,7 @@ def test_screened_augmented_log_prob_and_gradient_unbiased():
     exact = AugmentedCategorical(psi, eps, "normal").log_prob(y)
     exact_grad, = torch.autograd.grad(exact.sum(), psi)
     rows = psi0.repeat(R, 1, 1).requires_grad_(True)
-    est = AugmentedCategorical(rows, eps, "normal", strategy=ScreenedNegatives(6)).log_prob(y.expand(R, 3))
+    est = AugmentedCategorical(rows, eps, "normal", negatives=ScreenedNegatives(6)).log_prob(y.expand(R, 3))
     grad, = torch.autograd.grad(est.sum(), rows)                       # (R, 3, K): one gradient per draw
     est = est.detach()
     assert ((est.mean(0) - exact.detach()).abs() < 4 * est.std(0) / math.sqrt(R)).all()

@@ -135,9 +135,9 @@ def _distributions(name):
         if name == "UtilityCategorical":
             return d.UtilityCategorical(_psi(), noise=noise).log_prob(_y())
         if name == "AugmentedCategorical":
-            return d.AugmentedCategorical(_psi(), torch.zeros(5), noise=noise, num_negatives=2).log_prob(_y())
+            return d.AugmentedCategorical(_psi(), torch.zeros(5), noise=noise, negatives=2).log_prob(_y())
         if name == "sample_categorical":
-            return _trace(lambda: d.sample_categorical("y", _psi(), obs=_y(), noise=noise, num_negatives=2))
+            return _trace(lambda: d.sample_categorical("y", _psi(), obs=_y(), noise=noise, negatives=2))
         return getattr(d, name)(_psi(), noise=noise).rsample()
     return call
 
@@ -167,7 +167,7 @@ def _distributed(name):
                                                     likelihood=AR("gumbel", negatives=SharedNegatives(2)),
                                                     shard=0, num_shards=1)
             return dd.ShardedAugmentedCategorical(model.utility(_x()), torch.zeros(5), noise=noise,
-                                                  num_negatives=2).noise
+                                                  negatives=SharedNegatives(2)).noise
         raise KeyError(name)
     return call
 

@@ -212,7 +212,7 @@ def test_noise_prior_is_cached_and_respects_validation_flag():
 def _dense_model(psi, y, num_negatives=None):
     def model():
         with pyro.plate("data", len(y)):
-            ar.sample_categorical("y", psi, obs=y, num_negatives=num_negatives, strategy="shared")
+            ar.sample_categorical("y", psi, obs=y, negatives=SharedNegatives(num_negatives))
     return model
 
 

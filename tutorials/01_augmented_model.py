@@ -36,6 +36,7 @@ from pyro.infer import Trace_ELBO
 
 import pyro_ar as ar
 from pyro_ar import ClosedFormELBO
+from pyro_ar.negatives import get_negative_sampler
 
 import _tutorial  # tutorials/_tutorial.py: size (--quick or PYRO_AR_QUICK=1), figures inline in notebooks
 from _tutorial import plt
@@ -191,8 +192,8 @@ stats = {}
 for strategy in ("per_datapoint", "shared", "importance"):
     stats[strategy] = []
     for s in sizes:
-        d = ar.AugmentedCategorical(psi, eps, "gumbel", num_negatives=s, strategy=strategy,
-                                    proposal=proposal if strategy == "importance" else None)
+        sampler = get_negative_sampler(strategy, s, proposal if strategy == "importance" else None)
+        d = ar.AugmentedCategorical(psi, eps, "gumbel", negatives=sampler)
         est = torch.stack([d.log_prob(torch.tensor(y)) for _ in range(repeats)])
         above = (est > exact).double().mean().item()
         stats[strategy].append((est.mean().item(), est.std().item(), above))

@@ -40,7 +40,7 @@ from ..distributions.augmented import INFER_KEY, NoiseSite, _noise_prior
 from ..distributions.class_sum import masked_weighted_sum
 from ..likelihoods import AR
 from ..models.weights import Init
-from ..negatives import PerDatapointNegatives, SharedNegatives
+from ..negatives import PerDatapointNegatives, SharedNegatives, as_negative_sampler
 from ..models.linear import LinearClassifier
 from ..subsets import sample_without_replacement
 from ..utility import LinearUtility, Utility
@@ -162,9 +162,9 @@ class ShardedAugmentedCategorical(AugmentedCategorical):
 
     :param utility: a :class:`ShardedLinearUtility`.
     :param eps: the label's noise (broadcastable to the batch shape).
-    :param num_negatives: s, the classes drawn over all shards (None: every class, exact).
-    :param str strategy: ``"shared"`` (one draw of :math:`s_r` classes per shard for the
-        minibatch) or ``"per_datapoint"``.
+    :param negatives: uniform negatives over all shards, s classes in all: ``SharedNegatives(s)``
+        (one draw of :math:`s_r` classes per shard for the minibatch), an int s or
+        ``PerDatapointNegatives(s)`` (per datapoint); None: every class, exact.
     :param stream: the rank's :class:`~pyro_ar.distributed.RandomStream` for its negatives
         (None: torch's global stream).
 
@@ -180,17 +180,15 @@ class ShardedAugmentedCategorical(AugmentedCategorical):
     True
     """
 
-    def __init__(self, utility: ShardedLinearUtility, eps, noise="gumbel",
-                 num_negatives: Optional[int] = None, strategy: str = "shared", stream=None,
+    def __init__(self, utility: ShardedLinearUtility, eps, noise="gumbel", negatives=None, *, stream=None,
                  group=None, eps_site: Optional[str] = None, validate_args=None):
         if not isinstance(utility, ShardedLinearUtility):
             raise ValueError(f"utility must be a ShardedLinearUtility, got {type(utility).__name__}")
-        if strategy not in ("shared", "per_datapoint"):
-            raise ValueError(f"strategy must be 'shared' or 'per_datapoint', got strategy={strategy!r}")
-        super().__init__(utility, eps, noise, eps_site=eps_site, validate_args=validate_args)
-        shard = utility.shard
-        self.shard_negatives = shard.size if num_negatives is None else shard.share(num_negatives)
-        self.strategy, self.stream, self.group = strategy, stream, group
+        super().__init__(utility, eps, noise, _uniform_sampler(negatives), eps_site=eps_site,
+                         validate_args=validate_args)
+        shard, s = utility.shard, self.sampler.num_negatives
+        self.shard_negatives = shard.size if s is None else shard.share(s)
+        self.strategy, self.stream, self.group = self.sampler.strategy, stream, group
 
     def _shard_terms(self, value):
         """(psi_y (..., 1) summed across ranks, psi of this shard's negatives, weights a_j)."""
@@ -233,6 +231,16 @@ class ShardedAugmentedCategorical(AugmentedCategorical):
                 f"{tuple(self.psi.shard)}, shard_negatives={self.shard_negatives}, strategy={self.strategy!r})")
 
 
+def _uniform_sampler(negatives):
+    """``negatives`` read by :func:`~pyro_ar.negatives.as_negative_sampler`, which must be
+    uniform (what a shard can draw from its own classes)."""
+    sampler = as_negative_sampler(negatives)
+    if type(sampler) not in (SharedNegatives, PerDatapointNegatives):
+        raise ValueError(f"negatives must be None, an int, SharedNegatives or PerDatapointNegatives "
+                         f"(uniform negatives), got negatives={negatives!r}")
+    return sampler
+
+
 @torch.no_grad()
 def _sharded_argmax_draw(utility, noise, stream=None, group=None) -> torch.Tensor:
     r"""Labels :math:`y = \arg\max_k(\psi_k + \varepsilon_k)`, :math:`\varepsilon_k \sim \phi` iid, drawn
@@ -270,10 +278,7 @@ class ShardedAR(AR):
     """
 
     def __init__(self, noise="gumbel", negatives=None, stream=None, group=None):
-        super().__init__(noise, negatives)
-        if type(self.sampler) not in (SharedNegatives, PerDatapointNegatives):
-            raise ValueError(f"negatives must be None, an int, SharedNegatives or PerDatapointNegatives "
-                             f"(uniform negatives), got negatives={negatives!r}")
+        super().__init__(noise, _uniform_sampler(negatives))
         self.strategy, self.stream, self.group = self.sampler.strategy, stream, group
 
     def sample(self, site, utility, obs, data):
@@ -284,8 +289,8 @@ class ShardedAR(AR):
         eps_site = f"{site}_eps"
         prior = _noise_prior(self.noise, utility.dtype, utility.device, utility.batch_shape)
         eps = pyro.sample(eps_site, prior, infer={INFER_KEY: NoiseSite(self.noise, site, utility.num_classes)})
-        d = ShardedAugmentedCategorical(utility, eps, self.noise, self.num_negatives, self.strategy,
-                                        self.stream, self.group, eps_site=eps_site)
+        d = ShardedAugmentedCategorical(utility, eps, self.noise, self.sampler, stream=self.stream,
+                                        group=self.group, eps_site=eps_site)
         return pyro.sample(site, d, obs=obs)
 
     def __repr__(self):

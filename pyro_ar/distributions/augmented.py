@@ -24,6 +24,7 @@ so that models and guides import them alike.
 """
 
 import dataclasses
+import functools
 import math
 from typing import Callable, Dict, Optional, Tuple, Union
 
@@ -34,7 +35,8 @@ import pyro
 from pyro.distributions import Gumbel
 from pyro.distributions.util import broadcast_shape
 
-from ..negatives import Negatives
+from ..negatives import MOVED_KEYWORDS
+from ..numerics import keyword_names, reject_moved_keywords
 from ..noise import Noise, get_noise
 from ..utility import Utility, as_utility
 from .categorical import UtilityCategorical
@@ -120,7 +122,7 @@ class AugmentedCategorical(ClassSumLikelihood):
         \texttt{log\_prob}(y) \approx \sum_{k'\ne y}\log\Phi(\varepsilon + \psi_y - \psi_{k'}),
 
     an unbiased estimate from a fresh class subsample at every call (exact when
-    ``num_negatives`` is None or :math:`\ge K-1`). Together with the prior
+    ``negatives`` is None or at least :math:`K-1` classes). Together with the prior
     :math:`\varepsilon\sim\phi` of the noise site it gives the augmented joint
     :math:`\log p(y, \varepsilon\mid\psi)` whose integral over :math:`\varepsilon` is the
     marginal :class:`~pyro_ar.UtilityCategorical`. It is a likelihood factor for observed
@@ -133,17 +135,16 @@ class AugmentedCategorical(ClassSumLikelihood):
         W, b = torch.randn(10_000, 64), torch.zeros(10_000)
         psi = LinearUtility(x, W, b)                          # nothing of size B x K
         eps = pyro.sample("eps", dist.Gumbel(0., 1.).expand([len(x)]))
-        pyro.sample("y", AugmentedCategorical(psi, eps, num_negatives=20), obs=y)
+        pyro.sample("y", AugmentedCategorical(psi, eps, negatives=20), obs=y)
 
     :param utility: tensor ``batch_shape + (K,)`` or a :class:`~pyro_ar.utility.Utility`.
     :param eps: noise of the observed class, broadcastable to the utility's batch shape.
     :param noise: name or :class:`~pyro_ar.noise.Noise`.
-    :param num_negatives: classes per estimate (None: all, exact).
-    :param strategy: ``"per_datapoint"``, ``"shared"``, ``"importance"`` or a
-        :class:`~pyro_ar.negatives.NegativeSampler`.
-    :param proposal: class weights for ``strategy="importance"``.
-    :param negatives: fixed :class:`~pyro_ar.negatives.Negatives` to use instead of
-        sampling (e.g. when the model already drew them to sample only those rows).
+    :param negatives: None (every class, exact), an int s (s classes per datapoint,
+        uniform), a :class:`~pyro_ar.negatives.NegativeSampler` (``SharedNegatives(s)``,
+        ``ImportanceNegatives(s, proposal)``, ...) or a fixed
+        :class:`~pyro_ar.negatives.Negatives` draw (e.g. when the model already drew them to
+        sample only those rows); see :class:`~pyro_ar.distributions.ClassSumLikelihood`.
     :param str eps_site: name of the sample site that produced ``eps`` (set by
         :func:`sample_categorical`; lets :class:`pyro_ar.infer.ClosedFormELBO` find the guide).
 
@@ -154,7 +155,7 @@ class AugmentedCategorical(ClassSumLikelihood):
     >>> import torch, pyro_ar as ar
     >>> psi, eps, y = torch.randn(4, 1000), torch.zeros(4), torch.tensor([0, 1, 2, 3])
     >>> full = ar.AugmentedCategorical(psi, eps).log_prob(y)                    # sum over 999 classes
-    >>> est = ar.AugmentedCategorical(psi, eps, num_negatives=20).log_prob(y)   # unbiased, 20 classes
+    >>> est = ar.AugmentedCategorical(psi, eps, negatives=20).log_prob(y)       # unbiased, 20 classes
     >>> full.shape, est.shape
     (torch.Size([4]), torch.Size([4]))
     """
@@ -163,11 +164,9 @@ class AugmentedCategorical(ClassSumLikelihood):
     _expand_attrs = {"psi": 1, "eps": 0}
 
     def __init__(self, utility: Union[torch.Tensor, Utility], eps: torch.Tensor,
-                 noise: Union[str, Noise] = "gumbel", num_negatives: Optional[int] = None,
-                 strategy: str = "per_datapoint", proposal: Optional[torch.Tensor] = None,
-                 negatives: Optional[Negatives] = None, eps_site: Optional[str] = None,
+                 noise: Union[str, Noise] = "gumbel", negatives=None, *, eps_site: Optional[str] = None,
                  validate_args: Optional[bool] = None) -> None:
-        self._setup(utility, num_negatives, strategy, proposal, negatives)
+        self._setup(utility, negatives)
         self.eps_site = eps_site
         self.noise = get_noise(noise)
         if not isinstance(eps, torch.Tensor):
@@ -185,7 +184,7 @@ class AugmentedCategorical(ClassSumLikelihood):
     def utility_differences(self, value: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         r"""Subsampled differences :math:`d_j = \psi_y - \psi_{k'_j}` and their weights :math:`a_j`.
 
-        Draws a fresh class subsample (unless ``negatives`` were fixed) and returns
+        Draws a fresh class subsample (unless the negatives are a fixed draw) and returns
         ``(d, a)`` with ``d`` of shape ``broadcast(value, batch_shape) + (s,)`` and ``a``
         broadcastable to it (zero where :math:`k'_j = y`).
         """
@@ -252,10 +251,21 @@ def _noise_prior(nz, dtype, device, batch_shape):
     return prior
 
 
+def _one_way(fn):
+    """``fn`` with a former negatives keyword a ``TypeError`` naming its replacement
+    (:data:`~pyro_ar.negatives.MOVED_KEYWORDS`), as the distributions' constructors."""
+    accepted = keyword_names(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        reject_moved_keywords(fn.__name__, kwargs, MOVED_KEYWORDS, accepted)
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+@_one_way
 def sample_categorical(name: str, utility: Union[torch.Tensor, Utility], obs: Optional[torch.Tensor] = None,
-                       noise: Union[str, Noise] = "gumbel", num_negatives: Optional[int] = None,
-                       strategy: str = "per_datapoint", proposal: Optional[torch.Tensor] = None,
-                       negatives: Optional[Negatives] = None) -> torch.Tensor:
+                       noise: Union[str, Noise] = "gumbel", negatives=None) -> torch.Tensor:
     r"""Emit the augmented model's two sites in a Pyro model.
 
     * ``f"{name}_eps"`` -- the observed class's noise, prior :math:`\phi` (``noise.distribution()``),
@@ -270,8 +280,10 @@ def sample_categorical(name: str, utility: Union[torch.Tensor, Utility], obs: Op
 
         with pyro.plate("data", N, subsample_size=256) as idx:
             psi = LinearUtility(x[idx], W, b)
-            sample_categorical("y", psi, obs=y[idx], noise="normal", num_negatives=20)
+            sample_categorical("y", psi, obs=y[idx], noise="normal", negatives=20)
 
+    :param negatives: as :class:`AugmentedCategorical` takes them (None: every class; an int s;
+        a :class:`~pyro_ar.negatives.NegativeSampler`; a fixed draw).
     :returns: the labels (``obs`` when given).
 
     Example:
@@ -280,7 +292,7 @@ def sample_categorical(name: str, utility: Union[torch.Tensor, Utility], obs: Op
     >>> import pyro_ar as ar
     >>> def model(psi, y):
     ...     with pyro.plate("data", len(y)):
-    ...         ar.sample_categorical("y", psi, obs=y, num_negatives=5)
+    ...         ar.sample_categorical("y", psi, obs=y, negatives=5)
     >>> tr = poutine.trace(model).get_trace(torch.randn(3, 100), torch.tensor([1, 2, 3]))
     >>> [n for n, s in tr.nodes.items() if s["type"] == "sample"]   # plate, noise, label
     ['data', 'y_eps', 'y']
@@ -292,6 +304,5 @@ def sample_categorical(name: str, utility: Union[torch.Tensor, Utility], obs: Op
     eps = pyro.sample(eps_site, prior, infer={INFER_KEY: NoiseSite(nz, name, psi.num_classes)})
     if obs is None:
         return pyro.sample(name, UtilityCategorical(psi.full(), nz))
-    d = AugmentedCategorical(psi, eps, nz, num_negatives=num_negatives, strategy=strategy,
-                             proposal=proposal, negatives=negatives, eps_site=eps_site)
+    d = AugmentedCategorical(psi, eps, nz, negatives, eps_site=eps_site)
     return pyro.sample(name, d, obs=obs)

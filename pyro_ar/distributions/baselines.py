@@ -2,9 +2,9 @@ r"""Baselines to compare Augment & Reduce against, as Pyro likelihood factors.
 
 Every class here has the shape of :class:`pyro_ar.AugmentedCategorical`: it takes the
 mean utilities :math:`\psi` (a tensor ``batch_shape + (K,)`` or a
-:class:`~pyro_ar.utility.Utility`), ``num_negatives`` (None: every class, exact),
-``strategy`` / ``proposal`` (see :func:`pyro_ar.negatives.get_negative_sampler`) and fixed
-``negatives``, and is used as ``pyro.sample("y", Likelihood(psi, ...), obs=y)``. Only
+:class:`~pyro_ar.utility.Utility`) and ``negatives`` (None: every class, exact; an int s; a
+:class:`~pyro_ar.negatives.NegativeSampler`; a fixed draw -- see
+:class:`~pyro_ar.distributions.ClassSumLikelihood`), and is used as ``pyro.sample("y", Likelihood(psi, ...), obs=y)``. Only
 ``log_prob`` is defined (``sample`` raises: draw labels from
 :class:`pyro_ar.UtilityCategorical`). What ``log_prob(y)`` returns:
 
@@ -27,7 +27,7 @@ additionally takes the noise ``eps``); :class:`~pyro_ar.distributions.JaakkolaJo
 The class sums are subsampled exactly as A&R's: a :class:`~pyro_ar.negatives.NegativeSampler`
 returns :math:`(k_j, a_j)` with :math:`\mathbb{E}[\sum_j a_j g(k_j)] = \sum_{k\ne y} g(k)`
 (:math:`a_j = 0` when :math:`k_j = y`), so any sum that is *linear* in per-class terms
-(OVE, Bouchard) is estimated without bias; with ``num_negatives=None`` the estimate is
+(OVE, Bouchard) is estimated without bias; with ``negatives=None`` the estimate is
 the exact sum. The sampled softmax puts the estimate inside a logarithm, hence its bias.
 
 Gaussian utilities (seeds/002, the Bayesian path): when the utilities are Gaussian,
@@ -47,7 +47,6 @@ from torch.distributions import constraints
 
 from pyro.distributions.util import broadcast_shape
 
-from ..negatives import Negatives
 from ..numerics import as_tensor, log_sigmoid
 from ..utility import DenseUtility, Utility, as_utility
 from .analytic_bounds import _softplus_bound_terms, optimal_bouchard_a
@@ -65,7 +64,7 @@ class OVECategorical(ClassSumLikelihood):
     (the softmax probability is at least the product of the K-1 pairwise binary
     probabilities). ``log_prob`` returns :math:`\sum_j a_j\log\sigma(\psi_y-\psi_{k_j})`,
     an **unbiased estimate of this lower bound** from a fresh class subsample at every
-    call (the bound itself when ``num_negatives`` is None). Parameters as in
+    call (the bound itself when ``negatives`` is None). Parameters as in
     :class:`pyro_ar.AugmentedCategorical` (without ``eps``/``noise``).
 
     Example:
@@ -92,7 +91,7 @@ class SampledSoftmax(ClassSumLikelihood):
     uniform negatives (:math:`a_j = (K-1)/s`); for shared or importance-sampled negatives
     the matching log-weights :math:`\log a_j` (:math:`\log(K/s)`, :math:`-\log(s\,q(k_j))`)
     are used and the classes with :math:`a_j = 0` (equal to :math:`y`) are dropped. With
-    ``num_negatives=None`` it is the exact log-softmax.
+    ``negatives=None`` it is the exact log-softmax.
 
     It is **neither a bound nor an unbiased estimate**: :math:`\sum_j a_j e^{\psi_{k_j}}` is
     unbiased for :math:`\sum_{k\ne y}e^{\psi_k}`, but it sits inside a logarithm; by
@@ -108,7 +107,7 @@ class SampledSoftmax(ClassSumLikelihood):
     >>> psi, y = torch.randn(5, 30, dtype=torch.float64), torch.zeros(5, dtype=torch.long)
     >>> torch.allclose(SampledSoftmax(psi).log_prob(y), psi.log_softmax(-1)[:, 0])   # all classes: exact
     True
-    >>> SampledSoftmax(psi, num_negatives=3).log_prob(y).shape                        # biased estimate
+    >>> SampledSoftmax(psi, negatives=3).log_prob(y).shape                            # biased estimate
     torch.Size([5])
     """
 
@@ -134,7 +133,7 @@ class BouchardBound(ClassSumLikelihood):
     :math:`k=y` term explicitly and the sum over :math:`k\ne y` estimated from the
     subsample (every sampler's draws exclude or zero-weight :math:`y`). It is an
     **unbiased estimate of a lower bound** for any :math:`a`, the bound itself when
-    ``num_negatives`` is None; the bound is tightest at :func:`~pyro_ar.distributions.optimal_bouchard_a`.
+    ``negatives`` is None; the bound is tightest at :func:`~pyro_ar.distributions.optimal_bouchard_a`.
 
     **Gaussian utilities** (``utility_var`` given; seeds/002): with
     :math:`\psi_k\sim N(m_k, v_k)` independent (``utility`` = the means :math:`m`), each
@@ -155,10 +154,7 @@ class BouchardBound(ClassSumLikelihood):
         at every ``log_prob`` (O(K): for evaluation, or to get the tightest bound).
     :param utility_var: variances :math:`v` of Gaussian utilities (tensor or
         :class:`Utility` over the same K classes, >= 0), or None for point utilities.
-    :param num_negatives: as in :class:`pyro_ar.AugmentedCategorical`.
-    :param strategy: as in :class:`pyro_ar.AugmentedCategorical`.
-    :param proposal: as in :class:`pyro_ar.AugmentedCategorical`.
-    :param negatives: as in :class:`pyro_ar.AugmentedCategorical`.
+    :param negatives: as in :class:`pyro_ar.AugmentedCategorical` (None: every class).
 
     ``infer_shapes(utility=..., a=..., utility_var=...)`` broadcasts ``utility[:-1]``,
     ``a`` and ``utility_var[:-1]``.
@@ -177,11 +173,9 @@ class BouchardBound(ClassSumLikelihood):
     _expand_attrs = {"psi": 1, "a": 0, "var": 1}
 
     def __init__(self, utility: Union[torch.Tensor, Utility], a: Optional[torch.Tensor] = None,
-                 num_negatives: Optional[int] = None, strategy: str = "per_datapoint",
-                 proposal: Optional[torch.Tensor] = None, negatives: Optional[Negatives] = None,
-                 utility_var: Optional[Union[torch.Tensor, Utility]] = None,
+                 negatives=None, *, utility_var: Optional[Union[torch.Tensor, Utility]] = None,
                  validate_args: Optional[bool] = None) -> None:
-        self._setup(utility, num_negatives, strategy, proposal, negatives)
+        self._setup(utility, negatives)
         shapes = [self.psi.batch_shape]
         self.var = None
         if utility_var is not None:

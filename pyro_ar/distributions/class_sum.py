@@ -10,7 +10,9 @@ the form
 where the class sum is estimated without bias from a class subsample :math:`(k_j, a_j)`
 drawn by a :class:`~pyro_ar.negatives.NegativeSampler`
 (:math:`\mathbb{E}[\sum_j a_j h(k_j)] = \sum_{k\ne y} h(k)`, :math:`a_j = 0` when
-:math:`k_j = y`), or given as fixed ``negatives``. :class:`ClassSumLikelihood` holds the
+:math:`k_j = y`), given as the one argument ``negatives`` (read by
+:func:`~pyro_ar.negatives.as_negative_sampler`: None, an int, a sampler or a fixed draw).
+:class:`ClassSumLikelihood` holds the
 shared plumbing: the utility, the sampler, the support :math:`\{0,\dots,K-1\}`, ``expand``,
 validation, and :meth:`ClassSumLikelihood.gather_utilities`, which returns
 :math:`\psi_y` and :math:`\psi_{k_j}` (for shared negatives both with one gather --
@@ -27,8 +29,8 @@ from torch.distributions import constraints
 from pyro.distributions.torch_distribution import TorchDistribution
 from pyro.distributions.util import broadcast_shape
 
-from ..negatives import Negatives, get_negative_sampler
-from ..numerics import check_finite
+from ..negatives import MOVED_KEYWORDS, Negatives, as_negative_sampler
+from ..numerics import check_finite, keyword_names, reject_moved_keywords
 from ..utility import DenseUtility, Utility, as_utility
 from .._params import ParamsMixin
 from .categorical import check_labels
@@ -50,7 +52,7 @@ class GatheredUtilities:
 
     >>> import torch
     >>> from pyro_ar.distributions import OVECategorical
-    >>> g = OVECategorical(torch.randn(4, 10), num_negatives=3).gather_utilities(torch.zeros(4, dtype=torch.long))
+    >>> g = OVECategorical(torch.randn(4, 10), negatives=3).gather_utilities(torch.zeros(4, dtype=torch.long))
     >>> g.label.shape, g.negatives.shape
     (torch.Size([4, 1]), torch.Size([4, 3]))
     """
@@ -116,12 +118,14 @@ class ClassSumLikelihood(ParamsMixin, TorchDistribution):
 
     :param utility: mean utilities, tensor ``batch_shape + (K,)`` or a
         :class:`~pyro_ar.utility.Utility` (validated on the rows gathered, not at construction).
-    :param num_negatives: classes per estimate (None: all, exact).
-    :param strategy: ``"per_datapoint"``, ``"shared"``, ``"importance"`` or a
-        :class:`~pyro_ar.negatives.NegativeSampler`.
-    :param proposal: class weights for ``strategy="importance"``.
-    :param negatives: fixed :class:`~pyro_ar.negatives.Negatives` used instead of sampling
-        (checked by :meth:`~pyro_ar.negatives.Negatives.check` when validation is on).
+    :param negatives: how the class sum is subsampled, read once by
+        :func:`~pyro_ar.negatives.as_negative_sampler`: None (every class, exact), an int s
+        (s classes per datapoint, uniform), a :class:`~pyro_ar.negatives.NegativeSampler`
+        (e.g. ``SharedNegatives(s)``, ``ImportanceNegatives(s, proposal)``), or a fixed
+        :class:`~pyro_ar.negatives.Negatives` draw used instead of sampling (checked by
+        :meth:`~pyro_ar.negatives.Negatives.check` when validation is on). The sampler is
+        ``sampler``, carried by ``expand``. The former keywords ``num_negatives``,
+        ``strategy``, ``proposal`` raise a ``TypeError`` naming the replacement.
 
     ``infer_shapes(utility=shape)`` gives ``(shape[:-1], ())`` (the utility has one event
     dim, the classes); for a :class:`~pyro_ar.utility.Utility` object pass
@@ -144,18 +148,21 @@ class ClassSumLikelihood(ParamsMixin, TorchDistribution):
     arg_constraints = {"utility": constraints.real_vector}
     _expand_attrs = {"psi": 1}
 
-    def __init__(self, utility: Union[torch.Tensor, Utility], num_negatives: Optional[int] = None,
-                 strategy: str = "per_datapoint", proposal: Optional[torch.Tensor] = None,
-                 negatives: Optional[Negatives] = None, validate_args: Optional[bool] = None) -> None:
-        self._setup(utility, num_negatives, strategy, proposal, negatives)
+    def __new__(cls, *args, **kwargs):
+        """Name where a former negatives keyword went (before ``__init__`` would reject it
+        with Python's bare "unexpected keyword")."""
+        if kwargs:
+            reject_moved_keywords(cls.__name__, kwargs, MOVED_KEYWORDS, keyword_names(cls.__init__))
+        return super().__new__(cls)
+
+    def __init__(self, utility: Union[torch.Tensor, Utility], negatives=None, *,
+                 validate_args: Optional[bool] = None) -> None:
+        self._setup(utility, negatives)
         self._init_shape(self.psi.batch_shape, validate_args)
 
-    def _setup(self, utility: Union[torch.Tensor, Utility], num_negatives, strategy, proposal, negatives):
+    def _setup(self, utility: Union[torch.Tensor, Utility], negatives):
         self.psi = as_utility(utility)
-        self.sampler = get_negative_sampler(strategy, num_negatives, proposal)
-        if negatives is not None and not isinstance(negatives, Negatives):
-            raise ValueError(f"negatives must be a pyro_ar.negatives.Negatives, got {negatives!r}")
-        self.negatives = negatives
+        self.sampler = as_negative_sampler(negatives)
         K = self.psi.num_classes
         if K < 2:
             raise ValueError(f"utility needs at least 2 classes, got num_classes={K}")
@@ -167,8 +174,8 @@ class ClassSumLikelihood(ParamsMixin, TorchDistribution):
 
     def _validate_params(self):
         super()._validate_params()
-        if self.negatives is not None:  # user-supplied: indices in range, weights >= 0
-            self.negatives.check(self.num_classes, self.batch_shape)
+        # (a fixed draw: indices in range, weights >= 0)
+        self.sampler.check(self.num_classes, self.batch_shape)
 
     @property
     def utility(self) -> Union[torch.Tensor, Utility]:
@@ -198,9 +205,8 @@ class ClassSumLikelihood(ParamsMixin, TorchDistribution):
         return value.long().expand(broadcast_shape(value.shape, self.batch_shape))
 
     def draw_negatives(self, labels: torch.Tensor) -> Negatives:
-        """The fixed ``negatives``, or a fresh class subsample for ``labels``."""
-        if self.negatives is not None:
-            return self.negatives
+        """The sampler's draw for ``labels``: a fresh class subsample (the fixed draw of a
+        :class:`~pyro_ar.negatives.FixedNegatives`)."""
         if getattr(self.sampler, "uses_utility", False):  # screened by the current utilities
             return self.sampler(labels, self.num_classes, utility=self.psi)
         return self.sampler(labels, self.num_classes)
@@ -230,3 +236,4 @@ class ClassSumLikelihood(ParamsMixin, TorchDistribution):
     def __repr__(self):
         return (f"{type(self).__name__}(batch_shape={tuple(self.batch_shape)}, num_classes="
                 f"{self.num_classes}, sampler={self.sampler!r})")
+

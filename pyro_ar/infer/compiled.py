@@ -148,7 +148,7 @@ def compiled_loss_and_grads(elbo, model, guide, args, kwargs):
     psi = model.minibatch_utility(take_rows(x, rows), params)
     nz = model.likelihood.noise
     prior = _noise_prior(nz, psi.dtype, psi.device, psi.batch_shape)
-    base = AugmentedCategorical(psi, eps, nz, strategy=model.likelihood.sampler, eps_site=name)
+    base = AugmentedCategorical(psi, eps, nz, model.likelihood.sampler, eps_site=name)
     local_first = record.local_first
     factor = GumbelExpectedFactor(base, q.loc.expand(base.batch_shape), record.natural_step if local_first else None)
     log_factor = factor.log_prob(take_rows(y, rows)) * scale

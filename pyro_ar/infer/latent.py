@@ -16,7 +16,7 @@ import pyro.poutine as poutine
 
 from ..models.base import check_positive_int, take_rows
 from ..models.latent import CategoricalLatentModel
-from ..negatives import get_negative_sampler
+from ..negatives import SharedNegatives, as_negative_sampler
 from .local_fit import conditional_local_q, local_sampler, unit_gumbel_optimum
 
 __all__ = ["LatentGuide", "LatentKLWarmup", "EXACT_COST_RATIO"]
@@ -35,8 +35,9 @@ class LatentGuide:
     :class:`~pyro_ar.infer.local_guides.ConditionalLocalGuide`).
 
     :param model: the :class:`~pyro_ar.models.CategoricalLatentModel`.
-    :param negatives: sampler of the guide's class subsample (default ``"model"``: the model's,
-        per site; None: all classes).
+    :param negatives: the guide's class subsample (default ``"model"``: the model's sampler, per
+        site; else read by :func:`~pyro_ar.negatives.as_negative_sampler`: None, all classes; an
+        int s, s per datapoint; a sampler).
     :param int all_classes_upto: sites over at most this many classes get the guide's class sum
         over all of them with ``negatives="model"`` (O(K) in the guide only; the model's bound
         still subsamples). An independent small draw there makes the estimate of the bound's
@@ -76,8 +77,7 @@ class LatentGuide:
                  label_head: bool = True):
         self.model, self.label_head = model, bool(label_head)
         self._local_samplers = {}  # base sampler -> the guide's (stratified) sampler
-        self.sampler = None if negatives == "model" else get_negative_sampler(
-            "per_datapoint" if isinstance(negatives, int) else "shared", negatives)
+        self.sampler = None if isinstance(negatives, str) and negatives == "model" else as_negative_sampler(negatives)
         # the cost rule of site_sampler: only by default, and only where the exact sum is closed-form
         self.exact_cost_ratio = EXACT_COST_RATIO if all_classes_upto is None and unit_gumbel_optimum(model.noise) else 0
         self.all_classes_upto = check_positive_int("all_classes_upto", 64 if all_classes_upto is None
@@ -100,7 +100,7 @@ class LatentGuide:
         cheap = self.exact_cost_ratio > 0 and (s is None or utility_rows * num_classes
                                                <= self.exact_cost_ratio * num_items * s)
         if num_classes <= self.all_classes_upto or cheap:
-            return get_negative_sampler("shared", None)
+            return SharedNegatives(None)  # every class
         cached = self._local_samplers.get(id(base))
         if cached is None or cached[0] is not base:
             cached = self._local_samplers[id(base)] = (base, local_sampler(base, 1, self.label_head))

@@ -538,7 +538,7 @@ def conditional_local_q(noise, utility, labels: torch.Tensor, sampler, fit: str 
         if closed and _all_classes(sampler, utility.num_classes):
             return local_q(noise, log_s=_exact_log_s(utility, labels), **kw)
         zero = torch.zeros((), dtype=utility.dtype, device=utility.device)
-        factor = AugmentedCategorical(utility, zero, noise, strategy=sampler)
+        factor = AugmentedCategorical(utility, zero, noise, sampler)
         if closed:
             return local_q(noise, log_s=factor.log_sum_exp_negatives(labels), **kw)
         d, w = factor.utility_differences(labels)

@@ -53,7 +53,7 @@ from pyro.nn import PyroParam
 
 from ..distributions import FastGumbel
 from ..distributions.augmented import INFER_KEY, LocalStep, NoiseSite, site_record
-from ..likelihoods import _as_sampler
+from ..negatives import as_negative_sampler
 from ..models.base import take_rows
 from .local_fit import DEFAULT_LOCAL_FIT, check_local_fit, conditional_local_q, local_sampler, unit_gumbel_optimum
 
@@ -528,7 +528,7 @@ class ConditionalLocalGuide(_LocalGuide):
         self.refine_steps = refine_steps
         self.label_head = bool(label_head)
         self._scaled = None  # (base sampler, its oversampled copy)
-        self._negatives = negatives if isinstance(negatives, str) else _as_sampler(negatives)
+        self._negatives = negatives if isinstance(negatives, str) else as_negative_sampler(negatives)
         if isinstance(negatives, str) and negatives != "model":
             raise ValueError(f"negatives must be 'model', None, an int or a NegativeSampler, "
                              f"got negatives={negatives!r}")

@@ -47,7 +47,7 @@ from .. import evaluation
 from ..likelihoods import Likelihood, get_likelihood
 from ..subsets import sample_without_replacement
 from ..distributions.categorical import check_labels
-from ..numerics import check_finite, check_int
+from ..numerics import check_finite, check_int, keyword_names, reject_moved_keywords
 from .plates import SubsamplePlate, WeightedPlate, check_sample_weight, take_rows  # noqa: F401  (their former home)
 from .weights import MLE, PerClassWeights, WeightStrategy, get_weights  # noqa: F401  (their former home)
 
@@ -123,10 +123,7 @@ class CategoricalModel:
     def __new__(cls, *args, **kwargs):
         """Name where a keyword of the former constructors went (before ``__init__`` would
         reject it with Python's bare "unexpected keyword")."""
-        accepted = _accepted_keywords(cls)
-        for name, value in kwargs.items():
-            if name in MOVED_KEYWORDS and name not in accepted:
-                raise TypeError(f"{cls.__name__} got {name}={value!r}: {MOVED_KEYWORDS[name]}")
+        reject_moved_keywords(cls.__name__, kwargs, MOVED_KEYWORDS, keyword_names(cls.__init__))
         return super().__new__(cls)
 
     def __init__(self, num_classes: int, likelihood="ar", *, weights="mle",
@@ -474,11 +471,6 @@ MOVED_KEYWORDS = {
 }
 """Where each keyword of the former model constructors went (the TypeError of
 ``CategoricalModel.__new__`` quotes it)."""
-
-
-def _accepted_keywords(cls):
-    code = cls.__init__.__code__
-    return code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
 
 
 def _or(value, default):

@@ -262,7 +262,7 @@ class LatentCategoricalModel(CategoricalModel):
                                    LinearWeights(params["weight"], None, self.sparse, transform=torch.square))
         else:
             utility = self.minibatch_utility(omega, params, group)
-        d = BouchardBound(utility, a=a, strategy=likelihood.sampler, utility_var=var)
+        d = BouchardBound(utility, a=a, negatives=likelihood.sampler, utility_var=var)
         return pyro.sample(site, d, obs=obs)
 
     # ---- evaluation -----------------------------------------------------------------------

@@ -31,17 +31,30 @@ With ``num_negatives=None`` (or :math:`s \ge K-1`) every sampler returns all cla
 with weight :math:`1[k' \ne y]`, i.e. the exact sum. No sampler does O(K) work per call,
 except the importance sampler's O(log K) binary search per draw.
 
+* :class:`FixedNegatives` -- a draw made beforehand (a :class:`Negatives`), returned as it is.
+
+**Where negatives are given.** Every likelihood object (``AR(noise, negatives=...)``) and
+every class-sum distribution (:class:`~pyro_ar.distributions.AugmentedCategorical`, the
+baselines, :func:`~pyro_ar.distributions.sample_categorical`) takes one argument,
+``negatives``, read once by :func:`as_negative_sampler`: None (every class, exact), an int s
+(``PerDatapointNegatives(s)``), a :class:`NegativeSampler`, or a fixed :class:`Negatives`
+draw. The former keywords ``num_negatives``, ``strategy`` and ``proposal`` raise a
+``TypeError`` that names the replacement (:data:`MOVED_KEYWORDS`). Strategy *names* are for
+scripts and command lines only: :func:`get_negative_sampler`.
+
 The package has two modules, both re-exported here: :mod:`pyro_ar.negatives.samplers` (the
 record of a draw, the base class and the plain draws) and :mod:`pyro_ar.negatives.stratified`
 (the stratified draws built on them); the names of the strategies
-(``STRATEGIES``, :func:`get_negative_sampler`) are here.
+(``STRATEGIES``, :func:`get_negative_sampler`) and the reading of a ``negatives`` argument
+(:func:`as_negative_sampler`) are here.
 """
 
+import numbers
 from typing import Optional
 
 import torch
 
-from .samplers import (DEFAULT_NUM_NEGATIVES, ImportanceNegatives, NegativeSampler, Negatives,
+from .samplers import (DEFAULT_NUM_NEGATIVES, FixedNegatives, ImportanceNegatives, NegativeSampler, Negatives,
                        PerDatapointNegatives, SharedNegatives, _cached_importance_sampler)
 from .stratified import LabelHeadNegatives, ScreenedNegatives
 
@@ -53,6 +66,9 @@ __all__ = [
     "ImportanceNegatives",
     "LabelHeadNegatives",
     "ScreenedNegatives",
+    "FixedNegatives",
+    "as_negative_sampler",
+    "MOVED_KEYWORDS",
     "get_negative_sampler",
     "STRATEGIES",
     "DEFAULT_NUM_NEGATIVES",
@@ -68,7 +84,8 @@ STRATEGIES = {
 
 def get_negative_sampler(strategy: str = "per_datapoint", num_negatives: Optional[int] = None,
                          proposal: Optional[torch.Tensor] = None) -> NegativeSampler:
-    """Build a sampler from a strategy name (or pass a :class:`NegativeSampler` through).
+    """Build a sampler from a strategy name: the name map for scripts and command lines (a
+    sampler object is not a name: give it as ``negatives=`` itself, :func:`as_negative_sampler`).
 
     Example:
 
@@ -80,7 +97,8 @@ def get_negative_sampler(strategy: str = "per_datapoint", num_negatives: Optiona
     (torch.Size([5]), True)
     """
     if isinstance(strategy, NegativeSampler):
-        return strategy
+        raise ValueError(f"strategy must be a name of {list(STRATEGIES)}, got the sampler {strategy!r}: give a "
+                         "sampler itself as negatives=")
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy={strategy!r}; expected one of {list(STRATEGIES)}")
     if strategy == "importance":
@@ -90,3 +108,40 @@ def get_negative_sampler(strategy: str = "per_datapoint", num_negatives: Optiona
     if proposal is not None:
         raise ValueError(f"proposal is only used with strategy='importance', got strategy={strategy!r}")
     return STRATEGIES[strategy](num_negatives)
+
+
+def as_negative_sampler(negatives=None) -> NegativeSampler:
+    """The one reading of a ``negatives`` argument (likelihood objects and distributions alike).
+
+    None: every class, the exact class sum (``PerDatapointNegatives(None)``); an int s:
+    ``PerDatapointNegatives(s)``, s classes per datapoint, uniform; a :class:`NegativeSampler`:
+    itself; a :class:`Negatives` draw: :class:`FixedNegatives` of it.
+
+    Example:
+
+    >>> from pyro_ar.negatives import SharedNegatives, as_negative_sampler
+    >>> as_negative_sampler(20)
+    PerDatapointNegatives(num_negatives=20)
+    >>> as_negative_sampler(SharedNegatives(64))
+    SharedNegatives(num_negatives=64)
+    """
+    if negatives is None or isinstance(negatives, NegativeSampler):
+        return PerDatapointNegatives(None) if negatives is None else negatives
+    if isinstance(negatives, Negatives):
+        return FixedNegatives(negatives)
+    if isinstance(negatives, numbers.Integral) and not isinstance(negatives, bool) and negatives >= 1:
+        return PerDatapointNegatives(negatives)
+    raise ValueError(f"negatives must be None, a positive int or a pyro_ar.negatives.NegativeSampler (or a fixed "
+                     f"pyro_ar.negatives.Negatives draw), got negatives={negatives!r}")
+
+
+MOVED_KEYWORDS = {
+    "num_negatives": "give the negatives as one argument, negatives=s (an int: s classes per datapoint, "
+                     "uniform) or a sampler of pyro_ar.negatives",
+    "strategy": "give the sampler as negatives=..., e.g. negatives=SharedNegatives(s), ImportanceNegatives(s, "
+                "proposal) or ScreenedNegatives(s) (pyro_ar.negatives)",
+    "proposal": "give the proposal to its sampler, negatives=ImportanceNegatives(s, proposal)",
+}
+"""Where each negatives keyword of the former distributions went (their ``TypeError`` quotes it,
+:func:`pyro_ar.numerics.reject_moved_keywords`)."""
+

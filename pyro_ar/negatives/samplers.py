@@ -12,7 +12,7 @@ from ..numerics import check_int
 from ..subsets import sample_without_replacement
 
 __all__ = ["Negatives", "NegativeSampler", "PerDatapointNegatives", "SharedNegatives", "ImportanceNegatives",
-           "DEFAULT_NUM_NEGATIVES"]
+           "FixedNegatives", "DEFAULT_NUM_NEGATIVES"]
 
 
 #: The number of negatives of a model's default likelihood (``num_negatives="auto"``) and of
@@ -165,8 +165,54 @@ class NegativeSampler:
     def _sample(self, labels, num_classes):
         raise NotImplementedError
 
+    def check(self, num_classes: int, batch_shape: Sequence[int] = ()) -> None:
+        """Raise ``ValueError`` unless this sampler can draw for labels of ``batch_shape`` over
+        ``num_classes`` classes (a distribution calls it when validation is on). Here: a sampler
+        built over a fixed number of classes (a proposal's) must have ``num_classes``."""
+        K = getattr(self, "num_classes", num_classes)
+        if K != num_classes:
+            raise ValueError(f"proposal is over {K} classes but the utility has num_classes={num_classes}")
+
     def __repr__(self):
         return f"{type(self).__name__}(num_negatives={self.num_negatives})"
+
+
+class FixedNegatives(NegativeSampler):
+    """A draw made beforehand, returned at every call: the negatives of a factor whose model
+    already drew them (e.g. to compute the utilities of those classes only).
+
+    :param negatives: the :class:`Negatives` (checked by :meth:`Negatives.check` when the
+        distribution validates).
+
+    Example:
+
+    >>> import torch
+    >>> from pyro_ar.negatives import FixedNegatives, Negatives
+    >>> draw = Negatives(torch.tensor([1, 2]), torch.tensor(2.0), True)
+    >>> FixedNegatives(draw)(torch.tensor([0, 3]), 5) is draw
+    True
+    """
+
+    strategy = "fixed"
+
+    def __init__(self, negatives: Negatives) -> None:
+        if not isinstance(negatives, Negatives):
+            raise ValueError(f"negatives must be a pyro_ar.negatives.Negatives, got negatives={negatives!r}")
+        self.negatives = negatives
+        self.num_negatives = negatives.index.shape[-1] if isinstance(negatives.index, torch.Tensor) \
+            and negatives.index.dim() else None
+
+    def is_exact(self, num_classes: int) -> bool:
+        return False
+
+    def __call__(self, labels: torch.Tensor, num_classes: int, utility=None) -> Negatives:
+        return self.negatives
+
+    def check(self, num_classes: int, batch_shape: Sequence[int] = ()) -> None:
+        self.negatives.check(num_classes, batch_shape)
+
+    def __repr__(self):
+        return f"FixedNegatives(num_negatives={self.num_negatives}, shared={self.negatives.shared})"
 
 
 class PerDatapointNegatives(NegativeSampler):

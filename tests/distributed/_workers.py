@@ -23,7 +23,7 @@ from pyro_ar.distributed import (
 from pyro_ar.infer import Callback, default_elbo, default_guide, train
 from pyro_ar.likelihoods import AR
 from pyro_ar.models import LinearClassifier
-from pyro_ar.negatives import SharedNegatives
+from pyro_ar.negatives import SharedNegatives, get_negative_sampler
 from pyro_ar.optim import lazy_adam
 
 N, D, K, B, S = 240, 4, 30, 24, 6
@@ -129,8 +129,8 @@ def cs_estimates(shard, num_shards, strategy, reps=400):
     xs = x.repeat(reps // calls, 1)
     for _ in range(calls):
         psi = ShardedLinearUtility(xs, W[sh.start:sh.stop], b[sh.start:sh.stop], sh)
-        d = ShardedAugmentedCategorical(psi, torch.zeros(len(xs), dtype=torch.float64), num_negatives=S,
-                                        strategy=strategy, stream=stream)
+        d = ShardedAugmentedCategorical(psi, torch.zeros(len(xs), dtype=torch.float64),
+                                        negatives=get_negative_sampler(strategy, S), stream=stream)
         out.append(d.log_sum_exp_negatives(y.repeat(reps // calls)).exp().reshape(-1, 3))
     return {"estimates": torch.cat(out), "x": x, "W": W, "b": b, "y": y}
 

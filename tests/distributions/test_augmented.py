@@ -19,7 +19,7 @@ import pyro.poutine as poutine
 
 from pyro_ar import AugmentedCategorical, LinearUtility, UtilityCategorical, sample_categorical
 from pyro_ar.utility import as_utility
-from pyro_ar.negatives import Negatives, SharedNegatives
+from pyro_ar.negatives import Negatives, SharedNegatives, get_negative_sampler
 
 from tests.helpers import BUILTIN_NOISES, DEVICES, DTYPES, make_noise
 
@@ -36,8 +36,7 @@ def _proposal(K):
 
 def _augmented(psi, eps, noise, strategy, num_negatives, **kw):
     proposal = _proposal(as_utility(psi).num_classes) if strategy == "importance" else None
-    return AugmentedCategorical(psi, eps, noise, num_negatives=num_negatives, strategy=strategy,
-                                proposal=proposal, **kw)
+    return AugmentedCategorical(psi, eps, noise, get_negative_sampler(strategy, num_negatives, proposal), **kw)
 
 
 def _explicit_sum(psi, eps, y, name):
@@ -132,9 +131,9 @@ def test_linear_utility_same_as_dense_logits(sparse, strategy):
     dense = x @ w.T + b
     for s in (None, 4):
         torch.manual_seed(1)  # the same subsample for both
-        lp_lin = AugmentedCategorical(lin, eps, "normal", num_negatives=s, strategy=strategy).log_prob(y)
+        lp_lin = AugmentedCategorical(lin, eps, "normal", get_negative_sampler(strategy, s)).log_prob(y)
         torch.manual_seed(1)
-        lp_dense = AugmentedCategorical(dense, eps, "normal", num_negatives=s, strategy=strategy).log_prob(y)
+        lp_dense = AugmentedCategorical(dense, eps, "normal", get_negative_sampler(strategy, s)).log_prob(y)
         torch.testing.assert_close(lp_lin, lp_dense, rtol=1e-12, atol=1e-12)
     # fixed negatives are used as given
     neg = Negatives(torch.tensor([[1, 2], [3, 4], [5, 6], [7, 8], [9, 10]]), torch.tensor(2.5), False)
@@ -222,7 +221,7 @@ def test_log_prob_adds_the_noise_on_the_label_side(name):
 def test_augmented_shapes():
     K = 6
     psi = torch.randn(3, K)
-    d = AugmentedCategorical(psi, torch.zeros(2, 3), "logistic", num_negatives=2)
+    d = AugmentedCategorical(psi, torch.zeros(2, 3), "logistic", negatives=2)
     assert d.batch_shape == (2, 3) and d.event_shape == () and d.num_classes == K
     assert d.support.upper_bound == K - 1
     assert d.log_prob(torch.tensor([0, 1, 2])).shape == (2, 3)
@@ -265,7 +264,7 @@ def test_sample_categorical_in_subsampled_plate(name, observed):
         with pyro.plate("data", N, subsample_size=B) as idx:
             psi = LinearUtility(x[idx], w, b)
             return sample_categorical("y", psi, obs=y[idx] if observed else None, noise=name,
-                                      num_negatives=5)
+                                      negatives=5)
 
     tr = poutine.trace(model).get_trace()
     eps_site, y_site = tr.nodes["y_eps"], tr.nodes["y"]
@@ -371,7 +370,7 @@ def test_negatives_known_nonempty_skip_the_guard_with_the_same_values_and_gradie
 
 
 def test_same_shape_expand_is_the_distribution_itself():
-    d = AugmentedCategorical(torch.randn(4, 10), torch.zeros(4), num_negatives=3)
+    d = AugmentedCategorical(torch.randn(4, 10), torch.zeros(4), negatives=3)
     assert d.expand((4,)) is d
     e = d.expand((2, 4))
     assert e is not d and e.batch_shape == (2, 4)

@@ -31,8 +31,8 @@ from pyro_ar.distributions import (
     jaakkola_jordan_softplus_bound,
     optimal_bouchard_a,
 )
-from pyro_ar.negatives import Negatives, get_negative_sampler
-from pyro_ar.utility import LinearUtility
+from pyro_ar.negatives import ImportanceNegatives, Negatives, SharedNegatives, get_negative_sampler
+from pyro_ar.utility import LinearUtility, as_utility
 
 D64 = torch.float64
 #: the class-sum baselines by their likelihood name (pyro_ar.likelihoods.get_likelihood)
@@ -77,10 +77,10 @@ def proposal_for(K, generator_seed=0):
 
 
 def make(cls, psi, num_negatives=None, strategy="per_datapoint", a=None, **kw):
-    proposal = proposal_for(psi.shape[-1]) if strategy == "importance" else None
+    proposal = proposal_for(as_utility(psi).num_classes) if strategy == "importance" else None
     if cls is BouchardBound:
         kw["a"] = a
-    return cls(psi, num_negatives=num_negatives, strategy=strategy, proposal=proposal, **kw)
+    return cls(psi, negatives=get_negative_sampler(strategy, num_negatives, proposal), **kw)
 
 
 def random_cases(seed, num_cases=400):
@@ -236,7 +236,7 @@ def test_botev_with_subsampling_is_biased():
     psi = torch.zeros(K, dtype=D64)
     psi[1] = 4.0
     y = torch.zeros(R, dtype=torch.long)  # R independent per-datapoint subsamples at once
-    draws = SampledSoftmax(psi.expand(R, K), num_negatives=s).log_prob(y)
+    draws = SampledSoftmax(psi.expand(R, K), negatives=s).log_prob(y)
     exact = exact_log_lik(psi, torch.tensor(0)).item()
     mean, se = draws.mean().item(), draws.std().item() / math.sqrt(R)
     assert mean - exact > 4 * se  # significantly biased, upwards (not a lower bound)
@@ -313,7 +313,7 @@ def test_bouchard_a_and_var_broadcast_the_batch_shape():
     assert d.batch_shape == (2, 3)
     assert d.log_prob(torch.tensor([0, 1, 2])).shape == (2, 3)
     assert d.expand((4, 2, 3)).log_prob(torch.tensor([0, 1, 2])).shape == (4, 2, 3)
-    d = BouchardBound(torch.randn(5), a=0.5, utility_var=torch.rand(3, 5), num_negatives=2)
+    d = BouchardBound(torch.randn(5), a=0.5, utility_var=torch.rand(3, 5), negatives=2)
     assert d.batch_shape == (3,) and d.log_prob(torch.tensor(1)).shape == (3,)
     assert BouchardBound(psi).optimal_a().shape == (3,)
     with pytest.raises(ValueError, match="broadcast"):
@@ -336,7 +336,7 @@ def test_bad_labels_raise(cls):
     with pytest.raises(ValueError, match="strategy"):
         make(cls, torch.randn(3, 5), 2, strategy="nope")
     with pytest.raises(ValueError, match="classes"):
-        cls(torch.randn(3, 5), num_negatives=2, strategy="importance", proposal=torch.ones(4))
+        cls(torch.randn(3, 5), negatives=ImportanceNegatives(2, torch.ones(4)))
     with pytest.raises(ValueError, match="at least 2"):
         make(cls, torch.randn(3, 1))
     # validation off: no check (like every torch distribution)
@@ -372,9 +372,7 @@ def test_linear_utility_sparse_gradients_and_same_values(cls, strategy):
     touched = W.grad.coalesce().indices().unique()
     assert touched.numel() <= B + neg.index.numel()
     # a fresh subsample through the lazy utility also runs (sampler inside)
-    lazy2 = make(cls, LinearUtility(x, W, b, sparse=True), 6, strategy, a=a) if strategy != "importance" \
-        else cls(LinearUtility(x, W, b, sparse=True), num_negatives=6, strategy=strategy,
-                 proposal=proposal_for(K), **({"a": a} if cls is BouchardBound else {}))
+    lazy2 = make(cls, LinearUtility(x, W, b, sparse=True), 6, strategy, a=a)
     assert torch.isfinite(lazy2.log_prob(y)).all()
 
 
@@ -410,7 +408,7 @@ def test_dtypes_and_devices(cls, strategy, dtype, device):
     psi = psi64.to(dtype=dtype, device=device).requires_grad_()
     proposal = proposal_for(K).to(device) if strategy == "importance" else None
     kw = {"a": optimal_bouchard_a(psi64).to(dtype=dtype, device=device)} if cls is BouchardBound else {}
-    d = cls(psi, num_negatives=5, strategy=strategy, proposal=proposal, **kw)
+    d = cls(psi, negatives=get_negative_sampler(strategy, 5, proposal), **kw)
     lp = d.log_prob(y.to(device))
     assert lp.dtype == dtype and lp.device.type == device and lp.shape == (6,)
     lp.sum().backward()
@@ -426,7 +424,7 @@ def test_gaussian_and_bernoulli_on_device(device):
     m = torch.randn(4, 7, device=device)
     v = torch.rand(4, 7, device=device)
     y = torch.tensor([0, 3, 6, 1], device=device)
-    lp = BouchardBound(m, utility_var=v, num_negatives=3).log_prob(y)
+    lp = BouchardBound(m, utility_var=v, negatives=3).log_prob(y)
     assert lp.device.type == device and torch.isfinite(lp).all()
     assert optimal_bouchard_a(m, v).device.type == device
     jj = JaakkolaJordanBernoulli(m[:, 0], v[:, 0]).log_prob((y % 2).float())
@@ -467,7 +465,7 @@ def test_pyro_svi_step(name):
             kw = {}
             if name == "bouchard":
                 kw["a"] = pyro.param("a", torch.zeros(N))[idx]  # per-datapoint free parameter
-            d = BY_NAME[name](LinearUtility(x[idx], W, b), num_negatives=4, strategy="shared", **kw)
+            d = BY_NAME[name](LinearUtility(x[idx], W, b), negatives=SharedNegatives(4), **kw)
             pyro.sample("y", d, obs=y[idx])
 
     def guide(x, y):

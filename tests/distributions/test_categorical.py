@@ -18,6 +18,7 @@ import torch
 import pyro.poutine as poutine
 
 from pyro_ar import AugmentedCategorical, LinearUtility, UtilityCategorical, sample_categorical
+from pyro_ar.negatives import ImportanceNegatives
 
 from tests.helpers import BUILTIN_NOISES, DEVICES, DTYPES, make_noise
 
@@ -176,14 +177,14 @@ def test_shape_mismatch_between_utility_and_eps():
         AugmentedCategorical(LinearUtility(torch.randn(3, 2), torch.randn(5, 2)), torch.zeros(2, 4))
 
 
-@pytest.mark.parametrize("bad", [0, -3, 2.5])
-def test_bad_num_negatives(bad):
-    with pytest.raises(ValueError, match=rf"num_negatives must be an integer >= 1 or None, got num_negatives={bad}"):
-        AugmentedCategorical(torch.randn(3, 5), torch.zeros(3), num_negatives=bad)
-    with pytest.raises(ValueError, match=rf"got num_negatives={bad}"):
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True, "shared"])
+def test_bad_negatives(bad):
+    with pytest.raises(ValueError, match=rf"negatives must be None, a positive int .* got negatives={bad!r}"):
+        AugmentedCategorical(torch.randn(3, 5), torch.zeros(3), negatives=bad)
+    with pytest.raises(ValueError, match=rf"got negatives={bad!r}"):
         with poutine.trace():
             sample_categorical("y", torch.randn(3, 5), obs=torch.zeros(3, dtype=torch.long),
-                               num_negatives=bad)
+                               negatives=bad)
 
 
 def test_unknown_noise_and_method():
@@ -206,8 +207,7 @@ def test_unknown_noise_and_method():
 ])
 def test_bad_proposal(proposal, match):
     with pytest.raises(ValueError, match=match):
-        AugmentedCategorical(torch.randn(3, 5), torch.zeros(3), num_negatives=2,
-                             strategy="importance", proposal=proposal)
+        AugmentedCategorical(torch.randn(3, 5), torch.zeros(3), negatives=ImportanceNegatives(2, proposal))
 
 
 def test_validation_follows_pyros_global_switch(validation_off):

@@ -15,7 +15,7 @@ from pyro_ar.distributions import (
     OVECategorical,
     SampledSoftmax,
 )
-from pyro_ar.negatives import Negatives
+from pyro_ar.negatives import Negatives, get_negative_sampler
 
 from tests.helpers import DTYPES, LIBRARY_NOISES
 
@@ -92,7 +92,7 @@ def test_augmented_gradients_finite_at_extremes(noise, strategy, num_negatives, 
     # so every kept term is representable (eps + psi_y - psi_k >= eps)
     psi = _extreme_psi(dtype).requires_grad_()
     eps = torch.tensor([-90.0, -60.0], dtype=dtype, requires_grad=True)
-    d = AugmentedCategorical(psi, eps, noise, num_negatives=num_negatives, strategy=strategy)
+    d = AugmentedCategorical(psi, eps, noise, get_negative_sampler(strategy, num_negatives))
     lp = d.log_prob(torch.tensor([0, 1]))
     assert torch.isfinite(lp).all()
     grads = torch.autograd.grad(lp.sum(), (psi, eps))
@@ -143,7 +143,7 @@ def test_shared_negatives_use_one_gather(sparse, monkeypatch):
 
 def test_gather_utilities_shapes_and_weights():
     psi = torch.randn(3, 10)
-    d = OVECategorical(psi, num_negatives=4)
+    d = OVECategorical(psi, negatives=4)
     g = d.gather_utilities(torch.tensor([0, 1, 2]))
     assert g.label.shape == (3, 1) and g.negatives.shape == (3, 4) and not g.sample.shared
     torch.testing.assert_close(g.weight, torch.tensor(9 / 4))

@@ -31,7 +31,7 @@ from pyro_ar.distributions import (
     SampledSoftmax,
     UtilityCategorical,
 )
-from pyro_ar.negatives import Negatives
+from pyro_ar.negatives import Negatives, SharedNegatives
 from pyro_ar.noise import NoiseDistribution, get_noise
 
 D64 = torch.float64
@@ -84,12 +84,12 @@ CASES = [
     Case(AugmentedCategorical, {"utility": _psi(3, 5), "eps": _psi(3)}, _aug,
          torch.tensor([0, 4, 2]), (3,), ("eps", torch.tensor([0.0, NAN, 1.0], dtype=D64))),
     Case(AugmentedCategorical, {"utility": _psi(4), "eps": _psi(2, 3)},
-         lambda utility, eps: _aug(utility, eps, noise="student_t3", num_negatives=2, strategy="shared"),
+         lambda utility, eps: _aug(utility, eps, noise="student_t3", negatives=SharedNegatives(2)),
          torch.tensor(1), (2, 3), ("utility", torch.tensor([0.0, NAN, 1.0, 2.0], dtype=D64)), deterministic=False),
     Case(OVECategorical, {"utility": _psi(3, 5)}, lambda utility: OVECategorical(utility),
          torch.tensor([0, 4, 2]), (3,), ("utility", torch.full((3, 5), NAN, dtype=D64))),
     Case(OVECategorical, {"utility": _psi(3, 6)},
-         lambda utility: OVECategorical(utility, num_negatives=2), torch.tensor([0, 4, 2]), (3,), None,
+         lambda utility: OVECategorical(utility, negatives=2), torch.tensor([0, 4, 2]), (3,), None,
          deterministic=False),
     Case(SampledSoftmax, {"utility": _psi(3, 5)},
          lambda utility: SampledSoftmax(utility, negatives=Negatives(torch.tensor([1, 2]), torch.tensor(2.0, dtype=D64), True)),

@@ -10,7 +10,7 @@ import torch
 import pyro_ar as ar
 from pyro_ar.distributions import GaussianExpectedFactor, GumbelQExpectedFactor
 from pyro_ar.distributions.expected_factor import DEFAULT_GAUSSIAN_NODES
-from pyro_ar.negatives import Negatives
+from pyro_ar.negatives import Negatives, get_negative_sampler
 from pyro_ar.quadrature import gauss_hermite
 
 D64 = torch.float64
@@ -100,7 +100,7 @@ def test_local_first_bound_at_a_first_visit_is_the_sampled_softmax(strategy):
     psi = (2 * torch.randn(B, K, dtype=D64, generator=g)).requires_grad_()
     y = torch.randint(K, (B,), generator=g)
     proposal = torch.rand(K, dtype=D64, generator=g) + 0.1
-    kwargs = dict(num_negatives=6, strategy=strategy, proposal=proposal if strategy == "importance" else None)
+    kwargs = dict(negatives=get_negative_sampler(strategy, 6, proposal if strategy == "importance" else None))
     torch.manual_seed(1)  # the same class subsample for both
     base = AugmentedCategorical(psi, torch.zeros(B, dtype=D64), "gumbel", **kwargs)
     factor = GumbelExpectedFactor(base, torch.zeros(B, dtype=D64), local_step=lambda target: target)

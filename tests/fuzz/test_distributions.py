@@ -15,6 +15,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 import pyro_ar as ar
+from pyro_ar.negatives import get_negative_sampler
 from pyro_ar.distributions import (BouchardBound, OVECategorical,
                                    RelaxedUtilityCategorical, SampledSoftmax)
 
@@ -91,7 +92,7 @@ def test_augmented_categorical(data, noise, k, strategy, eps_kind, eps_scale, st
     names = ("utility", "eps", "noise", "num_negatives", "strategy", "proposal", "value")
 
     def run():
-        d = ar.AugmentedCategorical(utility, eps, noise, num_negatives=k, strategy=strategy, proposal=proposal)
+        d = ar.AugmentedCategorical(utility, eps, noise, get_negative_sampler(strategy, k, proposal))
         return d.log_prob(labels)
 
     ok, lp = H.call(run, names, kind="distributions")
@@ -116,7 +117,7 @@ def test_baselines(data, cls, k, strategy, a_kind, var_kind, st_data):
     utility, labels = data
     K = utility.shape[-1]
     proposal = st_data.draw(S.proposals(K, strategy))
-    kwargs = dict(num_negatives=k, strategy=strategy, proposal=proposal)
+    kwargs = {}
     if cls is BouchardBound:
         if a_kind == 1:
             kwargs["a"] = st_data.draw(S.tensors(utility.shape[:-1], (utility.dtype,)))
@@ -130,7 +131,8 @@ def test_baselines(data, cls, k, strategy, a_kind, var_kind, st_data):
     names = ("utility", "num_negatives", "strategy", "proposal", "value", " a ", "a must", "a of",
              "utility_var")
 
-    ok, lp = H.call(lambda: cls(utility, **kwargs).log_prob(labels), names, kind="distributions")
+    ok, lp = H.call(lambda: cls(utility, negatives=get_negative_sampler(strategy, k, proposal), **kwargs)
+                    .log_prob(labels), names, kind="distributions")
     if not ok or not H.all_finite(utility, *kwargs.values()):
         return
     H.finite(f"{cls.__name__}.log_prob", lp)

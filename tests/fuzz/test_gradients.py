@@ -66,7 +66,7 @@ def test_augmented_and_marginal_gradients(noise, dtype):
         label = torch.tensor([y])
         for k in (None, 1):
             u, e = _leaves(dtype, scale, pattern, eps)
-            lp = ar.AugmentedCategorical(u, e, noise, num_negatives=k).log_prob(label)
+            lp = ar.AugmentedCategorical(u, e, noise, negatives=k).log_prob(label)
             finite += _check(lp, [u, e], (noise, dtype, scale, pattern, eps, y, k), noise == "gumbel")
         if noise == "gumbel":
             u, e = _leaves(dtype, scale, pattern, eps)  # eps as log eta of q = Gumbel(log eta, 1)
@@ -90,10 +90,10 @@ def test_baseline_gradients(cls, dtype):
         u, _ = _leaves(dtype, scale, pattern, 0.0)
         if cls == "gaussian_bouchard":
             var = (u.detach().abs() + 1.0).requires_grad_(True)
-            lp = BouchardBound(u, num_negatives=k, utility_var=var).log_prob(torch.tensor([y]))
+            lp = BouchardBound(u, negatives=k, utility_var=var).log_prob(torch.tensor([y]))
             leaves = [u, var]
         else:
-            lp = cls(u, num_negatives=k).log_prob(torch.tensor([y]))
+            lp = cls(u, negatives=k).log_prob(torch.tensor([y]))
             leaves = [u]
         assert torch.isfinite(lp).all(), (cls, dtype, scale, pattern, y, k, lp)
         assert _check(lp, leaves, (cls, dtype, scale, pattern, y, k))

@@ -36,7 +36,7 @@ pytestmark = pytest.mark.usefixtures("seeded")
 def _dense_model(psi, y, noise="gumbel", num_negatives=None, subsample_size=None):
     def model():
         with pyro.plate("data", len(y), subsample_size=subsample_size) as idx:
-            ar.sample_categorical("y", psi[idx], obs=y[idx], noise=noise, num_negatives=num_negatives)
+            ar.sample_categorical("y", psi[idx], obs=y[idx], noise=noise, negatives=num_negatives)
     return model
 
 
