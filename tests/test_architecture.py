@@ -1,5 +1,6 @@
 """The layering of the package, at module grain: every import points down or within a layer,
-and the module import graph has no cycle.
+and the module import graph has no cycle; and its sizes: no function over 80 lines, no module
+over 600 (the project's limits).
 
 The layers are read from the table in ``docs/architecture.rst`` (the ``list-table`` named
 ``layers``, top to bottom; a name is a module or a package). Imports are read from the source
@@ -153,6 +154,33 @@ def upward(graph: Graph, ranks: Dict[str, int]) -> List[str]:
     return bad
 
 
+# ------------------------------------------------------------------ sizes
+MAX_FUNCTION_LINES = 80
+MAX_MODULE_LINES = 600
+
+
+def long_functions(source: str, module: str, limit: int = MAX_FUNCTION_LINES) -> List[str]:
+    """``"module.qualified.name: N lines"`` for every function or method of ``source`` longer
+    than ``limit`` lines, N counted from its ``def`` line to its last line: signature,
+    docstring, comments and blank lines inside it included (decorators not). A nested
+    function is counted on its own and within its parent."""
+    out = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            name = prefix
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}.{child.name}"
+                if not isinstance(child, ast.ClassDef):
+                    lines = child.end_lineno - child.lineno + 1
+                    if lines > limit:
+                        out.append(f"{name}: {lines} lines")
+            visit(child, name)
+
+    visit(ast.parse(source), module)
+    return out
+
+
 # ------------------------------------------------------------------ the package
 LAYERS = read_layers(DOC.read_text())
 RANKS = layer_ranks(LAYERS)
@@ -177,7 +205,51 @@ def test_no_import_cycle():
     assert cycle is None, f"import cycle: {describe(cycle, GRAPH)}"
 
 
+def test_no_function_over_80_lines_docstring_included():
+    long = [f for m, path in FILES.items() for f in long_functions(path.read_text(), m)]
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines (split them into helpers): {long}"
+
+
+def test_no_module_over_600_lines():
+    long = {m: n for m, path in FILES.items() if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
+
+
 # ------------------------------------------------------------------ the checker itself
+SOURCE_OF_SIZES = """import x
+
+@decorator
+def f(a,
+      b):
+    \"\"\"A docstring
+
+    of five lines
+    (in the count).
+    \"\"\"
+    def g():
+        pass
+    return a
+
+
+class C:
+    def m(self):
+        \"\"\"One line.\"\"\"
+
+        return 1
+"""
+
+
+def test_function_length_counts_the_signature_docstring_and_nested_functions():
+    # f: its def on line 4 to 'return a' on line 13 = 10 lines (5 of them docstring); g: 2;
+    # C.m: its def on line 17 to line 20 = 4
+    assert long_functions(SOURCE_OF_SIZES, "mod", limit=3) == ["mod.f: 10 lines", "mod.C.m: 4 lines"]
+    assert long_functions(SOURCE_OF_SIZES, "mod", limit=4) == ["mod.f: 10 lines"]
+    assert long_functions(SOURCE_OF_SIZES, "mod", limit=9) == ["mod.f: 10 lines"]
+    assert long_functions(SOURCE_OF_SIZES, "mod", limit=10) == []
+    assert long_functions(SOURCE_OF_SIZES, "mod", limit=1) == ["mod.f: 10 lines", "mod.f.g: 2 lines",
+                                                                "mod.C.m: 4 lines"]
+
+
 def test_the_layers_table_is_read_top_to_bottom():
     text = ("intro\n\n.. list-table:: other\n   :header-rows: 1\n\n   * - x\n     - ``pyro_ar.nope``\n\n"
             ".. list-table:: L\n   :name: layers\n   :header-rows: 1\n\n   * - layer\n     - modules\n"

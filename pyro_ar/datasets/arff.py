@@ -20,7 +20,7 @@ import torch
 
 from ._common import Dataset, PathLike, _dataset_dir, _require, verify_checksums
 from .multilabel import (as_targets, check_zero_one, classes_of, is_indicator, label_indicator, labelled_rows,
-                         relabel, unseen_rows)
+                         labels_per_row, relabel, unseen_rows)
 
 __all__ = ["ArffData", "read_arff", "load_bibtex", "load_arff_multilabel", "reduce_multilabel"]
 
@@ -211,14 +211,8 @@ def _bibtex_split(p: Path, reduction: Optional[str] = "first"):
     return np.ascontiguousarray(data[:, :BIBTEX_NUM_FEATURES]), first, names
 
 
-def load_bibtex(
-    path: Optional[PathLike] = None,
-    split: str = "both",
-    drop_unseen_test: bool = True,
-    remap_classes: bool = False,
-    verify: bool = False,
-    reduction: Optional[str] = "first",
-) -> Dataset:
+def load_bibtex(path: Optional[PathLike] = None, split: str = "both", drop_unseen_test: bool = True,
+                remap_classes: bool = False, verify: bool = False, reduction: Optional[str] = "first") -> Dataset:
     """Bibtex (Katakis et al., 2008), reduced to one label per document as in the A&R paper
     (or with all its labels: ``reduction=None``).
 
@@ -280,45 +274,31 @@ def load_bibtex(
     folder = _dataset_dir(path, "bibtex")
     need_train = split in ("both", "train") or drop_unseen_test or remap_classes
     need_test = split in ("both", "test") or remap_classes
-    files = [BIBTEX_FILES[s] for s, need in (("train", need_train), ("test", need_test)) if need]
-    for f in files:
-        _require("load_bibtex", folder, f, "bibtex")
-    if verify:
-        verify_checksums(folder, files)
-
-    parts, names = _bibtex_read(folder, need_train, need_test, reduction)
-    feature_names = names[:BIBTEX_NUM_FEATURES]
-    label_names = names[BIBTEX_NUM_FEATURES:]
-
-    num_unlabeled = {}
-    kept = {}
-    for s, (x, first) in parts.items():
-        rows = labelled_rows(first)
-        num_unlabeled[s] = int(first.shape[0] - rows.shape[0])
-        kept[s] = (x[rows], first[rows], rows)
-
+    parts, names = _bibtex_read(folder, need_train, need_test, reduction, verify)
+    labelled = _labelled(parts)
+    kept = {s: v[:3] for s, v in labelled.items()}
     info: Dict[str, Any] = {
         "name": "bibtex",
         "source": "Mulan bibtex (Katakis, Tsoumakas, Vlahavas, ECML/PKDD 2008 discovery challenge)",
         "folder": str(folder),
         "preprocessing": "binary features as is; label = " + ("every positive label" if reduction is None else
                                                               "lowest positive label index (first label)"),
-        "feature_names": feature_names, "reduction": reduction,
-        "num_unlabeled_dropped": num_unlabeled,
+        "feature_names": names[:BIBTEX_NUM_FEATURES], "reduction": reduction,
+        "num_unlabeled_dropped": {s: v[3] for s, v in labelled.items()}, **_class_lists(kept),
     }
-    train_classes = classes_of(kept["train"][1]) if "train" in kept else None
-    if train_classes is not None:
-        info["train_classes"] = train_classes.tolist()
-    if "train" in kept and "test" in kept:
-        info["all_classes"] = np.union1d(train_classes, classes_of(kept["test"][1])).tolist()
-
-    kept, class_names = _bibtex_classes(kept, info, label_names, drop_unseen_test, remap_classes)
-
+    kept, class_names = _bibtex_classes(kept, info, names[BIBTEX_NUM_FEATURES:], drop_unseen_test, remap_classes)
     return _bibtex_dataset(kept, split, info, class_names)
 
 
-def _bibtex_read(folder: Path, need_train: bool, need_test: bool, reduction: Optional[str] = "first"):
-    """``({split: (x, first label or indicator)}, attribute names)`` of the split files needed."""
+def _bibtex_read(folder: Path, need_train: bool, need_test: bool, reduction: Optional[str] = "first",
+                 verify: bool = False):
+    """``({split: (x, first label or indicator)}, attribute names)`` of the split files needed
+    (checked against ``SHA256SUMS`` first with ``verify``)."""
+    files = [BIBTEX_FILES[s] for s, need in (("train", need_train), ("test", need_test)) if need]
+    for f in files:
+        _require("load_bibtex", folder, f, "bibtex")
+    if verify:
+        verify_checksums(folder, files)
     parts: Dict[str, Any] = {}
     names = None
     for s, need in (("train", need_train), ("test", need_test)):
@@ -333,6 +313,27 @@ def _bibtex_read(folder: Path, need_train: bool, need_test: bool, reduction: Opt
             parts[s] = (x, first)
     assert names is not None
     return parts, names
+
+
+def _labelled(parts):
+    """``{split: (x, y, rows kept, number of rows dropped)}``: each split of
+    ``parts = {split: (x, y)}`` without its rows that have no label."""
+    out = {}
+    for s, (x, y) in parts.items():
+        rows = labelled_rows(y)
+        out[s] = (x[rows], y[rows], rows, int(y.shape[0] - rows.shape[0]))
+    return out
+
+
+def _class_lists(kept) -> Dict[str, List[int]]:
+    """``train_classes`` (the sorted classes of the training split, when read) and
+    ``all_classes`` (those of train and test, when both are read)."""
+    out: Dict[str, List[int]] = {}
+    if "train" in kept:
+        out["train_classes"] = classes_of(kept["train"][1]).tolist()
+        if "test" in kept:
+            out["all_classes"] = np.union1d(out["train_classes"], classes_of(kept["test"][1])).tolist()
+    return out
 
 
 def _bibtex_classes(kept, info, label_names, drop_unseen_test, remap_classes):
@@ -377,7 +378,7 @@ def _bibtex_dataset(kept, split, info, class_names) -> Dataset:
             out["y_" + s] = as_targets(y)
             info[s + "_rows"] = torch.from_numpy(r.astype(np.int64))
             if is_indicator(y):
-                info.setdefault("mean_labels_per_row", {})[s] = float(y.nnz / max(1, y.shape[0]))
+                info.setdefault("mean_labels_per_row", {})[s] = labels_per_row(y)
         else:
             out["x_" + s] = out["y_" + s] = None
     return Dataset(
@@ -558,8 +559,16 @@ def load_arff_multilabel(
     for f in files.values():
         if not f.is_file():
             raise FileNotFoundError(f"load_arff_multilabel: file {f} not found")
-    parts, meta = {}, None
-    like = None
+    parts, (feature_names, names, how) = _multilabel_read(files, num_labels, label_names, reduction, seed)
+    extra = {"preprocessing": f"features as in the file; label = {reduction or 'every'} positive label ({how})",
+             "label_source": how, "feature_names": feature_names}
+    return _multilabel_dataset(files, _labelled(parts), names, reduction, extra, drop_unseen_test, remap_classes)
+
+
+def _multilabel_read(files: Dict[str, Path], num_labels, label_names, reduction, seed):
+    """``({split: (x, y)}, (feature names, label names, how the labels were found))`` of the
+    ARFF ``files = {split: path}``, whose attributes must all be the training file's."""
+    parts, meta, like = {}, None, None
     for s, f in files.items():
         x, y, feat, labs, how, attributes = _multilabel_split(f, num_labels, label_names, reduction, seed, like)
         like = like or (f, attributes)
@@ -567,29 +576,24 @@ def load_arff_multilabel(
             meta = (feat, labs, how)
         elif (feat, labs) != meta[:2]:
             raise ValueError(f"{f}: attributes differ from those of {files['train']}")
-        rows = labelled_rows(y)
-        parts[s] = (x[rows], y[rows], rows, int(y.shape[0] - rows.shape[0]))
+        parts[s] = (x, y)
     assert meta is not None
-    feature_names, names, how = meta
-    extra = {"preprocessing": f"features as in the file; label = {reduction or 'every'} positive label ({how})",
-             "label_source": how, "feature_names": feature_names}
-    return _multilabel_dataset(files, parts, names, reduction, extra, drop_unseen_test, remap_classes)
+    return parts, meta
 
 
 def _multilabel_dataset(files, parts, label_names, reduction, extra, drop_unseen_test, remap_classes) -> Dataset:
     """The :class:`Dataset` of a reduced multi-label data set, classes handled as for Bibtex.
 
-    ``parts[split] = (x, y, rows kept, number of unlabeled rows dropped)``.
+    ``parts[split] = (x, y, rows kept, number of unlabeled rows dropped)`` (:func:`_labelled`);
+    without a test file, every class is a training class.
     """
     kept = {s: v[:3] for s, v in parts.items()}
+    classes = _class_lists(kept)
     info: Dict[str, Any] = {
         "name": files["train"].stem, "source": str(files["train"]), "folder": str(files["train"].parent),
         "reduction": reduction, "num_unlabeled_dropped": {s: v[3] for s, v in parts.items()},
-        "train_classes": classes_of(kept["train"][1]).tolist(), **extra,
+        "train_classes": classes["train_classes"], **extra,
+        "all_classes": classes.get("all_classes", list(classes["train_classes"])),
     }
-    if "test" in kept:
-        info["all_classes"] = np.union1d(info["train_classes"], classes_of(kept["test"][1])).tolist()
-    else:
-        info["all_classes"] = list(info["train_classes"])
     kept, class_names = _bibtex_classes(kept, info, label_names, drop_unseen_test, remap_classes)
     return _bibtex_dataset(kept, "both", info, class_names)

@@ -6,7 +6,7 @@ With ``standardize``, every pixel :math:`j` becomes :math:`(x_j - m_j)/s_j` with
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Tuple, Union
 
 import numpy as np
 import torch
@@ -50,6 +50,25 @@ def load_digits(
     >>> d.num_classes, d.x_train.shape[1]
     (10, 64)
     """
+    x, y = _sklearn_digits()
+    n_test = _num_test(test_size, x.shape[0])
+    perm = torch.randperm(x.shape[0], generator=torch.Generator().manual_seed(int(seed)))
+    test_idx, train_idx = perm[:n_test].sort().values, perm[n_test:].sort().values
+    x_train, x_test = x[train_idx], x[test_idx]
+    mean = std = None
+    if standardize:
+        mean, std = _train_statistics(x_train)
+        x_train, x_test = (x_train - mean) / std, (x_test - mean) / std
+    info = {"name": "digits", "source": "sklearn.datasets.load_digits (UCI optical digits, 8x8)",
+            "preprocessing": "seeded random split; " + (
+                "standardised by train mean/std (std 0 -> 1)" if standardize else "raw 0..16"),
+            "mean": mean, "std": std, "train_index": train_idx, "test_index": test_idx, "seed": seed}
+    return Dataset(x_train=x_train.contiguous(), y_train=y[train_idx], x_test=x_test.contiguous(),
+                   y_test=y[test_idx], num_classes=10, class_names=[str(i) for i in range(10)], info=info)
+
+
+def _sklearn_digits() -> Tuple[torch.Tensor, torch.Tensor]:
+    """The 1,797 images (float32 ``(1797, 64)``, pixel values 0..16) and their digits (int64)."""
     try:
         from sklearn.datasets import load_digits as _sk_load_digits
     except ImportError as e:  # pragma: no cover - depends on the environment
@@ -58,9 +77,13 @@ def load_digits(
             "(or pip install 'pyro-ar[data]')"
         ) from e
     bunch = _sk_load_digits()
-    x = torch.as_tensor(np.asarray(bunch.data, dtype=np.float32))
-    y = torch.as_tensor(np.asarray(bunch.target, dtype=np.int64))
-    n = x.shape[0]
+    return (torch.as_tensor(np.asarray(bunch.data, dtype=np.float32)),
+            torch.as_tensor(np.asarray(bunch.target, dtype=np.int64)))
+
+
+def _num_test(test_size: Union[int, float], n: int) -> int:
+    """The number of test rows: ``test_size`` itself (int) or ``round(test_size * n)`` (float
+    in (0, 1)); ``ValueError`` unless both splits are non-empty."""
     if isinstance(test_size, float):
         if not 0.0 < test_size < 1.0:
             raise ValueError(f"load_digits: a float test_size must be in (0, 1), got {test_size}")
@@ -69,35 +92,11 @@ def load_digits(
         n_test = int(test_size)
     if not 0 < n_test < n:
         raise ValueError(f"load_digits: test_size must leave both splits non-empty (n = {n}), got {test_size}")
-    g = torch.Generator().manual_seed(int(seed))
-    perm = torch.randperm(n, generator=g)
-    test_idx, train_idx = perm[:n_test].sort().values, perm[n_test:].sort().values
-    x_train, x_test = x[train_idx], x[test_idx]
-    mean = std = None
-    if standardize:
-        mean = x_train.mean(0)
-        std = x_train.std(0, unbiased=False)
-        std = torch.where(std > 0, std, torch.ones_like(std))
-        x_train = (x_train - mean) / std
-        x_test = (x_test - mean) / std
-    return Dataset(
-        x_train=x_train.contiguous(),
-        y_train=y[train_idx],
-        x_test=x_test.contiguous(),
-        y_test=y[test_idx],
-        num_classes=10,
-        class_names=[str(i) for i in range(10)],
-        info={
-            "name": "digits",
-            "source": "sklearn.datasets.load_digits (UCI optical digits, 8x8)",
-            "preprocessing": (
-                "seeded random split; "
-                + ("standardised by train mean/std (std 0 -> 1)" if standardize else "raw 0..16")
-            ),
-            "mean": mean,
-            "std": std,
-            "train_index": train_idx,
-            "test_index": test_idx,
-            "seed": seed,
-        },
-    )
+    return n_test
+
+
+def _train_statistics(x_train: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    r"""Per-pixel training mean :math:`m_j` and population standard deviation :math:`s_j`
+    (1 where it is 0, so that a constant pixel becomes the constant :math:`x_j - m_j`)."""
+    std = x_train.std(0, unbiased=False)
+    return x_train.mean(0), torch.where(std > 0, std, torch.ones_like(std))

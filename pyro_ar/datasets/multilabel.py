@@ -120,6 +120,11 @@ def relabel(y, old: np.ndarray, lookup: np.ndarray):
     return y[:, old].tocsr() if is_indicator(y) else lookup[y]
 
 
+def labels_per_row(y) -> float:
+    """The mean number of labels per row of an indicator ``(N, K)``: ``nnz / max(1, N)``."""
+    return float(y.nnz / max(1, y.shape[0]))
+
+
 def as_targets(y):
     """The ``y_*`` field of a :class:`Dataset`: int64 tensor, or the float32 CSR indicator."""
     if is_indicator(y):

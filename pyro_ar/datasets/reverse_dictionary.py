@@ -75,6 +75,15 @@ def empty_rows(x: torch.Tensor) -> int:
     return int(x.shape[0] - torch.unique(x.indices()[0]).numel())
 
 
+def _gloss_feature_info(x_train: torch.Tensor, x_test: torch.Tensor, vocabulary: List[str]) -> Dict[str, Any]:
+    """The feature keys of a gloss data set's ``info``: ``feature_names`` (the vocabulary),
+    ``num_features`` (D), ``mean_nnz_train`` (stored entries per training row) and
+    ``empty_train_rows`` / ``empty_test_rows`` (:func:`empty_rows`)."""
+    return dict(feature_names=vocabulary, num_features=len(vocabulary),
+                mean_nnz_train=x_train._nnz() / max(1, x_train.shape[0]),
+                empty_train_rows=empty_rows(x_train), empty_test_rows=empty_rows(x_test))
+
+
 def _binary_bags(token_lists: Sequence[Sequence[str]], vocabulary: Dict[str, int]) -> torch.Tensor:
     """Coalesced sparse COO (N, V) float32: row n the L2-normalised binary bag of its tokens."""
     rows: List[int] = []
@@ -183,10 +192,8 @@ def make_reverse_dictionary(pairs: Iterable[Tuple[str, str]], *, min_glosses: in
     label_sets = [sorted(sharing[pairs[i][1]]) for i in test_idx]
 
     out = dict(info or {})
-    out.update(feature_names=vocabulary, num_features=len(vocabulary),
-               mean_nnz_train=x_train._nnz() / max(1, len(train_idx)),
+    out.update(**_gloss_feature_info(x_train, x_test, vocabulary),
                train_rows_per_class=len(train_idx) / len(classes),
-               empty_train_rows=empty_rows(x_train), empty_test_rows=empty_rows(x_test),
                train_pairs=train_idx.tolist(), test_pairs=test_idx.tolist(), test_label_sets=label_sets,
                min_glosses=min_glosses, holdout_min=holdout_min, min_count=min_count, seed=seed,
                preprocessing=(f"words with >= {min_glosses} glosses; one random gloss of each word with >= "

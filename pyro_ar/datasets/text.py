@@ -67,14 +67,8 @@ def _brown_documents(archive: Path) -> Dict[str, List[List[str]]]:
     return dict(sorted(docs.items()))
 
 
-def load_brown(
-    path: Optional[PathLike] = None,
-    min_count: int = 2,
-    num_train_docs: int = 450,
-    seed: int = 0,
-    verify: bool = False,
-    num_valid_docs: int = 0,
-) -> Dataset:
+def load_brown(path: Optional[PathLike] = None, min_count: int = 2, num_train_docs: int = 450, seed: int = 0,
+               verify: bool = False, num_valid_docs: int = 0) -> Dataset:
     """Next-word prediction on the Brown corpus: bigram pairs (previous word, next word).
 
     Provenance: the POS-tagged Brown corpus (Francis & Kucera) as shipped in the npm
@@ -135,44 +129,46 @@ def load_brown(
     """
     if min_count < 1:
         raise ValueError(f"load_brown: min_count must be >= 1, got {min_count}")
+    folder, archive = _brown_archive(path, verify)
+    docs = _brown_documents(archive)
+    train_docs, valid_docs, test_docs = _brown_split(list(docs), num_train_docs, num_valid_docs, seed)
+    vocab = _vocabulary_words(Counter(w for d in train_docs for sent in docs[d] for w in sent), min_count)
+    splits = {"train": train_docs, "test": test_docs, **({"valid": valid_docs} if valid_docs else {})}
+    out, info_counts = _brown_pairs(docs, splits, {w: i for i, w in enumerate(vocab)})
+    info = {**_brown_info(docs, folder, vocab, out, train_docs, test_docs, min_count, seed), **info_counts}
+    if valid_docs:
+        info.update(x_valid=out.pop("x_valid"), y_valid=out.pop("y_valid"), valid_docs=valid_docs)
+    return Dataset(num_classes=len(vocab), class_names=vocab, info=info, **out)
+
+
+def _brown_archive(path: Optional[PathLike], verify: bool) -> Tuple[Path, Path]:
+    """``(folder, archive)`` of :func:`load_brown`: ``path``, else the data home's ``brown/``
+    if it holds the archive, else the copy shipped with the package (always checksummed)."""
     folder = _dataset_dir(path, "brown")
     if path is None and not (folder / BROWN_ARCHIVE).is_file():
-        # fall back to the copy shipped with the package, always checksummed
         folder, verify = _common.EMBEDDED_DATA_DIR / "brown", True
     archive = _require("load_brown", folder, BROWN_ARCHIVE, "brown")
     if verify:
         verify_checksums(folder, [BROWN_ARCHIVE])
-    docs = _brown_documents(archive)
-    names = list(docs)
+    return folder, archive
+
+
+def _brown_split(names: List[str], num_train_docs: int, num_valid_docs: int, seed: int):
+    """Sorted ``(train, valid, test)`` document names: of the permutation of ``names`` drawn
+    from ``torch.Generator().manual_seed(seed)``, the first ``num_train_docs`` are training
+    documents (the last ``num_valid_docs`` of them held out for validation), the rest test."""
     if not 0 < num_train_docs < len(names):
         raise ValueError(
             f"load_brown: num_train_docs must be between 1 and {len(names) - 1} "
             f"({len(names)} documents), got {num_train_docs}"
         )
-    g = torch.Generator().manual_seed(int(seed))
-    perm = torch.randperm(len(names), generator=g).tolist()
+    perm = torch.randperm(len(names), generator=torch.Generator().manual_seed(int(seed))).tolist()
     if not 0 <= num_valid_docs < num_train_docs:
         raise ValueError(f"load_brown: num_valid_docs must be between 0 and num_train_docs - 1 = "
                          f"{num_train_docs - 1}, got {num_valid_docs}")
     num_fit = num_train_docs - num_valid_docs
-    train_docs = sorted(names[i] for i in perm[:num_fit])
-    valid_docs = sorted(names[i] for i in perm[num_fit:num_train_docs])
-    test_docs = sorted(names[i] for i in perm[num_train_docs:])
-
-    train_counts: Counter = Counter()
-    for d in train_docs:
-        for sent in docs[d]:
-            train_counts.update(sent)
-    vocab = _vocabulary_words(train_counts, min_count)
-    index = {w: i for i, w in enumerate(vocab)}
-    splits = {"train": train_docs, "test": test_docs, **({"valid": valid_docs} if valid_docs else {})}
-    out, info_counts = _brown_pairs(docs, splits, index)
-    K = len(vocab)
-    info = _brown_info(docs, folder, vocab, out, train_docs, test_docs, min_count, seed)
-    info.update(info_counts)
-    if valid_docs:
-        info.update(x_valid=out.pop("x_valid"), y_valid=out.pop("y_valid"), valid_docs=valid_docs)
-    return Dataset(num_classes=K, class_names=vocab, info=info, **out)
+    return tuple(sorted(names[i] for i in part)
+                 for part in (perm[:num_fit], perm[num_fit:num_train_docs], perm[num_train_docs:]))
 
 
 def _brown_pairs(docs, splits, index):

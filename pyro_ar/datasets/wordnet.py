@@ -34,8 +34,8 @@ import torch
 
 from ..numerics import check_int
 from ._common import DATA_ENV_VAR, Dataset, PathLike, _dataset_dir
-from .multilabel import label_indicator
-from .reverse_dictionary import empty_rows, gloss_features, make_reverse_dictionary
+from .multilabel import label_indicator, labels_per_row
+from .reverse_dictionary import _gloss_feature_info, gloss_features, make_reverse_dictionary
 
 __all__ = ["load_wordnet_reverse_dictionary", "load_wordnet_synsets", "read_wordnet_glosses", "WORDNET_FILES"]
 
@@ -240,20 +240,16 @@ def load_wordnet_synsets(path: Optional[PathLike] = None, *, test_fraction: floa
     classes, y_train, y_test = _synset_labels([synsets[i][0] for i in train_idx], [synsets[i][0] for i in test_idx])
     unseen = np.diff(y_test.indptr) == 0
     test_labels_unseen = sum(len(set(synsets[i][0])) for i in test_idx) - y_test.nnz
-    kept = test_idx[~unseen] if drop_unseen_test else test_idx
-    y_test = y_test[~unseen] if drop_unseen_test else y_test
+    kept, y_test = (test_idx[~unseen], y_test[~unseen]) if drop_unseen_test else (test_idx, y_test)
     x_train, x_test, vocabulary = gloss_features([synsets[i][1] for i in train_idx],
                                                  [synsets[i][1] for i in kept], min_count)
-    info = dict(name="wordnet-synsets", path=str(folder), multilabel=True, feature_names=vocabulary,
-                num_features=len(vocabulary), mean_nnz_train=x_train._nnz() / max(1, len(train_idx)),
+    info = dict(name="wordnet-synsets", path=str(folder), multilabel=True,
+                **_gloss_feature_info(x_train, x_test, vocabulary),
                 train_rows=train_idx.tolist(), test_rows=kept.tolist(), num_synsets=len(synsets),
                 unseen_test_mask=torch.from_numpy(unseen), num_unseen_test=int(unseen.sum()),
-                unseen_test_dropped=drop_unseen_test,
-                test_labels_unseen=test_labels_unseen,
-                mean_labels_per_row={"train": y_train.nnz / max(1, y_train.shape[0]),
-                                     "test": y_test.nnz / max(1, y_test.shape[0])},
+                unseen_test_dropped=drop_unseen_test, test_labels_unseen=test_labels_unseen,
+                mean_labels_per_row={"train": labels_per_row(y_train), "test": labels_per_row(y_test)},
                 rows_per_label=y_train.nnz / max(1, len(classes)),
-                empty_train_rows=empty_rows(x_train), empty_test_rows=empty_rows(x_test),
                 test_fraction=test_fraction, min_count=min_count, seed=seed, clean=clean,
                 preprocessing=(f"synsets split {1 - test_fraction:g}/{test_fraction:g} at random (seed {seed}); "
                                "labels: the synset's words seen in training; binary bag of the [a-z]+ tokens of "

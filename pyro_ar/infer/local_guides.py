@@ -57,15 +57,8 @@ from ..negatives import as_negative_sampler
 from ..models.base import take_rows
 from .local_fit import DEFAULT_LOCAL_FIT, check_local_fit, conditional_local_q, local_sampler, unit_gumbel_optimum
 
-__all__ = [
-    "local_parameter_names",
-    "GumbelLocalGuide",
-    "NoiseLocalGuide",
-    "AmortizedLocalGuide",
-    "ConditionalLocalGuide",
-    "is_noise_site",
-    "hide_noise_sites",
-]
+__all__ = ["local_parameter_names", "GumbelLocalGuide", "NoiseLocalGuide", "AmortizedLocalGuide",
+           "ConditionalLocalGuide", "is_noise_site", "hide_noise_sites"]
 
 _SOFTPLUS_INV_ONE = math.log(math.e - 1.0)
 #: :class:`ConditionalLocalGuide`'s class subsample T for the local fit: this many times the
@@ -139,14 +132,9 @@ class _LocalGuide(AutoGuide):
                 )
             frame = frames[0]
             record = site_record(site, NoiseSite)
-            self._sites[name] = dict(
-                plate=frame.name,
-                num_data=frame.full_size or frame.size,
-                noise=record.noise,
-                num_classes=record.num_classes,
-                dtype=site["value"].dtype,
-                device=site["value"].device,
-            )
+            self._sites[name] = dict(plate=frame.name, num_data=frame.full_size or frame.size, noise=record.noise,
+                                     num_classes=record.num_classes, dtype=site["value"].dtype,
+                                     device=site["value"].device)
         if self._requested_sites is not None:
             missing = set(self._requested_sites) - set(self._sites)
             if missing:
@@ -265,6 +253,17 @@ class GumbelLocalGuide(_LocalGuide):
     def log_eta(self, name):
         """The full (N,) tensor of :math:`\\log\\eta` for a noise site."""
         return getattr(self, f"{name}_log_eta")
+
+    def divergence_advice(self) -> str:
+        r"""What :func:`~pyro_ar.infer.train` adds to :class:`~pyro_ar.infer.TrainingDiverged`'s
+        message ("" if nothing): in the default order the gradient step meets
+        :math:`(1 + \hat S_n)/\eta_n` with :math:`\eta_n` from n's previous visit, which grows like
+        :math:`e^{\Delta}` for utilities moved by :math:`\Delta` since; ``local_first`` bounds it by
+        :math:`1/\rho`, as :math:`\eta_n \ge \rho(1 + \hat S_n)` after the natural step."""
+        return "" if self.local_first or self.local_step != "natural" else (
+            "GumbelLocalGuide steps the gradient at eta_n from each datapoint's previous visit, where "
+            "(1 + S_n)/eta_n grows like exp of how far the utilities moved since: a large step size makes it "
+            "explode; local_first=True (the eta step first, which keeps it <= 1/rho) avoids that")
 
     def _site_distribution(self, name, info, idx, *args, **kwargs):
         log_eta_all = self.log_eta(name)

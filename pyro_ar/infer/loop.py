@@ -20,7 +20,9 @@ the process CPU clock; evaluation and checkpoint time excluded), or when a callb
   :math:`c = 10^6`, :math:`w = 10`: the loss exploded relative to the scale of the first
   losses), raises :class:`TrainingDiverged` -- after restoring the parameters of the last
   record whose next loss passed the check (or early stopping's best, if the loss after it
-  passed), so that no non-finite parameters are left behind.
+  passed), so that no non-finite parameters are left behind. A guide with a
+  ``divergence_advice()`` method (:class:`~pyro_ar.infer.GumbelLocalGuide` in its default
+  order) adds the remedy it knows to the message.
 * Data (:meth:`~pyro_ar.models.base.CategoricalModel.check_data`): when ``svi.model`` has a
   ``check_data`` method, it is called once with the training data before the first step
   (labels in range, finite inputs, naming the first bad row: O(N) once, not per step).
@@ -92,6 +94,16 @@ class ResumeWarning(UserWarning):
     >>> issubclass(ResumeWarning, UserWarning)
     True
     """
+
+
+def _guide_advice(svi) -> str:
+    """The text ``"; <advice>"`` for each part of ``svi.guide`` (an AutoGuideList's parts too)
+    whose ``divergence_advice()`` names a remedy of its own for a divergence ("" if none)."""
+    guide = getattr(svi, "guide", None)
+    parts = list(guide) if isinstance(guide, torch.nn.ModuleList) else [guide]
+    advice = [part.divergence_advice() for part in parts if callable(getattr(part, "divergence_advice", None))]
+    return "".join(f"; {a}" for a in advice if a)
+
 
 def _accepts(fn, args, kwargs) -> bool:
     """Whether ``fn(*args, **kwargs)`` matches ``fn``'s signature."""
@@ -224,10 +236,11 @@ class _Loop:
         try:
             self.divergence(step, loss)
         except TrainingDiverged as err:
-            if not self.keep_good:
-                raise
             if self.left_support:  # the optimizer's step, not the loss, failed
                 err = f"{err} ({self.left_support.replace('Expected', 'the step left the support:', 1)})"
+            err = f"{err}{_guide_advice(self.svi)}"
+            if not self.keep_good:
+                raise TrainingDiverged(err) from None
             good_step, params = self.good
             dropped = restore_params(params, drop_others=True)
             msg = f"the parameters are restored to those after step {good_step}"
