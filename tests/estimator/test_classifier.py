@@ -621,6 +621,32 @@ def test_a_diverging_fit_raises_naming_the_learning_rate():
     assert np.array_equal(clf.predict_proba(X), before)
 
 
+@pytest.mark.parametrize("stop", ["diverged", "interrupted"])
+def test_a_failed_refit_on_rescaled_data_keeps_the_previous_fit(stop, monkeypatch):
+    """A refit on data of another scale that fails (diverges, or Ctrl-C during training) left
+    the new scaling beside the previous fit's weights: predictions on the data of the previous
+    fit fell to chance without a word (the scaling is chosen before training starts)."""
+    import pyro_ar.estimator.classifier as classifier
+    from pyro_ar.infer import TrainingDiverged
+
+    data = make_linear_teacher(300, 5, 8, seed=0)
+    X, y = data.x.numpy(), data.y.numpy()
+    clf = ARClassifier(weights=Weights(prior_scale=1.0), max_epochs=2, random_state=0).fit(X, y)
+    before, attributes = clf.predict_proba(X), set(vars(clf))
+    if stop == "diverged":
+        clf.set_params(learning_rate=1e8)
+        error = TrainingDiverged
+    else:
+        def interrupted(*args, **kwargs):
+            raise KeyboardInterrupt
+        monkeypatch.setattr(classifier, "train", interrupted)
+        error = KeyboardInterrupt
+    with pytest.raises(error):
+        clf.fit(100 * X + 5, y)
+    assert set(vars(clf)) == attributes
+    assert np.array_equal(clf.predict_proba(X), before)
+
+
 @pytest.mark.slow  # long (issue 40: the default tier under 3 CPU minutes); CI runs the slow tier
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("sparse_input", [False, True])
