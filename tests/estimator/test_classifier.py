@@ -336,7 +336,7 @@ def test_bad_hyperparameters_raise_value_error_naming_them(name, value, match):
 
 
 @pytest.mark.parametrize("name,replacement", [
-    ("noise", "likelihood=pyro_ar.likelihoods.AR"), ("num_negatives", "AR(noise, num_negatives)"),
+    ("noise", "likelihood=pyro_ar.likelihoods.AR"), ("num_negatives", "AR(noise, negatives=num_negatives)"),
     ("strategy", "get_negative_sampler"), ("prior_scale", "Weights"), ("rank", "Weights"),
     ("num_posterior_samples", "Weights"), ("num_steps", "max_epochs=None"), ("tol", "early_stopping"),
     ("validation_fraction", "early_stopping"), ("n_iter_no_change", "early_stopping"),
@@ -349,6 +349,19 @@ def test_removed_keywords_name_their_replacement(name, replacement):
         ARClassifier().set_params(**{name: 1})
     with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):  # (any other keyword)
         ARClassifier(colour=1)
+
+
+def test_removed_negatives_keywords_suggest_a_call_that_runs():
+    """The replacement named for noise= / num_negatives= / strategy= is an AR call with AR's own
+    keyword (negatives=): it said AR(noise, num_negatives), and AR(num_negatives=5), the
+    spelling a reader takes from it, is a TypeError naming nothing."""
+    from pyro_ar.estimator._params import REMOVED
+
+    for name in ("noise", "num_negatives", "strategy"):
+        call = re.search(r"likelihood=(pyro_ar\.likelihoods\.AR\((?:[^()]|\([^()]*\))*\))", REMOVED[name]).group(1)
+        assert "negatives=" in call, REMOVED[name]
+        made = eval(call, {"pyro_ar": pyro_ar, "noise": "normal", "num_negatives": 5, "strategy": "shared"})
+        assert made.noise.name == "normal" and made.num_negatives == 5, made
 
 
 def test_weights_parameters_are_nested_sklearn_parameters():
