@@ -204,9 +204,10 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         seen = {k: self.__dict__[k] for k in ("n_features_in_", "feature_names_in_") if k in self.__dict__}
         X, classes, codes, targets = fit_targets(self, X, y, classes, partial, first, _checked_data)
         K, D, N = len(classes), X.shape[1], len(codes)
-        if K < 2:
+        if K < 2:  # (a numpy scalar as written: 0.0, not np.float64(0.0))
+            only = classes[0].item() if isinstance(classes[0], np.generic) else classes[0]
             raise ValueError(f"ARClassifier needs samples of at least 2 classes, but the data "
-                             f"contains only one class: {classes[0]!r}")
+                             f"contains only one class: {only!r}")
         warm = not first or (self.warm_start and hasattr(self, "param_state_")
                              and np.array_equal(self.classes_, classes))
         if warm and D != seen.get("n_features_in_", D):  # (_fit restores the fitted state)
