@@ -82,6 +82,36 @@ def test_extraction_finds_the_blocks():
     assert all("pip install" not in b for _, b in BLOCKS)
 
 
+def dotted_names(text: str) -> set:
+    """The ``pyro_ar.a.b`` names in the inline code of Markdown or reST prose (code blocks left out)."""
+    text = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+    spans = re.findall(r"`+([^`\n]+)`+", text)
+    return {m for s in spans for m in re.findall(r"(?<![\w.])pyro_ar(?:\.\w+)+", s)}
+
+
+def test_pyro_ar_names_in_the_prose_resolve():
+    """Every ``pyro_ar.x.Y`` that README.md or a docs page names in its text is a module or an
+    attribute of one (a newcomer types what the text says)."""
+    import importlib
+
+    names = set().union(*(dotted_names(p.read_text()) for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.rst"))]))
+    assert "pyro_ar.models.MAP" in names and len(names) > 20  # (the extraction sees them)
+    unresolved = []
+    for name in sorted(names):
+        parts = name.split(".")
+        for i in range(len(parts), 0, -1):
+            try:
+                obj = importlib.import_module(".".join(parts[:i]))
+                break
+            except ImportError:
+                continue
+        for part in parts[i:]:
+            obj = getattr(obj, part, None)
+        if obj is None:
+            unresolved.append(name)
+    assert not unresolved, unresolved
+
+
 def write_example_files(folder: Path) -> None:
     """Small stand-ins for the files the docs' examples read (same names and formats)."""
     rng = np.random.default_rng(0)

@@ -12,10 +12,10 @@ from ..numerics import check_float, check_int
 
 #: keywords of earlier versions -> what replaced them
 REMOVED = {
-    "noise": "likelihood=pyro_ar.likelihoods.AR(noise, num_negatives) (or Exact(noise))",
-    "num_negatives": "likelihood=pyro_ar.likelihoods.AR(noise, num_negatives)",
-    "strategy": "likelihood=pyro_ar.likelihoods.AR(noise, pyro_ar.negatives.get_negative_sampler(strategy, "
-                "num_negatives))",
+    "noise": "likelihood=pyro_ar.likelihoods.AR(noise, negatives=num_negatives) (or Exact(noise))",
+    "num_negatives": "likelihood=pyro_ar.likelihoods.AR(noise, negatives=num_negatives)",
+    "strategy": "likelihood=pyro_ar.likelihoods.AR(noise, negatives=pyro_ar.negatives.get_negative_sampler("
+                "strategy, num_negatives))",
     "prior_scale": "weights=pyro_ar.estimator.Weights(kind, prior_scale=...)",
     "rank": "weights=pyro_ar.estimator.Weights(kind, rank=...)",
     "num_posterior_samples": "weights=pyro_ar.estimator.Weights('bayes', num_posterior_samples=...)",

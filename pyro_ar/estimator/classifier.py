@@ -186,21 +186,31 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         return self._fit(X, y, sample_weight, partial=True, classes=classes)
 
     def _fit(self, X, y, sample_weight, partial, classes=None):
+        """:meth:`_fit_once`; on any exception (a diverged fit, Ctrl-C) the estimator is put back
+        as it was: a fresh fit sets the scaling and the path before it trains, and these must not
+        be left beside the previous fit's weights."""
+        saved = dict(self.__dict__)
+        try:
+            return self._fit_once(X, y, sample_weight, partial, classes)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(saved)
+            raise
+
+    def _fit_once(self, X, y, sample_weight, partial, classes=None):
         weights, spec, device = self._checked_params()  # (every hyper-parameter checked, once)
         seed = seed_of(self.random_state)
         first = not (partial and hasattr(self, "classes_"))
         seen = {k: self.__dict__[k] for k in ("n_features_in_", "feature_names_in_") if k in self.__dict__}
         X, classes, codes, targets = fit_targets(self, X, y, classes, partial, first, _checked_data)
         K, D, N = len(classes), X.shape[1], len(codes)
-        if K < 2:
+        if K < 2:  # (a numpy scalar as written: 0.0, not np.float64(0.0))
+            only = classes[0].item() if isinstance(classes[0], np.generic) else classes[0]
             raise ValueError(f"ARClassifier needs samples of at least 2 classes, but the data "
-                             f"contains only one class: {classes[0]!r}")
+                             f"contains only one class: {only!r}")
         warm = not first or (self.warm_start and hasattr(self, "param_state_")
                              and np.array_equal(self.classes_, classes))
-        if warm and D != seen.get("n_features_in_", D):  # the fitted state stays as it was
-            for k in ("n_features_in_", "feature_names_in_"):
-                self.__dict__.pop(k, None)
-            self.__dict__.update(seen)
+        if warm and D != seen.get("n_features_in_", D):  # (_fit restores the fitted state)
             raise ValueError(f"warm_start=True continues the fit on {seen['n_features_in_']} features, "
                              f"got X with {D} features; set warm_start=False to fit anew")
         rows = None if targets is None else targets.rows

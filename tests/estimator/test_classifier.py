@@ -336,7 +336,7 @@ def test_bad_hyperparameters_raise_value_error_naming_them(name, value, match):
 
 
 @pytest.mark.parametrize("name,replacement", [
-    ("noise", "likelihood=pyro_ar.likelihoods.AR"), ("num_negatives", "AR(noise, num_negatives)"),
+    ("noise", "likelihood=pyro_ar.likelihoods.AR"), ("num_negatives", "AR(noise, negatives=num_negatives)"),
     ("strategy", "get_negative_sampler"), ("prior_scale", "Weights"), ("rank", "Weights"),
     ("num_posterior_samples", "Weights"), ("num_steps", "max_epochs=None"), ("tol", "early_stopping"),
     ("validation_fraction", "early_stopping"), ("n_iter_no_change", "early_stopping"),
@@ -349,6 +349,19 @@ def test_removed_keywords_name_their_replacement(name, replacement):
         ARClassifier().set_params(**{name: 1})
     with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):  # (any other keyword)
         ARClassifier(colour=1)
+
+
+def test_removed_negatives_keywords_suggest_a_call_that_runs():
+    """The replacement named for noise= / num_negatives= / strategy= is an AR call with AR's own
+    keyword (negatives=): it said AR(noise, num_negatives), and AR(num_negatives=5), the
+    spelling a reader takes from it, is a TypeError naming nothing."""
+    from pyro_ar.estimator._params import REMOVED
+
+    for name in ("noise", "num_negatives", "strategy"):
+        call = re.search(r"likelihood=(pyro_ar\.likelihoods\.AR\((?:[^()]|\([^()]*\))*\))", REMOVED[name]).group(1)
+        assert "negatives=" in call, REMOVED[name]
+        made = eval(call, {"pyro_ar": pyro_ar, "noise": "normal", "num_negatives": 5, "strategy": "shared"})
+        assert made.noise.name == "normal" and made.num_negatives == 5, made
 
 
 def test_weights_parameters_are_nested_sklearn_parameters():
@@ -369,7 +382,7 @@ def test_unfitted_and_shape_errors():
     X, y = _small()
     with pytest.raises(NotFittedError):
         ARClassifier().predict(X)
-    with pytest.raises(ValueError, match="only one class"):
+    with pytest.raises(ValueError, match=r"only one class: 0\.0$"):  # (the label as written, not np.float64(0.0))
         ARClassifier().fit(X, np.zeros(len(X)))
     clf = ARClassifier(min_steps=0, max_epochs=1).fit(X, y)
     with pytest.raises(ValueError, match="features"):
@@ -618,6 +631,32 @@ def test_a_diverging_fit_raises_naming_the_learning_rate():
     clf.set_params(learning_rate=1e8)
     with pytest.raises(TrainingDiverged, match=r"ARClassifier\(learning_rate=100000000.0\): training diverged"):
         clf.fit(X, y)
+    assert np.array_equal(clf.predict_proba(X), before)
+
+
+@pytest.mark.parametrize("stop", ["diverged", "interrupted"])
+def test_a_failed_refit_on_rescaled_data_keeps_the_previous_fit(stop, monkeypatch):
+    """A refit on data of another scale that fails (diverges, or Ctrl-C during training) left
+    the new scaling beside the previous fit's weights: predictions on the data of the previous
+    fit fell to chance without a word (the scaling is chosen before training starts)."""
+    import pyro_ar.estimator.classifier as classifier
+    from pyro_ar.infer import TrainingDiverged
+
+    data = make_linear_teacher(300, 5, 8, seed=0)
+    X, y = data.x.numpy(), data.y.numpy()
+    clf = ARClassifier(weights=Weights(prior_scale=1.0), max_epochs=2, random_state=0).fit(X, y)
+    before, attributes = clf.predict_proba(X), set(vars(clf))
+    if stop == "diverged":
+        clf.set_params(learning_rate=1e8)
+        error = TrainingDiverged
+    else:
+        def interrupted(*args, **kwargs):
+            raise KeyboardInterrupt
+        monkeypatch.setattr(classifier, "train", interrupted)
+        error = KeyboardInterrupt
+    with pytest.raises(error):
+        clf.fit(100 * X + 5, y)
+    assert set(vars(clf)) == attributes
     assert np.array_equal(clf.predict_proba(X), before)
 
 
