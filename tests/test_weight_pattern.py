@@ -59,6 +59,25 @@ def test_gradient_is_sparse_and_touches_only_the_entries_used():
     assert set(g.indices()[0].tolist()) == set(dense_grad.nonzero()[:, 0].tolist())
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 3000), st.integers(1, 3000), st.floats(0.0, 1.0), st.integers(1, 300), st.integers(0, 2**31 - 1))
+def test_lookup_finds_exactly_the_keys_binary_search_finds(K, D, fill, m, seed):
+    """The hash table's lookup against a binary search of the sorted keys: the same hits, and
+    at each hit the key's own position (sparse and dense patterns, the first and last keys)."""
+    g = torch.Generator().manual_seed(seed)
+    n = max(1, int(fill * min(K * D, 5000)))
+    keys = torch.unique(torch.cat([torch.randint(0, K * D, (n,), generator=g), torch.tensor([0, K * D - 1])]))
+    pattern = WeightPattern(keys, K, D)
+    found = keys[torch.randint(0, len(keys), (m,), generator=g)]
+    key = torch.cat([found, torch.randint(0, K * D, (m,), generator=g)])
+    classes, cols = key // D, key % D
+    pos, hit = pattern.lookup(classes.reshape(2, m), cols.reshape(2, m))
+    ref = torch.searchsorted(keys, key).clamp(max=len(keys) - 1)
+    assert pos.shape == hit.shape == (2, m)
+    assert torch.equal(hit.reshape(-1), keys[ref] == key)
+    assert torch.equal(pos.reshape(-1)[hit.reshape(-1)], ref[keys[ref] == key])
+
+
 @settings(max_examples=30, deadline=None)
 @given(st.integers(1, 30), st.integers(1, 30), st.integers(1, 40), st.integers(0, 2**31 - 1))
 def test_entries_gradient_holds_only_the_pairs_found(K, D, m, seed):
