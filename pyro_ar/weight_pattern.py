@@ -74,9 +74,10 @@ class WeightPattern:
                              f"got num_classes={num_classes}, num_features={num_features}")
         if not isinstance(keys, torch.Tensor) or keys.dim() != 1 or keys.dtype != torch.int64:
             raise ValueError(f"keys must be a 1-D int64 tensor, got {getattr(keys, 'dtype', keys)!r}")
-        keys = keys.sort().values
+        if bool((keys[1:] < keys[:-1]).any()):  # (keys already sorted -- a fitted pattern's -- are kept)
+            keys = keys.sort().values
         if len(keys) and (keys[0] < 0 or keys[-1] >= num_classes * num_features
-                          or bool((keys.diff() == 0).any())):
+                          or bool((keys[1:] == keys[:-1]).any())):
             raise ValueError(f"keys must be distinct flat indices in [0, {num_classes * num_features})")
         self.keys, self.num_classes, self.num_features = keys, num_classes, num_features
         self._columns = self._table = None
