@@ -98,7 +98,6 @@ class CurveClassifier(ARClassifier):
         return super().fit(X, y, sample_weight)
 
     def _scorer(self, data, val_idx, model):
-        from pyro_ar.infer.pattern_fit import centroid_shape
         from pyro_ar.features import apply_scaler
         from pyro_ar.training_path import pattern_and_centroids
 
@@ -112,7 +111,7 @@ class CurveClassifier(ARClassifier):
         Xc = apply_scaler(self.curve_data[0], self.feature_mean_, self.feature_scale_,
                           self.row_normalize_)  # (the feature scale of the chosen idf power)
         yc, train_pattern, train_loc = self._curve_codes, self.weight_pattern_, self.weight_loc_
-        pattern, loc = pattern_and_centroids(data.X, data.codes, data.K, **centroid_shape(self))
+        pattern, loc = pattern_and_centroids(data.X, data.codes, data.K, **self._centroid_shape())
 
         def score_and_curve():
             out = score()

@@ -89,6 +89,13 @@ class _LazyOptimizer(Optimizer):
     def _init_state(self, p, state):
         raise NotImplementedError
 
+    def add_param_group(self, param_group):
+        """torch's ``Optimizer.add_param_group`` without its ``torch._disable_dynamo`` wrapper,
+        whose first call imports ``torch._dynamo`` (about 1.6 CPU s, once per process, in the
+        first fit of a fresh process): these optimizers are never compiled."""
+        plain = getattr(Optimizer.add_param_group, "__wrapped__", Optimizer.add_param_group)
+        return plain(self, param_group)
+
     def load_state_dict(self, state_dict):
         """Load a :meth:`state_dict`, keeping the step counts ``row_step`` int64 (``entry_step`` int32).
 

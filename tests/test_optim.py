@@ -304,3 +304,20 @@ def test_one_pass_over_parameters_equals_adam_on_the_touched_rows(through_pyro):
     assert torch.equal(params["W"].detach()[untouched], init["W"][untouched])
     if through_pyro:
         pyro.clear_param_store()
+
+
+def test_building_a_lazy_optimizer_does_not_import_torch_dynamo():
+    """add_param_group skips torch's dynamo wrapper, whose first call imports torch._dynamo (over
+    a CPU second in a fresh process's first fit); the param groups are torch's all the same."""
+    import subprocess
+    import sys
+
+    code = ("import sys, torch\n"
+            "from pyro_ar.optim import LazyAdam, ADVIStepSize\n"
+            "W = torch.zeros(3, requires_grad=True)\n"
+            "opt = LazyAdam([{'params': [W], 'lr': 0.5}], lr=0.1)\n"
+            "ADVIStepSize([torch.zeros(2, requires_grad=True)])\n"
+            "assert opt.param_groups[0]['lr'] == 0.5 and opt.param_groups[0]['betas'] == (0.9, 0.999)\n"
+            "print('torch._dynamo' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -13,7 +13,7 @@ import pyro
 from pyro.infer import SVI
 
 import pyro_ar as ar
-from pyro_ar.distributions import _noise_prior
+from pyro_ar.distributions import FastGumbel, _noise_prior
 from pyro_ar.infer import ClosedFormELBO, GumbelLocalGuide
 from pyro_ar.negatives import ImportanceNegatives, PerDatapointNegatives, SharedNegatives, get_negative_sampler
 from pyro_ar.subsets import sample_without_replacement
@@ -206,6 +206,21 @@ def test_noise_prior_is_cached_and_respects_validation_flag():
         assert p3 is not p1 and p3._validate_args == (not old)
     finally:
         pyro.enable_validation(old)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_gumbel_noise_prior_is_the_fast_gumbel_of_torchs_unit_gumbel(dtype):
+    """The Gumbel prior is built without torch's Gumbel (a TransformedDistribution whose first
+    construction imports sympy): the same FastGumbel(loc, 1.0) the conversion of torch's
+    Gumbel(0, 1) gives -- loc, scale, unit scale, log-densities and the expanded shape."""
+    shape = torch.Size([3, 4])
+    fast = _noise_prior(ar.get_noise("gumbel"), dtype, torch.device("cpu"), shape)
+    torch_prior = ar.get_noise("gumbel").distribution(torch.zeros((), dtype=dtype), torch.ones((), dtype=dtype))
+    expected = FastGumbel(torch_prior.loc, 1.0).expand(shape)
+    x = torch.randn(shape, dtype=dtype)
+    assert type(fast) is FastGumbel and fast.unit_scale and fast.batch_shape == shape
+    assert torch.equal(fast.loc, expected.loc) and torch.equal(fast.scale, expected.scale)
+    assert fast.loc.dtype == dtype and torch.equal(fast.log_prob(x), expected.log_prob(x))
 
 
 # ------------------------------------------------------------------ local-first eta step

@@ -2,13 +2,14 @@
 
 import pytest
 import torch
+from hypothesis import given, settings, strategies as st
 
 import pyro
 from pyro.infer import SVI
 
 from pyro_ar.infer import ClosedFormELBO, default_guide
 from pyro_ar.models import LinearClassifier
-from pyro_ar.optim import lazy_adam
+from pyro_ar.optim import LazyAdam, lazy_adam
 from pyro_ar.weight_pattern import PatternLinearUtility, PatternWeights, WeightPattern
 from pyro_ar.likelihoods import AR
 from pyro_ar.models import Init, MAP
@@ -56,6 +57,58 @@ def test_gradient_is_sparse_and_touches_only_the_entries_used():
         lambda v: (x @ pattern.dense(v).T).gather(1, y[:, None]).sum(), w.detach())
     assert torch.allclose(g.to_dense(), dense_grad, atol=1e-6)
     assert set(g.indices()[0].tolist()) == set(dense_grad.nonzero()[:, 0].tolist())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 3000), st.integers(1, 3000), st.floats(0.0, 1.0), st.integers(1, 300), st.integers(0, 2**31 - 1))
+def test_lookup_finds_exactly_the_keys_binary_search_finds(K, D, fill, m, seed):
+    """The hash table's lookup against a binary search of the sorted keys: the same hits, and
+    at each hit the key's own position (sparse and dense patterns, the first and last keys)."""
+    g = torch.Generator().manual_seed(seed)
+    n = max(1, int(fill * min(K * D, 5000)))
+    keys = torch.unique(torch.cat([torch.randint(0, K * D, (n,), generator=g), torch.tensor([0, K * D - 1])]))
+    pattern = WeightPattern(keys, K, D)
+    found = keys[torch.randint(0, len(keys), (m,), generator=g)]
+    key = torch.cat([found, torch.randint(0, K * D, (m,), generator=g)])
+    classes, cols = key // D, key % D
+    pos, hit = pattern.lookup(classes.reshape(2, m), cols.reshape(2, m))
+    ref = torch.searchsorted(keys, key).clamp(max=len(keys) - 1)
+    assert pos.shape == hit.shape == (2, m)
+    assert torch.equal(hit.reshape(-1), keys[ref] == key)
+    assert torch.equal(pos.reshape(-1)[hit.reshape(-1)], ref[keys[ref] == key])
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 30), st.integers(1, 30), st.integers(1, 40), st.integers(0, 2**31 - 1))
+def test_entries_gradient_holds_only_the_pairs_found(K, D, m, seed):
+    """Pairs off the pattern read 0 and put nothing into the sparse gradient (no zero-valued
+    entry at the position their search ends on), so a LazyAdam step moves, and counts a step
+    for, exactly the entries found; the values and the dense gradient are the dense W's."""
+    g = torch.Generator().manual_seed(seed)
+    keys = torch.unique(torch.randint(0, K * D, (K * D // 3 + 1,), generator=g))
+    pattern = WeightPattern(keys, K, D)
+    classes, cols = torch.randint(0, K, (m, 3), generator=g), torch.randint(0, D, (m, 3), generator=g)
+    w = torch.randn(len(keys), dtype=torch.float64, generator=g, requires_grad=True)
+    dense = pattern.dense(w.detach())
+    pos, hit = pattern.lookup(classes, cols)
+    for sparse in (True, False):
+        out = PatternWeights(pattern, w, sparse=sparse).entries(classes, cols)
+        assert torch.equal(out.detach(), dense[classes, cols])
+        grad, = torch.autograd.grad((out * torch.arange(1.0, out.numel() + 1).reshape(out.shape)).sum(), w)
+        grad = grad.coalesce() if sparse else grad
+        if sparse:
+            assert set(grad.indices()[0].tolist()) == set(pos[hit].tolist())
+            grad = grad.to_dense()
+        jac = torch.zeros(len(keys), dtype=torch.float64).index_add_(
+            0, pos[hit], torch.arange(1.0, out.numel() + 1, dtype=torch.float64).reshape(out.shape)[hit])
+        assert torch.equal(grad, jac)
+    opt = LazyAdam([w], lr=0.1)
+    PatternWeights(pattern, w, sparse=True).entries(classes, cols).sum().backward()
+    before = w.detach().clone()
+    opt.step()
+    moved = set((w.detach() != before).nonzero()[:, 0].tolist())
+    assert moved <= set(pos[hit].tolist())
+    assert set(opt.state[w]["row_step"].nonzero()[:, 0].tolist()) == set(pos[hit].tolist())
 
 
 @pytest.mark.parametrize("bad, match", [

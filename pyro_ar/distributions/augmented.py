@@ -37,7 +37,7 @@ from pyro.distributions.util import broadcast_shape
 
 from ..negatives import MOVED_KEYWORDS
 from ..numerics import keyword_names, reject_moved_keywords
-from ..noise import Noise, get_noise
+from ..noise import GumbelNoise, Noise, get_noise
 from ..utility import Utility, as_utility
 from .categorical import UtilityCategorical
 from .class_sum import ClassSumLikelihood, masked_weighted_sum
@@ -239,7 +239,12 @@ def _noise_prior(nz, dtype, device, batch_shape):
     if hit is not None and (ident is not None or hit[0] is nz):
         return hit[1]
     zero = torch.zeros((), dtype=dtype, device=device)
-    prior = nz.distribution(zero, torch.ones_like(zero))
+    if type(nz).distribution is GumbelNoise.distribution:  # what the lines below make of its torch
+        # Gumbel(0, 1), without building that TransformedDistribution (its first construction in a
+        # process imports torch.fx's symbolic shapes and sympy: about a CPU second)
+        prior = FastGumbel(zero, 1.0)
+    else:
+        prior = nz.distribution(zero, torch.ones_like(zero))
     if type(prior) is Gumbel:  # the same law, with an O(1) expand (each plate expands its sites)
         # (a scale of 1, read once per cache entry, given as the number: the KL to a unit q
         # then takes FastGumbel's closed form)

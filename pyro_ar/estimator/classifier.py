@@ -234,7 +234,11 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                 train_idx, val_idx = (np.arange(N), None) if partial else \
                     self._split(data, rng, force=self.training_path_.weight_pattern and not warm)  # pattern_fit
                 if self.training_path_.weight_pattern and not warm and val_idx is not None:  # pattern_fit
-                    train_idx, val_idx, data = choose_start(self, data, train_idx, val_idx, rng)
+                    train_idx, val_idx, data, start = choose_start(data, train_idx, val_idx, rng,
+                                                                   self.feature_scale_, self.standardize)
+                    if start is not None:
+                        self.feature_scale_, self.centroid_power_, self.centroid_temperature_, \
+                            self.centroid_bias_, self.centroid_scorer_scores_, self.centroid_bias_scores_ = start
                 if self._predict_seed is None:
                     self._predict_seed = int(rng.randint(_MAX_SEED))
                 scale, init, budget, search_steps = self._choose_prior_scale(
@@ -346,7 +350,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         split_pattern = path.weight_pattern and self.weight_pattern_ is None and val_idx is not None
         if path.weight_pattern and self.weight_pattern_ is None:  # from the rows it trains on
             self.weight_pattern_, self.weight_loc_ = pattern_and_centroids(
-                X_train, data.codes[train_idx], data.K, **centroid_shape(self))
+                X_train, data.codes[train_idx], data.K, **self._centroid_shape())
         _, _, patience, tol = early_stopping_options(self.early_stopping)
         schedule = pattern_schedule(path.weight_pattern, steps_per_epoch, patience, tol)  # pattern_fit
         init = None if init is None else state_on(init, device, copy=True)
@@ -367,13 +371,19 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                 raise TrainingDiverged(f"ARClassifier(learning_rate={self.learning_rate!r}): {e}") from None
             state = global_state(model, guide)
         if split_pattern:  # pattern_fit: onto the centroids of all the rows
-            state = recentre_fit(self, state, data, model.prefix + "weight", data.codes[train_idx])
+            state, self.weight_pattern_, self.weight_loc_ = recentre_fit(
+                state, data, model.prefix + "weight", self.weight_pattern_, self.weight_loc_, self._centroid_shape(),
+                getattr(self, "centroid_bias_", None), data.codes[train_idx])
         if bar is not None and history[-1]["step"] < num_steps:  # stopped early: its steps will not come
             set_progress_total(bar, bar.total - (num_steps - history[-1]["step"]))
         loss_curve = [r["loss"] / n_train for r in history if r["step"] > 0]
         scores = [r["val_log_lik"] for r in history if "val_log_lik" in r] if early else None
         return _FitResult(state, math.ceil(history[-1]["step"] / steps_per_epoch), history[-1]["step"], loss_curve,
                           scores, early.best if early else None)
+
+    def _centroid_shape(self):
+        """The starting scorer's shape (:func:`~pyro_ar.infer.pattern_fit.centroid_shape`) of the fit."""
+        return centroid_shape(getattr(self, "centroid_power_", None), getattr(self, "centroid_temperature_", None))
 
     def _scorer(self, data, val_idx, model):
         """The validation score of a fit (None without a held-out split): the mean

@@ -252,7 +252,7 @@ def choose_bias(U: torch.Tensor, y: torch.Tensor, log_counts: torch.Tensor) -> t
     for beta in BIAS_WEIGHTS:
         bias = beta * log_counts
         T = calibrate_temperature(U, y, bias=bias, **({} if T is None else {"start": T}))
-        sc = T * U + bias
+        sc = torch.mul(U, T).add_(bias)
         rank = (sc > sc[rows, y][:, None]).sum(1)
         hits = 0.5 * float((rank < 1).double().mean() + (rank < 10).double().mean())
         scores[beta] = hits
@@ -278,11 +278,17 @@ def calibrate_temperature(U: torch.Tensor, y: torch.Tensor, start: float = 15.0,
     1.099
     """
     T, rows = float(start), torch.arange(len(y))
+    label_u, z, p = U[rows, y], torch.empty_like(U), torch.empty_like(U)
     for _ in range(steps):
-        p = torch.softmax(T * U if bias is None else T * U + bias, dim=1)
-        mean = (p * U).sum(1)
-        var = (p * U * U).sum(1) - mean ** 2
-        grad, curv = float((U[rows, y] - mean).mean()), float(var.mean())
+        # (in place on two (n, K) buffers: the values of softmax(T U + b), p U and p U U as
+        # separate temporaries, bit for bit, at a third of the memory traffic)
+        torch.mul(U, T, out=z)
+        if bias is not None:
+            z.add_(bias)
+        torch.softmax(z, 1, out=p).mul_(U)  # p U
+        mean = p.sum(1)
+        var = p.mul_(U).sum(1) - mean ** 2
+        grad, curv = float((label_u - mean).mean()), float(var.mean())
         if curv <= 0:
             break
         T, old = min(max(T + grad / curv, 1.0), 1000.0), T
@@ -329,50 +335,63 @@ def cap_held_out(train_idx: np.ndarray, val_idx: np.ndarray, rng, groups=None, n
     return np.sort(np.concatenate([train_idx, perm[cap:]])), np.sort(perm[:cap])
 
 
-def centroid_shape(est) -> dict:
-    """The estimator's starting scorer: ``{"power": gamma, "temperature": T}`` for
+class CentroidStart(NamedTuple):
+    """The starting scorer chosen on the held-out rows (:func:`choose_start`): the feature
+    scale of the chosen idf power, the centroid power gamma, the temperature T, the bias
+    weight beta, and the held-out hits of each (p, gamma) and of each beta."""
+
+    feature_scale: np.ndarray
+    power: float
+    temperature: float
+    bias: float
+    scorer_scores: dict
+    bias_scores: dict
+
+
+def centroid_shape(power=None, temperature=None) -> dict:
+    """The starting scorer's shape ``{"power": gamma, "temperature": T}`` for
     :func:`~pyro_ar.training_path.pattern_and_centroids` (1 and
-    ``PATTERN_INIT_TEMPERATURE`` before any choice)."""
+    ``PATTERN_INIT_TEMPERATURE`` where None: before any choice).
+
+    >>> from pyro_ar.infer.pattern_fit import centroid_shape
+    >>> centroid_shape(0.8, 12.0)
+    {'power': 0.8, 'temperature': 12.0}
+    """
     from ..training_path import PATTERN_INIT_TEMPERATURE
 
-    power, temperature = getattr(est, "centroid_power_", None), getattr(est, "centroid_temperature_", None)
     return {"power": 1.0 if power is None else power,
             "temperature": PATTERN_INIT_TEMPERATURE if temperature is None else temperature}
 
 
-def choose_start(est, data, train_idx, val_idx, rng):
-    """``(train, held out, data)`` of a fresh fit on the weight-pattern path: the held-out rows
-    capped (:func:`cap_held_out`) and, with ``standardize``, the starting scorer chosen on
-    them (``choose_centroid_scorer``; sets ``feature_scale_``, ``centroid_power_``,
-    ``centroid_temperature_``, ``centroid_bias_`` (and its ``centroid_bias_scores_``),
-    ``centroid_scorer_scores_``; ``data.X`` becomes the rows of
-    the chosen idf power)."""
+def choose_start(data, train_idx, val_idx, rng, feature_scale=None, standardize=True):
+    """``(train, held out, data, start)`` of a fresh fit on the weight-pattern path: the
+    held-out rows capped (:func:`cap_held_out`) and, with ``standardize``, the starting scorer
+    chosen on them from the rows ``data.X`` of the idf scale ``feature_scale``
+    (``choose_centroid_scorer``; ``start``: a :class:`CentroidStart`, None without
+    ``standardize``; ``data.X`` becomes the rows of the chosen idf power)."""
     train_idx, val_idx = cap_held_out(train_idx, val_idx, rng, data.groups, data.K)
-    if est.standardize:
-        X, est.feature_scale_, est.centroid_power_, est.centroid_temperature_, est.centroid_bias_, \
-            est.centroid_scorer_scores_, est.centroid_bias_scores_ = \
-            choose_centroid_scorer(data.X, data.codes, data.K, train_idx, val_idx, est.feature_scale_,
-                                   data.groups)
-        data = data._replace(X=X)
-    return train_idx, val_idx, data
+    if not standardize:
+        return train_idx, val_idx, data, None
+    X, *chosen = choose_centroid_scorer(data.X, data.codes, data.K, train_idx, val_idx, feature_scale, data.groups)
+    return train_idx, val_idx, data._replace(X=X), CentroidStart(*chosen)
 
 
-def recentre_fit(est, state: dict, data, name: str, train_codes=None) -> dict:
-    r""":func:`recentre` of a fit on the training split: ``est.weight_pattern_`` /
-    ``weight_loc_`` become those of all the rows of ``data`` and the weights ``name`` of the
-    param ``state`` move onto them (the returned state); with a bias weight beta
-    (``est.centroid_bias_``) the bias ``name[:-6] + "bias"`` moves likewise, by
+def recentre_fit(state: dict, data, name: str, train_pattern, train_loc, shape: dict, beta=None,
+                 train_codes=None) -> tuple:
+    r"""``(state, pattern, loc)``: :func:`recentre` of a fit on the training split (its weight
+    pattern ``train_pattern`` started at ``train_loc``) onto the pattern and centroids of all the
+    rows of ``data`` (:func:`~pyro_ar.training_path.pattern_and_centroids` of ``shape``,
+    :func:`centroid_shape`): the weights ``name`` of the param ``state`` move onto them; with a
+    bias weight ``beta`` the bias ``name[:-6] + "bias"`` moves likewise, by
     :math:`\beta (\log(1 + n_k) - \log(1 + n^{tr}_k))` (``train_codes``: the split's labels)."""
     from ..training_path import pattern_and_centroids
 
-    train_pattern, train_loc = est.weight_pattern_, est.weight_loc_
-    est.weight_pattern_, est.weight_loc_ = pattern_and_centroids(data.X, data.codes, data.K, **centroid_shape(est))
-    state = recentre(state, name, train_pattern, train_loc, est.weight_pattern_, est.weight_loc_)
-    beta = getattr(est, "centroid_bias_", None)
+    pattern, loc = pattern_and_centroids(data.X, data.codes, data.K, **shape)
+    state = recentre(state, name, train_pattern, train_loc, pattern, loc)
     if beta and train_codes is not None:
         bias_name = name[:-len("weight")] + "bias"
         b = state["params"][bias_name]
         shift = beta * (np.log1p(np.bincount(data.codes, minlength=data.K))
                         - np.log1p(np.bincount(train_codes, minlength=data.K)))
         state = {**state, "params": {**state["params"], bias_name: b.detach() + torch.as_tensor(shift).to(b)}}
-    return state
+    return state, pattern, loc

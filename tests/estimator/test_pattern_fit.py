@@ -117,6 +117,37 @@ def test_the_bias_is_the_grid_point_with_the_most_held_out_hits(K, seed):
         assert beta == next(b for b in BIAS_WEIGHTS if expected[b] == max(expected.values()))
 
 
+def _newton_temperature_with_temporaries(U, y, start=15.0, steps=20, bias=None):
+    """calibrate_temperature as first written (a new tensor per operation): the reference its
+    in-place buffers must match bit for bit."""
+    T, rows = float(start), torch.arange(len(y))
+    for _ in range(steps):
+        p = torch.softmax(T * U if bias is None else T * U + bias, dim=1)
+        mean = (p * U).sum(1)
+        var = (p * U * U).sum(1) - mean ** 2
+        grad, curv = float((U[rows, y] - mean).mean()), float(var.mean())
+        if curv <= 0:
+            break
+        T, old = min(max(T + grad / curv, 1.0), 1000.0), T
+        if abs(T - old) < 1e-3 * old:
+            break
+    return T
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(2, 60), st.integers(1, 50), st.booleans(), st.sampled_from([torch.float32, torch.float64]),
+       st.integers(0, 2**31 - 1))
+def test_calibrate_temperature_is_bit_identical_to_the_plain_newton_steps(K, n, with_bias, dtype, seed):
+    """The in-place buffers only save memory traffic: the same temperature, bit for bit, as
+    the same Newton steps written with a temporary per operation (any start, bias or dtype)."""
+    g = torch.Generator().manual_seed(seed)
+    U, y = torch.rand(n, K, generator=g, dtype=dtype), torch.randint(0, K, (n,), generator=g)
+    bias = torch.randn(K, generator=g, dtype=dtype) if with_bias else None
+    start = float(torch.rand(1, generator=g)) * 50 + 1
+    assert calibrate_temperature(U, y, start=start, bias=bias) == \
+        _newton_temperature_with_temporaries(U, y, start=start, bias=bias)
+
+
 def test_centroid_power_scales_the_centroids():
     X, y = _few_rows_per_class(K=30, D=200, N=120)
     pattern, loc = pattern_and_centroids(X, y, 30, temperature=1.0, power=0.5)
