@@ -198,10 +198,10 @@ _tutorial.save(fig, os.path.join(args.out, FIGURES[1]))
 # %% [markdown]
 # In the same CPU time the exact softmax takes a few hundred steps, A&R and the sampled
 # softmax ten thousand or more. In `benchmarks/neural_lm.py` (60 CPU s per method, 4-word
-# contexts, E = 64, F = 128) A&R ends at a test log-likelihood of -5.245 nats/word
-# (perplexity 190), ahead of the sampled softmax (-5.308, perplexity 202: it is biased and
-# levels off) and of the exact softmax's plain PyTorch loop (-5.608, perplexity 273: a
-# step costs 14x A&R's), which A&R's curve passes after 5.4 CPU s ([claim neural-lm] in
+# contexts, E = 64, F = 128) A&R ends at a test log-likelihood of -5.219 nats/word
+# (perplexity 185), ahead of the sampled softmax (-5.313, perplexity 203: it is biased and
+# levels off) and of the exact softmax's plain PyTorch loop (-5.636, perplexity 280: a
+# step costs 21x A&R's), which A&R's curve passes after 4.1 CPU s ([claim neural-lm] in
 # `benchmarks/RESULTS.md`).
 
 # %% [markdown]

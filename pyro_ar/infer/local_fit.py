@@ -235,9 +235,9 @@ def gaussian_local(noise, d: torch.Tensor, w: torch.Tensor, steps: int = 8, refi
     the optimum. With quadratic convergence the point after a step of size ``tol`` is about
     ``tol**2`` from the optimum: with the defaults, 5 nodes and ``tol = 3e-2``, the local bound
     stays within the tolerance ``tests/infer/test_laplace_local.py`` asserts of the converged
-    optimum, and a Brown probit step costs less than with 6 nodes and ``tol = 1e-2`` (the
-    defaults before; they cost about half of 8 nodes and ``tol = 1e-4``, the ones before them)
-    [claim probit-step]. Any q gives a valid bound, so the tolerance
+    optimum (the defaults before were 6 nodes and ``tol = 1e-2``, and before them 8 nodes and
+    ``tol = 1e-4``, whose Gaussian Newton steps took most of a Brown probit step's time
+    [claim probit-step]). Any q gives a valid bound, so the tolerance
     only trades tightness for time. Unlike the Laplace point, the result is a
     stationary point of the local bound over the Gaussian family, so the bound's gradient
     with q held fixed is its total gradient (envelope theorem).
