@@ -30,7 +30,7 @@ Usage::
     python -m benchmarks.bayes_digits --quick    # < 2 min, fewer steps/variants/draws
 
 Part 1 alone is the table of the ``bayes-digits`` claim: 11 variants of 8,000 steps, about
-500 CPU s (26 CPU s for 400 steps of each, measured at 4f21530). At 4f21530 the textbook
+500 CPU s (26 CPU s for 400 steps of all of them, measured at 4f21530). At 4f21530 the textbook
 natural eta step and the eta gradient step diverge at step 49 under the 8,000-step schedule
 (seed 0; both ran to the end at 7efad2f), so their rows read "diverged". ``--quick`` is no
 substitute for part 1: it drops the noise-floor row and 7 variants, and 1,000 steps do not
