@@ -26,8 +26,10 @@ The authors' settings (their code): MNIST minibatch 500, 1 negative per datapoin
 35,000 iterations; Bibtex minibatch 488, 20 negatives, 5,000 iterations; W ~ N(0, 0.1^2),
 b ~ N(0, 0.001^2); the step-size sequence of Kucukelbir et al. (``ADVIStepSize``, lr 0.02,
 x0.9 every 2,000 iterations); softmax local step rho = (1 + epoch)^-0.9.
-``--optim authors`` uses that schedule for every parameter (the probit/logistic local
-parameters included, with ``--local-lr``, default 0.02); ``--optim adam`` uses
+``--optim authors`` uses that schedule for every parameter (the per-datapoint parameters
+included, with ``--local-lr``, default ``--lr``: Bouchard's a_n, and the probit/logistic q_n of
+``--local noise``, :class:`~pyro_ar.infer.NoiseLocalGuide`; the default probit/logistic guide,
+``ConditionalLocalGuide``, keeps none); ``--optim adam`` uses
 ``LazyAdam`` (``--lr``, ``--local-lr``) instead; ``--lr-decay`` decays either linearly to
 5 % over the run (``LearningRateDecay``, as ``ARClassifier`` does). ``--estep-first`` applies the softmax
 natural eta step before the global gradient, the authors' order
@@ -142,13 +144,26 @@ def is_local(name):
     return name.startswith("NoiseLocalGuide.") or name.endswith("bouchard_a")
 
 
+def _q_rule(q, num_nodes=32):
+    r"""Nodes ``e`` (n, nodes), weights (nodes,) and entropies (n,) of the location-scale local
+    q: :math:`\mathbb{E}_q[g(e)] \approx \sum_i w_i\, g(\mu + \sigma z_i)` with the Gauss rule
+    of q's standard law (Gauss-Hermite for a Normal q, the Gumbel rule, at most 20 nodes, for
+    the Gumbel q that is the conditional guide's default fit)."""
+    from torch.distributions import Gumbel
+    from pyro_ar.quadrature import gauss_gumbel, gauss_hermite
+
+    m, sd = q.loc.double(), q.scale.double()
+    z, w = gauss_gumbel(min(num_nodes, 20), m) if isinstance(q, Gumbel) else gauss_hermite(num_nodes, m)
+    return m[:, None] + sd[:, None] * z, w, q.entropy().double()
+
+
 def conditional_bound(model, guide, x, y, noise, num_nodes=32, chunk=500):
     r"""The A&R bound with :class:`ConditionalLocalGuide`'s q at the fitted parameters, per
     datapoint: :math:`E_q[\log\phi(e) + \sum_{k\ne y}\log\Phi(e + \psi_y - \psi_k)] + H(q)`
-    with the class sum over ALL classes and the expectation by Gauss-Hermite quadrature; q is
-    the guide's own fit (on its class subsample T: one draw of T per datapoint, so the mean
-    is an unbiased estimate of E_T[L(q_T)], the bound the training maximises)."""
-    from pyro_ar.infer.local_fit import _hermite
+    with the class sum over ALL classes and the expectation by the Gauss rule of q's family
+    (:func:`_q_rule`); q is the guide's own fit (on its class subsample T: one draw of T per
+    datapoint, so the mean is an unbiased estimate of E_T[L(q_T)], the bound the training
+    maximises)."""
     from pyro_ar.noise import get_noise
 
     noise = get_noise(noise)
@@ -158,15 +173,13 @@ def conditional_bound(model, guide, x, y, noise, num_nodes=32, chunk=500):
         for i in range(0, len(y), chunk):
             idx = torch.arange(i, min(i + chunk, len(y)))
             q, _ = guide._site_distribution(name, info, idx, x, y)
-            m, sd = q.loc.double(), q.scale.double()
+            e, w, entropy = _q_rule(q, num_nodes)                       # (n, nodes), (nodes,), (n,)
             psi = model.utility(x[idx]).full().double()
             d = psi.gather(1, y[idx, None]) - psi                       # (n, K), 0 at the label
-            z, w = _hermite(num_nodes, m)
-            e = m[:, None] + sd[:, None] * z                            # (n, nodes)
             terms = noise.log_cdf(e[:, :, None] + d[:, None, :])        # (n, nodes, K)
             terms = terms.masked_fill(F.one_hot(y[idx], psi.shape[1]).bool()[:, None, :], 0.0)
             f = noise.log_density(e) + terms.sum(-1)
-            out.append((f * w).sum(-1) + 0.5 * torch.log(2 * math.pi * math.e * sd ** 2))
+            out.append((f * w).sum(-1) + entropy)
     pointwise = torch.cat(out)
     return {"mean": pointwise.mean().item(), "se": (pointwise.std() / math.sqrt(len(pointwise))).item(),
             "pointwise": pointwise}
@@ -207,9 +220,10 @@ def run_method(method, args, data, K):
         D, K, likelihood=spec["make"](args.negatives),
         subsample_size=args.batch, sparse=True, init=Init(scale=0.1, bias_scale=1e-3),
         utility=args.utility, weights="mle" if args.prior_scale is None else MAP(prior_scale=args.prior_scale))
-    guide = default_guide(model, **({"oversample": args.oversample}
-                                   if spec["noise"] != "gumbel" and spec["likelihood"] == "ar"
-                                   and args.oversample else {}))
+    local_kw = {}
+    if spec["noise"] != "gumbel" and spec["likelihood"] == "ar":  # probit / logistic
+        local_kw = {"local": args.local, **({"oversample": args.oversample} if args.oversample else {})}
+    guide = default_guide(model, **local_kw)
     if method == "ar_softmax" and (args.rho_power != 0.9 or args.rho_min > 0 or args.estep_first):
         guide = GumbelLocalGuide(model, rho=harness.rho_schedule(args.rho_power, args.rho_min),
                                  local_first=args.estep_first)
@@ -385,6 +399,10 @@ def main(argv=None):
                         "validation log-likelihood and report the best evaluation")
     p.add_argument("--prior-scale", type=float, default=None,
                    help="MAP weights with the prior N(0, s^2) (default: the paper's maximum likelihood)")
+    p.add_argument("--local", choices=["conditional", "noise"], default="conditional",
+                   help="probit/logistic local guide: ConditionalLocalGuide (q refitted at every "
+                        "step, no per-datapoint state; the default) or NoiseLocalGuide "
+                        "(per-datapoint parameters, stepped with --local-lr)")
     p.add_argument("--oversample", type=int, default=None,
                    help="probit/logistic: ConditionalLocalGuide's class subsample = this many "
                         "times the negatives (default: the guide's default)")
@@ -392,6 +410,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.arff_train and not args.arff_test:
         p.error("--arff-train needs --arff-test")
+    if args.local == "noise" and args.oversample:
+        p.error("--oversample is an option of the conditional local guide, not of --local noise")
     if args.dataset is None:
         args.dataset = "custom"
     st = SETTINGS[args.dataset]

@@ -7,10 +7,13 @@ in ``benchmarks/RESULTS.md`` with their commands.
 
 import io
 import json
+import math
 import subprocess
 import sys
 import time
 from types import SimpleNamespace
+
+import pytest
 
 from benchmarks import brown, harness, table3
 from benchmarks import time_to_quality as ttq
@@ -44,6 +47,28 @@ def test_table3_reports_cpu_time_per_step_and_writes_only_to_out(monkeypatch, tm
     assert "CPU ms/step" in stdout.getvalue() and " ms/step" not in stdout.getvalue().replace("CPU ms/step", "")
     saved = json.loads(next(out.glob("*.json")).read_text())
     assert saved["rows"][0]["median_step_cpu_ms"] == row["median_step_cpu_ms"]
+
+
+@pytest.mark.parametrize("local", ["conditional", "noise"])
+def test_table3_probit_bound_is_below_the_log_likelihood(tmp_path, local):
+    """The fitted A&R probit bound (all classes) is an ELBO, so at every datapoint it is at most
+    log p(y | psi): the gap "bound - ll" is <= 0 whatever the fit. Conditional guide (q a
+    Gumbel, the bound by the 20-node Gumbel rule: deterministic, 1e-3 nats of slack for the
+    rule); --local noise (q per datapoint, Monte Carlo bound: 4 standard errors of slack).
+    (Before: the conditional bound imported a moved helper and every probit run failed.)"""
+    from tests.test_snippets import write_example_files
+
+    write_example_files(tmp_path)
+    report = table3.main(["--arff-train", str(tmp_path / "Corel5k-train.arff"), "--arff-test",
+                          str(tmp_path / "Corel5k-test.arff"), "--methods", "ar_probit", "--steps", "30",
+                          "--batch", "50", "--negatives", "5", "--local", local, "--local-lr", "0.2",
+                          "--out", str(tmp_path / "out"), "--num-evals", "1"])
+    row = report["rows"][0]
+    assert report["settings"]["local"] == local
+    slack = 1e-3 if local == "conditional" else 4 * row["bound_se"]
+    assert math.isfinite(row["bound"]) and row["bound_minus_train_ll"] <= slack
+    if local == "conditional":  # q refitted on every class: also a bound
+        assert row["bound_minus_train_ll_q_all_classes"] <= slack
 
 
 def test_time_to_quality_says_missing_instead_of_nan():
