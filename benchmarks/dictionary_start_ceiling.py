@@ -11,7 +11,8 @@ choice within the family reaches. With ``--rank R`` the cell ``--cell p,gamma,r`
 with a shared low-rank term added, lam (x V)(c_k V)^T, V the top-R right singular vectors of the
 training rows (LSI; lam in ``LAMBDAS``): what a shared low-rank part could add over exact word
 matches. Differences of top-1 / top-10 against the plain tf-idf centroid (p = 1, gamma = 1,
-r = 0) with paired SEs over the test rows, in percentage points.
+r = 0) with paired SEs over the test rows, in percentage points. ``--quick``: the rows of
+``QUICK_CLASSES`` random classes (``benchmarks.peers_data.subset_classes``, seed 0).
 
     python -m benchmarks.dictionary_start_ceiling [--dataset wordnet|gcide|synthetic] [--rank R]
         [--cell 2,0.6,0.01] [--out DIR]
@@ -24,7 +25,7 @@ import numpy as np
 import torch
 
 from benchmarks import harness
-from benchmarks.peers_data import load
+from benchmarks.peers_data import QUICK_CLASSES, load, subset_classes
 
 POWERS = (1.0, 1.5, 2.0, 2.5)
 GAMMAS = (1.0, 0.8, 0.7, 0.6, 0.5)
@@ -77,6 +78,8 @@ def main():
     from pyro_ar.infer.pattern_fit import reweight_rows
 
     d = load(args.dataset, args.data_dir)
+    if args.quick:
+        d = subset_classes(d, QUICK_CLASSES)
     _, scale = fit_scaler(d.X, sparse_inputs=True, idf=True)
     zero = np.zeros(d.X.shape[1])
     X1, Xt1 = apply_scaler(d.X, zero, scale, True), apply_scaler(d.Xt, zero, scale, True)
@@ -92,7 +95,7 @@ def main():
                 rows.append(cell(f"p={power:g},gamma={gamma:g},r={ratio:g}",
                                  test_ranks(Xtp, d.yt, C, ratio * log_counts), base))
             if args.rank and (power, gamma) == want[:2]:
-                V = svds(Xp.astype(np.float64), k=args.rank, random_state=args.seed)[2].T.astype(np.float32)
+                V = svds(Xp.astype(np.float64), k=min(args.rank, min(Xp.shape) - 1), random_state=args.seed)[2].T.astype(np.float32)
                 A, B = np.asarray(Xtp @ V), np.asarray(C @ V)
                 for lam in LAMBDAS:
                     rows.append(cell(f"p={power:g},gamma={gamma:g},r={want[2]:g},lsi{args.rank}x{lam:g}",
