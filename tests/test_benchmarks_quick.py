@@ -31,7 +31,8 @@ NOT_BENCHMARKS = {"__init__", "harness", "report", "peers_data"}
 NEEDS_DATA = {name: ("mnist", ["train-images.idx3-ubyte.gz", "train-labels.idx1-ubyte.gz",
                                "t10k-images.idx3-ubyte.gz", "t10k-labels.idx1-ubyte.gz"])
               for name in ("relaxed_vae", "table3")}
-NEEDS_DATA["dictionary_training"] = NEEDS_DATA["cli_wordnet"] = NEEDS_DATA["exact_reference"] = ("wordnet", ["usr/share/wordnet/data.noun"])
+for _name in ("dictionary_training", "dictionary_start_ceiling", "cli_wordnet", "exact_reference"):
+    NEEDS_DATA[_name] = ("wordnet", ["usr/share/wordnet/data.noun"])
 #: data sets a user fetches (pyro_ar.datasets.fetch_*), not in the project's data root: absent, the run skips
 FETCHED_ONLY = ("wordnet", "gcide")
 QUICK = {
@@ -43,6 +44,7 @@ QUICK = {
     "brown": (["--methods", "ar_softmax,exact,adaptive,ar_probit"], ["brown_quick.json"]),
     "cli_wordnet": ([], ["cli_wordnet_quick.json"]),
     "default_model": ([], ["default_model_quick.json"]),
+    "dictionary_start_ceiling": (["--rank", "20"], ["dictionary_start_ceiling_wordnet_quick.json"]),
     "dictionary_training": ([], ["dictionary_training_wordnet_300_quick.json"]),
     "distributed": ([], ["distributed_quick.json"]),
     "estimator_vs_sklearn": (["--datasets", "digits"], ["estimator_vs_sklearn_quick.json"]),

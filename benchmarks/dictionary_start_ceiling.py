@@ -1,0 +1,115 @@
+"""How far can the weight-pattern path's *start* go on the reverse dictionaries? (issue 36,
+item 4: a diagnostic, not a method.) The centroid scorer family that ``ARClassifier()`` chooses
+its start from (:mod:`pyro_ar.infer.pattern_fit`),
+
+    score_k(x) = x . s_k / |s_k|^gamma + r log(1 + n_k),
+
+rows x of idf weights idf^p (L2-normalised), s_k the class sums of the training rows, n_k their
+numbers, r = beta / T, scored on the **test** rows for every (p, gamma, r) of a grid: the best
+cell is an oracle (chosen on the test rows themselves), an upper bound of what any held-out
+choice within the family reaches. With ``--rank R`` the cell ``--cell p,gamma,r`` is also scored
+with a shared low-rank term added, lam (x V)(c_k V)^T, V the top-R right singular vectors of the
+training rows (LSI; lam in ``LAMBDAS``): what a shared low-rank part could add over exact word
+matches. Differences of top-1 / top-10 against the plain tf-idf centroid (p = 1, gamma = 1,
+r = 0) with paired SEs over the test rows, in percentage points. ``--quick``: the rows of
+``QUICK_CLASSES`` random classes (``benchmarks.peers_data.subset_classes``, seed 0).
+
+    python -m benchmarks.dictionary_start_ceiling [--dataset wordnet|gcide|synthetic] [--rank R]
+        [--cell 2,0.6,0.01] [--out DIR]
+"""
+
+import json
+import os
+
+import numpy as np
+import torch
+
+from benchmarks import harness
+from benchmarks.peers_data import QUICK_CLASSES, load, subset_classes
+
+POWERS = (1.0, 1.5, 2.0, 2.5)
+GAMMAS = (1.0, 0.8, 0.7, 0.6, 0.5)
+RATIOS = (0.0, 0.01, 0.03)
+LAMBDAS = (0.1, 0.2, 0.3, 0.5, 0.8)
+
+
+def class_centroids(Xp, y, K, gamma):
+    """The (K, D) class sums of the training rows over their norms ** gamma (CSR float32)."""
+    import scipy.sparse as sp
+    from pyro_ar.infer.pattern_fit import _class_sums
+
+    S = _class_sums(Xp, y, K, np.arange(Xp.shape[0]))
+    n = np.sqrt(np.asarray(S.multiply(S).sum(1)).ravel())
+    return sp.csr_matrix(sp.diags(1.0 / np.where(n > 0, n, 1.0) ** gamma) @ S).astype(np.float32)
+
+
+def test_ranks(Xt, yt, C, bias, low_rank=None, chunk=1000):
+    """Rank of the label (0 = first) of each test row under x C^T + bias (+ A_n B^T)."""
+    out = []
+    for i in range(0, Xt.shape[0], chunk):
+        U = (Xt[i:i + chunk] @ C.T).toarray() + bias
+        if low_rank is not None:
+            U += low_rank[0][i:i + chunk] @ low_rank[1].T
+        true = U[np.arange(U.shape[0]), yt[i:i + chunk]]
+        out.append((U > true[:, None]).sum(1))
+    return np.concatenate(out)
+
+
+def cell(name, ranks, base):
+    r = {"cell": name}
+    for k in (1, 10):
+        dif = (ranks < k).astype(float) - (base < k)
+        r[f"top{k}"] = 100 * float((ranks < k).mean())
+        r[f"d_top{k}"], r[f"se_top{k}"] = 100 * float(dif.mean()), 100 * float(dif.std(ddof=1) / np.sqrt(len(dif)))
+    print(json.dumps(r), flush=True)
+    return r
+
+
+def main():
+    p = harness.parser(__doc__)
+    p.add_argument("--dataset", default="wordnet", choices=("wordnet", "gcide", "synthetic"))
+    p.add_argument("--data-dir", default=None)
+    p.add_argument("--rank", type=int, default=0)
+    p.add_argument("--cell", default="2,0.6,0.01", help="p,gamma,r of the low-rank runs")
+    args = p.parse_args()
+    env = harness.start(args)
+    from scipy.sparse.linalg import svds
+    from pyro_ar.features import apply_scaler, fit_scaler
+    from pyro_ar.infer.pattern_fit import reweight_rows
+
+    d = load(args.dataset, args.data_dir)
+    if args.quick:
+        d = subset_classes(d, QUICK_CLASSES)
+    _, scale = fit_scaler(d.X, sparse_inputs=True, idf=True)
+    zero = np.zeros(d.X.shape[1])
+    X1, Xt1 = apply_scaler(d.X, zero, scale, True), apply_scaler(d.Xt, zero, scale, True)
+    log_counts = np.log1p(np.bincount(d.y, minlength=d.K))
+    base = test_ranks(Xt1, d.yt, class_centroids(X1, d.y, d.K, 1.0), 0.0)
+    rows, want = [], tuple(float(v) for v in args.cell.split(","))
+    for power in POWERS:
+        w = scale ** (1.0 - power)
+        Xp, Xtp = reweight_rows(X1, w).astype(np.float32), reweight_rows(Xt1, w).astype(np.float32)
+        for gamma in GAMMAS:
+            C = class_centroids(Xp, d.y, d.K, gamma)
+            for ratio in RATIOS:
+                rows.append(cell(f"p={power:g},gamma={gamma:g},r={ratio:g}",
+                                 test_ranks(Xtp, d.yt, C, ratio * log_counts), base))
+            if args.rank and (power, gamma) == want[:2]:
+                V = svds(Xp.astype(np.float64), k=min(args.rank, min(Xp.shape) - 1), random_state=args.seed)[2].T.astype(np.float32)
+                A, B = np.asarray(Xtp @ V), np.asarray(C @ V)
+                for lam in LAMBDAS:
+                    rows.append(cell(f"p={power:g},gamma={gamma:g},r={want[2]:g},lsi{args.rank}x{lam:g}",
+                                     test_ranks(Xtp, d.yt, C, want[2] * log_counts, (lam * A, B)), base))
+    best = max(rows, key=lambda r: r["d_top1"])
+    print("oracle best top-1:", json.dumps(best))
+    cols = [("cell", "cell", "s"), ("top-1 %", "top1", ".2f"), ("top-10 %", "top10", ".2f")]
+    cols += [(f"{h} top-{k}", f"{h}_top{k}", "+.2f") for k in (1, 10) for h in ("d", "se")]
+    print(harness.table(rows, cols))
+    harness.save(args, f"dictionary_start_ceiling_{args.dataset}", {"rows": rows, "oracle_best_top1": best,
+                                                                    "environment_start": env})
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    main()
