@@ -164,7 +164,7 @@ if bib is not None:
     print(f"{'method':17s} {'test ll':>9s} {'floored':>9s} {'accuracy':>9s} {'ms/step':>8s}")
     # the paper's fits are maximum likelihood (no prior), which overfits Bibtex; beside them,
     # the regularised fit: MAP weights under the prior N(0, s^2) (scikit-learn's L2 penalty
-    # with C = s^2; ARClassifier(weights=Weights(prior_scale="auto")) chooses s on a held-out split)
+    # with C = s^2; ARClassifier(weights=MAP()) chooses s on a held-out split)
     runs = [(name, likelihood, {}) for name, likelihood in METHODS.items()]
     runs.append(("A&R softmax, MAP", METHODS["A&R softmax"], dict(weights=MAP(prior_scale=PRIOR_SCALE))))
     for name, likelihood, kw in runs:

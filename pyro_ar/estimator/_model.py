@@ -18,7 +18,6 @@ from ..infer import ClosedFormELBO, default_guide, local_parameter_names
 from ..infer.param_state import mean_field_draws, state_on
 from ..likelihoods import Exact
 from ..models import Init, LinearClassifier
-from ..models.weights import get_weights
 from ..optim import lazy_adam
 
 #: Adam's step size for per-datapoint variational parameters (local guides that keep some)
@@ -29,9 +28,10 @@ def linear_model(est, weights, K, D, likelihood, prior_scale=1.0, *, subsample_s
                  bias_init=None, weight_loc=None):
     """The :class:`~pyro_ar.models.LinearClassifier` of the estimator ``est`` with the checked
     ``weights`` (:class:`~pyro_ar.infer.selection.Weights`) and the likelihood object (the bias
-    unpenalised, like scikit-learn's intercept; W on ``est.weight_pattern_`` when it has one):
-    the one place the estimator builds its model's weight strategy and initialisation."""
-    strategy = get_weights(weights.kind).with_defaults(prior_scale=prior_scale, penalize_bias=False)
+    unpenalised, like scikit-learn's intercept, unless the strategy says otherwise; W on
+    ``est.weight_pattern_`` when it has one): the one place the estimator builds its model's
+    weight strategy and initialisation."""
+    strategy = weights.strategy.with_defaults(prior_scale=prior_scale, penalize_bias=False)
     return LinearClassifier(D, K, likelihood=likelihood, weights=strategy, subsample_size=subsample_size,
                             sparse=weights.kind != "bayes", init=Init(bias=bias_init, weight=weight_loc),
                             site="y", rank=rank, weight_pattern=getattr(est, "weight_pattern_", None))

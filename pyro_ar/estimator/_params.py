@@ -7,7 +7,7 @@ import numbers
 import numpy as np
 import torch
 
-from ..infer.selection import Weights, early_stopping_options, likelihood_spec
+from ..infer.selection import Weights, early_stopping_options, likelihood_spec, weight_strategy
 from ..numerics import check_float, check_int
 
 #: keywords of earlier versions -> what replaced them
@@ -16,7 +16,8 @@ REMOVED = {
     "num_negatives": "likelihood=pyro_ar.likelihoods.AR(noise, negatives=num_negatives)",
     "strategy": "likelihood=pyro_ar.likelihoods.AR(noise, negatives=pyro_ar.negatives.get_negative_sampler("
                 "strategy, num_negatives))",
-    "prior_scale": "weights=pyro_ar.estimator.Weights(kind, prior_scale=...)",
+    "prior_scale": "weights=pyro_ar.models.MAP(prior_scale) (or pyro_ar.estimator.Weights(kind, prior_scale=...) "
+                   "for 'auto' or a list)",
     "rank": "weights=pyro_ar.estimator.Weights(kind, rank=...)",
     "num_posterior_samples": "weights=pyro_ar.estimator.Weights('bayes', num_posterior_samples=...)",
     "num_steps": "max_epochs=None, min_steps=num_steps (exactly min_steps SVI steps)",
@@ -60,11 +61,11 @@ def seed_of(random_state) -> int:
 
 
 def weights_of(weights) -> Weights:
-    """``weights=`` (a kind or a :class:`~pyro_ar.infer.selection.Weights`) checked."""
-    if isinstance(weights, str):
-        weights = Weights(weights)
+    """``weights=`` checked (:meth:`~pyro_ar.infer.selection.Weights.checked`): a name, a model
+    weight strategy (``MAP(0.1)``: ``Weights(MAP(0.1))``) or a :class:`~pyro_ar.infer.selection.Weights`."""
     if not isinstance(weights, Weights):
-        raise ValueError(f"weights must be 'mle', 'map', 'bayes' or a pyro_ar.estimator.Weights, got {weights!r}")
+        weight_strategy(weights)  # (ValueError naming weights and the accepted forms)
+        weights = Weights(weights)
     return weights.checked()
 
 

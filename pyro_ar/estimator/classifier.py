@@ -17,8 +17,8 @@ from ..infer.param_state import global_state, state_on
 from ..infer.pattern_fit import centroid_shape, choose_start, pattern_schedule, recentre_fit
 from ..infer.progress import phase_bar, set_progress_total
 from ..infer.saved_estimator import load_estimator, save_estimator
-from ..infer.selection import _REFIT_BUDGET, early_stopping_options, resolve_likelihood, search_holdout, \
-    search_prior_scale
+from ..infer.selection import _REFIT_BUDGET, Weights, early_stopping_options, resolve_likelihood, search_holdout, \
+    search_prior_scale, weight_strategy
 from ..label_sets import encode_multilabel, expand_sample_weight, format_label_sets, precision_at_1
 from ..labels import held_out_split, label_array, label_codes, weighted_samples
 from ..training_path import PATTERN_MAX_EPOCHS, PATTERN_PRIOR_SCALE, choose_path, pattern_and_centroids
@@ -54,10 +54,13 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         5 negatives of the chosen strategy; a sampler such as ``SharedNegatives(5)`` is used as
         given; a count above K - 1 is clipped) or :class:`~pyro_ar.likelihoods.Exact`. The
         choice made is ``likelihood_``.
-    :param weights: ``"map"`` (default: the prior N(0, s^2) on W, scikit-learn's L2 penalty
-        with ``C = s**2``; the bias unpenalised), ``"mle"``, ``"bayes"`` (mean-field Gaussian
-        posterior over W and b) or a :class:`~pyro_ar.estimator.Weights` with the prior scale s
-        (``"auto"``, default, or a list: chosen on a held-out split,
+    :param weights: the models' weight strategy (:mod:`pyro_ar.models.weights`) or its name:
+        ``"map"`` / :class:`~pyro_ar.models.MAP` (default: the prior N(0, s^2) on W,
+        scikit-learn's L2 penalty with ``C = s**2``; the bias unpenalised unless
+        ``MAP(penalize_bias=True)``), ``"mle"`` / :class:`~pyro_ar.models.MLE`, ``"bayes"`` /
+        :class:`~pyro_ar.models.Bayes` (mean-field Gaussian posterior over W and b); or a
+        :class:`~pyro_ar.estimator.Weights` around one, for the estimator's own options: the prior scale s
+        (a strategy's own ``prior_scale`` fixes it; else ``"auto"``, default, or a list: chosen on a held-out split,
         :func:`~pyro_ar.infer.selection.select_prior_scale`, then refitted on all the data;
         ``prior_scale_``, ``prior_scale_scores_``; a first ``partial_fit`` takes 1 or the list's
         middle), the ``rank`` (``"auto"``: full rank while W and its optimizer state fit in
@@ -318,8 +321,11 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         return self.prior_scale_, state, _REFIT_BUDGET, steps
 
     def _prior_scale_given(self):
-        """``prior_scale`` as given (``"auto"``, a number or a list)."""
-        return self.weights.prior_scale if not isinstance(self.weights, str) else "auto"
+        """``prior_scale`` as given (``"auto"``, a number or a list): the strategy's own, else the
+        :class:`~pyro_ar.estimator.Weights`' (``"auto"`` for a name or a strategy alone)."""
+        weights = self.weights if isinstance(self.weights, Weights) else Weights(self.weights)
+        own = weight_strategy(weights.kind).prior_scale
+        return weights.prior_scale if own is None else own
 
     def _num_steps(self, n_train, partial=False, budget=1.0):
         """SVI steps of a fit on ``n_train`` datapoints: ``budget`` times a plain fit's (of a

@@ -1,6 +1,12 @@
-"""Saving and loading a fitted :class:`~pyro_ar.estimator.ARClassifier` (format version 4;
-versions 1 to 3 are still read). Writes are atomic and checksummed, reads are checked
-(:mod:`pyro_ar.files`): a damaged, foreign or inconsistent file raises ``ValueError``.
+"""Saving and loading a fitted :class:`~pyro_ar.estimator.ARClassifier` (format version 6;
+versions 1 to 5 are still read).
+
+Writes are atomic and checksummed, reads are checked (:mod:`pyro_ar.files`): a damaged,
+foreign or inconsistent file raises ``ValueError``.
+
+Version 6 stores a model weight strategy given as ``weights=`` (``MAP(0.1)``, or the ``kind``
+of a :class:`~pyro_ar.infer.selection.Weights`) as plain data; version 5 files, whose
+``weights`` was a name or a ``Weights`` of a named kind, read as before.
 
 Version 4 encodes the parameters' constraints with the codec checkpoints use
 (:func:`pyro_ar.files.encode_constraint`: ``{"__constraint__": "positive"}``, or a class and
@@ -27,16 +33,19 @@ from ..numerics import check_choice
 from ..training_path import TrainingPath
 from .checkpoint import check_param_state
 from .param_state import state_on
+from ..models.weights import WEIGHTS, WeightStrategy
 from .selection import STOPPING, Weights
 
 __all__ = ["save_estimator", "load_estimator"]
 
 _FORMAT = "pyro_ar.ARClassifier"
-# 5: the hyper-parameters of ARClassifier's 12-keyword constructor (likelihood and weights as plain
-# data: _encode_param); 4: constraints by the shared codec; 3: checksum, training path, partial
-# fits, prior scale; 2: standardisation and likelihood_; 1 to 4 are still read (their
-# hyper-parameters through the estimator's _upgrade_params)
-_FORMAT_VERSION = 5
+# 6: a model weight strategy (MLE(), MAP(...), Bayes(...)) as weights, alone or as a Weights'
+# kind, stored as plain data ({"__strategy__": name, **its fields}); 5: the hyper-parameters of
+# ARClassifier's 12-keyword constructor (likelihood and weights as plain data: _encode_param);
+# 4: constraints by the shared codec; 3: checksum, training path, partial fits, prior scale;
+# 2: standardisation and likelihood_; 1 to 5 are still read (the hyper-parameters of 1 to 4
+# through params_from_plain)
+_FORMAT_VERSION = 6
 
 
 def _plain(v):
@@ -46,12 +55,17 @@ def _plain(v):
 
 def _encode_param(v):
     """A hyper-parameter as plain data: a :class:`~pyro_ar.infer.selection.Weights` as
-    ``{"__weights__": its parameters}``, an ``AR`` / ``Exact`` likelihood of a named noise and
-    negatives as ``{"__likelihood__": "ar", "noise": name, "negatives": [strategy, count]}``
-    (an importance sampler or a noise without a name of :func:`~pyro_ar.noise.get_noise` stays
-    an object: such a file needs ``weights_only=False``)."""
+    ``{"__weights__": its parameters}``, a model weight strategy (``MAP(0.1)``, alone or as a
+    ``Weights``' kind) as ``{"__strategy__": "map", **its fields}``, an ``AR`` / ``Exact``
+    likelihood of a named noise and negatives as
+    ``{"__likelihood__": "ar", "noise": name, "negatives": [strategy, count]}`` (an importance
+    sampler or a noise without a name of :func:`~pyro_ar.noise.get_noise` stays an object:
+    such a file needs ``weights_only=False``)."""
     if isinstance(v, Weights):
-        return {"__weights__": {k: _plain(x) for k, x in v.get_params().items()}}
+        return {"__weights__": {k: _encode_param(x) if k == "kind" else _plain(x)
+                                for k, x in v.get_params(deep=False).items()}}
+    if isinstance(v, WeightStrategy) and type(v) is WEIGHTS.get(v.name):
+        return {"__strategy__": v.name, **{k: _plain(x) for k, x in v.get_params().items()}}
     if isinstance(v, (AR, Exact)) and type(v) in (AR, Exact):
         name = getattr(v.noise, "name", None)
         named = isinstance(name, str) and repr(get_noise(name)) == repr(v.noise) if name else False
@@ -67,7 +81,9 @@ def _encode_param(v):
 def _decode_param(v):
     """The inverse of :func:`_encode_param`."""
     if isinstance(v, dict) and set(v) == {"__weights__"}:
-        return Weights(**v["__weights__"])
+        return Weights(**{k: _decode_param(x) for k, x in v["__weights__"].items()})
+    if isinstance(v, dict) and "__strategy__" in v:
+        return WEIGHTS[v["__strategy__"]](**{k: x for k, x in v.items() if k != "__strategy__"})
     if isinstance(v, dict) and "__likelihood__" in v:
         if v["__likelihood__"] == "exact":
             return Exact(v["noise"])
@@ -229,7 +245,7 @@ def load_estimator(cls, path, map_location="cpu", weights_only=True):
     ...
     ValueError: no file written by ARClassifier.save file at '/nonexistent.pt'
     """
-    d = load_payload(path, _FORMAT, (1, 2, 3, 4, _FORMAT_VERSION), ValueError, map_location,
+    d = load_payload(path, _FORMAT, (1, 2, 3, 4, 5, _FORMAT_VERSION), ValueError, map_location,
                      "a file written by ARClassifier.save", weights_only, checksum_since=3)
     try:
         return _from_payload(cls, d)

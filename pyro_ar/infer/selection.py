@@ -20,11 +20,13 @@ import numpy as np
 
 from ..likelihoods import AR, Exact
 from ..models.base import WEIGHT_CHOICES
+from ..models.weights import WeightStrategy, get_weights
 from ..negatives import DEFAULT_NUM_NEGATIVES, NegativeSampler, PerDatapointNegatives, get_negative_sampler
 from ..noise import Noise, get_noise
 from ..numerics import check_choice, check_float, check_int
 
 __all__ = ["PRIOR_SCALE_GRID", "SEARCH_HOLDOUT", "SEARCH_MIN_ROWS", "STOPPING", "LikelihoodSpec", "Weights", "early_stopping_options",
+           "weight_strategy",
            "exact_step_is_cheaper",
            "likelihood_spec", "prior_scale_candidates", "refined_candidates", "resolve_likelihood", "search_holdout",
            "search_prior_scale", "select_prior_scale"]
@@ -35,19 +37,35 @@ LIKELIHOOD_SHORTCUTS = ("auto", "ar", "exact")
 
 
 class Weights:
-    r"""The weights of an :class:`~pyro_ar.ARClassifier` (``weights=``): their ``kind`` (``"mle"``,
-    ``"map"``: the prior :math:`w_{kd} \sim N(0, s^2)` on W, the bias unpenalised, or ``"bayes"``:
-    a mean-field Gaussian posterior over W and b with that prior on both), the prior scale s
-    (a number, a list of candidates or ``"auto"``: chosen on a held-out split, :func:`select_prior_scale`),
-    the ``rank`` (``"auto"``, None: full rank, or r: :math:`W = V E^\top`) and the posterior draws
-    that predictions average (``"bayes"``). Its parameters follow scikit-learn's conventions, so
-    ``clf.set_params(weights__prior_scale=0.3)`` and ``clone`` work.
+    r"""The weights of an :class:`~pyro_ar.ARClassifier` (``weights=``): a model's weight
+    strategy plus the options only the estimator has. One concept, one way in: the strategy is
+    the models' own object (:mod:`pyro_ar.models.weights`), and ``Weights`` is the thin wrapper
+    that adds the estimator's choices around it:
+
+    :param kind: the strategy -- :class:`~pyro_ar.models.MLE`, :class:`~pyro_ar.models.MAP`
+        (the prior :math:`w_{kd} \sim N(0, s^2)` on W; the estimator leaves the bias out of it
+        unless ``penalize_bias=True``) or :class:`~pyro_ar.models.Bayes` (a mean-field Gaussian
+        posterior over W and b with that prior on both) -- or its name ``"mle"``, ``"map"``,
+        ``"bayes"``.
+    :param prior_scale: s: a number, a list of candidates or ``"auto"`` (chosen on a held-out
+        split, :func:`select_prior_scale`). A strategy that sets its own ``prior_scale``
+        (``MAP(0.1)``) fixes s; giving a second, different one here is a ``ValueError``.
+    :param rank: ``"auto"``, None (full rank) or r: :math:`W = V E^\top`.
+    :param num_posterior_samples: the posterior draws that predictions average (``Bayes``).
+
+    ``ARClassifier(weights=MAP(0.1))`` is ``Weights(MAP(0.1))``: a strategy alone takes the
+    defaults of the other three. The parameters follow scikit-learn's conventions, so
+    ``clf.set_params(weights__prior_scale=0.3)``, ``weights__kind__penalize_bias`` and
+    ``clone`` work.
 
     Example:
 
     >>> from pyro_ar.infer.selection import Weights
+    >>> from pyro_ar.models import MAP
     >>> Weights("bayes", prior_scale=1.0)
     Weights(kind='bayes', prior_scale=1.0)
+    >>> Weights(MAP(0.1), rank=16).checked().prior_scale
+    0.1
     """
 
     _DEFAULTS = {"kind": "map", "prior_scale": "auto", "rank": "auto", "num_posterior_samples": 32}
@@ -57,31 +75,71 @@ class Weights:
         self.num_posterior_samples = num_posterior_samples
 
     def get_params(self, deep=True):
-        return {name: getattr(self, name) for name in self._DEFAULTS}
+        params = {name: getattr(self, name) for name in self._DEFAULTS}
+        if deep and isinstance(self.kind, WeightStrategy):
+            params.update({f"kind__{k}": v for k, v in self.kind.get_params().items()})
+        return params
 
     def set_params(self, **params):
+        nested = {k[len("kind__"):]: params.pop(k) for k in list(params) if k.startswith("kind__")}
         for name, value in params.items():
             if name not in self._DEFAULTS:
                 raise ValueError(f"Weights has no parameter {name!r}; it has {list(self._DEFAULTS)}")
             setattr(self, name, value)
+        if nested:
+            if not isinstance(self.kind, WeightStrategy):
+                raise ValueError(f"Weights(kind={self.kind!r}) has no nested parameters {sorted(nested)}; "
+                                 f"give kind as a strategy object (e.g. pyro_ar.models.MAP())")
+            self.kind.set_params(**nested)
         return self
 
     def checked(self) -> "Weights":
-        """A copy with every value checked (``ValueError`` naming it) and resolved: ``prior_scale``
-        a number or the sorted candidates (:func:`prior_scale_candidates`)."""
+        """A copy with every value checked (``ValueError`` naming it) and resolved: ``kind`` the
+        strategy's name, ``strategy`` the strategy object (its ``prior_scale`` left None: the
+        fit sets it), ``prior_scale`` a number or the sorted candidates (:func:`prior_scale_candidates`)."""
         rank = self.rank
         if not (rank is None or rank == "auto" or isinstance(rank, numbers.Integral) and not isinstance(rank, bool)
                 and rank >= 1):
             raise ValueError(f"rank must be 'auto', None or an integer >= 1, got {rank!r}")
-        return Weights(check_choice("weights", self.kind, WEIGHT_CHOICES), prior_scale_candidates(self.prior_scale),
-                       rank, check_int("num_posterior_samples", self.num_posterior_samples, 1))
+        strategy, scale = weight_strategy(self.kind), self.prior_scale
+        own = strategy.prior_scale
+        if own is not None:
+            if not (_same(scale, "auto") or _same(prior_scale_candidates(scale), own)):
+                raise ValueError(f"the prior scale is given twice: weights kind={self.kind!r} and "
+                                 f"prior_scale={scale!r}; set one of them")
+            scale, strategy = own, strategy.with_defaults()
+            strategy.prior_scale = None
+        out = Weights(strategy.name, prior_scale_candidates(scale), rank,
+                      check_int("num_posterior_samples", self.num_posterior_samples, 1))
+        out.strategy = strategy
+        return out
 
     def __eq__(self, other):
         return type(other) is type(self) and self.get_params() == other.get_params()
 
     def __repr__(self):
-        changed = {k: v for k, v in self.get_params().items() if not _same(v, self._DEFAULTS[k])}
+        changed = {k: v for k, v in self.get_params(deep=False).items() if not _same(v, self._DEFAULTS[k])}
         return f"Weights({', '.join(f'{k}={v!r}' for k, v in changed.items()) or ''})"
+
+
+def weight_strategy(kind) -> WeightStrategy:
+    """The model strategy of an estimator's ``kind`` (a name of ``WEIGHT_CHOICES`` or an
+    ``MLE`` / ``MAP`` / ``Bayes`` object), ``ValueError`` naming ``weights`` and the accepted
+    forms otherwise.
+
+    Example:
+
+    >>> from pyro_ar.infer.selection import weight_strategy
+    >>> from pyro_ar.models import MAP
+    >>> weight_strategy("bayes"), weight_strategy(MAP(0.1))
+    (Bayes(), MAP(prior_scale=0.1))
+    """
+    if isinstance(kind, str) and kind in WEIGHT_CHOICES or isinstance(kind, WeightStrategy) \
+            and kind.name in WEIGHT_CHOICES:
+        return get_weights(kind, WEIGHT_CHOICES)
+    raise ValueError(f"weights must be one of {list(WEIGHT_CHOICES)}, a weight strategy (pyro_ar.models.MLE(), "
+                     f"MAP(...), Bayes(...)) or a pyro_ar.estimator.Weights(kind, prior_scale, rank, "
+                     f"num_posterior_samples) around one, got {kind!r}")
 
 
 def _same(a, b) -> bool:

@@ -20,6 +20,13 @@ one model step:
 A field left None takes the model's default (e.g. :class:`~pyro_ar.models.CategoricalLatentModel`'s
 prior scale :math:`1/\sqrt{Q}`).
 
+The same objects are :class:`~pyro_ar.ARClassifier`'s ``weights=`` (``ARClassifier(weights=MAP(0.1))``;
+``MAP()`` leaves s to the estimator's held-out search); the options only the estimator has
+(that search over a list of scales, the rank, the posterior draws of its predictions) live in
+:class:`pyro_ar.estimator.Weights`, a thin wrapper around one of them. Their fields are
+scikit-learn parameters (:meth:`WeightStrategy.get_params` / :meth:`WeightStrategy.set_params`),
+so ``clf.set_params(weights__prior_scale=0.3)`` and ``sklearn.base.clone`` work.
+
 Example:
 
 >>> from pyro_ar.models.weights import MAP, get_weights
@@ -79,6 +86,21 @@ class WeightStrategy:
             if name in self._fields and getattr(new, name) is None:
                 setattr(new, name, value)
         return new
+
+    def get_params(self, deep=True) -> dict:
+        """The constructor's arguments, as scikit-learn reads an estimator's (so that
+        ``ARClassifier(weights=MAP(0.1)).set_params(weights__prior_scale=0.3)`` and ``clone``
+        work)."""
+        return {name: getattr(self, name) for name in self._fields}
+
+    def set_params(self, **params) -> "WeightStrategy":
+        """Set fields by name, each checked as the constructor checks it (``ValueError`` naming
+        an unknown one); returns self."""
+        unknown = sorted(set(params) - set(self._fields))
+        if unknown:
+            raise ValueError(f"{type(self).__name__} has no parameter {unknown[0]!r}; it has {list(self._fields)}")
+        self.__dict__.update(type(self)(**{**self.get_params(), **params}).__dict__)
+        return self
 
     def create_plates(self, model, x, y=None, sample_weight=None):
         """The plates of one step (here the O(B) ``"data"`` plate, ``CategoricalModel.data_plate``)."""
@@ -226,8 +248,10 @@ def get_weights(weights, choices=("mle", "map", "bayes")) -> WeightStrategy:
         return weights
     if isinstance(weights, str) and weights in choices:
         return WEIGHTS[weights]()
+    hint = "" if not hasattr(weights, "rank") else \
+        " (pyro_ar.estimator.Weights holds ARClassifier's options around a strategy: pass its kind)"
     raise ValueError(f"weights must be a WeightStrategy (MLE(), MAP(...), Bayes(...)) or one of "
-                     f"{choices}, got weights={weights!r}")
+                     f"{choices}, got weights={weights!r}{hint}")
 
 
 class Init(NamedTuple):

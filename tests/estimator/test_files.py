@@ -296,7 +296,7 @@ def test_version_3_files_with_constraint_names_still_load(tmp_path, fitted):
     path = tmp_path / "m.pt"
     clf.save(path)
     d = torch.load(path, weights_only=True)
-    assert d["version"] == 5
+    assert d["version"] == 6
     for n, c in clf.param_state_["constraints"].items():
         assert d["param_state"]["constraints"][n] == encode_constraint(c, n)
     d["version"] = 3
