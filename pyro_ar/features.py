@@ -16,8 +16,12 @@ except ImportError:  # pragma: no cover
 
 from .training_path import SPARSE_MAX_DENSITY, SPARSE_MIN_FEATURES
 
-__all__ = ["DENSIFY_MAX_ELEMENTS", "MAX_FEATURES", "SparseRows", "apply_scaler", "check_feature_matrix",
+__all__ = ["DENSIFY_MAX_ELEMENTS", "MAX_ACTIVE_Z", "MAX_FEATURES", "SparseRows", "apply_scaler", "check_feature_matrix",
            "feature_rows", "fit_scaler", "training_features"]
+
+#: A nearly constant feature's active rows lie at most this many scales from its majority value
+#: in root mean square (:func:`fit_scaler`): the range of a standardised Gaussian feature.
+MAX_ACTIVE_Z = 3.0
 
 #: Sparse training matrices with at most this many entries (rows x features) are
 #: densified once; larger ones are densified minibatch by minibatch.
@@ -115,19 +119,26 @@ def fit_scaler(X, sparse_inputs: bool = False, idf: bool = False):
     deviation; sparse -- no centring (mean 0, the sparsity is kept) and the root mean square.
 
     A feature that one value :math:`m_j` holds on more than half the rows (*nearly constant*:
-    a border pixel that is almost always 0, a rare binary word) is scaled instead by the root
-    mean square deviation from that value over the rows where it differs,
-    :math:`s_j = \sqrt{\frac{1}{|A_j|}\sum_{i \in A_j} (x_{ij} - m_j)^2}`,
-    :math:`A_j = \{i : x_{ij} \ne m_j\}` (sparse: :math:`m_j = 0`, ``A_j`` its non-zeros).
-    Its standard deviation would blow it up: a 0/1 feature active on a fraction p of the rows
-    has :math:`\sigma_j = \sqrt{p(1 - p)}`, so it becomes :math:`\sqrt{(1-p)/p}` where it is
-    active (245 for one MNIST training image in 60,000), and a model trained with a fixed step
-    size diverges on such inputs; :math:`s_j \ge \sigma_j` always
-    (:math:`\sigma_j^2 \le \frac{|A_j|}{N} s_j^2`) and the active values stay of order 1.
-    Every other feature keeps its own standard deviation (sparse: root mean square), whatever
-    the other features' scales, and a constant feature gets scale 1. Every scale is therefore
-    equivariant, :math:`s_j(c\,x_{:j} + b) = |c|\, s_j(x_{:j})` (sparse: b = 0), so the
-    standardised features, hence the fit, do not depend on the units of each column.
+    a border pixel that is almost always 0, a rare binary word) is one that its standard
+    deviation would blow up: a 0/1 feature active on a fraction p of the rows has
+    :math:`\sigma_j = \sqrt{p(1 - p)}` and becomes :math:`\sqrt{(1-p)/p}` where it is active
+    (245 for one MNIST training image in 60,000), and a fit with a fixed step size diverges on
+    such inputs. Its scale is floored so that the rows where it is active lie at most
+    :data:`MAX_ACTIVE_Z` (3) scales from :math:`m_j` in root mean square, the range of a
+    Gaussian feature's values:
+
+    .. math::
+
+        s_j = \max\Bigl(\sigma_j, \frac{a_j}{3}\Bigr), \qquad
+        a_j = \sqrt{\frac{1}{|A_j|}\sum_{i \in A_j} (x_{ij} - m_j)^2}, \quad
+        A_j = \{i : x_{ij} \ne m_j\}
+
+    (sparse: :math:`m_j = 0`, :math:`A_j` its non-zeros; a 0/1 feature keeps its
+    :math:`\sigma_j` down to p = 0.1). Every other feature keeps its own standard deviation
+    (sparse: root mean square), whatever the other features' scales, and a constant feature
+    gets scale 1. Every scale is therefore equivariant, :math:`s_j(c\,x_{:j} + b) = |c|\,
+    s_j(x_{:j})` (sparse: b = 0), so the standardised features, hence the fit, do not depend on
+    the units of each column.
 
     With ``sparse_inputs`` (the sparse path: bags of words and the like, where most features
     are rare and per-feature scaling would blow each rare word up) every feature gets one
@@ -170,12 +181,13 @@ def fit_scaler(X, sparse_inputs: bool = False, idf: bool = False):
 
 
 def _with_nearly_constant(std, active_ms, n_active, n_rows):
-    """Each feature's scale (:func:`fit_scaler`): ``std`` where no value holds more than half
-    the ``n_rows`` rows, else the root of ``active_ms`` (the mean square deviation from that
-    value over its ``n_active`` other rows); 1 for a constant feature."""
+    """Each feature's scale (:func:`fit_scaler`): ``std``, floored where one value holds more
+    than half the ``n_rows`` rows at the root of ``active_ms`` (the mean square deviation from
+    that value over its ``n_active`` other rows) over :data:`MAX_ACTIVE_Z`; 1 for a constant
+    feature."""
     nearly_constant = 2 * n_active < n_rows
-    scale = np.where(nearly_constant, np.sqrt(active_ms), std)
-    return np.where(scale > 0, scale, 1.0)
+    scale = np.where(nearly_constant, np.maximum(std, np.sqrt(active_ms) / MAX_ACTIVE_Z), std)
+    return np.where((scale > 0) & (n_active > 0), scale, 1.0)  # (a constant's std may round to 1e-17)
 
 
 def _dense_scale(X, chunk_elements: int = 1 << 22):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from pyro_ar.features import apply_scaler, fit_scaler
+from pyro_ar.features import MAX_ACTIVE_Z, apply_scaler, fit_scaler
 
 
 def _mixed_columns(seed, N=301):
@@ -43,28 +43,34 @@ def test_the_standardised_features_do_not_depend_on_each_columns_units(seed):
 @pytest.mark.parametrize("p", [1 / 60000, 1e-3, 0.05, 0.4])
 def test_a_nearly_constant_column_is_not_blown_up(p):
     """A 0/1 feature active on a fraction p of the rows: its standard deviation would put it at
-    sqrt((1 - p) / p) where active (245 at p = 1/60000); its scale is the deviation of the active
-    rows from the majority value, 1, so it stays within 1 of 0 (dense and sparse alike)."""
+    sqrt((1 - p) / p) where active (245 at p = 1/60000); its scale is floored at 1 / MAX_ACTIVE_Z
+    (the active rows' deviation from the majority value, 1, over 3), so it stays within 3 of 0
+    (dense and sparse alike), and a feature active often enough keeps its standard deviation."""
     N = 60000
     x = np.zeros(N)
     x[:max(1, int(round(p * N)))] = 1.0
     X = np.column_stack([x, np.random.default_rng(0).normal(size=N)])
     mean, scale = fit_scaler(X)
-    assert scale[0] == 1.0
-    assert np.abs(apply_scaler(X, mean, scale)[:, 0]).max() <= 1.0
-    assert fit_scaler(sp.csr_matrix(X))[1][0] == 1.0
-    assert np.sqrt(x.var()) < scale[0]  # (what the standard deviation would have divided by)
+    sigma = x.std()
+    np.testing.assert_allclose(scale[0], max(sigma, 1.0 / MAX_ACTIVE_Z), rtol=1e-12)
+    assert np.abs(apply_scaler(X, mean, scale)[:, 0]).max() <= MAX_ACTIVE_Z
+    np.testing.assert_allclose(fit_scaler(sp.csr_matrix(X))[1][0], max(np.sqrt(np.mean(x ** 2)), 1.0 / MAX_ACTIVE_Z),
+                               rtol=1e-12)
+    if p < 0.1:  # (what the standard deviation alone would have divided by)
+        assert np.abs((1 - x.mean()) / sigma) > MAX_ACTIVE_Z
 
 
 def test_a_majority_value_that_is_not_zero_and_a_constant_column():
-    """The majority value m need not be 0: scale = sqrt(mean over x != m of (x - m)^2)."""
-    x = np.full(10, 5.0)
-    x[:3] = [8.0, 1.0, 5.0]  # 8 of 10 rows hold 5; the others deviate by 3 and -4
-    X = np.column_stack([x, np.full(10, -2.0)])
-    assert fit_scaler(X)[1].tolist() == [np.sqrt((9 + 16) / 2), 1.0]
+    """The majority value m need not be 0: the floor is sqrt(mean over x != m of (x - m)^2) / 3."""
+    x = np.full(100, 5.0)
+    x[:3] = [8.0, 1.0, 5.0]  # 98 of 100 rows hold 5; the others deviate by 3 and -4
+    X = np.column_stack([x, np.full(100, -2.0)])
+    floor = np.sqrt((9 + 16) / 2) / MAX_ACTIVE_Z
+    assert x.std() < floor  # (the floor is what acts)
+    np.testing.assert_allclose(fit_scaler(X)[1], [floor, 1.0], rtol=1e-12)
 
 
-def test_sparse_scales_are_the_root_mean_square_of_the_non_zeros_or_of_every_row():
+def test_sparse_scales_are_the_root_mean_square_floored_by_that_of_the_non_zeros():
     rng = np.random.default_rng(3)
     dense = np.zeros((40, 3))
     dense[:5, 0] = rng.normal(size=5)  # zero on most rows
@@ -74,5 +80,6 @@ def test_sparse_scales_are_the_root_mean_square_of_the_non_zeros_or_of_every_row
     dense = X.toarray()
     mean, scale = fit_scaler(X)
     active = dense[:, 0][dense[:, 0] != 0]
-    np.testing.assert_allclose(scale, [np.sqrt(np.mean(active ** 2)), np.sqrt(np.mean(dense[:, 1] ** 2)), 1.0])
+    rms = np.sqrt(np.mean(dense ** 2, axis=0))
+    np.testing.assert_allclose(scale, [max(rms[0], np.sqrt(np.mean(active ** 2)) / MAX_ACTIVE_Z), rms[1], 1.0])
     assert not mean.any()
