@@ -16,8 +16,12 @@ except ImportError:  # pragma: no cover
 
 from .training_path import SPARSE_MAX_DENSITY, SPARSE_MIN_FEATURES
 
-__all__ = ["DENSIFY_MAX_ELEMENTS", "MAX_FEATURES", "SparseRows", "apply_scaler", "check_feature_matrix",
+__all__ = ["DENSIFY_MAX_ELEMENTS", "MAX_ACTIVE_Z", "MAX_FEATURES", "SparseRows", "apply_scaler", "check_feature_matrix",
            "feature_rows", "fit_scaler", "training_features"]
+
+#: A nearly constant feature's active rows lie at most this many scales from its majority value
+#: in root mean square (:func:`fit_scaler`): the range of a standardised Gaussian feature.
+MAX_ACTIVE_Z = 3.0
 
 #: Sparse training matrices with at most this many entries (rows x features) are
 #: densified once; larger ones are densified minibatch by minibatch.
@@ -114,9 +118,27 @@ def fit_scaler(X, sparse_inputs: bool = False, idf: bool = False):
     r"""Per-feature ``(mean, scale)`` for standardising ``X``: dense -- mean and standard
     deviation; sparse -- no centring (mean 0, the sparsity is kept) and the root mean square.
 
-    Each scale is floored at the median of the features' (nonzero) scales, so that a nearly
-    constant feature (e.g. a border pixel that is almost always 0) is not blown up into huge
-    values at the few points where it is not; constant features get that floor too.
+    A feature that one value :math:`m_j` holds on more than half the rows (*nearly constant*:
+    a border pixel that is almost always 0, a rare binary word) is one that its standard
+    deviation would blow up: a 0/1 feature active on a fraction p of the rows has
+    :math:`\sigma_j = \sqrt{p(1 - p)}` and becomes :math:`\sqrt{(1-p)/p}` where it is active
+    (245 for one MNIST training image in 60,000), and a fit with a fixed step size diverges on
+    such inputs. Its scale is floored so that the rows where it is active lie at most
+    :data:`MAX_ACTIVE_Z` (3) scales from :math:`m_j` in root mean square, the range of a
+    Gaussian feature's values:
+
+    .. math::
+
+        s_j = \max\Bigl(\sigma_j, \frac{a_j}{3}\Bigr), \qquad
+        a_j = \sqrt{\frac{1}{|A_j|}\sum_{i \in A_j} (x_{ij} - m_j)^2}, \quad
+        A_j = \{i : x_{ij} \ne m_j\}
+
+    (sparse: :math:`m_j = 0`, :math:`A_j` its non-zeros; a 0/1 feature keeps its
+    :math:`\sigma_j` down to p = 0.1). Every other feature keeps its own standard deviation
+    (sparse: root mean square), whatever the other features' scales, and a constant feature
+    gets scale 1. Every scale is therefore equivariant, :math:`s_j(c\,x_{:j} + b) = |c|\,
+    s_j(x_{:j})` (sparse: b = 0), so the standardised features, hence the fit, do not depend on
+    the units of each column.
 
     With ``sparse_inputs`` (the sparse path: bags of words and the like, where most features
     are rare and per-feature scaling would blow each rare word up) every feature gets one
@@ -148,17 +170,50 @@ def fit_scaler(X, sparse_inputs: bool = False, idf: bool = False):
         if sparse_inputs:
             rms = math.sqrt(X.multiply(X).sum() / max(X.shape[0], 1)) or 1.0
             return np.zeros(X.shape[1]), np.full(X.shape[1], rms)
-        mean = np.zeros(X.shape[1])
-        scale = np.sqrt(np.asarray(X.multiply(X).mean(axis=0)).reshape(-1))
-    else:  # float64 sums: float32 ones overflow for features near 3e38
-        X = np.asarray(X)
-        if sparse_inputs:
-            rms = math.sqrt(np.square(X, dtype=np.float64).sum() / max(X.shape[0], 1)) or 1.0
-            return np.zeros(X.shape[1]), np.full(X.shape[1], rms)
-        mean, scale = X.mean(axis=0, dtype=np.float64), X.std(axis=0, dtype=np.float64)
-    positive = scale[scale > 0]
-    floor = np.median(positive) if positive.size else 1.0
-    return mean, np.maximum(scale, floor)
+        X = X.tocsr()
+        X.sum_duplicates()
+        return np.zeros(X.shape[1]), _sparse_scale(X)
+    X = np.asarray(X)  # (float64 sums: float32 ones overflow for features near 3e38)
+    if sparse_inputs:
+        rms = math.sqrt(np.square(X, dtype=np.float64).sum() / max(X.shape[0], 1)) or 1.0
+        return np.zeros(X.shape[1]), np.full(X.shape[1], rms)
+    return X.mean(axis=0, dtype=np.float64), _dense_scale(X)
+
+
+def _with_nearly_constant(std, active_ms, n_active, n_rows):
+    """Each feature's scale (:func:`fit_scaler`): ``std``, floored where one value holds more
+    than half the ``n_rows`` rows at the root of ``active_ms`` (the mean square deviation from
+    that value over its ``n_active`` other rows) over :data:`MAX_ACTIVE_Z`; 1 for a constant
+    feature."""
+    nearly_constant = 2 * n_active < n_rows
+    scale = np.where(nearly_constant, np.maximum(std, np.sqrt(active_ms) / MAX_ACTIVE_Z), std)
+    return np.where((scale > 0) & (n_active > 0), scale, 1.0)  # (a constant's std may round to 1e-17)
+
+
+def _dense_scale(X, chunk_elements: int = 1 << 22):
+    """:func:`fit_scaler`'s scales of a dense ``X``, a block of columns at a time (the copy
+    that finds each column's majority value, the value at its middle rank, stays small)."""
+    N, D = X.shape
+    scale = np.ones(D)
+    step = max(1, chunk_elements // max(N, 1))
+    for lo in range(0, D if N else 0, step):
+        block = np.asarray(X[:, lo:lo + step], dtype=np.float64)
+        mode = np.partition(block, N // 2, axis=0)[N // 2]  # (a value on > N/2 rows holds rank N//2)
+        dev = block - mode
+        n_active = np.count_nonzero(dev, axis=0)
+        active_ms = np.square(dev).sum(axis=0) / np.maximum(n_active, 1)
+        scale[lo:lo + step] = _with_nearly_constant(block.std(axis=0), active_ms, n_active, N)
+    return scale
+
+
+def _sparse_scale(X):
+    """:func:`fit_scaler`'s scales of a CSR ``X`` (float64; the majority value of a feature
+    that is zero on more than half the rows is 0)."""
+    N, D = X.shape
+    nonzero = X.data != 0
+    n_active = np.bincount(X.indices[nonzero], minlength=D)
+    sums = np.bincount(X.indices[nonzero], weights=np.square(X.data[nonzero]), minlength=D)
+    return _with_nearly_constant(np.sqrt(sums / max(N, 1)), sums / np.maximum(n_active, 1), n_active, N)
 
 
 def apply_scaler(X, mean, scale, normalize_rows: bool = False):

@@ -46,8 +46,9 @@ from .distributions import (
     UtilityCategorical,
     sample_categorical,
 )
-from .negatives import as_negative_sampler, get_negative_sampler
+from .negatives import MOVED_KEYWORDS, as_negative_sampler, get_negative_sampler
 from .noise import Noise, get_noise
+from .numerics import keyword_names, reject_moved_keywords
 
 __all__ = [
     "DataSubsample",
@@ -100,6 +101,15 @@ class Likelihood:
     has_local_latent = False
     #: the class-sum distribution of :mod:`pyro_ar.distributions` (baselines)
     distribution_class = None
+
+    def __new__(cls, *args, **kwargs):
+        """Name where a former negatives keyword (``num_negatives``, ``strategy``,
+        ``proposal``: :data:`pyro_ar.negatives.MOVED_KEYWORDS`) went, for a likelihood that takes
+        ``negatives`` (before ``__init__`` would reject it with Python's bare "unexpected keyword")."""
+        accepted = keyword_names(cls.__init__)
+        if kwargs and "negatives" in accepted:
+            reject_moved_keywords(cls.__name__, kwargs, MOVED_KEYWORDS, accepted)
+        return super().__new__(cls)
 
     def __init__(self, noise="gumbel", negatives=None):
         self.noise: Noise = get_noise(noise)

@@ -120,3 +120,20 @@ def test_the_bound_check_catches_a_likelihood_above_the_exact_one():
     with pytest.raises(AssertionError, match="above the exact log-likelihood"):
         _OverstatedContract().test_elbo_is_below_the_exact_log_likelihood()
 
+
+
+@pytest.mark.parametrize("make", [AR, OVE, Sampled, Bouchard, GaussianBouchard], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("keyword", ["num_negatives", "strategy", "proposal"])
+def test_a_former_negatives_keyword_is_a_type_error_naming_negatives(make, keyword):
+    """``AR(num_negatives=5)`` and the like name where the keyword went (``negatives=``), as
+    the models and distributions do, instead of Python's bare "unexpected keyword"."""
+    with pytest.raises(TypeError, match=f"^{make.__name__} got {keyword}=5: .*negatives="):
+        make(**{keyword: 5})
+
+
+def test_an_unknown_keyword_keeps_pythons_error_and_exact_is_not_sent_to_negatives():
+    with pytest.raises(TypeError, match="unexpected keyword argument 'foo'"):
+        AR(foo=1)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'num_negatives'"):
+        Exact(num_negatives=5)  # (Exact takes no negatives: no advice to give them)
+    assert AR(negatives=5).num_negatives == 5

@@ -675,6 +675,23 @@ def test_features_near_the_float32_limit_are_standardised(dtype, sparse_input):
     assert np.isfinite(clf.feature_scale_).all() and np.isfinite(clf.predict_proba(X)).all()
 
 
+def test_the_fit_does_not_depend_on_the_units_of_each_column():
+    """Each feature is standardised by its own scale (fit_scaler: s_j(c x_j) = |c| s_j(x_j), no
+    floor at the other features' median): multiplying each column by its own power of two (exact
+    in floating point) leaves the standardised features, hence the whole fit, bit for bit the same;
+    a nearly constant column is among them. (The median floor failed this: the columns made large
+    raised every small column's floor.)"""
+    rng = np.random.RandomState(0)
+    X = rng.randn(150, 5)
+    X[:, 3] = (rng.rand(150) < 0.1) * rng.uniform(1, 3, 150)  # nearly constant: 0 on ~90 % of rows
+    y = (X[:, 0] + X[:, 3] > 0.5).astype(int) + (X[:, 1] > 1)
+    c = 2.0 ** np.array([-30, 12, 25, -7, 40])
+    fit = lambda Z: ARClassifier(max_epochs=3, min_steps=200, random_state=0).fit(Z, y)  # noqa: E731
+    a, b = fit(X), fit(X * c)
+    np.testing.assert_array_equal(b.feature_scale_, a.feature_scale_ * c)
+    np.testing.assert_array_equal(b.predict_proba(X * c), a.predict_proba(X))
+
+
 # ------------------------------------------------------------------------ issue 28: a thin estimator
 @pytest.mark.parametrize("weights", ["map", "bayes"])
 def test_prediction_builds_the_model_once_per_fit(monkeypatch, tmp_path, weights):
