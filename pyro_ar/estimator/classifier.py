@@ -78,11 +78,10 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         each epoch, stop after a number of epochs without an improvement of a tolerance (nats
         per datapoint) and keep the best weights: ``True`` (``validation_fraction=0.1``,
         ``n_iter_no_change=5``, ``tol=1e-4``) or a dict of some of them.
-    :param standardize: scale the features inside the estimator
-        (:func:`pyro_ar.features.fit_scaler`: dense centred and divided by their standard
-        deviation, sparse by their root mean square, each its own: a nearly constant feature's
-        floored so that it is not blown up; one scale on the sparse low-rank path, idf weights
-        and unit rows on the weight pattern).
+    :param standardize: scale the features inside the estimator (:func:`pyro_ar.features.fit_scaler`:
+        dense centred and divided by their standard deviation, sparse by their root mean square, a
+        nearly constant feature's floored; one scale on the sparse low-rank path, idf weights and
+        unit rows on the weight pattern).
     :param warm_start: start ``fit`` from the current weights (same classes; the first fit's
         scaling is kept).
     :param random_state: None, an int or a ``numpy.random.RandomState`` (seeds torch, pyro and
