@@ -113,7 +113,7 @@ class PyroBigram(harness.SVIMethod):
         from pyro.infer import Trace_ELBO
 
         from pyro_ar.infer import default_elbo, default_guide
-        from pyro_ar.likelihoods import AR, get_likelihood
+        from pyro_ar.likelihoods import AR, OVE, Sampled
         from pyro_ar.models import BigramLanguageModel, unigram_biases
         from pyro_ar.negatives import ImportanceNegatives, SharedNegatives
         from pyro_ar.optim import lazy_adam
@@ -122,9 +122,8 @@ class PyroBigram(harness.SVIMethod):
         # count^power, smoothed by 1 so that no class has probability 0 (Vocabulary.proposal)
         proposal = (counts.double().to(device) + 1) ** power if strategy == "importance" else None
         negs = ImportanceNegatives(negatives, proposal) if strategy == "importance" else SharedNegatives(negatives)
-        # the method's likelihood through the library's one string map (negatives: the sampler)
-        likelihood = get_likelihood({"botev": "sampled"}.get(method, method if method == "ove" else "ar"),
-                                    noise, strategy=negs)
+        # the method's likelihood object, its negatives the sampler (the baselines are softmax models)
+        likelihood = {"botev": Sampled, "ove": OVE}[method](negs) if method in ("botev", "ove") else AR(noise, negs)
         pyro.clear_param_store()
         # biases start at the unigram fit of each noise (pyro_ar.models.unigram_biases): the
         # log frequencies for softmax, Noise.marginal_offsets of them for the others (probit:
