@@ -191,12 +191,14 @@ def _heldout_hits(X, codes, K, train_idx, rows, powers, groups=None, chunk=500):
         row_threshold = np.full(b - a, np.inf, dtype=np.float32)
         np.minimum.at(row_threshold, r, threshold)
         pos = np.flatnonzero(U.data > np.repeat(row_threshold, counts))  # the entries that may outrank
-        entry_row = np.searchsorted(U.indptr, pos, side="right") - 1
-        # each kept entry once per pair of its row (the pairs of a row are consecutive in r)
-        per = np.bincount(r, minlength=b - a)[entry_row]
-        e = np.repeat(np.arange(len(pos)), per)
-        pair = np.arange(len(e)) - np.repeat(np.cumsum(per) - per, per) + np.searchsorted(r, entry_row)[e]
-        k, u = U.indices[pos][e], U.data[pos][e]
+        entry_row = np.repeat(np.arange(b - a, dtype=np.int64), counts)[pos]
+        if groups is None:  # one pair per row, pair i at row i (r = 0, 1, ...)
+            pair, k, u = entry_row, U.indices[pos], U.data[pos]
+        else:  # each kept entry once per pair of its row (the pairs of a row are consecutive in r)
+            per = np.bincount(r, minlength=b - a)[entry_row]
+            e = np.repeat(np.arange(len(pos)), per)
+            pair = np.arange(len(e)) - np.repeat(np.cumsum(per) - per, per) + np.searchsorted(r, entry_row)[e]
+            k, u = U.indices[pos][e], U.data[pos][e]
         for g, scale in enumerate(scales):  # (a class without rows scores 0, as its utility does)
             rank = np.bincount(pair[u * scale[k] > (label_u * scale[c])[pair]], minlength=len(pairs))[~missed]
             hits[g] += 0.5 * ((rank < 1).sum() + (rank < 10).sum())
