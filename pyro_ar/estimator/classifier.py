@@ -10,11 +10,13 @@ import torch
 import pyro
 
 from ..evaluation import log_likelihood, predict_log_proba, top_k
+from ..noise import GumbelNoise, get_noise
 from ..features import DENSIFY_MAX_ELEMENTS, apply_scaler, fit_scaler, training_features
 from ..files import seeded
 from ..infer import EarlyStopping, LearningRateDecay, TrainingDiverged, train
 from ..infer.param_state import global_state, state_on
-from ..infer.pattern_fit import centroid_shape, choose_start, pattern_schedule, recentre_fit
+from ..infer.pattern_fit import centroid_shape, choose_start, pattern_heldout_log_lik, pattern_schedule, \
+    recentre_fit
 from ..infer.progress import phase_bar, set_progress_total
 from ..infer.saved_estimator import load_estimator, save_estimator
 from ..infer.selection import _REFIT_BUDGET, Weights, early_stopping_options, resolve_likelihood, search_holdout, \
@@ -405,6 +407,18 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             X_val, rows = data.X[val_idx[first]], torch.as_tensor(inverse.reshape(-1), device=device)
         y_val = torch.as_tensor(data.codes[val_idx], dtype=torch.long, device=device)
         w_val = None if data.weights is None else torch.as_tensor(data.weights[val_idx], device=device)
+        if model.weight_pattern is not None and weights.kind != "bayes" and torch.device(device).type == "cpu" and \
+                isinstance(get_noise(spec.noise), GumbelNoise):  # pattern_fit: never a dense rows x K
+            pattern_score = pattern_heldout_log_lik(X_val, model.weight_pattern, y_val.numpy(),
+                                                    None if rows is None else rows.numpy())
+
+            def score():
+                fitted = model.fitted_parameters()
+                lp = torch.from_numpy(pattern_score(fitted["weight"], fitted["bias"]))
+                if w_val is None:
+                    return {"val_log_lik": float(lp.mean())}
+                return {"val_log_lik": float((w_val * lp).sum() / w_val.sum().clamp(min=1e-300))}
+            return score
 
         def score():
             state = pyro.get_param_store().get_state() if weights.kind == "bayes" else None

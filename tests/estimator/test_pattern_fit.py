@@ -187,3 +187,30 @@ def test_the_pattern_path_beats_its_start(small_pattern_limit):
     pattern, loc = pattern_and_centroids(Z[~test], y[~test], 400)
     centroid = (pattern.sparse(loc.double()).to_dense().numpy() @ Z[test].toarray().T).argmax(0)
     assert clf.score(X[test], y[test]) >= np.mean(centroid == y[test])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 30), st.integers(1, 12), st.booleans(), st.floats(0.0, 40.0), st.sampled_from([0.0, 0.2, 2.0]),
+       st.integers(0, 2**31 - 1))
+def test_pattern_heldout_log_lik_equals_the_dense_log_softmax(K, R, label_sets, spread, dense_share, seed):
+    # the sparse log-normaliser against log_likelihood of the dense utilities b + X W^T (float64:
+    # agreement to 1e-10, the rounding of a sum of ~K terms; rows with no feature of any class
+    # included, the weights of any sign, biases up to `spread` apart; every feature in the dense
+    # block, some, or none)
+    from pyro_ar.evaluation import linear_source, log_likelihood
+    from pyro_ar.infer.pattern_fit import pattern_heldout_log_lik
+
+    rng = np.random.RandomState(seed)
+    D = 7
+    keys = np.flatnonzero(rng.rand(K * D) < 0.3)
+    pattern = WeightPattern(torch.as_tensor(keys, dtype=torch.int64), K, D)
+    X = sp.random(R, D, density=0.4, random_state=rng, format="csr")
+    rows = np.sort(rng.randint(0, R, size=R + 3)) if label_sets else None
+    labels = rng.randint(0, K, size=R + 3 if label_sets else R)
+    w = torch.as_tensor(rng.randn(len(keys)) * 3)
+    b = torch.as_tensor(rng.rand(K) * spread - spread / 2)
+    got = pattern_heldout_log_lik(X, pattern, labels, rows, dense_share)(w, b)
+    x = torch.as_tensor(X.toarray())
+    want = log_likelihood(linear_source(x, pattern.sparse(w), b), torch.as_tensor(labels), "gumbel",
+                          reduce="none", rows=None if rows is None else torch.as_tensor(rows))
+    np.testing.assert_allclose(got, want.numpy(), rtol=0, atol=1e-10)
