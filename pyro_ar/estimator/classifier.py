@@ -15,7 +15,7 @@ from ..features import DENSIFY_MAX_ELEMENTS, apply_scaler, fit_scaler, training_
 from ..files import seeded
 from ..infer import EarlyStopping, LearningRateDecay, TrainingDiverged, train
 from ..infer.param_state import global_state, state_on
-from ..infer.pattern_fit import centroid_shape, choose_start, pattern_heldout_log_lik, pattern_schedule, \
+from ..infer.pattern_fit import centroid_shape, choose_start, pattern_schedule, pattern_validation_score, \
     recentre_fit
 from ..infer.progress import phase_bar, set_progress_total
 from ..infer.saved_estimator import load_estimator, save_estimator
@@ -57,12 +57,12 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         given; a count above K - 1 is clipped) or :class:`~pyro_ar.likelihoods.Exact`. The
         choice made is ``likelihood_``.
     :param weights: the models' weight strategy (:mod:`pyro_ar.models.weights`) or its name:
-        ``"map"`` / :class:`~pyro_ar.models.MAP` (default: the prior N(0, s^2) on W,
-        scikit-learn's L2 penalty with ``C = s**2``; the bias unpenalised unless
-        ``MAP(penalize_bias=True)``), ``"mle"`` / :class:`~pyro_ar.models.MLE`, ``"bayes"`` /
-        :class:`~pyro_ar.models.Bayes` (mean-field Gaussian posterior over W and b); or a
-        :class:`~pyro_ar.estimator.Weights` around one, for the estimator's own options: the prior scale s
-        (a strategy's own ``prior_scale`` fixes it; else ``"auto"``, default, or a list: chosen on a held-out split,
+        ``"map"`` / :class:`~pyro_ar.models.MAP` (default: the prior N(0, s^2) on W, sklearn's L2
+        penalty with ``C = s**2``; the bias unpenalised unless ``MAP(penalize_bias=True)``),
+        ``"mle"`` / :class:`~pyro_ar.models.MLE`, ``"bayes"`` / :class:`~pyro_ar.models.Bayes`
+        (mean-field Gaussian posterior over W and b); or a :class:`~pyro_ar.estimator.Weights`
+        around one, with the estimator's own options: the prior scale s (a strategy's own
+        ``prior_scale`` fixes it; else ``"auto"``, default, or a list: chosen on a held-out split,
         :func:`~pyro_ar.infer.selection.select_prior_scale`, then refitted on all the data;
         ``prior_scale_``, ``prior_scale_scores_``; a first ``partial_fit`` takes 1 or the list's
         middle), the ``rank`` (``"auto"``: full rank while W and its optimizer state fit in
@@ -84,10 +84,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         dense centred and divided by their standard deviation, sparse by their root mean square, a
         nearly constant feature's floored; one scale on the sparse low-rank path, idf weights and
         unit rows on the weight pattern).
-    :param warm_start: start ``fit`` from the current weights (same classes; the first fit's
-        scaling is kept).
-    :param random_state: None, an int or a ``numpy.random.RandomState`` (seeds torch, pyro and
-        the held-out splits during fit).
+    :param warm_start: start ``fit`` from the current weights (same classes; scaling kept).
+    :param random_state: None, an int or a ``numpy.random.RandomState`` (seeds torch, pyro, splits).
     :param device: torch device for training and prediction.
     :param verbose: print the data's shape and training path and show a progress bar per phase.
 
@@ -163,15 +161,13 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         :param y: array-like of hashable labels, shape (n_samples,); or label sets (multi-label,
             see the module's text): an (n_samples, K) 0/1 indicator, dense or ``scipy.sparse``,
             or a list of label lists / sets.
-        :param sample_weight: non-negative weights, shape (n_samples,): a datapoint of weight
-            2 counts as two copies.
+        :param sample_weight: non-negative weights, shape (n_samples,): weight 2 counts as two copies.
         :returns: self.
         """
         return self._fit(X, y, sample_weight, partial=False)
 
     def partial_fit(self, X, y, classes=None, sample_weight=None):
-        """Train on one chunk (X, y), continuing from the current fit: for data that arrive in
-        chunks or do not fit in memory.
+        """Train on one chunk (X, y), continuing from the current fit (data in chunks, or too big).
 
         Each call makes ``max_epochs`` passes over its chunk (``max_epochs=None``: ``min_steps``
         steps; ``n_steps_``) from the current weights: ``fit``'s schedule without ``min_steps``
@@ -191,9 +187,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         return self._fit(X, y, sample_weight, partial=True, classes=classes)
 
     def _fit(self, X, y, sample_weight, partial, classes=None):
-        """:meth:`_fit_once`; on any exception (a diverged fit, Ctrl-C) the estimator is put back
-        as it was: a fresh fit sets the scaling and the path before it trains, and these must not
-        be left beside the previous fit's weights."""
+        """:meth:`_fit_once`; on any exception (a diverged fit, Ctrl-C) the estimator is put back as
+        it was (a fresh fit's scaling and path must not stay beside the previous fit's weights)."""
         saved = dict(self.__dict__)
         try:
             return self._fit_once(X, y, sample_weight, partial, classes)
@@ -409,16 +404,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         w_val = None if data.weights is None else torch.as_tensor(data.weights[val_idx], device=device)
         if model.weight_pattern is not None and weights.kind != "bayes" and torch.device(device).type == "cpu" and \
                 isinstance(get_noise(spec.noise), GumbelNoise):  # pattern_fit: never a dense rows x K
-            pattern_score = pattern_heldout_log_lik(X_val, model.weight_pattern, y_val.numpy(),
-                                                    None if rows is None else rows.numpy())
-
-            def score():
-                fitted = model.fitted_parameters()
-                lp = torch.from_numpy(pattern_score(fitted["weight"], fitted["bias"]))
-                if w_val is None:
-                    return {"val_log_lik": float(lp.mean())}
-                return {"val_log_lik": float((w_val * lp).sum() / w_val.sum().clamp(min=1e-300))}
-            return score
+            return pattern_validation_score(X_val, model, y_val.numpy(), None if rows is None else rows.numpy(), w_val)
 
         def score():
             state = pyro.get_param_store().get_state() if weights.kind == "bayes" else None

@@ -456,3 +456,17 @@ def pattern_heldout_log_lik(X, pattern, labels, rows=None, dense_share: float = 
         lse = torch.logsumexp(psi, 1).numpy()
         return U[rows, labels] - lse[rows]
     return score
+
+
+def pattern_validation_score(X, model, labels, rows=None, sample_weight=None):
+    """``score() -> {"val_log_lik": v}`` of a weight-pattern fit with point weights: ``v`` the
+    mean (``sample_weight``-weighted) of :func:`pattern_heldout_log_lik` of the held-out
+    ``labels`` under ``model``'s fitted weight and bias (the layout built once, here)."""
+    per_row = pattern_heldout_log_lik(X, model.weight_pattern, labels, rows)
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+
+    def score():
+        fitted = model.fitted_parameters()
+        lp = per_row(fitted["weight"], fitted["bias"])
+        return {"val_log_lik": float(lp.mean() if w is None else (w * lp).sum() / max(w.sum(), 1e-300))}
+    return score
