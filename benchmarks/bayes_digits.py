@@ -30,11 +30,20 @@ Usage::
     python -m benchmarks.bayes_digits --quick    # < 2 min, fewer steps/variants/draws
 
 Part 1 alone is the table of the ``bayes-digits`` claim: 11 variants of 8,000 steps, about
-500 CPU s (26 CPU s for 400 steps of all of them, measured at 4f21530). At 4f21530 the textbook
-natural eta step and the eta gradient step diverge at step 49 under the 8,000-step schedule
-(seed 0; both ran to the end at 7efad2f), so their rows read "diverged". ``--quick`` is no
-substitute for part 1: it drops the noise-floor row and 7 variants, and 1,000 steps do not
-converge (the two exact fits still differ by 0.16 posterior sds at 400 steps).
+500 CPU s (26 CPU s for 400 steps of all of them, measured at 4f21530). At 4f21530 and 57ec932
+the textbook natural eta step and the eta gradient step diverge at step 49 under the
+8,000-step schedule (seed 0), so their rows read "diverged". At 7efad2f they "ran to the end"
+only because nothing checked the loss: a raw ``svi.step`` loop there shows the same spikes
+(natural: 1.1e8 at step 105; gradient: 4.8e7 at step 50, against about 4e3 for the first
+steps). The mechanism is GumbelLocalGuide's stale eta (see its ``divergence_advice``): with
+``local_first=True`` the natural-step variant shows no spike in its first 200 steps (seeds
+0, 1), where the default order reaches 3.6e9 (seed 0) and 1.3e11 (seed 1). The gradient
+step has no local-first order and spikes alike. At 57ec932 the B = 8 conditional variants
+diverge too (steps 176 and 5371), and the amortised variant's divergence (step 210) ends the
+run with a KeyError in ``restore_params`` (pyro's param store, ``del``), so part 1 did not
+complete there. ``--quick`` is no substitute for part 1: it drops the noise-floor row and 7
+variants, and 1,000 steps do not converge (the two exact fits still differ by 0.16
+posterior sds at 400 steps).
 
 Writes bayes_digits[_quick].json and .png to ``--out``.
 """
