@@ -396,8 +396,8 @@ class AmortizedLocalGuide(_LocalGuide):
 
     def _site_distribution(self, name, info, idx, *args, **kwargs):
         x, y = self.data_fn(*args, **kwargs)
-        encoder = pyro.module(f"{name}_encoder", getattr(self, f"{name}_encoder"))
-        out = encoder(x[idx], y[idx])
+        # PyroModule's getattr registers the encoder once, under the guide's name
+        out = getattr(self, f"{name}_encoder")(x[idx], y[idx])
         loc = out[..., 0]
         if unit_gumbel_optimum(info["noise"]):  # the optimal family: Gumbel(loc, 1)
             return FastGumbel(loc, 1.0), {}

@@ -290,6 +290,48 @@ def test_local_guide_composes_with_autonormal_for_bayesian_weights():
     assert pred["y"].shape[-1] == 7
 
 
+
+class _DivergingSVI:
+    """The SVI steps as they are, but step ``bad`` reports a NaN loss (a forced divergence)."""
+
+    def __init__(self, svi, bad):
+        self.svi, self.bad, self.calls = svi, bad, 0
+
+    def step(self, *args):
+        self.calls += 1
+        loss = self.svi.step(*args)
+        return float("nan") if self.calls == self.bad else loss
+
+
+def test_amortized_guide_in_a_guide_list_names_each_param_once_and_restores():
+    """Inside an AutoGuideList the encoder's parameters get one name each, under the guide's
+    prefix ("AutoGuideList.1.y_eps_encoder$$$..."): an extra pyro.module call once added
+    unprefixed aliases of the same tensors, and deleting an alias (restore_params with
+    drop_others, as train does after a divergence) raised a KeyError in Pyro's param store."""
+    from pyro_ar.infer import TrainingDiverged, train
+    from pyro_ar.infer.callbacks import restore_params, snapshot_params
+    data = make_linear_teacher(150, 3, 5, "normal", seed=3)
+    model = LinearClassifier(3, 5, likelihood=AR("normal", negatives=2), weights="bayes", subsample_size=50)
+    guide = AutoGuideList(model)
+    guide.append(AutoNormal(hide_noise_sites(model)))
+    guide.append(AmortizedLocalGuide(model, hidden_dim=4))
+    svi = SVI(model, guide, lazy_adam({"lr": 0.01}), TraceMeanField_ELBO())
+    before = snapshot_params()                       # empty: the guide creates its params lazily
+    svi.step(data.x, data.y)
+    store = dict(pyro.get_param_store().named_parameters())
+    encoder = [n for n in store if "y_eps_encoder" in n]
+    assert len({id(v) for v in store.values()}) == len(store)       # one name per tensor
+    assert len(encoder) == len(list(guide[1].y_eps_encoder.parameters())) > 0
+    assert all(n.startswith("AutoGuideList.1.y_eps_encoder$$$") for n in encoder)
+    assert sorted(restore_params(before, drop_others=True)) == sorted(store)
+    assert not list(pyro.get_param_store().keys())
+    # train's divergence restore: a snapshot after step 1, the NaN at step 3
+    with pytest.raises(TrainingDiverged, match="restored to those after step"):
+        train(_DivergingSVI(svi, bad=3), data.x, data.y, num_steps=20, log_every=1)
+    store = dict(pyro.get_param_store().named_parameters())
+    assert encoder == [n for n in store if "y_eps_encoder" in n]
+    assert all(bool(torch.isfinite(v).all()) for v in store.values())
+
 def test_natural_guide_warns_when_never_updated():
     psi, y = _problem()
     model = _dense_model(psi, y)
