@@ -39,9 +39,9 @@ steps). The mechanism is GumbelLocalGuide's stale eta (see its ``divergence_advi
 ``local_first=True`` the natural-step variant shows no spike in its first 200 steps (seeds
 0, 1), where the default order reaches 3.6e9 (seed 0) and 1.3e11 (seed 1). The gradient
 step has no local-first order and spikes alike. At 57ec932 the B = 8 conditional variants
-diverge too (steps 176 and 5371), and the amortised variant's divergence (step 210) ends the
-run with a KeyError in ``restore_params`` (pyro's param store, ``del``), so part 1 did not
-complete there. ``--quick`` is no substitute for part 1: it drops the noise-floor row and 7
+diverge too (steps 176 and 5371), and the amortised variant's divergence (step 210) ended the
+run with a KeyError in ``restore_params`` there (its encoder was registered twice inside an
+``AutoGuideList``; fixed in ee49c7d). ``--quick`` is no substitute for part 1: it drops the noise-floor row and 7
 variants, and 1,000 steps do not converge (the two exact fits still differ by 0.16
 posterior sds at 400 steps).
 
