@@ -352,3 +352,29 @@ def test_the_pages_are_found():
 def test_quoted_numbers_are_in_the_cited_claims(page, claims):
     problems = check_page(page, claims)
     assert not problems, f"{page_name(page)}:\n" + "\n".join(problems)
+
+
+#: Claims that read no run file, with the reason (everything else is read from runs).
+WITHOUT_RUNS = {"gpu": "tabulated from GPU runs made on a device copy of the tree (its base commit plus the "
+                       "commits the record names); no GPU is lent here to re-run them"}
+
+
+def test_every_claim_reads_runs_made_at_a_clean_commit(claims):
+    """Issue 40: a claim's numbers come from benchmark runs (``runs``), and each run's
+    ``environment`` names its commit and lists no uncommitted changes to the library."""
+    import json
+
+    assert set(WITHOUT_RUNS) <= set(claims)
+    problems = []
+    for cid, claim in claims.items():
+        if cid in WITHOUT_RUNS:
+            continue
+        if not claim.get("runs"):
+            problems.append(f"{cid}: no runs")
+        for name in claim.get("runs") or ():
+            env = json.loads((report.RUNS / name).read_text()).get("environment") or {}
+            if not re.fullmatch(r"[0-9a-f]{7,40}", str(env.get("git_commit"))):
+                problems.append(f"{cid}: {name} names no commit ({env.get('git_commit')!r})")
+            elif env.get("pyro_ar_uncommitted_changes"):
+                problems.append(f"{cid}: {name} was made with uncommitted changes")
+    assert not problems, "\n".join(problems)

@@ -10,7 +10,6 @@ import torch
 import pyro
 
 from ..evaluation import log_likelihood, predict_log_proba, top_k
-from ..noise import GumbelNoise, get_noise
 from ..features import DENSIFY_MAX_ELEMENTS, apply_scaler, fit_scaler, training_features
 from ..files import seeded
 from ..infer import EarlyStopping, LearningRateDecay, TrainingDiverged, train
@@ -402,9 +401,9 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             X_val, rows = data.X[val_idx[first]], torch.as_tensor(inverse.reshape(-1), device=device)
         y_val = torch.as_tensor(data.codes[val_idx], dtype=torch.long, device=device)
         w_val = None if data.weights is None else torch.as_tensor(data.weights[val_idx], device=device)
-        if model.weight_pattern is not None and weights.kind != "bayes" and torch.device(device).type == "cpu" and \
-                isinstance(get_noise(spec.noise), GumbelNoise):  # pattern_fit: never a dense rows x K
-            return pattern_validation_score(X_val, model, y_val.numpy(), None if rows is None else rows.numpy(), w_val)
+        if model.weight_pattern is not None and weights.kind != "bayes" and torch.device(device).type == "cpu":
+            return pattern_validation_score(X_val, model, y_val.numpy(), None if rows is None else rows.numpy(), w_val,
+                                            spec.noise)  # (the pattern's layout built once: not a sparse W per score)
 
         def score():
             state = pyro.get_param_store().get_state() if weights.kind == "bayes" else None

@@ -38,6 +38,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from ..noise import get_noise
+
 try:  # scipy is an optional dependency of pyro_ar (extras "data" / "test")
     import scipy.sparse as sp
 except ImportError:  # pragma: no cover
@@ -399,8 +401,9 @@ def recentre_fit(state: dict, data, name: str, train_pattern, train_loc, shape: 
     return state, pattern, loc
 
 
-def pattern_heldout_log_lik(X, pattern, labels, rows=None, dense_share: float = 1 / 64):
-    r"""``score(weight, bias) -> (B,)`` float64 :math:`\log \mathrm{softmax}(\psi_r)_{y}` of the
+def pattern_heldout_log_lik(X, pattern, labels, rows=None, dense_share: float = 1 / 64, noise="gumbel"):
+    r"""``score(weight, bias) -> (B,)`` float64 :math:`\log p(y \mid \psi_r)` (``noise``'s
+    :meth:`~pyro_ar.noise.Noise.log_marginal_rows`; Gumbel: :math:`\log \mathrm{softmax}(\psi_r)_{y}`) of the
     held-out ``labels`` (numpy, B) at their rows ``rows`` (B; None: row i for label i) of the
     scipy ``X``, :math:`\psi_{rk} = b_k + u_{rk}`, :math:`u = X W^\top`, W on ``pattern``
     (``weight``: its entries, ``bias``: (K,)); the Gumbel (softmax) held-out score of the
@@ -433,6 +436,7 @@ def pattern_heldout_log_lik(X, pattern, labels, rows=None, dense_share: float = 
     K, D = pattern.num_classes, pattern.num_features
     labels = np.array(labels, dtype=np.int64)
     rows = np.arange(len(labels)) if rows is None else np.array(rows, dtype=np.int64)
+    nz, rows_t, labels_t = get_noise(noise), torch.from_numpy(rows), torch.from_numpy(labels)
     length = np.diff(starts)
     dense = np.flatnonzero((length > dense_share * K) & (np.bincount(X.indices, minlength=D) > 0))
     X_dense, X_sparse = sp.csr_matrix(X[:, dense]), X.copy()
@@ -452,17 +456,15 @@ def pattern_heldout_log_lik(X, pattern, labels, rows=None, dense_share: float = 
         S = sp.csr_matrix(X_sparse @ sp.csr_matrix((w[positions], classes, starts), shape=(D, K)))
         U[np.repeat(np.arange(S.shape[0]), np.diff(S.indptr)), S.indices] += S.data
         U += b
-        psi = torch.from_numpy(U)
-        lse = torch.logsumexp(psi, 1).numpy()
-        return U[rows, labels] - lse[rows]
+        return nz.log_marginal_rows(torch.from_numpy(U), rows_t, labels_t).numpy()
     return score
 
 
-def pattern_validation_score(X, model, labels, rows=None, sample_weight=None):
+def pattern_validation_score(X, model, labels, rows=None, sample_weight=None, noise="gumbel"):
     """``score() -> {"val_log_lik": v}`` of a weight-pattern fit with point weights: ``v`` the
     mean (``sample_weight``-weighted) of :func:`pattern_heldout_log_lik` of the held-out
     ``labels`` under ``model``'s fitted weight and bias (the layout built once, here)."""
-    per_row = pattern_heldout_log_lik(X, model.weight_pattern, labels, rows)
+    per_row = pattern_heldout_log_lik(X, model.weight_pattern, labels, rows, noise=noise)
     w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
 
     def score():

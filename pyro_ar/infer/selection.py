@@ -134,8 +134,8 @@ def weight_strategy(kind) -> WeightStrategy:
     >>> weight_strategy("bayes"), weight_strategy(MAP(0.1))
     (Bayes(), MAP(prior_scale=0.1))
     """
-    if isinstance(kind, str) and kind in WEIGHT_CHOICES or isinstance(kind, WeightStrategy) \
-            and kind.name in WEIGHT_CHOICES:
+    name = kind.name if isinstance(kind, WeightStrategy) else kind
+    if isinstance(name, str) and name in WEIGHT_CHOICES:
         return get_weights(kind, WEIGHT_CHOICES)
     raise ValueError(f"weights must be one of {list(WEIGHT_CHOICES)}, a weight strategy (pyro_ar.models.MLE(), "
                      f"MAP(...), Bayes(...)) or a pyro_ar.estimator.Weights(kind, prior_scale, rank, "
