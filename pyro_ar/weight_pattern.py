@@ -107,7 +107,7 @@ class WeightPattern:
     def lookup(self, classes: torch.Tensor, cols: torch.Tensor):
         """``(position, hit)`` of the entries (classes, cols) (shapes that broadcast): ``hit``
         says whether the entry is in the pattern, ``position`` where (0 when
-        not); :meth:`_hash_table`, at most 1/4 full. While Pyro's validation is on, classes outside ``[0, K)`` and cols outside
+        not); the private ``_hash_table``, at most 1/4 full. While Pyro's validation is on, classes outside ``[0, K)`` and cols outside
         ``[0, D)`` (whose flat key would alias another entry's) raise ``ValueError``."""
         if _validating():
             check_index(classes, self.num_classes, "classes")
