@@ -106,9 +106,10 @@ class WeightPattern:
 
     def lookup(self, classes: torch.Tensor, cols: torch.Tensor):
         """``(position, hit)`` of the entries (classes, cols) (shapes that broadcast): ``hit``
-        says whether the entry is in the pattern, ``position`` where (0 when
-        not); the private ``_hash_table``, at most 1/4 full. While Pyro's validation is on, classes outside ``[0, K)`` and cols outside
-        ``[0, D)`` (whose flat key would alias another entry's) raise ``ValueError``."""
+        says whether the entry is in the pattern, ``position`` where (0 when not), read from
+        the pattern's hash table (built at the first lookup, at most 1/4 full). While Pyro's
+        validation is on, classes outside ``[0, K)`` and cols outside ``[0, D)`` (whose flat
+        key would alias another entry's) raise ``ValueError``."""
         if _validating():
             check_index(classes, self.num_classes, "classes")
             check_index(cols, self.num_features, "cols")
@@ -145,8 +146,8 @@ class WeightPattern:
         r"""The keys in an open-addressing table (built once and kept): ``(table keys (-1: empty),
         their positions in keys, number of home slots M)``, M the power of 2 at least 4 nnz
         (load at most 1/4: a search probes about 1.2 slots, against 20 steps of a binary search
-        of 10^6 keys; 50 MB for GCIDE's 950k entries). A key's home slot is :func:`_slot`; linear probing, laid out
-        without wrapping: with the keys sorted by home slot :math:`h_i`, key i sits at
+        of 10^6 keys; 50 MB for GCIDE's 950k entries). A key's home slot is :func:`_slot`;
+        linear probing, laid out without wrapping: with the keys sorted by home slot :math:`h_i`, key i sits at
         :math:`s_i = \max(h_i, s_{i-1} + 1) = i + \max_{i' \le i}(h_{i'} - i')` (a cumulative
         max), so every slot from a key's home to its own is taken and a search from the home
         slot meets the key before any empty slot; the table ends with an empty slot."""
