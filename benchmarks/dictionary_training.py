@@ -118,7 +118,9 @@ def main():
                         validation_scores=clf.validation_scores_)
         scorer = getattr(clf, "centroid_scorer_scores_", None)  # the weight-pattern path's start
         if scorer:
-            rows[-1]["centroid_scorer"] = {f"p={p:g},gamma={g:g}": v for (p, g), v in scorer.items()}
+            rows[-1]["centroid_scorer"] = {f"p={p:g},q={q:g},gamma={g:g}": v for (p, q, g), v in scorer.items()}
+            rows[-1]["start"] = {"gamma": clf.centroid_power_, "q": clf.centroid_root_, "beta": clf.centroid_bias_,
+                                 "temperature": clf.centroid_temperature_}
         print(json.dumps(rows[-1]), flush=True)
     cols = [("method", "method", "s"), ("CPU s", "cpu_s", ".1f"), ("steps", "steps", "d"), ("log-lik", "log_lik", ".3f")]
     cols += [(f"top-{k}", f"top{k}", ".4f") for k in KS]

@@ -142,12 +142,13 @@ def effective_classes(class_counts) -> float:
 
 
 def pattern_and_centroids(X, codes, K: int, temperature: float = PATTERN_INIT_TEMPERATURE,
-                          power: float = 1.0):
+                          power: float = 1.0, root: float = 1.0):
     r"""The training class-feature pattern of a sparse ``X`` with labels ``codes``
     (:class:`~pyro_ar.weight_pattern.WeightPattern`) and, on it, the scaled class centroids
-    :math:`T\, c_k / \lVert c_k\rVert^\gamma`, :math:`c_k = \sum_{n: y_n = k} x_n`,
-    gamma = ``power`` (float32, in the pattern's order): the nearest-centroid (cosine, for
-    gamma = 1) scorer as a starting point and prior mean for W. O(nnz(X)).
+    :math:`T\, c_k / \lVert c_k\rVert^\gamma`, :math:`c_{kj} = (\sum_{n: y_n = k} x_{nj})^q`,
+    gamma = ``power``, q = ``root`` (q < 1 saturates a feature repeated in a class's rows; X
+    non-negative where q != 1) (float32, in the pattern's order): the nearest-centroid (cosine,
+    for gamma = q = 1) scorer as a starting point and prior mean for W. O(nnz(X)).
 
     Example:
 
@@ -164,6 +165,8 @@ def pattern_and_centroids(X, codes, K: int, temperature: float = PATTERN_INIT_TE
     C.sum_duplicates()
     C.eliminate_zeros()
     C.sort_indices()
+    if root != 1.0:
+        C.data = C.data ** root
     rows = np.repeat(np.arange(K), np.diff(C.indptr))
     norms = np.sqrt(np.asarray(C.multiply(C).sum(axis=1))).reshape(-1)
     keys = torch.as_tensor(rows.astype(np.int64) * D + C.indices.astype(np.int64))

@@ -236,7 +236,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                     train_idx, val_idx, data, start = choose_start(data, train_idx, val_idx, rng,
                                                                    self.feature_scale_, self.standardize)
                     if start is not None:
-                        self.feature_scale_, self.centroid_power_, self.centroid_temperature_, \
+                        self.feature_scale_, self.centroid_power_, self.centroid_root_, self.centroid_temperature_, \
                             self.centroid_bias_, self.centroid_scorer_scores_, self.centroid_bias_scores_ = start
                 if self._predict_seed is None:
                     self._predict_seed = int(rng.randint(_MAX_SEED))
@@ -279,7 +279,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             X, self.training_path_.one_scale, idf=pattern) if self.standardize else (None, None)
         self.row_normalize_ = bool(pattern and self.standardize)
         self.weight_pattern_ = self.weight_loc_ = None
-        self.centroid_power_ = self.centroid_temperature_ = self.centroid_bias_ = None
+        self.centroid_power_ = self.centroid_root_ = self.centroid_temperature_ = self.centroid_bias_ = None
         self.likelihood_ = resolve_likelihood(spec, K, D, self.batch_size)
         self._predict_seed, self.n_partial_fits_ = None, 0
 
@@ -385,7 +385,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
 
     def _centroid_shape(self):
         """The starting scorer's shape (:func:`~pyro_ar.infer.pattern_fit.centroid_shape`) of the fit."""
-        return centroid_shape(getattr(self, "centroid_power_", None), getattr(self, "centroid_temperature_", None))
+        return centroid_shape(getattr(self, "centroid_power_", None), getattr(self, "centroid_temperature_", None),
+                              getattr(self, "centroid_root_", None))
 
     def _scorer(self, data, val_idx, model):
         """The validation score of a fit (None without a held-out split): the mean

@@ -46,7 +46,7 @@ except ImportError:  # pragma: no cover
     sp = None
 
 # (the estimator's plumbing -- choose_start, recentre_fit, ... -- is private)
-__all__ = ["CENTROID_POWERS", "IDF_POWERS", "PATTERN_EVALS_PER_EPOCH", "PATTERN_MIN_DELTA", "PATTERN_PATIENCE", "calibrate_temperature",
+__all__ = ["CENTROID_POWERS", "CENTROID_ROOTS", "IDF_POWERS", "PATTERN_EVALS_PER_EPOCH", "PATTERN_MIN_DELTA", "PATTERN_PATIENCE", "calibrate_temperature",
            "cap_held_out", "max_held_out", "pattern_schedule", "recentre", "reweight_rows"]
 
 #: the shared shape of the starting scorer, chosen on the held-out rows
@@ -57,6 +57,10 @@ IDF_POWERS = (1.0, 1.5, 2.0)
 #: :math:`b_k = \beta \log(1 + n_k)` (chosen on the held-out rows after the shape)
 BIAS_WEIGHTS = (0.0, 0.25, 0.5, 1.0)
 CENTROID_POWERS = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4)
+#: the root q of the class sums in the centroids, :math:`c_{kj} = s_{kj}^q`: q < 1 saturates a
+#: feature repeated in a class's rows, as BM25's term-frequency saturation does (chosen with
+#: p and gamma; GCIDE's glosses prefer q = 0.5, WordNet's q = 1: ``benchmarks/dictionary_start_ceiling.py``)
+CENTROID_ROOTS = (1.0, 0.5)
 #: held-out rows of the weight-pattern path at most (:func:`cap_held_out`: the others train;
 #: each held-out score costs O(rows x K); 2000 gave the same test numbers on WordNet and GCIDE
 #: at 1.5 and 1.25 times the CPU, ``benchmarks/dictionary_training.py``)
@@ -152,16 +156,21 @@ def reweight_rows(X, weight: np.ndarray):
     return sp.csr_matrix(sp.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ Z, dtype=X.dtype)
 
 
-def _class_sums(X, codes, K, rows):
-    """The (K, D) sums :math:`s_k` of the rows ``rows`` of X by class (scipy CSR)."""
+def _class_sums(X, codes, K, rows, root=1.0):
+    """The (K, D) sums :math:`s_k` of the rows ``rows`` of X by class, entries to the power
+    ``root`` (scipy CSR; X non-negative)."""
     Y = sp.csr_matrix((np.ones(len(rows)), (codes[rows], np.arange(len(rows)))), shape=(K, len(rows)))
-    return sp.csr_matrix(Y @ X[rows])
+    S = sp.csr_matrix(Y @ X[rows])
+    if root != 1.0:
+        S.data = S.data ** root
+    return S
 
 
-def _heldout_hits(X, codes, K, train_idx, rows, powers, groups=None, chunk=500):
+def _heldout_hits(X, codes, K, train_idx, rows, powers, groups=None, chunk=500, root=1.0):
     r"""For each centroid power: the mean over the held-out ``rows`` of (top-1 hit + top-10 hit) / 2
     of the scorer :math:`x \cdot s_k / \lVert s_k\rVert^\gamma`, :math:`s_k` the sums of the
-    training rows ``train_idx`` (a class without training rows scores 0); with ``groups``
+    training rows ``train_idx`` (entries to the power ``root``; a class without training rows
+    scores 0); with ``groups``
     (label sets: the row of each (row, label) pair) each held-out row's product once for all
     its pairs.
 
@@ -171,7 +180,7 @@ def _heldout_hits(X, codes, K, train_idx, rows, powers, groups=None, chunk=500):
     norm :math:`n_k` of a class with rows): the ranks are counted on those entries of the
     product, never on a dense rows x K array. A label scoring 0 is outranked by each of its
     row's non-zeros, whatever gamma."""
-    ST = _class_sums(X, codes, K, train_idx).T.tocsr().astype(np.float32)
+    ST = _class_sums(X, codes, K, train_idx, root).T.tocsr().astype(np.float32)
     norms = np.sqrt(np.asarray(ST.multiply(ST).sum(axis=0), dtype=np.float64)).reshape(-1)
     floor = min(float(norms[norms > 0].min(initial=1.0)) ** g for g in powers)
     scales = [(np.where(norms > 0, norms, 1.0) ** -g).astype(np.float32) for g in powers]
@@ -208,30 +217,34 @@ def _heldout_hits(X, codes, K, train_idx, rows, powers, groups=None, chunk=500):
 
 
 def choose_centroid_scorer(X, codes, K: int, train_idx, val_idx, feature_scale, groups=None):
-    r"""``(X', feature scale', gamma, temperature, beta, scores)``: the starting scorer's shape chosen
-    on the held-out rows ``val_idx`` -- the idf exponent p in :data:`IDF_POWERS` and the
-    centroid power gamma in :data:`CENTROID_POWERS` with the most held-out (top-1 + top-10)
-    hits / 2 of the centroid scorer of the training rows ``train_idx`` (ties: the earlier,
-    p = 1 and gamma = 1 first) --, then its bias weight beta and temperature (:func:`choose_bias`).
-    ``X`` holds the tf-idf rows of the estimator's scaling (``feature_scale`` = 1 / idf), X'
-    the rows of :math:`\mathrm{idf}^p` (``feature_scale ** p``); ``scores`` maps (p, gamma)
-    to its held-out hits. One sparse product per p, O(|rows| x K) for each gamma."""
+    r"""``(X', feature scale', gamma, q, temperature, beta, scores, bias scores)``: the starting
+    scorer's shape chosen on the held-out rows ``val_idx`` -- the idf exponent p in
+    :data:`IDF_POWERS`, the root q in :data:`CENTROID_ROOTS` and the centroid power gamma in
+    :data:`CENTROID_POWERS` with the most held-out (top-1 + top-10) hits / 2 of the centroid
+    scorer :math:`x \cdot s_k^q / \lVert s_k^q\rVert^\gamma` of the training rows
+    ``train_idx`` (ties: the earlier, p = 1, q = 1 and gamma = 1 first) --, then its bias weight
+    beta and temperature (:func:`choose_bias`). ``X`` holds the tf-idf rows of the estimator's
+    scaling (``feature_scale`` = 1 / idf), X' the rows of :math:`\mathrm{idf}^p`
+    (``feature_scale ** p``); ``scores`` maps (p, q, gamma) to its held-out hits. One sparse
+    product per (p, q), O(|rows| x K) for each gamma."""
     scores, best = {}, None
     for p in IDF_POWERS:
         Xp = X if p == 1.0 else reweight_rows(X, np.asarray(feature_scale, dtype=np.float64) ** (1.0 - p))
-        for power, hits in zip(CENTROID_POWERS, _heldout_hits(Xp, codes, K, train_idx, val_idx, CENTROID_POWERS, groups)):
-            scores[(p, power)] = float(hits)
-            if best is None or hits > best[0]:
-                best = (hits, p, power, Xp)
-    _, p, power, Xp = best
+        for q in CENTROID_ROOTS:
+            hits = _heldout_hits(Xp, codes, K, train_idx, val_idx, CENTROID_POWERS, groups, root=q)
+            for power, h in zip(CENTROID_POWERS, hits):
+                scores[(p, q, power)] = float(h)
+                if best is None or h > best[0]:
+                    best = (h, p, q, power, Xp)
+    _, p, q, power, Xp = best
     rows = val_idx[:max(100, min(MAX_CALIBRATION_ROWS, CALIBRATION_UTILITIES // K))]
-    ST = _class_sums(Xp, codes, K, train_idx).T.tocsr()
+    ST = _class_sums(Xp, codes, K, train_idx, q).T.tocsr()
     norms = np.sqrt(np.asarray(ST.multiply(ST).sum(axis=0))).reshape(-1)
     U = (Xp[rows] @ ST).toarray().astype(np.float32) / np.where(norms > 0, norms, 1.0).astype(np.float32) ** power
     beta, temperature, bias_scores = choose_bias(
         torch.as_tensor(U), torch.as_tensor(codes[rows]),
         torch.as_tensor(np.log1p(np.bincount(codes[train_idx], minlength=K))).float())
-    return Xp, np.asarray(feature_scale) ** p, power, temperature, beta, scores, bias_scores
+    return Xp, np.asarray(feature_scale) ** p, power, q, temperature, beta, scores, bias_scores
 
 
 def choose_bias(U: torch.Tensor, y: torch.Tensor, log_counts: torch.Tensor) -> tuple:
@@ -341,30 +354,33 @@ def cap_held_out(train_idx: np.ndarray, val_idx: np.ndarray, rng, groups=None, n
 
 class CentroidStart(NamedTuple):
     """The starting scorer chosen on the held-out rows (:func:`choose_start`): the feature
-    scale of the chosen idf power, the centroid power gamma, the temperature T, the bias
-    weight beta, and the held-out hits of each (p, gamma) and of each beta."""
+    scale of the chosen idf power, the centroid power gamma, the root q of the class sums, the
+    temperature T, the bias weight beta, and the held-out hits of each (p, q, gamma) and of
+    each beta."""
 
     feature_scale: np.ndarray
     power: float
+    root: float
     temperature: float
     bias: float
     scorer_scores: dict
     bias_scores: dict
 
 
-def centroid_shape(power=None, temperature=None) -> dict:
-    """The starting scorer's shape ``{"power": gamma, "temperature": T}`` for
-    :func:`~pyro_ar.training_path.pattern_and_centroids` (1 and
-    ``PATTERN_INIT_TEMPERATURE`` where None: before any choice).
+def centroid_shape(power=None, temperature=None, root=None) -> dict:
+    """The starting scorer's shape ``{"power": gamma, "temperature": T, "root": q}`` for
+    :func:`~pyro_ar.training_path.pattern_and_centroids` (1, ``PATTERN_INIT_TEMPERATURE`` and
+    1 where None: before any choice).
 
     >>> from pyro_ar.infer.pattern_fit import centroid_shape
-    >>> centroid_shape(0.8, 12.0)
-    {'power': 0.8, 'temperature': 12.0}
+    >>> centroid_shape(0.8, 12.0, 0.5)
+    {'power': 0.8, 'temperature': 12.0, 'root': 0.5}
     """
     from ..training_path import PATTERN_INIT_TEMPERATURE
 
     return {"power": 1.0 if power is None else power,
-            "temperature": PATTERN_INIT_TEMPERATURE if temperature is None else temperature}
+            "temperature": PATTERN_INIT_TEMPERATURE if temperature is None else temperature,
+            "root": 1.0 if root is None else root}
 
 
 def choose_start(data, train_idx, val_idx, rng, feature_scale=None, standardize=True):

@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 import pyro_ar.training_path as training_path
 from pyro_ar import ARClassifier
-from pyro_ar.infer.pattern_fit import (BIAS_WEIGHTS, CENTROID_POWERS, IDF_POWERS, _heldout_hits, calibrate_temperature,
+from pyro_ar.infer.pattern_fit import (BIAS_WEIGHTS, CENTROID_POWERS, CENTROID_ROOTS, IDF_POWERS, _heldout_hits, calibrate_temperature,
                                       choose_bias, choose_centroid_scorer, recentre, reweight_rows)
 from pyro_ar.features import apply_scaler, fit_scaler
 from pyro_ar.training_path import pattern_and_centroids
@@ -55,26 +55,27 @@ def test_reweighted_rows_are_the_rows_of_the_idf_power():
 
 
 def test_the_chosen_scorer_is_the_best_of_the_grid_on_the_held_out_rows():
-    """Every (p, gamma) of the grid scored, the best taken, and its rows and scale returned."""
+    """Every (p, q, gamma) of the grid scored, the best taken, and its rows and scale returned."""
     X, y = _few_rows_per_class(K=50, D=400, N=200)
     mean, scale = fit_scaler(X, sparse_inputs=True, idf=True)
     Z = apply_scaler(X, mean, scale, normalize_rows=True)
     val = np.arange(len(y)) % 4 == 0
     tr_idx, val_idx = np.flatnonzero(~val), np.flatnonzero(val)
-    Zp, scale_p, power, T, beta, scores, bias_scores = choose_centroid_scorer(Z, y, 50, tr_idx, val_idx, scale)
+    Zp, scale_p, power, root, T, beta, scores, bias_scores = choose_centroid_scorer(Z, y, 50, tr_idx, val_idx, scale)
     assert beta == max(bias_scores, key=bias_scores.get) and T > 0
-    assert len(scores) == len(IDF_POWERS) * len(CENTROID_POWERS) and max(scores.values()) == scores[(max(scores, key=scores.get))]
+    assert len(scores) == len(IDF_POWERS) * len(CENTROID_ROOTS) * len(CENTROID_POWERS) and max(scores.values()) == scores[(max(scores, key=scores.get))]
     best = [k for k, v in scores.items() if v == max(scores.values())][0]  # the first of the ties
-    assert power == best[1] and np.allclose(scale_p, scale ** best[0])
+    assert root == best[1] and power == best[2] and np.allclose(scale_p, scale ** best[0])
     assert np.allclose(Zp.toarray(), apply_scaler(X, mean, scale_p, normalize_rows=True).toarray(), atol=1e-6)
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.integers(12, 40), st.integers(0, 2**31 - 1))
-def test_heldout_hits_equal_the_dense_ranks(K, seed):
+@given(st.integers(12, 40), st.integers(0, 2**31 - 1), st.sampled_from((1.0, 0.5, 0.25)))
+def test_heldout_hits_equal_the_dense_ranks(K, seed, root):
     """The held-out hits counted on the sparse product's entries equal those of the dense
     rows x K scores (ranks: classes scoring strictly above the label; empty classes score 0),
-    label sets (a row's pairs sharing its product, ``groups``) included."""
+    label sets (a row's pairs sharing its product, ``groups``) and the root q of the class sums
+    (:math:`s_{kj}^q`) included."""
     rng = np.random.RandomState(seed)
     groups = np.repeat(np.arange(70), rng.randint(1, 4, size=70))  # 1-3 labels per row
     X = sp.random(70, 30, density=0.15, format="csr", random_state=rng)[groups]
@@ -82,6 +83,7 @@ def test_heldout_hits_equal_the_dense_ranks(K, seed):
     tr, val = np.flatnonzero(groups < 45), np.flatnonzero(groups >= 45)
     S = np.zeros((K, 30))
     np.add.at(S, y[tr], X[tr].toarray())
+    S = S ** root
     norms = np.linalg.norm(S, axis=1)
     powers = (1.0, 0.6, 0.3)
     expected = []
@@ -89,8 +91,8 @@ def test_heldout_hits_equal_the_dense_ranks(K, seed):
         sc = X[val].toarray() @ S.T / np.where(norms > 0, norms, 1.0) ** power
         rank = (sc > sc[np.arange(len(val)), y[val]][:, None]).sum(1)
         expected.append(0.5 * ((rank < 1).mean() + (rank < 10).mean()))
-    assert np.allclose(_heldout_hits(X, y, K, tr, val, powers, chunk=7), expected)
-    assert np.allclose(_heldout_hits(X, y, K, tr, val, powers, groups=groups, chunk=7), expected)
+    assert np.allclose(_heldout_hits(X, y, K, tr, val, powers, chunk=7, root=root), expected)
+    assert np.allclose(_heldout_hits(X, y, K, tr, val, powers, groups=groups, chunk=7, root=root), expected)
 
 
 @settings(max_examples=20, deadline=None)

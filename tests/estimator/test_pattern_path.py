@@ -44,12 +44,15 @@ def test_idf_scaler_weights_rare_features_and_rows_get_unit_norm():
     assert np.allclose(Z[0], idf * [1, 1, 0] / np.linalg.norm(idf * [1, 1, 0]))
 
 
-def test_centroids_are_the_normalised_class_sums_on_the_pattern():
+@pytest.mark.parametrize("power, root", [(1.0, 1.0), (0.6, 1.0), (0.8, 0.5), (0.5, 0.25)])
+def test_centroids_are_the_normalised_class_sums_on_the_pattern(power, root):
+    """T s_k^q / ||s_k^q||^gamma, entry by entry, against a dense computation."""
     X, y = _few_rows_per_class(K=30, D=200, N=120)
-    pattern, loc = pattern_and_centroids(X, y, 30, temperature=7.0)
+    pattern, loc = pattern_and_centroids(X, y, 30, temperature=7.0, power=power, root=root)
     C = np.zeros((30, 200))
     np.add.at(C, y, X.toarray())
-    C = 7.0 * C / np.linalg.norm(C, axis=1, keepdims=True)
+    C = C ** root
+    C = 7.0 * C / np.linalg.norm(C, axis=1, keepdims=True) ** power
     assert np.allclose(pattern.dense(loc.double()).numpy(), C, atol=1e-5)
     assert len(pattern) == np.count_nonzero(C)
 
