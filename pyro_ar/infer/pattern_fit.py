@@ -22,15 +22,18 @@ that is already good (the tf-idf nearest centroid). Training may only add to it,
   the held-out rows then count in the centroids as in the untrained scorer's).
 
 Before any SVI step, the shape of the starting scorer is chosen on the held-out rows
-(``choose_centroid_scorer``): two numbers shared by all the classes -- where the data is
+(``choose_centroid_scorer``): three numbers shared by all the classes -- where the data is
 rich, unlike a class's weights at a few rows each --, the exponent p of the idf weights of
-the rows, :math:`x \propto \mathrm{idf}^p \odot x_{binary}`, and the power gamma of the
-centroids' norms, :math:`c_k = s_k / \lVert s_k\rVert^\gamma` (:math:`s_k` the sum of the
-class's rows; gamma < 1 favours the classes with more rows, which the test rows also
-favour); then the temperature T of :math:`\mathrm{loc} = T c_k` that maximises the
-held-out log-likelihood of the untrained scorer. On WordNet's reverse dictionary this choice
-(p = 1.5, gamma = 0.8) gives most of the fit's gain over the plain tf-idf cosine; the SVI
-steps after it add little there (``benchmarks/dictionary_training.py``).
+the rows, :math:`x \propto \mathrm{idf}^p \odot x_{binary}`, the root q of the class sums
+and the power gamma of the centroids' norms,
+:math:`c_k = s_k^q / \lVert s_k^q\rVert^\gamma` (:math:`s_k` the sum of the class's rows,
+:math:`s_k^q` entrywise: q < 1 saturates a word repeated across a class's rows; gamma < 1
+favours the classes with more rows, which the test rows also favour); then a bias weight and
+the temperature T of :math:`\mathrm{loc} = T c_k` that maximises the held-out
+log-likelihood of the untrained scorer. On WordNet's reverse dictionary this choice
+(p = 1.5, q = 1, gamma = 0.8) and on GCIDE's (p = 1.5, q = 0.5, gamma = 0.4) gives the
+fit's gain over the plain tf-idf cosine; the SVI steps after it add little there
+(``benchmarks/dictionary_training.py``).
 """
 
 from typing import NamedTuple
@@ -58,8 +61,9 @@ IDF_POWERS = (1.0, 1.5, 2.0)
 BIAS_WEIGHTS = (0.0, 0.25, 0.5, 1.0)
 CENTROID_POWERS = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4)
 #: the root q of the class sums in the centroids, :math:`c_{kj} = s_{kj}^q`: q < 1 saturates a
-#: feature repeated in a class's rows, as BM25's term-frequency saturation does (chosen with
-#: p and gamma; GCIDE's glosses prefer q = 0.5, WordNet's q = 1: ``benchmarks/dictionary_start_ceiling.py``)
+#: feature repeated in a class's rows, as BM25's term-frequency saturation does (chosen after
+#: p, at the chosen p; the first is the plain sums; GCIDE's glosses prefer q = 0.5, WordNet's
+#: q = 1: ``benchmarks/dictionary_start_ceiling.py``)
 CENTROID_ROOTS = (1.0, 0.5)
 #: held-out rows of the weight-pattern path at most (:func:`cap_held_out`: the others train;
 #: each held-out score costs O(rows x K); 2000 gave the same test numbers on WordNet and GCIDE
@@ -218,24 +222,32 @@ def _heldout_hits(X, codes, K, train_idx, rows, powers, groups=None, chunk=500, 
 
 def choose_centroid_scorer(X, codes, K: int, train_idx, val_idx, feature_scale, groups=None):
     r"""``(X', feature scale', gamma, q, temperature, beta, scores, bias scores)``: the starting
-    scorer's shape chosen on the held-out rows ``val_idx`` -- the idf exponent p in
-    :data:`IDF_POWERS`, the root q in :data:`CENTROID_ROOTS` and the centroid power gamma in
-    :data:`CENTROID_POWERS` with the most held-out (top-1 + top-10) hits / 2 of the centroid
-    scorer :math:`x \cdot s_k^q / \lVert s_k^q\rVert^\gamma` of the training rows
-    ``train_idx`` (ties: the earlier, p = 1, q = 1 and gamma = 1 first) --, then its bias weight
-    beta and temperature (:func:`choose_bias`). ``X`` holds the tf-idf rows of the estimator's
-    scaling (``feature_scale`` = 1 / idf), X' the rows of :math:`\mathrm{idf}^p`
-    (``feature_scale ** p``); ``scores`` maps (p, q, gamma) to its held-out hits. One sparse
-    product per (p, q), O(|rows| x K) for each gamma."""
-    scores, best = {}, None
+    scorer's shape chosen on the held-out rows ``val_idx`` by the most held-out (top-1 +
+    top-10) hits / 2 of the centroid scorer :math:`x \cdot s_k^q / \lVert s_k^q\rVert^\gamma`
+    of the training rows ``train_idx``, coordinate-wise: the idf exponent p in
+    :data:`IDF_POWERS` with the centroid power gamma in :data:`CENTROID_POWERS` at q = 1, then
+    the root q in :data:`CENTROID_ROOTS` with gamma at that p (ties: the earlier, p = 1, q = 1
+    and gamma = 1 first) --, then its bias weight beta and temperature (:func:`choose_bias`).
+    ``X`` holds the tf-idf rows of the estimator's scaling (``feature_scale`` = 1 / idf), X'
+    the rows of :math:`\mathrm{idf}^p` (``feature_scale ** p``); ``scores`` maps each
+    (p, q, gamma) scored to its held-out hits. One sparse product per (p, q) scored,
+    O(|rows| x K) for each gamma."""
+    scores, best, rows_of = {}, None, {}
+
+    def score(p, q):
+        nonlocal best
+        if p not in rows_of:
+            rows_of[p] = X if p == 1.0 else reweight_rows(X, np.asarray(feature_scale, dtype=np.float64) ** (1.0 - p))
+        hits = _heldout_hits(rows_of[p], codes, K, train_idx, val_idx, CENTROID_POWERS, groups, root=q)
+        for power, h in zip(CENTROID_POWERS, hits):
+            scores[(p, q, power)] = float(h)
+            if best is None or h > best[0]:
+                best = (h, p, q, power, rows_of[p])
+
     for p in IDF_POWERS:
-        Xp = X if p == 1.0 else reweight_rows(X, np.asarray(feature_scale, dtype=np.float64) ** (1.0 - p))
-        for q in CENTROID_ROOTS:
-            hits = _heldout_hits(Xp, codes, K, train_idx, val_idx, CENTROID_POWERS, groups, root=q)
-            for power, h in zip(CENTROID_POWERS, hits):
-                scores[(p, q, power)] = float(h)
-                if best is None or h > best[0]:
-                    best = (h, p, q, power, Xp)
+        score(p, CENTROID_ROOTS[0])
+    for q in CENTROID_ROOTS[1:]:
+        score(best[1], q)
     _, p, q, power, Xp = best
     rows = val_idx[:max(100, min(MAX_CALIBRATION_ROWS, CALIBRATION_UTILITIES // K))]
     ST = _class_sums(Xp, codes, K, train_idx, q).T.tocsr()
