@@ -290,13 +290,16 @@ def choose_bias(U: torch.Tensor, y: torch.Tensor, log_counts: torch.Tensor) -> t
     return best[1], best[2], scores
 
 
-def calibrate_temperature(U: torch.Tensor, y: torch.Tensor, start: float = 15.0, steps: int = 20,
+def calibrate_temperature(U: torch.Tensor, y: torch.Tensor, start: float = 15.0, steps: int = 40,
                           bias=None) -> float:
     r"""The temperature T > 0 that maximises the mean log-likelihood of the labels ``y`` under
-    the softmax of T U + b (U: (n, K) scores, b: the (K,) ``bias``, 0 if None), by Newton's
-    method on this concave function of T:
-    :math:`f'(T) = \overline{u_y - E_{p_T}[u]}`, :math:`f''(T) = -\overline{\mathrm{Var}_{p_T}[u]}`
-    (kept in [1, 1000]; until a step moves T by less than 0.1 %).
+    the softmax of T U + b (U: (n, K) scores, b: the (K,) ``bias``, 0 if None),
+    :math:`f(T) = \overline{T u_y + b_y - \log\sum_k e^{T u_k + b_k}}`, a concave function of T,
+    by Newton's method, :math:`f'(T) = \overline{u_y - E_{p_T}[u]}`,
+    :math:`f''(T) = -\overline{\mathrm{Var}_{p_T}[u]}`, safeguarded: a step after which f does not
+    increase is halved until it does (where the softmax is peaked, f'' is nearly 0 and the plain
+    Newton step overshoots the maximum by orders of magnitude); T kept in [1, 1000]; until a step
+    moves T by less than 0.1 %.
 
     Example:
 
@@ -306,24 +309,32 @@ def calibrate_temperature(U: torch.Tensor, y: torch.Tensor, start: float = 15.0,
     >>> round(calibrate_temperature(U, torch.tensor([0, 0, 0, 0])), 3)        # sigmoid(T) = 3/4
     1.099
     """
-    T, rows = float(start), torch.arange(len(y))
+    rows = torch.arange(len(y))
     label_u, z, p = U[rows, y], torch.empty_like(U), torch.empty_like(U)
+    label_b = 0.0 if bias is None else float(bias[y].double().mean())
+    T, best = float(start), None  # best: (f, T) of the last accepted point
     for _ in range(steps):
-        # (in place on two (n, K) buffers: the values of softmax(T U + b), p U and p U U as
-        # separate temporaries, bit for bit, at a third of the memory traffic)
-        torch.mul(U, T, out=z)
+        torch.mul(U, T, out=z)  # (in place on two (n, K) buffers)
         if bias is not None:
             z.add_(bias)
-        torch.softmax(z, 1, out=p).mul_(U)  # p U
+        lse = torch.logsumexp(z, 1)
+        f = T * float(label_u.double().mean()) + label_b - float(lse.double().mean())
+        if best is not None and not f > best[0]:  # overshot: halve the step back from the accepted T
+            T = 0.5 * (T + best[1])
+            if abs(T - best[1]) < 1e-3 * best[1]:
+                return best[1]
+            continue
+        best = (f, T)
+        torch.sub(z, lse[:, None], out=p).exp_().mul_(U)  # p U
         mean = p.sum(1)
         var = p.mul_(U).sum(1) - mean ** 2
         grad, curv = float((label_u - mean).mean()), float(var.mean())
         if curv <= 0:
-            break
+            return T
         T, old = min(max(T + grad / curv, 1.0), 1000.0), T
         if abs(T - old) < 1e-3 * old:
-            break
-    return T
+            return T
+    return best[1]
 
 
 def max_held_out(num_classes: int) -> int:
