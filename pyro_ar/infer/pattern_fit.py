@@ -310,22 +310,23 @@ def calibrate_temperature(U: torch.Tensor, y: torch.Tensor, start: float = 15.0,
     1.099
     """
     rows = torch.arange(len(y))
-    label_u, z, p = U[rows, y], torch.empty_like(U), torch.empty_like(U)
+    label_u, p = U[rows, y], torch.empty_like(U)
     label_b = 0.0 if bias is None else float(bias[y].double().mean())
     T, best = float(start), None  # best: (f, T) of the last accepted point
     for _ in range(steps):
-        torch.mul(U, T, out=z)  # (in place on two (n, K) buffers)
+        torch.mul(U, T, out=p)  # z = T U + b, then p = softmax(z), in place on one (n, K) buffer
         if bias is not None:
-            z.add_(bias)
-        lse = torch.logsumexp(z, 1)
-        f = T * float(label_u.double().mean()) + label_b - float(lse.double().mean())
+            p.add_(bias)
+        top = p.amax(1)
+        total = p.sub_(top[:, None]).exp_().sum(1)
+        f = T * float(label_u.double().mean()) + label_b - float((top + total.log()).double().mean())
         if best is not None and not f > best[0]:  # overshot: halve the step back from the accepted T
             T = 0.5 * (T + best[1])
             if abs(T - best[1]) < 1e-3 * best[1]:
                 return best[1]
             continue
         best = (f, T)
-        torch.sub(z, lse[:, None], out=p).exp_().mul_(U)  # p U
+        p.div_(total[:, None]).mul_(U)  # p U
         mean = p.sum(1)
         var = p.mul_(U).sum(1) - mean ** 2
         grad, curv = float((label_u - mean).mean()), float(var.mean())
