@@ -33,7 +33,8 @@ by it; with A&R (large K: its negatives are drawn from all K classes, the weight
 fits :math:`\mathcal{L}`. On Bibtex with its 159 labels, at each objective's exact optimum
 with the prior scale chosen on held-out rows, :math:`\mathcal{L}_{\mathrm{cs}}` has test P@1
 0.6378 against 0.6314 and P@3 0.3991 against 0.3946 (paired standard errors 0.0042 and
-0.0017; ``python -m benchmarks.multilabel_objectives --select objective``). Its softmax over
+0.0017; ``python -m benchmarks.multilabel_objectives --select objective``,
+[claim multilabel-objectives]). Its softmax over
 all K, ``predict_proba``, ranks the labels; it no longer estimates
 :math:`P(l \in Y \mid x) / \mathbb{E}[|Y| \mid x]` (the test PAL log-likelihood is lower:
 -3.61 against -3.08 nats per pair).
