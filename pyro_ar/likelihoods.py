@@ -230,6 +230,10 @@ class AR(Likelihood):
 class Exact(Likelihood):
     r"""The exact categorical :math:`p(y\mid\psi)` over all K classes (O(K) per datapoint).
 
+    With ``choice_sets`` (a :class:`~pyro_ar.label_sets.ChoiceSets` over the training
+    datapoints; Gumbel noise) datapoint i is the choice of its label among its choice set: the
+    softmax over it (label-set pairs: a row's other positives leave the normaliser).
+
     Example:
 
     >>> import math, torch
@@ -240,12 +244,18 @@ class Exact(Likelihood):
     True
     """
 
-    def __init__(self, noise="gumbel"):
+    def __init__(self, noise="gumbel", choice_sets=None):
         super().__init__(noise, None)
+        if choice_sets is not None and not self.noise.closed_form:
+            raise ValueError(f"Exact(choice_sets=...) needs Gumbel noise (the softmax over a choice set), "
+                             f"got noise={self.noise.name!r}")
+        self.choice_sets = choice_sets
 
     def distribution(self, utility, data):
         # the model's (lazy) utility: materialised once, checked through the B log-probabilities
         # (O(B)) rather than all B x K values (see UtilityCategorical)
+        if self.choice_sets is not None:  # (the classes out of each datapoint's choice set: -inf)
+            utility = self.choice_sets.masked(utility, torch.arange(data.size) if data.index is None else data.index)
         return UtilityCategorical(utility, self.noise)
 
     def bound(self, utility, labels, **fitted):
@@ -253,7 +263,8 @@ class Exact(Likelihood):
         return UtilityCategorical(utility, self.noise, validate_args=False).log_prob(labels), None
 
     def __repr__(self):
-        return f"Exact(noise={self.noise.name!r})"
+        sets = "" if self.choice_sets is None else f", choice_sets={self.choice_sets!r}"
+        return f"Exact(noise={self.noise.name!r}{sets})"
 
 
 class _SoftmaxBaseline(Likelihood):

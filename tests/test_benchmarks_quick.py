@@ -53,6 +53,7 @@ QUICK = {
     "latent_gp": ([], ["latent_gp_quick.json"]),
     "local_family": ([], ["local_family_quick.json"]),
     "local_guide_variance": ([], ["local_guide_variance_quick.json"]),
+    "multilabel_objectives": (["--dataset", "synthetic_ml"], ["multilabel_objectives_synthetic_ml_p1_quick.json"]),
     "neural_lm": ([], ["neural_lm_quick.json"]),
     "neural_output_layer": ([], ["neural_output_layer_quick.json"]),
     "plain_loop": ([], ["plain_loop_quick.json"]),

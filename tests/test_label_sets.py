@@ -68,3 +68,73 @@ def test_bad_targets_are_named(y, match):
         label_pairs(y, name="my_y")
     with pytest.raises(ValueError, match=match):
         label_pairs(y)
+
+
+# ------------------------------------------------------------------ choice sets
+def _brute_choice_log_prob(psi, sets, rows, labels):
+    """log softmax of pair (row, label)'s utilities over {label} and the classes outside its row's set."""
+    out = []
+    for r, l in zip(rows, labels):
+        allowed = [k for k in range(psi.shape[1]) if k == l or k not in sets[r]]
+        out.append(psi[r, l] - np.logaddexp.reduce(psi[r, allowed]))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_choice_sets_exclude_exactly_each_pairs_co_positives(seed):
+    """Property: for random label sets and a random order of the pairs (rows not 0..R-1), pair
+    (n, l)'s excluded classes are Y_n minus l, and its log-probability is the log-softmax over
+    the rest, computed by brute force."""
+    from pyro_ar.label_sets import ChoiceSets
+
+    sets, K = _random_sets(seed)
+    p = label_pairs(sets)
+    rng = np.random.RandomState(seed)
+    perm = rng.permutation(len(p.rows))
+    groups, codes = 7 * p.rows[perm] + 3, p.labels[perm]  # (any row ids, any pair order)
+    cs = ChoiceSets(groups, codes, K)
+    index = torch.as_tensor(rng.choice(len(codes), 25))  # (repeats allowed: a minibatch)
+    mask = cs.excluded(index).numpy()
+    for b, i in enumerate(index.tolist()):
+        r, l = p.rows[perm][i], codes[i]
+        assert set(np.flatnonzero(mask[b]).tolist()) == set(sets[r]) - {l}
+    psi = rng.randn(len(sets), K)
+    got = cs.log_prob(torch.as_tensor(psi[p.rows[perm][index.numpy()]]), index).numpy()
+    want = _brute_choice_log_prob(psi, sets, p.rows[perm][index.numpy()], codes[index.numpy()])
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_choice_sets_of_one_label_rows_are_every_class():
+    from pyro_ar.label_sets import ChoiceSets
+
+    cs = ChoiceSets([0, 1, 2], [2, 0, 2], 4)
+    assert not cs.excluded(torch.arange(3)).any()
+    psi = torch.randn(3, 4, dtype=torch.float64)
+    torch.testing.assert_close(cs.log_prob(psi, torch.arange(3)), psi.log_softmax(-1)[torch.arange(3), [2, 0, 2]])
+    with pytest.raises(ValueError, match="groups and codes"):
+        ChoiceSets([0, 1], [0], 3)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_exact_likelihood_with_choice_sets_is_the_choice_set_softmax(seed):
+    """Exact(choice_sets=...)'s factor on a minibatch of pairs is their choice-set log-softmax
+    (brute force), the full plate too; a noise without a closed-form softmax is refused."""
+    from pyro_ar.label_sets import ChoiceSets
+    from pyro_ar.likelihoods import DataSubsample, Exact
+
+    sets, K = _random_sets(seed)
+    p = label_pairs(sets)
+    cs = ChoiceSets(p.rows, p.labels, K)
+    rng = np.random.RandomState(seed)
+    psi = rng.randn(len(sets), K)
+    index = torch.as_tensor(rng.choice(len(p.rows), 16, replace=False))
+    u = torch.as_tensor(psi[p.rows[index.numpy()]])
+    got = Exact(choice_sets=cs).distribution(u, DataSubsample(index, len(p.rows))).log_prob(
+        torch.as_tensor(p.labels[index.numpy()]))
+    want = _brute_choice_log_prob(psi, sets, p.rows[index.numpy()], p.labels[index.numpy()])
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12)
+    full = Exact(choice_sets=cs).distribution(torch.as_tensor(psi[p.rows]), DataSubsample(None, len(p.rows)))
+    np.testing.assert_allclose(full.log_prob(torch.as_tensor(p.labels)).numpy(),
+                               _brute_choice_log_prob(psi, sets, p.rows, p.labels), rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="choice_sets.*Gumbel"):
+        Exact("normal", choice_sets=cs)

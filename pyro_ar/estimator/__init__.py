@@ -19,7 +19,9 @@ its class sum estimated from the likelihood's negatives, plus the log prior
 :math:`w_{kd} \sim N(0, s^2)` (``"map"``) -- or the ELBO of a mean-field Gaussian
 :math:`q(W, b)` (``"bayes"``). Label sets (an (n, K) indicator or lists of labels) are
 fitted by the pick-all-labels objective :math:`\sum_n \sum_{l \in Y_n} \log p(l \mid x_n)`
-on the (row, label) pairs of :mod:`pyro_ar.label_sets`.
+on the (row, label) pairs of :mod:`pyro_ar.label_sets` -- with the exact softmax, each pair's
+normaliser over its choice set, the row's other labels left out
+(:class:`~pyro_ar.label_sets.ChoiceSets`).
 
 ``predict_proba`` returns the exact marginal
 :math:`p(y = k \mid x) = \int \phi(e) \prod_{k' \ne k} \Phi(e + \psi_k - \psi_{k'})\, de`

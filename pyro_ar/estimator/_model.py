@@ -4,6 +4,7 @@
 for prediction, the fitted weights (:class:`Predictor`) and their utilities on new rows through
 :func:`pyro_ar.evaluation.linear_source`."""
 
+import math
 from typing import NamedTuple, Optional
 
 import numpy as np
@@ -16,6 +17,7 @@ from ..evaluation import linear_source
 from ..features import feature_rows
 from ..infer import ClosedFormELBO, default_guide, local_parameter_names
 from ..infer.param_state import mean_field_draws, state_on
+from ..label_sets import ChoiceSets
 from ..likelihoods import Exact
 from ..models import Init, LinearClassifier
 from ..optim import lazy_adam
@@ -37,9 +39,11 @@ def linear_model(est, weights, K, D, likelihood, prior_scale=1.0, *, subsample_s
                             site="y", rank=rank, weight_pattern=getattr(est, "weight_pattern_", None))
 
 
-def training_svi(est, weights, spec, K, D, y, batch_size, prior_scale):
+def training_svi(est, weights, spec, K, D, y, batch_size, prior_scale, choice_sets=None):
     """The model of a fit on the labels ``y``, its guide and ``SVI`` (lazy Adam; its own step
-    size for local params; the training path ``est.training_path_``)."""
+    size for local params; the training path ``est.training_path_``); with ``choice_sets``
+    (label-set pairs, :func:`choice_sets_of`) the exact likelihood's softmax runs over each
+    pair's choice set."""
     counts, path = torch.bincount(y, minlength=K).double(), est.training_path_
     # sparse / low-rank paths (large K): b starts at the centred log-frequencies log(1 + n_k) -- the
     # Gumbel unigram fit; for other noises a start only (their exact unigram fit,
@@ -55,12 +59,25 @@ def training_svi(est, weights, spec, K, D, y, batch_size, prior_scale):
         unigram = (counts + 1.0).log()
         bias_init = (scale * (unigram - unigram.mean())).float()
     likelihood = spec.likelihood(est.likelihood_, path.strategy, counts)
+    if choice_sets is not None:
+        likelihood = Exact(likelihood.noise, choice_sets=choice_sets)
     model = linear_model(est, weights, K, D, likelihood, prior_scale, subsample_size=batch_size, rank=path.rank,
                          bias_init=bias_init, weight_loc=est.weight_loc_ if path.weight_pattern else None)
     guide = default_guide(model, local_first=True)  # (ignored without a local latent)
     lr, is_local = est.learning_rate, local_parameter_names(guide)  # per-datapoint parameters: their own step size
     optim = lazy_adam(lambda name: {"lr": LOCAL_LEARNING_RATE if is_local(name) else lr})
     return model, guide, SVI(model, guide, optim, ClosedFormELBO())
+
+
+def choice_sets_of(est, data, idx, noise, device):
+    r"""The :class:`~pyro_ar.label_sets.ChoiceSets` of the label-set pairs ``idx`` of ``data``
+    where the fit of ``est`` trains on them (None otherwise: one label per row; A&R, whose
+    negatives are drawn from all K classes, so its bound is the plain pick-all-labels softmax's;
+    the weight pattern; a noise without a closed-form softmax)."""
+    if data.groups is None or est.likelihood_ != "exact" or est.training_path_.weight_pattern \
+            or not noise.closed_form:
+        return None
+    return ChoiceSets(data.groups[idx], data.codes[idx], data.K, device)
 
 
 def fitted_weights(model, weights, seed, state=None):
@@ -91,6 +108,27 @@ def utility_source(X, weights):
     if W.shape[0] == 1:
         W, b, E = W[0], b[0], [e[0] for e in E]
     return linear_source(rows, W, b, embedding=E[0] if E else None)
+
+
+def choice_set_log_likelihood(source, choice_sets, rows, weights=None, chunk_size=4096):
+    r"""The mean over the pairs i of ``choice_sets`` of :math:`\log p_{\mathrm{cs}}(l_i \mid
+    x_{n_i}, Y_{n_i})` (:class:`~pyro_ar.label_sets.ChoiceSets`), weighted by ``weights`` (P,)
+    when given; pair i's utilities are row ``rows[i]`` of ``source`` (posterior draws (S, B, K):
+    the log of the mean over draws of the choice-set probability). Chunks of ``chunk_size`` pairs."""
+    out = []
+    for lo in range(0, len(choice_sets), chunk_size):
+        idx = torch.arange(lo, min(len(choice_sets), lo + chunk_size))
+        u = source(rows[idx].to(rows.device))
+        if u.dim() == 3:
+            lp = torch.stack([choice_sets.log_prob(s, idx) for s in u]).logsumexp(0) - math.log(u.shape[0])
+        else:
+            lp = choice_sets.log_prob(u, idx)
+        out.append(lp.double())
+    lp = torch.cat(out)
+    if weights is None:
+        return float(lp.mean())
+    w = weights.to(lp)
+    return float((w * lp).sum() / w.sum().clamp(min=1e-300))
 
 
 class Predictor:

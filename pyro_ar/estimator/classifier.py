@@ -24,8 +24,8 @@ from ..label_sets import encode_multilabel, expand_sample_weight, format_label_s
 from ..labels import held_out_split, label_array, label_codes, weighted_samples
 from ..training_path import PATTERN_MAX_EPOCHS, PATTERN_PRIOR_SCALE, choose_path, pattern_and_centroids
 from ._checks import checked_data as _checked_data, fit_targets
-from ._model import FitData as _FitData, FitResult as _FitResult, Predictor, fitted_weights, training_svi, \
-    utility_source
+from ._model import FitData as _FitData, FitResult as _FitResult, Predictor, choice_set_log_likelihood, \
+    choice_sets_of, fitted_weights, training_svi, utility_source
 from ._params import checked, refuse_removed, seed_of
 
 _MAX_SEED = 2**31 - 1
@@ -159,7 +159,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         :param X: array-like or ``scipy.sparse`` matrix, shape (n_samples, n_features).
         :param y: array-like of hashable labels, shape (n_samples,); or label sets (multi-label,
             see the module's text): an (n_samples, K) 0/1 indicator, dense or ``scipy.sparse``,
-            or a list of label lists / sets.
+            or a list of label lists / sets (with the exact softmax, each (row, label) pair is
+            fitted on its choice set, :class:`~pyro_ar.label_sets.ChoiceSets`).
         :param sample_weight: non-negative weights, shape (n_samples,): weight 2 counts as two copies.
         :returns: self.
         """
@@ -359,7 +360,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         for t in (init or {"params": {}})["params"].values():
             t.requires_grad_(True)  # as pyro.param leaves the tensors it creates
         with pyro.get_param_store().scope(init):  # a private param store for this fit
-            model, guide, svi = training_svi(self, weights, spec, data.K, data.D, y, batch_size, prior_scale)
+            model, guide, svi = training_svi(self, weights, spec, data.K, data.D, y, batch_size, prior_scale,
+                                             choice_sets_of(self, data, train_idx, spec.noise, device))
             early = None if val_idx is None else \
                 EarlyStopping("val_log_lik", patience=schedule.patience, min_delta=schedule.min_delta)
             try:
@@ -406,9 +408,13 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             return pattern_validation_score(X_val, model, y_val.numpy(), None if rows is None else rows.numpy(), w_val,
                                             spec.noise)  # (the pattern's layout built once: not a sparse W per score)
 
+        choice_sets = choice_sets_of(self, data, val_idx, spec.noise, device)
+
         def score():
             state = pyro.get_param_store().get_state() if weights.kind == "bayes" else None
             source = utility_source(X_val, fitted_weights(model, weights, self._predict_seed, state))
+            if choice_sets is not None:  # the objective's own: each pair's choice-set softmax
+                return {"val_log_lik": choice_set_log_likelihood(source, choice_sets, rows, w_val)}
             if w_val is None:
                 return {"val_log_lik": log_likelihood(source, y_val, spec.noise, rows=rows)}
             lp = log_likelihood(source, y_val, spec.noise, reduce="none", rows=rows)
@@ -519,8 +525,9 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
 
     def log_likelihood(self, X, y):
         """Mean predictive log-likelihood (1/N) sum_n log p(y_n | x_n) (nats per datapoint);
-        after a multi-label fit, the mean over the (row, label) pairs of label sets ``y``, the
-        objective's :math:`\\frac1P \\sum_n \\sum_{l \\in Y_n} \\log p(l \\mid x_n)`.
+        after a multi-label fit, the mean over the (row, label) pairs of label sets ``y`` of the
+        predicted distribution's :math:`\\frac1P \\sum_n \\sum_{l \\in Y_n} \\log p(l \\mid x_n)` (the
+        pick-all-labels log-likelihood, normaliser over all K, whichever objective trained it).
 
         Labels must be among ``classes_``.
         """

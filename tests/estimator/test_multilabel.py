@@ -1,10 +1,12 @@
-"""ARClassifier on label sets: the pick-all-labels objective (pyro_ar.label_sets) end to end."""
+"""ARClassifier on label sets: the pick-all-labels objective with choice sets (pyro_ar.label_sets) end to end."""
 
 import os
+from contextlib import nullcontext
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+import torch
 
 from pyro_ar.estimator import Weights
 from pyro_ar import ARClassifier
@@ -37,17 +39,46 @@ def test_every_form_of_the_targets_gives_the_same_fit_and_answers_in_its_form():
     assert (fits["dense"].predict(X).sum(1) == 2).all()  # k = the mean training label-set size
 
 
-def test_fitting_label_sets_is_fitting_their_pairs():
-    """The objective is sum_n sum_{l in Y_n} log p(l | x_n): the same SVI run as a one-label fit on
-    the pairs (x_r, l) (no standardisation, which is fitted on rows for label sets, and no
-    prior-scale search, whose held-out split keeps a row's pairs together)."""
-    X, Y = _teacher(n=200)
-    p = label_pairs(Y)
+def test_label_sets_of_one_label_each_are_a_one_label_fit():
+    """Rows with one label each: the choice set of every pair is every class, so the fit is the
+    same SVI run as a one-label fit (no standardisation, which is fitted on rows for label
+    sets, and no prior-scale search, whose held-out split keeps a row's pairs together)."""
+    X, Y = _teacher(n=200, labels=1)
+    y = Y.argmax(1)
     a = ARClassifier(weights=Weights('map', prior_scale=1.0), standardize=False, **FAST).fit(X, Y)
-    b = ARClassifier(weights=Weights('map', prior_scale=1.0), standardize=False, **FAST).fit(X[p.rows], p.labels)
+    b = ARClassifier(weights=Weights('map', prior_scale=1.0), standardize=False, **FAST).fit(X, y)
     for name, t in a.param_state_["params"].items():
         np.testing.assert_array_equal(t.detach().numpy(), b.param_state_["params"][name].detach().numpy())
-    assert a.log_likelihood(X, Y) == pytest.approx(b.log_likelihood(X[p.rows], p.labels), rel=1e-12)
+    assert a.log_likelihood(X, Y) == pytest.approx(b.log_likelihood(X, y), rel=1e-12)
+
+
+@pytest.mark.parametrize("likelihood", ["auto", "ar"])
+def test_the_exact_fit_of_label_sets_trains_on_each_pairs_choice_set(monkeypatch, likelihood):
+    """The exact softmax trains every (row, label) pair on its choice set (the row's other labels
+    out of the normaliser, pyro_ar.label_sets.ChoiceSets) -- the pairs it trains on, no
+    held-out ones --; A&R, whose negatives come from all K classes, on the plain softmax."""
+    import pyro_ar.estimator.classifier as module
+
+    seen, original = [], module.training_svi
+
+    def spy(*args, **kwargs):
+        seen.append(args[-1] if len(args) > 8 else kwargs.get("choice_sets"))
+        return original(*args, **kwargs)
+    monkeypatch.setattr(module, "training_svi", spy)
+    X, Y = _teacher(n=200, labels=3)
+    with pytest.warns(UserWarning) if likelihood == "ar" else nullcontext():  # (AR with an exact class sum)
+        clf = ARClassifier(likelihood=likelihood, weights=Weights('map', prior_scale=1.0), early_stopping=True,
+                           **FAST).fit(X, Y)
+    (choice_sets,) = seen
+    if likelihood == "ar":
+        assert clf.likelihood_ == "ar" and choice_sets is None
+        return
+    assert clf.likelihood_ == "exact"
+    p = label_pairs(Y)
+    assert 0 < len(choice_sets) < len(p.rows)  # (the training rows' pairs: early stopping held some out)
+    mask = choice_sets.excluded(torch.arange(len(choice_sets)))
+    assert (mask.sum(1) == 2).all()  # every row has 3 labels: each pair leaves out the other two
+    assert np.isfinite(clf.best_validation_score_) and clf.best_validation_score_ < 0
 
 
 def test_label_sets_of_any_hashable_labels_and_the_scores():
