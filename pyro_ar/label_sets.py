@@ -55,6 +55,7 @@ Targets are accepted in the forms scikit-learn users have:
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
@@ -62,7 +63,7 @@ import torch
 
 from .labels import check_labels, encode_labels, label_array, label_codes
 
-__all__ = ["ChoiceSets", "LabelPairs", "MultilabelTargets", "encode_multilabel", "expand_sample_weight", "format_label_sets",
+__all__ = ["ChoiceSets", "LabelPairs", "choice_set_log_likelihood", "MultilabelTargets", "encode_multilabel", "expand_sample_weight", "format_label_sets",
            "is_indicator", "is_label_sets", "is_multilabel", "label_pairs", "pairs_to_indicator", "precision_at_1"]
 
 #: the forms of multi-label targets, which a classifier's ``predict`` gives back: a dense
@@ -447,3 +448,24 @@ class ChoiceSets:
 
     def __repr__(self):
         return f"ChoiceSets({len(self)} pairs, num_classes={self.num_classes})"
+
+
+def choice_set_log_likelihood(source, choice_sets: ChoiceSets, rows, weights=None, chunk_size: int = 4096) -> float:
+    r"""The mean over the pairs i of ``choice_sets`` of :math:`\log p_{\mathrm{cs}}(l_i \mid
+    x_{n_i}, Y_{n_i})` (:class:`~pyro_ar.label_sets.ChoiceSets`), weighted by ``weights`` (P,)
+    when given (the held-out score of a fit on choice sets); pair i's utilities are row ``rows[i]`` of ``source`` (posterior draws (S, B, K):
+    the log of the mean over draws of the choice-set probability). Chunks of ``chunk_size`` pairs."""
+    out = []
+    for lo in range(0, len(choice_sets), chunk_size):
+        idx = torch.arange(lo, min(len(choice_sets), lo + chunk_size))
+        u = source(rows[idx].to(rows.device))
+        if u.dim() == 3:
+            lp = torch.stack([choice_sets.log_prob(s, idx) for s in u]).logsumexp(0) - math.log(u.shape[0])
+        else:
+            lp = choice_sets.log_prob(u, idx)
+        out.append(lp.double())
+    lp = torch.cat(out)
+    if weights is None:
+        return float(lp.mean())
+    w = weights.to(lp)
+    return float((w * lp).sum() / w.sum().clamp(min=1e-300))

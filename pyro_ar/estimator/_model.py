@@ -4,7 +4,6 @@
 for prediction, the fitted weights (:class:`Predictor`) and their utilities on new rows through
 :func:`pyro_ar.evaluation.linear_source`."""
 
-import math
 from typing import NamedTuple, Optional
 
 import numpy as np
@@ -108,27 +107,6 @@ def utility_source(X, weights):
     if W.shape[0] == 1:
         W, b, E = W[0], b[0], [e[0] for e in E]
     return linear_source(rows, W, b, embedding=E[0] if E else None)
-
-
-def choice_set_log_likelihood(source, choice_sets, rows, weights=None, chunk_size=4096):
-    r"""The mean over the pairs i of ``choice_sets`` of :math:`\log p_{\mathrm{cs}}(l_i \mid
-    x_{n_i}, Y_{n_i})` (:class:`~pyro_ar.label_sets.ChoiceSets`), weighted by ``weights`` (P,)
-    when given; pair i's utilities are row ``rows[i]`` of ``source`` (posterior draws (S, B, K):
-    the log of the mean over draws of the choice-set probability). Chunks of ``chunk_size`` pairs."""
-    out = []
-    for lo in range(0, len(choice_sets), chunk_size):
-        idx = torch.arange(lo, min(len(choice_sets), lo + chunk_size))
-        u = source(rows[idx].to(rows.device))
-        if u.dim() == 3:
-            lp = torch.stack([choice_sets.log_prob(s, idx) for s in u]).logsumexp(0) - math.log(u.shape[0])
-        else:
-            lp = choice_sets.log_prob(u, idx)
-        out.append(lp.double())
-    lp = torch.cat(out)
-    if weights is None:
-        return float(lp.mean())
-    w = weights.to(lp)
-    return float((w * lp).sum() / w.sum().clamp(min=1e-300))
 
 
 class Predictor:

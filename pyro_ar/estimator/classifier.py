@@ -20,12 +20,13 @@ from ..infer.progress import phase_bar, set_progress_total
 from ..infer.saved_estimator import load_estimator, save_estimator
 from ..infer.selection import _REFIT_BUDGET, Weights, early_stopping_options, resolve_likelihood, search_holdout, \
     search_prior_scale, weight_strategy
-from ..label_sets import encode_multilabel, expand_sample_weight, format_label_sets, precision_at_1
+from ..label_sets import choice_set_log_likelihood, encode_multilabel, expand_sample_weight, format_label_sets, \
+    precision_at_1
 from ..labels import held_out_split, label_array, label_codes, weighted_samples
 from ..training_path import PATTERN_MAX_EPOCHS, PATTERN_PRIOR_SCALE, choose_path, pattern_and_centroids
 from ._checks import checked_data as _checked_data, fit_targets
-from ._model import FitData as _FitData, FitResult as _FitResult, Predictor, choice_set_log_likelihood, \
-    choice_sets_of, fitted_weights, training_svi, utility_source
+from ._model import FitData as _FitData, FitResult as _FitResult, Predictor, choice_sets_of, fitted_weights, \
+    training_svi, utility_source
 from ._params import checked, refuse_removed, seed_of
 
 _MAX_SEED = 2**31 - 1
