@@ -63,8 +63,8 @@ import torch
 
 from .labels import check_labels, encode_labels, label_array, label_codes
 
-__all__ = ["ChoiceSets", "LabelPairs", "choice_set_log_likelihood", "MultilabelTargets", "encode_multilabel", "expand_sample_weight", "format_label_sets",
-           "is_indicator", "is_label_sets", "is_multilabel", "label_pairs", "pairs_to_indicator", "precision_at_1"]
+__all__ = ["ChoiceSets", "LabelPairs", "MultilabelTargets", "choice_set_log_likelihood", "encode_multilabel",
+           "expand_sample_weight", "format_label_sets", "is_indicator", "is_label_sets", "is_multilabel", "label_pairs", "pairs_to_indicator", "precision_at_1"]
 
 #: the forms of multi-label targets, which a classifier's ``predict`` gives back: a dense
 #: indicator, a ``scipy.sparse`` CSR indicator, or a list of label lists
@@ -452,9 +452,10 @@ class ChoiceSets:
 
 def choice_set_log_likelihood(source, choice_sets: ChoiceSets, rows, weights=None, chunk_size: int = 4096) -> float:
     r"""The mean over the pairs i of ``choice_sets`` of :math:`\log p_{\mathrm{cs}}(l_i \mid
-    x_{n_i}, Y_{n_i})` (:class:`~pyro_ar.label_sets.ChoiceSets`), weighted by ``weights`` (P,)
-    when given (the held-out score of a fit on choice sets); pair i's utilities are row ``rows[i]`` of ``source`` (posterior draws (S, B, K):
-    the log of the mean over draws of the choice-set probability). Chunks of ``chunk_size`` pairs."""
+    x_{n_i}, Y_{n_i})` (:class:`ChoiceSets`), weighted by ``weights`` (P,) when given: the
+    held-out score of a fit on choice sets. Pair i's utilities are row ``rows[i]`` of
+    ``source`` (posterior draws (S, B, K): the log of the mean over draws of the choice-set
+    probability). Chunks of ``chunk_size`` pairs."""
     out = []
     for lo in range(0, len(choice_sets), chunk_size):
         idx = torch.arange(lo, min(len(choice_sets), lo + chunk_size))
