@@ -64,7 +64,8 @@ import torch
 from .labels import check_labels, encode_labels, label_array, label_codes
 
 __all__ = ["ChoiceSets", "LabelPairs", "MultilabelTargets", "choice_set_log_likelihood", "encode_multilabel",
-           "expand_sample_weight", "format_label_sets", "is_indicator", "is_label_sets", "is_multilabel", "label_pairs", "pairs_to_indicator", "precision_at_1"]
+           "expand_sample_weight", "format_label_sets", "is_indicator", "is_label_sets", "is_multilabel", "label_pairs",
+           "pairs_to_indicator", "precision_at_1"]
 
 #: the forms of multi-label targets, which a classifier's ``predict`` gives back: a dense
 #: indicator, a ``scipy.sparse`` CSR indicator, or a list of label lists
