@@ -188,6 +188,7 @@ def _heldout_hits(X, codes, K, train_idx, rows, powers, groups=None, chunk=500, 
     norms = np.sqrt(np.asarray(ST.multiply(ST).sum(axis=0), dtype=np.float64)).reshape(-1)
     floor = min(float(norms[norms > 0].min(initial=1.0)) ** g for g in powers)
     scales = [(np.where(norms > 0, norms, 1.0) ** -g).astype(np.float32) for g in powers]
+    log_norms = np.log(np.where(norms > 0, norms, 1.0))
     _, first, inverse = np.unique(rows if groups is None else groups[rows], return_index=True, return_inverse=True)
     order = np.argsort(inverse.reshape(-1), kind="stable")  # the held-out pairs by their row
     sorted_rows = inverse.reshape(-1)[order]
@@ -214,8 +215,13 @@ def _heldout_hits(X, codes, K, train_idx, rows, powers, groups=None, chunk=500, 
             e = np.repeat(np.arange(len(pos)), per)
             pair = np.arange(len(e)) - np.repeat(np.cumsum(per) - per, per) + np.searchsorted(r, entry_row)[e]
             k, u = U.indices[pos][e], U.data[pos][e]
-        for g, scale in enumerate(scales):  # (a class without rows scores 0, as its utility does)
-            rank = np.bincount(pair[u * scale[k] > (label_u * scale[c])[pair]], minlength=len(pairs))[~missed]
+        # u_k / n_k^g > u_y / n_y^g  <=>  log(u_k / u_y) > g log(n_k / n_y): the gathers once for
+        # all the powers (a class without rows scores 0, as its utility does: norm 1 there)
+        with np.errstate(divide="ignore"):  # (a missed label: log 0, every entry outranks it)
+            gap = np.log(u.astype(np.float64)) - np.log(label_u.astype(np.float64))[pair]
+        spread = log_norms[k] - log_norms[c][pair]
+        for g, power in enumerate(powers):
+            rank = np.bincount(pair[gap > power * spread], minlength=len(pairs))[~missed]
             hits[g] += 0.5 * ((rank < 1).sum() + (rank < 10).sum())
     return hits / max(len(rows), 1)
 
