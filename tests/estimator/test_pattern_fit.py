@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 import pyro_ar.training_path as training_path
 from pyro_ar import ARClassifier
-from pyro_ar.infer.pattern_fit import (BIAS_RATIOS, CENTROID_POWERS, CENTROID_ROOTS, IDF_POWERS, _heldout_hits, calibrate_temperature,
+from pyro_ar.infer.pattern_fit import (BIAS_WEIGHTS, CENTROID_POWERS, CENTROID_ROOTS, IDF_POWERS, _heldout_hits, calibrate_temperature,
                                       choose_bias, choose_centroid_scorer, recentre, reweight_rows)
 from pyro_ar.features import apply_scaler, fit_scaler
 from pyro_ar.training_path import pattern_and_centroids
@@ -63,7 +63,7 @@ def test_the_chosen_scorer_is_the_best_of_the_grid_on_the_held_out_rows():
     val = np.arange(len(y)) % 4 == 0
     tr_idx, val_idx = np.flatnonzero(~val), np.flatnonzero(val)
     Zp, scale_p, power, root, T, beta, scores, bias_scores = choose_centroid_scorer(Z, y, 50, tr_idx, val_idx, scale)
-    assert beta == pytest.approx(max(bias_scores, key=bias_scores.get) * T) and T > 0
+    assert beta == max(bias_scores, key=bias_scores.get) and T > 0
     assert len(scores) == (len(IDF_POWERS) + len(CENTROID_ROOTS) - 1) * len(CENTROID_POWERS) and max(scores.values()) == scores[(max(scores, key=scores.get))]
     best = [k for k, v in scores.items() if v == max(scores.values())][0]  # the first of the ties
     assert root == best[1] and power == best[2] and np.allclose(scale_p, scale ** best[0])
@@ -101,21 +101,25 @@ def test_heldout_hits_equal_the_dense_ranks(K, seed, root):
 @settings(max_examples=20, deadline=None)
 @given(st.integers(3, 40), st.integers(0, 2**31 - 1))
 def test_the_bias_is_the_grid_point_with_the_most_held_out_hits(K, seed):
-    """choose_bias against a direct count: the (top-1 + top-10) hits / 2 of U + r log(1 + n_k)
-    for every ratio r of the grid, the first best r kept, T the calibrated temperature of
-    T (U + r log(1 + n_k)), and beta = r T."""
+    """choose_bias against a direct count: for every beta of the grid its temperature from the
+    default start (the warm start of choose_bias reaches the same optimum: within 1 %, ten times
+    the 0.1 % step that stops Newton's method), the (top-1 + top-10) hits / 2 of T U + beta
+    log(1 + n_k), and the first best beta kept."""
     g = torch.Generator().manual_seed(seed)
     U, y = torch.rand(30, K, generator=g), torch.randint(0, K, (30,), generator=g)
     log_counts = torch.log1p(torch.randint(0, 50, (K,), generator=g).float())
     beta, T, scores = choose_bias(U, y, log_counts)
-    expected = {}
-    for r in BIAS_RATIOS:
-        sc = (U + r * log_counts).numpy()
+    expected, temperatures = {}, {}
+    for b in BIAS_WEIGHTS:
+        temperatures[b] = calibrate_temperature(U, y, bias=b * log_counts)
+        sc = (temperatures[b] * U + b * log_counts).numpy()
         rank = (sc > sc[np.arange(30), y.numpy()][:, None]).sum(1)
-        expected[r] = 0.5 * (np.mean(rank < 1) + np.mean(rank < 10))
-    assert scores == pytest.approx(expected, abs=1e-12)
-    r = next(r for r in BIAS_RATIOS if expected[r] == max(expected.values()))
-    assert T == calibrate_temperature(U + r * log_counts, y) and beta == pytest.approx(r * T, abs=1e-12)
+        expected[b] = 0.5 * (np.mean(rank < 1) + np.mean(rank < 10))
+    assert T == pytest.approx(temperatures[beta], rel=1e-2)
+    close = [b for b in BIAS_WEIGHTS if abs(expected[b] - scores[b]) > 1e-12]  # a rank flipped by T's tolerance
+    assert len(close) <= 1, (scores, expected)
+    if not close:
+        assert beta == next(b for b in BIAS_WEIGHTS if expected[b] == max(expected.values()))
 
 
 def _mean_log_lik(U, y, T, bias=None):
