@@ -304,8 +304,8 @@ def calibrate_temperature(U: torch.Tensor, y: torch.Tensor, start: float = 15.0,
     by Newton's method, :math:`f'(T) = \overline{u_y - E_{p_T}[u]}`,
     :math:`f''(T) = -\overline{\mathrm{Var}_{p_T}[u]}`, safeguarded: a step after which f does not
     increase is halved until it does (where the softmax is peaked, f'' is nearly 0 and the plain
-    Newton step overshoots the maximum by orders of magnitude); T kept in [1, 1000]; until a step
-    moves T by less than 0.1 %.
+    Newton step overshoots the maximum by orders of magnitude; where f'' rounds to 0, T is doubled
+    or halved in the direction of f'); T kept in [1, 1000]; until a step moves T by less than 0.1 %.
 
     Example:
 
@@ -336,9 +336,13 @@ def calibrate_temperature(U: torch.Tensor, y: torch.Tensor, start: float = 15.0,
         mean = p.sum(1)
         var = p.mul_(U).sum(1) - mean ** 2
         grad, curv = float((label_u - mean).mean()), float(var.mean())
-        if curv <= 0:
+        if curv > 0:
+            step = grad / curv
+        elif grad != 0:  # a one-hot softmax: f'' rounds to 0, so double or halve T (safeguarded)
+            step = T if grad > 0 else -0.5 * T
+        else:
             return T
-        T, old = min(max(T + grad / curv, 1.0), 1000.0), T
+        T, old = min(max(T + step, 1.0), 1000.0), T
         if abs(T - old) < 1e-3 * old:
             return T
     return best[1]

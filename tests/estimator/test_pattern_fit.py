@@ -154,6 +154,15 @@ def test_calibrate_temperature_maximises_the_held_out_log_likelihood(K, n, with_
     _assert_maximises(U, y, bias, start=float(torch.rand(1, generator=g)) * 50 + 1)
 
 
+@pytest.mark.parametrize("start", [15.0, 47.7, 300.0])
+def test_calibrate_temperature_moves_where_the_curvature_rounds_to_zero(start):
+    """Rows whose label scores below another class, at a start where float32's softmax is one-hot
+    (Var_p[u] rounds to 0, no Newton step exists): the maximum is at T = 1 (found by the property
+    test above, which the first safeguarded version failed: it stopped at its start)."""
+    U, y = torch.tensor([[0.7219, 0.3854], [0.7279, 0.1047]]), torch.tensor([1, 1])
+    _assert_maximises(U, y, start=start)
+
+
 def test_calibrate_temperature_does_not_overshoot_where_the_softmax_is_peaked():
     """Sparse scores like a reverse dictionary's (most classes 0, a wrong class well above the
     label on most rows): at the default start the softmax is nearly one-hot, f'' is nearly 0,
