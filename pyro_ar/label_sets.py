@@ -456,7 +456,19 @@ def choice_set_log_likelihood(source, choice_sets: ChoiceSets, rows, weights=Non
     x_{n_i}, Y_{n_i})` (:class:`ChoiceSets`), weighted by ``weights`` (P,) when given: the
     held-out score of a fit on choice sets. Pair i's utilities are row ``rows[i]`` of
     ``source`` (posterior draws (S, B, K): the log of the mean over draws of the choice-set
-    probability). Chunks of ``chunk_size`` pairs."""
+    probability). Chunks of ``chunk_size`` pairs.
+
+    Example (row 0 has labels 2 and 0, row 1 label 1; pair i's row is ``rows[i]``):
+
+    >>> import torch
+    >>> from pyro_ar.label_sets import ChoiceSets, choice_set_log_likelihood
+    >>> cs = ChoiceSets([0, 0, 1], [2, 0, 1], num_classes=3)
+    >>> U = torch.tensor([[1.0, 0.0, 2.0], [0.5, 0.5, 0.0]])
+    >>> rows = torch.tensor([0, 0, 1])
+    >>> lp = cs.log_prob(U[rows], torch.arange(3))  # pair (0, 2) over {1, 2}: log(e^2 / (e^0 + e^2))
+    >>> round(float(lp[0]), 4), round(choice_set_log_likelihood(lambda r: U[r], cs, rows), 4)
+    (-0.1269, -0.4661)
+    """
     out = []
     for lo in range(0, len(choice_sets), chunk_size):
         idx = torch.arange(lo, min(len(choice_sets), lo + chunk_size))
