@@ -11,12 +11,18 @@ cell is an oracle (chosen on the test rows themselves), an upper bound of what a
 choice within the family reaches. With ``--rank R`` the cell ``--cell p,gamma,r`` is also scored
 with a shared low-rank term added, lam (x V)(c_k V)^T, V the top-R right singular vectors of the
 training rows (LSI; lam in ``LAMBDAS``): what a shared low-rank part could add over exact word
-matches. Differences of top-1 / top-10 against the plain tf-idf centroid (p = 1, gamma = 1,
-r = 0) with paired SEs over the test rows, in percentage points. ``--quick``: the rows of
-``QUICK_CLASSES`` random classes (``benchmarks.peers_data.subset_classes``, seed 0).
+matches. Two extensions of the family (session 46), each a flag: ``--weightings idf,icf``
+also weights the features by their inverse *class* frequency, icf_j = 1 + log((1 + K) / (1 +
+cf_j)), cf_j the number of classes whose training rows hold feature j (a gloss repeated for
+each of a synset's lemmas counts once per class, where idf counts it once per row), instead of
+the estimator's idf; ``--query-offsets 0,0.5`` also weights the test rows by the power p + a
+(the class sums keep p). Differences of top-1 / top-10 against the plain tf-idf centroid
+(p = 1, gamma = 1, r = 0) with paired SEs over the test rows, in percentage points.
+``--quick``: the rows of ``QUICK_CLASSES`` random classes
+(``benchmarks.peers_data.subset_classes``, seed 0).
 
     python -m benchmarks.dictionary_start_ceiling [--dataset wordnet|gcide|synthetic] [--rank R]
-        [--cell 2,0.6,0.01] [--out DIR]
+        [--cell 2,0.6,0.01] [--weightings idf[,icf]] [--query-offsets 0[,0.5]] [--out DIR]
 """
 
 import json
@@ -44,6 +50,16 @@ def class_centroids(Xp, y, K, gamma, root=1.0):
     S = _class_sums(Xp, y, K, np.arange(Xp.shape[0]), root)
     n = np.sqrt(np.asarray(S.multiply(S).sum(1)).ravel())
     return sp.csr_matrix(sp.diags(1.0 / np.where(n > 0, n, 1.0) ** gamma) @ S).astype(np.float32)
+
+
+def inverse_class_frequency(X, y, K):
+    """icf_j = 1 + log((1 + K) / (1 + cf_j)), cf_j the number of classes with a training row
+    holding feature j."""
+    import scipy.sparse as sp
+
+    holds = sp.csr_matrix((np.ones(len(y)), (y, np.arange(len(y)))), shape=(K, len(y))) @ (X != 0)
+    cf = np.asarray((holds > 0).sum(0)).ravel()
+    return 1.0 + np.log((1.0 + K) / (1.0 + cf))
 
 
 def test_ranks(Xt, yt, C, bias, low_rank=None, chunk=1000):
@@ -74,7 +90,12 @@ def main():
     p.add_argument("--data-dir", default=None)
     p.add_argument("--rank", type=int, default=0)
     p.add_argument("--cell", default="2,0.6,0.01", help="p,gamma,r of the low-rank runs")
+    p.add_argument("--weightings", default="idf", help="feature weightings scored: idf and/or icf")
+    p.add_argument("--query-offsets", default="0", help="offsets a of the test rows' power p + a")
     args = p.parse_args()
+    unknown = set(args.weightings.split(",")) - {"idf", "icf"}
+    if unknown:
+        p.error(f"--weightings: unknown {sorted(unknown)}; choose from idf, icf")
     env = harness.start(args)
     from scipy.sparse.linalg import svds
     from pyro_ar.features import apply_scaler, fit_scaler
@@ -89,15 +110,23 @@ def main():
     log_counts = np.log1p(np.bincount(d.y, minlength=d.K))
     base = test_ranks(Xt1, d.yt, class_centroids(X1, d.y, d.K, 1.0), 0.0)
     rows, want = [], tuple(float(v) for v in args.cell.split(","))
-    for power in POWERS:
-        w = scale ** (1.0 - power)
-        Xp, Xtp = reweight_rows(X1, w).astype(np.float32), reweight_rows(Xt1, w).astype(np.float32)
+    weightings = {"idf": np.ones(d.X.shape[1]), "icf": scale * inverse_class_frequency(X1, d.y, d.K)}
+    offsets = [float(a) for a in args.query_offsets.split(",")]
+    for (wname, extra), power in ((w, pw) for w in weightings.items() if w[0] in args.weightings.split(",")
+                                  for pw in POWERS):
+        w = extra ** power * scale ** (1.0 - power)  # (X1 holds idf rows: idf^(1-p) w'^p gives w'^p)
+        Xp = reweight_rows(X1, w).astype(np.float32)
+        queries = {a: reweight_rows(Xt1, extra ** (power + a) * scale ** (1.0 - power - a)).astype(np.float32)
+                   for a in offsets}
+        tag = "" if wname == "idf" else f"{wname},"
         for root, gamma in ((q, g) for q in ROOTS for g in GAMMAS):
             C = class_centroids(Xp, d.y, d.K, gamma, root)
-            for ratio in RATIOS:
-                rows.append(cell(f"p={power:g},q={root:g},gamma={gamma:g},r={ratio:g}",
-                                 test_ranks(Xtp, d.yt, C, ratio * log_counts), base))
-            if args.rank and root == 1.0 and (power, gamma) == want[:2]:
+            for a, Xtp in queries.items():
+                for ratio in RATIOS:
+                    rows.append(cell(f"{tag}p={power:g},{f'a={a:g},' if a else ''}q={root:g},gamma={gamma:g},"
+                                     f"r={ratio:g}", test_ranks(Xtp, d.yt, C, ratio * log_counts), base))
+            Xtp = queries[offsets[0]]
+            if args.rank and root == 1.0 and (wname, power, gamma) == ("idf",) + want[:2]:
                 V = svds(Xp.astype(np.float64), k=min(args.rank, min(Xp.shape) - 1), random_state=args.seed)[2].T.astype(np.float32)
                 A, B = np.asarray(Xtp @ V), np.asarray(C @ V)
                 for lam in LAMBDAS:
