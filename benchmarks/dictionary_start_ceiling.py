@@ -22,7 +22,8 @@ the estimator's idf; ``--query-offsets 0,0.5`` also weights the test rows by the
 (``benchmarks.peers_data.subset_classes``, seed 0).
 
     python -m benchmarks.dictionary_start_ceiling [--dataset wordnet|gcide|synthetic] [--rank R]
-        [--cell 2,0.6,0.01] [--weightings idf[,icf]] [--query-offsets 0[,0.5]] [--out DIR]
+        [--cell 2,0.6,0.01] [--powers 1,1.5,...] [--gammas 1,0.8,...] [--weightings idf[,icf]]
+        [--query-offsets 0[,0.5]] [--out DIR]
 """
 
 import json
@@ -90,6 +91,8 @@ def main():
     p.add_argument("--data-dir", default=None)
     p.add_argument("--rank", type=int, default=0)
     p.add_argument("--cell", default="2,0.6,0.01", help="p,gamma,r of the low-rank runs")
+    p.add_argument("--powers", default=",".join(f"{v:g}" for v in POWERS), help="idf powers p scored")
+    p.add_argument("--gammas", default=",".join(f"{v:g}" for v in GAMMAS), help="centroid-norm powers scored")
     p.add_argument("--weightings", default="idf", help="feature weightings scored: idf and/or icf")
     p.add_argument("--query-offsets", default="0", help="offsets a of the test rows' power p + a")
     args = p.parse_args()
@@ -113,13 +116,13 @@ def main():
     weightings = {"idf": np.ones(d.X.shape[1]), "icf": scale * inverse_class_frequency(X1, d.y, d.K)}
     offsets = [float(a) for a in args.query_offsets.split(",")]
     for (wname, extra), power in ((w, pw) for w in weightings.items() if w[0] in args.weightings.split(",")
-                                  for pw in POWERS):
+                                  for pw in (float(v) for v in args.powers.split(","))):
         w = extra ** power * scale ** (1.0 - power)  # (X1 holds idf rows: idf^(1-p) w'^p gives w'^p)
         Xp = reweight_rows(X1, w).astype(np.float32)
         queries = {a: reweight_rows(Xt1, extra ** (power + a) * scale ** (1.0 - power - a)).astype(np.float32)
                    for a in offsets}
         tag = "" if wname == "idf" else f"{wname},"
-        for root, gamma in ((q, g) for q in ROOTS for g in GAMMAS):
+        for root, gamma in ((q, float(g)) for q in ROOTS for g in args.gammas.split(",")):
             C = class_centroids(Xp, d.y, d.K, gamma, root)
             for a, Xtp in queries.items():
                 for ratio in RATIOS:

@@ -116,11 +116,12 @@ def main():
         rows.append(row(name, ranks, ll, cpu, base, clf.n_steps_))
         rows[-1].update(kwargs=kwargs, best_validation_score=clf.best_validation_score_,
                         validation_scores=clf.validation_scores_)
-        scorer = getattr(clf, "centroid_scorer_scores_", None)  # the weight-pattern path's start
-        if scorer:
-            rows[-1]["centroid_scorer"] = {f"p={p:g},q={q:g},gamma={g:g}": v for (p, q, g), v in scorer.items()}
-            rows[-1]["start"] = {"gamma": clf.centroid_power_, "q": clf.centroid_root_, "beta": clf.centroid_bias_,
-                                 "temperature": clf.centroid_temperature_}
+        start = getattr(clf, "centroid_start_", None)  # the weight-pattern path's start
+        if start is not None:
+            rows[-1]["centroid_scorer"] = {f"p={p:g},q={q:g},gamma={g:g}": v
+                                           for (p, q, g), v in start.scorer_scores.items()}
+            rows[-1]["start"] = {"gamma": start.power, "q": start.root, "beta": start.bias,
+                                 "temperature": start.temperature}
         print(json.dumps(rows[-1]), flush=True)
     cols = [("method", "method", "s"), ("CPU s", "cpu_s", ".1f"), ("steps", "steps", "d"), ("log-lik", "log_lik", ".3f")]
     cols += [(f"top-{k}", f"top{k}", ".4f") for k in KS]

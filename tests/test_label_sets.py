@@ -138,3 +138,17 @@ def test_exact_likelihood_with_choice_sets_is_the_choice_set_softmax(seed):
                                _brute_choice_log_prob(psi, sets, p.rows, p.labels), rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError, match="choice_sets.*Gumbel"):
         Exact("normal", choice_sets=cs)
+
+
+def test_the_likelihood_spec_builds_exact_with_choice_sets_and_refuses_them_for_ar():
+    """The estimator's likelihood spec hands choice sets to the exact likelihood it builds, and
+    refuses them for A&R (whose negatives are drawn from all K classes)."""
+    from pyro_ar.infer.selection import likelihood_spec
+    from pyro_ar.label_sets import ChoiceSets
+
+    cs, counts = ChoiceSets([0, 0, 1], [1, 2, 0], 4), torch.ones(4, dtype=torch.float64)
+    spec = likelihood_spec("auto")
+    assert spec.likelihood("exact", "per_datapoint", counts, cs).choice_sets is cs
+    assert spec.likelihood("exact", "per_datapoint", counts).choice_sets is None
+    with pytest.raises(ValueError, match="choice_sets need the exact likelihood, got mode='ar'"):
+        spec.likelihood("ar", "per_datapoint", counts, cs)

@@ -50,16 +50,14 @@ def training_svi(est, weights, spec, K, D, y, batch_size, prior_scale, choice_se
     # pattern path only for skewed labels, where the negatives are importance draws: with a few
     # rows for every class the centroids rank the classes better alone; or beta times it, beta
     # chosen on held-out rows, pattern_fit.choose_bias)
-    beta = getattr(est, "centroid_bias_", None) if path.weight_pattern else None
+    beta = est._centroid_bias() if path.weight_pattern else None
     scale = beta or (1.0 if (path.sparse_inputs or path.rank) and
                      (not path.weight_pattern or path.strategy == "importance") else None)
     bias_init = None
     if scale:
         unigram = (counts + 1.0).log()
         bias_init = (scale * (unigram - unigram.mean())).float()
-    likelihood = spec.likelihood(est.likelihood_, path.strategy, counts)
-    if choice_sets is not None:
-        likelihood = Exact(likelihood.noise, choice_sets=choice_sets)
+    likelihood = spec.likelihood(est.likelihood_, path.strategy, counts, choice_sets)
     model = linear_model(est, weights, K, D, likelihood, prior_scale, subsample_size=batch_size, rank=path.rank,
                          bias_init=bias_init, weight_loc=est.weight_loc_ if path.weight_pattern else None)
     guide = default_guide(model, local_first=True)  # (ignored without a local latent)

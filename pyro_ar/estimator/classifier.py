@@ -99,7 +99,10 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
     (all phases of the last call) and ``n_steps_by_phase_``, ``n_iter_`` and ``loss_curve_``
     (mean negative ELBO per datapoint and epoch of the final fit), ``validation_scores_`` and
     ``best_validation_score_`` (None without a held-out split), ``feature_mean_`` /
-    ``feature_scale_`` (None with ``standardize=False``).
+    ``feature_scale_`` (None with ``standardize=False``); on the weight-pattern path,
+    ``centroid_start_`` (the starting scorer chosen on the held-out rows, a
+    :class:`~pyro_ar.infer.pattern_fit.CentroidStart`; None before any choice or after
+    :meth:`load`).
 
     Example:
 
@@ -238,8 +241,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                     train_idx, val_idx, data, start = choose_start(data, train_idx, val_idx, rng,
                                                                    self.feature_scale_, self.standardize)
                     if start is not None:
-                        self.feature_scale_, self.centroid_power_, self.centroid_root_, self.centroid_temperature_, \
-                            self.centroid_bias_, self.centroid_scorer_scores_, self.centroid_bias_scores_ = start
+                        self.feature_scale_, self.centroid_start_ = start.feature_scale, start
                 if self._predict_seed is None:
                     self._predict_seed = int(rng.randint(_MAX_SEED))
                 scale, init, budget, search_steps = self._choose_prior_scale(
@@ -281,7 +283,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             X, self.training_path_.one_scale, idf=pattern) if self.standardize else (None, None)
         self.row_normalize_ = bool(pattern and self.standardize)
         self.weight_pattern_ = self.weight_loc_ = None
-        self.centroid_power_ = self.centroid_root_ = self.centroid_temperature_ = self.centroid_bias_ = None
+        self.centroid_start_ = None
         self.likelihood_ = resolve_likelihood(spec, K, D, self.batch_size)
         self._predict_seed, self.n_partial_fits_ = None, 0
 
@@ -378,7 +380,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         if split_pattern:  # pattern_fit: onto the centroids of all the rows
             state, self.weight_pattern_, self.weight_loc_ = recentre_fit(
                 state, data, model.prefix + "weight", self.weight_pattern_, self.weight_loc_, self._centroid_shape(),
-                getattr(self, "centroid_bias_", None), data.codes[train_idx])
+                self._centroid_bias(), data.codes[train_idx])
         if bar is not None and history[-1]["step"] < num_steps:  # stopped early: its steps will not come
             set_progress_total(bar, bar.total - (num_steps - history[-1]["step"]))
         loss_curve = [r["loss"] / n_train for r in history if r["step"] > 0]
@@ -388,8 +390,12 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
 
     def _centroid_shape(self):
         """The starting scorer's shape (:func:`~pyro_ar.infer.pattern_fit.centroid_shape`) of the fit."""
-        return centroid_shape(getattr(self, "centroid_power_", None), getattr(self, "centroid_temperature_", None),
-                              getattr(self, "centroid_root_", None))
+        return centroid_shape(getattr(self, "centroid_start_", None))
+
+    def _centroid_bias(self):
+        """The start's bias weight beta (None: no start chosen, or a loaded estimator)."""
+        start = getattr(self, "centroid_start_", None)
+        return None if start is None else start.bias
 
     def _scorer(self, data, val_idx, model):
         """The validation score of a fit (None without a held-out split): the mean

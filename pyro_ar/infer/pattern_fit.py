@@ -403,20 +403,22 @@ class CentroidStart(NamedTuple):
     bias_scores: dict
 
 
-def centroid_shape(power=None, temperature=None, root=None) -> dict:
-    """The starting scorer's shape ``{"power": gamma, "temperature": T, "root": q}`` for
-    :func:`~pyro_ar.training_path.pattern_and_centroids` (1, ``PATTERN_INIT_TEMPERATURE`` and
-    1 where None: before any choice).
+def centroid_shape(start=None) -> dict:
+    """The shape ``{"power": gamma, "temperature": T, "root": q}`` of the starting scorer
+    ``start`` (a :class:`CentroidStart`) for :func:`~pyro_ar.training_path.pattern_and_centroids`;
+    before any choice (None) the plain centroids: 1, ``PATTERN_INIT_TEMPERATURE`` and 1.
 
-    >>> from pyro_ar.infer.pattern_fit import centroid_shape
-    >>> centroid_shape(0.8, 12.0, 0.5)
+    >>> from pyro_ar.infer.pattern_fit import CentroidStart, centroid_shape
+    >>> centroid_shape(CentroidStart(None, power=0.8, root=0.5, temperature=12.0, bias=0.25, scorer_scores={}, bias_scores={}))
     {'power': 0.8, 'temperature': 12.0, 'root': 0.5}
+    >>> centroid_shape()["power"]
+    1.0
     """
     from ..training_path import PATTERN_INIT_TEMPERATURE
 
-    return {"power": 1.0 if power is None else power,
-            "temperature": PATTERN_INIT_TEMPERATURE if temperature is None else temperature,
-            "root": 1.0 if root is None else root}
+    if start is None:
+        return {"power": 1.0, "temperature": PATTERN_INIT_TEMPERATURE, "root": 1.0}
+    return {"power": start.power, "temperature": start.temperature, "root": start.root}
 
 
 def choose_start(data, train_idx, val_idx, rng, feature_scale=None, standardize=True):

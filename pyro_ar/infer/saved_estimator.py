@@ -318,14 +318,15 @@ def _from_payload(cls, d):
 
 def _set_weight_pattern(est, d):
     """``row_normalize_``, ``weight_pattern_`` and ``weight_loc_`` (the weight-pattern path;
-    absent from older files: off)."""
+    absent from older files: off); ``centroid_start_`` None (the start is not saved: only a
+    fresh fit uses it)."""
     from ..weight_pattern import WeightPattern
 
     est.row_normalize_ = d.get("row_normalize", False)
     if not isinstance(est.row_normalize_, bool):
         raise ValueError(f"row_normalize must be a bool, got {est.row_normalize_!r}")
     stored = d.get("weight_pattern")
-    est.weight_pattern_ = est.weight_loc_ = None
+    est.weight_pattern_ = est.weight_loc_ = est.centroid_start_ = None
     if stored is None:
         return
     if not (isinstance(stored, list) and len(stored) == 2 and all(isinstance(t, torch.Tensor) for t in stored)

@@ -195,13 +195,17 @@ class LikelihoodSpec(NamedTuple):
     strategy: str
     sampler: Optional[NegativeSampler] = None
 
-    def likelihood(self, mode: str, strategy: str, counts):
-        r"""The likelihood object of a fit: ``Exact(noise)`` for ``mode="exact"``, else A&R with
+    def likelihood(self, mode: str, strategy: str, counts, choice_sets=None):
+        r"""The likelihood object of a fit: ``Exact(noise, choice_sets=choice_sets)`` for
+        ``mode="exact"`` (``choice_sets``: a :class:`~pyro_ar.label_sets.ChoiceSets` of label-set
+        pairs, or None), else A&R with
         the sampler given as an object (used as given while its count fits K - 1) or one built
         for the training path's ``strategy`` (importance draws from the training class
         frequencies :math:`\max(n_k, 1)^{0.75}`, the authors'); ``counts`` (K,) float64."""
         if mode == "exact":
-            return Exact(self.noise)
+            return Exact(self.noise, choice_sets=choice_sets)
+        if choice_sets is not None:  # (A&R draws its negatives from all K classes)
+            raise ValueError(f"choice_sets need the exact likelihood, got mode={mode!r}")
         K, n = len(counts), self.num_negatives
         clipped = None if n is None else min(n, K - 1)
         if self.sampler is not None and (clipped == n or self.strategy == "importance"):

@@ -198,12 +198,13 @@ def test_a_fit_that_only_gets_worse_returns_its_start(small_pattern_limit):
     assert scores[0] == clf.best_validation_score_ and max(scores[1:]) < scores[0], scores
     assert clf.n_steps_ < 8 * 4  # stopped by the held-out rows, before the 8 epochs
     Xs = apply_scaler(X, clf.feature_mean_, clf.feature_scale_, True)
-    pattern, loc = pattern_and_centroids(Xs, y, 100, power=clf.centroid_power_, temperature=clf.centroid_temperature_)
+    start = clf.centroid_start_
+    pattern, loc = pattern_and_centroids(Xs, y, 100, power=start.power, temperature=start.temperature, root=start.root)
     assert torch.equal(clf.weight_pattern_.keys, pattern.keys)
     assert torch.allclose(clf.param_state_["params"]["weight"], loc, atol=1e-5)
     # the bias at its start, beta log(1 + n_k) of all the rows' counts (up to a constant), beta chosen
-    extra = clf.param_state_["params"]["bias"].numpy() - clf.centroid_bias_ * np.log1p(np.bincount(y, minlength=100))
-    assert clf.centroid_bias_ in (0.0, 0.25, 0.5, 1.0) and np.ptp(extra) < 0.01
+    extra = clf.param_state_["params"]["bias"].numpy() - start.bias * np.log1p(np.bincount(y, minlength=100))
+    assert start.bias in (0.0, 0.25, 0.5, 1.0) and np.ptp(extra) < 0.01
 
 
 @pytest.mark.slow

@@ -85,6 +85,7 @@ def test_pattern_path_saves_and_loads(small_pattern_limit, tmp_path):
     clf.save(path)
     loaded = ARClassifier.load(path)
     assert loaded.training_path_ == clf.training_path_ and loaded.row_normalize_
+    assert clf.centroid_start_ is not None and loaded.centroid_start_ is None  # (not saved: only a fresh fit uses it)
     assert np.allclose(loaded.predict_proba(X[:50]), clf.predict_proba(X[:50]))
     loaded.partial_fit(X[:100], y[:100])  # continues on the stored pattern
     assert loaded.weight_pattern_.keys.equal(clf.weight_pattern_.keys)
