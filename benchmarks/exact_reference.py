@@ -111,7 +111,7 @@ class CurveClassifier(ARClassifier):
         Xc = apply_scaler(self.curve_data[0], self.feature_mean_, self.feature_scale_,
                           self.row_normalize_)  # (the feature scale of the chosen idf power)
         yc, train_pattern, train_loc = self._curve_codes, self.weight_pattern_, self.weight_loc_
-        pattern, loc = pattern_and_centroids(data.X, data.codes, data.K, **self._centroid_shape())
+        pattern, loc = pattern_and_centroids(data.X, data.codes, data.K, **self._centroid_shape(), weights=data.weights)
 
         def score_and_curve():
             out = score()

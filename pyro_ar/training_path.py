@@ -142,13 +142,15 @@ def effective_classes(class_counts) -> float:
 
 
 def pattern_and_centroids(X, codes, K: int, temperature: float = PATTERN_INIT_TEMPERATURE,
-                          power: float = 1.0, root: float = 1.0):
+                          power: float = 1.0, root: float = 1.0, weights=None):
     r"""The training class-feature pattern of a sparse ``X`` with labels ``codes``
     (:class:`~pyro_ar.weight_pattern.WeightPattern`) and, on it, the scaled class centroids
     :math:`T\, c_k / \lVert c_k\rVert^\gamma`, :math:`c_{kj} = (\sum_{n: y_n = k} x_{nj})^q`,
     gamma = ``power``, q = ``root`` (q < 1 saturates a feature repeated in a class's rows; X
     non-negative where q != 1) (float32, in the pattern's order): the nearest-centroid (cosine,
-    for gamma = q = 1) scorer as a starting point and prior mean for W. O(nnz(X)).
+    for gamma = q = 1) scorer as a starting point and prior mean for W; with ``weights`` (one per
+    row, non-negative) each row counts ``weights[n]`` times in the sums, a row of weight 0 not at
+    all (nor its features in the pattern). O(nnz(X)).
 
     Example:
 
@@ -160,7 +162,8 @@ def pattern_and_centroids(X, codes, K: int, temperature: float = PATTERN_INIT_TE
     ([1, 3, 5], [10.0, 6.0, 8.0])
     """
     N, D = X.shape
-    Y = sp.csr_matrix((np.ones(N), (codes, np.arange(N))), shape=(K, N))
+    Y = sp.csr_matrix((np.ones(N) if weights is None else np.asarray(weights, dtype=np.float64),
+                       (codes, np.arange(N))), shape=(K, N))
     C = sp.csr_matrix(Y @ X)
     C.sum_duplicates()
     C.eliminate_zeros()

@@ -38,12 +38,14 @@ def linear_model(est, weights, K, D, likelihood, prior_scale=1.0, *, subsample_s
                             site="y", rank=rank, weight_pattern=getattr(est, "weight_pattern_", None))
 
 
-def training_svi(est, weights, spec, K, D, y, batch_size, prior_scale, choice_sets=None):
-    """The model of a fit on the labels ``y``, its guide and ``SVI`` (lazy Adam; its own step
-    size for local params; the training path ``est.training_path_``); with ``choice_sets``
+def training_svi(est, weights, spec, K, D, y, batch_size, prior_scale, choice_sets=None, sample_weight=None):
+    """The model of a fit on the labels ``y`` (weighted by ``sample_weight`` in the class counts
+    of the bias's start and the negatives' proposal), its guide and ``SVI`` (lazy Adam; its own
+    step size for local params; the training path ``est.training_path_``); with ``choice_sets``
     (label-set pairs, :func:`choice_sets_of`) the exact likelihood's softmax runs over each
     pair's choice set."""
-    counts, path = torch.bincount(y, minlength=K).double(), est.training_path_
+    w = None if sample_weight is None else torch.as_tensor(sample_weight, dtype=torch.float64, device=y.device)
+    counts, path = torch.bincount(y, w, minlength=K).double(), est.training_path_
     # sparse / low-rank paths (large K): b starts at the centred log-frequencies log(1 + n_k) -- the
     # Gumbel unigram fit; for other noises a start only (their exact unigram fit,
     # models.unigram_biases, runs a quadrature per class: minutes at K = 5,000 for Student-t) (on the

@@ -350,13 +350,14 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         X_train = data.X if val_idx is None else data.X[train_idx]
         y = torch.as_tensor(data.codes[train_idx], dtype=torch.long, device=device)
         xs = (training_features(X_train, torch.float32, device, path.sparse_inputs), y)
-        if data.weights is not None:
-            xs += (torch.as_tensor(data.weights[train_idx], dtype=torch.float32, device=device),)
+        w_train = None if data.weights is None else data.weights[train_idx]
+        if w_train is not None:
+            xs += (torch.as_tensor(w_train, dtype=torch.float32, device=device),)
         steps_per_epoch = math.ceil(n_train / batch_size)
         split_pattern = path.weight_pattern and self.weight_pattern_ is None and val_idx is not None
         if path.weight_pattern and self.weight_pattern_ is None:  # from the rows it trains on
             self.weight_pattern_, self.weight_loc_ = pattern_and_centroids(
-                X_train, data.codes[train_idx], data.K, **self._centroid_shape())
+                X_train, data.codes[train_idx], data.K, **self._centroid_shape(), weights=w_train)
         _, _, patience, tol = early_stopping_options(self.early_stopping)
         schedule = pattern_schedule(path.weight_pattern, steps_per_epoch, patience, tol)  # pattern_fit
         init = None if init is None else state_on(init, device, copy=True)
@@ -364,7 +365,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
             t.requires_grad_(True)  # as pyro.param leaves the tensors it creates
         with pyro.get_param_store().scope(init):  # a private param store for this fit
             model, guide, svi = training_svi(self, weights, spec, data.K, data.D, y, batch_size, prior_scale,
-                                             choice_sets_of(self, data, train_idx, spec.noise, device))
+                                             choice_sets_of(self, data, train_idx, spec.noise, device), w_train)
             early = None if val_idx is None else \
                 EarlyStopping("val_log_lik", patience=schedule.patience, min_delta=schedule.min_delta)
             try:
@@ -380,7 +381,7 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
         if split_pattern:  # pattern_fit: onto the centroids of all the rows
             state, self.weight_pattern_, self.weight_loc_ = recentre_fit(
                 state, data, model.prefix + "weight", self.weight_pattern_, self.weight_loc_, self._centroid_shape(),
-                self._centroid_bias(), data.codes[train_idx])
+                self._centroid_bias(), data.codes[train_idx], w_train)
         if bar is not None and history[-1]["step"] < num_steps:  # stopped early: its steps will not come
             set_progress_total(bar, bar.total - (num_steps - history[-1]["step"]))
         loss_curve = [r["loss"] / n_train for r in history if r["step"] > 0]

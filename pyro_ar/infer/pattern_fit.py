@@ -162,21 +162,24 @@ def reweight_rows(X, weight: np.ndarray):
     return sp.csr_matrix(sp.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ Z, dtype=X.dtype)
 
 
-def _class_sums(X, codes, K, rows, root=1.0):
-    """The (K, D) sums :math:`s_k` of the rows ``rows`` of X by class, entries to the power
-    ``root`` (scipy CSR; X non-negative)."""
-    Y = sp.csr_matrix((np.ones(len(rows)), (codes[rows], np.arange(len(rows)))), shape=(K, len(rows)))
+def _class_sums(X, codes, K, rows, root=1.0, weights=None):
+    """The (K, D) sums :math:`s_k` of the rows ``rows`` of X by class (each times its weight in
+    ``weights``, per datapoint; None: 1), entries to the power ``root`` (scipy CSR; X and the
+    weights non-negative)."""
+    w = np.ones(len(rows)) if weights is None else np.asarray(weights, dtype=np.float64)[rows]
+    Y = sp.csr_matrix((w, (codes[rows], np.arange(len(rows)))), shape=(K, len(rows)))
     S = sp.csr_matrix(Y @ X[rows])
+    S.eliminate_zeros()  # (the features of rows of weight 0 only)
     if root != 1.0:
         S.data = S.data ** root
     return S
 
 
-def _heldout_hits(X, codes, K, train_idx, rows, powers, groups=None, chunk=500, root=1.0):
+def _heldout_hits(X, codes, K, train_idx, rows, powers, groups=None, chunk=500, root=1.0, weights=None):
     r"""For each centroid power: the mean over the held-out ``rows`` of (top-1 hit + top-10 hit) / 2
     of the scorer :math:`x \cdot s_k / \lVert s_k\rVert^\gamma`, :math:`s_k` the sums of the
     training rows ``train_idx`` (entries to the power ``root``; a class without training rows
-    scores 0); with ``groups``
+    scores 0); with ``weights`` (per datapoint) the sums and the mean weighted; with ``groups``
     (label sets: the row of each (row, label) pair) each held-out row's product once for all
     its pairs.
 
@@ -186,8 +189,9 @@ def _heldout_hits(X, codes, K, train_idx, rows, powers, groups=None, chunk=500, 
     norm :math:`n_k` of a class with rows): the ranks are counted on those entries of the
     product, never on a dense rows x K array. A label scoring 0 is outranked by each of its
     row's non-zeros, whatever gamma."""
-    ST = _class_sums(X, codes, K, train_idx, root).T.tocsr().astype(np.float32)
+    ST = _class_sums(X, codes, K, train_idx, root, weights).T.tocsr().astype(np.float32)
     norms = np.sqrt(np.asarray(ST.multiply(ST).sum(axis=0), dtype=np.float64)).reshape(-1)
+    row_weight = np.ones(len(rows)) if weights is None else np.asarray(weights, dtype=np.float64)[rows]
     floor = min(float(norms[norms > 0].min(initial=1.0)) ** g for g in powers)
     scales = [(np.where(norms > 0, norms, 1.0) ** -g).astype(np.float32) for g in powers]
     log_norms = np.log(np.where(norms > 0, norms, 1.0))
@@ -200,10 +204,10 @@ def _heldout_hits(X, codes, K, train_idx, rows, powers, groups=None, chunk=500, 
         pairs = order[np.searchsorted(sorted_rows, a):np.searchsorted(sorted_rows, b)]
         r, c = sorted_rows[np.searchsorted(sorted_rows, a):np.searchsorted(sorted_rows, b)] - a, codes[rows[pairs]]
         U = sp.csr_matrix(X[rows[first[a:b]]].astype(np.float32) @ ST)
-        counts = np.diff(U.indptr)
+        counts, w = np.diff(U.indptr), row_weight[pairs]
         label_u = np.asarray(U[r, c], dtype=np.float32).reshape(-1)
         missed = label_u == 0
-        hits += 0.5 * ((counts[r[missed]] < 10).sum() + (counts[r[missed]] < 1).sum())
+        hits += 0.5 * w[missed] @ ((counts[r[missed]] < 10) + (counts[r[missed]] < 1).astype(np.float64))
         threshold = floor * np.minimum.reduce([label_u * scale[c] for scale in scales])
         threshold[missed] = np.inf
         row_threshold = np.full(b - a, np.inf, dtype=np.float32)
@@ -224,11 +228,11 @@ def _heldout_hits(X, codes, K, train_idx, rows, powers, groups=None, chunk=500, 
         spread = log_norms[k] - log_norms[c][pair]
         for g, power in enumerate(powers):
             rank = np.bincount(pair[gap > power * spread], minlength=len(pairs))[~missed]
-            hits[g] += 0.5 * ((rank < 1).sum() + (rank < 10).sum())
-    return hits / max(len(rows), 1)
+            hits[g] += 0.5 * w[~missed] @ ((rank < 1) + (rank < 10).astype(np.float64))
+    return hits / max(row_weight.sum(), 1e-300)
 
 
-def choose_centroid_scorer(X, codes, K: int, train_idx, val_idx, feature_scale, groups=None):
+def choose_centroid_scorer(X, codes, K: int, train_idx, val_idx, feature_scale, groups=None, weights=None):
     r"""``(X', feature scale', gamma, q, temperature, beta, scores, bias scores)``: the starting
     scorer's shape chosen on the held-out rows ``val_idx`` by the most held-out (top-1 +
     top-10) hits / 2 of the centroid scorer :math:`x \cdot s_k^q / \lVert s_k^q\rVert^\gamma`
@@ -238,15 +242,16 @@ def choose_centroid_scorer(X, codes, K: int, train_idx, val_idx, feature_scale, 
     and gamma = 1 first) --, then its bias weight beta and temperature (:func:`choose_bias`).
     ``X`` holds the tf-idf rows of the estimator's scaling (``feature_scale`` = 1 / idf), X'
     the rows of :math:`\mathrm{idf}^p` (``feature_scale ** p``); ``scores`` maps each
-    (p, q, gamma) scored to its held-out hits. One sparse product per (p, q) scored,
-    O(|rows| x K) for each gamma."""
+    (p, q, gamma) scored to its held-out hits. With ``weights`` (per datapoint: a weight of 2 counts
+    as two copies) the class sums, counts, hits and log-likelihoods weighted. One sparse product
+    per (p, q) scored, O(|rows| x K) for each gamma."""
     scores, best, rows_of = {}, None, {}
 
     def score(p, q):
         nonlocal best
         if p not in rows_of:
             rows_of[p] = X if p == 1.0 else reweight_rows(X, np.asarray(feature_scale, dtype=np.float64) ** (1.0 - p))
-        hits = _heldout_hits(rows_of[p], codes, K, train_idx, val_idx, CENTROID_POWERS, groups, root=q)
+        hits = _heldout_hits(rows_of[p], codes, K, train_idx, val_idx, CENTROID_POWERS, groups, root=q, weights=weights)
         for power, h in zip(CENTROID_POWERS, hits):
             scores[(p, q, power)] = float(h)
             if best is None or h > best[0]:
@@ -258,23 +263,41 @@ def choose_centroid_scorer(X, codes, K: int, train_idx, val_idx, feature_scale, 
         score(best[1], q)
     _, p, q, power, Xp = best
     rows = val_idx[:max(100, min(MAX_CALIBRATION_ROWS, CALIBRATION_UTILITIES // K))]
-    ST = _class_sums(Xp, codes, K, train_idx, q).T.tocsr()
+    ST = _class_sums(Xp, codes, K, train_idx, q, weights).T.tocsr()
     norms = np.sqrt(np.asarray(ST.multiply(ST).sum(axis=0))).reshape(-1)
     U = (Xp[rows] @ ST).toarray().astype(np.float32) / np.where(norms > 0, norms, 1.0).astype(np.float32) ** power
+    w = None if weights is None else np.asarray(weights, dtype=np.float64)
+    counts = np.bincount(codes[train_idx], None if w is None else w[train_idx], minlength=K)
     beta, temperature, bias_scores = choose_bias(
-        torch.as_tensor(U), torch.as_tensor(codes[rows]),
-        torch.as_tensor(np.log1p(np.bincount(codes[train_idx], minlength=K))).float())
+        torch.as_tensor(U), torch.as_tensor(codes[rows]), torch.as_tensor(np.log1p(counts)).float(),
+        None if w is None else torch.as_tensor(w[rows]))
     return Xp, np.asarray(feature_scale) ** p, power, q, temperature, beta, scores, bias_scores
 
 
-def choose_bias(U: torch.Tensor, y: torch.Tensor, log_counts: torch.Tensor) -> tuple:
+def weighted_mean(weights=None):
+    """``mean(t) -> float``: the float64 mean of a tensor over its first dimension, weighted by
+    ``weights`` (per row; None: the plain mean).
+
+    >>> import torch
+    >>> from pyro_ar.infer.pattern_fit import weighted_mean
+    >>> weighted_mean(torch.tensor([1.0, 3.0]))(torch.tensor([2.0, 6.0]))
+    5.0
+    """
+    if weights is None:
+        return lambda t: float(t.double().mean())
+    w = torch.as_tensor(weights).double()
+    return lambda t: float((t.double() * w).sum() / w.sum().clamp(min=1e-300))
+
+
+def choose_bias(U: torch.Tensor, y: torch.Tensor, log_counts: torch.Tensor, weights=None) -> tuple:
     r"""``(beta, T, scores)``: the bias weight of :data:`BIAS_WEIGHTS` whose scorer
     :math:`T U + \beta \log(1 + n_k)` has the most held-out (top-1 + top-10) hits / 2 (ties: the
     smaller; ``scores``: beta -> hits), each with its temperature T
     (:func:`calibrate_temperature`, Newton's method started at the previous beta's T: the
     same optimum to its 0.1 % tolerance, in fewer softmaxes of the rows x K scores). Dense: U holds the (rows, K) centroid scores of the
     held-out rows, y their labels (a bias lets a class outrank the label without sharing a
-    feature with the row). O(rows x K) per Newton step.
+    feature with the row), ``weights`` theirs (None: 1; the hits and the temperature's
+    log-likelihood weighted). O(rows x K) per Newton step.
 
     Example:
 
@@ -285,13 +308,13 @@ def choose_bias(U: torch.Tensor, y: torch.Tensor, log_counts: torch.Tensor) -> t
     >>> beta, scores[0.0], scores[beta]        # a bias towards the more frequent class 1 wins
     (0.25, 0.6666666666666666, 1.0)
     """
-    best, rows, scores, T = None, torch.arange(len(y)), {}, None
+    best, rows, scores, T, mean = None, torch.arange(len(y)), {}, None, weighted_mean(weights)
     for beta in BIAS_WEIGHTS:
         bias = beta * log_counts
-        T = calibrate_temperature(U, y, bias=bias, **({} if T is None else {"start": T}))
+        T = calibrate_temperature(U, y, bias=bias, weights=weights, **({} if T is None else {"start": T}))
         sc = torch.mul(U, T).add_(bias)
         rank = (sc > sc[rows, y][:, None]).sum(1)
-        hits = 0.5 * float((rank < 1).double().mean() + (rank < 10).double().mean())
+        hits = 0.5 * (mean(rank < 1) + mean(rank < 10))
         scores[beta] = hits
         if best is None or hits > best[0]:
             best = (hits, beta, T)
@@ -299,9 +322,10 @@ def choose_bias(U: torch.Tensor, y: torch.Tensor, log_counts: torch.Tensor) -> t
 
 
 def calibrate_temperature(U: torch.Tensor, y: torch.Tensor, start: float = 15.0, steps: int = 40,
-                          bias=None) -> float:
+                          bias=None, weights=None) -> float:
     r"""The temperature T > 0 that maximises the mean log-likelihood of the labels ``y`` under
-    the softmax of T U + b (U: (n, K) scores, b: the (K,) ``bias``, 0 if None),
+    the softmax of T U + b (U: (n, K) scores, b: the (K,) ``bias``, 0 if None; the means below
+    weighted by the rows' ``weights``, if given),
     :math:`f(T) = \overline{T u_y + b_y - \log\sum_k e^{T u_k + b_k}}`, a concave function of T,
     by Newton's method, :math:`f'(T) = \overline{u_y - E_{p_T}[u]}`,
     :math:`f''(T) = -\overline{\mathrm{Var}_{p_T}[u]}`, safeguarded: a step after which f does not
@@ -317,9 +341,9 @@ def calibrate_temperature(U: torch.Tensor, y: torch.Tensor, start: float = 15.0,
     >>> round(calibrate_temperature(U, torch.tensor([0, 0, 0, 0])), 3)        # sigmoid(T) = 3/4
     1.099
     """
-    rows = torch.arange(len(y))
+    rows, mean = torch.arange(len(y)), weighted_mean(weights)
     label_u, p = U[rows, y], torch.empty_like(U)
-    label_b = 0.0 if bias is None else float(bias[y].double().mean())
+    label_b = 0.0 if bias is None else mean(bias[y])
     T, best = float(start), None  # best: (f, T) of the last accepted point
     for _ in range(steps):
         torch.mul(U, T, out=p)  # z = T U + b, then p = softmax(z), in place on one (n, K) buffer
@@ -327,7 +351,7 @@ def calibrate_temperature(U: torch.Tensor, y: torch.Tensor, start: float = 15.0,
             p.add_(bias)
         top = p.amax(1)
         total = p.sub_(top[:, None]).exp_().sum(1)
-        f = T * float(label_u.double().mean()) + label_b - float((top + total.log()).double().mean())
+        f = T * mean(label_u) + label_b - mean(top + total.log())
         if best is not None and not f > best[0]:  # overshot: halve the step back from the accepted T
             T = 0.5 * (T + best[1])
             if abs(T - best[1]) < 1e-3 * best[1]:
@@ -335,9 +359,9 @@ def calibrate_temperature(U: torch.Tensor, y: torch.Tensor, start: float = 15.0,
             continue
         best = (f, T)
         p.div_(total[:, None]).mul_(U)  # p U
-        mean = p.sum(1)
-        var = p.mul_(U).sum(1) - mean ** 2
-        grad, curv = float((label_u - mean).mean()), float(var.mean())
+        expected = p.sum(1)
+        var = p.mul_(U).sum(1) - expected ** 2
+        grad, curv = mean(label_u - expected), mean(var)
         if curv > 0:
             step = grad / curv
         elif grad != 0:  # a one-hot softmax: f'' rounds to 0, so double or halve T (safeguarded)
@@ -430,27 +454,29 @@ def choose_start(data, train_idx, val_idx, rng, feature_scale=None, standardize=
     train_idx, val_idx = cap_held_out(train_idx, val_idx, rng, data.groups, data.K)
     if not standardize:
         return train_idx, val_idx, data, None
-    X, *chosen = choose_centroid_scorer(data.X, data.codes, data.K, train_idx, val_idx, feature_scale, data.groups)
+    X, *chosen = choose_centroid_scorer(data.X, data.codes, data.K, train_idx, val_idx, feature_scale, data.groups,
+                                        data.weights)
     return train_idx, val_idx, data._replace(X=X), CentroidStart(*chosen)
 
 
 def recentre_fit(state: dict, data, name: str, train_pattern, train_loc, shape: dict, beta=None,
-                 train_codes=None) -> tuple:
+                 train_codes=None, train_weights=None) -> tuple:
     r"""``(state, pattern, loc)``: :func:`recentre` of a fit on the training split (its weight
     pattern ``train_pattern`` started at ``train_loc``) onto the pattern and centroids of all the
     rows of ``data`` (:func:`~pyro_ar.training_path.pattern_and_centroids` of ``shape``,
     :func:`centroid_shape`): the weights ``name`` of the param ``state`` move onto them; with a
     bias weight ``beta`` the bias ``name[:-6] + "bias"`` moves likewise, by
-    :math:`\beta (\log(1 + n_k) - \log(1 + n^{tr}_k))` (``train_codes``: the split's labels)."""
+    :math:`\beta (\log(1 + n_k) - \log(1 + n^{tr}_k))` (``train_codes``: the split's labels,
+    ``train_weights`` theirs; the counts and the centroids weighted by ``data.weights``)."""
     from ..training_path import pattern_and_centroids
 
-    pattern, loc = pattern_and_centroids(data.X, data.codes, data.K, **shape)
+    pattern, loc = pattern_and_centroids(data.X, data.codes, data.K, **shape, weights=data.weights)
     state = recentre(state, name, train_pattern, train_loc, pattern, loc)
     if beta and train_codes is not None:
         bias_name = name[:-len("weight")] + "bias"
         b = state["params"][bias_name]
-        shift = beta * (np.log1p(np.bincount(data.codes, minlength=data.K))
-                        - np.log1p(np.bincount(train_codes, minlength=data.K)))
+        shift = beta * (np.log1p(np.bincount(data.codes, data.weights, minlength=data.K))
+                        - np.log1p(np.bincount(train_codes, train_weights, minlength=data.K)))
         state = {**state, "params": {**state["params"], bias_name: b.detach() + torch.as_tensor(shift).to(b)}}
     return state, pattern, loc
 

@@ -1,5 +1,6 @@
 """ARClassifier on label sets: the pick-all-labels objective with choice sets (pyro_ar.label_sets) end to end."""
 
+import inspect
 import os
 from contextlib import nullcontext
 
@@ -62,7 +63,7 @@ def test_the_exact_fit_of_label_sets_trains_on_each_pairs_choice_set(monkeypatch
     seen, original = [], module.training_svi
 
     def spy(*args, **kwargs):
-        seen.append(args[-1] if len(args) > 8 else kwargs.get("choice_sets"))
+        seen.append(inspect.signature(original).bind(*args, **kwargs).arguments.get("choice_sets"))
         return original(*args, **kwargs)
     monkeypatch.setattr(module, "training_svi", spy)
     X, Y = _teacher(n=200, labels=3)

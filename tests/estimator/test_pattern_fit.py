@@ -122,6 +122,55 @@ def test_the_bias_is_the_grid_point_with_the_most_held_out_hits(K, seed):
         assert beta == next(b for b in BIAS_WEIGHTS if expected[b] == max(expected.values()))
 
 
+@settings(max_examples=25, deadline=None)
+@given(st.integers(3, 20), st.integers(0, 2**31 - 1), st.sampled_from((1.0, 0.5)), st.sampled_from((1.0, 0.6)))
+def test_a_weight_counts_as_that_many_copies_in_the_start(K, seed, root, power):
+    """Property (fit's contract: a sample weight of 2 counts as two copies): with integer
+    weights (0 included: the row is absent), the start's pieces equal those of the rows repeated
+    that many times -- the centroids and their pattern, the held-out hits, the bias and its
+    temperature. In exact arithmetic they are the same sums, so the tolerances are float
+    round-off (the temperature: both runs make the same Newton steps)."""
+    rng = np.random.RandomState(seed)
+    N = 60
+    X = sp.random(N, 25, density=0.2, format="csr", random_state=rng)
+    y, w = rng.randint(K, size=N), rng.randint(0, 4, size=N).astype(float)
+    tr, val = np.arange(40), np.arange(40, N)
+    w[val[0]] = max(w[val[0]], 1.0)
+    rep = np.repeat(np.arange(N), w.astype(int))
+    tr_rep, val_rep = np.flatnonzero(rep < 40), np.flatnonzero(rep >= 40)
+    pattern, loc = pattern_and_centroids(X[tr], y[tr], K, root=root, power=power, weights=w[tr])
+    pattern_rep, loc_rep = pattern_and_centroids(X[rep[tr_rep]], y[rep[tr_rep]], K, root=root, power=power)
+    assert torch.equal(pattern.keys, pattern_rep.keys)
+    torch.testing.assert_close(loc, loc_rep)
+    hits = _heldout_hits(X, y, K, tr, val, (1.0, 0.5), root=root, weights=w)
+    hits_rep = _heldout_hits(X[rep], y[rep], K, tr_rep, val_rep, (1.0, 0.5), root=root)
+    assert np.allclose(hits, hits_rep, rtol=1e-12, atol=1e-12)
+    g = torch.Generator().manual_seed(seed)
+    U, log_counts = torch.rand(N, K, generator=g, dtype=torch.float64), torch.rand(K, generator=g, dtype=torch.float64)
+    yt, wt, rt = torch.as_tensor(y), torch.as_tensor(w), torch.as_tensor(rep)
+    assert calibrate_temperature(U, yt, bias=log_counts, weights=wt) == pytest.approx(
+        calibrate_temperature(U[rt], yt[rt], bias=log_counts), rel=1e-9)
+    beta, T, scores = choose_bias(U, yt, log_counts, weights=wt)
+    beta_rep, T_rep, scores_rep = choose_bias(U[rt], yt[rt], log_counts)
+    assert beta == beta_rep and T == pytest.approx(T_rep, rel=1e-9)
+    assert scores == pytest.approx(scores_rep, rel=1e-12)
+
+
+def test_rows_of_weight_zero_are_out_of_the_start(small_pattern_limit):
+    """A fit's rows of sample weight 0 are not in the start: a class and a feature seen only in
+    them get no weights on the pattern (before, their rows entered the centroids)."""
+    X, y = _few_rows_per_class(K=100, D=1000, N=400)
+    extra = sp.csr_matrix((np.ones(20), (np.arange(20), np.full(20, 999))), shape=(20, 1000))
+    X2, y2 = sp.vstack([X[:, :999], sp.csr_matrix((0, 999))]), y  # feature 999 only in the extra rows
+    X2 = sp.hstack([X2, sp.csr_matrix((400, 1))]).tocsr()
+    Xa, ya = sp.vstack([X2, extra + X2[:20]]).tocsr(), np.concatenate([y2, np.full(20, 100)])
+    weights = np.concatenate([np.ones(400), np.zeros(20)])
+    clf = ARClassifier(random_state=0, max_epochs=1).fit(Xa, ya, sample_weight=weights)
+    assert clf.training_path_.weight_pattern
+    k, j = clf.weight_pattern_.coordinates()
+    assert not bool((k == 100).any()) and not bool((j == 999).any())
+
+
 def _mean_log_lik(U, y, T, bias=None):
     """The mean log softmax(T U + b)_y in float64, the function calibrate_temperature maximises."""
     z = T * U.double() + (0.0 if bias is None else bias.double())
