@@ -18,12 +18,17 @@ each of a synset's lemmas counts once per class, where idf counts it once per ro
 the estimator's idf; ``--query-offsets 0,0.5`` also weights the test rows by the power p + a
 (the class sums keep p). Differences of top-1 / top-10 against the plain tf-idf centroid
 (p = 1, gamma = 1, r = 0) with paired SEs over the test rows, in percentage points.
-``--quick``: the rows of ``QUICK_CLASSES`` random classes
+``--heldout-draws N`` then asks which (p, q, gamma) of the idf grid a held-out choice picks
+(``pattern_fit._heldout_hits``, (top-1 + top-10) hits / 2 at r = 0, as ``ARClassifier()``
+scores the shape) on 1,000 training rows held out from the class sums, drawn N times two ways:
+uniformly, as the estimator draws them, and like the test rows (one random row of each class
+with at least three, the reverse dictionaries' test protocol); each pick with its test row
+above. ``--quick``: the rows of ``QUICK_CLASSES`` random classes
 (``benchmarks.peers_data.subset_classes``, seed 0).
 
     python -m benchmarks.dictionary_start_ceiling [--dataset wordnet|gcide|synthetic] [--rank R]
         [--cell 2,0.6,0.01] [--powers 1,1.5,...] [--gammas 1,0.8,...] [--weightings idf[,icf]]
-        [--query-offsets 0[,0.5]] [--out DIR]
+        [--query-offsets 0[,0.5]] [--heldout-draws N] [--out DIR]
 """
 
 import json
@@ -63,6 +68,37 @@ def inverse_class_frequency(X, y, K):
     return 1.0 + np.log((1.0 + K) / (1.0 + cf))
 
 
+def heldout_picks(X1, scale, d, powers, gammas, draws, size=1000):
+    """For each of ``draws`` seeds and each way of drawing ``size`` held-out training rows (fewer
+    where the data have fewer classes of >= 3 rows, or rows / 5)
+    (``uniform``; ``like_test``: one random row of each class with >= 3 rows), the (p, q, gamma)
+    cell of the idf grid with the most held-out hits (pattern_fit._heldout_hits; the other rows
+    make the class sums)."""
+    from pyro_ar.infer.pattern_fit import _heldout_hits, reweight_rows
+
+    counts, picks = np.bincount(d.y, minlength=d.K), []
+    size = min(size, int((counts >= 3).sum()), len(d.y) // 5)  # (fewer on --quick's classes)
+    for seed, mode in ((s, m) for s in range(draws) for m in ("uniform", "like_test")):
+        rng = np.random.RandomState(seed)
+        if mode == "uniform":
+            val = rng.choice(len(d.y), size, replace=False)
+        else:
+            perm = rng.permutation(len(d.y))
+            first = perm[np.unique(d.y[perm], return_index=True)[1]]
+            val = rng.choice(first[counts[d.y[first]] >= 3], size, replace=False)
+        val, train = np.sort(val), np.setdiff1d(np.arange(len(d.y)), val)
+        scores = {}
+        for power in powers:
+            Xp = reweight_rows(X1, scale ** (1.0 - power))
+            for root in ROOTS:
+                hits = _heldout_hits(Xp, d.y, d.K, train, val, tuple(gammas), root=root)
+                scores.update({f"p={power:g},q={root:g},gamma={g:g}": float(h) for g, h in zip(gammas, hits)})
+        best = max(scores, key=scores.get)
+        picks.append({"seed": seed, "heldout": mode, "pick": best, "hits": scores[best], "scores": scores})
+        print(json.dumps({k: v for k, v in picks[-1].items() if k != "scores"}), flush=True)
+    return picks
+
+
 def test_ranks(Xt, yt, C, bias, low_rank=None, chunk=1000):
     """Rank of the label (0 = first) of each test row under x C^T + bias (+ A_n B^T)."""
     out = []
@@ -95,6 +131,7 @@ def main():
     p.add_argument("--gammas", default=",".join(f"{v:g}" for v in GAMMAS), help="centroid-norm powers scored")
     p.add_argument("--weightings", default="idf", help="feature weightings scored: idf and/or icf")
     p.add_argument("--query-offsets", default="0", help="offsets a of the test rows' power p + a")
+    p.add_argument("--heldout-draws", type=int, default=0, help="held-out draws of each kind to pick a cell on")
     args = p.parse_args()
     unknown = set(args.weightings.split(",")) - {"idf", "icf"}
     if unknown:
@@ -140,8 +177,18 @@ def main():
     cols = [("cell", "cell", "s"), ("top-1 %", "top1", ".2f"), ("top-10 %", "top10", ".2f")]
     cols += [(f"{h} top-{k}", f"{h}_top{k}", "+.2f") for k in (1, 10) for h in ("d", "se")]
     print(harness.table(rows, cols))
+    picks = heldout_picks(X1, scale, d, [float(v) for v in args.powers.split(",")],
+                          [float(g) for g in args.gammas.split(",")], args.heldout_draws)
+    for pick in picks:  # the test rows of the picked cell (the idf grid's, r = 0.01 and 0.03)
+        pick["test"] = {r["cell"]: r for r in rows if r["cell"] in (f"{pick['pick']},r=0.01", f"{pick['pick']},r=0.03")}
+    if picks:
+        print(harness.table([dict(p, **{f"d_top1_r{r}": p["test"].get(f"{p['pick']},r={r}", {}).get("d_top1")
+                                        for r in ("0.01", "0.03")}) for p in picks],
+                            [("draw", "seed", "d"), ("held out", "heldout", "s"), ("pick", "pick", "s"),
+                             ("test d top-1 (r=0.01)", "d_top1_r0.01", "+.2f"),
+                             ("test d top-1 (r=0.03)", "d_top1_r0.03", "+.2f")]))
     harness.save(args, f"dictionary_start_ceiling_{args.dataset}", {"rows": rows, "oracle_best_top1": best,
-                                                                    "environment_start": env})
+                                                                    "heldout_picks": picks, "environment_start": env})
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ QUICK = {
     "brown": (["--methods", "ar_softmax,exact,adaptive,ar_probit"], ["brown_quick.json"]),
     "cli_wordnet": ([], ["cli_wordnet_quick.json"]),
     "default_model": ([], ["default_model_quick.json"]),
-    "dictionary_start_ceiling": (["--rank", "20"], ["dictionary_start_ceiling_wordnet_quick.json"]),
+    "dictionary_start_ceiling": (["--rank", "20", "--heldout-draws", "1"], ["dictionary_start_ceiling_wordnet_quick.json"]),
     "dictionary_training": ([], ["dictionary_training_wordnet_300_quick.json"]),
     "distributed": ([], ["distributed_quick.json"]),
     "estimator_vs_sklearn": (["--datasets", "digits"], ["estimator_vs_sklearn_quick.json"]),
