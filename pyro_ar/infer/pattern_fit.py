@@ -49,8 +49,9 @@ except ImportError:  # pragma: no cover
     sp = None
 
 # (the estimator's plumbing -- choose_start, recentre_fit, ... -- is private)
-__all__ = ["CENTROID_POWERS", "CENTROID_ROOTS", "IDF_POWERS", "PATTERN_EVALS_PER_EPOCH", "PATTERN_MIN_DELTA", "PATTERN_PATIENCE", "calibrate_temperature",
-           "cap_held_out", "max_held_out", "pattern_schedule", "recentre", "reweight_rows"]
+__all__ = ["CENTROID_POWERS", "CENTROID_ROOTS", "CentroidStart", "IDF_POWERS", "PATTERN_EVALS_PER_EPOCH", "PATTERN_MIN_DELTA",
+           "PATTERN_PATIENCE", "calibrate_temperature", "cap_held_out", "centroid_shape", "max_held_out", "pattern_schedule",
+           "recentre", "reweight_rows"]
 
 #: the shared shape of the starting scorer, chosen on the held-out rows
 #: (``choose_centroid_scorer``): the exponent p of the rows' idf weights and the power
@@ -413,10 +414,19 @@ def cap_held_out(train_idx: np.ndarray, val_idx: np.ndarray, rng, groups=None, n
 
 
 class CentroidStart(NamedTuple):
-    """The starting scorer chosen on the held-out rows (:func:`choose_start`): the feature
-    scale of the chosen idf power, the centroid power gamma, the root q of the class sums, the
-    temperature T, the bias weight beta, and the held-out hits of each (p, q, gamma) and of
-    each beta."""
+    """The starting scorer of a fit on the weight-pattern path, chosen on its held-out rows
+    (the estimator's ``centroid_start_``): the feature scale of the chosen idf power
+    (``feature_scale``), the centroid power gamma (``power``), the root q of the class sums
+    (``root``), the temperature T, the bias weight beta (``bias``), and the held-out hits of
+    each (p, q, gamma) scored (``scorer_scores``) and of each beta (``bias_scores``).
+
+    Example (a fit's is ``ARClassifier(...).fit(X, y).centroid_start_``):
+
+    >>> from pyro_ar.infer.pattern_fit import CentroidStart, centroid_shape
+    >>> start = CentroidStart(None, power=0.8, root=0.5, temperature=12.0, bias=0.25, scorer_scores={}, bias_scores={})
+    >>> centroid_shape(start)                  # what pattern_and_centroids builds the start from
+    {'power': 0.8, 'temperature': 12.0, 'root': 0.5}
+    """
 
     feature_scale: np.ndarray
     power: float
@@ -432,11 +442,9 @@ def centroid_shape(start=None) -> dict:
     ``start`` (a :class:`CentroidStart`) for :func:`~pyro_ar.training_path.pattern_and_centroids`;
     before any choice (None) the plain centroids: 1, ``PATTERN_INIT_TEMPERATURE`` and 1.
 
-    >>> from pyro_ar.infer.pattern_fit import CentroidStart, centroid_shape
-    >>> centroid_shape(CentroidStart(None, power=0.8, root=0.5, temperature=12.0, bias=0.25, scorer_scores={}, bias_scores={}))
-    {'power': 0.8, 'temperature': 12.0, 'root': 0.5}
-    >>> centroid_shape()["power"]
-    1.0
+    >>> from pyro_ar.infer.pattern_fit import centroid_shape
+    >>> centroid_shape()["power"], centroid_shape()["root"]       # the plain centroids
+    (1.0, 1.0)
     """
     from ..training_path import PATTERN_INIT_TEMPERATURE
 
