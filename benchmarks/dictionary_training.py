@@ -120,7 +120,7 @@ def main():
         if start is not None:
             rows[-1]["centroid_scorer"] = {f"p={p:g},q={q:g},gamma={g:g}": v
                                            for (p, q, g), v in start.scorer_scores.items()}
-            rows[-1]["start"] = {"gamma": start.power, "q": start.root, "beta": start.bias,
+            rows[-1]["start"] = {"p": start.idf_power, "gamma": start.power, "q": start.root, "beta": start.bias,
                                  "temperature": start.temperature}
         print(json.dumps(rows[-1]), flush=True)
     cols = [("method", "method", "s"), ("CPU s", "cpu_s", ".1f"), ("steps", "steps", "d"), ("log-lik", "log_lik", ".3f")]

@@ -234,7 +234,7 @@ def _heldout_hits(X, codes, K, train_idx, rows, powers, groups=None, chunk=500, 
 
 
 def choose_centroid_scorer(X, codes, K: int, train_idx, val_idx, feature_scale, groups=None, weights=None):
-    r"""``(X', feature scale', gamma, q, temperature, beta, scores, bias scores)``: the starting
+    r"""``(X', feature scale', p, gamma, q, temperature, beta, scores, bias scores)``: the starting
     scorer's shape chosen on the held-out rows ``val_idx`` by the most held-out (top-1 +
     top-10) hits / 2 of the centroid scorer :math:`x \cdot s_k^q / \lVert s_k^q\rVert^\gamma`
     of the training rows ``train_idx``, coordinate-wise: the idf exponent p in
@@ -272,7 +272,7 @@ def choose_centroid_scorer(X, codes, K: int, train_idx, val_idx, feature_scale, 
     beta, temperature, bias_scores = choose_bias(
         torch.as_tensor(U), torch.as_tensor(codes[rows]), torch.as_tensor(np.log1p(counts)).float(),
         None if w is None else torch.as_tensor(w[rows]))
-    return Xp, np.asarray(feature_scale) ** p, power, q, temperature, beta, scores, bias_scores
+    return Xp, np.asarray(feature_scale) ** p, p, power, q, temperature, beta, scores, bias_scores
 
 
 def weighted_mean(weights=None):
@@ -415,20 +415,22 @@ def cap_held_out(train_idx: np.ndarray, val_idx: np.ndarray, rng, groups=None, n
 
 class CentroidStart(NamedTuple):
     """The starting scorer of a fit on the weight-pattern path, chosen on its held-out rows
-    (the estimator's ``centroid_start_``): the feature scale of the chosen idf power
-    (``feature_scale``), the centroid power gamma (``power``), the root q of the class sums
+    (the estimator's ``centroid_start_``): the chosen idf power p (``idf_power``) and its
+    feature scale (``feature_scale``, 1 / idf^p), the centroid power gamma (``power``), the root q of the class sums
     (``root``), the temperature T, the bias weight beta (``bias``), and the held-out hits of
     each (p, q, gamma) scored (``scorer_scores``) and of each beta (``bias_scores``).
 
     Example (a fit's is ``ARClassifier(...).fit(X, y).centroid_start_``):
 
     >>> from pyro_ar.infer.pattern_fit import CentroidStart, centroid_shape
-    >>> start = CentroidStart(None, power=0.8, root=0.5, temperature=12.0, bias=0.25, scorer_scores={}, bias_scores={})
+    >>> start = CentroidStart(None, idf_power=1.5, power=0.8, root=0.5, temperature=12.0, bias=0.25, scorer_scores={},
+    ...                       bias_scores={})
     >>> centroid_shape(start)                  # what pattern_and_centroids builds the start from
     {'power': 0.8, 'temperature': 12.0, 'root': 0.5}
     """
 
     feature_scale: np.ndarray
+    idf_power: float
     power: float
     root: float
     temperature: float
