@@ -6,7 +6,7 @@ its start from (:mod:`pyro_ar.infer.pattern_fit`),
 
 rows x of idf weights idf^p (L2-normalised), s_k the class sums of the training rows, n_k their
 numbers, s_k^q their entries to the power q, r = beta / T, scored on the **test** rows for
-every (p, q, gamma, r) of a grid: the best
+every (p, q, gamma, r) of a grid (by default the estimator's p, q and gamma): the best
 cell is an oracle (chosen on the test rows themselves), an upper bound of what any held-out
 choice within the family reaches. With ``--rank R`` the cell ``--cell p,gamma,r`` is also scored
 with a shared low-rank term added, lam (x V)(c_k V)^T, V the top-R right singular vectors of the
@@ -39,10 +39,10 @@ import torch
 
 from benchmarks import harness
 from benchmarks.peers_data import QUICK_CLASSES, load, subset_classes
+from pyro_ar.infer.pattern_fit import CENTROID_POWERS, CENTROID_ROOTS, IDF_POWERS
 
-POWERS = (1.0, 1.5, 2.0, 2.5)
-GAMMAS = (1.0, 0.8, 0.7, 0.6, 0.5, 0.4)
-ROOTS = (1.0, 0.5)
+# the grid ARClassifier() chooses from (--powers / --gammas score others)
+POWERS, GAMMAS, ROOTS = IDF_POWERS, CENTROID_POWERS, CENTROID_ROOTS
 RATIOS = (0.0, 0.01, 0.03)
 LAMBDAS = (0.1, 0.2, 0.3, 0.5, 0.8)
 

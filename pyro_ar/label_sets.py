@@ -62,6 +62,7 @@ import numpy as np
 import torch
 
 from .labels import check_labels, encode_labels, label_array, label_codes
+from .numerics import weighted_mean
 
 __all__ = ["ChoiceSets", "LabelPairs", "MultilabelTargets", "choice_set_log_likelihood", "encode_multilabel",
            "expand_sample_weight", "format_label_sets", "is_indicator", "is_label_sets", "is_multilabel", "label_pairs",
@@ -478,8 +479,4 @@ def choice_set_log_likelihood(source, choice_sets: ChoiceSets, rows, weights=Non
         else:
             lp = choice_sets.log_prob(u, idx)
         out.append(lp.double())
-    lp = torch.cat(out)
-    if weights is None:
-        return float(lp.mean())
-    w = weights.to(lp)
-    return float((w * lp).sum() / w.sum().clamp(min=1e-300))
+    return weighted_mean(torch.cat(out), weights)

@@ -36,6 +36,7 @@ __all__ = [
     "softplus_inverse",
     "log_sigmoid",
     "uniform_open",
+    "weighted_mean",
     "show",
     "check_finite",
     "first_position",
@@ -52,6 +53,23 @@ __all__ = [
     "as_tensor",
     "as_tensors",
 ]
+
+
+def weighted_mean(values, weights=None) -> float:
+    r"""The float64 mean :math:`\sum_i w_i v_i / \sum_i w_i` of ``values`` (a tensor or array,
+    (n,)) under the non-negative ``weights`` (n,; None: the plain mean; all zero: 0, not NaN).
+
+    Example:
+
+    >>> from pyro_ar.numerics import weighted_mean
+    >>> weighted_mean([2.0, 6.0]), weighted_mean([2.0, 6.0], [1.0, 3.0]), weighted_mean([2.0], [0.0])
+    (4.0, 5.0, 0.0)
+    """
+    v = torch.as_tensor(values).double()
+    if weights is None:
+        return float(v.mean())
+    w = torch.as_tensor(weights).to(v)
+    return float((w * v).sum() / w.sum().clamp(min=1e-300))
 
 
 def softplus(x: torch.Tensor) -> torch.Tensor:

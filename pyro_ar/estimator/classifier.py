@@ -12,6 +12,7 @@ import pyro
 from ..evaluation import log_likelihood, predict_log_proba, top_k
 from ..features import DENSIFY_MAX_ELEMENTS, apply_scaler, fit_scaler, training_features
 from ..files import seeded
+from ..numerics import weighted_mean
 from ..infer import EarlyStopping, LearningRateDecay, TrainingDiverged, train
 from ..infer.param_state import global_state, state_on
 from ..infer.pattern_fit import centroid_shape, choose_start, pattern_schedule, pattern_validation_score, \
@@ -241,7 +242,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                     train_idx, val_idx, data, start = choose_start(data, train_idx, val_idx, rng,
                                                                    self.feature_scale_, self.standardize)
                     if start is not None:
-                        self.feature_scale_, self.centroid_start_ = start.feature_scale, start
+                        self.feature_scale_ = np.asarray(self.feature_scale_) ** start.idf_power
+                        self.centroid_start_ = start
                 if self._predict_seed is None:
                     self._predict_seed = int(rng.randint(_MAX_SEED))
                 scale, init, budget, search_steps = self._choose_prior_scale(
@@ -425,8 +427,8 @@ class ARClassifier(ClassifierMixin, BaseEstimator):
                 return {"val_log_lik": choice_set_log_likelihood(source, choice_sets, rows, w_val)}
             if w_val is None:
                 return {"val_log_lik": log_likelihood(source, y_val, spec.noise, rows=rows)}
-            lp = log_likelihood(source, y_val, spec.noise, reduce="none", rows=rows)
-            return {"val_log_lik": float((w_val * lp).sum() / w_val.sum().clamp(min=1e-300))}
+            return {"val_log_lik": weighted_mean(log_likelihood(source, y_val, spec.noise, reduce="none", rows=rows),
+                                                 w_val)}
         return score
 
     # ------------------------------------------------------------------ prediction core

@@ -36,12 +36,14 @@ fit's gain over the plain tf-idf cosine; the SVI steps after it add little there
 (``benchmarks/dictionary_training.py``).
 """
 
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
 import torch
 
 from ..noise import get_noise
+from ..numerics import weighted_mean
 
 try:  # scipy is an optional dependency of pyro_ar (extras "data" / "test")
     import scipy.sparse as sp
@@ -234,7 +236,7 @@ def _heldout_hits(X, codes, K, train_idx, rows, powers, groups=None, chunk=500, 
 
 
 def choose_centroid_scorer(X, codes, K: int, train_idx, val_idx, feature_scale, groups=None, weights=None):
-    r"""``(X', feature scale', p, gamma, q, temperature, beta, scores, bias scores)``: the starting
+    r"""``(X', p, gamma, q, temperature, beta, scores, bias scores)``: the starting
     scorer's shape chosen on the held-out rows ``val_idx`` by the most held-out (top-1 +
     top-10) hits / 2 of the centroid scorer :math:`x \cdot s_k^q / \lVert s_k^q\rVert^\gamma`
     of the training rows ``train_idx``, coordinate-wise: the idf exponent p in
@@ -242,7 +244,7 @@ def choose_centroid_scorer(X, codes, K: int, train_idx, val_idx, feature_scale, 
     the root q in :data:`CENTROID_ROOTS` with gamma at that p (ties: the earlier, p = 1, q = 1
     and gamma = 1 first) --, then its bias weight beta and temperature (:func:`choose_bias`).
     ``X`` holds the tf-idf rows of the estimator's scaling (``feature_scale`` = 1 / idf), X'
-    the rows of :math:`\mathrm{idf}^p` (``feature_scale ** p``); ``scores`` maps each
+    the rows of :math:`\mathrm{idf}^p` (the feature scale ``feature_scale ** p``); ``scores`` maps each
     (p, q, gamma) scored to its held-out hits. With ``weights`` (per datapoint: a weight of 2 counts
     as two copies) the class sums, counts, hits and log-likelihoods weighted. One sparse product
     per (p, q) scored, O(|rows| x K) for each gamma."""
@@ -272,22 +274,7 @@ def choose_centroid_scorer(X, codes, K: int, train_idx, val_idx, feature_scale, 
     beta, temperature, bias_scores = choose_bias(
         torch.as_tensor(U), torch.as_tensor(codes[rows]), torch.as_tensor(np.log1p(counts)).float(),
         None if w is None else torch.as_tensor(w[rows]))
-    return Xp, np.asarray(feature_scale) ** p, p, power, q, temperature, beta, scores, bias_scores
-
-
-def weighted_mean(weights=None):
-    """``mean(t) -> float``: the float64 mean of a tensor over its first dimension, weighted by
-    ``weights`` (per row; None: the plain mean).
-
-    >>> import torch
-    >>> from pyro_ar.infer.pattern_fit import weighted_mean
-    >>> weighted_mean(torch.tensor([1.0, 3.0]))(torch.tensor([2.0, 6.0]))
-    5.0
-    """
-    if weights is None:
-        return lambda t: float(t.double().mean())
-    w = torch.as_tensor(weights).double()
-    return lambda t: float((t.double() * w).sum() / w.sum().clamp(min=1e-300))
+    return Xp, p, power, q, temperature, beta, scores, bias_scores
 
 
 def choose_bias(U: torch.Tensor, y: torch.Tensor, log_counts: torch.Tensor, weights=None) -> tuple:
@@ -309,7 +296,8 @@ def choose_bias(U: torch.Tensor, y: torch.Tensor, log_counts: torch.Tensor, weig
     >>> beta, scores[0.0], scores[beta]        # a bias towards the more frequent class 1 wins
     (0.25, 0.6666666666666666, 1.0)
     """
-    best, rows, scores, T, mean = None, torch.arange(len(y)), {}, None, weighted_mean(weights)
+    best, rows, scores, T = None, torch.arange(len(y)), {}, None
+    mean = partial(weighted_mean, weights=weights)
     for beta in BIAS_WEIGHTS:
         bias = beta * log_counts
         T = calibrate_temperature(U, y, bias=bias, weights=weights, **({} if T is None else {"start": T}))
@@ -342,7 +330,7 @@ def calibrate_temperature(U: torch.Tensor, y: torch.Tensor, start: float = 15.0,
     >>> round(calibrate_temperature(U, torch.tensor([0, 0, 0, 0])), 3)        # sigmoid(T) = 3/4
     1.099
     """
-    rows, mean = torch.arange(len(y)), weighted_mean(weights)
+    rows, mean = torch.arange(len(y)), partial(weighted_mean, weights=weights)
     label_u, p = U[rows, y], torch.empty_like(U)
     label_b = 0.0 if bias is None else mean(bias[y])
     T, best = float(start), None  # best: (f, T) of the last accepted point
@@ -415,21 +403,20 @@ def cap_held_out(train_idx: np.ndarray, val_idx: np.ndarray, rng, groups=None, n
 
 class CentroidStart(NamedTuple):
     """The starting scorer of a fit on the weight-pattern path, chosen on its held-out rows
-    (the estimator's ``centroid_start_``): the chosen idf power p (``idf_power``) and its
-    feature scale (``feature_scale``, 1 / idf^p), the centroid power gamma (``power``), the root q of the class sums
+    (the estimator's ``centroid_start_``): the chosen idf power p (``idf_power``: the
+    estimator's feature scale is 1 / idf^p), the centroid power gamma (``power``), the root q of the class sums
     (``root``), the temperature T, the bias weight beta (``bias``), and the held-out hits of
     each (p, q, gamma) scored (``scorer_scores``) and of each beta (``bias_scores``).
 
     Example (a fit's is ``ARClassifier(...).fit(X, y).centroid_start_``):
 
     >>> from pyro_ar.infer.pattern_fit import CentroidStart, centroid_shape
-    >>> start = CentroidStart(None, idf_power=1.5, power=0.8, root=0.5, temperature=12.0, bias=0.25, scorer_scores={},
+    >>> start = CentroidStart(idf_power=1.5, power=0.8, root=0.5, temperature=12.0, bias=0.25, scorer_scores={},
     ...                       bias_scores={})
     >>> centroid_shape(start)                  # what pattern_and_centroids builds the start from
     {'power': 0.8, 'temperature': 12.0, 'root': 0.5}
     """
 
-    feature_scale: np.ndarray
     idf_power: float
     power: float
     root: float
@@ -460,7 +447,8 @@ def choose_start(data, train_idx, val_idx, rng, feature_scale=None, standardize=
     held-out rows capped (:func:`cap_held_out`) and, with ``standardize``, the starting scorer
     chosen on them from the rows ``data.X`` of the idf scale ``feature_scale``
     (``choose_centroid_scorer``; ``start``: a :class:`CentroidStart`, None without
-    ``standardize``; ``data.X`` becomes the rows of the chosen idf power)."""
+    ``standardize``; ``data.X`` becomes the rows of the chosen idf power, whose feature scale is
+    ``feature_scale ** start.idf_power``)."""
     train_idx, val_idx = cap_held_out(train_idx, val_idx, rng, data.groups, data.K)
     if not standardize:
         return train_idx, val_idx, data, None
@@ -560,5 +548,5 @@ def pattern_validation_score(X, model, labels, rows=None, sample_weight=None, no
     def score():
         fitted = model.fitted_parameters()
         lp = per_row(fitted["weight"], fitted["bias"])
-        return {"val_log_lik": float(lp.mean() if w is None else (w * lp).sum() / max(w.sum(), 1e-300))}
+        return {"val_log_lik": weighted_mean(lp, w)}
     return score
